@@ -1,0 +1,179 @@
+//! Launch options: the only command-line surface (MCP is the only interface).
+//!
+//! ```text
+//! agent-worker                          stdio MCP server (+ a loopback HTTP port for workers)
+//! agent-worker --http 127.0.0.1:PORT    streamable HTTP at /mcp (PORT 0 picks one)
+//!   --data-dir DIR    state directory (default: the OS data dir; AGENT_WORKER_HOME overrides)
+//!   --token TOKEN     admin token (default: AGENT_WORKER_TOKEN, else created in the data dir)
+//!   --log LEVEL       error, warn, info (default), debug, trace
+//! ```
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+pub const ADMIN_TOKEN_PREFIX: &str = "awadmin_";
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub http: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub token: Option<String>,
+    pub log: Option<String>,
+}
+
+pub const USAGE: &str = "agent-worker: a multi-agent orchestration kernel that is an MCP server
+
+usage:
+  agent-worker [--data-dir DIR] [--token TOKEN] [--log LEVEL]        serve MCP on stdio
+  agent-worker --http 127.0.0.1:PORT [--data-dir DIR] [--token TOKEN] serve streamable HTTP at /mcp
+
+options:
+  --http ADDR      loopback address to serve HTTP on; port 0 picks a free port (printed on stderr)
+  --data-dir DIR   where state lives (default: the OS data dir; env AGENT_WORKER_HOME overrides)
+  --token TOKEN    admin bearer token for HTTP (default: env AGENT_WORKER_TOKEN, else the
+                   admin.token file in the data dir, created on first start)
+  --log LEVEL      error | warn | info | debug | trace (default info); logs go to stderr and
+                   DATA_DIR/logs/agent-worker.log
+  --help, --version";
+
+/// What the command line asked for.
+pub enum Launch {
+    Serve(Options),
+    Help,
+    Version,
+}
+
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, String> {
+    let mut o = Options::default();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value; see --help"))
+        };
+        match flag.as_str() {
+            "--http" => {
+                let v = value("--http")?;
+                let addr: SocketAddr = v
+                    .parse()
+                    .map_err(|_| format!("--http {v:?} is not an address: write it as 127.0.0.1:PORT (PORT 0 picks one)"))?;
+                if !addr.ip().is_loopback() {
+                    return Err(format!(
+                        "--http {addr}: agent-worker serves only loopback addresses (127.0.0.1 or [::1]); \
+                         put a reverse proxy with TLS in front to reach it from elsewhere"
+                    ));
+                }
+                o.http = Some(addr);
+            }
+            "--data-dir" => o.data_dir = Some(PathBuf::from(value("--data-dir")?)),
+            "--token" => o.token = Some(value("--token")?),
+            "--log" => {
+                let v = value("--log")?;
+                if !["error", "warn", "info", "debug", "trace"].contains(&v.as_str()) {
+                    return Err(format!(
+                        "--log {v:?}: use error, warn, info, debug or trace"
+                    ));
+                }
+                o.log = Some(v);
+            }
+            "-h" | "--help" => return Ok(Launch::Help),
+            "-V" | "--version" => return Ok(Launch::Version),
+            other => return Err(format!("unknown argument {other:?}; see --help")),
+        }
+    }
+    Ok(Launch::Serve(o))
+}
+
+/// `--data-dir`, else `AGENT_WORKER_HOME`, else the OS data dir.
+pub fn data_dir(o: &Options) -> Result<PathBuf, String> {
+    if let Some(d) = &o.data_dir {
+        return Ok(d.clone());
+    }
+    if let Some(d) = std::env::var_os("AGENT_WORKER_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    directories::ProjectDirs::from("dev", "agent-worker", "agent-worker")
+        .map(|p| p.data_dir().to_owned())
+        .ok_or_else(|| "cannot find a home directory for the data dir: pass --data-dir DIR".into())
+}
+
+/// `--token`, else `AGENT_WORKER_TOKEN`, else the token file in the data dir (created
+/// with mode 0600 on first start).
+pub fn admin_token(o: &Options, data_dir: &Path) -> Result<String, String> {
+    if let Some(t) = o
+        .token
+        .clone()
+        .or_else(|| std::env::var("AGENT_WORKER_TOKEN").ok())
+        .filter(|t| !t.trim().is_empty())
+    {
+        if t.trim().len() < 16 {
+            return Err("the admin token must be at least 16 characters".into());
+        }
+        return Ok(t.trim().to_owned());
+    }
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => {
+            let mode = std::fs::metadata(&path)
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0);
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    "{} is readable by others (mode {mode:o}); run chmod 600 on it",
+                    path.display()
+                );
+            }
+            Ok(t.trim().to_owned())
+        }
+        _ => {
+            let t = crate::kernel::tokens::new_secret(ADMIN_TOKEN_PREFIX);
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            f.write_all(t.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(t)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn parse(v: &[&str]) -> Result<Launch, String> {
+        parse_args(v.iter().map(|s| s.to_string()))
+    }
+    #[test]
+    fn flags() {
+        let Ok(Launch::Serve(o)) = parse(&["--http", "127.0.0.1:0", "--data-dir=/tmp/x"]) else {
+            panic!()
+        };
+        assert_eq!(o.http.unwrap().port(), 0);
+        assert_eq!(o.data_dir.unwrap(), PathBuf::from("/tmp/x"));
+        assert!(
+            parse(&["--http", "0.0.0.0:80"])
+                .unwrap_err()
+                .contains("loopback")
+        );
+        assert!(parse(&["--http"]).unwrap_err().contains("needs a value"));
+        assert!(
+            parse(&["--bogus"])
+                .unwrap_err()
+                .contains("unknown argument")
+        );
+        assert!(matches!(parse(&["--help"]), Ok(Launch::Help)));
+    }
+}

@@ -1,0 +1,241 @@
+//! The inbox: an agent's deliveries and their state machine.
+//!
+//! ```text
+//!            my_inbox              my_inbox_ack
+//!  pending ───────────▶ seen ─────────────────────▶ acked (final)
+//!     ▲                  │ my_inbox_defer
+//!     │ kernel restart   ▼
+//!     └──── seen    deferred ──(time comes, my_inbox)──▶ seen
+//! ```
+//! - The inbox is my deliveries that are pending or seen, plus deferred ones whose
+//!   time has come, oldest first. Reading marks them seen.
+//! - Acks only move forward: acked is final, an unknown or foreign id is an error and
+//!   changes nothing. `through` acks every open delivery up to and including the id,
+//!   except deferred ones whose time has not come (they were put off on purpose).
+//! - On restart, seen goes back to pending: work read but not finished is not lost.
+
+use super::clock::{fmt_ms, now_ms, parse_when};
+use super::{Kernel, Scope};
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OptionalExtension};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub const DEFAULT_INBOX_LIMIT: i64 = 50;
+pub const MAX_INBOX_LIMIT: i64 = 200;
+pub const DEFAULT_DEFER: &str = "10m";
+pub const MAX_DEFER_MS: i64 = 30 * 24 * 3600 * 1000;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct InboxMessage {
+    pub id: String,
+    pub from: String,
+    pub content: String,
+    pub created_at: String,
+    /// `high` when several members are mentioned or the text says urgent/asap/blocked/critical.
+    pub priority: String,
+    /// True for a direct message (only you can see it besides the sender).
+    pub dm: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Inbox {
+    /// Oldest first. Reading marks them seen; ack them when handled.
+    pub messages: Vec<InboxMessage>,
+    /// How many more are waiting beyond this page.
+    pub remaining: i64,
+    /// How many are deferred to a later time (not shown yet).
+    pub deferred: i64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AckResult {
+    /// How many deliveries this call acknowledged (0 if they were already acked).
+    pub acked: i64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeferResult {
+    pub message_id: String,
+    /// When it comes back into the inbox.
+    pub deferred_until: String,
+}
+
+/// The delivery's state, or an error that says whether the id is unknown or just not
+/// addressed to this member.
+fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<String> {
+    let state: Option<String> = c
+        .prepare_cached("SELECT state FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3")?
+        .query_row((scope.workflow_id, &scope.me, message_id), |r| r.get(0))
+        .optional()?;
+    if let Some(s) = state {
+        return Ok(s);
+    }
+    let exists: Option<i64> = c
+        .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
+        .query_row((scope.workflow_id, message_id), |r| r.get(0))
+        .optional()?;
+    Err(match exists {
+        Some(_) => Error::forbidden(format!(
+            "message {message_id} was not delivered to {}; you can only ack or defer ids from your own my_inbox",
+            scope.me
+        )),
+        None => Error::not_found(format!(
+            "unknown message id {message_id:?} in {}; use an id returned by my_inbox",
+            scope.workflow
+        )),
+    })
+}
+
+impl Kernel {
+    /// Returns the open inbox, oldest first, and marks the returned deliveries seen.
+    pub async fn my_inbox(&self, scope: &Scope, limit: Option<i64>) -> Result<Inbox> {
+        let limit = limit.unwrap_or(DEFAULT_INBOX_LIMIT);
+        if !(1..=MAX_INBOX_LIMIT).contains(&limit) {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
+            )));
+        }
+        let s = scope.clone();
+        self.store
+            .write(move |c| {
+                let now = now_ms();
+                const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
+                                   AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state
+                     FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
+                     WHERE {DUE} ORDER BY d.message_id LIMIT ?4"
+                ))?;
+                let mut to_mark = Vec::new();
+                let messages = st
+                    .query_map(rusqlite::params![s.workflow_id, s.me, now, limit], |r| {
+                        let state: String = r.get(6)?;
+                        let m = InboxMessage {
+                            id: r.get(0)?,
+                            from: r.get(1)?,
+                            content: r.get(2)?,
+                            created_at: fmt_ms(r.get(3)?),
+                            priority: r.get(4)?,
+                            dm: r.get(5)?,
+                        };
+                        Ok((m, state))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+                    .into_iter()
+                    .map(|(m, state)| {
+                        if state != "seen" {
+                            to_mark.push(m.id.clone());
+                        }
+                        m
+                    })
+                    .collect::<Vec<_>>();
+                {
+                    let mut mark = c.prepare_cached(
+                        "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4
+                         WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+                    )?;
+                    for id in &to_mark {
+                        mark.execute(rusqlite::params![s.workflow_id, s.me, id, now])?;
+                    }
+                }
+                let open: i64 = c
+                    .prepare_cached(&format!("SELECT count(*) FROM deliveries d WHERE {DUE}"))?
+                    .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+                let deferred: i64 = c
+                    .prepare_cached(
+                        "SELECT count(*) FROM deliveries d WHERE d.workflow_id = ?1 AND d.recipient = ?2
+                         AND d.state = 'deferred' AND d.defer_until > ?3",
+                    )?
+                    .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+                Ok(Inbox { remaining: open - messages.len() as i64, messages, deferred })
+            })
+            .await
+    }
+
+    /// Acknowledges one delivery, or (`through`) every open one up to and including it.
+    pub async fn my_inbox_ack(
+        &self,
+        scope: &Scope,
+        message_id: &str,
+        through: bool,
+    ) -> Result<AckResult> {
+        let s = scope.clone();
+        let id = message_id.trim().to_owned();
+        self.store
+            .write(move |c| {
+                delivery_state(c, &s, &id)?;
+                let now = now_ms();
+                let acked = if through {
+                    c.prepare_cached(
+                        "UPDATE deliveries SET state = 'acked', defer_until = NULL, updated_at = ?4
+                         WHERE workflow_id = ?1 AND recipient = ?2 AND message_id <= ?3 AND state <> 'acked'
+                           AND NOT (state = 'deferred' AND defer_until > ?4)",
+                    )?
+                    .execute(rusqlite::params![s.workflow_id, s.me, id, now])?
+                } else {
+                    c.prepare_cached(
+                        "UPDATE deliveries SET state = 'acked', defer_until = NULL, updated_at = ?4
+                         WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3 AND state <> 'acked'",
+                    )?
+                    .execute(rusqlite::params![s.workflow_id, s.me, id, now])?
+                };
+                Ok(AckResult { acked: acked as i64 })
+            })
+            .await
+    }
+
+    /// Puts a delivery off until a duration from now or a time (default 10 minutes).
+    pub async fn my_inbox_defer(
+        &self,
+        scope: &Scope,
+        message_id: &str,
+        until: Option<&str>,
+    ) -> Result<DeferResult> {
+        let until_ms = parse_when(until.unwrap_or(DEFAULT_DEFER), "until")?;
+        let now = now_ms();
+        if until_ms <= now {
+            return Err(Error::invalid(
+                "until is in the past: give a later time or a duration such as \"30m\"",
+            ));
+        }
+        if until_ms - now > MAX_DEFER_MS {
+            return Err(Error::invalid(
+                "until is more than 30 days away; defer for less",
+            ));
+        }
+        let s = scope.clone();
+        let id = message_id.trim().to_owned();
+        self.store
+            .write(move |c| {
+                if delivery_state(c, &s, &id)? == "acked" {
+                    return Err(Error::conflict(format!(
+                        "message {id} is already acked; acks are final, so it cannot be deferred"
+                    )));
+                }
+                c.prepare_cached(
+                    "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
+                     WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+                )?
+                .execute(rusqlite::params![
+                    s.workflow_id,
+                    s.me,
+                    id,
+                    until_ms,
+                    now
+                ])?;
+                Ok(DeferResult {
+                    message_id: id,
+                    deferred_until: fmt_ms(until_ms),
+                })
+            })
+            .await
+    }
+
+    /// Restart recovery: deliveries read but not acked become pending again.
+    pub(crate) async fn requeue_seen(&self) -> Result<usize> {
+        self.store
+            .write(|c| Ok(c.execute("UPDATE deliveries SET state = 'pending' WHERE state <> 'acked' AND state = 'seen'", [])?))
+            .await
+    }
+}

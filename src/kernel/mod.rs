@@ -1,0 +1,208 @@
+//! The kernel: one per data dir, the single source of truth. It owns the store and
+//! decides what a caller may see and change. The MCP layer above only translates.
+//!
+//! Each concept lives in its own module as an `impl Kernel` block:
+//! `registry` (workflows, agents), `tokens` (identity), `messaging` (channel),
+//! `inbox` (deliveries and their state), `team` (status and members).
+
+pub mod clock;
+pub mod events;
+pub mod inbox;
+pub mod mentions;
+pub mod messaging;
+pub mod registry;
+pub mod schema;
+pub mod store;
+pub mod team;
+pub mod tokens;
+
+use crate::error::{Error, Result};
+use crate::names::{LEAD, WorkflowRef};
+use events::Events;
+use rusqlite::OptionalExtension;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use store::Store;
+
+pub const DB_FILE: &str = "agent-worker.db";
+
+/// Who is calling. Resolved per request by the MCP layer (stdio and the admin token
+/// are the lead; an agent token is one agent in one workflow instance).
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Lead,
+    Agent(AgentIdentity),
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentIdentity {
+    pub agent_id: i64,
+    pub name: String,
+    pub workflow: WorkflowRef,
+    pub workflow_id: i64,
+}
+
+impl Caller {
+    pub fn is_lead(&self) -> bool {
+        matches!(self, Caller::Lead)
+    }
+    pub fn name(&self) -> &str {
+        match self {
+            Caller::Lead => LEAD,
+            Caller::Agent(a) => &a.name,
+        }
+    }
+}
+
+/// The workflow instance a context tool acts in, and as whom.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub workflow: WorkflowRef,
+    pub workflow_id: i64,
+    /// The member name the caller acts as (`user` for the lead).
+    pub me: String,
+    pub lead: bool,
+}
+
+pub struct Kernel {
+    pub(crate) store: Store,
+    pub events: Events,
+    pub(crate) tokens: tokens::Tokens,
+    data_dir: PathBuf,
+    /// The loopback MCP endpoint, once the HTTP listener is bound.
+    url: OnceLock<String>,
+    /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
+    /// entries are dropped when an instance is deleted.
+    workflow_ids: Mutex<HashMap<WorkflowRef, i64>>,
+}
+
+impl Kernel {
+    /// Opens the data dir's database and recovers from the previous run: deliveries
+    /// that were read but not acked go back to pending, so nothing is lost.
+    pub async fn open(data_dir: &Path, admin_token: String) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            Error::internal(format!(
+                "cannot create data dir {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        let store = Store::open(&data_dir.join(DB_FILE))?;
+        let kernel = Arc::new(Self {
+            tokens: tokens::Tokens::new(admin_token),
+            store,
+            events: Events::default(),
+            data_dir: data_dir.to_owned(),
+            url: OnceLock::new(),
+            workflow_ids: Mutex::new(HashMap::new()),
+        });
+        let requeued = kernel.requeue_seen().await?;
+        if requeued > 0 {
+            tracing::info!(
+                requeued,
+                "deliveries read but not acked before the restart are pending again"
+            );
+        }
+        Ok(kernel)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn set_url(&self, url: String) {
+        let _ = self.url.set(url);
+    }
+
+    /// The kernel's loopback MCP URL (`http://127.0.0.1:PORT/mcp`), once bound.
+    pub fn url(&self) -> Option<&str> {
+        self.url.get().map(String::as_str)
+    }
+
+    /// Resolves an existing workflow instance or explains which ones exist.
+    pub async fn workflow_id(&self, wf: &WorkflowRef) -> Result<i64> {
+        if let Some(id) = self.workflow_ids.lock().unwrap().get(wf) {
+            return Ok(*id);
+        }
+        let key = wf.clone();
+        let found = self
+            .store
+            .read(move |c| {
+                let id: Option<i64> = c
+                    .query_row(
+                        "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
+                        (&key.name, &key.tag),
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                match id {
+                    Some(id) => Ok(Ok(id)),
+                    None => {
+                        let mut st = c.prepare(
+                            "SELECT name, tag FROM workflows ORDER BY name, tag LIMIT 20",
+                        )?;
+                        let known = st
+                            .query_map([], |r| {
+                                Ok(format!(
+                                    "@{}:{}",
+                                    r.get::<_, String>(0)?,
+                                    r.get::<_, String>(1)?
+                                ))
+                            })?
+                            .collect::<rusqlite::Result<Vec<_>>>()?;
+                        Ok(Err(known))
+                    }
+                }
+            })
+            .await?;
+        match found {
+            Ok(id) => {
+                self.workflow_ids.lock().unwrap().insert(wf.clone(), id);
+                Ok(id)
+            }
+            Err(known) => Err(Error::not_found(format!(
+                "no workflow instance {wf}; known: {}. Create one by registering an agent in it \
+                 (agent_new with workflow) or by running a workflow.",
+                known.join(", ")
+            ))),
+        }
+    }
+
+    /// The scope a context tool acts in. The lead may name any existing workflow
+    /// instance (default `@global:main`); an agent is fixed to its own.
+    pub async fn scope(&self, caller: &Caller, workflow: Option<&str>) -> Result<Scope> {
+        let requested = workflow
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(WorkflowRef::parse)
+            .transpose()?;
+        match caller {
+            Caller::Lead => {
+                let wf = requested.unwrap_or_else(WorkflowRef::global);
+                let workflow_id = self.workflow_id(&wf).await?;
+                Ok(Scope {
+                    workflow: wf,
+                    workflow_id,
+                    me: LEAD.into(),
+                    lead: true,
+                })
+            }
+            Caller::Agent(a) => {
+                if let Some(wf) = requested
+                    && wf != a.workflow
+                {
+                    return Err(Error::forbidden(format!(
+                        "you are {} and act only in {}; leave out `workflow` (it is for the lead)",
+                        a.name, a.workflow
+                    )));
+                }
+                Ok(Scope {
+                    workflow: a.workflow.clone(),
+                    workflow_id: a.workflow_id,
+                    me: a.name.clone(),
+                    lead: false,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The registry: workflow instances and the agents registered in them.
+//!
+//! An agent is identified by (name, workflow instance); names are unique ignoring
+//! case within an instance so that a mention is never ambiguous. Deleting an agent
+//! revokes its tokens and drops its open deliveries; the channel and its messages stay.
+
+use super::clock::{fmt_ms, now_ms};
+use super::events::Event;
+use super::{Caller, Kernel};
+use crate::error::{Error, Result};
+use crate::names::{AgentRef, WorkflowRef, check_agent_name};
+use rusqlite::{Connection, OptionalExtension, Row};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The worker backends an agent may name. Running them is the process manager's job.
+pub const BACKENDS: &[&str] = &[
+    "claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock",
+];
+
+pub const MAX_SYSTEM_PROMPT: usize = 64 * 1024;
+pub const MAX_ENV_VARS: usize = 64;
+
+/// What `agent_new` asks for, already typed.
+#[derive(Debug, Clone, Default)]
+pub struct NewAgent {
+    pub name: String,
+    pub backend: String,
+    pub model: Option<String>,
+    pub system: Option<String>,
+    pub workflow: Option<String>,
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// An agent as tools show it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentView {
+    /// The agent's name (unique in its workflow instance, ignoring case).
+    pub name: String,
+    /// Its full target, e.g. `alice` or `alice@review:pr-1`.
+    pub target: String,
+    /// The workflow instance, e.g. `@global:main`.
+    pub workflow: String,
+    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment variable names given to its worker (values are not shown).
+    pub env: Vec<String>,
+    /// Lifecycle state: idle, running or paused.
+    pub state: String,
+    pub created_at: String,
+}
+
+const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at";
+
+fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
+    let name: String = r.get(1)?;
+    let workflow = WorkflowRef {
+        name: r.get(2)?,
+        tag: r.get(3)?,
+    };
+    let env: String = r.get(8)?;
+    let env: BTreeMap<String, String> = serde_json::from_str(&env).unwrap_or_default();
+    let target = AgentRef {
+        name: name.clone(),
+        workflow: workflow.clone(),
+    }
+    .to_string();
+    Ok((
+        r.get(0)?,
+        AgentView {
+            name,
+            target,
+            workflow: workflow.to_string(),
+            backend: r.get(4)?,
+            model: r.get(5)?,
+            system: r.get(6)?,
+            cwd: r.get(7)?,
+            env: env.into_keys().collect(),
+            state: r.get(9)?,
+            created_at: fmt_ms(r.get(10)?),
+        },
+    ))
+}
+
+/// Finds a workflow instance id inside a write transaction, creating it if asked.
+pub(crate) fn workflow_id_tx(
+    c: &Connection,
+    wf: &WorkflowRef,
+    create: bool,
+) -> Result<Option<i64>> {
+    let id: Option<i64> = c
+        .prepare_cached("SELECT id FROM workflows WHERE name = ?1 AND tag = ?2")?
+        .query_row((&wf.name, &wf.tag), |r| r.get(0))
+        .optional()?;
+    if id.is_some() || !create {
+        return Ok(id);
+    }
+    let now = now_ms();
+    c.execute(
+        "INSERT INTO workflows (name, tag, state, created_at, updated_at) VALUES (?1, ?2, 'active', ?3, ?3)",
+        (&wf.name, &wf.tag, now),
+    )?;
+    Ok(Some(c.last_insert_rowid()))
+}
+
+/// The agent names of a workflow instance, in their canonical spelling.
+pub(crate) fn agent_names(c: &Connection, workflow_id: i64) -> Result<Vec<String>> {
+    let mut st =
+        c.prepare_cached("SELECT name FROM agents WHERE workflow_id = ?1 ORDER BY name")?;
+    let names = st
+        .query_map([workflow_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(names)
+}
+
+fn validate(a: &NewAgent) -> Result<()> {
+    check_agent_name(&a.name)?;
+    if !BACKENDS.contains(&a.backend.as_str()) {
+        return Err(Error::invalid(format!(
+            "unknown backend {:?}: use one of {}",
+            a.backend,
+            BACKENDS.join(", ")
+        )));
+    }
+    if let Some(m) = &a.model
+        && (m.trim().is_empty() || m.len() > 200)
+    {
+        return Err(Error::invalid(
+            "model must be 1..=200 characters, e.g. \"sonnet\" or \"gpt-5.5\"; leave it out for the backend's default",
+        ));
+    }
+    if let Some(s) = &a.system
+        && s.len() > MAX_SYSTEM_PROMPT
+    {
+        return Err(Error::invalid(format!(
+            "system prompt is {} bytes; the limit is {MAX_SYSTEM_PROMPT}. Put long instructions in a document and point to it.",
+            s.len()
+        )));
+    }
+    if let Some(cwd) = &a.cwd {
+        let p = std::path::Path::new(cwd);
+        if !p.is_absolute() {
+            return Err(Error::invalid(format!(
+                "cwd {cwd:?} must be an absolute path"
+            )));
+        }
+        if !p.is_dir() {
+            return Err(Error::invalid(format!(
+                "cwd {cwd:?} is not an existing directory; create it first"
+            )));
+        }
+    }
+    if a.env.len() > MAX_ENV_VARS {
+        return Err(Error::invalid(format!(
+            "at most {MAX_ENV_VARS} environment variables"
+        )));
+    }
+    for k in a.env.keys() {
+        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(Error::invalid(format!(
+                "environment variable name {k:?} is not valid: use letters, digits and '_', not starting with a digit"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A resolved agent: its row id, workflow id and view.
+pub struct AgentRecord {
+    pub id: i64,
+    pub workflow_id: i64,
+    pub view: AgentView,
+}
+
+impl Kernel {
+    pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
+        validate(&a)?;
+        let wf = match &a.workflow {
+            Some(w) if !w.trim().is_empty() => WorkflowRef::parse(w)?,
+            _ => WorkflowRef::global(),
+        };
+        let wf2 = wf.clone();
+        let (workflow_id, view) = self
+            .store
+            .write(move |c| {
+                let wid = workflow_id_tx(c, &wf2, true)?.expect("created");
+                let existing: Option<String> = c
+                    .query_row("SELECT name FROM agents WHERE workflow_id = ?1 AND name = ?2", (wid, &a.name), |r| r.get(0))
+                    .optional()?;
+                if let Some(existing) = existing {
+                    return Err(Error::conflict(format!(
+                        "an agent named {existing:?} already exists in {wf2}; pick another name, or \
+                         agent_delete it first"
+                    )));
+                }
+                let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
+                c.execute(
+                    "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, now_ms()],
+                )?;
+                let id = c.last_insert_rowid();
+                let view = c.query_row(
+                    &format!("SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1"),
+                    [id],
+                    agent_row,
+                )?;
+                Ok((wid, view.1))
+            })
+            .await?;
+        self.events.publish(Event::AgentChanged {
+            workflow_id,
+            name: view.name.clone(),
+        });
+        Ok(view)
+    }
+
+    /// Agents of one workflow instance, or of all when `workflow` is None.
+    pub async fn agent_list(&self, workflow: Option<&str>) -> Result<Vec<AgentView>> {
+        let filter = match workflow.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(w) => {
+                let wf = WorkflowRef::parse(w)?;
+                Some(self.workflow_id(&wf).await?)
+            }
+            None => None,
+        };
+        self.store
+            .read(move |c| {
+                let sql = format!(
+                    "SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id
+                     WHERE ?1 IS NULL OR a.workflow_id = ?1 ORDER BY w.name, w.tag, a.name"
+                );
+                let mut st = c.prepare(&sql)?;
+                let rows = st
+                    .query_map([filter], agent_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows.into_iter().map(|(_, v)| v).collect())
+            })
+            .await
+    }
+
+    /// Resolves a target such as `alice@review:pr-1` to an existing agent.
+    pub async fn agent_get(&self, target: &str) -> Result<AgentRecord> {
+        let t = AgentRef::parse(target)?;
+        let wid = self.workflow_id(&t.workflow).await?;
+        let name = t.name.clone();
+        let found = self
+            .store
+            .read(move |c| {
+                let row = c
+                    .query_row(
+                        &format!(
+                            "SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id
+                             WHERE a.workflow_id = ?1 AND a.name = ?2"
+                        ),
+                        (wid, &name),
+                        agent_row,
+                    )
+                    .optional()?;
+                Ok(match row {
+                    Some(r) => Ok(r),
+                    None => Err(agent_names(c, wid)?),
+                })
+            })
+            .await?;
+        match found {
+            Ok((id, view)) => Ok(AgentRecord {
+                id,
+                workflow_id: wid,
+                view,
+            }),
+            Err(names) => Err(Error::not_found(format!(
+                "no agent {:?} in {}; agents there: {}",
+                t.name,
+                t.workflow,
+                if names.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ))),
+        }
+    }
+
+    /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
+    /// its messages and documents stay.
+    pub async fn agent_delete(&self, target: &str) -> Result<AgentView> {
+        let rec = self.agent_get(target).await?;
+        let (id, wid) = (rec.id, rec.workflow_id);
+        let name = rec.view.name.clone();
+        self.store
+            .write(move |c| {
+                c.execute(
+                    "UPDATE tokens SET revoked_at = ?2 WHERE agent_id = ?1 AND revoked_at IS NULL",
+                    (id, now_ms()),
+                )?;
+                c.execute(
+                    "DELETE FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2",
+                    (wid, &name),
+                )?;
+                c.execute(
+                    "DELETE FROM member_status WHERE workflow_id = ?1 AND member = ?2",
+                    (wid, &name),
+                )?;
+                c.execute(
+                    "DELETE FROM read_cursors WHERE workflow_id = ?1 AND reader = ?2",
+                    (wid, &name),
+                )?;
+                c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
+                Ok(())
+            })
+            .await?;
+        self.tokens.forget_agent(id);
+        self.events.publish(Event::AgentChanged {
+            workflow_id: wid,
+            name: rec.view.name.clone(),
+        });
+        Ok(rec.view)
+    }
+
+    /// The identity an agent token stands for.
+    pub(crate) async fn agent_caller(&self, agent_id: i64) -> Result<Caller> {
+        self.store
+            .read(move |c| {
+                c.query_row(
+                    "SELECT a.id, a.name, w.name, w.tag, w.id FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
+                    [agent_id],
+                    |r| {
+                        Ok(Caller::Agent(super::AgentIdentity {
+                            agent_id: r.get(0)?,
+                            name: r.get(1)?,
+                            workflow: WorkflowRef { name: r.get(2)?, tag: r.get(3)? },
+                            workflow_id: r.get(4)?,
+                        }))
+                    },
+                )
+                .optional()?
+                .ok_or_else(|| Error::not_found("the agent of this token was deleted"))
+            })
+            .await
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct InboxCounts {
+    /// Delivered, not yet read.
+    pub pending: i64,
+    /// Read, not yet acknowledged.
+    pub seen: i64,
+    /// Put off until later.
+    pub deferred: i64,
+    pub acked: i64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentInfo {
+    pub agent: AgentView,
+    /// What the agent last reported with my_status_set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<super::team::Status>,
+    pub inbox: InboxCounts,
+    /// Tokens that currently let something act as this agent (agent_join, runs).
+    pub active_tokens: i64,
+}
+
+impl Kernel {
+    pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
+        let rec = self.agent_get(target).await?;
+        let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
+        let (status, inbox, active_tokens) = self
+            .store
+            .read(move |c| {
+                let status = c
+                    .query_row(
+                        "SELECT member, state, task, note, updated_at FROM member_status WHERE workflow_id = ?1 AND member = ?2",
+                        (wid, &name),
+                        |r| {
+                            Ok(super::team::Status {
+                                member: r.get(0)?,
+                                state: r.get(1)?,
+                                task: r.get(2)?,
+                                note: r.get(3)?,
+                                updated_at: fmt_ms(r.get(4)?),
+                            })
+                        },
+                    )
+                    .optional()?;
+                let mut inbox = InboxCounts { pending: 0, seen: 0, deferred: 0, acked: 0 };
+                let mut st = c.prepare(
+                    "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",
+                )?;
+                for row in st.query_map((wid, &name), |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+                    let (state, n) = row?;
+                    match state.as_str() {
+                        "pending" => inbox.pending = n,
+                        "seen" => inbox.seen = n,
+                        "deferred" => inbox.deferred = n,
+                        _ => inbox.acked = n,
+                    }
+                }
+                let tokens: i64 = c.query_row(
+                    "SELECT count(*) FROM tokens WHERE agent_id = ?1 AND revoked_at IS NULL AND expires_at > ?2",
+                    (id, now_ms()),
+                    |r| r.get(0),
+                )?;
+                Ok((status, inbox, tokens))
+            })
+            .await?;
+        Ok(AgentInfo {
+            agent: rec.view,
+            status,
+            inbox,
+            active_tokens,
+        })
+    }
+}

@@ -1,0 +1,113 @@
+//! The schema as numbered migrations, applied in order and recorded in
+//! `PRAGMA user_version`. Columns may be added by later migrations; the meaning of an
+//! existing column never changes.
+
+/// Migration `i` brings the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: the foundation.
+    r#"
+CREATE TABLE kernel_state (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- A workflow instance is (name, tag). `@global:main` always exists.
+CREATE TABLE workflows (
+    id         INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    tag        TEXT NOT NULL,
+    yaml       TEXT,
+    params     TEXT NOT NULL DEFAULT '{}',
+    state      TEXT NOT NULL DEFAULT 'active',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (name, tag)
+);
+INSERT INTO workflows (name, tag, state, created_at, updated_at) VALUES ('global', 'main', 'active', 0, 0);
+
+CREATE TABLE agents (
+    id          INTEGER PRIMARY KEY,
+    workflow_id INTEGER NOT NULL REFERENCES workflows(id),
+    -- NOCASE: @Alice and @alice must mean one agent, so names are unique ignoring case.
+    name        TEXT NOT NULL COLLATE NOCASE,
+    backend     TEXT NOT NULL,
+    model       TEXT,
+    system      TEXT,
+    cwd         TEXT,
+    env         TEXT NOT NULL DEFAULT '{}',
+    config      TEXT NOT NULL DEFAULT '{}',
+    state       TEXT NOT NULL DEFAULT 'idle',
+    created_at  INTEGER NOT NULL,
+    UNIQUE (workflow_id, name)
+);
+
+-- Self-reported status of a member (an agent or the lead) in a workflow instance.
+CREATE TABLE member_status (
+    workflow_id INTEGER NOT NULL,
+    member      TEXT NOT NULL COLLATE NOCASE,
+    state       TEXT NOT NULL DEFAULT 'idle',
+    task        TEXT,
+    note        TEXT,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (workflow_id, member)
+) WITHOUT ROWID;
+
+-- id is a UUIDv7: sorts by time, created by the single writer so never out of order.
+CREATE TABLE messages (
+    workflow_id INTEGER NOT NULL,
+    id          TEXT NOT NULL,
+    sender      TEXT NOT NULL,
+    content     TEXT NOT NULL,
+    kind        TEXT NOT NULL DEFAULT 'message',
+    to_member   TEXT,
+    mentions    TEXT NOT NULL DEFAULT '[]',
+    priority    TEXT NOT NULL DEFAULT 'normal',
+    created_at  INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX messages_by_workflow ON messages (workflow_id, id);
+
+-- One row per recipient, written at send time. state: pending | seen | acked | deferred.
+CREATE TABLE deliveries (
+    workflow_id INTEGER NOT NULL,
+    recipient   TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'pending',
+    defer_until INTEGER,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (workflow_id, recipient, message_id)
+) WITHOUT ROWID;
+-- The inbox is a range scan over this partial index: acked rows drop out of it, so
+-- inbox cost does not grow with the channel's history.
+CREATE INDEX deliveries_open ON deliveries (workflow_id, recipient, message_id) WHERE state <> 'acked';
+
+-- Where each reader last read the channel (the send guard compares against it).
+CREATE TABLE read_cursors (
+    workflow_id INTEGER NOT NULL,
+    reader      TEXT NOT NULL,
+    last_read   TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, reader)
+) WITHOUT ROWID;
+
+-- Content-addressed blobs (id = content hash). The lead's long messages live here.
+CREATE TABLE resources (
+    id         TEXT PRIMARY KEY,
+    type       TEXT NOT NULL,
+    content    TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+
+-- Agent tokens: only a SHA-256 of the secret is stored.
+CREATE TABLE tokens (
+    hash       TEXT PRIMARY KEY,
+    agent_id   INTEGER NOT NULL,
+    purpose    TEXT NOT NULL,
+    run_id     TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE INDEX tokens_by_agent ON tokens (agent_id);
+"#,
+];

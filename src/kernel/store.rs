@@ -1,0 +1,203 @@
+//! The SQLite store: one writer thread that owns the write connection and
+//! group-commits whatever is queued, plus a small pool of read connections.
+//!
+//! Why a writer thread: SQLite allows one writer at a time; funnelling every write
+//! through one thread removes lock contention, and committing a queue of jobs in one
+//! transaction turns N fsyncs into one (group commit). Each job runs inside its own
+//! SAVEPOINT, so a failing job rolls back alone and never half-writes. A job's caller
+//! is answered only after the commit, so an acknowledged write is durable.
+
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The most jobs one transaction may carry; bounds the latency a burst adds.
+const MAX_BATCH: usize = 512;
+const READERS: usize = 4;
+
+type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: crossbeam_channel::Sender<Job>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+fn configure(c: &Connection) -> rusqlite::Result<()> {
+    c.busy_timeout(Duration::from_secs(10))?;
+    c.pragma_update(None, "synchronous", "NORMAL")?;
+    c.pragma_update(None, "foreign_keys", "ON")?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating if needed) the database, applies migrations, and starts the
+    /// writer thread.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = Connection::open(path)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::internal(format!(
+                "could not switch {} to WAL (got {mode})",
+                path.display()
+            )));
+        }
+        configure(&conn)?;
+        migrate(&conn)?;
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                writer: tx,
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` in its own savepoint inside the writer's next transaction and answers
+    /// after that transaction committed.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |conn: &Connection| {
+            let out = in_savepoint(conn, f);
+            Box::new(move |committed: Result<(), String>| {
+                let out = match committed {
+                    Ok(()) => out,
+                    Err(e) => Err(Error::internal(format!("commit failed: {e}"))),
+                };
+                let _ = tx.send(out);
+            })
+        });
+        self.inner
+            .writer
+            .send(job)
+            .map_err(|_| Error::internal("the store writer has stopped"))?;
+        rx.await
+            .map_err(|_| Error::internal("the store writer dropped a job"))?
+    }
+
+    /// Runs `f` on a read connection on the blocking pool. Reads see the last commit.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.readers.lock().unwrap().pop();
+            let conn = match conn {
+                Some(c) => c,
+                None => {
+                    let c = Connection::open_with_flags(
+                        &inner.path,
+                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )?;
+                    configure(&c)?;
+                    c
+                }
+            };
+            let out = f(&conn);
+            let mut pool = inner.readers.lock().unwrap();
+            if pool.len() < READERS {
+                pool.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(|e| Error::internal(format!("read task failed: {e}")))?
+    }
+}
+
+fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn.execute_batch("SAVEPOINT job")?;
+    let out =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
+            Err(Error::internal(
+                "a store job panicked; its changes were rolled back",
+            ))
+        });
+    match &out {
+        Ok(_) => conn.execute_batch("RELEASE job")?,
+        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job")?,
+    }
+    out
+}
+
+fn writer_loop(conn: Connection, rx: crossbeam_channel::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            // Run nothing; dropping the jobs answers each caller with an error.
+            tracing::error!("store transaction could not begin: {e}");
+            drop(batch);
+            continue;
+        }
+        let finishers: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
+        let committed = conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            e.to_string()
+        });
+        if let Err(e) = &committed {
+            tracing::error!("store commit failed: {e}");
+        }
+        for finish in finishers {
+            finish(committed.clone());
+        }
+    }
+}
+
+fn migrate(conn: &Connection) -> Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let target = super::schema::MIGRATIONS.len() as i64;
+    if version > target {
+        return Err(Error::internal(format!(
+            "the database schema is version {version} but this agent-worker knows only up to {target}: \
+             use a newer agent-worker or another --data-dir"
+        )));
+    }
+    for (i, sql) in super::schema::MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(version as usize)
+    {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let applied = conn
+            .execute_batch(sql)
+            .and_then(|_| conn.pragma_update(None, "user_version", i as i64 + 1));
+        match applied {
+            Ok(()) => conn.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(Error::internal(format!("migration {} failed: {e}", i + 1)));
+            }
+        }
+    }
+    Ok(())
+}

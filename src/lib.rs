@@ -1,0 +1,46 @@
+//! agent-worker: a multi-agent orchestration kernel that is itself an MCP server.
+//!
+//! # Map
+//!
+//! ```text
+//! main.rs        launch flags only -> server::run
+//! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners, kernel.json
+//! config.rs      launch options, data dir and admin token resolution
+//! names.rs       name rules and targets (alice@review:pr-1)
+//! error.rs       the kernel's typed errors
+//! kernel/        the single source of truth (one per data dir)
+//!   store.rs       SQLite: one writer thread with group commit + read pool
+//!   schema.rs      numbered migrations (PRAGMA user_version)
+//!   registry.rs    workflow instances and agents
+//!   tokens.rs      admin and agent tokens (hash only), authentication
+//!   mentions.rs    mention parsing, the addressed rule, priority (pure)
+//!   messaging.rs   channel_send / channel_read, the send guard, long lead messages
+//!   inbox.rs       deliveries: pending -> seen -> acked | deferred
+//!   team.rs        member status and the member list
+//!   events.rs      post-commit events (wakes) for subscribers
+//! mcp/           the MCP interface: stateless translation onto the kernel
+//!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
+//!   http.rs        axum app: bearer auth (401), Host/Origin checks, /mcp
+//!   tools/         one file per tool group; shared plumbing in tools/mod.rs
+//! ```
+//!
+//! # Invariants
+//!
+//! - Dependencies flow one way: `mcp -> kernel -> store`. Nothing in `kernel` knows MCP.
+//! - Every write goes through the store's writer thread; a caller is answered only
+//!   after its transaction committed. A failing write changes nothing (savepoints).
+//! - Identity is resolved per request (stdio = the lead; HTTP = the bearer token),
+//!   never from a session or a handler instance: rmcp makes handlers per session or
+//!   per request depending on the protocol version.
+//! - A delivery row per recipient is written in the same transaction as its message;
+//!   acks only move forward; a restart turns `seen` back into `pending`.
+//! - Domain failures are tool results with `isError: true`; JSON-RPC errors are for
+//!   protocol faults only.
+//! - Nothing writes to stdout except the stdio transport.
+
+pub mod config;
+pub mod error;
+pub mod kernel;
+pub mod mcp;
+pub mod names;
+pub mod server;

@@ -1,0 +1,133 @@
+//! The MCP interface: stateless protocol translation onto the kernel.
+//!
+//! One handler type serves stdio and streamable HTTP, MCP 2025-11-25 (sessions) and
+//! 2026-07-28 (stateless). rmcp creates a handler per session or per request, so the
+//! handler holds only `Arc`s; identity is read from each request (see [`caller`]).
+//!
+//! Tool visibility: the lead sees every tool; an agent sees only the context tools.
+//! This is enforced in one place ([`AgentWorker::call_tool`]) and mirrored in
+//! `tools/list`.
+
+pub mod client_configs;
+pub mod http;
+pub mod tools;
+
+use crate::kernel::{Caller, Kernel};
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    handler::server::{router::tool::ToolRouter, tool::ToolCallContext},
+    model::*,
+    service::RequestContext,
+};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+pub const SERVER_NAME: &str = "agent-worker";
+
+const INSTRUCTIONS: &str = "agent-worker runs teams of AI agents. As the lead you create agents \
+(agent_new), talk to them in a shared channel (channel_send with @mentions, channel_read), and \
+watch their inboxes and status (team_members, agent_info). Agents see only the context tools, \
+scoped to their own workflow instance. Use agent_join to let an external MCP client act as an agent.";
+
+/// The tool table, built once per process and shared by every handler instance.
+pub struct Tools {
+    router: ToolRouter<AgentWorker>,
+    /// Tools only the lead may see and call.
+    management: HashSet<String>,
+}
+
+impl Tools {
+    pub fn new() -> Arc<Self> {
+        let management = AgentWorker::management_tools();
+        let names = management
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        Arc::new(Self {
+            router: management + AgentWorker::context_tools(),
+            management: names,
+        })
+    }
+
+    /// Every tool definition, sorted by name (what the lead's `tools/list` returns).
+    pub fn all(&self) -> Vec<Tool> {
+        self.router.list_all()
+    }
+
+    pub fn is_management(&self, name: &str) -> bool {
+        self.management.contains(name)
+    }
+
+    fn visible_to(&self, caller: &Caller) -> Vec<Tool> {
+        self.router
+            .list_all()
+            .into_iter()
+            .filter(|t| caller.is_lead() || !self.is_management(&t.name))
+            .collect()
+    }
+}
+
+/// The rmcp handler. Cheap to clone: rmcp may build one per request.
+#[derive(Clone)]
+pub struct AgentWorker {
+    pub(crate) kernel: Arc<Kernel>,
+    tools: Arc<Tools>,
+}
+
+impl AgentWorker {
+    pub fn new(kernel: Arc<Kernel>, tools: Arc<Tools>) -> Self {
+        Self { kernel, tools }
+    }
+}
+
+/// Who sent this request. Over HTTP the auth layer has put a [`Caller`] into the
+/// request's extensions; over stdio there are no HTTP parts and the caller is the lead.
+pub(crate) fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+    match ctx.extensions.get::<::http::request::Parts>() {
+        None => Ok(Caller::Lead),
+        Some(parts) => parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| McpError::invalid_request("unauthenticated request", None)),
+    }
+}
+
+impl ServerHandler for AgentWorker {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let who = caller(&context)?;
+        if !who.is_lead() && self.tools.is_management(&request.name) {
+            // Same answer as for a tool that does not exist: agents cannot probe for it.
+            return Err(McpError::invalid_params(
+                format!("tool not found: {}", request.name),
+                None,
+            ));
+        }
+        let tcc = ToolCallContext::new(self, request, context);
+        self.tools.router.call(tcc).await
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let who = caller(&context)?;
+        Ok(ListToolsResult::with_all_items(self.tools.visible_to(&who)))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.router.get(name).cloned()
+    }
+}

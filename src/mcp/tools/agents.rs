@@ -1,0 +1,194 @@
+//! agent_new, agent_list, agent_info, agent_delete, agent_join (the lead only).
+
+use super::{ToolError, ToolResult, given};
+use crate::kernel::clock::{fmt_ms, parse_duration};
+use crate::kernel::registry::{AgentInfo, AgentView, NewAgent};
+use crate::mcp::AgentWorker;
+use crate::mcp::client_configs::{ClientConfigs, for_http};
+use rmcp::{Json, handler::server::wrapper::Parameters, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const DEFAULT_JOIN_TTL: &str = "24h";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentNewArgs {
+    /// The agent's name: starts with a letter, then letters, digits, '_' or '-'. Others @mention it by this name.
+    pub name: String,
+    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk or mock.
+    pub backend: String,
+    /// Model for the backend, e.g. "sonnet" or "gpt-5.5" (default: the backend's own).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub model: Option<String>,
+    /// System prompt: the agent's role and standing instructions.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub system: Option<String>,
+    /// The workflow instance to register in, e.g. "@review:pr-1" (default "@global:main"; created if new).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+    /// Absolute working directory for the agent's worker (must exist).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub cwd: Option<String>,
+    /// Extra environment variables for the agent's worker.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentListArgs {
+    /// Only this workflow instance, e.g. "@review:pr-1" (default: every instance).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TargetArgs {
+    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
+    pub target: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentJoinArgs {
+    /// The agent to act as: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    /// How long the token is valid, e.g. "2h" or "7d" (default 24h, at most 30 days).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub ttl: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentOut {
+    pub agent: AgentView,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentsOut {
+    pub agents: Vec<AgentView>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeletedOut {
+    /// The deleted agent's target.
+    pub deleted: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JoinOut {
+    /// The agent this token acts as.
+    pub agent: String,
+    /// The MCP endpoint (streamable HTTP, loopback).
+    pub url: String,
+    /// The bearer token. Shown once; treat it as a password.
+    pub token: String,
+    pub expires_at: String,
+    /// Ready-to-paste configuration for common MCP clients.
+    pub configs: ClientConfigs,
+}
+
+#[tool_router(router = agent_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Register a new agent: a named team member with a worker backend and a role. It joins
+    /// the workflow instance's channel and can be @mentioned at once. Fails if the name is
+    /// taken in that instance.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn agent_new(&self, Parameters(a): Parameters<AgentNewArgs>) -> ToolResult<AgentOut> {
+        let new = NewAgent {
+            name: a.name.trim().to_owned(),
+            backend: a.backend.trim().to_owned(),
+            model: given(&a.model).map(str::to_owned),
+            system: given(&a.system).map(str::to_owned),
+            workflow: given(&a.workflow).map(str::to_owned),
+            cwd: given(&a.cwd).map(str::to_owned),
+            env: a.env,
+        };
+        Ok(Json(AgentOut {
+            agent: self.kernel.agent_new(new).await?,
+        }))
+    }
+
+    /// List agents with their backend, model and state: all of them, or one workflow instance's.
+    #[tool(annotations(
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn agent_list(&self, Parameters(a): Parameters<AgentListArgs>) -> ToolResult<AgentsOut> {
+        Ok(Json(AgentsOut {
+            agents: self.kernel.agent_list(given(&a.workflow)).await?,
+        }))
+    }
+
+    /// Everything about one agent: its configuration, lifecycle state, self-reported status
+    /// and how many messages wait in its inbox.
+    #[tool(annotations(
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn agent_info(&self, Parameters(a): Parameters<TargetArgs>) -> ToolResult<AgentInfo> {
+        Ok(Json(self.kernel.agent_info(&a.target).await?))
+    }
+
+    /// Delete an agent: its tokens stop working and its unread deliveries are dropped. The
+    /// channel, its messages and documents stay.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn agent_delete(&self, Parameters(a): Parameters<TargetArgs>) -> ToolResult<DeletedOut> {
+        let v = self.kernel.agent_delete(&a.target).await?;
+        Ok(Json(DeletedOut { deleted: v.target }))
+    }
+
+    /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as this
+    /// agent: mints a bearer token with a time limit and returns the URL and ready-to-paste
+    /// client configuration. The client then sees only the context tools of that agent's team.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn agent_join(&self, Parameters(a): Parameters<AgentJoinArgs>) -> ToolResult<JoinOut> {
+        let ttl = parse_duration(given(&a.ttl).unwrap_or(DEFAULT_JOIN_TTL), "ttl")?;
+        let rec = self.kernel.agent_get(&a.target).await?;
+        let url = self
+            .kernel
+            .url()
+            .ok_or_else(|| {
+                ToolError(
+                    "this server has no HTTP endpoint to join; start it with --http 127.0.0.1:PORT"
+                        .into(),
+                )
+            })?
+            .to_owned();
+        let (token, expires_at) = self
+            .kernel
+            .mint_agent_token(rec.id, ttl, "join", None)
+            .await?;
+        let server_name = format!("agent-worker-{}", rec.view.name);
+        Ok(Json(JoinOut {
+            configs: for_http(&server_name, &url, &token),
+            agent: rec.view.target,
+            url,
+            token,
+            expires_at: fmt_ms(expires_at),
+        }))
+    }
+}

@@ -1,0 +1,94 @@
+//! channel_send, channel_read.
+
+use super::{ToolResult, given};
+use crate::kernel::messaging::{Outgoing, ReadResult, SendResult};
+use crate::mcp::AgentWorker;
+use rmcp::{
+    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
+    tool_router,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ChannelSendArgs {
+    /// The message (at most 4,000 characters). Start it with @name (or several) to address
+    /// those members; otherwise everyone mentioned anywhere gets it; @all reaches every agent.
+    pub message: String,
+    /// Outgoing a direct message to this one member instead: only they (and you) can see it.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub to: Option<String>,
+    /// Skip the check for messages posted since you last read the channel.
+    #[serde(default)]
+    pub force: bool,
+    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ChannelReadArgs {
+    /// Return messages after this message id (paging forward). Without it, the latest messages.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub since: Option<String>,
+    /// How many messages (1-200, default 20).
+    #[serde(default)]
+    #[schemars(with = "i64")]
+    pub limit: Option<i64>,
+    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[tool_router(router = channel_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Post a message to your team's channel. Start with @name to address members (they get it
+    /// in their inbox and are woken); use `to` for a private direct message. Returns the new
+    /// message id, who received it, and any messages you missed since you last read the channel.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn channel_send(
+        &self,
+        Parameters(a): Parameters<ChannelSendArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<SendResult> {
+        let scope = self.scope(&ctx, &a.workflow).await?;
+        let send = Outgoing {
+            message: a.message,
+            to: given(&a.to).map(str::to_owned),
+            force: a.force,
+            kind: None,
+        };
+        Ok(Json(self.kernel.channel_send(&scope, send).await?))
+    }
+
+    /// Read the team channel, oldest first: the latest messages, or those after `since`
+    /// (pass the last id you saw to page forward). Direct messages appear only to their
+    /// sender and recipient.
+    #[tool(annotations(
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn channel_read(
+        &self,
+        Parameters(a): Parameters<ChannelReadArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<ReadResult> {
+        let scope = self.scope(&ctx, &a.workflow).await?;
+        Ok(Json(
+            self.kernel
+                .channel_read(&scope, given(&a.since).map(str::to_owned), a.limit)
+                .await?,
+        ))
+    }
+}

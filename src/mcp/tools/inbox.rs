@@ -1,0 +1,114 @@
+//! my_inbox, my_inbox_ack, my_inbox_defer.
+
+use super::{ToolResult, given};
+use crate::kernel::inbox::{AckResult, DeferResult, Inbox};
+use crate::mcp::AgentWorker;
+use rmcp::{
+    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
+    tool_router,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct InboxArgs {
+    /// How many messages (1-200, default 50).
+    #[serde(default)]
+    #[schemars(with = "i64")]
+    pub limit: Option<i64>,
+    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AckArgs {
+    /// The id of a message from your my_inbox.
+    pub message_id: String,
+    /// Also acknowledge every earlier message in your inbox (except ones you deferred).
+    #[serde(default)]
+    pub through: bool,
+    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DeferArgs {
+    /// The id of a message from your my_inbox.
+    pub message_id: String,
+    /// When it should come back: a duration such as "30m" or "2h", or a time such as
+    /// "2026-11-22T10:00:00Z" (default "10m", at most 30 days).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub until: Option<String>,
+    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[tool_router(router = inbox_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Your inbox: messages addressed to you (mentions and direct messages) that you have not
+    /// acknowledged, oldest first. Reading does not remove them: handle each one, then
+    /// my_inbox_ack it; until then it stays (and comes back after a restart).
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn my_inbox(
+        &self,
+        Parameters(a): Parameters<InboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<Inbox> {
+        let scope = self.scope(&ctx, &a.workflow).await?;
+        Ok(Json(self.kernel.my_inbox(&scope, a.limit).await?))
+    }
+
+    /// Mark a message from your inbox as handled so it does not come back. With through: true,
+    /// also everything before it. Acknowledgements are final.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn my_inbox_ack(
+        &self,
+        Parameters(a): Parameters<AckArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<AckResult> {
+        let scope = self.scope(&ctx, &a.workflow).await?;
+        Ok(Json(
+            self.kernel
+                .my_inbox_ack(&scope, &a.message_id, a.through)
+                .await?,
+        ))
+    }
+
+    /// Put a message from your inbox off until later: it leaves the inbox and comes back at
+    /// the given time (default in 10 minutes).
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn my_inbox_defer(
+        &self,
+        Parameters(a): Parameters<DeferArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<DeferResult> {
+        let scope = self.scope(&ctx, &a.workflow).await?;
+        Ok(Json(
+            self.kernel
+                .my_inbox_defer(&scope, &a.message_id, given(&a.until))
+                .await?,
+        ))
+    }
+}

@@ -1,0 +1,80 @@
+//! The tools, one file per group, and the plumbing they share: identity and scope
+//! resolution, and the single mapping from kernel errors to tool errors.
+//!
+//! A tool handler is three lines: resolve the scope, call the kernel, wrap the result.
+//! Domain failures become `isError: true` results whose text tells the model what to
+//! do next; only protocol faults are JSON-RPC errors.
+
+mod agents;
+mod channel;
+mod inbox;
+mod team;
+
+use super::{AgentWorker, caller};
+use crate::error::Error;
+use crate::kernel::{Caller, Scope};
+use rmcp::{
+    Json, RoleServer,
+    handler::server::router::tool::ToolRouter,
+    model::{ContentBlock, IntoContents},
+    service::RequestContext,
+};
+
+pub type ToolResult<T> = Result<Json<T>, ToolError>;
+
+/// A failed tool call, shown to the caller as an `isError` result.
+#[derive(Debug)]
+pub struct ToolError(pub String);
+
+impl IntoContents for ToolError {
+    fn into_contents(self) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(self.0)]
+    }
+}
+
+impl From<Error> for ToolError {
+    fn from(e: Error) -> Self {
+        match &e {
+            Error::Store(_) | Error::Internal(_) => {
+                tracing::error!("tool failed: {e}");
+                ToolError(format!(
+                    "{e}. This is a fault in agent-worker, not in your request; retry, and report it if it persists."
+                ))
+            }
+            _ => ToolError(e.to_string()),
+        }
+    }
+}
+
+impl From<rmcp::ErrorData> for ToolError {
+    fn from(e: rmcp::ErrorData) -> Self {
+        ToolError(e.message.to_string())
+    }
+}
+
+/// Optional text arguments arrive as missing, `null` or `""`; all mean "not given".
+pub(crate) fn given(s: &Option<String>) -> Option<&str> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl AgentWorker {
+    /// The caller and the workflow instance a context tool acts in.
+    pub(crate) async fn scope(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        workflow: &Option<String>,
+    ) -> Result<Scope, ToolError> {
+        let who: Caller = caller(ctx)?;
+        Ok(self.kernel.scope(&who, given(workflow)).await?)
+    }
+
+    /// Context tools: what agents (and the lead, as `user`) use to collaborate.
+    pub(crate) fn context_tools() -> ToolRouter<Self> {
+        Self::channel_tools() + Self::inbox_tools() + Self::team_tools()
+    }
+
+    /// Management tools: the lead only.
+    pub(crate) fn management_tools() -> ToolRouter<Self> {
+        Self::agent_tools()
+    }
+}

@@ -1,0 +1,149 @@
+//! Process wiring: one kernel per data dir, logging, the stdio and HTTP listeners,
+//! `kernel.json`, and shutdown.
+//!
+//! The first process to take the data dir's lock is the kernel. In stdio mode it
+//! also listens on an ephemeral loopback HTTP port, because workers (and
+//! `agent_join` clients) reach the kernel over HTTP with their own tokens.
+
+use crate::config::{self, Options};
+use crate::kernel::Kernel;
+use crate::mcp::{AgentWorker, Tools, http};
+use anyhow::{Context, anyhow};
+use rmcp::ServiceExt;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+
+pub const LOCK_FILE: &str = "kernel.lock";
+pub const KERNEL_JSON: &str = "kernel.json";
+
+/// Holds the data dir's exclusive lock for the life of the process.
+pub struct DataDirLock {
+    _lock: nix::fcntl::Flock<File>,
+}
+
+/// Takes the data dir's lock, or says which process holds it.
+pub fn lock_data_dir(dir: &Path) -> anyhow::Result<DataDirLock> {
+    let path = dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(DataDirLock { _lock: lock }),
+        Err((_, errno)) => {
+            let holder = std::fs::read_to_string(dir.join(KERNEL_JSON)).unwrap_or_default();
+            Err(anyhow!(
+                "data dir {} is in use by another agent-worker kernel ({errno}; kernel.json: {}). \
+                 Connect to that kernel over HTTP with the admin token, or pass another --data-dir.",
+                dir.display(),
+                holder.trim()
+            ))
+        }
+    }
+}
+
+fn init_logging(
+    dir: &Path,
+    level: &str,
+) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let (file, guard) =
+        tracing_appender::non_blocking(tracing_appender::rolling::never(&logs, "agent-worker.log"));
+    // rmcp logs request payloads at info/debug: keep it at warn so arguments never reach logs.
+    let filter = || EnvFilter::new(format!("{level},rmcp=warn,hyper=warn,axum=warn"));
+    tracing_subscriber::registry()
+        .with(
+            fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_filter(filter()),
+        )
+        .with(
+            fmt::layer()
+                .with_writer(file)
+                .with_ansi(false)
+                .with_filter(filter()),
+        )
+        .try_init()
+        .ok();
+    Ok(guard)
+}
+
+fn write_kernel_json(dir: &Path, url: &str) -> anyhow::Result<PathBuf> {
+    let path = dir.join(KERNEL_JSON);
+    let body = serde_json::json!({ "pid": std::process::id(), "url": url });
+    let tmp = dir.join(format!("{KERNEL_JSON}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&body)?)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+/// Runs the server until stdin closes (stdio) or a signal arrives (HTTP).
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let dir = config::data_dir(&opts).map_err(|e| anyhow!(e))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+    let _log_guard = init_logging(&dir, opts.log.as_deref().unwrap_or("info"))?;
+    let _lock = lock_data_dir(&dir)?;
+    let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
+    let kernel = Kernel::open(&dir, admin).await?;
+    let tools = Tools::new();
+    let ct = CancellationToken::new();
+
+    let stdio = opts.http.is_none();
+    let addr = opts
+        .http
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let url = format!("http://{}{}", listener.local_addr()?, http::MCP_PATH);
+    kernel.set_url(url.clone());
+    let kernel_json = write_kernel_json(&dir, &url)?;
+    eprintln!(
+        "agent-worker {} serving MCP at {url} (data dir {})",
+        env!("CARGO_PKG_VERSION"),
+        dir.display()
+    );
+    tracing::info!(%url, data_dir = %dir.display(), stdio, "kernel started");
+
+    let app = http::app(kernel.clone(), tools.clone(), ct.child_token());
+    let http_ct = ct.clone();
+    let http_task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { http_ct.cancelled().await })
+            .await
+    });
+
+    if stdio {
+        let service = AgentWorker::new(kernel.clone(), tools)
+            .serve(rmcp::transport::stdio_pipes())
+            .await
+            .context("stdio MCP session failed to start")?;
+        tokio::select! {
+            r = service.waiting() => { if let Err(e) = r { tracing::warn!("stdio session ended: {e}"); } }
+            _ = shutdown_signal() => {}
+        }
+    } else {
+        shutdown_signal().await;
+    }
+    ct.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), http_task).await;
+    let _ = std::fs::remove_file(kernel_json);
+    tracing::info!("kernel stopped");
+    Ok(())
+}
