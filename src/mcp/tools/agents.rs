@@ -1,6 +1,6 @@
 //! agent_new, agent_list, agent_info, agent_delete, agent_join (the lead only).
 
-use super::{ToolError, ToolResult, given};
+use super::{ToolError, given};
 use crate::kernel::clock::{fmt_ms, parse_duration};
 use crate::kernel::registry::{AgentInfo, AgentView, NewAgent};
 use crate::mcp::AgentWorker;
@@ -103,7 +103,10 @@ impl AgentWorker {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn agent_new(&self, Parameters(a): Parameters<AgentNewArgs>) -> ToolResult<AgentOut> {
+    async fn agent_new(
+        &self,
+        Parameters(a): Parameters<AgentNewArgs>,
+    ) -> Result<Json<AgentOut>, ToolError> {
         let new = NewAgent {
             name: a.name.trim().to_owned(),
             backend: a.backend.trim().to_owned(),
@@ -125,7 +128,10 @@ impl AgentWorker {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn agent_list(&self, Parameters(a): Parameters<AgentListArgs>) -> ToolResult<AgentsOut> {
+    async fn agent_list(
+        &self,
+        Parameters(a): Parameters<AgentListArgs>,
+    ) -> Result<Json<AgentsOut>, ToolError> {
         Ok(Json(AgentsOut {
             agents: self.kernel.agent_list(given(&a.workflow)).await?,
         }))
@@ -139,7 +145,10 @@ impl AgentWorker {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn agent_info(&self, Parameters(a): Parameters<TargetArgs>) -> ToolResult<AgentInfo> {
+    async fn agent_info(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<AgentInfo>, ToolError> {
         Ok(Json(self.kernel.agent_info(&a.target).await?))
     }
 
@@ -151,7 +160,10 @@ impl AgentWorker {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn agent_delete(&self, Parameters(a): Parameters<TargetArgs>) -> ToolResult<DeletedOut> {
+    async fn agent_delete(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<DeletedOut>, ToolError> {
         let v = self.kernel.agent_delete(&a.target).await?;
         Ok(Json(DeletedOut { deleted: v.target }))
     }
@@ -165,7 +177,10 @@ impl AgentWorker {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn agent_join(&self, Parameters(a): Parameters<AgentJoinArgs>) -> ToolResult<JoinOut> {
+    async fn agent_join(
+        &self,
+        Parameters(a): Parameters<AgentJoinArgs>,
+    ) -> Result<Json<JoinOut>, ToolError> {
         let ttl = parse_duration(given(&a.ttl).unwrap_or(DEFAULT_JOIN_TTL), "ttl")?;
         let rec = self.kernel.agent_get(&a.target).await?;
         let url = self

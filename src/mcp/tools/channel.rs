@@ -1,6 +1,6 @@
 //! channel_send, channel_read.
 
-use super::{ToolResult, given};
+use super::{ToolError, given};
 use crate::kernel::messaging::{Outgoing, ReadResult, SendResult};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -59,7 +59,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<ChannelSendArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<SendResult> {
+    ) -> Result<Json<SendResult>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         let send = Outgoing {
             message: a.message,
@@ -83,7 +83,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<ChannelReadArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<ReadResult> {
+    ) -> Result<Json<ReadResult>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         Ok(Json(
             self.kernel

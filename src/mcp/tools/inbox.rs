@@ -1,6 +1,6 @@
 //! my_inbox, my_inbox_ack, my_inbox_defer.
 
-use super::{ToolResult, given};
+use super::{ToolError, given};
 use crate::kernel::inbox::{AckResult, DeferResult, Inbox};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -65,7 +65,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<InboxArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<Inbox> {
+    ) -> Result<Json<Inbox>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         Ok(Json(self.kernel.my_inbox(&scope, a.limit).await?))
     }
@@ -82,7 +82,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<AckArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<AckResult> {
+    ) -> Result<Json<AckResult>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         Ok(Json(
             self.kernel
@@ -103,7 +103,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<DeferArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<DeferResult> {
+    ) -> Result<Json<DeferResult>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         Ok(Json(
             self.kernel

@@ -2,6 +2,8 @@
 //! resolution, and the single mapping from kernel errors to tool errors.
 //!
 //! A tool handler is three lines: resolve the scope, call the kernel, wrap the result.
+//! Handlers spell out `Result<Json<T>, ToolError>` (no alias): rmcp's macro derives the
+//! output schema from that exact shape.
 //! Domain failures become `isError: true` results whose text tells the model what to
 //! do next; only protocol faults are JSON-RPC errors.
 
@@ -14,13 +16,11 @@ use super::{AgentWorker, caller};
 use crate::error::Error;
 use crate::kernel::{Caller, Scope};
 use rmcp::{
-    Json, RoleServer,
+    RoleServer,
     handler::server::router::tool::ToolRouter,
     model::{ContentBlock, IntoContents},
     service::RequestContext,
 };
-
-pub type ToolResult<T> = Result<Json<T>, ToolError>;
 
 /// A failed tool call, shown to the caller as an `isError` result.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! my_status_set, team_members.
 
-use super::{ToolResult, given};
+use super::{ToolError, given};
 use crate::kernel::team::{Member, Status, StatusUpdate};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -66,7 +66,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<StatusArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<StatusOut> {
+    ) -> Result<Json<StatusOut>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         let update = StatusUpdate {
             task: a.task,
@@ -90,7 +90,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<MembersArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> ToolResult<MembersOut> {
+    ) -> Result<Json<MembersOut>, ToolError> {
         let scope = self.scope(&ctx, &a.workflow).await?;
         Ok(Json(MembersOut {
             members: self.kernel.team_members(&scope, a.include_status).await?,

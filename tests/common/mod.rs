@@ -1,0 +1,234 @@
+//! Test harness: the real binary over real transports, driven by rmcp's client.
+#![allow(dead_code)]
+
+use rmcp::{
+    RoleClient,
+    model::{CallToolRequestParams, ProtocolVersion},
+    service::{ClientLifecycleMode, ClientServiceExt, RunningService},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_agent-worker");
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// Which MCP protocol generation a client speaks.
+#[derive(Clone, Copy, Debug)]
+pub enum Proto {
+    /// 2025-11-25: initialize handshake, sessions over HTTP.
+    Legacy,
+    /// 2026-07-28: server/discover, stateless.
+    Modern,
+}
+
+fn lifecycle(p: Proto) -> ClientLifecycleMode {
+    match p {
+        Proto::Legacy => ClientLifecycleMode::Initialize,
+        Proto::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    }
+}
+
+/// A server process serving HTTP on an ephemeral loopback port.
+pub struct HttpServer {
+    pub child: tokio::process::Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    pub admin: String,
+}
+
+impl HttpServer {
+    pub async fn start(data_dir: &Path) -> Self {
+        let mut child = tokio::process::Command::new(BIN)
+            .args(["--http", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn agent-worker");
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let url = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(l) = lines.next_line().await.unwrap() {
+                if let Some(rest) = l.split("serving MCP at ").nth(1) {
+                    return rest.split_whitespace().next().unwrap().to_owned();
+                }
+            }
+            panic!("server exited before printing its URL");
+        })
+        .await
+        .expect("server did not start in time");
+        // Keep draining stderr so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let admin = std::fs::read_to_string(data_dir.join("admin.token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Self {
+            child,
+            url,
+            data_dir: data_dir.to_owned(),
+            admin,
+        }
+    }
+
+    pub async fn client(&self, token: &str, p: Proto) -> Client {
+        http_client(&self.url, token, p).await
+    }
+
+    pub async fn lead(&self, p: Proto) -> Client {
+        self.client(&self.admin.clone(), p).await
+    }
+
+    /// SIGTERM and wait: a clean shutdown.
+    pub async fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("server did not stop");
+        assert!(
+            status.unwrap().success(),
+            "server exited with an error on SIGTERM"
+        );
+    }
+
+    /// SIGKILL: a crash.
+    pub async fn kill(mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+pub async fn http_client(url: &str, token: &str, p: Proto) -> Client {
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
+    );
+    ().serve_with_lifecycle(t, lifecycle(p))
+        .await
+        .expect("connect over HTTP")
+}
+
+/// A lead session over stdio: the binary spawned as a child process.
+pub async fn stdio_client(data_dir: &Path, p: Proto) -> Client {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir").arg(data_dir);
+    let (t, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn stdio server");
+    ().serve_with_lifecycle(t, lifecycle(p))
+        .await
+        .expect("connect over stdio")
+}
+
+/// The outcome of a tool call: structured content on success, the error text on a
+/// tool error. JSON-RPC failures panic (tests expect none unless they say so).
+#[derive(Debug)]
+pub enum Out {
+    Ok(Value),
+    Err(String),
+}
+
+impl Out {
+    #[track_caller]
+    pub fn ok(self) -> Value {
+        match self {
+            Out::Ok(v) => v,
+            Out::Err(e) => panic!("expected success, got tool error: {e}"),
+        }
+    }
+    #[track_caller]
+    pub fn err(self) -> String {
+        match self {
+            Out::Err(e) => e,
+            Out::Ok(v) => panic!("expected a tool error, got {v}"),
+        }
+    }
+}
+
+pub async fn call(c: &Client, tool: &str, args: Value) -> Out {
+    let r = try_call(c, tool, args)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"));
+    r
+}
+
+pub async fn try_call(c: &Client, tool: &str, args: Value) -> Result<Out, rmcp::ServiceError> {
+    let args = match args {
+        Value::Object(m) => m,
+        Value::Null => Default::default(),
+        other => panic!("arguments must be an object, got {other}"),
+    };
+    let r = c
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await?;
+    if r.is_error == Some(true) {
+        let text = r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Ok(Out::Err(text));
+    }
+    Ok(Out::Ok(r.structured_content.unwrap_or(Value::Null)))
+}
+
+pub async fn tool_names(c: &Client) -> Vec<String> {
+    c.list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+/// Registers agents in a workflow instance (as the lead).
+pub async fn new_agents(lead: &Client, workflow: &str, names: &[&str]) {
+    for n in names {
+        call(
+            lead,
+            "agent_new",
+            json!({"name": n, "backend": "mock", "workflow": workflow}),
+        )
+        .await
+        .ok();
+    }
+}
+
+/// An agent session through an agent_join token.
+pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) -> Client {
+    let j = call(lead, "agent_join", json!({"target": target}))
+        .await
+        .ok();
+    server.client(j["token"].as_str().unwrap(), p).await
+}
+
+pub fn ids(v: &Value) -> Vec<String> {
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+pub fn contents(v: &Value) -> Vec<String> {
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
