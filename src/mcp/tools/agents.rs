@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 pub const DEFAULT_JOIN_TTL: &str = "24h";
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct AgentNewArgs {
     /// The agent's name: starts with a letter, then letters, digits, '_' or '-'. Others @mention it by this name.
     pub name: String,
@@ -40,6 +41,7 @@ pub struct AgentNewArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct AgentListArgs {
     /// Only this workflow instance, e.g. "@review:pr-1" (default: every instance).
     #[serde(default)]
@@ -48,12 +50,14 @@ pub struct AgentListArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct TargetArgs {
     /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
     pub target: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct AgentJoinArgs {
     /// The agent to act as: "alice", "alice@review" or "alice@review:pr-1".
     pub target: String,

@@ -11,11 +11,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct ChannelSendArgs {
     /// The message (at most 4,000 characters). Start it with @name (or several) to address
     /// those members; otherwise everyone mentioned anywhere gets it; @all reaches every agent.
     pub message: String,
-    /// Outgoing a direct message to this one member instead: only they (and you) can see it.
+    /// Send a direct message to this one member instead: only they (and you) can see it.
     #[serde(default)]
     #[schemars(with = "String")]
     pub to: Option<String>,
@@ -29,6 +30,7 @@ pub struct ChannelSendArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct ChannelReadArgs {
     /// Return messages after this message id (paging forward). Without it, the latest messages.
     #[serde(default)]

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct InboxArgs {
     /// How many messages (1-200, default 50).
     #[serde(default)]
@@ -23,6 +24,7 @@ pub struct InboxArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct AckArgs {
     /// The id of a message from your my_inbox.
     pub message_id: String,
@@ -36,6 +38,7 @@ pub struct AckArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct DeferArgs {
     /// The id of a message from your my_inbox.
     pub message_id: String,

@@ -52,6 +52,20 @@ impl From<rmcp::ErrorData> for ToolError {
     }
 }
 
+/// Schema transform for argument structs: optional fields default to `null`, which
+/// contradicts their `type` and trips strict validators; drop those defaults.
+pub(crate) fn no_null_defaults(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for prop in props.values_mut() {
+            if let Some(obj) = prop.as_object_mut()
+                && obj.get("default").is_some_and(|d| d.is_null())
+            {
+                obj.remove("default");
+            }
+        }
+    }
+}
+
 /// Optional text arguments arrive as missing, `null` or `""`; all mean "not given".
 pub(crate) fn given(s: &Option<String>) -> Option<&str> {
     s.as_deref().map(str::trim).filter(|s| !s.is_empty())

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct StatusArgs {
     /// What you are working on (an empty string clears it).
     #[serde(default)]
@@ -36,6 +37,7 @@ pub struct StatusOut {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
 pub struct MembersArgs {
     /// Also show each member's state, task and note.
     #[serde(default)]

@@ -1,0 +1,253 @@
+"""Interop check: drive agent-worker with the official Python MCP SDK.
+
+Usage:
+    python sdk_check.py stdio <legacy|auto> <binary> <data-dir>
+    python sdk_check.py http  <legacy|auto> <url> <admin-token>
+
+Exits non-zero with a clear message on the first failed check; prints each
+check as it passes. Agent names carry the mode so both modes can share one
+server and data dir.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+
+CONTEXT_TOOLS = sorted(
+    [
+        "channel_read",
+        "channel_send",
+        "my_inbox",
+        "my_inbox_ack",
+        "my_inbox_defer",
+        "my_status_set",
+        "team_members",
+    ]
+)
+LEAD_TOOLS = sorted(
+    CONTEXT_TOOLS
+    + [
+        "agent_delete",
+        "agent_info",
+        "agent_join",
+        "agent_list",
+        "agent_new",
+    ]
+)
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(cond: bool, what: str, detail: Any = None) -> None:
+    if not cond:
+        msg = f"FAILED: {what}"
+        if detail is not None:
+            msg += f"\n  got: {detail!r}"
+        raise CheckFailed(msg)
+    print(f"ok: {what}", flush=True)
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+async def call_ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    r = await client.call_tool(tool, args)
+    if r.is_error:
+        raise CheckFailed(f"FAILED: {tool}({args}) returned a tool error: {text_of(r)}")
+    sc = r.structured_content
+    if not isinstance(sc, dict):
+        raise CheckFailed(f"FAILED: {tool}({args}) has no structured content object\n  got: {r!r}")
+    return sc
+
+
+def http_client_for(url: str, token: str) -> Client:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    # Client takes any Transport; streamable_http_client(...) is one. The httpx2
+    # client is closed with the Client through the transport's exit stack? No:
+    # a caller-provided client is not closed by the transport, so wrap it.
+    return _OwnedHttpClient(url, http)
+
+
+class _OwnedHttpClient:
+    """`Client` over streamable HTTP that also closes its httpx2 client."""
+
+    def __init__(self, url: str, http: httpx2.AsyncClient) -> None:
+        self._http = http
+        self._url = url
+        self._client: Client | None = None
+
+    async def __aenter__(self) -> Client:
+        await self._http.__aenter__()
+        try:
+            self._client = Client(streamable_http_client(self._url, http_client=self._http), mode=MODE)
+            return await self._client.__aenter__()
+        except BaseException:
+            await self._http.__aexit__(None, None, None)
+            raise
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            if self._client is not None:
+                await self._client.__aexit__(*exc)
+        finally:
+            await self._http.__aexit__(None, None, None)
+
+
+MODE = "legacy"
+
+
+async def tool_names(client: Client) -> list[str]:
+    names: list[str] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        names.extend(t.name for t in page.tools)
+        for t in page.tools:
+            schema = t.output_schema
+            check(
+                isinstance(schema, dict) and schema.get("type") == "object",
+                f"tool {t.name} has an outputSchema of type object",
+                schema,
+            )
+        cursor = page.next_cursor
+        if cursor is None:
+            return sorted(names)
+
+
+async def check_unauthenticated(url: str) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "sdk_check", "version": "0"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx2.AsyncClient(timeout=10) as h:
+        r = await h.post(url, json=body, headers=headers)
+        check(r.status_code == 401, f"POST {url} without a token is rejected with 401", r.status_code)
+        r = await h.post(url, json=body, headers={**headers, "Authorization": "Bearer not-a-real-token"})
+        check(r.status_code == 401, f"POST {url} with a bogus token is rejected with 401", r.status_code)
+
+
+async def run(transport: str, mode: str, target: str, secret: str) -> None:
+    alice = f"pyalice-{mode}"
+    bob = f"pybob-{mode}"
+
+    if transport == "stdio":
+        lead_cm: Any = Client(StdioServerParameters(command=target, args=["--data-dir", secret]), mode=mode)
+    else:
+        lead_cm = http_client_for(target, secret)
+
+    async with lead_cm as lead:
+        print(f"negotiated protocol version: {lead.protocol_version}", flush=True)
+        check(
+            lead.protocol_version == EXPECTED_VERSION[mode],
+            f"mode={mode} negotiates {EXPECTED_VERSION[mode]}",
+            lead.protocol_version,
+        )
+        info = lead.server_info
+        print(f"server info: {info.name if info else None} {info.version if info else None}", flush=True)
+
+        names = await tool_names(lead)
+        check(names == LEAD_TOOLS, f"lead sees exactly the {len(LEAD_TOOLS)} lead tools", names)
+
+        for name in (alice, bob):
+            sc = await call_ok(lead, "agent_new", {"name": name, "backend": "mock"})
+            agent = sc.get("agent")
+            check(
+                isinstance(agent, dict) and agent.get("name") == name,
+                f"agent_new creates {name}",
+                sc,
+            )
+
+        sc = await call_ok(lead, "channel_send", {"message": f"@{alice} hello from python"})
+        check("id" in sc, "channel_send returns a message id", sc)
+        check(sc.get("recipients") == [alice], f"channel_send recipients == [{alice}]", sc)
+        sent_id = sc["id"]
+
+        r = await lead.call_tool("agent_new", {"name": f"pybad-{mode}", "backend": "nope"})
+        check(r.is_error, "agent_new with backend 'nope' is a tool error (isError true)", r)
+        check("unknown backend" in text_of(r), "the error text mentions 'unknown backend'", text_of(r))
+
+        join = await call_ok(lead, "agent_join", {"target": alice})
+        url, token = join.get("url"), join.get("token")
+        check(isinstance(url, str) and url.startswith("http"), "agent_join returns an http url", join)
+        check(isinstance(token, str) and len(token) > 0, "agent_join returns a token", join)
+        if transport == "http":
+            check(url == target, "agent_join's url is the server's url", (url, target))
+        print(f"agent url: {url}", flush=True)
+
+        async with http_client_for(url, token) as agent:
+            check(
+                agent.protocol_version == EXPECTED_VERSION[mode],
+                f"agent session negotiates {EXPECTED_VERSION[mode]}",
+                agent.protocol_version,
+            )
+            names = await tool_names(agent)
+            check(names == CONTEXT_TOOLS, f"agent session sees only the {len(CONTEXT_TOOLS)} context tools", names)
+
+            inbox = await call_ok(agent, "my_inbox", {})
+            msgs = inbox.get("messages")
+            check(isinstance(msgs, list), "my_inbox returns a messages list", inbox)
+            hello = [m for m in msgs if "hello from python" in str(m.get("content", ""))]
+            check(len(hello) == 1, f"{alice}'s inbox holds the 'hello from python' message", msgs)
+            check(hello[0].get("from") == "user", "the message is from 'user'", hello[0])
+            check(hello[0].get("id") == sent_id, "the inbox message id matches channel_send's id", hello[0])
+
+            ack = await call_ok(agent, "my_inbox_ack", {"message_id": sent_id})
+            check(ack.get("acked") == 1, "my_inbox_ack acks exactly 1 message", ack)
+
+            inbox = await call_ok(agent, "my_inbox", {})
+            left = [m for m in inbox.get("messages", []) if m.get("id") == sent_id]
+            check(left == [], "the acked message is gone from my_inbox", inbox)
+
+        await check_unauthenticated(url)
+
+
+def main(argv: list[str]) -> int:
+    global MODE
+    if len(argv) != 5 or argv[1] not in ("stdio", "http") or argv[2] not in ("legacy", "auto"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    transport, mode, target, secret = argv[1:]
+    MODE = mode
+    print(f"== python mcp SDK check: transport={transport} mode={mode}", flush=True)
+    try:
+        with anyio.fail_after(120):
+            anyio.run(run, transport, mode, target, secret) if False else None
+        anyio.run(_with_timeout, transport, mode, target, secret)
+    except CheckFailed as e:
+        print(str(e), file=sys.stderr, flush=True)
+        return 1
+    except BaseException:  # an SDK/protocol error is a failure too
+        traceback.print_exc()
+        print("FAILED: unexpected exception (see traceback above)", file=sys.stderr, flush=True)
+        return 1
+    print(f"== all checks passed: transport={transport} mode={mode}", flush=True)
+    return 0
+
+
+async def _with_timeout(transport: str, mode: str, target: str, secret: str) -> None:
+    with anyio.fail_after(120):
+        await run(transport, mode, target, secret)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
