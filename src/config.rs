@@ -39,6 +39,7 @@ options:
   --help, --version";
 
 /// What the command line asked for.
+#[derive(Debug)]
 pub enum Launch {
     Serve(Options),
     Help,

@@ -16,6 +16,7 @@
 //!   mentions.rs    mention parsing, the addressed rule, priority (pure)
 //!   messaging.rs   channel_send / channel_read, the send guard, long lead messages
 //!   inbox.rs       deliveries: pending -> seen -> acked | deferred
+//!   resources.rs   content-addressed blobs (resource_create / resource_read)
 //!   team.rs        member status and the member list
 //!   events.rs      post-commit events (wakes) for subscribers
 //! mcp/           the MCP interface: stateless translation onto the kernel

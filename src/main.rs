@@ -2,6 +2,10 @@
 
 use agent_worker::config::{Launch, USAGE, parse_args};
 
+// glibc malloc contends on arena locks under many tokio threads; mimalloc does not.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let launch = match parse_args(std::env::args().skip(1)) {
         Ok(l) => l,

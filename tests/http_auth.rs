@@ -165,7 +165,7 @@ async fn agent_sessions_see_only_their_context_tools() {
     let s = HttpServer::start(dir.path()).await;
     for p in [Proto::Legacy, Proto::Modern] {
         let lead = s.lead(p).await;
-        assert_eq!(tool_names(&lead).await.len(), 12);
+        assert_eq!(tool_names(&lead).await.len(), 14);
         let name = format!("agent{}", matches!(p, Proto::Modern) as u8);
         new_agents(&lead, "@team:x", &[&name]).await;
         let j = call(
@@ -200,6 +200,8 @@ async fn agent_sessions_see_only_their_context_tools() {
                 "my_inbox_ack",
                 "my_inbox_defer",
                 "my_status_set",
+                "resource_create",
+                "resource_read",
                 "team_members"
             ]
         );

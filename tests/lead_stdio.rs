@@ -17,6 +17,8 @@ const LEAD_TOOLS: &[&str] = &[
     "my_inbox_ack",
     "my_inbox_defer",
     "my_status_set",
+    "resource_create",
+    "resource_read",
     "team_members",
 ];
 

@@ -344,6 +344,106 @@ async fn limits_and_long_lead_messages() {
         c.starts_with("@alice @bob [long message") && c.contains(&res) && c.len() < 1000,
         "{c}"
     );
+    // The agent can follow the pointer.
+    let full = call(&alice, "resource_read", json!({"id": res})).await.ok();
+    assert_eq!(full["content"].as_str().unwrap(), long);
+    let e = call(
+        &lead,
+        "channel_send",
+        json!({"message": "x".repeat(1024 * 1024 + 1)}),
+    )
+    .await
+    .err();
+    assert!(e.contains("even the lead's limit"), "{e}");
+}
+
+#[tokio::test]
+async fn resources_are_content_addressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["alice", "bob"]).await;
+    let alice = join(&s, &lead, "alice", Proto::Modern).await;
+    let bob = join(&s, &lead, "bob", Proto::Legacy).await;
+
+    let a = call(
+        &alice,
+        "resource_create",
+        json!({"content": "# Report\nall good", "type": "markdown"}),
+    )
+    .await
+    .ok();
+    assert_eq!(a["created"], true);
+    let id = a["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        a["uri"].as_str().unwrap(),
+        format!("agent-worker://resources/{id}")
+    );
+    let again = call(
+        &bob,
+        "resource_create",
+        json!({"content": "# Report\nall good", "type": "markdown"}),
+    )
+    .await
+    .ok();
+    assert_eq!(
+        (again["id"].as_str().unwrap(), &again["created"]),
+        (id.as_str(), &json!(false)),
+        "same content, same id"
+    );
+    let r = call(&bob, "resource_read", json!({"id": id})).await.ok();
+    assert_eq!(
+        (
+            r["type"].as_str().unwrap(),
+            r["content"].as_str().unwrap(),
+            r["created_by"].as_str().unwrap()
+        ),
+        ("markdown", "# Report\nall good", "alice")
+    );
+    let r = call(&bob, "resource_read", json!({"id": a["uri"]}))
+        .await
+        .ok();
+    assert_eq!(r["id"].as_str().unwrap(), id, "the URI works as an id too");
+
+    call(
+        &alice,
+        "resource_create",
+        json!({"content": "{\"ok\": true}", "type": "json"}),
+    )
+    .await
+    .ok();
+    let e = call(
+        &alice,
+        "resource_create",
+        json!({"content": "{not json", "type": "json"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not valid JSON"), "{e}");
+    let e = call(
+        &alice,
+        "resource_create",
+        json!({"content": "x", "type": "pdf"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("text, markdown, json, diff"), "{e}");
+    let e = call(&alice, "resource_create", json!({"content": ""}))
+        .await
+        .err();
+    assert!(e.contains("empty"), "{e}");
+    let e = call(
+        &alice,
+        "resource_create",
+        json!({"content": "y".repeat(1024 * 1024 + 1)}),
+    )
+    .await
+    .err();
+    assert!(e.contains("at most 1048576"), "{e}");
+    let e = call(&alice, "resource_read", json!({"id": "res_nope"}))
+        .await
+        .err();
+    assert!(e.contains("no resource"), "{e}");
 }
 
 #[tokio::test]

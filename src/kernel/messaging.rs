@@ -30,7 +30,7 @@ pub const MAX_READ_LIMIT: i64 = 200;
 /// How many missed messages the send guard lists (the count is always exact).
 const MISSED_LISTED: i64 = 10;
 /// The send guard counts missed messages up to this many.
-pub const MISSED_COUNT_CAP: i64 = 1000;
+pub const MISSED_COUNT_CAP: i64 = 100;
 const PREVIEW_CHARS: usize = 160;
 
 #[derive(Debug, Clone, Default)]
@@ -58,7 +58,7 @@ pub struct SendResult {
     pub recipients: Vec<String>,
     /// Messages from others posted since you last read the channel (empty with force).
     pub missed: Vec<MissedMessage>,
-    /// How many messages you missed in all (missed lists at most 10; counted up to 1000).
+    /// How many messages you missed in all (missed lists at most 10; counted up to 100).
     pub missed_count: i64,
     /// @names that are not members of this workflow instance (nobody got those).
     pub unknown_mentions: Vec<String>,

@@ -11,6 +11,7 @@ pub mod inbox;
 pub mod mentions;
 pub mod messaging;
 pub mod registry;
+pub mod resources;
 pub mod schema;
 pub mod store;
 pub mod team;

@@ -77,8 +77,9 @@ CREATE TABLE deliveries (
     PRIMARY KEY (workflow_id, recipient, message_id)
 ) WITHOUT ROWID;
 -- The inbox is a range scan over this partial index: acked rows drop out of it, so
--- inbox cost does not grow with the channel's history.
-CREATE INDEX deliveries_open ON deliveries (workflow_id, recipient, message_id) WHERE state <> 'acked';
+-- inbox cost does not grow with the channel's history. It covers state and
+-- defer_until so inbox counts never touch the table.
+CREATE INDEX deliveries_open ON deliveries (workflow_id, recipient, message_id, state, defer_until) WHERE state <> 'acked';
 
 -- Where each reader last read the channel (the send guard compares against it).
 CREATE TABLE read_cursors (

@@ -90,10 +90,10 @@ impl Kernel {
         }
         let h = hash(token);
         let now = now_ms();
-        if let Some(c) = self.tokens.cache.lock().unwrap().get(&h) {
-            if c.expires_at > now {
-                return Ok(c.caller.clone());
-            }
+        if let Some(c) = self.tokens.cache.lock().unwrap().get(&h)
+            && c.expires_at > now
+        {
+            return Ok(c.caller.clone());
         }
         let h2 = h.clone();
         let row = self

@@ -158,10 +158,9 @@ impl Out {
 }
 
 pub async fn call(c: &Client, tool: &str, args: Value) -> Out {
-    let r = try_call(c, tool, args)
+    try_call(c, tool, args)
         .await
-        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"));
-    r
+        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
 }
 
 pub async fn try_call(c: &Client, tool: &str, args: Value) -> Result<Out, rmcp::ServiceError> {

@@ -11,8 +11,10 @@ server and data dir.
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,6 +33,8 @@ CONTEXT_TOOLS = sorted(
         "my_inbox_ack",
         "my_inbox_defer",
         "my_status_set",
+        "resource_create",
+        "resource_read",
         "team_members",
     ]
 )
@@ -73,18 +77,18 @@ async def call_ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, 
     return sc
 
 
-def http_client_for(url: str, token: str) -> Client:
+def http_client_for(url: str, token: str, mode: str) -> _OwnedHttpClient:
+    """An async context manager yielding a streamable-HTTP `Client` sending `Authorization: Bearer <token>`."""
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    # Client takes any Transport; streamable_http_client(...) is one. The httpx2
-    # client is closed with the Client through the transport's exit stack? No:
-    # a caller-provided client is not closed by the transport, so wrap it.
-    return _OwnedHttpClient(url, http)
+    # streamable_http_client does not close a caller-provided httpx2 client: own it.
+    return _OwnedHttpClient(url, http, mode)
 
 
 class _OwnedHttpClient:
     """`Client` over streamable HTTP that also closes its httpx2 client."""
 
-    def __init__(self, url: str, http: httpx2.AsyncClient) -> None:
+    def __init__(self, url: str, http: httpx2.AsyncClient, mode: str) -> None:
+        self._mode = mode
         self._http = http
         self._url = url
         self._client: Client | None = None
@@ -92,7 +96,7 @@ class _OwnedHttpClient:
     async def __aenter__(self) -> Client:
         await self._http.__aenter__()
         try:
-            self._client = Client(streamable_http_client(self._url, http_client=self._http), mode=MODE)
+            self._client = Client(streamable_http_client(self._url, http_client=self._http), mode=self._mode)
             return await self._client.__aenter__()
         except BaseException:
             await self._http.__aexit__(None, None, None)
@@ -105,8 +109,6 @@ class _OwnedHttpClient:
         finally:
             await self._http.__aexit__(None, None, None)
 
-
-MODE = "legacy"
 
 
 async def tool_names(client: Client) -> list[str]:
@@ -153,7 +155,7 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
     if transport == "stdio":
         lead_cm: Any = Client(StdioServerParameters(command=target, args=["--data-dir", secret]), mode=mode)
     else:
-        lead_cm = http_client_for(target, secret)
+        lead_cm = http_client_for(target, secret, mode)
 
     async with lead_cm as lead:
         print(f"negotiated protocol version: {lead.protocol_version}", flush=True)
@@ -192,9 +194,13 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
         check(isinstance(token, str) and len(token) > 0, "agent_join returns a token", join)
         if transport == "http":
             check(url == target, "agent_join's url is the server's url", (url, target))
+        else:
+            # The stdio server also serves HTTP on loopback and records it in kernel.json.
+            kernel = json.loads((Path(secret) / "kernel.json").read_text())
+            check(kernel.get("url") == url, "agent_join's url is the one in <data-dir>/kernel.json", (url, kernel))
         print(f"agent url: {url}", flush=True)
 
-        async with http_client_for(url, token) as agent:
+        async with http_client_for(url, token, mode) as agent:
             check(
                 agent.protocol_version == EXPECTED_VERSION[mode],
                 f"agent session negotiates {EXPECTED_VERSION[mode]}",
@@ -222,26 +228,34 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    global MODE
     if len(argv) != 5 or argv[1] not in ("stdio", "http") or argv[2] not in ("legacy", "auto"):
         print(__doc__, file=sys.stderr)
         return 2
     transport, mode, target, secret = argv[1:]
-    MODE = mode
     print(f"== python mcp SDK check: transport={transport} mode={mode}", flush=True)
     try:
-        with anyio.fail_after(120):
-            anyio.run(run, transport, mode, target, secret) if False else None
         anyio.run(_with_timeout, transport, mode, target, secret)
-    except CheckFailed as e:
-        print(str(e), file=sys.stderr, flush=True)
-        return 1
-    except BaseException:  # an SDK/protocol error is a failure too
-        traceback.print_exc()
-        print("FAILED: unexpected exception (see traceback above)", file=sys.stderr, flush=True)
+    except BaseException as e:
+        failed = _find_check_failed(e)
+        if failed is not None:
+            print(str(failed), file=sys.stderr, flush=True)
+        else:  # an SDK/protocol error (or the timeout) is a failure too
+            traceback.print_exc()
+            print(f"FAILED: unexpected exception {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         return 1
     print(f"== all checks passed: transport={transport} mode={mode}", flush=True)
     return 0
+
+
+def _find_check_failed(e: BaseException) -> CheckFailed | None:
+    """The CheckFailed inside `e`, which a task group may have wrapped in an exception group."""
+    if isinstance(e, CheckFailed):
+        return e
+    if isinstance(getattr(e, "exceptions", None), (list, tuple)):  # (Base)ExceptionGroup
+        for sub in e.exceptions:  # type: ignore[attr-defined]
+            if (found := _find_check_failed(sub)) is not None:
+                return found
+    return None
 
 
 async def _with_timeout(transport: str, mode: str, target: str, secret: str) -> None:

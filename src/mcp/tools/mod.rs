@@ -10,9 +10,11 @@
 mod agents;
 mod channel;
 mod inbox;
+mod resources;
 mod team;
 
-use super::{AgentWorker, caller};
+use super::AgentWorker;
+pub(crate) use super::caller;
 use crate::error::Error;
 use crate::kernel::{Caller, Scope};
 use rmcp::{
@@ -84,7 +86,7 @@ impl AgentWorker {
 
     /// Context tools: what agents (and the lead, as `user`) use to collaborate.
     pub(crate) fn context_tools() -> ToolRouter<Self> {
-        Self::channel_tools() + Self::inbox_tools() + Self::team_tools()
+        Self::channel_tools() + Self::inbox_tools() + Self::team_tools() + Self::resource_tools()
     }
 
     /// Management tools: the lead only.

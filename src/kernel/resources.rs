@@ -1,0 +1,120 @@
+//! Content-addressed resources: immutable text blobs whose id is a hash of the
+//! content (same content, same id). Long content goes here and messages carry the id.
+
+use super::clock::fmt_ms;
+use super::messaging::{resource_id, store_resource};
+use super::{Kernel, Scope};
+use crate::error::{Error, Result};
+use rusqlite::OptionalExtension;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub const MAX_RESOURCE_BYTES: usize = 1024 * 1024;
+pub const RESOURCE_TYPES: &[&str] = &["text", "markdown", "json", "diff"];
+pub const URI_PREFIX: &str = "agent-worker://resources/";
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Created {
+    /// The resource id (a content hash): send it in a message so others can resource_read it.
+    pub id: String,
+    /// The same resource as a URI.
+    pub uri: String,
+    pub size: i64,
+    /// False when identical content already existed (the id is the same).
+    pub created: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Resource {
+    pub id: String,
+    /// text, markdown, json or diff.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub content: String,
+    pub size: i64,
+    pub created_by: String,
+    pub created_at: String,
+}
+
+impl Kernel {
+    pub async fn resource_create(
+        &self,
+        scope: &Scope,
+        content: String,
+        kind: Option<&str>,
+    ) -> Result<Created> {
+        let kind = kind.unwrap_or("text").to_owned();
+        if !RESOURCE_TYPES.contains(&kind.as_str()) {
+            return Err(Error::invalid(format!(
+                "type {kind:?} is not one of {}",
+                RESOURCE_TYPES.join(", ")
+            )));
+        }
+        if content.is_empty() {
+            return Err(Error::invalid("content is empty"));
+        }
+        if content.len() > MAX_RESOURCE_BYTES {
+            return Err(Error::invalid(format!(
+                "content is {} bytes; a resource holds at most {MAX_RESOURCE_BYTES} (1 MiB): split it into several resources",
+                content.len()
+            )));
+        }
+        if kind == "json"
+            && let Err(e) = serde_json::from_str::<serde_json::Value>(&content)
+        {
+            return Err(Error::invalid(format!(
+                "type is json but the content is not valid JSON: {e}"
+            )));
+        }
+        let id = resource_id(&content);
+        let (id2, by) = (id.clone(), scope.me.clone());
+        let size = content.len() as i64;
+        let created = self
+            .store
+            .write(move |c| {
+                let existed: Option<i64> = c
+                    .query_row("SELECT 1 FROM resources WHERE id = ?1", [&id2], |r| {
+                        r.get(0)
+                    })
+                    .optional()?;
+                store_resource(c, &id2, &kind, &content, &by)?;
+                Ok(existed.is_none())
+            })
+            .await?;
+        Ok(Created {
+            uri: format!("{URI_PREFIX}{id}"),
+            id,
+            size,
+            created,
+        })
+    }
+
+    pub async fn resource_read(&self, id: &str) -> Result<Resource> {
+        let id = id
+            .trim()
+            .trim_start_matches(URI_PREFIX)
+            .trim_start_matches("resource:")
+            .to_owned();
+        let id2 = id.clone();
+        self.store
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT id, type, content, size, created_by, created_at FROM resources WHERE id = ?1",
+                    [&id2],
+                    |r| {
+                        Ok(Resource {
+                            id: r.get(0)?,
+                            kind: r.get(1)?,
+                            content: r.get(2)?,
+                            size: r.get(3)?,
+                            created_by: r.get(4)?,
+                            created_at: fmt_ms(r.get(5)?),
+                        })
+                    },
+                )
+                .optional()?)
+            })
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no resource {id:?}: use an id returned by resource_create or quoted in a message")))
+    }
+}
