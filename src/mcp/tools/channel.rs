@@ -1,6 +1,6 @@
 //! channel_send, channel_read.
 
-use super::{ToolError, given};
+use super::{ScopeArg, ToolError, given};
 use crate::kernel::messaging::{Outgoing, ReadResult, SendResult};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -23,10 +23,8 @@ pub struct ChannelSendArgs {
     /// Skip the check for messages posted since you last read the channel.
     #[serde(default)]
     pub force: bool,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -40,10 +38,8 @@ pub struct ChannelReadArgs {
     #[serde(default)]
     #[schemars(with = "i64")]
     pub limit: Option<i64>,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[tool_router(router = channel_tools, vis = "pub(crate)")]
@@ -62,7 +58,7 @@ impl AgentWorker {
         Parameters(a): Parameters<ChannelSendArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<SendResult>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         let send = Outgoing {
             message: a.message,
             to: given(&a.to).map(str::to_owned),
@@ -86,7 +82,7 @@ impl AgentWorker {
         Parameters(a): Parameters<ChannelReadArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ReadResult>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
                 .channel_read(&scope, given(&a.since).map(str::to_owned), a.limit)

@@ -1,6 +1,6 @@
 //! my_inbox, my_inbox_ack, my_inbox_defer.
 
-use super::{ToolError, given};
+use super::{ScopeArg, ToolError, given};
 use crate::kernel::inbox::{AckResult, DeferResult, Inbox};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -17,10 +17,8 @@ pub struct InboxArgs {
     #[serde(default)]
     #[schemars(with = "i64")]
     pub limit: Option<i64>,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -31,10 +29,8 @@ pub struct AckArgs {
     /// Also acknowledge every earlier message in your inbox (except ones you deferred).
     #[serde(default)]
     pub through: bool,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -47,10 +43,8 @@ pub struct DeferArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub until: Option<String>,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[tool_router(router = inbox_tools, vis = "pub(crate)")]
@@ -69,7 +63,7 @@ impl AgentWorker {
         Parameters(a): Parameters<InboxArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Inbox>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(self.kernel.my_inbox(&scope, a.limit).await?))
     }
 
@@ -86,7 +80,7 @@ impl AgentWorker {
         Parameters(a): Parameters<AckArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<AckResult>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
                 .my_inbox_ack(&scope, &a.message_id, a.through)
@@ -107,7 +101,7 @@ impl AgentWorker {
         Parameters(a): Parameters<DeferArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<DeferResult>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
                 .my_inbox_defer(&scope, &a.message_id, given(&a.until))

@@ -73,15 +73,24 @@ pub(crate) fn given(s: &Option<String>) -> Option<&str> {
     s.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
+/// The scope argument every context tool takes (flattened into its arguments).
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+pub struct ScopeArg {
+    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
 impl AgentWorker {
     /// The caller and the workflow instance a context tool acts in.
     pub(crate) async fn scope(
         &self,
         ctx: &RequestContext<RoleServer>,
-        workflow: &Option<String>,
+        arg: &ScopeArg,
     ) -> Result<Scope, ToolError> {
         let who: Caller = caller(ctx)?;
-        Ok(self.kernel.scope(&who, given(workflow)).await?)
+        Ok(self.kernel.scope(&who, given(&arg.workflow)).await?)
     }
 
     /// Context tools: what agents (and the lead, as `user`) use to collaborate.

@@ -1,6 +1,6 @@
 //! resource_create, resource_read.
 
-use super::{ToolError, given};
+use super::{ScopeArg, ToolError, given};
 use crate::kernel::resources::{Created, Resource};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -19,10 +19,8 @@ pub struct CreateArgs {
     #[serde(default, rename = "type")]
     #[schemars(with = "String")]
     pub kind: Option<String>,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -47,7 +45,7 @@ impl AgentWorker {
         Parameters(a): Parameters<CreateArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Created>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
                 .resource_create(&scope, a.content, given(&a.kind))

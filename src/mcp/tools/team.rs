@@ -1,6 +1,6 @@
 //! my_status_set, team_members.
 
-use super::{ToolError, given};
+use super::{ScopeArg, ToolError, given};
 use crate::kernel::team::{Member, Status, StatusUpdate};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -25,10 +25,8 @@ pub struct StatusArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub note: Option<String>,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -42,10 +40,8 @@ pub struct MembersArgs {
     /// Also show each member's state, task and note.
     #[serde(default)]
     pub include_status: bool,
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArg,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -69,7 +65,7 @@ impl AgentWorker {
         Parameters(a): Parameters<StatusArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<StatusOut>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         let update = StatusUpdate {
             task: a.task,
             state: given(&a.state).map(str::to_owned),
@@ -93,7 +89,7 @@ impl AgentWorker {
         Parameters(a): Parameters<MembersArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<MembersOut>, ToolError> {
-        let scope = self.scope(&ctx, &a.workflow).await?;
+        let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(MembersOut {
             members: self.kernel.team_members(&scope, a.include_status).await?,
         }))
