@@ -13,6 +13,10 @@
 //!   changes nothing. `through` acks every open delivery up to and including the id,
 //!   except deferred ones whose time has not come (they were put off on purpose).
 //! - On restart, seen goes back to pending: work read but not finished is not lost.
+//!
+//! Queries over open deliveries name `INDEXED BY deliveries_open`: without statistics
+//! SQLite may otherwise scan the primary key, which holds every acked delivery, and
+//! the inbox would slow down as history grows (measured: p50 72 ms at 1M messages).
 
 use super::clock::{fmt_ms, now_ms, parse_when};
 use super::{Kernel, Scope};
@@ -104,7 +108,8 @@ impl Kernel {
                                    AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
                 let mut st = c.prepare_cached(&format!(
                     "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state
-                     FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
+                     FROM deliveries d INDEXED BY deliveries_open
+                     CROSS JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
                      WHERE {DUE} ORDER BY d.message_id LIMIT ?4"
                 ))?;
                 let mut to_mark = Vec::new();
@@ -140,12 +145,12 @@ impl Kernel {
                     }
                 }
                 let open: i64 = c
-                    .prepare_cached(&format!("SELECT count(*) FROM deliveries d WHERE {DUE}"))?
+                    .prepare_cached(&format!("SELECT count(*) FROM deliveries d INDEXED BY deliveries_open WHERE {DUE}"))?
                     .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
                 let deferred: i64 = c
                     .prepare_cached(
-                        "SELECT count(*) FROM deliveries d WHERE d.workflow_id = ?1 AND d.recipient = ?2
-                         AND d.state = 'deferred' AND d.defer_until > ?3",
+                        "SELECT count(*) FROM deliveries d INDEXED BY deliveries_open WHERE d.workflow_id = ?1
+                         AND d.recipient = ?2 AND d.state <> 'acked' AND d.state = 'deferred' AND d.defer_until > ?3",
                     )?
                     .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
                 Ok(Inbox { remaining: open - messages.len() as i64, messages, deferred })
@@ -168,7 +173,7 @@ impl Kernel {
                 let now = now_ms();
                 let acked = if through {
                     c.prepare_cached(
-                        "UPDATE deliveries SET state = 'acked', defer_until = NULL, updated_at = ?4
+                        "UPDATE deliveries INDEXED BY deliveries_open SET state = 'acked', defer_until = NULL, updated_at = ?4
                          WHERE workflow_id = ?1 AND recipient = ?2 AND message_id <= ?3 AND state <> 'acked'
                            AND NOT (state = 'deferred' AND defer_until > ?4)",
                     )?
