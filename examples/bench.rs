@@ -13,8 +13,8 @@
 //! Phase 2: preloads `--preload` messages into the channel (through the kernel's send
 //! path, in batches), has every agent ack its share, then repeats phase 1 and reports
 //! again: the my_inbox latency with that history in place.
-//! Phase 3: one session alone on that history: latency without queueing behind the
-//! other sessions on a 2-core machine.
+//! Phase 3: two sessions alone on that history, addressing each other: latency without
+//! queueing behind the other sessions on a 2-core machine.
 //!
 //! The kernel runs in this process (SQLite in a temp dir unless --data-dir) and is
 //! reached only over loopback HTTP; client and server share the machine's cores.
@@ -245,10 +245,10 @@ async fn main() {
         )
         .await;
         let label = format!(
-            "phase 3: one session alone with {} messages in the channel (unloaded latency)",
+            "phase 3: two sessions alone, addressing each other, with {} messages in the channel (unloaded latency)",
             a.preload
         );
-        phase(&label, &clients[..1], a.seconds, false).await;
+        phase(&label, &clients[..2], a.seconds, false).await;
     }
 }
 
