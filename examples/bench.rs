@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- [--sessions 16] [--seconds 10] [--preload 1000000]
-//!                                        [--proto modern|legacy] [--data-dir DIR]
+//!                                        [--client raw|rmcp] [--proto modern|legacy] [--data-dir DIR]
 //! ```
 //!
 //! Phase 1a: `--sessions` agent sessions (each with its own agent_join token) loop
@@ -16,6 +16,10 @@
 //! Phase 3: two sessions alone on that history, addressing each other: latency without
 //! queueing behind the other sessions on a 2-core machine.
 //!
+//! `--client raw` (default) drives the sessions with a lean MCP 2026-07-28 client over
+//! keep-alive HTTP, so the figures show the server; `--client rmcp` uses rmcp's own
+//! client (with `--proto` choosing the protocol generation), which costs more CPU on
+//! the shared cores and opens a TCP connection for almost every call.
 //! The kernel runs in this process (SQLite in a temp dir unless --data-dir) and is
 //! reached only over loopback HTTP; client and server share the machine's cores.
 
@@ -23,7 +27,7 @@ mod common;
 
 use agent_worker::kernel::messaging::Outgoing;
 use agent_worker::kernel::{Caller, Kernel};
-use common::{Client, call, connect, start_kernel};
+use common::{AnyClient, RawClient, call, connect, start_kernel};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +41,7 @@ struct Args {
     seconds: u64,
     preload: usize,
     modern: bool,
+    raw: bool,
     data_dir: Option<std::path::PathBuf>,
 }
 
@@ -46,6 +51,7 @@ fn args() -> Args {
         seconds: 10,
         preload: 1_000_000,
         modern: true,
+        raw: true,
         data_dir: None,
     };
     let mut it = std::env::args().skip(1);
@@ -56,6 +62,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = v().parse().expect("--seconds N"),
             "--preload" => a.preload = v().parse().expect("--preload N"),
             "--proto" => a.modern = v() != "legacy",
+            "--client" => a.raw = v() != "rmcp",
             "--data-dir" => a.data_dir = Some(v().into()),
             other => panic!("unknown argument {other}; see the doc comment of examples/bench.rs"),
         }
@@ -66,7 +73,7 @@ fn args() -> Args {
 /// One session's loop: send, then (unless `send_only`) read the inbox and ack it.
 /// Returns latencies (µs) per tool.
 async fn session_loop(
-    c: Arc<Client>,
+    c: Arc<AnyClient>,
     me: usize,
     n: usize,
     until: Instant,
@@ -76,8 +83,7 @@ async fn session_loop(
     let mut i = 0u64;
     while Instant::now() < until {
         let t = Instant::now();
-        call(
-            &c,
+        c.call(
             "channel_send",
             json!({"message": format!("@a{} item {i} from a{me}", (me + 1) % n)}),
         )
@@ -90,14 +96,13 @@ async fn session_loop(
             continue;
         }
         let t = Instant::now();
-        let inbox = call(&c, "my_inbox", json!({"limit": 50})).await;
+        let inbox = c.call("my_inbox", json!({"limit": 50})).await;
         lat.entry("my_inbox")
             .or_default()
             .push(t.elapsed().as_micros() as u32);
         if let Some(last) = inbox["messages"].as_array().and_then(|m| m.last()) {
             let t = Instant::now();
-            call(
-                &c,
+            c.call(
                 "my_inbox_ack",
                 json!({"message_id": last["id"], "through": true}),
             )
@@ -110,7 +115,7 @@ async fn session_loop(
     lat
 }
 
-async fn phase(label: &str, clients: &[Arc<Client>], seconds: u64, send_only: bool) {
+async fn phase(label: &str, clients: &[Arc<AnyClient>], seconds: u64, send_only: bool) {
     let until = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let n = clients.len();
@@ -153,9 +158,13 @@ async fn main() {
     let admin = "awadmin_bench_token_0123456789".to_string();
     let (kernel, url) = start_kernel(&dir, &admin).await;
     println!(
-        "agent-worker bench: kernel at {url}, data dir {}, protocol {}",
+        "agent-worker bench: kernel at {url}, data dir {}, client {}",
         dir.display(),
-        if a.modern { "2026-07-28" } else { "2025-11-25" }
+        match (a.raw, a.modern) {
+            (true, _) => "lean keep-alive HTTP, MCP 2026-07-28",
+            (false, true) => "rmcp, MCP 2026-07-28",
+            (false, false) => "rmcp, MCP 2025-11-25",
+        }
     );
 
     let lead = connect(&url, &admin, a.modern).await;
@@ -173,9 +182,12 @@ async fn main() {
             json!({"target": format!("a{i}@bench:main")}),
         )
         .await;
-        clients.push(Arc::new(
-            connect(&url, j["token"].as_str().unwrap(), a.modern).await,
-        ));
+        let token = j["token"].as_str().unwrap();
+        clients.push(Arc::new(if a.raw {
+            AnyClient::Raw(RawClient::new(&url, token))
+        } else {
+            AnyClient::Rmcp(connect(&url, token, a.modern).await)
+        }));
     }
 
     kernel_direct(&kernel, a.sessions, a.seconds).await;
@@ -218,12 +230,11 @@ async fn main() {
         let t = Instant::now();
         for c in &clients {
             loop {
-                let inbox = call(c, "my_inbox", json!({"limit": 200})).await;
+                let inbox = c.call("my_inbox", json!({"limit": 200})).await;
                 let Some(last) = inbox["messages"].as_array().unwrap().last() else {
                     break;
                 };
-                call(
-                    c,
+                c.call(
                     "my_inbox_ack",
                     json!({"message_id": last["id"], "through": true}),
                 )

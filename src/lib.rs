@@ -5,6 +5,7 @@
 //! ```text
 //! main.rs        launch flags only -> server::run
 //! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners, kernel.json
+//! bridge.rs      a second stdio launch relays to the running kernel over HTTP
 //! config.rs      launch options, data dir and admin token resolution
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
@@ -39,6 +40,7 @@
 //!   protocol faults only.
 //! - Nothing writes to stdout except the stdio transport.
 
+pub mod bridge;
 pub mod config;
 pub mod error;
 pub mod kernel;

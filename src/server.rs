@@ -24,8 +24,8 @@ pub struct DataDirLock {
     _lock: nix::fcntl::Flock<File>,
 }
 
-/// Takes the data dir's lock, or says which process holds it.
-pub fn lock_data_dir(dir: &Path) -> anyhow::Result<DataDirLock> {
+/// Takes the data dir's lock; `None` when another kernel holds it.
+pub fn lock_data_dir(dir: &Path) -> anyhow::Result<Option<DataDirLock>> {
     let path = dir.join(LOCK_FILE);
     let file = File::options()
         .create(true)
@@ -34,17 +34,28 @@ pub fn lock_data_dir(dir: &Path) -> anyhow::Result<DataDirLock> {
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(DataDirLock { _lock: lock }),
-        Err((_, errno)) => {
-            let holder = std::fs::read_to_string(dir.join(KERNEL_JSON)).unwrap_or_default();
-            Err(anyhow!(
-                "data dir {} is in use by another agent-worker kernel ({errno}; kernel.json: {}). \
-                 Connect to that kernel over HTTP with the admin token, or pass another --data-dir.",
-                dir.display(),
-                holder.trim()
-            ))
-        }
+        Ok(lock) => Ok(Some(DataDirLock { _lock: lock })),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(anyhow!("cannot lock {}: {errno}", path.display())),
     }
+}
+
+/// The running kernel's URL from its `kernel.json`.
+fn running_kernel_url(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join(KERNEL_JSON);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "another kernel holds {} but {} is missing",
+            dir.display(),
+            path.display()
+        )
+    })?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    v["url"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("{} has no url", path.display()))
 }
 
 fn init_logging(
@@ -98,7 +109,21 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create data dir {}", dir.display()))?;
     let _log_guard = init_logging(&dir, opts.log.as_deref().unwrap_or("info"))?;
-    let _lock = lock_data_dir(&dir)?;
+    let stdio = opts.http.is_none();
+    let Some(_lock) = lock_data_dir(&dir)? else {
+        let url = running_kernel_url(&dir)?;
+        if !stdio {
+            return Err(anyhow!(
+                "data dir {} is in use by another agent-worker kernel at {url}: connect to it with the admin \
+                 token, or pass another --data-dir",
+                dir.display()
+            ));
+        }
+        // A second stdio client on the same data dir: relay to the running kernel.
+        let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
+        tracing::info!(%url, "data dir in use: bridging stdio to the running kernel");
+        return crate::bridge::run(url, admin).await;
+    };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let kernel = Kernel::open(&dir, admin).await?;
     let tools = Tools::new();

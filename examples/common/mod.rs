@@ -65,3 +65,80 @@ pub async fn call(c: &Client, tool: &str, args: Value) -> Value {
     }
     r.structured_content.unwrap_or(Value::Null)
 }
+
+/// A lean MCP 2026-07-28 client for load generation: one keep-alive HTTP connection
+/// pool, one POST per `tools/call` with the per-request protocol headers and `_meta`
+/// the spec requires, JSON responses read to the end. It speaks the same protocol as
+/// rmcp's client without its per-call machinery (and its one-connection-per-call).
+pub struct RawClient {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl RawClient {
+    pub fn new(url: &str, token: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .expect("http client");
+        Self {
+            http,
+            url: url.to_owned(),
+            token: token.to_owned(),
+            next_id: Default::default(),
+        }
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "agent-worker-bench", "version": "1"}
+            }}
+        });
+        let r = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .json(&body)
+            .send()
+            .await
+            .expect(tool);
+        let status = r.status();
+        let v: Value = r
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: HTTP {status}, body is not JSON: {e}"));
+        let result = &v["result"];
+        if result.is_null() || result["isError"] == Value::Bool(true) {
+            panic!("{tool} failed: {v}");
+        }
+        result["structuredContent"].clone()
+    }
+}
+
+/// Either client, so the benchmark can run the same load through both.
+pub enum AnyClient {
+    Rmcp(Client),
+    Raw(RawClient),
+}
+
+impl AnyClient {
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        match self {
+            AnyClient::Rmcp(c) => call(c, tool, args).await,
+            AnyClient::Raw(c) => c.call(tool, args).await,
+        }
+    }
+}
