@@ -45,3 +45,70 @@ impl Events {
         self.tx.subscribe()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+    use crate::kernel::messaging::Outgoing;
+    use crate::kernel::registry::NewAgent;
+    use crate::kernel::{Caller, Kernel};
+
+    /// A send publishes one `Posted` and one `Delivered` per recipient, after commit;
+    /// a refused send publishes nothing.
+    #[tokio::test]
+    async fn deliveries_are_published_after_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = Kernel::open(dir.path(), "awadmin_test_token_0123456789".into())
+            .await
+            .unwrap();
+        for name in ["alice", "bob", "carol"] {
+            k.agent_new(NewAgent {
+                name: name.into(),
+                backend: "mock".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        let mut rx = k.events.subscribe();
+        let scope = k.scope(&Caller::Lead, None).await.unwrap();
+        let too_long = Outgoing {
+            message: "x".repeat(2 * 1024 * 1024),
+            ..Default::default()
+        };
+        assert!(k.channel_send(&scope, too_long).await.is_err());
+        let sent = k
+            .channel_send(
+                &scope,
+                Outgoing {
+                    message: "@alice @bob go".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+
+        let mut got = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            got.push(e);
+        }
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(matches!(&got[0], Event::Posted { message_id, .. } if *message_id == sent.id));
+        let mut recipients: Vec<_> = got[1..]
+            .iter()
+            .map(|e| match e {
+                Event::Delivered {
+                    recipient,
+                    message_id,
+                    ..
+                } if *message_id == sent.id => recipient.clone(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        recipients.sort();
+        assert_eq!(recipients, ["alice", "bob"]);
+        // The store agrees with the events: both deliveries are pending.
+        let info = k.agent_info("bob").await.unwrap();
+        assert_eq!(info.inbox.pending, 1);
+    }
+}
