@@ -344,6 +344,10 @@ async fn limits_and_long_lead_messages() {
         c.starts_with("@alice @bob [long message") && c.contains(&res) && c.len() < 1000,
         "{c}"
     );
+    assert!(
+        c.contains("\nhere is the brief:\nlorem ipsum"),
+        "the preview starts after the mentions: {c}"
+    );
     // The agent can follow the pointer.
     let full = call(&alice, "resource_read", json!({"id": res})).await.ok();
     assert_eq!(full["content"].as_str().unwrap(), long);

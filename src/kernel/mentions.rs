@@ -22,7 +22,7 @@ fn is_name_char(c: char) -> bool {
 /// Finds the mention starting at byte `i` (which holds '@'), returning the name and
 /// the byte index just after it.
 fn mention_at(text: &str, i: usize) -> Option<(&str, usize)> {
-    let rest = &text[i + 1..];
+    let rest = text.get(i + 1..)?;
     if !rest.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return None;
     }
@@ -43,7 +43,18 @@ pub fn parse(text: &str) -> Mentions {
         }
         prev = Some(c);
     }
-    // The leading run.
+    for name in leading_run(text).0 {
+        if !m.leading.iter().any(|n| n == name) {
+            m.leading.push(name.to_owned());
+        }
+    }
+    m
+}
+
+/// The `@name` tokens a message starts with (separated by spaces, `,` or `:`) and the
+/// rest of the text after them.
+pub fn leading_run(text: &str) -> (Vec<&str>, &str) {
+    let mut names = Vec::new();
     let mut i = 0;
     let bytes = text.as_bytes();
     loop {
@@ -52,21 +63,19 @@ pub fn parse(text: &str) -> Mentions {
         {
             i += 1;
         }
-        if i < bytes.len()
-            && bytes[i] == b'@'
-            && let Some((name, end)) = mention_at(text, i)
+        match bytes
+            .get(i)
+            .filter(|b| **b == b'@')
+            .and_then(|_| mention_at(text, i))
         {
-            if !m.leading.iter().any(|n| n == name) {
-                m.leading.push(name.to_owned());
+            Some((name, end)) => {
+                names.push(name);
+                i = end;
             }
-            i = end;
-            continue;
+            None => return (names, &text[i..]),
         }
-        break;
     }
-    m
 }
-
 /// Who a message reaches, given the mentions, the workflow's members (compared
 /// ignoring case) and the sender. `all` expands to every agent but the sender.
 /// Returns (recipients in canonical spelling, unknown mention names).
@@ -132,6 +141,19 @@ mod tests {
         assert_eq!(parse("hi @a_b-c.").all, s(&["a_b-c"]));
         assert!(parse("@1abc @ bob").all.is_empty());
         assert_eq!(parse("(@zed)").all, s(&["zed"]));
+    }
+
+    #[test]
+    fn leading_run_and_rest() {
+        assert_eq!(
+            leading_run("@a, @b: here is the brief"),
+            (vec!["a", "b"], "here is the brief")
+        );
+        assert_eq!(
+            leading_run("no mentions here"),
+            (vec![], "no mentions here")
+        );
+        assert_eq!(leading_run("@a"), (vec!["a"], ""));
     }
 
     #[test]

@@ -127,15 +127,11 @@ fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String,
     }
     let id = resource_id(text);
     // Keep the addressing so the same people are reached, then point to the resource.
-    let m = mentions::parse(text);
-    let lead: String = m.leading.iter().map(|n| format!("@{n} ")).collect();
+    let (leading, rest) = mentions::leading_run(text);
+    let lead: String = leading.iter().map(|n| format!("@{n} ")).collect();
     let pointer = format!(
         "{lead}[long message ({chars} characters) stored as resource {id}]\n{}\n\nRead the full text with resource_read(\"{id}\").",
-        preview(text.trim_start_matches(|c: char| c == '@'
-            || c.is_alphanumeric()
-            || c == '_'
-            || c == '-'
-            || c.is_whitespace()))
+        preview(rest)
     );
     Ok((pointer, Some((id, text.to_owned()))))
 }
