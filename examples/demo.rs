@@ -181,6 +181,28 @@ async fn main() {
         e.is_error,
         e.content[0].as_text().unwrap().text
     );
+    let r = call(
+        coder,
+        "resource_create",
+        json!({"content": format!("# Full test log\n{long}"), "type": "markdown"}),
+    )
+    .await;
+    let id = r["id"].as_str().unwrap();
+    let r = call(
+        coder,
+        "channel_send",
+        json!({"message": format!("@reviewer the full test log is resource {id}")}),
+    )
+    .await;
+    println!(
+        "  so the coder stores it (resource_create -> {id}) and sends the id to {}",
+        r["recipients"]
+    );
+    let got = call(reviewer, "resource_read", json!({"id": id})).await;
+    println!(
+        "  the reviewer reads it back with resource_read: {} bytes of {}",
+        got["size"], got["type"]
+    );
 
     step("The channel as the lead sees it (the DM between the agents is not shown)");
     show_channel(&call(&lead, "channel_read", json!({"workflow": "@demo:main"})).await);
