@@ -5,29 +5,10 @@ mod common;
 use common::*;
 use serde_json::json;
 
-const LEAD_TOOLS: &[&str] = &[
-    "agent_delete",
-    "agent_info",
-    "agent_join",
-    "agent_list",
-    "agent_new",
-    "channel_read",
-    "channel_send",
-    "my_inbox",
-    "my_inbox_ack",
-    "my_inbox_defer",
-    "my_status_set",
-    "resource_create",
-    "resource_read",
-    "team_members",
-];
-
 async fn registry_round_trip(p: Proto) {
     let dir = tempfile::tempdir().unwrap();
     let lead = stdio_client(dir.path(), p).await;
-    let mut names = tool_names(&lead).await;
-    names.sort();
-    assert_eq!(names, LEAD_TOOLS);
+    assert_eq!(tool_names(&lead).await, lead_tools());
 
     let a = call(&lead, "agent_new", json!({"name": "alice", "backend": "claude", "model": "sonnet", "system": "You review.", "env": {"FOO": "1"}})).await.ok();
     assert_eq!(a["agent"]["target"], "alice");

@@ -14,13 +14,13 @@
 use super::clock::{fmt_ms, now_ms};
 use super::events::Event;
 use super::registry::agent_names;
+use super::resources::{resource_id, store_resource};
 use super::{Kernel, Scope, mentions};
 use crate::error::{Error, Result};
 use crate::names::LEAD;
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 pub const MAX_MESSAGE_CHARS: usize = 4_000;
 /// The lead's messages may be longer; past [`MAX_MESSAGE_CHARS`] they become a resource.
@@ -38,8 +38,6 @@ pub struct Outgoing {
     pub message: String,
     pub to: Option<String>,
     pub force: bool,
-    /// `message` (default) or `system` for kernel notices.
-    pub kind: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -136,29 +134,6 @@ fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String,
     Ok((pointer, Some((id, text.to_owned()))))
 }
 
-/// Content-addressed id: the same content always gets the same id.
-pub(crate) fn resource_id(content: &str) -> String {
-    format!(
-        "res_{}",
-        &hex::encode(Sha256::digest(content.as_bytes()))[..32]
-    )
-}
-
-pub(crate) fn store_resource(
-    c: &Connection,
-    id: &str,
-    kind: &str,
-    content: &str,
-    by: &str,
-) -> Result<()> {
-    c.execute(
-        "INSERT INTO resources (id, type, content, size, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (id) DO NOTHING",
-        rusqlite::params![id, kind, content, content.len() as i64, by, now_ms()],
-    )?;
-    Ok(())
-}
-
 struct Posted {
     result: SendResult,
     recipients: Vec<String>,
@@ -213,7 +188,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
         id,
         me,
         content,
-        send.kind.unwrap_or("message"),
+        "message",
         to,
         mentions_json,
         priority,
@@ -255,7 +230,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
             members.join(", ")
         ));
     }
-    if recipients.is_empty() && to.is_none() && send.kind.is_none() {
+    if recipients.is_empty() && to.is_none() {
         notes.push(
             "nobody was mentioned, so no inbox got this; start with @name to address someone"
                 .into(),
@@ -347,14 +322,12 @@ fn message_row(r: &rusqlite::Row) -> rusqlite::Result<ChannelMessage> {
 
 impl Kernel {
     pub async fn channel_send(&self, scope: &Scope, send: Outgoing) -> Result<SendResult> {
-        let s = scope.clone();
-        let posted = self.store.write(move |c| post(c, &s, &send)).await?;
-        self.announce(scope.workflow_id, &posted.result.id, &posted.recipients);
-        Ok(posted.result)
+        let mut sent = self.channel_send_many(scope, vec![send]).await?;
+        Ok(sent.remove(0))
     }
 
-    /// Posts many messages in one transaction through the same path as
-    /// `channel_send` (used to preload benchmarks and by kernel notices).
+    /// Posts messages in one transaction, each through the same rules as
+    /// `channel_send`; all or none are written. (The benchmark preloads with it.)
     pub async fn channel_send_many(
         &self,
         scope: &Scope,

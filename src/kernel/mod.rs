@@ -48,12 +48,6 @@ impl Caller {
     pub fn is_lead(&self) -> bool {
         matches!(self, Caller::Lead)
     }
-    pub fn name(&self) -> &str {
-        match self {
-            Caller::Lead => LEAD,
-            Caller::Agent(a) => &a.name,
-        }
-    }
 }
 
 /// The workflow instance a context tool acts in, and as whom.

@@ -379,21 +379,7 @@ impl Kernel {
         let (status, inbox, active_tokens) = self
             .store
             .read(move |c| {
-                let status = c
-                    .query_row(
-                        "SELECT member, state, task, note, updated_at FROM member_status WHERE workflow_id = ?1 AND member = ?2",
-                        (wid, &name),
-                        |r| {
-                            Ok(super::team::Status {
-                                member: r.get(0)?,
-                                state: r.get(1)?,
-                                task: r.get(2)?,
-                                note: r.get(3)?,
-                                updated_at: fmt_ms(r.get(4)?),
-                            })
-                        },
-                    )
-                    .optional()?;
+                let status = super::team::read_status(c, wid, &name)?;
                 let mut inbox = InboxCounts { pending: 0, seen: 0, deferred: 0, acked: 0 };
                 let mut st = c.prepare(
                     "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",

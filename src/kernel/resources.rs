@@ -1,17 +1,42 @@
 //! Content-addressed resources: immutable text blobs whose id is a hash of the
 //! content (same content, same id). Long content goes here and messages carry the id.
 
-use super::clock::fmt_ms;
-use super::messaging::{resource_id, store_resource};
+use super::clock::{fmt_ms, now_ms};
 use super::{Kernel, Scope};
 use crate::error::{Error, Result};
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 pub const MAX_RESOURCE_BYTES: usize = 1024 * 1024;
 pub const RESOURCE_TYPES: &[&str] = &["text", "markdown", "json", "diff"];
 pub const URI_PREFIX: &str = "agent-worker://resources/";
+
+/// Content-addressed id: the same content always gets the same id.
+pub(crate) fn resource_id(content: &str) -> String {
+    format!(
+        "res_{}",
+        &hex::encode(Sha256::digest(content.as_bytes()))[..32]
+    )
+}
+
+/// Stores content under its id inside a write job; returns false when it was
+/// already there (the first writer's type and author stay).
+pub(crate) fn store_resource(
+    c: &Connection,
+    id: &str,
+    kind: &str,
+    content: &str,
+    by: &str,
+) -> Result<bool> {
+    let inserted = c.execute(
+        "INSERT INTO resources (id, type, content, size, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (id) DO NOTHING",
+        rusqlite::params![id, kind, content, content.len() as i64, by, now_ms()],
+    )?;
+    Ok(inserted == 1)
+}
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Created {
@@ -71,15 +96,7 @@ impl Kernel {
         let size = content.len() as i64;
         let created = self
             .store
-            .write(move |c| {
-                let existed: Option<i64> = c
-                    .query_row("SELECT 1 FROM resources WHERE id = ?1", [&id2], |r| {
-                        r.get(0)
-                    })
-                    .optional()?;
-                store_resource(c, &id2, &kind, &content, &by)?;
-                Ok(existed.is_none())
-            })
+            .write(move |c| store_resource(c, &id2, &kind, &content, &by))
             .await?;
         Ok(Created {
             uri: format!("{URI_PREFIX}{id}"),

@@ -7,7 +7,7 @@ use super::clock::{fmt_ms, now_ms};
 use super::{Kernel, Scope};
 use crate::error::{Error, Result};
 use crate::names::LEAD;
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -48,6 +48,21 @@ pub struct Member {
     pub is_you: bool,
 }
 
+/// A member's self-reported status, if it ever set one.
+pub(crate) fn read_status(
+    c: &Connection,
+    workflow_id: i64,
+    member: &str,
+) -> rusqlite::Result<Option<Status>> {
+    c.prepare_cached(
+        "SELECT member, state, task, note, updated_at FROM member_status WHERE workflow_id = ?1 AND member = ?2",
+    )?
+    .query_row((workflow_id, member), |r| {
+        Ok(Status { member: r.get(0)?, state: r.get(1)?, task: r.get(2)?, note: r.get(3)?, updated_at: fmt_ms(r.get(4)?) })
+    })
+    .optional()
+}
+
 fn check_text(what: &str, s: &Option<String>) -> Result<()> {
     if let Some(s) = s
         && s.chars().count() > MAX_STATUS_TEXT
@@ -79,14 +94,9 @@ impl Kernel {
         let s = scope.clone();
         self.store
             .write(move |c| {
-                let old: Option<(String, Option<String>, Option<String>)> = c
-                    .query_row(
-                        "SELECT state, task, note FROM member_status WHERE workflow_id = ?1 AND member = ?2",
-                        (s.workflow_id, &s.me),
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()?;
-                let (mut state, mut task, mut note) = old.unwrap_or(("idle".into(), None, None));
+                let (mut state, mut task, mut note) = read_status(c, s.workflow_id, &s.me)?
+                    .map(|old| (old.state, old.task, old.note))
+                    .unwrap_or(("idle".into(), None, None));
                 let clears_task = u.state.as_deref() == Some("idle") && u.task.is_none();
                 if let Some(x) = u.state {
                     state = x;
@@ -125,14 +135,8 @@ impl Kernel {
                         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                     })?
                     .collect::<rusqlite::Result<Vec<(String, String, Option<String>, Option<String>, Option<String>)>>>()?;
-                let lead: Option<(Option<String>, Option<String>, Option<String>)> = c
-                    .query_row(
-                        "SELECT state, task, note FROM member_status WHERE workflow_id = ?1 AND member = ?2",
-                        (s.workflow_id, LEAD),
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()?;
-                let (ls, lt, ln) = lead.unwrap_or((None, None, None));
+                let lead = read_status(c, s.workflow_id, LEAD)?;
+                let (ls, lt, ln) = lead.map(|l| (Some(l.state), l.task, l.note)).unwrap_or_default();
                 rows.push((LEAD.into(), "lead".into(), ls, lt, ln));
                 Ok(rows
                     .into_iter()

@@ -168,19 +168,4 @@ impl Kernel {
             .await?;
         Ok((secret, expires_at))
     }
-
-    /// Revokes one token (e.g. when its run ends). Unknown tokens are ignored.
-    pub async fn revoke_token(&self, secret: &str) -> Result<()> {
-        let h = hash(secret);
-        self.tokens.cache.lock().unwrap().remove(&h);
-        self.store
-            .write(move |c| {
-                c.execute(
-                    "UPDATE tokens SET revoked_at = ?2 WHERE hash = ?1 AND revoked_at IS NULL",
-                    (h, now_ms()),
-                )?;
-                Ok(())
-            })
-            .await
-    }
 }

@@ -50,11 +50,6 @@ impl Tools {
         })
     }
 
-    /// Every tool definition, sorted by name (what the lead's `tools/list` returns).
-    pub fn all(&self) -> Vec<Tool> {
-        self.router.list_all()
-    }
-
     pub fn is_management(&self, name: &str) -> bool {
         self.management.contains(name)
     }

@@ -20,6 +20,38 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_agent-worker");
 
 pub type Client = RunningService<RoleClient, ()>;
 
+/// What an agent session sees.
+pub const CONTEXT_TOOLS: &[&str] = &[
+    "channel_read",
+    "channel_send",
+    "my_inbox",
+    "my_inbox_ack",
+    "my_inbox_defer",
+    "my_status_set",
+    "resource_create",
+    "resource_read",
+    "team_members",
+];
+/// What only the lead sees, besides the context tools.
+pub const MANAGEMENT_TOOLS: &[&str] = &[
+    "agent_delete",
+    "agent_info",
+    "agent_join",
+    "agent_list",
+    "agent_new",
+];
+
+/// Every tool, sorted: what the lead sees.
+pub fn lead_tools() -> Vec<String> {
+    let mut all: Vec<String> = CONTEXT_TOOLS
+        .iter()
+        .chain(MANAGEMENT_TOOLS)
+        .map(|t| t.to_string())
+        .collect();
+    all.sort();
+    all
+}
+
 /// Which MCP protocol generation a client speaks.
 #[derive(Clone, Copy, Debug)]
 pub enum Proto {
@@ -184,13 +216,17 @@ pub async fn try_call(c: &Client, tool: &str, args: Value) -> Result<Out, rmcp::
     Ok(Out::Ok(r.structured_content.unwrap_or(Value::Null)))
 }
 
+/// The tool names a session sees, sorted.
 pub async fn tool_names(c: &Client) -> Vec<String> {
-    c.list_all_tools()
+    let mut names: Vec<String> = c
+        .list_all_tools()
         .await
         .unwrap()
         .into_iter()
         .map(|t| t.name.to_string())
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
 
 /// Registers agents in a workflow instance (as the lead).

@@ -63,7 +63,6 @@ impl AgentWorker {
             message: a.message,
             to: given(&a.to).map(str::to_owned),
             force: a.force,
-            kind: None,
         };
         Ok(Json(self.kernel.channel_send(&scope, send).await?))
     }

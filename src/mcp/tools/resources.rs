@@ -63,9 +63,7 @@ impl AgentWorker {
     async fn resource_read(
         &self,
         Parameters(a): Parameters<ReadArgs>,
-        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Resource>, ToolError> {
-        super::caller(&ctx)?;
         Ok(Json(self.kernel.resource_read(&a.id).await?))
     }
 }
