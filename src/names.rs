@@ -12,8 +12,10 @@ pub const GLOBAL_WORKFLOW: &str = "global";
 pub const DEFAULT_TAG: &str = "main";
 /// The lead's (human side) identity in channels.
 pub const LEAD: &str = "user";
+/// The sender of the kernel's own channel posts (proposal events).
+pub const SYSTEM: &str = "system";
 /// Names that cannot be agents: they mean something in mentions or senders.
-pub const RESERVED: &[&str] = &[LEAD, "all", "system", "kernel"];
+pub const RESERVED: &[&str] = &[LEAD, "all", SYSTEM, "kernel"];
 pub const MAX_NAME_LEN: usize = 64;
 
 /// Workflow names and tags: `[A-Za-z0-9._-]+`, at most 64 characters.
@@ -29,6 +31,13 @@ pub fn check_name(kind: &str, s: &str) -> Result<()> {
     {
         return Err(Error::invalid(format!(
             "invalid {kind} {s:?}: character {c:?} is not allowed; use only A-Z a-z 0-9 . _ -"
+        )));
+    }
+    // Names become directories (`workflows/<name>/<tag>/documents`): `.`, `..` and
+    // hidden names would escape or hide them.
+    if s.starts_with('.') {
+        return Err(Error::invalid(format!(
+            "invalid {kind} {s:?}: must not start with '.'"
         )));
     }
     Ok(())

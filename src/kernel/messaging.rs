@@ -17,7 +17,7 @@ use super::registry::agent_names;
 use super::resources::{resource_id, store_resource};
 use super::{Kernel, Scope, mentions};
 use crate::error::{Error, Result};
-use crate::names::LEAD;
+use crate::names::{LEAD, SYSTEM, WorkflowRef};
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -134,9 +134,38 @@ fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String,
     Ok((pointer, Some((id, text.to_owned()))))
 }
 
-struct Posted {
-    result: SendResult,
+/// A message written inside a store job; announce it with [`Kernel::announce`] once
+/// the job has committed.
+pub(crate) struct Posted {
+    pub(crate) result: SendResult,
     recipients: Vec<String>,
+}
+
+/// Posts the kernel's own message (`from: system`, kind `system`) inside a store job,
+/// through the same rules as any message: its @mentions decide whose inbox gets it.
+/// Used where an event must reach people in the same transaction as the change.
+pub(crate) fn post_system(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    text: String,
+) -> Result<Posted> {
+    let scope = Scope {
+        workflow: workflow.clone(),
+        workflow_id,
+        me: SYSTEM.into(),
+        // Like the lead's, a long system post becomes a resource instead of failing.
+        lead: true,
+    };
+    post(
+        c,
+        &scope,
+        &Outgoing {
+            message: text,
+            to: None,
+            force: true,
+        },
+    )
 }
 
 /// Writes one message and its deliveries. Runs inside a store job.
@@ -188,7 +217,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
         id,
         me,
         content,
-        "message",
+        if me == SYSTEM { "system" } else { "message" },
         to,
         mentions_json,
         priority,
@@ -209,7 +238,9 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
     } else {
         missed_since_last_read(c, scope, &id)?
     };
-    set_cursor(c, scope.workflow_id, me, &id)?;
+    if me != SYSTEM {
+        set_cursor(c, scope.workflow_id, me, &id)?;
+    }
 
     let mut notes = Vec::new();
     if missed_count > 0 {
@@ -344,21 +375,23 @@ impl Kernel {
             })
             .await?;
         for p in &posted {
-            self.announce(scope.workflow_id, &p.result.id, &p.recipients);
+            self.announce(scope.workflow_id, p);
         }
         Ok(posted.into_iter().map(|p| p.result).collect())
     }
 
-    fn announce(&self, workflow_id: i64, message_id: &str, recipients: &[String]) {
+    /// Publishes a committed message's events (the wake source for recipients).
+    pub(crate) fn announce(&self, workflow_id: i64, posted: &Posted) {
+        let message_id = &posted.result.id;
         self.events.publish(Event::Posted {
             workflow_id,
-            message_id: message_id.to_owned(),
+            message_id: message_id.clone(),
         });
-        for r in recipients {
+        for r in &posted.recipients {
             self.events.publish(Event::Delivered {
                 workflow_id,
                 recipient: r.clone(),
-                message_id: message_id.to_owned(),
+                message_id: message_id.clone(),
             });
         }
     }

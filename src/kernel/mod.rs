@@ -3,13 +3,17 @@
 //!
 //! Each concept lives in its own module as an `impl Kernel` block:
 //! `registry` (workflows, agents), `tokens` (identity), `messaging` (channel),
-//! `inbox` (deliveries and their state), `team` (status and members).
+//! `inbox` (deliveries and their state), `team` (status and members), `resources`
+//! (content-addressed blobs), `documents` (shared files behind providers),
+//! `proposals` (votes and their resolution).
 
 pub mod clock;
+pub mod documents;
 pub mod events;
 pub mod inbox;
 pub mod mentions;
 pub mod messaging;
+pub mod proposals;
 pub mod registry;
 pub mod resources;
 pub mod schema;
@@ -70,6 +74,8 @@ pub struct Kernel {
     /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
     /// entries are dropped when an instance is deleted.
     workflow_ids: Mutex<HashMap<WorkflowRef, i64>>,
+    /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
+    proposal_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Kernel {
@@ -90,6 +96,7 @@ impl Kernel {
             data_dir: data_dir.to_owned(),
             url: OnceLock::new(),
             workflow_ids: Mutex::new(HashMap::new()),
+            proposal_wake: Arc::default(),
         });
         let requeued = kernel.requeue_seen().await?;
         if requeued > 0 {
@@ -98,6 +105,7 @@ impl Kernel {
                 "deliveries read but not acked before the restart are pending again"
             );
         }
+        kernel.start_proposal_timer();
         Ok(kernel)
     }
 

@@ -292,7 +292,7 @@ impl Kernel {
     }
 
     /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
-    /// its messages and documents stay.
+    /// its messages and documents stay; if it owned the documents, nobody does now.
     pub async fn agent_delete(&self, target: &str) -> Result<AgentView> {
         let rec = self.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
@@ -316,6 +316,11 @@ impl Kernel {
                     (wid, &name),
                 )?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
+                // An owner that no longer exists would lock everyone but the lead out.
+                c.execute(
+                    "UPDATE workflows SET document_owner = NULL WHERE id = ?1 AND document_owner = ?2 COLLATE NOCASE",
+                    (wid, &name),
+                )?;
                 Ok(())
             })
             .await?;

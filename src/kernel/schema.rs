@@ -111,4 +111,60 @@ CREATE TABLE tokens (
 );
 CREATE INDEX tokens_by_agent ON tokens (agent_id);
 "#,
+    // 2: team context: document settings per instance, the sqlite document provider,
+    // proposals and votes.
+    r#"
+ALTER TABLE workflows ADD COLUMN doc_provider TEXT NOT NULL DEFAULT 'file';
+-- A directory the instance binds for its documents (file provider); NULL = the default
+-- `<data-dir>/workflows/<name>/<tag>/documents`.
+ALTER TABLE workflows ADD COLUMN doc_dir TEXT;
+ALTER TABLE workflows ADD COLUMN document_owner TEXT;
+
+-- Documents of instances that use the sqlite provider. version = content hash.
+CREATE TABLE documents (
+    workflow_id INTEGER NOT NULL,
+    path        TEXT NOT NULL,
+    content     TEXT NOT NULL,
+    version     TEXT NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    updated_by  TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, path)
+) WITHOUT ROWID;
+
+-- Proposals are numbered per instance (prop-1, prop-2, ...). options: JSON [{id, label}].
+-- status: open | resolved | expired | cancelled.
+CREATE TABLE proposals (
+    workflow_id INTEGER NOT NULL,
+    num         INTEGER NOT NULL,
+    type        TEXT NOT NULL,
+    title       TEXT NOT NULL,
+    description TEXT,
+    options     TEXT NOT NULL,
+    resolution  TEXT NOT NULL,
+    quorum      INTEGER NOT NULL,
+    tie_breaker TEXT NOT NULL,
+    binding     INTEGER NOT NULL,
+    creator     TEXT NOT NULL,
+    status      TEXT NOT NULL DEFAULT 'open',
+    winner      TEXT,
+    closed_by   TEXT,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    closed_at   INTEGER,
+    PRIMARY KEY (workflow_id, num)
+);
+-- The expiry timer looks only at open proposals.
+CREATE INDEX proposals_open ON proposals (expires_at) WHERE status = 'open';
+
+-- One vote per member per proposal; a revote replaces it.
+CREATE TABLE votes (
+    workflow_id INTEGER NOT NULL,
+    num         INTEGER NOT NULL,
+    voter       TEXT NOT NULL COLLATE NOCASE,
+    choice      TEXT NOT NULL,
+    reason      TEXT,
+    voted_at    INTEGER NOT NULL,
+    PRIMARY KEY (workflow_id, num, voter)
+) WITHOUT ROWID;
+"#,
 ];

@@ -24,13 +24,23 @@ pub type Client = RunningService<RoleClient, ()>;
 pub const CONTEXT_TOOLS: &[&str] = &[
     "channel_read",
     "channel_send",
+    "document_suggest",
     "my_inbox",
     "my_inbox_ack",
     "my_inbox_defer",
     "my_status_set",
     "resource_create",
     "resource_read",
+    "team_doc_append",
+    "team_doc_create",
+    "team_doc_list",
+    "team_doc_read",
+    "team_doc_write",
     "team_members",
+    "team_proposal_cancel",
+    "team_proposal_create",
+    "team_proposal_status",
+    "team_vote",
 ];
 /// What only the lead sees, besides the context tools.
 pub const MANAGEMENT_TOOLS: &[&str] = &[
@@ -39,6 +49,7 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "agent_join",
     "agent_list",
     "agent_new",
+    "workflow_context_set",
 ];
 
 /// Every tool, sorted: what the lead sees.

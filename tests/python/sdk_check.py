@@ -36,6 +36,16 @@ CONTEXT_TOOLS = sorted(
         "resource_create",
         "resource_read",
         "team_members",
+        "team_doc_read",
+        "team_doc_write",
+        "team_doc_append",
+        "team_doc_create",
+        "team_doc_list",
+        "document_suggest",
+        "team_proposal_create",
+        "team_vote",
+        "team_proposal_status",
+        "team_proposal_cancel",
     ]
 )
 LEAD_TOOLS = sorted(
@@ -46,6 +56,7 @@ LEAD_TOOLS = sorted(
         "agent_join",
         "agent_list",
         "agent_new",
+        "workflow_context_set",
     ]
 )
 

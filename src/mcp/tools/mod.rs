@@ -9,9 +9,12 @@
 
 mod agents;
 mod channel;
+mod documents;
 mod inbox;
+mod proposals;
 mod resources;
 mod team;
+mod workflows;
 
 use super::AgentWorker;
 pub(crate) use super::caller;
@@ -95,11 +98,16 @@ impl AgentWorker {
 
     /// Context tools: what agents (and the lead, as `user`) use to collaborate.
     pub(crate) fn context_tools() -> ToolRouter<Self> {
-        Self::channel_tools() + Self::inbox_tools() + Self::team_tools() + Self::resource_tools()
+        Self::channel_tools()
+            + Self::inbox_tools()
+            + Self::team_tools()
+            + Self::document_tools()
+            + Self::proposal_tools()
+            + Self::resource_tools()
     }
 
     /// Management tools: the lead only.
     pub(crate) fn management_tools() -> ToolRouter<Self> {
-        Self::agent_tools()
+        Self::agent_tools() + Self::workflow_tools()
     }
 }
