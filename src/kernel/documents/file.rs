@@ -77,7 +77,8 @@ impl FileProvider {
             at.push(seg);
             let last = i + 1 == segments.len();
             let Ok(meta) = fs::symlink_metadata(&at) else {
-                break; // Nothing there yet: what follows is created by us, as plain folders.
+                // Nothing there yet: what follows is created by us, as plain folders.
+                return Ok(root.join(path.as_str()));
             };
             if meta.file_type().is_symlink() {
                 let target = at.canonicalize().map_err(|_| {

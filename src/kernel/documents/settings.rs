@@ -133,6 +133,8 @@ impl Kernel {
         let new_provider = provider.unwrap_or(current.provider);
         let new_dir = match dir {
             Some(d) => d,
+            // A bound folder means nothing to the sqlite provider.
+            None if new_provider == ProviderKind::Sqlite => None,
             None => current.dir.clone(),
         };
         if new_provider == ProviderKind::Sqlite && new_dir.is_some() {
