@@ -56,6 +56,19 @@ async fn show_inbox(who: &str, c: &Client) -> Value {
     inbox
 }
 
+/// Calls a tool that is expected to refuse, and returns its error text.
+async fn refused(c: &Client, tool: &str, args: Value) -> String {
+    let Value::Object(args) = args else {
+        unreachable!("arguments are an object")
+    };
+    let r = c
+        .call_tool(rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true), "{tool} should have been refused");
+    format!("refused: {}", r.content[0].as_text().unwrap().text)
+}
+
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
@@ -169,17 +182,9 @@ async fn main() {
 
     step("Limits are explicit: an agent's over-long message is refused with what to do instead");
     let long = "x".repeat(4001);
-    let Value::Object(args) = json!({"message": long}) else {
-        unreachable!()
-    };
-    let e = coder
-        .call_tool(rmcp::model::CallToolRequestParams::new("channel_send").with_arguments(args))
-        .await
-        .unwrap();
     println!(
-        "  isError={:?}: {}",
-        e.is_error,
-        e.content[0].as_text().unwrap().text
+        "  {}",
+        refused(coder, "channel_send", json!({"message": long})).await
     );
     let r = call(
         coder,
@@ -203,6 +208,101 @@ async fn main() {
         "  the reviewer reads it back with resource_read: {} bytes of {}",
         got["size"], got["type"]
     );
+
+    step("Shared documents: the lead makes the reviewer the document owner");
+    let ctx = call(
+        &lead,
+        "workflow_context_set",
+        json!({"workflow": "@demo:main", "document_owner": "reviewer"}),
+    )
+    .await;
+    println!(
+        "  documents are real files in {} (owner: {})",
+        ctx["documents_dir"], ctx["document_owner"]
+    );
+    let w = call(
+        reviewer,
+        "team_doc_write",
+        json!({"content": "# PR #7 review\n- retry loop never sleeps: fixed\n"}),
+    )
+    .await;
+    println!(
+        "  reviewer team_doc_write notes.md -> version {}",
+        w["version"]
+    );
+    println!(
+        "  coder team_doc_append -> {}",
+        refused(
+            coder,
+            "team_doc_append",
+            json!({"content": "- parse() error: fixed"})
+        )
+        .await
+    );
+    let sug = call(
+        coder,
+        "document_suggest",
+        json!({"suggestion": "add: parse() error no longer swallowed"}),
+    )
+    .await;
+    println!(
+        "  so the coder suggests it instead: message {} to @{}",
+        sug["message_id"], sug["owner"]
+    );
+    let stale = call(
+        reviewer,
+        "team_doc_append",
+        json!({"content": "- parse() error: fixed (suggested by coder)"}),
+    )
+    .await;
+    println!(
+        "  the reviewer appends it; a write still holding the old version {} is refused:",
+        w["version"]
+    );
+    println!(
+        "  {}",
+        refused(
+            reviewer,
+            "team_doc_write",
+            json!({"content": "oops", "expected_version": w["version"]})
+        )
+        .await
+    );
+    println!("  (the current version is {})", stale["version"]);
+
+    step("A proposal: the reviewer asks for approval to merge, both vote");
+    let p = call(
+        reviewer,
+        "team_proposal_create",
+        json!({"type": "approval", "title": "Merge PR #7", "timeout": "10m"}),
+    )
+    .await;
+    println!(
+        "  {} {:?}: options approve/reject, quorum {}, expires {}",
+        p["proposal"]["id"].as_str().unwrap(),
+        p["proposal"]["title"].as_str().unwrap(),
+        p["proposal"]["quorum"],
+        p["proposal"]["expires_at"].as_str().unwrap()
+    );
+    for (who, c, reason) in [
+        ("coder", coder, "tests pass"),
+        ("reviewer", reviewer, "findings addressed"),
+    ] {
+        let v = call(
+            c,
+            "team_vote",
+            json!({"proposal": "latest", "choice": "approve", "reason": reason}),
+        )
+        .await;
+        println!(
+            "  {who} votes approve -> resolved: {}{}",
+            v["resolved"],
+            v["winner"]["label"]
+                .as_str()
+                .map(|w| format!(", winner: {w}"))
+                .unwrap_or_default()
+        );
+    }
 
     step("The channel as the lead sees it (the DM between the agents is not shown)");
     show_channel(&call(&lead, "channel_read", json!({"workflow": "@demo:main"})).await);

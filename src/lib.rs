@@ -18,6 +18,10 @@
 //!   messaging.rs   channel_send / channel_read, the send guard, long lead messages
 //!   inbox.rs       deliveries: pending -> seen -> acked | deferred
 //!   resources.rs   content-addressed blobs (resource_create / resource_read)
+//!   documents/     shared documents: the rules (mod.rs), path rules (path.rs),
+//!                  per-instance settings (settings.rs), providers file.rs / sqlite.rs
+//!   proposals/     proposals and votes (mod.rs), resolution rules (tally.rs, pure),
+//!                  the expiry timer
 //!   team.rs        member status and the member list
 //!   events.rs      post-commit events (wakes) for subscribers
 //! mcp/           the MCP interface: stateless translation onto the kernel
@@ -39,6 +43,11 @@
 //! - Domain failures are tool results with `isError: true`; JSON-RPC errors are for
 //!   protocol faults only.
 //! - Nothing writes to stdout except the stdio transport.
+//! - The kernel's own channel posts (proposal events) are written in the same
+//!   transaction as the change they announce, from `system`; their leading @mentions
+//!   are who must act.
+//! - Document paths are checked by `DocPath` before any provider sees them; the file
+//!   provider additionally keeps every access inside its folder (symlinks included).
 
 pub mod bridge;
 pub mod config;

@@ -62,7 +62,12 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     assert_eq!(p["options"][0]["id"], "approve");
     assert_eq!(p["options"][1]["id"], "reject");
     assert_eq!(
-        (p["quorum"].as_u64(), p["resolution"].as_str(), p["tie_breaker"].as_str(), p["binding"].as_bool()),
+        (
+            p["quorum"].as_u64(),
+            p["resolution"].as_str(),
+            p["tie_breaker"].as_str(),
+            p["binding"].as_bool()
+        ),
         (Some(3), Some("plurality"), Some("first"), Some(true))
     );
     assert_eq!(p["status"], "open");
@@ -89,7 +94,10 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     .await
     .ok();
     assert_eq!(v["resolved"], false);
-    assert!(v["proposal"]["note"].as_str().unwrap().contains("1 of 3"), "{v}");
+    assert!(
+        v["proposal"]["note"].as_str().unwrap().contains("1 of 3"),
+        "{v}"
+    );
     let v = vote(carol, "latest", "reject").await;
     assert_eq!(v["resolved"], false);
     // An ordinary vote wakes nobody.
@@ -103,9 +111,13 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     .await
     .err();
     assert!(e.contains("approve, reject"), "{e}");
-    let e = call(alice, "team_vote", json!({"proposal": "prop-9", "choice": "approve"}))
-        .await
-        .err();
+    let e = call(
+        alice,
+        "team_vote",
+        json!({"proposal": "prop-9", "choice": "approve"}),
+    )
+    .await
+    .err();
     assert!(e.contains("no proposal prop-9"), "{e}");
 
     // A revote replaces: carol switches, then alice completes the quorum.
@@ -130,19 +142,31 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     for c in [bob, carol] {
         let got = system_inbox(c).await;
         assert!(
-            got.iter().any(|m| m.contains("prop-1") && m.contains("is resolved: approve")),
+            got.iter()
+                .any(|m| m.contains("prop-1") && m.contains("is resolved: approve")),
             "{got:?}"
         );
     }
-    let e = call(alice, "team_vote", json!({"proposal": "prop-1", "choice": "approve"}))
-        .await
-        .err();
-    assert!(e.contains("is resolved") && e.contains("no more votes"), "{e}");
+    let e = call(
+        alice,
+        "team_vote",
+        json!({"proposal": "prop-1", "choice": "approve"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("is resolved") && e.contains("no more votes"),
+        "{e}"
+    );
 
     // The lead follows along in the channel, and can see the status.
-    let st = call(&lead, "team_proposal_status", json!({"workflow": "@vote:t"}))
-        .await
-        .ok();
+    let st = call(
+        &lead,
+        "team_proposal_status",
+        json!({"workflow": "@vote:t"}),
+    )
+    .await
+    .ok();
     assert_eq!(st["proposals"][0]["winner"]["id"], "approve");
     let ch = call(&lead, "channel_read", json!({"workflow": "@vote:t"}))
         .await
@@ -180,11 +204,15 @@ async fn majority_deadlock_is_broken_by_a_revote() {
     let v = vote(&t[2], "prop-1", "mysql").await;
     assert_eq!(v["resolved"], false);
     let note = v["proposal"]["note"].as_str().unwrap();
-    assert!(note.contains("more than half") && note.contains("revote"), "{note}");
+    assert!(
+        note.contains("more than half") && note.contains("revote"),
+        "{note}"
+    );
     // The deadlock asks the other voters to reconsider.
     let a = system_inbox(&t[0]).await;
     assert!(
-        a.iter().any(|m| m.starts_with("@alice @bob carol voted MySQL") && m.contains("revote")),
+        a.iter()
+            .any(|m| m.starts_with("@alice @bob carol voted MySQL") && m.contains("revote")),
         "{a:?}"
     );
     let v = vote(&t[1], "prop-1", "pg").await;
@@ -208,7 +236,13 @@ async fn unanimous_needs_every_vote_alike() {
     vote(&t[0], "prop-1", "approve").await;
     let v = vote(&t[1], "prop-1", "reject").await;
     assert_eq!(v["resolved"], false);
-    assert!(v["proposal"]["note"].as_str().unwrap().contains("every vote"), "{v}");
+    assert!(
+        v["proposal"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("every vote"),
+        "{v}"
+    );
     let v = vote(&t[1], "prop-1", "approve").await;
     assert_eq!(v["resolved"], true);
     assert_eq!(v["proposal"]["binding"], false);
@@ -249,10 +283,17 @@ async fn quorum_and_tie_breakers_incl_creator_decides() {
     vote(bob, "prop-2", "y").await;
     let v = vote(carol, "prop-2", "x").await;
     assert_eq!(v["resolved"], false);
-    assert!(v["proposal"]["note"].as_str().unwrap().contains("alice decides"), "{v}");
+    assert!(
+        v["proposal"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("alice decides"),
+        "{v}"
+    );
     let a = system_inbox(alice).await;
     assert!(
-        a.iter().any(|m| m.starts_with("@alice carol voted x") && m.contains("alice decides")),
+        a.iter()
+            .any(|m| m.starts_with("@alice carol voted x") && m.contains("alice decides")),
         "{a:?}"
     );
     let v = vote(alice, "prop-2", "x").await;
@@ -293,7 +334,11 @@ async fn quorum_and_tie_breakers_incl_creator_decides() {
         .iter()
         .map(|o| o["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["alice", "bob", "carol", "dave"], "an election defaults to the agents");
+    assert_eq!(
+        ids,
+        ["alice", "bob", "carol", "dave"],
+        "an election defaults to the agents"
+    );
     vote(bob, "prop-4", "carol").await;
     let v = vote(carol, "prop-4", "dave").await;
     let w = v["winner"]["id"].as_str().unwrap();
@@ -325,28 +370,64 @@ async fn bad_proposals_are_explained() {
     let lead = s.lead(Proto::Legacy).await;
     let t = team(&s, &lead, "@bad:t", &["alice", "bob"]).await;
     let cases = [
-        (json!({"type": "poll", "title": "x"}), "election, decision, approval, assignment"),
+        (
+            json!({"type": "poll", "title": "x"}),
+            "election, decision, approval, assignment",
+        ),
         (json!({"type": "decision", "title": "x"}), "needs options"),
-        (json!({"type": "decision", "title": "x", "options": ["a"]}), "at least two"),
-        (json!({"type": "decision", "title": "x", "options": ["a", "A"]}), "given twice"),
+        (
+            json!({"type": "decision", "title": "x", "options": ["a"]}),
+            "at least two",
+        ),
+        (
+            json!({"type": "decision", "title": "x", "options": ["a", "A"]}),
+            "given twice",
+        ),
         (json!({"type": "approval", "title": " "}), "title is empty"),
-        (json!({"type": "approval", "title": "x", "quorum": 4}), "impossible"),
-        (json!({"type": "approval", "title": "x", "quorum": 0}), "impossible"),
-        (json!({"type": "approval", "title": "x", "resolution": "vibes"}), "plurality, majority, unanimous"),
-        (json!({"type": "approval", "title": "x", "tie_breaker": "coin"}), "creator-decides"),
-        (json!({"type": "approval", "title": "x", "timeout": "8d"}), "7d"),
-        (json!({"type": "approval", "title": "x", "timeout": "soon"}), "duration"),
-        (json!({"type": "approval", "title": "x".repeat(201)}), "at most 200"),
+        (
+            json!({"type": "approval", "title": "x", "quorum": 4}),
+            "impossible",
+        ),
+        (
+            json!({"type": "approval", "title": "x", "quorum": 0}),
+            "impossible",
+        ),
+        (
+            json!({"type": "approval", "title": "x", "resolution": "vibes"}),
+            "plurality, majority, unanimous",
+        ),
+        (
+            json!({"type": "approval", "title": "x", "tie_breaker": "coin"}),
+            "creator-decides",
+        ),
+        (
+            json!({"type": "approval", "title": "x", "timeout": "8d"}),
+            "7d",
+        ),
+        (
+            json!({"type": "approval", "title": "x", "timeout": "soon"}),
+            "duration",
+        ),
+        (
+            json!({"type": "approval", "title": "x".repeat(201)}),
+            "at most 200",
+        ),
     ];
     for (args, why) in cases {
-        let e = call(&t[0], "team_proposal_create", args.clone()).await.err();
+        let e = call(&t[0], "team_proposal_create", args.clone())
+            .await
+            .err();
         assert!(e.contains(why), "{args}: {e}");
     }
     let st = call(&t[0], "team_proposal_status", json!({})).await.ok();
     assert_eq!(st["proposals"], json!([]), "nothing was half-created");
-    let e = call(&t[0], "team_vote", json!({"proposal": "latest", "choice": "a"}))
-        .await
-        .err();
+    let e = call(
+        &t[0],
+        "team_vote",
+        json!({"proposal": "latest", "choice": "a"}),
+    )
+    .await
+    .err();
     assert!(e.contains("no proposals yet"), "{e}");
 }
 
@@ -380,16 +461,23 @@ async fn cancel_is_for_the_creator_or_the_lead() {
     assert_eq!(c["proposal"]["closed_by"], "alice");
     // Those who still had to vote are told; bob, who voted, is not woken.
     assert!(
-        system_inbox(&t[2]).await.iter().any(|m| m.starts_with("@carol prop-1") && m.contains("cancelled")),
+        system_inbox(&t[2])
+            .await
+            .iter()
+            .any(|m| m.starts_with("@carol prop-1") && m.contains("cancelled")),
     );
     assert!(system_inbox(&t[1]).await.is_empty());
     let e = call(&t[0], "team_proposal_cancel", json!({"proposal": "prop-1"}))
         .await
         .err();
     assert!(e.contains("already cancelled"), "{e}");
-    let e = call(&t[2], "team_vote", json!({"proposal": "prop-1", "choice": "approve"}))
-        .await
-        .err();
+    let e = call(
+        &t[2],
+        "team_vote",
+        json!({"proposal": "prop-1", "choice": "approve"}),
+    )
+    .await
+    .err();
     assert!(e.contains("cancelled"), "{e}");
     let c = call(
         &lead,
@@ -435,11 +523,15 @@ async fn expiry_happens_on_time_without_anyone_looking() {
         .collect();
     assert_eq!(expired.len(), 2, "{ch}");
     assert!(
-        expired.iter().any(|m| m.contains("prop-1") && m.contains("1 of 3 votes: b")),
+        expired
+            .iter()
+            .any(|m| m.contains("prop-1") && m.contains("1 of 3 votes: b")),
         "{expired:?}"
     );
     assert!(
-        expired.iter().any(|m| m.contains("prop-2") && m.contains("no winner")),
+        expired
+            .iter()
+            .any(|m| m.contains("prop-2") && m.contains("no winner")),
         "{expired:?}"
     );
     // Everyone involved got it in their inbox.
@@ -451,7 +543,11 @@ async fn expiry_happens_on_time_without_anyone_looking() {
         .ok();
     let p = &st["proposals"][0];
     assert_eq!(
-        (p["status"].as_str(), p["winner"]["id"].as_str(), p["closed_by"].as_str()),
+        (
+            p["status"].as_str(),
+            p["winner"]["id"].as_str(),
+            p["closed_by"].as_str()
+        ),
         (Some("expired"), Some("b"), Some("expiry"))
     );
 }
@@ -473,7 +569,11 @@ async fn proposals_and_sqlite_documents_survive_a_restart() {
     call(&alice, "team_doc_write", json!({"content": "kept"}))
         .await
         .ok();
-    for (title, timeout) in [("closed", "1h"), ("open", "1h"), ("runs out while down", "2s")] {
+    for (title, timeout) in [
+        ("closed", "1h"),
+        ("open", "1h"),
+        ("runs out while down", "2s"),
+    ] {
         call(
             &alice,
             "team_proposal_create",
@@ -498,9 +598,13 @@ async fn proposals_and_sqlite_documents_survive_a_restart() {
 
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    let st = call(&lead, "team_proposal_status", json!({"workflow": "@keep:t"}))
-        .await
-        .ok();
+    let st = call(
+        &lead,
+        "team_proposal_status",
+        json!({"workflow": "@keep:t"}),
+    )
+    .await
+    .ok();
     let by_id = |id: &str| {
         st["proposals"]
             .as_array()
@@ -515,16 +619,27 @@ async fn proposals_and_sqlite_documents_survive_a_restart() {
     let open = by_id("prop-2");
     assert_eq!(open["status"], "open");
     assert_eq!(open["votes"][0]["reason"], "not yet");
-    assert_eq!(by_id("prop-3")["status"], "expired", "the deadline passed while the kernel was down");
+    assert_eq!(
+        by_id("prop-3")["status"],
+        "expired",
+        "the deadline passed while the kernel was down"
+    );
 
     let alice = join(&s, &lead, "alice@keep:t", Proto::Legacy).await;
     let v = vote(&alice, "prop-2", "approve").await;
     assert_eq!(v["resolved"], true, "{v}");
     assert_eq!(v["winner"]["id"], "approve", "first breaks the 1-1 tie");
     let r = call(&alice, "team_doc_read", json!({})).await.ok();
-    assert_eq!((r["content"].as_str(), r["owner"].as_str()), (Some("kept"), Some("alice")));
-    let c = call(&alice, "team_proposal_create", json!({"type": "approval", "title": "next"}))
-        .await
-        .ok();
+    assert_eq!(
+        (r["content"].as_str(), r["owner"].as_str()),
+        (Some("kept"), Some("alice"))
+    );
+    let c = call(
+        &alice,
+        "team_proposal_create",
+        json!({"type": "approval", "title": "next"}),
+    )
+    .await
+    .ok();
     assert_eq!(c["proposal"]["id"], "prop-4", "numbering continues");
 }

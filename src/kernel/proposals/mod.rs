@@ -501,7 +501,8 @@ impl Stored {
 
     fn winner_text(&self) -> String {
         match &self.winner {
-            Some(w) => format!("{w} ({})", quote(&self.label(w))),
+            Some(w) if self.label(w) == *w => quote(w),
+            Some(w) => format!("{} ({})", quote(w), quote(&self.label(w))),
             None => "no winner".into(),
         }
     }
