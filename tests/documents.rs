@@ -373,6 +373,20 @@ async fn a_bound_folder_holds_the_documents() {
     .await
     .err();
     assert!(e.contains("not moved"), "{e}");
+    // A bound folder that disappears is an error, not an empty document set.
+    let gone = tempfile::tempdir().unwrap();
+    call(
+        &lead,
+        "workflow_context_set",
+        json!({"workflow": "@gone:t", "documents_dir": gone.path()}),
+    )
+    .await
+    .ok();
+    drop(gone);
+    let e = call(&lead, "team_doc_list", json!({"workflow": "@gone:t"}))
+        .await
+        .err();
+    assert!(e.contains("does not exist"), "{e}");
     // An empty instance may switch freely.
     let set = call(
         &lead,
@@ -416,6 +430,19 @@ async fn only_the_owner_writes_and_others_suggest() {
     .await
     .err();
     assert!(e.contains("not an agent") && e.contains("alice"), "{e}");
+    // A refused change to an instance that did not exist leaves no instance behind.
+    let e = call(
+        &lead,
+        "workflow_context_set",
+        json!({"workflow": "@ghost:t", "document_owner": "zed"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not an agent"), "{e}");
+    let e = call(&lead, "team_members", json!({"workflow": "@ghost:t"}))
+        .await
+        .err();
+    assert!(e.contains("no workflow instance @ghost:t"), "{e}");
     let set = call(
         &lead,
         "workflow_context_set",

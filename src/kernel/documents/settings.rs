@@ -124,12 +124,21 @@ impl Kernel {
             .as_deref()
             .map(|o| o.trim().trim_start_matches('@').to_owned());
 
-        let key = wf.clone();
-        let workflow_id = self
-            .store
-            .write(move |c| Ok(workflow_id_tx(c, &key, true)?.unwrap_or_default()))
-            .await?;
-        let current = self.doc_settings(workflow_id).await?;
+        // The instance is created (if new) in the same job that stores the settings, so
+        // a refused change leaves nothing behind.
+        let existing = match self.workflow_id(&wf).await {
+            Ok(id) => Some(id),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let current = match existing {
+            Some(id) => self.doc_settings(id).await?,
+            None => DocSettings {
+                provider: ProviderKind::File,
+                dir: None,
+                owner: None,
+            },
+        };
         let new_provider = provider.unwrap_or(current.provider);
         let new_dir = match dir {
             Some(d) => d,
@@ -143,13 +152,13 @@ impl Kernel {
                  (or pass \"\" to clear it)",
             ));
         }
-        let scope = Scope {
+        let mut scope = Scope {
             workflow: wf.clone(),
-            workflow_id,
+            workflow_id: existing.unwrap_or_default(),
             me: crate::names::LEAD.into(),
             lead: true,
         };
-        if new_provider != current.provider || new_dir != current.dir {
+        if existing.is_some() && (new_provider != current.provider || new_dir != current.dir) {
             let (_, docs) = self.documents(&scope).await?;
             let held = docs.list().await?.len();
             if held > 0 {
@@ -166,9 +175,11 @@ impl Kernel {
             }
         }
         let dir_text = new_dir.as_ref().map(|d| d.display().to_string());
-        let owner_now = self
+        let key = wf.clone();
+        let (workflow_id, owner_now) = self
             .store
             .write(move |c| {
+                let workflow_id = workflow_id_tx(c, &key, true)?.unwrap_or_default();
                 let owner = match owner {
                     None => current.owner,
                     Some(o) if o.is_empty() => None,
@@ -192,9 +203,10 @@ impl Kernel {
                     "UPDATE workflows SET doc_provider = ?2, doc_dir = ?3, document_owner = ?4 WHERE id = ?1",
                     (workflow_id, new_provider.as_str(), &dir_text, &owner),
                 )?;
-                Ok(owner)
+                Ok((workflow_id, owner))
             })
             .await?;
+        scope.workflow_id = workflow_id;
         let settings = DocSettings {
             provider: new_provider,
             dir: new_dir,
