@@ -51,14 +51,14 @@ impl FileProvider {
     /// The folder, canonical; `None` when it does not exist yet (no documents).
     fn root(&self, for_write: bool) -> Result<Option<PathBuf>> {
         if !self.root.exists() {
-            if !for_write {
-                return Ok(None);
-            }
             if !self.create_root {
                 return Err(Error::invalid(format!(
                     "the documents folder {} bound to this workflow does not exist; create it or bind another",
                     self.root.display()
                 )));
+            }
+            if !for_write {
+                return Ok(None);
             }
             fs::create_dir_all(&self.root).map_err(|e| io("create", &self.root, e))?;
         }
