@@ -235,6 +235,37 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
             left = [m for m in inbox.get("messages", []) if m.get("id") == sent_id]
             check(left == [], "the acked message is gone from my_inbox", inbox)
 
+            doc = f"py-{mode}.md"
+            w = await call_ok(agent, "team_doc_create", {"file": doc, "content": "from python"})
+            check(w.get("created") is True and w.get("file") == doc, f"team_doc_create creates {doc}", w)
+            r = await agent.call_tool(
+                "team_doc_write", {"file": doc, "content": "stale", "expected_version": "absent"}
+            )
+            check(r.is_error and "changed since" in text_of(r), "a stale expected_version is refused", r)
+            r = await agent.call_tool("team_doc_read", {"file": "../escape.md"})
+            check(r.is_error and "'..'" in text_of(r), "a path with '..' is refused", r)
+
+            p = await call_ok(
+                agent,
+                "team_proposal_create",
+                {
+                    "type": "decision",
+                    "title": f"python {mode}",
+                    "options": [{"id": "a", "label": "Option A"}, "b"],
+                    "quorum": 1,
+                },
+            )
+            pid = p["proposal"]["id"]
+            v = await call_ok(agent, "team_vote", {"proposal": pid, "choice": "Option A", "reason": "py"})
+            check(
+                v.get("resolved") is True and v.get("winner", {}).get("id") == "a",
+                f"{alice}'s vote resolves {pid} for option a",
+                v,
+            )
+
+        sc = await call_ok(lead, "team_doc_read", {"file": f"py-{mode}.md"})
+        check(sc.get("content") == "from python", "the lead reads the agent's document", sc)
+
         await check_unauthenticated(url)
 
 
