@@ -242,6 +242,11 @@ async fn path_traversal_is_refused() {
     std::os::unix::fs::symlink(&secret, docs.join("link.md")).unwrap();
     std::os::unix::fs::symlink(outside.path(), docs.join("out")).unwrap();
     std::os::unix::fs::symlink(docs.join("notes.md"), docs.join("alias.md")).unwrap();
+    // Links must not make hidden entries (a repository's .git, .github) reachable.
+    std::fs::create_dir_all(docs.join(".github/workflows")).unwrap();
+    std::fs::write(docs.join(".github/token.md"), "hidden").unwrap();
+    std::os::unix::fs::symlink(docs.join(".github/token.md"), docs.join("peek.md")).unwrap();
+    std::os::unix::fs::symlink(docs.join(".github/workflows"), docs.join("ci")).unwrap();
 
     let attempts = [
         ("../x.md", "'..'"),
@@ -252,6 +257,8 @@ async fn path_traversal_is_refused() {
         ("out/secret.md", "outside"),
         ("out/new.md", "outside"),
         (".hidden.md", "hidden"),
+        ("peek.md", "hidden file"),
+        ("ci/evil.yml", "hidden file"),
     ];
     for (path, why) in attempts {
         for (tool, args) in [
@@ -266,6 +273,7 @@ async fn path_traversal_is_refused() {
     }
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside");
     assert!(!outside.path().join("new.md").exists());
+    assert!(!docs.join(".github/workflows/evil.yml").exists());
     assert!(!dir.path().join("workflows/paths/x.md").exists());
 
     // A link that stays inside may be read, not written through; the listing shows
@@ -356,6 +364,20 @@ async fn a_bound_folder_holds_the_documents() {
     );
     assert_eq!(l["dir"], canon.display().to_string());
 
+    // A rewrite keeps the file's permissions.
+    use std::os::unix::fs::PermissionsExt;
+    let readme = project.path().join("README.md");
+    std::fs::set_permissions(&readme, std::fs::Permissions::from_mode(0o600)).unwrap();
+    call(
+        &alice,
+        "team_doc_write",
+        json!({"file": "README.md", "content": "hello!"}),
+    )
+    .await
+    .ok();
+    let mode = std::fs::metadata(&readme).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
     // Switching the store while it holds documents would hide them: refused.
     let e = call(
         &lead,
@@ -387,6 +409,17 @@ async fn a_bound_folder_holds_the_documents() {
         .await
         .err();
     assert!(e.contains("does not exist"), "{e}");
+    // ... and it can be rebound.
+    call(
+        &lead,
+        "workflow_context_set",
+        json!({"workflow": "@gone:t", "documents_dir": ""}),
+    )
+    .await
+    .ok();
+    call(&lead, "team_doc_list", json!({"workflow": "@gone:t"}))
+        .await
+        .ok();
     // An empty instance may switch freely.
     let set = call(
         &lead,
@@ -517,6 +550,18 @@ async fn only_the_owner_writes_and_others_suggest() {
         .await
         .err();
     assert!(e.contains("you are the document owner"), "{e}");
+    // The limit applies to the suggestion the caller wrote, and says so.
+    let e = call(
+        &bob,
+        "document_suggest",
+        json!({"suggestion": "s".repeat(3990)}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("suggestion too long (3990") && e.contains("resource_create"),
+        "{e}"
+    );
 
     // Deleting the owner frees the documents again.
     call(&lead, "agent_delete", json!({"target": "alice@own:t"}))

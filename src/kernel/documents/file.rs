@@ -84,9 +84,10 @@ impl FileProvider {
                 let target = at.canonicalize().map_err(|_| {
                     Error::forbidden(format!("{path} goes through a broken symbolic link"))
                 })?;
-                if !target.starts_with(root) {
+                if !contained(root, &target) {
                     return Err(Error::forbidden(format!(
-                        "{path} is a symbolic link that points outside the documents folder; it cannot be used"
+                        "{path} is a symbolic link that points outside the documents folder (or to a hidden \
+                         file in it); it cannot be used"
                     )));
                 }
                 if last && for_write {
@@ -153,14 +154,21 @@ impl FileProvider {
         let written = (|| {
             let mut f = fs::File::create(&tmp)?;
             f.write_all(content.as_bytes())?;
+            // Keep the file's permissions (a 0600 file stays 0600).
+            if let Ok(meta) = fs::metadata(&file) {
+                f.set_permissions(meta.permissions())?;
+            }
             f.sync_all()?;
-            fs::rename(&tmp, &file)?;
-            // Make the rename itself durable.
-            fs::File::open(dir)?.sync_all()
+            fs::rename(&tmp, &file)
         })();
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
             return Err(io("write", &file, e));
+        }
+        // Make the rename durable. It has happened either way, so a failure here is
+        // logged rather than reported as a failed write.
+        if let Err(e) = fs::File::open(dir).and_then(|d| d.sync_all()) {
+            tracing::warn!("could not sync folder {}: {e}", dir.display());
         }
         let updated_at = fs::metadata(&file).map(|m| mtime_ms(&m)).unwrap_or(0);
         Ok((
@@ -185,6 +193,15 @@ impl FileProvider {
     }
 }
 
+/// Whether a resolved symlink target stays inside `root` and out of hidden entries
+/// (a link must not turn `.git/config` or `.github/` into a document).
+fn contained(root: &Path, target: &Path) -> bool {
+    target.strip_prefix(root).is_ok_and(|rel| {
+        rel.components()
+            .all(|c| !c.as_os_str().to_string_lossy().starts_with('.'))
+    })
+}
+
 /// Collects the documents under `dir`: files whose relative path is a valid document
 /// path, and symlinked files that stay inside `root`. Hidden entries (temp files,
 /// `.git`) are skipped; symlinked folders are not followed (no cycles, no escape).
@@ -204,12 +221,15 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<DocEntry>) -> Resul
         };
         let full = entry.path();
         if kind.is_dir() {
-            walk(root, &full, depth + 1, out)?;
+            // A subfolder we may not read (someone's 0700 data dir) hides only itself.
+            if let Err(e) = walk(root, &full, depth + 1, out) {
+                tracing::debug!("skipping {}: {e}", full.display());
+            }
             continue;
         }
         if kind.is_symlink() {
             match full.canonicalize() {
-                Ok(t) if t.starts_with(root) && t.is_file() => {}
+                Ok(t) if contained(root, &t) && t.is_file() => {}
                 _ => continue,
             }
         } else if !kind.is_file() {

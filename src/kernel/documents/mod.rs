@@ -20,7 +20,7 @@ pub mod settings;
 pub mod sqlite;
 
 use super::clock::fmt_ms;
-use super::messaging::Outgoing;
+use super::messaging::{MAX_MESSAGE_CHARS, Outgoing};
 use super::{Kernel, Scope};
 use crate::error::{Error, Result};
 pub use path::DocPath;
@@ -365,14 +365,23 @@ impl Kernel {
                 "you are the document owner: change {path} directly with team_doc_write"
             )));
         }
+        let message = format!(
+            "@{owner} suggestion for {path} from {}:\n{suggestion}",
+            scope.me
+        );
+        let room = MAX_MESSAGE_CHARS - (message.chars().count() - suggestion.chars().count());
+        if !scope.lead && suggestion.chars().count() > room {
+            return Err(Error::invalid(format!(
+                "suggestion too long ({} characters; at most {room} here): store the full text with \
+                 resource_create and suggest with its id",
+                suggestion.chars().count()
+            )));
+        }
         let sent = self
             .channel_send(
                 scope,
                 Outgoing {
-                    message: format!(
-                        "@{owner} suggestion for {path} from {}:\n{suggestion}",
-                        scope.me
-                    ),
+                    message,
                     to: None,
                     force: true,
                 },

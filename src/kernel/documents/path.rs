@@ -1,7 +1,7 @@
 //! Document paths: the one place that says which names a document may have.
 //!
 //! A path is relative, `/`-separated, at most [`MAX_DEPTH`] segments and
-//! [`MAX_PATH_BYTES`] bytes; each segment is letters, digits, `.`, `_`, `-` or spaces and
+//! [`MAX_PATH_BYTES`] bytes (a name at most [`MAX_NAME_BYTES`]); each segment is letters, digits, `.`, `_`, `-` or spaces and
 //! does not start with a dot (so no `..`, no hidden files, no `.git`); the extension is
 //! one of [`EXTENSIONS`]. These rules hold for every provider, so a document can move
 //! between providers, and they are checked before any file system call. Symlinks are
@@ -12,6 +12,9 @@ use std::fmt;
 
 pub const MAX_PATH_BYTES: usize = 256;
 pub const MAX_DEPTH: usize = 8;
+/// Per file or folder name: file systems allow 255 bytes, and writes need room for a
+/// temp-file prefix and suffix.
+pub const MAX_NAME_BYTES: usize = 200;
 /// Text formats people open in an editor and diff in git.
 pub const EXTENSIONS: &[&str] = &[
     "md", "markdown", "txt", "json", "yaml", "yml", "toml", "csv", "tsv", "diff", "patch", "log",
@@ -71,6 +74,12 @@ impl DocPath {
                 return Err(bad(
                     raw,
                     "names starting with '.' are hidden and not allowed",
+                ));
+            }
+            if seg.len() > MAX_NAME_BYTES {
+                return Err(bad(
+                    raw,
+                    &format!("a name is longer than {MAX_NAME_BYTES} bytes"),
                 ));
             }
             if seg.trim() != *seg {

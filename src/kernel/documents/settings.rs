@@ -159,8 +159,11 @@ impl Kernel {
             lead: true,
         };
         if existing.is_some() && (new_provider != current.provider || new_dir != current.dir) {
+            // A bound folder that no longer exists holds nothing: rebinding must work.
+            let gone = current.provider == ProviderKind::File
+                && current.dir.as_ref().is_some_and(|d| !d.exists());
             let (_, docs) = self.documents(&scope).await?;
-            let held = docs.list().await?.len();
+            let held = if gone { 0 } else { docs.list().await?.len() };
             if held > 0 {
                 return Err(Error::conflict(format!(
                     "{wf} already has {held} document(s) in its {} store ({}); they are not moved. Move \

@@ -499,6 +499,20 @@ impl Stored {
         Ok(())
     }
 
+    /// Refuses a change to an open proposal whose deadline has just passed: the
+    /// expiry timer is closing it, with the votes cast by the deadline.
+    fn check_deadline(&self) -> Result<()> {
+        if self.status == "open" && self.expires_at <= now_ms() {
+            return Err(Error::conflict(format!(
+                "{} passed its deadline ({}) and is being closed with the votes cast by then; \
+                 see team_proposal_status",
+                self.id(),
+                fmt_ms(self.expires_at)
+            )));
+        }
+        Ok(())
+    }
+
     fn winner_text(&self) -> String {
         match &self.winner {
             Some(w) if self.label(w) == *w => quote(w),
@@ -799,11 +813,14 @@ impl Kernel {
             too_long("reason", r, MAX_REASON_CHARS)?;
         }
         let (proposal, choice) = (proposal.to_owned(), choice.trim().to_owned());
+        // Close what is overdue first, in its own transaction, so a refused call
+        // never claims (or rolls back) an expiry.
+        self.expire_due().await?;
         let s = scope.clone();
         let (voted, posted) = self
             .store
             .write(move |c| {
-                let (mut posted, _) = expire_due_tx(c)?;
+                let mut posted = Announcements::new();
                 let num = proposal_num(c, s.workflow_id, &proposal)?;
                 let mut p = load(c, s.workflow_id, num)?;
                 if p.status != "open" {
@@ -814,6 +831,7 @@ impl Kernel {
                         p.winner_text()
                     )));
                 }
+                p.check_deadline()?;
                 let agents = agent_names(c, s.workflow_id)?;
                 if !s.lead && !agents.iter().any(|a| a.eq_ignore_ascii_case(&s.me)) {
                     return Err(Error::forbidden(format!(
@@ -968,11 +986,14 @@ impl Kernel {
 
     pub async fn proposal_cancel(&self, scope: &Scope, proposal: &str) -> Result<Cancelled> {
         let proposal = proposal.to_owned();
+        // Close what is overdue first, in its own transaction, so a refused call
+        // never claims (or rolls back) an expiry.
+        self.expire_due().await?;
         let s = scope.clone();
         let (view, posted) = self
             .store
             .write(move |c| {
-                let (mut posted, _) = expire_due_tx(c)?;
+                let mut posted = Announcements::new();
                 let num = proposal_num(c, s.workflow_id, &proposal)?;
                 let mut p = load(c, s.workflow_id, num)?;
                 if !s.lead && !p.creator.eq_ignore_ascii_case(&s.me) {
@@ -989,6 +1010,7 @@ impl Kernel {
                         p.status
                     )));
                 }
+                p.check_deadline()?;
                 p.close(c, "cancelled", None, &s.me)?;
                 let agents = agent_names(c, s.workflow_id)?;
                 let tell: Vec<String> = agents
