@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 /// An instance with agents alice and bob, its documents in `provider`.
 async fn team(s: &HttpServer, lead: &Client, wf: &str, provider: &str) -> (Client, Client) {
-    new_agents(lead, wf, &["alice", "bob"]).await;
+    let mut sessions = agent_sessions(s, lead, wf, &["alice", "bob"]).await;
     let set = call(
         lead,
         "workflow_context_set",
@@ -16,9 +16,8 @@ async fn team(s: &HttpServer, lead: &Client, wf: &str, provider: &str) -> (Clien
     .await
     .ok();
     assert_eq!(set["documents"], provider);
-    let alice = join(s, lead, &format!("alice{wf}"), Proto::Modern).await;
-    let bob = join(s, lead, &format!("bob{wf}"), Proto::Legacy).await;
-    (alice, bob)
+    let bob = sessions.pop().unwrap();
+    (sessions.pop().unwrap(), bob)
 }
 
 fn files(list: &Value) -> Vec<(String, u64)> {
@@ -579,8 +578,7 @@ async fn concurrent_writers_with_a_version_exactly_one_wins() {
     let lead = s.lead(Proto::Modern).await;
     for provider in ["file", "sqlite"] {
         let wf = format!("@race:{provider}");
-        let names = ["a1", "a2", "a3", "a4", "a5", "a6"];
-        new_agents(&lead, &wf, &names).await;
+        let sessions = agent_sessions(&s, &lead, &wf, &["a1", "a2", "a3", "a4", "a5", "a6"]).await;
         call(
             &lead,
             "workflow_context_set",
@@ -588,10 +586,6 @@ async fn concurrent_writers_with_a_version_exactly_one_wins() {
         )
         .await
         .ok();
-        let mut sessions = Vec::new();
-        for n in names {
-            sessions.push(join(&s, &lead, &format!("{n}{wf}"), Proto::Modern).await);
-        }
         let base = call(&sessions[0], "team_doc_write", json!({"content": "base"}))
             .await
             .ok()["version"]

@@ -7,16 +7,6 @@ use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// Agents in an instance, each with its own session.
-async fn team(s: &HttpServer, lead: &Client, wf: &str, names: &[&str]) -> Vec<Client> {
-    new_agents(lead, wf, names).await;
-    let mut out = Vec::new();
-    for n in names {
-        out.push(join(s, lead, &format!("{n}{wf}"), Proto::Modern).await);
-    }
-    out
-}
-
 /// The contents of a session's inbox from `system`, acked so the next read is fresh.
 async fn system_inbox(c: &Client) -> Vec<String> {
     let ib = call(c, "my_inbox", json!({"limit": 50})).await.ok();
@@ -47,7 +37,7 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let t = team(&s, &lead, "@vote:t", &["alice", "bob", "carol"]).await;
+    let t = agent_sessions(&s, &lead, "@vote:t", &["alice", "bob", "carol"]).await;
     let (alice, bob, carol) = (&t[0], &t[1], &t[2]);
 
     let c = call(
@@ -186,7 +176,7 @@ async fn majority_deadlock_is_broken_by_a_revote() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    let t = team(&s, &lead, "@maj:t", &["alice", "bob", "carol"]).await;
+    let t = agent_sessions(&s, &lead, "@maj:t", &["alice", "bob", "carol"]).await;
     let c = call(
         &t[0],
         "team_proposal_create",
@@ -225,7 +215,7 @@ async fn unanimous_needs_every_vote_alike() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let t = team(&s, &lead, "@una:t", &["alice", "bob"]).await;
+    let t = agent_sessions(&s, &lead, "@una:t", &["alice", "bob"]).await;
     call(
         &t[0],
         "team_proposal_create",
@@ -253,7 +243,7 @@ async fn quorum_and_tie_breakers_incl_creator_decides() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    let t = team(&s, &lead, "@tie:t", &["alice", "bob", "carol", "dave"]).await;
+    let t = agent_sessions(&s, &lead, "@tie:t", &["alice", "bob", "carol", "dave"]).await;
     let (alice, bob, carol, dave) = (&t[0], &t[1], &t[2], &t[3]);
 
     // An explicit quorum of 2: two votes resolve; `first` breaks the tie by option order.
@@ -368,7 +358,7 @@ async fn bad_proposals_are_explained() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let t = team(&s, &lead, "@bad:t", &["alice", "bob"]).await;
+    let t = agent_sessions(&s, &lead, "@bad:t", &["alice", "bob"]).await;
     let cases = [
         (
             json!({"type": "poll", "title": "x"}),
@@ -436,7 +426,7 @@ async fn cancel_is_for_the_creator_or_the_lead() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    let t = team(&s, &lead, "@can:t", &["alice", "bob", "carol"]).await;
+    let t = agent_sessions(&s, &lead, "@can:t", &["alice", "bob", "carol"]).await;
     for title in ["one", "two"] {
         call(
             &t[0],
@@ -494,7 +484,7 @@ async fn expiry_happens_on_time_without_anyone_looking() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let t = team(&s, &lead, "@exp:t", &["alice", "bob", "carol"]).await;
+    let t = agent_sessions(&s, &lead, "@exp:t", &["alice", "bob", "carol"]).await;
     call(
         &t[0],
         "team_proposal_create",

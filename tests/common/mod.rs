@@ -261,6 +261,27 @@ pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) ->
     server.client(j["token"].as_str().unwrap(), p).await
 }
 
+/// Registers agents in a workflow instance and connects each through its own
+/// agent_join token, alternating protocol generations (2026-07-28 first).
+pub async fn agent_sessions(
+    server: &HttpServer,
+    lead: &Client,
+    workflow: &str,
+    names: &[&str],
+) -> Vec<Client> {
+    new_agents(lead, workflow, names).await;
+    let mut out = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let p = if i % 2 == 0 {
+            Proto::Modern
+        } else {
+            Proto::Legacy
+        };
+        out.push(join(server, lead, &format!("{n}{workflow}"), p).await);
+    }
+    out
+}
+
 pub fn ids(v: &Value) -> Vec<String> {
     v["messages"]
         .as_array()

@@ -294,7 +294,6 @@ impl Kernel {
         content: String,
     ) -> Result<DocWritten> {
         let path = DocPath::or_default(file)?;
-        check_size(&path, content.len())?;
         let (settings, docs) = self.documents(scope).await?;
         if let Some(owner) = &settings.owner
             && !scope.lead

@@ -14,8 +14,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProviderKind {
+    #[default]
     File,
     Sqlite,
 }
@@ -39,7 +40,8 @@ impl ProviderKind {
     }
 }
 
-#[derive(Debug, Clone)]
+/// The default: the file provider in the instance's own folder, no owner.
+#[derive(Debug, Clone, Default)]
 pub struct DocSettings {
     pub provider: ProviderKind,
     /// A bound directory (file provider); `None` = the data dir's folder for the instance.
@@ -133,11 +135,7 @@ impl Kernel {
         };
         let current = match existing {
             Some(id) => self.doc_settings(id).await?,
-            None => DocSettings {
-                provider: ProviderKind::File,
-                dir: None,
-                owner: None,
-            },
+            None => DocSettings::default(),
         };
         let new_provider = provider.unwrap_or(current.provider);
         let new_dir = match dir {

@@ -13,9 +13,9 @@
 //!   members who must act, so their inboxes (and schedulers) see it. Text quoted from
 //!   members has its @ signs removed so that it never mentions anyone by accident.
 //! - Expiry is enforced by a kernel task that sleeps until the next deadline (see
-//!   [`Kernel::start_proposal_timer`]), not only when someone looks; reads and votes
-//!   also close what is overdue first, so nobody ever sees an open proposal past its
-//!   deadline.
+//!   [`Kernel::start_proposal_timer`]), not only when someone looks. In the moment
+//!   between a deadline and the timer, a vote or cancel is refused and a status read
+//!   closes it first, so nobody acts on or sees an open proposal past its deadline.
 //! - `binding` is recorded and shown: a binding decision is one the team agreed to
 //!   follow; an advisory one informs. The kernel has nothing to enforce beyond that.
 
@@ -32,11 +32,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tally::{Cast, Outcome, Resolution, Rules, TieBreaker};
+use tally::{Cast, Named, Outcome, Resolution, Rules, TieBreaker};
 
 pub const TYPES: &[&str] = &["election", "decision", "approval", "assignment"];
-pub const RESOLUTIONS: &[&str] = &["plurality", "majority", "unanimous"];
-pub const TIE_BREAKERS: &[&str] = &["first", "random", "creator-decides"];
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const MAX_OPTIONS: usize = 20;
@@ -202,32 +200,13 @@ fn pick<'a>(what: &str, value: &str, allowed: &'a [&'a str]) -> Result<&'a str> 
     })
 }
 
-fn resolution_of(s: &str) -> Resolution {
-    match s {
-        "majority" => Resolution::Majority,
-        "unanimous" => Resolution::Unanimous,
-        _ => Resolution::Plurality,
-    }
-}
-fn resolution_name(r: Resolution) -> &'static str {
-    match r {
-        Resolution::Plurality => "plurality",
-        Resolution::Majority => "majority",
-        Resolution::Unanimous => "unanimous",
-    }
-}
-fn tie_of(s: &str) -> TieBreaker {
-    match s {
-        "random" => TieBreaker::Random,
-        "creator-decides" => TieBreaker::CreatorDecides,
-        _ => TieBreaker::First,
-    }
-}
-fn tie_name(t: TieBreaker) -> &'static str {
-    match t {
-        TieBreaker::First => "first",
-        TieBreaker::Random => "random",
-        TieBreaker::CreatorDecides => "creator-decides",
+/// A rule argument: its default when not given, else one of the rule's names.
+fn rule<T: Named>(what: &str, value: Option<&str>, default: T) -> Result<T> {
+    match value {
+        None => Ok(default),
+        Some(v) => T::parse(v).ok_or_else(|| {
+            Error::invalid(format!("unknown {what} {v:?}: use one of {}", T::names()))
+        }),
     }
 }
 
@@ -301,9 +280,10 @@ fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored> {
                 title: r.get(1)?,
                 description: r.get(2)?,
                 options: serde_json::from_str(&options).unwrap_or_default(),
-                resolution: resolution_of(&r.get::<_, String>(4)?),
+                resolution: Resolution::parse(&r.get::<_, String>(4)?)
+                    .unwrap_or(Resolution::Plurality),
                 quorum: r.get::<_, i64>(5)? as usize,
-                tie_breaker: tie_of(&r.get::<_, String>(6)?),
+                tie_breaker: TieBreaker::parse(&r.get::<_, String>(6)?).unwrap_or(TieBreaker::First),
                 binding: r.get(7)?,
                 creator: r.get(8)?,
                 status: r.get(9)?,
@@ -349,27 +329,20 @@ impl Stored {
             .find(|o| o.id == id)
             .map_or_else(|| id.to_owned(), |o| o.label.clone())
     }
-    fn outcome(&self) -> Outcome {
-        let ids = self.option_ids();
+    fn rules<'a>(&'a self, option_ids: &'a [String]) -> Rules<'a> {
         Rules {
-            options: &ids,
+            options: option_ids,
             resolution: self.resolution,
             quorum: self.quorum,
             tie_breaker: self.tie_breaker,
             creator: &self.creator,
         }
-        .outcome(&self.casts())
+    }
+    fn outcome(&self) -> Outcome {
+        self.rules(&self.option_ids()).outcome(&self.casts())
     }
     fn expiry_winner(&self) -> Option<String> {
-        let ids = self.option_ids();
-        Rules {
-            options: &ids,
-            resolution: self.resolution,
-            quorum: self.quorum,
-            tie_breaker: self.tie_breaker,
-            creator: &self.creator,
-        }
-        .expiry_winner(&self.casts())
+        self.rules(&self.option_ids()).expiry_winner(&self.casts())
     }
     fn voted(&self, name: &str) -> bool {
         self.votes
@@ -449,9 +422,9 @@ impl Stored {
                         .count(),
                 })
                 .collect(),
-            resolution: resolution_name(self.resolution).into(),
+            resolution: self.resolution.name().into(),
             quorum: self.quorum,
-            tie_breaker: tie_name(self.tie_breaker).into(),
+            tie_breaker: self.tie_breaker.name().into(),
             binding: self.binding,
             creator: self.creator.clone(),
             status: self.status.clone(),
@@ -686,16 +659,12 @@ impl Kernel {
         if let Some(d) = &description {
             too_long("description", d, MAX_DESCRIPTION_CHARS)?;
         }
-        let resolution = pick(
+        let resolution = rule(
             "resolution",
-            new.resolution.as_deref().unwrap_or("plurality"),
-            RESOLUTIONS,
+            new.resolution.as_deref(),
+            Resolution::Plurality,
         )?;
-        let tie = pick(
-            "tie_breaker",
-            new.tie_breaker.as_deref().unwrap_or("first"),
-            TIE_BREAKERS,
-        )?;
+        let tie = rule("tie_breaker", new.tie_breaker.as_deref(), TieBreaker::First)?;
         let timeout = match new
             .timeout
             .as_deref()
@@ -747,9 +716,9 @@ impl Kernel {
                         title,
                         description,
                         serde_json::to_string(&options).map_err(|e| Error::internal(e.to_string()))?,
-                        resolution,
+                        resolution.name(),
                         quorum as i64,
-                        tie,
+                        tie.name(),
                         binding,
                         s.me,
                         now,
@@ -763,12 +732,13 @@ impl Kernel {
                     .cloned()
                     .collect();
                 let text = format!(
-                    "{}{} proposes {} \"{}\" ({kind}; {resolution}, quorum {quorum}, {}).{}\nOptions: {}.\n\
+                    "{}{} proposes {} \"{}\" ({kind}; {}, quorum {quorum}, {}).{}\nOptions: {}.\n\
                      Vote with team_vote(proposal: \"{}\", choice: <option id>, reason: ...) before {}.",
                     mention_list(&asked),
                     s.me,
                     p.id(),
                     quote(&p.title),
+                    resolution.name(),
                     if binding { "binding" } else { "advisory" },
                     p.description
                         .as_deref()
@@ -813,9 +783,6 @@ impl Kernel {
             too_long("reason", r, MAX_REASON_CHARS)?;
         }
         let (proposal, choice) = (proposal.to_owned(), choice.trim().to_owned());
-        // Close what is overdue first, in its own transaction, so a refused call
-        // never claims (or rolls back) an expiry.
-        self.expire_due().await?;
         let s = scope.clone();
         let (voted, posted) = self
             .store
@@ -923,7 +890,7 @@ impl Kernel {
                         p.id(),
                         quote(&p.title),
                         p.winner_text(),
-                        resolution_name(p.resolution),
+                        p.resolution.name(),
                         p.votes.len(),
                         p.quorum,
                         if p.binding { "binding" } else { "advisory" }
@@ -953,7 +920,21 @@ impl Kernel {
         scope: &Scope,
         proposal: Option<&str>,
     ) -> Result<StatusList> {
+        let (list, overdue) = self.read_proposals(scope, proposal).await?;
+        if !overdue {
+            return Ok(list);
+        }
+        // The timer is about to close one; do it now so nobody sees it open late.
         self.expire_due().await?;
+        Ok(self.read_proposals(scope, proposal).await?.0)
+    }
+
+    /// The proposals status shows, and whether one of them is open past its deadline.
+    async fn read_proposals(
+        &self,
+        scope: &Scope,
+        proposal: Option<&str>,
+    ) -> Result<(StatusList, bool)> {
         let proposal = proposal.map(str::to_owned);
         let s = scope.clone();
         self.store
@@ -975,20 +956,22 @@ impl Kernel {
                     }
                 };
                 let agents = agent_names(c, s.workflow_id)?;
-                let proposals = nums
+                let stored = nums
                     .into_iter()
-                    .map(|n| Ok(load(c, s.workflow_id, n)?.view(&s.workflow, &agents)))
+                    .map(|n| load(c, s.workflow_id, n))
                     .collect::<Result<Vec<_>>>()?;
-                Ok(StatusList { proposals })
+                let overdue = stored.iter().any(|p| p.check_deadline().is_err());
+                let proposals = stored
+                    .iter()
+                    .map(|p| p.view(&s.workflow, &agents))
+                    .collect();
+                Ok((StatusList { proposals }, overdue))
             })
             .await
     }
 
     pub async fn proposal_cancel(&self, scope: &Scope, proposal: &str) -> Result<Cancelled> {
         let proposal = proposal.to_owned();
-        // Close what is overdue first, in its own transaction, so a refused call
-        // never claims (or rolls back) an expiry.
-        self.expire_due().await?;
         let s = scope.clone();
         let (view, posted) = self
             .store

@@ -28,6 +28,45 @@ pub enum TieBreaker {
     CreatorDecides,
 }
 
+/// A rule's name as stored and typed; one table per enum, so parsing, display and the
+/// "use one of" hint cannot drift apart.
+pub trait Named: Copy + PartialEq + 'static {
+    const ALL: &'static [(&'static str, Self)];
+    fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, v)| *v == self)
+            .map_or("", |(n, _)| n)
+    }
+    fn parse(s: &str) -> Option<Self> {
+        let s = s.trim().to_ascii_lowercase();
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, v)| *v)
+    }
+    fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Named for Resolution {
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("plurality", Self::Plurality),
+        ("majority", Self::Majority),
+        ("unanimous", Self::Unanimous),
+    ];
+}
+
+impl Named for TieBreaker {
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("first", Self::First),
+        ("random", Self::Random),
+        ("creator-decides", Self::CreatorDecides),
+    ];
+}
+
 /// A cast vote: who, and the option id they chose.
 #[derive(Debug, Clone)]
 pub struct Cast {
@@ -195,14 +234,17 @@ mod tests {
             Outcome::Winner("b".into()),
             "first = option order among the tied"
         );
-        for _ in 0..20 {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
             let Outcome::Winner(w) =
                 rules(&o, Resolution::Plurality, 2, TieBreaker::Random).outcome(&v)
             else {
                 panic!("random always picks");
             };
             assert!(w == "b" || w == "c");
+            seen.insert(w);
         }
+        assert_eq!(seen.len(), 2, "random does not always pick the same option");
         let cd = rules(&o, Resolution::Plurality, 2, TieBreaker::CreatorDecides);
         assert_eq!(
             cd.outcome(&v),
