@@ -42,13 +42,19 @@ options:
 #[derive(Debug)]
 pub enum Launch {
     Serve(Options),
+    /// The internal worker mode the kernel starts for each run (not for people:
+    /// its input is the `AW_RUN` environment variable).
+    Worker,
     Help,
     Version,
 }
 
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, String> {
     let mut o = Options::default();
-    let mut it = args.into_iter();
+    let mut it = args.into_iter().peekable();
+    if it.peek().map(String::as_str) == Some(crate::kernel::workers::WORKER_MODE) {
+        return Ok(Launch::Worker);
+    }
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),

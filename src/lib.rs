@@ -55,4 +55,6 @@ pub mod error;
 pub mod kernel;
 pub mod mcp;
 pub mod names;
+pub mod process;
 pub mod server;
+pub mod worker;

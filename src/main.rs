@@ -23,6 +23,7 @@ fn main() -> std::process::ExitCode {
             eprintln!("agent-worker {}", env!("CARGO_PKG_VERSION"));
             return std::process::ExitCode::SUCCESS;
         }
+        Launch::Worker => return worker(),
         Launch::Serve(o) => o,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -42,4 +43,27 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// A worker run: small, single-threaded, logging to stderr (the kernel keeps its tail).
+fn worker() -> std::process::ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENT_WORKER_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agent-worker worker: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let code = rt.block_on(agent_worker::worker::main());
+    std::process::ExitCode::from(code as u8)
 }

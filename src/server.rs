@@ -166,6 +166,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     } else {
         shutdown_signal().await;
     }
+    // No worker outlives its kernel: stop them (and their process groups) first.
+    kernel.stop_all_runs().await;
     ct.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), http_task).await;
     let _ = std::fs::remove_file(kernel_json);

@@ -7,6 +7,7 @@
 //! (content-addressed blobs), `documents` (shared files behind providers),
 //! `proposals` (votes and their resolution).
 
+pub mod ask;
 pub mod clock;
 pub mod documents;
 pub mod events;
@@ -16,10 +17,12 @@ pub mod messaging;
 pub mod proposals;
 pub mod registry;
 pub mod resources;
+pub mod runs;
 pub mod schema;
 pub mod store;
 pub mod team;
 pub mod tokens;
+pub mod workers;
 
 use crate::error::{Error, Result};
 use crate::names::{LEAD, WorkflowRef};
@@ -76,6 +79,17 @@ pub struct Kernel {
     workflow_ids: Mutex<HashMap<WorkflowRef, i64>>,
     /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
     proposal_wake: Arc<tokio::sync::Notify>,
+    /// Runs in progress (the process manager).
+    pub(crate) workers: workers::Workers,
+}
+
+/// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
+/// (embedding the kernel in a program that is not agent-worker, e.g. a test).
+fn worker_exe() -> PathBuf {
+    std::env::var_os("AGENT_WORKER_EXE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("agent-worker"))
 }
 
 impl Kernel {
@@ -97,7 +111,15 @@ impl Kernel {
             url: OnceLock::new(),
             workflow_ids: Mutex::new(HashMap::new()),
             proposal_wake: Arc::default(),
+            workers: workers::Workers::new(worker_exe(), crate::process::Limits::default()),
         });
+        let lost = kernel.recover_runs().await?;
+        if lost > 0 {
+            tracing::warn!(
+                lost,
+                "runs in progress when the previous kernel stopped are closed as lost"
+            );
+        }
         let requeued = kernel.requeue_seen().await?;
         if requeued > 0 {
             tracing::info!(

@@ -21,6 +21,7 @@ pub const BACKENDS: &[&str] = &[
 
 pub const MAX_SYSTEM_PROMPT: usize = 64 * 1024;
 pub const MAX_ENV_VARS: usize = 64;
+pub const MAX_STEPS: u32 = 500;
 
 /// What `agent_new` asks for, already typed.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +33,8 @@ pub struct NewAgent {
     pub workflow: Option<String>,
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
+    /// What the worker needs beyond the columns (mock rules, step cap).
+    pub config: super::workers::AgentConfig,
 }
 
 /// An agent as tools show it.
@@ -54,10 +57,15 @@ pub struct AgentView {
     pub env: Vec<String>,
     /// Lifecycle state: idle, running or paused.
     pub state: String,
+    /// The mock backend's rules, if it has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mock: Vec<crate::worker::protocol::MockRule>,
+    /// Model turns per run at most.
+    pub max_steps: u32,
     pub created_at: String,
 }
 
-const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at";
+const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config";
 
 fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
     let name: String = r.get(1)?;
@@ -67,6 +75,8 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
     };
     let env: String = r.get(8)?;
     let env: BTreeMap<String, String> = serde_json::from_str(&env).unwrap_or_default();
+    let config: String = r.get(11)?;
+    let config: super::workers::AgentConfig = serde_json::from_str(&config).unwrap_or_default();
     let target = AgentRef {
         name: name.clone(),
         workflow: workflow.clone(),
@@ -85,6 +95,10 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
             env: env.into_keys().collect(),
             state: r.get(9)?,
             created_at: fmt_ms(r.get(10)?),
+            mock: config.mock,
+            max_steps: config
+                .max_steps
+                .unwrap_or(super::workers::DEFAULT_MAX_STEPS),
         },
     ))
 }
@@ -157,6 +171,21 @@ fn validate(a: &NewAgent) -> Result<()> {
             )));
         }
     }
+    if !a.config.mock.is_empty() && a.backend != "mock" {
+        return Err(Error::invalid(format!(
+            "mock rules are for the mock backend; this agent's backend is {:?}",
+            a.backend
+        )));
+    }
+    crate::worker::protocol::MockRule::validate_all(&a.config.mock).map_err(Error::invalid)?;
+    if let Some(n) = a.config.max_steps
+        && !(1..=MAX_STEPS).contains(&n)
+    {
+        return Err(Error::invalid(format!(
+            "max_steps must be between 1 and {MAX_STEPS} (default {})",
+            super::workers::DEFAULT_MAX_STEPS
+        )));
+    }
     if a.env.len() > MAX_ENV_VARS {
         return Err(Error::invalid(format!(
             "at most {MAX_ENV_VARS} environment variables"
@@ -168,6 +197,11 @@ fn validate(a: &NewAgent) -> Result<()> {
         if !ok {
             return Err(Error::invalid(format!(
                 "environment variable name {k:?} is not valid: use letters, digits and '_', not starting with a digit"
+            )));
+        }
+        if k.starts_with("AW_") || k.starts_with("AGENT_WORKER_") {
+            return Err(Error::invalid(format!(
+                "environment variable {k:?} is reserved: names starting with AW_ or AGENT_WORKER_ carry the worker's own settings and tokens"
             )));
         }
     }
@@ -203,10 +237,11 @@ impl Kernel {
                     )));
                 }
                 let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
+                let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
                 c.execute(
-                    "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, now_ms()],
+                    "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
                 )?;
                 let id = c.last_insert_rowid();
                 let view = c.query_row(
@@ -297,6 +332,8 @@ impl Kernel {
         let rec = self.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
         let name = rec.view.name.clone();
+        // Its worker goes first, so no run writes after the agent is gone.
+        self.set_paused(id, true).await?;
         self.store
             .write(move |c| {
                 c.execute(
@@ -375,13 +412,20 @@ pub struct AgentInfo {
     pub inbox: InboxCounts,
     /// Tokens that currently let something act as this agent (agent_join, runs).
     pub active_tokens: i64,
+    /// The run in progress, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// The most recent runs, newest first (at most 10).
+    pub runs: Vec<super::runs::RunView>,
+    /// Totals over all its runs: how many, how many failed, tokens and cost.
+    pub usage: super::runs::RunTotals,
 }
 
 impl Kernel {
     pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
         let rec = self.agent_get(target).await?;
         let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
-        let (status, inbox, active_tokens) = self
+        let (status, inbox, active_tokens, runs, usage) = self
             .store
             .read(move |c| {
                 let status = super::team::read_status(c, wid, &name)?;
@@ -403,14 +447,19 @@ impl Kernel {
                     (id, now_ms()),
                     |r| r.get(0),
                 )?;
-                Ok((status, inbox, tokens))
+                let runs = super::runs::recent_runs(c, id, super::runs::RECENT_RUNS)?;
+                let usage = super::runs::totals(c, id)?;
+                Ok((status, inbox, tokens, runs, usage))
             })
             .await?;
         Ok(AgentInfo {
+            running: self.active_run(id).map(|h| h.run_id),
             agent: rec.view,
             status,
             inbox,
             active_tokens,
+            runs,
+            usage,
         })
     }
 }

@@ -167,4 +167,34 @@ CREATE TABLE votes (
     PRIMARY KEY (workflow_id, num, voter)
 ) WITHOUT ROWID;
 "#,
+    // 3: workers: one row per worker run, and the backend conversation to resume.
+    r#"
+-- status: running | succeeded | failed | stopped | lost. error_class: see
+-- worker::protocol::ErrorClass. pid + pid_start identify the process across restarts.
+CREATE TABLE runs (
+    id            TEXT PRIMARY KEY,
+    agent_id      INTEGER NOT NULL,
+    workflow_id   INTEGER NOT NULL,
+    agent         TEXT NOT NULL,
+    backend       TEXT NOT NULL,
+    trigger       TEXT NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'running',
+    pid           INTEGER,
+    pid_start     INTEGER,
+    started_at    INTEGER NOT NULL,
+    ended_at      INTEGER,
+    exit_code     INTEGER,
+    signal        INTEGER,
+    error_class   TEXT,
+    error         TEXT,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd      REAL,
+    final_text    TEXT,
+    stderr_tail   TEXT
+);
+CREATE INDEX runs_by_agent ON runs (agent_id, started_at);
+CREATE INDEX runs_running ON runs (status) WHERE status = 'running';
+ALTER TABLE agents ADD COLUMN session_id TEXT;
+"#,
 ];

@@ -146,26 +146,34 @@ impl Kernel {
         purpose: &str,
         run_id: Option<String>,
     ) -> Result<(String, i64)> {
-        if ttl.is_zero() || ttl > MAX_TOKEN_TTL {
-            return Err(Error::invalid(format!(
-                "ttl must be more than 0 and at most {}",
-                humantime::format_duration(MAX_TOKEN_TTL)
-            )));
-        }
-        let secret = new_secret(AGENT_TOKEN_PREFIX);
-        let h = hash(&secret);
-        let now = now_ms();
-        let expires_at = now + ttl.as_millis() as i64;
         let purpose = purpose.to_owned();
         self.store
-            .write(move |c| {
-                c.execute(
-                    "INSERT INTO tokens (hash, agent_id, purpose, run_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    rusqlite::params![h, agent_id, purpose, run_id, now, expires_at],
-                )?;
-                Ok(())
-            })
-            .await?;
-        Ok((secret, expires_at))
+            .write(move |c| mint_tx(c, agent_id, ttl, &purpose, run_id.as_deref()))
+            .await
     }
+}
+
+/// Mints an agent token inside a write transaction (a run's token is written with its
+/// run row, so neither exists without the other).
+pub(crate) fn mint_tx(
+    c: &rusqlite::Connection,
+    agent_id: i64,
+    ttl: Duration,
+    purpose: &str,
+    run_id: Option<&str>,
+) -> Result<(String, i64)> {
+    if ttl.is_zero() || ttl > MAX_TOKEN_TTL {
+        return Err(Error::invalid(format!(
+            "ttl must be more than 0 and at most {}",
+            humantime::format_duration(MAX_TOKEN_TTL)
+        )));
+    }
+    let secret = new_secret(AGENT_TOKEN_PREFIX);
+    let now = now_ms();
+    let expires_at = now + ttl.as_millis() as i64;
+    c.execute(
+        "INSERT INTO tokens (hash, agent_id, purpose, run_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        rusqlite::params![hash(&secret), agent_id, purpose, run_id, now, expires_at],
+    )?;
+    Ok((secret, expires_at))
 }

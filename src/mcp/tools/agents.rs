@@ -3,8 +3,10 @@
 use super::{ToolError, given};
 use crate::kernel::clock::{fmt_ms, parse_duration};
 use crate::kernel::registry::{AgentInfo, AgentView, NewAgent};
+use crate::kernel::workers::AgentConfig;
 use crate::mcp::AgentWorker;
 use crate::mcp::client_configs::{ClientConfigs, for_http};
+use crate::worker::protocol::MockRule;
 use rmcp::{Json, handler::server::wrapper::Parameters, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,9 +37,20 @@ pub struct AgentNewArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub cwd: Option<String>,
-    /// Extra environment variables for the agent's worker.
+    /// Extra environment variables for the agent's worker: API keys, base URLs, PATH
+    /// (names starting with AW_ or AGENT_WORKER_ are reserved).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Mock backend only: its script. Each rule may have `when` (case-insensitive
+    /// regex on a message) and actions: sleep ("2s"), send (+ to), doc_append
+    /// {file, content}, vote {proposal, choice, reason}, resource, fail, reply.
+    /// `{from}`, `{name}` and `{message}` are filled in. Without rules a mock
+    /// acknowledges its inbox in one message.
+    #[serde(default)]
+    pub mock: Vec<MockRule>,
+    /// Model turns per run at most (default 30).
+    #[serde(default)]
+    pub max_steps: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -119,6 +132,10 @@ impl AgentWorker {
             workflow: given(&a.workflow).map(str::to_owned),
             cwd: given(&a.cwd).map(str::to_owned),
             env: a.env,
+            config: AgentConfig {
+                mock: a.mock,
+                max_steps: a.max_steps,
+            },
         };
         Ok(Json(AgentOut {
             agent: self.kernel.agent_new(new).await?,
@@ -141,8 +158,9 @@ impl AgentWorker {
         }))
     }
 
-    /// Everything about one agent: its configuration, lifecycle state, self-reported status
-    /// and how many messages wait in its inbox.
+    /// Everything about one agent: its configuration, lifecycle state, self-reported status,
+    /// how many messages wait in its inbox, its recent runs (status, errors in the
+    /// backend's own words, usage) and its total usage and cost.
     #[tool(annotations(
         read_only_hint = true,
         destructive_hint = false,
@@ -156,8 +174,8 @@ impl AgentWorker {
         Ok(Json(self.kernel.agent_info(&a.target).await?))
     }
 
-    /// Delete an agent: its tokens stop working and its unread deliveries are dropped. The
-    /// channel, its messages and documents stay.
+    /// Delete an agent: its running worker is stopped first, its tokens stop working and
+    /// its unread deliveries are dropped. The channel, its messages and documents stay.
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = true,

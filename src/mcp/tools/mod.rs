@@ -11,6 +11,7 @@ mod agents;
 mod channel;
 mod documents;
 mod inbox;
+mod lifecycle;
 mod proposals;
 mod resources;
 mod team;
@@ -108,6 +109,6 @@ impl AgentWorker {
 
     /// Management tools: the lead only.
     pub(crate) fn management_tools() -> ToolRouter<Self> {
-        Self::agent_tools() + Self::workflow_tools()
+        Self::agent_tools() + Self::lifecycle_tools() + Self::workflow_tools()
     }
 }

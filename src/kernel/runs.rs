@@ -1,0 +1,285 @@
+//! The run records: one `runs` row per worker run, from spawn to outcome.
+//!
+//! A run ends in exactly one transaction ([`finish_tx`]) that also settles what the
+//! run touched: its token is revoked, the deliveries it read are acked if it
+//! succeeded or returned to pending if it did not (so a failed run loses nothing),
+//! and the agent's state and resumable session are updated.
+
+use super::clock::{fmt_ms, now_ms};
+use crate::error::Result;
+use crate::worker::protocol::{ErrorClass, Usage};
+use rusqlite::{Connection, Row};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// How many runs agent_info shows.
+pub const RECENT_RUNS: i64 = 10;
+
+/// A run as tools show it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunView {
+    pub id: String,
+    /// Why it started: ask, wake, schedule or retry.
+    pub trigger: String,
+    /// running, succeeded, failed, stopped or lost.
+    pub status: String,
+    pub started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// auth, billing_quota, rate_limit, network, timeout, crash, stopped, lost or other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<String>,
+    /// The error in the backend's own words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub usage: Usage,
+    /// The worker's private final text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+    /// The end of the worker's stderr, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail";
+
+pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
+    let started: i64 = r.get(3)?;
+    let ended: Option<i64> = r.get(4)?;
+    let status: String = r.get(2)?;
+    let stderr: Option<String> = r.get(12)?;
+    Ok(RunView {
+        id: r.get(0)?,
+        trigger: r.get(1)?,
+        started_at: fmt_ms(started),
+        ended_at: ended.map(fmt_ms),
+        duration_ms: ended.map(|e| e - started),
+        exit_code: r.get(5)?,
+        error_class: r.get(6)?,
+        error: r.get(7)?,
+        usage: Usage {
+            input_tokens: r.get::<_, i64>(8)? as u64,
+            output_tokens: r.get::<_, i64>(9)? as u64,
+            cost_usd: r.get(10)?,
+        },
+        final_text: r.get(11)?,
+        stderr: stderr.filter(|s| !s.is_empty() && status != "succeeded"),
+        status,
+    })
+}
+
+pub fn get_run(c: &Connection, id: &str) -> Result<Option<RunView>> {
+    use rusqlite::OptionalExtension;
+    Ok(
+        c.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+            .query_row([id], run_row)
+            .optional()?,
+    )
+}
+
+pub fn recent_runs(c: &Connection, agent_id: i64, limit: i64) -> Result<Vec<RunView>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE agent_id = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2"
+    ))?;
+    let rows = st
+        .query_map((agent_id, limit), run_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Totals over every run of an agent.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct RunTotals {
+    pub runs: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub usage: Usage,
+}
+
+pub fn totals(c: &Connection, agent_id: i64) -> Result<RunTotals> {
+    Ok(c.query_row(
+        "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
+                count(*) FILTER (WHERE status IN ('failed', 'lost')),
+                coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), sum(cost_usd)
+         FROM runs WHERE agent_id = ?1",
+        [agent_id],
+        |r| {
+            Ok(RunTotals {
+                runs: r.get(0)?,
+                succeeded: r.get(1)?,
+                failed: r.get(2)?,
+                usage: Usage {
+                    input_tokens: r.get::<_, i64>(3)? as u64,
+                    output_tokens: r.get::<_, i64>(4)? as u64,
+                    cost_usd: r.get(5)?,
+                },
+            })
+        },
+    )?)
+}
+
+/// The row written when a run starts.
+pub struct NewRun<'a> {
+    pub id: &'a str,
+    pub agent_id: i64,
+    pub workflow_id: i64,
+    pub agent: &'a str,
+    pub backend: &'a str,
+    pub trigger: &'a str,
+}
+
+pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
+    c.execute(
+        "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        rusqlite::params![
+            r.id,
+            r.agent_id,
+            r.workflow_id,
+            r.agent,
+            r.backend,
+            r.trigger,
+            now_ms()
+        ],
+    )?;
+    c.execute(
+        "UPDATE agents SET state = 'running' WHERE id = ?1 AND state <> 'paused'",
+        [r.agent_id],
+    )?;
+    Ok(())
+}
+
+pub fn set_pid_tx(c: &Connection, id: &str, pid: u32, start: Option<u64>) -> Result<()> {
+    c.execute(
+        "UPDATE runs SET pid = ?2, pid_start = ?3 WHERE id = ?1",
+        rusqlite::params![id, pid, start.map(|s| s as i64)],
+    )?;
+    Ok(())
+}
+
+/// How a run ended, as the process manager saw it.
+#[derive(Debug, Clone, Default)]
+pub struct RunEnd {
+    pub ok: bool,
+    pub stopped: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub error_class: Option<ErrorClass>,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub final_text: Option<String>,
+    pub session_id: Option<String>,
+    pub stderr_tail: String,
+}
+
+/// Closes a run and settles everything it touched, in one transaction.
+pub fn finish_tx(
+    c: &Connection,
+    run_id: &str,
+    agent_id: i64,
+    workflow_id: i64,
+    agent: &str,
+    end: &RunEnd,
+) -> Result<()> {
+    let now = now_ms();
+    let status = if end.ok {
+        "succeeded"
+    } else if end.stopped {
+        "stopped"
+    } else {
+        "failed"
+    };
+    c.execute(
+        "UPDATE runs SET status = ?2, ended_at = ?3, exit_code = ?4, signal = ?5, error_class = ?6,
+                error = ?7, input_tokens = ?8, output_tokens = ?9, cost_usd = ?10, final_text = ?11,
+                stderr_tail = ?12
+         WHERE id = ?1",
+        rusqlite::params![
+            run_id,
+            status,
+            now,
+            end.exit_code,
+            end.signal,
+            end.error_class.map(ErrorClass::as_str),
+            end.error,
+            end.usage.input_tokens as i64,
+            end.usage.output_tokens as i64,
+            end.usage.cost_usd,
+            end.final_text,
+            end.stderr_tail,
+        ],
+    )?;
+    c.execute(
+        "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
+        (run_id, now),
+    )?;
+    // What the run read is settled by its outcome: acked after success, pending
+    // again otherwise. Only one run per agent is ever active, so these are its own.
+    let next = if end.ok { "acked" } else { "pending" };
+    c.execute(
+        "UPDATE deliveries SET state = ?3, updated_at = ?4
+         WHERE workflow_id = ?1 AND recipient = ?2 AND state = 'seen'",
+        rusqlite::params![workflow_id, agent, next, now],
+    )?;
+    c.execute(
+        "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
+        [agent_id],
+    )?;
+    if end.ok
+        && let Some(s) = &end.session_id
+    {
+        c.execute(
+            "UPDATE agents SET session_id = ?2 WHERE id = ?1",
+            (agent_id, s),
+        )?;
+    }
+    Ok(())
+}
+
+/// A run a previous kernel left `running`.
+pub struct Orphan {
+    pub id: String,
+    pub pid: Option<u32>,
+    pub pid_start: Option<u64>,
+}
+
+pub fn orphans(c: &Connection) -> Result<Vec<Orphan>> {
+    let mut st = c.prepare("SELECT id, pid, pid_start FROM runs WHERE status = 'running'")?;
+    let rows = st
+        .query_map([], |r| {
+            Ok(Orphan {
+                id: r.get(0)?,
+                pid: r.get::<_, Option<i64>>(1)?.map(|p| p as u32),
+                pid_start: r.get::<_, Option<i64>>(2)?.map(|p| p as u64),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Closes runs left by a previous kernel as `lost`. Their deliveries were already
+/// returned to pending by the restart rule; their tokens die with them.
+pub fn close_lost_tx(c: &Connection, ids: &[String]) -> Result<()> {
+    let now = now_ms();
+    for id in ids {
+        c.execute(
+            "UPDATE runs SET status = 'lost', ended_at = ?2, error_class = 'lost',
+                    error = 'the kernel stopped while this run was in progress'
+             WHERE id = ?1",
+            (id, now),
+        )?;
+        c.execute(
+            "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
+            (id, now),
+        )?;
+    }
+    c.execute(
+        "UPDATE agents SET state = 'idle' WHERE state = 'running'",
+        [],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,563 @@
+//! The process manager: one worker subprocess per run, at most one run per agent.
+//!
+//! A run is: a `runs` row and a per-run agent token (one transaction), the worker
+//! spawned under [`crate::process::supervise`] with its config in `AW_RUN`, its
+//! stdout reports folded into the run, and [`runs::finish_tx`] when it ends, which
+//! revokes the token and settles the deliveries the run read. A wake that arrives
+//! while the agent runs is remembered and starts one more run when this one ends.
+//!
+//! The worker is this same binary in its internal worker mode; the kernel never
+//! builds prompts (the worker does, from what it reads over MCP).
+
+use super::events::Event;
+use super::runs::{self, NewRun, RunEnd, RunView};
+use super::{Kernel, tokens};
+use crate::error::{Error, Result};
+use crate::names::WorkflowRef;
+use crate::process::{self, Ended, Limits};
+use crate::worker::protocol::{self, ErrorClass, MockRule, Report, RunConfig};
+use rusqlite::OptionalExtension;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The internal command-line mode that makes this binary a worker.
+pub const WORKER_MODE: &str = "__worker";
+/// Environment variables a worker must never inherit from the kernel: the admin
+/// token would make any agent the lead.
+const SCRUBBED_ENV: &[&str] = &["AGENT_WORKER_TOKEN", "AGENT_WORKER_HOME", protocol::RUN_ENV];
+/// Model turns per run unless the agent says otherwise.
+pub const DEFAULT_MAX_STEPS: u32 = 30;
+
+/// The kernel's table of runs in progress.
+pub struct Workers {
+    active: Mutex<HashMap<i64, Active>>,
+    exe: PathBuf,
+    limits: Limits,
+}
+
+struct Active {
+    run_id: String,
+    stop: CancellationToken,
+    done: watch::Receiver<bool>,
+    progress: broadcast::Sender<String>,
+    /// A wake arrived during the run: run once more when it ends.
+    wake_again: Option<String>,
+}
+
+/// A run in progress, as a caller waits on it.
+pub struct RunHandle {
+    pub run_id: String,
+    done: watch::Receiver<bool>,
+    pub progress: broadcast::Receiver<String>,
+}
+
+impl RunHandle {
+    /// Waits until the run has ended (its row is final) or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) -> impl Future<Output = bool> + Send + 'static {
+        let mut done = self.done.clone();
+        async move {
+            tokio::time::timeout(timeout, done.wait_for(|d| *d))
+                .await
+                .is_ok_and(|r| r.is_ok())
+        }
+    }
+}
+
+impl Workers {
+    pub fn new(exe: PathBuf, limits: Limits) -> Self {
+        Self {
+            active: Mutex::new(HashMap::new()),
+            exe,
+            limits,
+        }
+    }
+
+    fn handle(&self, agent_id: i64) -> Option<RunHandle> {
+        self.active
+            .lock()
+            .unwrap()
+            .get(&agent_id)
+            .map(|a| RunHandle {
+                run_id: a.run_id.clone(),
+                done: a.done.clone(),
+                progress: a.progress.subscribe(),
+            })
+    }
+}
+
+/// What a run needs to know about its agent, read when it starts.
+struct Spec {
+    agent_id: i64,
+    name: String,
+    workflow: WorkflowRef,
+    workflow_id: i64,
+    backend: String,
+    model: Option<String>,
+    system: Option<String>,
+    cwd: Option<String>,
+    env: BTreeMap<String, String>,
+    config: AgentConfig,
+    state: String,
+    session_id: Option<String>,
+}
+
+/// The agent's JSON `config` column: what the worker needs beyond the plain columns.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct AgentConfig {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mock: Vec<MockRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+}
+
+impl Kernel {
+    async fn spec(&self, agent_id: i64) -> Result<Spec> {
+        self.store
+            .read(move |c| {
+                c.query_row(
+                    "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,
+                            a.env, a.config, a.state, a.session_id
+                     FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
+                    [agent_id],
+                    |r| {
+                        let env: String = r.get(9)?;
+                        let config: String = r.get(10)?;
+                        Ok(Spec {
+                            agent_id: r.get(0)?,
+                            name: r.get(1)?,
+                            workflow: WorkflowRef {
+                                name: r.get(2)?,
+                                tag: r.get(3)?,
+                            },
+                            workflow_id: r.get(4)?,
+                            backend: r.get(5)?,
+                            model: r.get(6)?,
+                            system: r.get(7)?,
+                            cwd: r.get(8)?,
+                            env: serde_json::from_str(&env).unwrap_or_default(),
+                            config: serde_json::from_str(&config).unwrap_or_default(),
+                            state: r.get(11)?,
+                            session_id: r.get(12)?,
+                        })
+                    },
+                )
+                .optional()?
+                .ok_or_else(|| Error::not_found("the agent was deleted"))
+            })
+            .await
+    }
+
+    /// The run in progress for an agent, if any.
+    pub fn active_run(&self, agent_id: i64) -> Option<RunHandle> {
+        self.workers.handle(agent_id)
+    }
+
+    /// Wakes an agent: starts a run now, or, if one is in progress, remembers to run
+    /// once more when it ends (so a message that arrived mid-run is never missed).
+    /// Returns the run that will serve the wake, and whether it is a new one.
+    pub async fn wake(self: &Arc<Self>, agent_id: i64, trigger: &str) -> Result<(RunHandle, bool)> {
+        {
+            let mut active = self.workers.active.lock().unwrap();
+            if let Some(a) = active.get_mut(&agent_id) {
+                a.wake_again.get_or_insert_with(|| trigger.to_owned());
+                return Ok((
+                    RunHandle {
+                        run_id: a.run_id.clone(),
+                        done: a.done.clone(),
+                        progress: a.progress.subscribe(),
+                    },
+                    false,
+                ));
+            }
+        }
+        Ok((self.start_run(agent_id, trigger, None).await?, true))
+    }
+
+    /// Starts a run of an agent that is not running. Refused for a paused agent.
+    pub async fn start_run(
+        self: &Arc<Self>,
+        agent_id: i64,
+        trigger: &str,
+        prompt: Option<String>,
+    ) -> Result<RunHandle> {
+        let spec = self.spec(agent_id).await?;
+        if spec.state == "paused" {
+            return Err(Error::conflict(format!(
+                "{} is paused; agent_resume it first",
+                spec.name
+            )));
+        }
+        let url = self
+            .url()
+            .ok_or_else(|| Error::internal("the kernel has no HTTP endpoint for workers"))?
+            .to_owned();
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let stop = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        let (progress, _) = broadcast::channel(256);
+        // Claim the agent before any await, so two starts cannot both spawn.
+        {
+            let mut active = self.workers.active.lock().unwrap();
+            if active.contains_key(&agent_id) {
+                return Err(Error::conflict(format!("{} is already running", spec.name)));
+            }
+            active.insert(
+                agent_id,
+                Active {
+                    run_id: run_id.clone(),
+                    stop: stop.clone(),
+                    done: done_rx.clone(),
+                    progress: progress.clone(),
+                    wake_again: None,
+                },
+            );
+        }
+        let handle = RunHandle {
+            run_id: run_id.clone(),
+            done: done_rx,
+            progress: progress.subscribe(),
+        };
+        match self.prepare(&spec, &run_id, trigger, prompt, url).await {
+            Ok(cmd) => {
+                let k = self.clone();
+                tokio::spawn(async move {
+                    k.supervise_run(spec, run_id, cmd, stop, progress, done_tx)
+                        .await
+                });
+                Ok(handle)
+            }
+            Err(e) => {
+                self.workers.active.lock().unwrap().remove(&agent_id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the run row and its token, makes the working directory and builds
+    /// the worker's command.
+    async fn prepare(
+        &self,
+        spec: &Spec,
+        run_id: &str,
+        trigger: &str,
+        prompt: Option<String>,
+        url: String,
+    ) -> Result<tokio::process::Command> {
+        let cwd = match &spec.cwd {
+            Some(c) => PathBuf::from(c),
+            None => self.workspace_dir(&spec.workflow, &spec.name),
+        };
+        std::fs::create_dir_all(&cwd).map_err(|e| {
+            Error::internal(format!(
+                "cannot create the working directory {}: {e}",
+                cwd.display()
+            ))
+        })?;
+        let ttl = self.workers.limits.total + Duration::from_secs(300);
+        let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
+        let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
+        let token = self
+            .store
+            .write(move |c| {
+                runs::insert_tx(
+                    c,
+                    &NewRun {
+                        id: &id,
+                        agent_id,
+                        workflow_id: wid,
+                        agent: &name,
+                        backend: &backend,
+                        trigger: &trig,
+                    },
+                )?;
+                let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;
+                Ok(secret)
+            })
+            .await?;
+        let config = RunConfig {
+            run_id: run_id.to_owned(),
+            agent: spec.name.clone(),
+            workflow: spec.workflow.to_string(),
+            backend: spec.backend.clone(),
+            model: spec.model.clone(),
+            system: spec.system.clone(),
+            cwd: cwd.clone(),
+            url,
+            token,
+            session_id: spec.session_id.clone(),
+            trigger: trigger.to_owned(),
+            prompt,
+            mock: spec.config.mock.clone(),
+            max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+        };
+        let mut cmd = tokio::process::Command::new(&self.workers.exe);
+        cmd.arg(WORKER_MODE).current_dir(&cwd);
+        for k in SCRUBBED_ENV {
+            cmd.env_remove(k);
+        }
+        cmd.envs(&spec.env);
+        cmd.env(
+            protocol::RUN_ENV,
+            serde_json::to_string(&config).map_err(|e| Error::internal(e.to_string()))?,
+        );
+        Ok(cmd)
+    }
+
+    /// Where an agent without a configured `cwd` works.
+    pub fn workspace_dir(&self, wf: &WorkflowRef, agent: &str) -> PathBuf {
+        self.data_dir()
+            .join("workspaces")
+            .join(&wf.name)
+            .join(&wf.tag)
+            .join(agent)
+    }
+
+    async fn supervise_run(
+        self: Arc<Self>,
+        spec: Spec,
+        run_id: String,
+        cmd: tokio::process::Command,
+        stop: CancellationToken,
+        progress: broadcast::Sender<String>,
+        done: watch::Sender<bool>,
+    ) {
+        let limits = self.workers.limits;
+        let mut end = RunEnd::default();
+        let mut outcome = None;
+        let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
+        let k = self.clone();
+        let rid = run_id.clone();
+        let record_pid = tokio::spawn(async move {
+            if let Ok(s) = pid_rx.await {
+                let s: process::Spawned = s;
+                let _ = k
+                    .store
+                    .write(move |c| runs::set_pid_tx(c, &rid, s.pid, s.start_time))
+                    .await;
+            }
+        });
+        let finished = process::supervise(
+            cmd,
+            limits,
+            process::Group::Own,
+            stop,
+            |s| {
+                let _ = pid_tx.send(s);
+            },
+            |line| match Report::parse(&line) {
+                Some(Report::Progress { message }) => {
+                    let _ = progress.send(message);
+                }
+                Some(Report::Usage(u)) => end.usage = u,
+                Some(Report::Session { id }) => end.session_id = Some(id),
+                Some(Report::Result(o)) => outcome = Some(o),
+                Some(Report::Started) | None => {}
+            },
+        )
+        .await;
+        let _ = record_pid.await;
+        match finished {
+            Err(e) => {
+                end.error_class = Some(ErrorClass::Crash);
+                end.error = Some(format!("cannot start the worker: {e}"));
+            }
+            Ok(f) => {
+                end.exit_code = f.exit_code();
+                end.signal = f.signal();
+                end.stderr_tail = f.stderr_tail.clone();
+                match (f.ended, outcome) {
+                    (Ended::Stopped, _) => {
+                        end.stopped = true;
+                        end.error_class = Some(ErrorClass::Stopped);
+                        end.error = Some("the run was stopped".into());
+                    }
+                    (Ended::Exited, Some(o)) => {
+                        end.ok = o.ok;
+                        end.final_text = o.final_text;
+                        if !o.ok {
+                            end.error_class = Some(o.error_class.unwrap_or(ErrorClass::Other));
+                            end.error = o.error;
+                        }
+                    }
+                    (Ended::Exited, None) => {
+                        end.error_class = Some(ErrorClass::Crash);
+                        end.error = Some(match (f.exit_code(), f.signal()) {
+                            (_, Some(sig)) => format!(
+                                "the worker was killed by signal {sig} before it reported an outcome"
+                            ),
+                            (code, _) => format!(
+                                "the worker exited with code {} before it reported an outcome",
+                                code.unwrap_or(-1)
+                            ),
+                        });
+                    }
+                    (timeout, _) => {
+                        end.error_class = Some(ErrorClass::Timeout);
+                        end.error = Some(format!(
+                            "the worker {}{}",
+                            timeout.describe(&limits),
+                            if f.killed {
+                                " (killed after ignoring SIGTERM)"
+                            } else {
+                                ""
+                            }
+                        ));
+                    }
+                }
+            }
+        }
+        let (rid, aid, wid, name) = (
+            run_id.clone(),
+            spec.agent_id,
+            spec.workflow_id,
+            spec.name.clone(),
+        );
+        let end2 = end.clone();
+        if let Err(e) = self
+            .store
+            .write(move |c| runs::finish_tx(c, &rid, aid, wid, &name, &end2))
+            .await
+        {
+            tracing::error!(run = %run_id, "cannot record the end of the run: {e}");
+        }
+        self.tokens.forget_agent(spec.agent_id);
+        tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
+        let again = self
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .remove(&spec.agent_id)
+            .and_then(|a| a.wake_again);
+        self.events.publish(Event::RunEnded {
+            workflow_id: spec.workflow_id,
+            agent: spec.name.clone(),
+            run_id: run_id.clone(),
+            ok: end.ok,
+        });
+        // The remembered run starts before this one reports done, so a waiter that
+        // wants "the run after this one" finds it registered.
+        if let Some(trigger) = again
+            && !end.stopped
+            && let Err(e) = self.start_run_boxed(spec.agent_id, trigger).await
+        {
+            tracing::warn!(agent = %spec.name, "cannot start the remembered run: {e}");
+        }
+        let _ = done.send(true);
+    }
+
+    /// `start_run` behind a box: a run that ends may start the next one, and the
+    /// compiler cannot see through that cycle of futures without a named type.
+    fn start_run_boxed(
+        self: &Arc<Self>,
+        agent_id: i64,
+        trigger: String,
+    ) -> futures::future::BoxFuture<'static, Result<RunHandle>> {
+        let k = self.clone();
+        Box::pin(async move { k.start_run(agent_id, &trigger, None).await })
+    }
+
+    /// Stops an agent's run, if one is in progress, and waits until it is recorded.
+    pub async fn stop_run(&self, agent_id: i64) -> Option<String> {
+        let (run_id, mut done) = {
+            let mut active = self.workers.active.lock().unwrap();
+            let a = active.get_mut(&agent_id)?;
+            a.wake_again = None;
+            a.stop.cancel();
+            (a.run_id.clone(), a.done.clone())
+        };
+        let _ = done.wait_for(|d| *d).await;
+        Some(run_id)
+    }
+
+    /// Stops every run (kernel shutdown).
+    pub async fn stop_all_runs(&self) {
+        let ids: Vec<i64> = self
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .keys()
+            .copied()
+            .collect();
+        futures::future::join_all(ids.into_iter().map(|id| self.stop_run(id))).await;
+    }
+
+    /// At start: runs a previous kernel left `running` are closed as lost, and any of
+    /// their processes still alive are killed by group.
+    pub(crate) async fn recover_runs(&self) -> Result<usize> {
+        let orphans = self.store.read(runs::orphans).await?;
+        if orphans.is_empty() {
+            return Ok(0);
+        }
+        for o in &orphans {
+            if let Some(pid) = o.pid
+                && process::kill_stale_group(pid, o.pid_start)
+            {
+                tracing::warn!(run = %o.id, pid, "killed a worker left by the previous kernel");
+            }
+        }
+        let ids: Vec<String> = orphans.iter().map(|o| o.id.clone()).collect();
+        let n = ids.len();
+        self.store
+            .write(move |c| runs::close_lost_tx(c, &ids))
+            .await?;
+        Ok(n)
+    }
+
+    pub async fn run_view(&self, run_id: &str) -> Result<RunView> {
+        let id = run_id.to_owned();
+        self.store
+            .read(move |c| runs::get_run(c, &id))
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no run {run_id}")))
+    }
+
+    /// Messages an agent sent to the lead after `after` (an ask's message id): DMs
+    /// to `user` and messages that mention it.
+    pub async fn replies_to_lead(
+        &self,
+        workflow_id: i64,
+        agent: &str,
+        after: &str,
+    ) -> Result<Vec<String>> {
+        let (agent, after) = (agent.to_owned(), after.to_owned());
+        self.store
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT content FROM messages
+                     WHERE workflow_id = ?1 AND sender = ?2 AND id > ?3
+                       AND (to_member = 'user' OR EXISTS (SELECT 1 FROM json_each(mentions) WHERE value = 'user'))
+                     ORDER BY id",
+                )?;
+                let rows = st
+                    .query_map((workflow_id, &agent, &after), |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
+    pub async fn set_paused(&self, agent_id: i64, paused: bool) -> Result<()> {
+        let sql = if paused {
+            "UPDATE agents SET state = 'paused' WHERE id = ?1"
+        } else {
+            "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'paused'"
+        };
+        self.store
+            .write(move |c| {
+                c.execute(sql, [agent_id])?;
+                Ok(())
+            })
+            .await?;
+        if paused {
+            self.stop_run(agent_id).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,129 @@
+//! agent_ask, agent_pause, agent_resume (the lead only): running agents on demand.
+
+use super::agents::{AgentOut, TargetArgs};
+use super::{ToolError, caller};
+use crate::kernel::ask::AskResult;
+use crate::mcp::AgentWorker;
+use rmcp::{
+    Json, RoleServer, handler::server::wrapper::Parameters, model::ProgressNotificationParam,
+    service::RequestContext, tool, tool_router,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub const DEFAULT_ASK_WAIT: u64 = 30;
+/// Most MCP clients give up on a call after about 60 s.
+pub const MAX_ASK_WAIT: u64 = 50;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentAskArgs {
+    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    /// Your question or instruction; it reaches the agent as a direct message from `user`.
+    pub message: String,
+    /// How long to wait for the answer, 0..=50 seconds (default 30). If the run is not
+    /// over by then you get its run_id; poll agent_info for the outcome.
+    #[serde(default)]
+    pub wait_seconds: Option<u64>,
+}
+
+#[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Ask an agent something and get its answer: sends it a direct message from you
+    /// (`user`), runs it now, and waits up to wait_seconds (progress notifications show
+    /// what it does meanwhile). Returns the messages it sent you plus its final text, or
+    /// the run id to poll with agent_info if it is still working.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn agent_ask(
+        &self,
+        Parameters(a): Parameters<AgentAskArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<AskResult>, ToolError> {
+        caller(&ctx)?;
+        let wait = a.wait_seconds.unwrap_or(DEFAULT_ASK_WAIT);
+        if wait > MAX_ASK_WAIT {
+            return Err(ToolError(format!(
+                "wait_seconds is at most {MAX_ASK_WAIT} (clients time out around 60 s); ask with less and poll agent_info for the rest"
+            )));
+        }
+        let deadline = Instant::now() + Duration::from_secs(wait);
+        let mut asking = self.kernel.ask(&a.target, &a.message).await?;
+        let token = ctx.meta.get_progress_token();
+        let mut step = 0u32;
+        loop {
+            // Forward the worker's progress until the run ends or time is up.
+            let ended = loop {
+                tokio::select! {
+                    ended = asking.run.wait(deadline.saturating_duration_since(Instant::now())) => break ended,
+                    msg = asking.run.progress.recv() => {
+                        if let (Ok(m), Some(t)) = (msg, &token) {
+                            step += 1;
+                            let _ = ctx.peer.notify_progress(
+                                ProgressNotificationParam::new(t.clone(), step as f64).with_message(m),
+                            ).await;
+                        }
+                    }
+                    _ = ctx.ct.cancelled() => break false,
+                }
+            };
+            if !ended || asking.fresh {
+                break;
+            }
+            // The agent was busy when asked: the run after that one takes the question.
+            match self.kernel.active_run(asking.agent.id) {
+                Some(next) => {
+                    asking.run = next;
+                    asking.fresh = true;
+                }
+                None => break,
+            }
+        }
+        Ok(Json(self.kernel.ask_result(&asking).await?))
+    }
+
+    /// Pause an agent: stops its running worker at once (the run is recorded as
+    /// stopped and what it had read goes back to its inbox) and keeps it from running
+    /// until agent_resume.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn agent_pause(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<AgentOut>, ToolError> {
+        let rec = self.kernel.agent_get(&a.target).await?;
+        self.kernel.set_paused(rec.id, true).await?;
+        Ok(Json(AgentOut {
+            agent: self.kernel.agent_get(&a.target).await?.view,
+        }))
+    }
+
+    /// Resume a paused agent so it runs again when asked or woken.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn agent_resume(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<AgentOut>, ToolError> {
+        let rec = self.kernel.agent_get(&a.target).await?;
+        self.kernel.set_paused(rec.id, false).await?;
+        Ok(Json(AgentOut {
+            agent: self.kernel.agent_get(&a.target).await?.view,
+        }))
+    }
+}

@@ -1,0 +1,132 @@
+//! Codex: `codex exec --json`.
+//!
+//! Codex reads MCP servers only from its config, which `-c` overrides per run: the
+//! URL, the token by env var name (never its value on the command line), and
+//! `default_tools_approval_mode = "approve"` (exec never asks, so without it every
+//! MCP call fails). `required` makes an unreachable kernel a fast failure. The system
+//! prompt goes in as developer instructions. Codex does not fail fast without
+//! credentials, so the run is gated on `CODEX_API_KEY` or `codex login status`.
+
+use super::{Events, Invocation, SERVER, TOKEN_ENV, env_set, failure_from, num, probe, str_at};
+use crate::process::Finished;
+use crate::worker::protocol::Usage;
+use crate::worker::{Failure, Reporter, Run, prompt};
+use serde_json::Value;
+
+pub async fn auth_missing() -> Option<String> {
+    if env_set("CODEX_API_KEY") {
+        return None;
+    }
+    match probe("codex", &["login", "status"]).await {
+        Some((true, _)) => None,
+        Some((false, out)) => Some(format!(
+            "Codex is not logged in ({out}); run `codex login` (or `printenv OPENAI_API_KEY | codex login --with-api-key`), or set CODEX_API_KEY in the agent's env"
+        )),
+        None => Some("`codex login status` did not answer; check the Codex install".into()),
+    }
+}
+
+/// A TOML string: JSON's escapes are a subset of TOML basic strings'.
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialise")
+}
+
+pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
+    let cfg = run.cfg;
+    let server = |k: &str, v: String| ["-c".to_owned(), format!("mcp_servers.{SERVER}.{k}={v}")];
+    let mut args: Vec<String> = vec!["exec".into()];
+    if let Some(s) = session {
+        args.extend(["resume".into(), s.to_owned()]);
+    }
+    args.extend(["--json".into(), "--skip-git-repo-check".into()]);
+    args.extend(server("url", toml_str(&cfg.url)));
+    args.extend(server("bearer_token_env_var", toml_str(TOKEN_ENV)));
+    args.extend(server("default_tools_approval_mode", toml_str("approve")));
+    args.extend(server("required", "true".into()));
+    args.extend([
+        "-c".into(),
+        format!("developer_instructions={}", toml_str(&prompt::system(cfg))),
+    ]);
+    if let Some(m) = &cfg.model {
+        args.extend(["-m".into(), m.clone()]);
+    }
+    args.push(prompt::task(cfg, run.context));
+    Ok(Invocation {
+        program: "codex".into(),
+        args,
+        env: vec![],
+        files: vec![],
+    })
+}
+
+#[derive(Default)]
+pub struct Stream {
+    last_message: Option<String>,
+    completed: bool,
+    errors: Vec<String>,
+}
+
+impl Events for Stream {
+    fn event(&mut self, v: &Value, report: &Reporter) {
+        match str_at(v, &["type"]) {
+            Some("thread.started") => {
+                if let Some(id) = str_at(v, &["thread_id"]) {
+                    report.session(id);
+                }
+            }
+            Some("item.started") if str_at(v, &["item", "type"]) == Some("mcp_tool_call") => {
+                report.progress(format!(
+                    "calls {}",
+                    str_at(v, &["item", "tool"]).unwrap_or("a tool")
+                ));
+            }
+            Some("item.completed") => {
+                let item = &v["item"];
+                match str_at(item, &["type"]) {
+                    Some("agent_message") => {
+                        self.last_message = str_at(item, &["text"]).map(str::to_owned)
+                    }
+                    Some("error") => {
+                        if let Some(m) = str_at(item, &["message"]) {
+                            self.errors.push(m.to_owned());
+                        }
+                    }
+                    Some("mcp_tool_call") => {
+                        if let Some(e) = str_at(item, &["error", "message"]) {
+                            report.progress(format!("tool call failed: {e}"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some("turn.completed") => {
+                self.completed = true;
+                // Codex reports the thread's running totals; a resumed run includes
+                // earlier turns.
+                report.set_usage(Usage {
+                    input_tokens: num(v, &["usage", "input_tokens"]),
+                    output_tokens: num(v, &["usage", "output_tokens"]),
+                    cost_usd: None,
+                });
+            }
+            Some("turn.failed") => {
+                let m = str_at(v, &["error", "message"]).unwrap_or("turn failed");
+                self.errors.insert(0, m.to_owned());
+            }
+            Some("error") => {
+                if let Some(m) = str_at(v, &["message"]) {
+                    report.progress(m.to_owned());
+                    self.errors.push(m.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(self: Box<Self>, done: &Finished) -> Result<Option<String>, Failure> {
+        if self.completed && done.success() {
+            return Ok(self.last_message);
+        }
+        Err(failure_from(&self.errors, done, "codex"))
+    }
+}

@@ -1,0 +1,102 @@
+//! Gemini CLI: `gemini -p -o stream-json`.
+//!
+//! Gemini has no MCP flag: our server is merged into `.gemini/settings.json` in the
+//! agent's working directory (restored after the run), with `trust` so headless mode
+//! offers its tools, and the workspace is marked trusted (an untrusted folder
+//! silently disables MCP). The token is expanded by Gemini from the environment.
+//! `GEMINI_SYSTEM_MD` would replace Gemini's own system prompt (and its tool
+//! guidance), so the agent's system prompt leads the task text instead.
+
+use super::{Events, Invocation, TOKEN_ENV, WorkspaceFile, failure_from, num, str_at};
+use crate::process::Finished;
+use crate::worker::protocol::{ErrorClass, Usage};
+use crate::worker::{Failure, Reporter, Run, prompt};
+use serde_json::{Value, json};
+
+pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
+    let cfg = run.cfg;
+    let settings = WorkspaceFile::merge_server(
+        cfg.cwd.join(".gemini").join("settings.json"),
+        "mcpServers",
+        json!({
+            "httpUrl": cfg.url,
+            "headers": { "Authorization": format!("Bearer ${{{TOKEN_ENV}}}") },
+            "trust": true,
+            "timeout": 30000,
+        }),
+    )?;
+    let mut args: Vec<String> = vec![
+        "-p".into(),
+        prompt::combined(cfg, run.context),
+        "-o".into(),
+        "stream-json".into(),
+    ];
+    if let Some(m) = &cfg.model {
+        args.extend(["-m".into(), m.clone()]);
+    }
+    if let Some(s) = session {
+        args.extend(["--resume".into(), s.to_owned()]);
+    }
+    Ok(Invocation {
+        program: "gemini".into(),
+        args,
+        env: vec![("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into())],
+        files: vec![settings],
+    })
+}
+
+#[derive(Default)]
+pub struct Stream {
+    text: String,
+    result: Option<Value>,
+}
+
+impl Events for Stream {
+    fn event(&mut self, v: &Value, report: &Reporter) {
+        match str_at(v, &["type"]) {
+            Some("init") => {
+                if let Some(id) = str_at(v, &["session_id"]) {
+                    report.session(id);
+                }
+            }
+            Some("tool_use") => report.progress(format!(
+                "calls {}",
+                str_at(v, &["tool_name"]).unwrap_or("a tool")
+            )),
+            Some("message") if str_at(v, &["role"]) == Some("assistant") => {
+                if let Some(t) = str_at(v, &["content"]) {
+                    if v["delta"] != Value::Bool(true) {
+                        self.text.clear();
+                    }
+                    self.text.push_str(t);
+                }
+            }
+            Some("result") => {
+                report.set_usage(Usage {
+                    input_tokens: num(v, &["stats", "input_tokens"]),
+                    output_tokens: num(v, &["stats", "output_tokens"]),
+                    cost_usd: None,
+                });
+                self.result = Some(v.clone());
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(self: Box<Self>, done: &Finished) -> Result<Option<String>, Failure> {
+        if let Some(r) = &self.result {
+            if str_at(r, &["status"]) == Some("success") && done.success() {
+                return Ok(Some(self.text).filter(|t| !t.is_empty()));
+            }
+            if let Some(m) = str_at(r, &["error", "message"]) {
+                return Err(Failure::classified(m));
+            }
+        }
+        let f = failure_from(&[], done, "gemini");
+        // Exit 41 is Gemini's own code for missing or invalid auth.
+        if done.exit_code() == Some(41) {
+            return Err(Failure::new(ErrorClass::Auth, f.message));
+        }
+        Err(f)
+    }
+}

@@ -1,0 +1,448 @@
+//! CLI backends: the worker as a thin wrapper around a coding-agent CLI.
+//!
+//! For each run the worker writes the CLI's MCP configuration (pointing at the
+//! kernel, with the run's token), spawns the CLI in the agent's working directory
+//! with the system prompt and the task, reads its JSON event stream, and turns it
+//! into progress, usage, a session id to resume, and the outcome. Each CLI's module
+//! knows only its own command line ([`Invocation`]) and its own events ([`Events`]).
+//!
+//! The token reaches a CLI through the environment (`AW_AGENT_TOKEN`), never on its
+//! command line, where other local users could read it: Codex, Cursor and OpenCode
+//! expand it from their config, Claude Code gets a private 0600 config file.
+
+mod claude;
+mod codex;
+mod cursor;
+mod gemini;
+mod opencode;
+
+use super::protocol::{ErrorClass, RunConfig};
+use super::{Failure, Reporter, Run};
+use crate::process::{self, Finished, Group, Limits};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The MCP server name CLIs see for the kernel (tools appear as `mcp__team__...`).
+pub const SERVER: &str = "team";
+/// The environment variable holding the run's token for the CLI.
+pub const TOKEN_ENV: &str = "AW_AGENT_TOKEN";
+/// Environment a CLI must not inherit: the run config (it holds the token in a form
+/// the CLI has no use for) and markers that make a nested Claude Code refuse to run.
+const SCRUBBED_ENV: &[&str] = &[
+    super::protocol::RUN_ENV,
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Claude,
+    Codex,
+    Cursor,
+    Gemini,
+    OpenCode,
+}
+
+/// A CLI backend.
+pub struct Cli {
+    pub kind: Kind,
+}
+
+/// What to spawn.
+pub struct Invocation {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Files written into the workspace for this run, restored afterwards.
+    pub files: Vec<WorkspaceFile>,
+}
+
+/// A CLI's event stream, folded into the run.
+pub trait Events: Send {
+    /// One JSON line from the CLI.
+    fn event(&mut self, v: &Value, report: &Reporter);
+    /// The outcome once the CLI has exited: the final text or a classified failure.
+    fn finish(self: Box<Self>, done: &Finished) -> Result<Option<String>, Failure>;
+}
+
+/// Files and folders private to one run (system prompt, Claude's MCP config),
+/// removed when the run ends.
+pub struct Scratch {
+    pub dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(run_id: &str) -> Result<Self, Failure> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("agent-worker-run-{run_id}"));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                Failure::new(
+                    ErrorClass::Other,
+                    format!("cannot create {}: {e}", dir.display()),
+                )
+            })?;
+        Ok(Self { dir })
+    }
+
+    /// Writes a file readable by this user only.
+    pub fn write(&self, name: &str, content: &str) -> Result<PathBuf, Failure> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.dir.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(content.as_bytes()).map(|_| f))
+            .map_err(|e| {
+                Failure::new(
+                    ErrorClass::Other,
+                    format!("cannot write {}: {e}", path.display()),
+                )
+            })?;
+        let _ = f.flush();
+        Ok(path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A config file a CLI reads from its workspace (`.cursor/mcp.json`,
+/// `.gemini/settings.json`). Our server is merged into what is there, and the file is
+/// put back as it was when the run ends, so the user's own configuration survives.
+pub struct WorkspaceFile {
+    path: PathBuf,
+    before: Option<Vec<u8>>,
+    created_dir: Option<PathBuf>,
+}
+
+impl WorkspaceFile {
+    /// Merges `server` into the JSON object at `key` of the file (creating both).
+    pub fn merge_server(path: PathBuf, key: &str, server: Value) -> Result<Self, Failure> {
+        let fail = |e: String| Failure::new(ErrorClass::Other, e);
+        let before = std::fs::read(&path).ok();
+        let mut doc: Value = match &before {
+            Some(b) => serde_json::from_slice(b).map_err(|e| {
+                fail(format!(
+                    "{} is not valid JSON ({e}); fix or remove it so the agent's MCP server can be added",
+                    path.display()
+                ))
+            })?,
+            None => Value::Object(Default::default()),
+        };
+        let obj = doc
+            .as_object_mut()
+            .ok_or_else(|| fail(format!("{} must hold a JSON object", path.display())))?;
+        let servers = obj
+            .entry(key)
+            .or_insert_with(|| Value::Object(Default::default()));
+        servers
+            .as_object_mut()
+            .ok_or_else(|| fail(format!("{} in {} must be an object", key, path.display())))?
+            .insert(SERVER.to_owned(), server);
+        let parent = path.parent().unwrap_or(Path::new(".")).to_owned();
+        let created_dir = (!parent.exists()).then(|| parent.clone());
+        std::fs::create_dir_all(&parent)
+            .and_then(|_| {
+                std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap_or_default())
+            })
+            .map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
+        Ok(Self {
+            path,
+            before,
+            created_dir,
+        })
+    }
+}
+
+impl Drop for WorkspaceFile {
+    fn drop(&mut self) {
+        match &self.before {
+            Some(b) => {
+                let _ = std::fs::write(&self.path, b);
+            }
+            None => {
+                let _ = std::fs::remove_file(&self.path);
+                if let Some(d) = &self.created_dir {
+                    let _ = std::fs::remove_dir(d);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a program is on the PATH (the agent's env may extend it).
+pub fn on_path(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            let p = d.join(program);
+            std::fs::metadata(&p).is_ok_and(|m| {
+                m.is_file() && {
+                    use std::os::unix::fs::PermissionsExt;
+                    m.permissions().mode() & 0o111 != 0
+                }
+            })
+        })
+    })
+}
+
+/// Runs a short command (an auth check); its exit success and combined output.
+pub async fn probe(program: &str, args: &[&str]) -> Option<(bool, String)> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((out.status.success(), text.trim().to_owned()))
+}
+
+pub fn env_set(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
+}
+
+/// Limits for the CLI inside the worker: a little inside the kernel's, so the worker
+/// can still report a timeout before the kernel kills it.
+fn cli_limits() -> Limits {
+    let k = Limits::default();
+    Limits {
+        startup: k.startup.saturating_sub(Duration::from_secs(10)),
+        idle: k.idle.saturating_sub(Duration::from_secs(30)),
+        total: k.total.saturating_sub(Duration::from_secs(60)),
+        grace: Duration::from_secs(3),
+    }
+}
+
+impl Cli {
+    pub fn for_backend(name: &str) -> Option<Self> {
+        let kind = match name {
+            "claude" => Kind::Claude,
+            "codex" => Kind::Codex,
+            "cursor" => Kind::Cursor,
+            "gemini" => Kind::Gemini,
+            "opencode" => Kind::OpenCode,
+            _ => return None,
+        };
+        Some(Self { kind })
+    }
+
+    pub fn program(&self) -> &'static str {
+        match self.kind {
+            Kind::Claude => "claude",
+            Kind::Codex => "codex",
+            Kind::Cursor => "cursor-agent",
+            Kind::Gemini => "gemini",
+            Kind::OpenCode => "opencode",
+        }
+    }
+
+    fn install_hint(&self) -> &'static str {
+        match self.kind {
+            Kind::Claude => "npm install -g @anthropic-ai/claude-code",
+            Kind::Codex => "npm install -g @openai/codex",
+            Kind::Cursor => "curl https://cursor.com/install -fsS | bash",
+            Kind::Gemini => "npm install -g @google/gemini-cli",
+            Kind::OpenCode => "npm install -g opencode-ai",
+        }
+    }
+
+    /// The availability check: the binary is there and has credentials. CLIs that
+    /// do not fail fast without credentials (Codex, OpenCode, Cursor) are gated here,
+    /// so a missing login is an `auth` error at once instead of minutes of retries.
+    pub async fn check(&self, cfg: &RunConfig) -> Result<(), Failure> {
+        let program = self.program();
+        if !on_path(program) {
+            return Err(Failure::new(
+                ErrorClass::Other,
+                format!(
+                    "the {} backend needs the `{program}` command, which is not on the PATH; install it ({}) or add its folder to the agent's env PATH",
+                    cfg.backend,
+                    self.install_hint()
+                ),
+            ));
+        }
+        let missing = match self.kind {
+            Kind::Claude => claude::auth_missing().await,
+            Kind::Codex => codex::auth_missing().await,
+            Kind::Cursor => cursor::auth_missing().await,
+            Kind::Gemini => None, // fails fast on its own (exit 41)
+            Kind::OpenCode => opencode::auth_missing(),
+        };
+        match missing {
+            Some(why) => Err(Failure::new(ErrorClass::Auth, why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the CLI once; if resuming an earlier session fails because that session
+    /// is gone, runs once more from a fresh one.
+    pub async fn run(&self, run: &Run<'_>) -> Result<Option<String>, Failure> {
+        match self.run_once(run, run.cfg.session_id.as_deref()).await {
+            Err(f)
+                if run.cfg.session_id.is_some()
+                    && f.class == ErrorClass::Other
+                    && lost_session(&f.message) =>
+            {
+                run.report
+                    .progress("the earlier session is gone; starting a new one");
+                self.run_once(run, None).await
+            }
+            r => r,
+        }
+    }
+
+    async fn run_once(
+        &self,
+        run: &Run<'_>,
+        session: Option<&str>,
+    ) -> Result<Option<String>, Failure> {
+        let scratch = Scratch::new(&run.cfg.run_id)?;
+        let inv = match self.kind {
+            Kind::Claude => claude::invocation(run, session, &scratch)?,
+            Kind::Codex => codex::invocation(run, session)?,
+            Kind::Cursor => cursor::invocation(run, session)?,
+            Kind::Gemini => gemini::invocation(run, session)?,
+            Kind::OpenCode => opencode::invocation(run, session, &scratch)?,
+        };
+        let events: Box<dyn Events> = match self.kind {
+            Kind::Claude => Box::<claude::Stream>::default(),
+            Kind::Codex => Box::<codex::Stream>::default(),
+            Kind::Cursor => Box::<cursor::Stream>::default(),
+            Kind::Gemini => Box::<gemini::Stream>::default(),
+            Kind::OpenCode => Box::<opencode::Stream>::default(),
+        };
+        run.report.progress(format!("starting {}", inv.program));
+        drive(run, inv, events).await
+    }
+}
+
+fn lost_session(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    [
+        "no conversation found",
+        "session not found",
+        "no session",
+        "thread not found",
+        "could not find session",
+        "not found",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+        && (m.contains("session") || m.contains("conversation") || m.contains("thread"))
+}
+
+/// Spawns the CLI and folds its events; the workspace files are restored after.
+async fn drive(
+    run: &Run<'_>,
+    inv: Invocation,
+    mut events: Box<dyn Events>,
+) -> Result<Option<String>, Failure> {
+    let mut cmd = tokio::process::Command::new(&inv.program);
+    cmd.args(&inv.args).current_dir(&run.cfg.cwd);
+    for k in SCRUBBED_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.env(TOKEN_ENV, &run.cfg.token);
+    cmd.envs(inv.env.iter().map(|(k, v)| (k, v)));
+    let report = run.report;
+    let limits = cli_limits();
+    let done = process::supervise(
+        cmd,
+        limits,
+        Group::Inherit,
+        CancellationToken::new(),
+        |_| {},
+        |line| {
+            if let Ok(v) = serde_json::from_str::<Value>(line.trim()) {
+                events.event(&v, report);
+            }
+        },
+    )
+    .await
+    .map_err(|e| {
+        Failure::new(
+            ErrorClass::Other,
+            format!("cannot start {}: {e}", inv.program),
+        )
+    })?;
+    drop(inv.files);
+    if done.ended != process::Ended::Exited {
+        return Err(Failure::new(
+            ErrorClass::Timeout,
+            format!("{} {}", inv.program, done.ended.describe(&limits)),
+        ));
+    }
+    events.finish(&done)
+}
+
+/// A failure from whatever the CLI said: its error events first, then stderr.
+pub fn failure_from(errors: &[String], done: &Finished, program: &str) -> Failure {
+    let mut msg = errors.join("; ");
+    if msg.trim().is_empty() {
+        msg = done
+            .stderr_tail
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    if msg.trim().is_empty() {
+        msg = format!(
+            "{program} exited with {} and printed no error",
+            match (done.exit_code(), done.signal()) {
+                (_, Some(s)) => format!("signal {s}"),
+                (c, _) => format!("code {}", c.unwrap_or(-1)),
+            }
+        );
+    }
+    Failure::classified(msg)
+}
+
+/// The number at `path` in a JSON value, as u64 (0 when absent).
+pub fn num(v: &Value, path: &[&str]) -> u64 {
+    let mut cur = v;
+    for p in path {
+        match cur.get(p) {
+            Some(x) => cur = x,
+            None => return 0,
+        }
+    }
+    cur.as_u64().unwrap_or(0)
+}
+
+pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_str()
+}

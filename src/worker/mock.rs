@@ -1,0 +1,145 @@
+//! The mock backend: deterministic and LLM-free, but a full run over real MCP.
+//!
+//! For each inbox message, oldest first, the first rule whose `when` matches is
+//! applied (a rule that only sleeps lets the next matching rule apply as well). With
+//! no rules, the run sends one message acknowledging its inbox with every @ removed,
+//! so two mocks never wake each other in a loop. At the end it acks its inbox.
+
+use super::protocol::{ErrorClass, MockRule};
+use super::{Failure, Run};
+use serde_json::json;
+use std::time::Duration;
+
+pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
+    let cfg = run.cfg;
+    let inbox = &run.context.inbox;
+    let mut reply = None;
+    if cfg.mock.is_empty() {
+        if !inbox.is_empty() {
+            let summary: Vec<String> = inbox
+                .iter()
+                .map(|m| format!("{}: {}", m.from, unmention(&m.content)))
+                .collect();
+            let text = format!("[{}] Processed: {}", cfg.agent, summary.join(" | "));
+            send(run, &clip(&text, 3000), None).await?;
+        }
+    } else {
+        let rules = compile(&cfg.mock)?;
+        for m in inbox {
+            for (rule, re) in &rules {
+                if !re.as_ref().is_none_or(|re| re.is_match(&m.content)) {
+                    continue;
+                }
+                let fill = |t: &str| {
+                    t.replace("{from}", &m.from)
+                        .replace("{name}", &cfg.agent)
+                        .replace("{message}", &unmention(&m.content))
+                };
+                if let Some(s) = &rule.sleep {
+                    let d = humantime::parse_duration(s).unwrap_or(Duration::ZERO);
+                    run.report.progress(format!("sleeping {s}"));
+                    tokio::time::sleep(d).await;
+                }
+                if let Some(text) = &rule.send {
+                    send(run, &fill(text), rule.to.as_deref()).await?;
+                }
+                if let Some(d) = &rule.doc_append {
+                    let mut args = json!({ "content": fill(&d.content) });
+                    if let Some(f) = &d.file {
+                        args["file"] = json!(f);
+                    }
+                    run.client.must("team_doc_append", args).await?;
+                    run.report.progress("appended to a document");
+                }
+                if let Some(v) = &rule.vote {
+                    let mut args = json!({
+                        "proposal": v.proposal.as_deref().unwrap_or("latest"),
+                        "choice": v.choice,
+                    });
+                    if let Some(r) = &v.reason {
+                        args["reason"] = json!(fill(r));
+                    }
+                    run.client.must("team_vote", args).await?;
+                    run.report.progress(format!("voted {}", v.choice));
+                }
+                if let Some(text) = &rule.resource {
+                    run.client
+                        .must("resource_create", json!({ "content": fill(text) }))
+                        .await?;
+                    run.report.progress("created a resource");
+                }
+                if let Some(f) = &rule.fail {
+                    return Err(Failure::classified(fill(f)));
+                }
+                if let Some(r) = &rule.reply {
+                    reply = Some(fill(r));
+                }
+                let only_sleeps = rule.sleep.is_some()
+                    && rule.send.is_none()
+                    && rule.doc_append.is_none()
+                    && rule.vote.is_none()
+                    && rule.resource.is_none()
+                    && rule.reply.is_none();
+                if !only_sleeps {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(last) = inbox.last() {
+        run.client
+            .must(
+                "my_inbox_ack",
+                json!({ "message_id": last.id, "through": true }),
+            )
+            .await?;
+    }
+    Ok(Some(reply.unwrap_or_else(|| format!("{} done", cfg.agent))))
+}
+
+type Compiled<'a> = Vec<(&'a MockRule, Option<regex::Regex>)>;
+
+fn compile(rules: &[MockRule]) -> Result<Compiled<'_>, Failure> {
+    rules
+        .iter()
+        .map(|r| {
+            let re = r
+                .when
+                .as_deref()
+                .map(|w| {
+                    regex::RegexBuilder::new(w)
+                        .case_insensitive(true)
+                        .build()
+                        .map_err(|e| Failure::new(ErrorClass::Other, format!("bad mock rule: {e}")))
+                })
+                .transpose()?;
+            Ok((r, re))
+        })
+        .collect()
+}
+
+async fn send(run: &Run<'_>, text: &str, to: Option<&str>) -> Result<(), Failure> {
+    let mut args = json!({ "message": text, "force": true });
+    if let Some(to) = to {
+        args["to"] = json!(to);
+    }
+    run.client.must("channel_send", args).await?;
+    run.report.progress(format!("sent: {}", clip(text, 200)));
+    Ok(())
+}
+
+/// The text with its @ signs removed, so quoting it mentions nobody.
+pub fn unmention(s: &str) -> String {
+    s.replace('@', "")
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}

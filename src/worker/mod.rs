@@ -1,0 +1,183 @@
+//! The worker: one run of one agent, as a subprocess of the kernel.
+//!
+//! It reads its [`RunConfig`] from `AW_RUN`, connects to the kernel's MCP endpoint
+//! with the run's token, reads its inbox, the recent channel and the main document,
+//! builds the prompt (the kernel never does), runs the backend, and reports progress,
+//! usage and the outcome as JSON lines on stdout (see [`protocol`]). Final text stays
+//! private: only the backend's own `channel_send` calls reach the channel.
+//!
+//! Layout: `client.rs` (MCP client), `context.rs` (what the run reads first),
+//! `prompt.rs`, `classify.rs` (error classes), one file per backend: `mock.rs`,
+//! `sdk/` (direct API loops), `cli/` (Claude Code, Codex, Cursor, Gemini, OpenCode).
+
+pub mod classify;
+pub mod cli;
+pub mod client;
+pub mod context;
+pub mod mock;
+pub mod prompt;
+pub mod protocol;
+pub mod sdk;
+
+use protocol::{ErrorClass, Outcome, Report, RunConfig, Usage};
+use std::io::Write;
+use std::sync::Mutex;
+
+/// Writes reports to stdout, one line each, flushed at once (the kernel's idle
+/// timer and agent_ask's progress depend on them arriving promptly).
+#[derive(Default)]
+pub struct Reporter {
+    usage: Mutex<Usage>,
+}
+
+impl Reporter {
+    pub fn send(&self, r: &Report) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", r.line());
+        let _ = out.flush();
+    }
+
+    pub fn progress(&self, message: impl Into<String>) {
+        let mut message: String = message.into();
+        if message.len() > 500 {
+            let mut cut = 500;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        self.send(&Report::Progress { message });
+    }
+
+    /// Adds to the run's usage and reports the new total.
+    pub fn add_usage(&self, u: Usage) {
+        let total = {
+            let mut t = self.usage.lock().unwrap();
+            t.add(u);
+            *t
+        };
+        self.send(&Report::Usage(total));
+    }
+
+    /// Replaces the run's usage (backends that report running totals).
+    pub fn set_usage(&self, u: Usage) {
+        *self.usage.lock().unwrap() = u;
+        self.send(&Report::Usage(u));
+    }
+
+    /// The run's usage so far.
+    pub fn usage(&self) -> Usage {
+        *self.usage.lock().unwrap()
+    }
+
+    pub fn session(&self, id: &str) {
+        self.send(&Report::Session { id: id.to_owned() });
+    }
+}
+
+/// Why a run failed, classified.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        Self {
+            class,
+            message: message.into(),
+        }
+    }
+
+    /// Classifies a message from a provider or CLI by its words.
+    pub fn classified(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            class: classify::classify(&message),
+            message,
+        }
+    }
+}
+
+/// Everything a backend gets for one run.
+pub struct Run<'a> {
+    pub cfg: &'a RunConfig,
+    pub client: &'a client::Kernel,
+    pub context: &'a context::Context,
+    pub report: &'a Reporter,
+}
+
+/// The worker mode's entry point. Returns the process exit code.
+pub async fn main() -> i32 {
+    let report = Reporter::default();
+    report.send(&Report::Started);
+    let outcome = match std::env::var(protocol::RUN_ENV)
+        .map_err(|_| {
+            format!(
+                "{} is not set: the worker mode is started by the kernel",
+                protocol::RUN_ENV
+            )
+        })
+        .and_then(|s| {
+            serde_json::from_str::<RunConfig>(&s).map_err(|e| format!("bad run config: {e}"))
+        }) {
+        Err(e) => Err(Failure::new(ErrorClass::Other, e)),
+        Ok(cfg) => run(&cfg, &report).await,
+    };
+    let (code, outcome) = match outcome {
+        Ok(final_text) => (
+            0,
+            Outcome {
+                ok: true,
+                final_text,
+                ..Default::default()
+            },
+        ),
+        Err(f) => (
+            1,
+            Outcome {
+                ok: false,
+                error_class: Some(f.class),
+                error: Some(f.message),
+                ..Default::default()
+            },
+        ),
+    };
+    report.send(&Report::Result(outcome));
+    code
+}
+
+async fn run(cfg: &RunConfig, report: &Reporter) -> Result<Option<String>, Failure> {
+    // Check that the backend can run at all before reading the inbox: a run that
+    // cannot start must leave the messages pending, untouched.
+    let backend = cli::Cli::for_backend(&cfg.backend);
+    if let Some(b) = &backend {
+        b.check(cfg).await?;
+    }
+    let client = client::Kernel::connect(&cfg.url, &cfg.token).await?;
+    let context = context::Context::fetch(&client).await?;
+    report.progress(format!(
+        "{} read {} inbox message(s)",
+        cfg.agent,
+        context.inbox.len()
+    ));
+    let run = Run {
+        cfg,
+        client: &client,
+        context: &context,
+        report,
+    };
+    let result = match (cfg.backend.as_str(), backend) {
+        ("mock", _) => mock::run(&run).await,
+        ("sdk", _) => sdk::run(&run).await,
+        (_, Some(b)) => b.run(&run).await,
+        (other, None) => Err(Failure::new(
+            ErrorClass::Other,
+            format!("unknown backend {other:?}"),
+        )),
+    };
+    client.close().await;
+    result
+}

@@ -1,0 +1,251 @@
+//! The control channel between the kernel and a worker, both directions.
+//!
+//! kernel -> worker: one [`RunConfig`] as JSON in the `AW_RUN` environment variable.
+//! worker -> kernel: [`Report`]s as JSON lines on stdout. Anything else on stdout is
+//! ignored (but still counts as a sign of life for the idle timeout).
+//!
+//! This module is plain data so that the kernel can depend on it without depending on
+//! how a worker runs.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The environment variable that carries the run configuration.
+pub const RUN_ENV: &str = "AW_RUN";
+
+/// Everything a worker needs for one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub run_id: String,
+    pub agent: String,
+    /// The workflow instance, e.g. `@review:pr-1`.
+    pub workflow: String,
+    pub backend: String,
+    pub model: Option<String>,
+    pub system: Option<String>,
+    /// The working directory the backend runs in (already created).
+    pub cwd: PathBuf,
+    /// The kernel's MCP endpoint.
+    pub url: String,
+    /// The run's own agent token; revoked when the run ends.
+    pub token: String,
+    /// The backend's conversation to continue, if an earlier run left one.
+    pub session_id: Option<String>,
+    /// Why this run started: `ask`, `wake`, `schedule`, `retry`.
+    pub trigger: String,
+    /// An extra instruction for this run (a schedule's prompt).
+    pub prompt: Option<String>,
+    /// The mock backend's rules.
+    #[serde(default)]
+    pub mock: Vec<MockRule>,
+    /// Cap on model turns (sdk) or CLI turns where the CLI has one.
+    pub max_steps: u32,
+}
+
+/// One rule of the mock backend: the first rule whose `when` matches a message is
+/// applied; a rule that only sleeps lets the next matching rule apply too.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockRule {
+    /// Case-insensitive regex on the message text (default: every message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Wait this long first, e.g. "2s".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<String>,
+    /// Post this to the channel. `{from}` is the sender of the message, `{name}` this
+    /// agent, `{message}` the message text with its @ signs removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<String>,
+    /// With `send`: make it a direct message to this member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Append to a shared document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_append: Option<MockDocAppend>,
+    /// Vote on a proposal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vote: Option<MockVote>,
+    /// Store this text as a resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Fail the run with this error (its deliveries stay pending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail: Option<String>,
+    /// The run's private final text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockDocAppend {
+    /// Default notes.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockVote {
+    /// A proposal id such as "prop-1" (default "latest").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<String>,
+    pub choice: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+pub const MAX_MOCK_RULES: usize = 50;
+
+impl MockRule {
+    /// Checks a rule list; the error says which rule and what to change.
+    pub fn validate_all(rules: &[MockRule]) -> Result<(), String> {
+        if rules.len() > MAX_MOCK_RULES {
+            return Err(format!("at most {MAX_MOCK_RULES} mock rules"));
+        }
+        for (i, r) in rules.iter().enumerate() {
+            let n = i + 1;
+            if let Some(w) = &r.when {
+                regex::RegexBuilder::new(w)
+                    .case_insensitive(true)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| format!("mock rule {n}: `when` is not a valid regex: {e}"))?;
+            }
+            if let Some(s) = &r.sleep {
+                let d = humantime::parse_duration(s).map_err(|_| {
+                    format!("mock rule {n}: sleep {s:?} is not a duration; write e.g. \"2s\"")
+                })?;
+                if d > std::time::Duration::from_secs(3600) {
+                    return Err(format!("mock rule {n}: sleep is at most 1h"));
+                }
+            }
+            if r.to.is_some() && r.send.is_none() {
+                return Err(format!("mock rule {n}: `to` needs `send`"));
+            }
+            let acts = [
+                r.sleep.is_some(),
+                r.send.is_some(),
+                r.doc_append.is_some(),
+                r.vote.is_some(),
+                r.resource.is_some(),
+                r.fail.is_some(),
+                r.reply.is_some(),
+            ];
+            if !acts.contains(&true) {
+                return Err(format!(
+                    "mock rule {n} does nothing: give it one of sleep, send, doc_append, vote, resource, fail, reply"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What went wrong in a run, in the words a scheduler acts on.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Not logged in, bad or missing key: a person must act.
+    Auth,
+    /// Out of credit or quota: a person must act.
+    BillingQuota,
+    /// Too many requests: try again later.
+    RateLimit,
+    /// The provider or the kernel could not be reached.
+    Network,
+    /// A limit of the process manager (startup, idle or total).
+    Timeout,
+    /// The worker died without reporting an outcome.
+    Crash,
+    /// Stopped on purpose (pause, delete, shutdown).
+    Stopped,
+    /// The kernel restarted while the run was in progress.
+    Lost,
+    Other,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Auth => "auth",
+            ErrorClass::BillingQuota => "billing_quota",
+            ErrorClass::RateLimit => "rate_limit",
+            ErrorClass::Network => "network",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Crash => "crash",
+            ErrorClass::Stopped => "stopped",
+            ErrorClass::Lost => "lost",
+            ErrorClass::Other => "other",
+        }
+    }
+}
+
+/// Token counts and cost. Reports carry the run's running totals, not increments.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// In US dollars, when the backend reports it or its price is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// A line a worker prints on stdout.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Report {
+    /// Printed first, before anything slow.
+    Started,
+    /// Something happened (a tool call, a model turn). Shown as MCP progress.
+    Progress { message: String },
+    /// The backend's conversation id, to resume next time.
+    Session { id: String },
+    /// The run's usage so far.
+    Usage(Usage),
+    /// The outcome; the last line of a run.
+    Result(Outcome),
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Outcome {
+    pub ok: bool,
+    /// The backend's private final text (never posted to the channel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<ErrorClass>,
+    /// The error in the backend's own words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Report {
+    /// One JSON line.
+    pub fn line(&self) -> String {
+        serde_json::to_string(self).expect("reports serialise")
+    }
+
+    /// Parses a stdout line; `None` for anything that is not a report.
+    pub fn parse(line: &str) -> Option<Report> {
+        let line = line.trim();
+        if !line.starts_with('{') {
+            return None;
+        }
+        serde_json::from_str(line).ok()
+    }
+}

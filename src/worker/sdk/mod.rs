@@ -1,0 +1,233 @@
+//! The `sdk` backend: our own tool loop over HTTP, no CLI.
+//!
+//! The model gets the kernel's MCP tools as its tools; each tool call it makes is
+//! made over MCP as the agent, and the result goes back to it, until it answers
+//! without calling a tool or the step cap is reached. Two wire formats cover the
+//! field: the Anthropic Messages API and OpenAI-compatible Chat Completions (OpenAI,
+//! Ollama, llama.cpp, vLLM, ...).
+//!
+//! Model names: `anthropic/<model>` or `openai/<model>`; a bare name starting with
+//! `claude` is Anthropic, any other bare name OpenAI-compatible. Keys and base URLs
+//! come from the agent's env or the kernel's: `ANTHROPIC_API_KEY`,
+//! `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`.
+
+mod anthropic;
+mod openai;
+pub mod price;
+
+use super::client::ToolFailed;
+use super::protocol::{ErrorClass, Usage};
+use super::{Failure, Run, classify, prompt};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A tool as the model sees it.
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    pub schema: Value,
+}
+
+/// One tool call the model asked for; `args` is an error when the model sent
+/// arguments that are not a JSON object.
+pub struct Call {
+    pub id: String,
+    pub name: String,
+    pub args: Result<Value, String>,
+}
+
+/// One model turn.
+pub struct Turn {
+    pub text: Option<String>,
+    pub calls: Vec<Call>,
+    pub usage: Usage,
+    /// The assistant message to append to the conversation, verbatim.
+    pub assistant: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+}
+
+/// Where and how to reach the model.
+pub struct Endpoint {
+    pub provider: Provider,
+    pub model: String,
+    pub base: String,
+    pub key: Option<String>,
+    pub http: reqwest::Client,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Endpoint {
+    pub fn from_env(model: Option<&str>) -> Result<Self, Failure> {
+        let (provider, model) = match model.map(str::trim).filter(|m| !m.is_empty()) {
+            Some(m) => match m.split_once('/') {
+                Some(("anthropic", rest)) => (Provider::Anthropic, rest.to_owned()),
+                Some(("openai", rest)) => (Provider::OpenAi, rest.to_owned()),
+                _ if m.starts_with("claude") => (Provider::Anthropic, m.to_owned()),
+                _ => (Provider::OpenAi, m.to_owned()),
+            },
+            None if env("ANTHROPIC_API_KEY").is_some() => {
+                (Provider::Anthropic, "claude-sonnet-4-5".to_owned())
+            }
+            None if env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some() => {
+                (Provider::OpenAi, "gpt-5".to_owned())
+            }
+            None => {
+                return Err(Failure::new(
+                    ErrorClass::Auth,
+                    "the sdk backend found no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY (or OPENAI_BASE_URL for a local server) in the agent's env",
+                ));
+            }
+        };
+        let (base, key) = match provider {
+            Provider::Anthropic => (
+                env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
+                env("ANTHROPIC_API_KEY").or_else(|| env("ANTHROPIC_AUTH_TOKEN")),
+            ),
+            Provider::OpenAi => (
+                env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                env("OPENAI_API_KEY"),
+            ),
+        };
+        // A local OpenAI-compatible server needs no key; the hosted APIs do.
+        let local = base.contains("://127.0.0.1")
+            || base.contains("://localhost")
+            || base.contains("://[::1]");
+        if key.is_none() && !local {
+            let var = match provider {
+                Provider::Anthropic => "ANTHROPIC_API_KEY",
+                Provider::OpenAi => "OPENAI_API_KEY",
+            };
+            return Err(Failure::new(
+                ErrorClass::Auth,
+                format!(
+                    "the sdk backend needs {var} in the agent's env for model {model} at {base}"
+                ),
+            ));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(600))
+            .build()
+            .map_err(|e| Failure::new(ErrorClass::Other, format!("HTTP client: {e}")))?;
+        Ok(Self {
+            provider,
+            model,
+            base: base.trim_end_matches('/').to_owned(),
+            key,
+            http,
+        })
+    }
+
+    /// POSTs a JSON body; a non-2xx answer is a classified failure in the
+    /// provider's own words.
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+    ) -> Result<Value, Failure> {
+        let mut req = self.http.post(url).json(body);
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| Failure::new(ErrorClass::Network, format!("cannot reach {url}: {e}")))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| {
+            Failure::new(
+                ErrorClass::Network,
+                format!("reading the answer from {url}: {e}"),
+            )
+        })?;
+        if !status.is_success() {
+            let detail = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| text.chars().take(500).collect());
+            return Err(Failure::new(
+                classify::classify_status(status.as_u16(), &text),
+                format!("{url} answered {status}: {detail}"),
+            ));
+        }
+        serde_json::from_str(&text).map_err(|e| {
+            Failure::new(
+                ErrorClass::Other,
+                format!("{url} answered with something that is not JSON: {e}"),
+            )
+        })
+    }
+}
+
+pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
+    let ep = Endpoint::from_env(run.cfg.model.as_deref())?;
+    let tools: Vec<ToolDef> = run
+        .client
+        .tools()
+        .await?
+        .into_iter()
+        .map(|t| ToolDef {
+            name: t.name.to_string(),
+            description: t.description.as_deref().unwrap_or_default().to_owned(),
+            schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect();
+    let system = prompt::system(run.cfg);
+    let mut convo =
+        vec![serde_json::json!({ "role": "user", "content": prompt::task(run.cfg, run.context) })];
+    let mut last_text = None;
+    for step in 1..=run.cfg.max_steps {
+        let turn = match ep.provider {
+            Provider::Anthropic => anthropic::turn(&ep, &system, &convo, &tools).await?,
+            Provider::OpenAi => openai::turn(&ep, &system, &convo, &tools).await?,
+        };
+        let mut usage = turn.usage;
+        usage.cost_usd = price::cost(&ep.model, &usage);
+        run.report.add_usage(usage);
+        if turn.text.is_some() {
+            last_text = turn.text.clone();
+        }
+        convo.push(turn.assistant);
+        if turn.calls.is_empty() {
+            return Ok(last_text);
+        }
+        let mut results = Vec::new();
+        for call in turn.calls {
+            run.report
+                .progress(format!("step {step}: calls {}", call.name));
+            let (text, is_error) = match call.args {
+                Err(e) => (
+                    format!(
+                        "your arguments were not a JSON object ({e}); call {} again with a JSON object",
+                        call.name
+                    ),
+                    true,
+                ),
+                Ok(args) => match run.client.call(&call.name, args).await? {
+                    Ok(v) => (v.to_string(), false),
+                    Err(ToolFailed(e)) => (e, true),
+                },
+            };
+            results.push((call.id, text, is_error));
+        }
+        match ep.provider {
+            Provider::Anthropic => anthropic::push_results(&mut convo, results),
+            Provider::OpenAi => openai::push_results(&mut convo, results),
+        }
+    }
+    run.report
+        .progress(format!("stopped at the step cap ({})", run.cfg.max_steps));
+    Ok(Some(format!(
+        "{}(stopped after {} steps while still calling tools)",
+        last_text.map(|t| format!("{t}\n")).unwrap_or_default(),
+        run.cfg.max_steps
+    )))
+}

@@ -1,0 +1,350 @@
+//! Workers end to end: the kernel spawns a real worker subprocess per run, which
+//! talks to the kernel over real MCP with its own run token. The mock backend makes
+//! this deterministic: agent_ask replies, acks after success only, failures leave
+//! the inbox pending, pause stops a run, delete stops the worker first, and the
+//! run's token dies with the run.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn info(lead: &Client, target: &str) -> Value {
+    call(lead, "agent_info", json!({"target": target}))
+        .await
+        .ok()
+}
+
+async fn ask(lead: &Client, target: &str, message: &str, wait: u64) -> Value {
+    call(
+        lead,
+        "agent_ask",
+        json!({"target": target, "message": message, "wait_seconds": wait}),
+    )
+    .await
+    .ok()
+}
+
+/// Polls agent_info until the agent has no run in progress.
+async fn settled(lead: &Client, target: &str) -> Value {
+    for _ in 0..200 {
+        let i = info(lead, target).await;
+        if i.get("running").is_none() {
+            return i;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{target} is still running after 20 s");
+}
+
+#[tokio::test]
+async fn agent_ask_returns_the_reply_and_acks_after_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "bob", "backend": "mock", "mock": [
+            {"when": "capital", "send": "@user the capital is Paris (asked: {message})", "reply": "answered {from}"},
+        ]}),
+    )
+    .await
+    .ok();
+    // A plain mock: no rules, it acknowledges its inbox without any @.
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "carol", "backend": "mock"}),
+    )
+    .await
+    .ok();
+
+    let r = ask(&lead, "bob", "What is the capital of @France?", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(
+        r["reply"]["messages"],
+        json!(["@user the capital is Paris (asked: What is the capital of France?)"])
+    );
+    assert_eq!(r["reply"]["final_text"], "answered user");
+
+    let i = info(&lead, "bob").await;
+    assert_eq!(i["inbox"]["pending"], 0, "{i}");
+    assert_eq!(i["inbox"]["seen"], 0, "{i}");
+    assert_eq!(i["inbox"]["acked"], 1, "{i}");
+    assert_eq!(i["runs"].as_array().unwrap().len(), 1);
+    let run = &i["runs"][0];
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["trigger"], "ask");
+    assert_eq!(run["id"], r["run_id"]);
+    assert_eq!(i["usage"]["runs"], 1);
+    // The run's token died with the run.
+    assert_eq!(i["active_tokens"], 0, "{i}");
+    assert_eq!(i["agent"]["state"], "idle");
+
+    let r = ask(&lead, "carol", "hello @bob, see @carol", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "carol done");
+    let ch = call(&lead, "channel_read", json!({"limit": 10})).await.ok();
+    let last = ch["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["from"], "carol");
+    assert_eq!(
+        last["content"],
+        "[carol] Processed: user: hello bob, see carol"
+    );
+    // No @ in the acknowledgement, so nobody was woken by it.
+    assert_eq!(last["mentions"], json!([]));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_run_leaves_the_inbox_pending_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "dave", "backend": "mock", "mock": [
+            {"when": "quota", "fail": "Quota exceeded. Check your plan and billing details."},
+            {"when": "boom", "fail": "simulated failure"},
+            {"reply": "fine"},
+        ]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "dave", "boom", 30).await;
+    assert_eq!(r["status"], "failed", "{r}");
+    assert_eq!(r["error_class"], "other");
+    assert_eq!(r["error"], "simulated failure");
+    assert_eq!(r["reply"]["messages"], json!([]));
+    let i = info(&lead, "dave").await;
+    assert_eq!(
+        i["inbox"]["pending"], 1,
+        "the failed run's message is pending: {i}"
+    );
+    assert_eq!(i["inbox"]["acked"], 0);
+    assert_eq!(i["runs"][0]["status"], "failed");
+    assert_eq!(i["usage"]["failed"], 1);
+
+    // A classified failure: billing words make it billing_quota. (A new agent: dave's
+    // next run would meet "boom" first again, as it is still pending.)
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "erin", "backend": "mock", "mock": [
+            {"when": "quota", "fail": "Quota exceeded. Check your plan and billing details."},
+        ]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "erin", "quota", 30).await;
+    assert_eq!(r["error_class"], "billing_quota", "{r}");
+    let r = ask(&lead, "dave", "second", 30).await;
+    assert_eq!(
+        r["error"], "simulated failure",
+        "the pending message is read again: {r}"
+    );
+    let i = info(&lead, "dave").await;
+    assert_eq!(i["inbox"]["pending"], 2, "{i}");
+    call(&lead, "agent_delete", json!({"target": "dave"}))
+        .await
+        .ok();
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn pause_stops_a_running_worker_and_resume_lets_it_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "slow", "backend": "mock", "mock": [
+            {"when": "wait", "sleep": "60s"},
+            {"reply": "woke"},
+        ]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "slow", "please wait", 1).await;
+    assert_eq!(r["status"], "running", "{r}");
+    assert!(r.get("reply").is_none());
+    let i = info(&lead, "slow").await;
+    assert_eq!(i["running"], r["run_id"]);
+    assert_eq!(i["agent"]["state"], "running");
+
+    let p = call(&lead, "agent_pause", json!({"target": "slow"}))
+        .await
+        .ok();
+    assert_eq!(p["agent"]["state"], "paused");
+    let i = info(&lead, "slow").await;
+    assert!(i.get("running").is_none(), "{i}");
+    assert_eq!(i["runs"][0]["status"], "stopped");
+    assert_eq!(i["runs"][0]["error_class"], "stopped");
+    assert_eq!(i["inbox"]["pending"], 1, "a stopped run loses nothing: {i}");
+    assert_eq!(i["active_tokens"], 0);
+
+    let e = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "slow", "message": "hello"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("paused") && e.contains("agent_resume"), "{e}");
+
+    call(&lead, "agent_resume", json!({"target": "slow"}))
+        .await
+        .ok();
+    call(&lead, "agent_new", json!({"name": "x", "backend": "mock"}))
+        .await
+        .ok();
+    // The pending "please wait" sleeps again; delete stops it, leaving no run behind.
+    let r = ask(&lead, "slow", "hi", 1).await;
+    assert_eq!(r["status"], "running");
+    let d = call(&lead, "agent_delete", json!({"target": "slow"}))
+        .await
+        .ok();
+    assert_eq!(d["deleted"], "slow");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let cases = [
+        (
+            json!({"name": "m", "backend": "mock", "mock": [{"when": "("}]}),
+            "not a valid regex",
+        ),
+        (
+            json!({"name": "m", "backend": "mock", "mock": [{"when": "x"}]}),
+            "does nothing",
+        ),
+        (
+            json!({"name": "m", "backend": "mock", "mock": [{"sleep": "soon"}]}),
+            "not a duration",
+        ),
+        (
+            json!({"name": "m", "backend": "mock", "mock": [{"to": "bob", "reply": "x"}]}),
+            "`to` needs `send`",
+        ),
+        (
+            json!({"name": "m", "backend": "claude", "mock": [{"reply": "x"}]}),
+            "mock rules are for the mock backend",
+        ),
+        (
+            json!({"name": "m", "backend": "mock", "max_steps": 0}),
+            "max_steps",
+        ),
+        (
+            json!({"name": "m", "backend": "sdk", "env": {"AW_RUN": "{}"}}),
+            "reserved",
+        ),
+        (
+            json!({"name": "m", "backend": "sdk", "env": {"AGENT_WORKER_TOKEN": "x"}}),
+            "reserved",
+        ),
+    ];
+    for (args, want) in cases {
+        let e = call(&lead, "agent_new", args.clone()).await.err();
+        assert!(e.contains(want), "{args}: {e}");
+    }
+    assert_eq!(
+        call(&lead, "agent_list", json!({})).await.ok()["agents"],
+        json!([])
+    );
+    call(&lead, "agent_new", json!({"name": "m", "backend": "mock"}))
+        .await
+        .ok();
+    let e = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "m", "message": "hi", "wait_seconds": 51}),
+    )
+    .await
+    .err();
+    assert!(e.contains("at most 50"), "{e}");
+    let e = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "nobody", "message": "hi"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("no agent"), "{e}");
+    // Nothing was posted for the refused asks.
+    let ch = call(&lead, "channel_read", json!({})).await.ok();
+    assert_eq!(ch["messages"], json!([]));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_of_a_missing_cli_is_a_clear_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    for backend in ["claude", "codex", "gemini", "opencode", "cursor"] {
+        let name = format!("{backend}-agent");
+        call(
+            &lead,
+            "agent_new",
+            json!({"name": name, "backend": backend, "env": {"PATH": "/nonexistent"}}),
+        )
+        .await
+        .ok();
+        let r = ask(&lead, &name, "hi", 30).await;
+        assert_eq!(r["status"], "failed", "{r}");
+        let err = r["error"].as_str().unwrap();
+        assert!(
+            err.contains("not on the PATH") && err.contains("install"),
+            "{err}"
+        );
+        let i = info(&lead, &name).await;
+        assert_eq!(i["inbox"]["pending"], 1, "{i}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_busy_agent_takes_the_question_in_its_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "eve", "backend": "mock", "mock": [
+            {"when": "first", "sleep": "2s"},
+            {"when": "first", "send": "@user first done"},
+            {"when": "second", "send": "@user second done"},
+        ]}),
+    )
+    .await
+    .ok();
+    let first = ask(&lead, "eve", "first", 0).await;
+    assert_eq!(first["status"], "running");
+    // Ask again once the first run has read its inbox (and sleeps).
+    for _ in 0..100 {
+        if info(&lead, "eve").await["inbox"]["seen"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = ask(&lead, "eve", "second", 30).await;
+    assert_eq!(second["status"], "succeeded", "{second}");
+    assert_ne!(second["run_id"], first["run_id"]);
+    // Everything eve sent the lead since the question, the first run's answer included.
+    assert_eq!(
+        second["reply"]["messages"],
+        json!(["@user first done", "@user second done"])
+    );
+    let i = settled(&lead, "eve").await;
+    assert_eq!(i["usage"]["runs"], 2, "{i}");
+    assert_eq!(i["inbox"]["acked"], 2);
+    s.stop().await;
+}
