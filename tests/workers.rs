@@ -348,3 +348,125 @@ async fn a_busy_agent_takes_the_question_in_its_next_run() {
     assert_eq!(i["inbox"]["acked"], 2);
     s.stop().await;
 }
+
+/// The worker processes (internal worker mode) whose parent is `parent`.
+fn workers_of(parent: u32) -> Vec<u32> {
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let (Ok(stat), Ok(cmdline)) = (
+            std::fs::read_to_string(format!("/proc/{pid}/stat")),
+            std::fs::read(format!("/proc/{pid}/cmdline")),
+        ) else {
+            continue;
+        };
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let is_worker = String::from_utf8_lossy(&cmdline).contains("__worker");
+        if is_worker && f[0] != "Z" && (parent == 0 || f[1].parse::<u32>().ok() == Some(parent)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_run_is_a_crash_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "frank", "backend": "mock", "mock": [{"sleep": "60s"}]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "frank", "work", 1).await;
+    assert_eq!(r["status"], "running");
+    let w = workers_of(s.child.id().unwrap());
+    assert_eq!(w.len(), 1, "{w:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(w[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let i = settled(&lead, "frank").await;
+    let run = &i["runs"][0];
+    assert_eq!(run["status"], "failed", "{i}");
+    assert_eq!(run["error_class"], "crash");
+    assert!(run["error"].as_str().unwrap().contains("signal 9"), "{run}");
+    assert_eq!(i["inbox"]["pending"], 1, "{i}");
+    assert_eq!(i["active_tokens"], 0);
+    // The kernel is fine: the agent runs again.
+    assert!(workers_of(s.child.id().unwrap()).is_empty());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_kernel_restart_closes_runs_as_lost_and_kills_their_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "gina", "backend": "mock", "mock": [{"sleep": "60s"}]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "gina", "work", 1).await;
+    assert_eq!(r["status"], "running");
+    let w = workers_of(s.child.id().unwrap());
+    assert_eq!(w.len(), 1);
+    drop(lead);
+    s.kill().await;
+    // The worker outlived its kernel (it sleeps); the next kernel must end it.
+    assert!(
+        alive(w[0]),
+        "the orphaned worker should still be there before the restart"
+    );
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    for _ in 0..50 {
+        if !alive(w[0]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!alive(w[0]), "the previous kernel's worker was not killed");
+    let i = info(&lead, "gina").await;
+    assert_eq!(i["runs"][0]["status"], "lost", "{i}");
+    assert_eq!(i["runs"][0]["id"], r["run_id"]);
+    assert_eq!(i["inbox"]["pending"], 1, "{i}");
+    assert_eq!(i["agent"]["state"], "idle");
+    assert_eq!(i["active_tokens"], 0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn stopping_the_kernel_stops_its_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "hal", "backend": "mock", "mock": [{"sleep": "60s"}]}),
+    )
+    .await
+    .ok();
+    ask(&lead, "hal", "work", 1).await;
+    let w = workers_of(s.child.id().unwrap());
+    assert_eq!(w.len(), 1);
+    drop(lead);
+    s.stop().await;
+    assert!(!alive(w[0]), "a worker outlived its kernel");
+}
