@@ -1,6 +1,8 @@
 //! Test harness: the real binary over real transports, driven by rmcp's client.
 #![allow(dead_code)]
 
+pub mod fake_llm;
+
 use rmcp::{
     RoleClient,
     model::{CallToolRequestParams, ProtocolVersion},

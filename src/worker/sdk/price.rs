@@ -1,6 +1,6 @@
 //! Approximate list prices, in US dollars per million input and output tokens, for
 //! the cost the sdk backend records. Unknown models record no cost rather than a
-//! wrong one; `AW_PRICE_PER_MTOK="in,out"` in the agent's env sets the price for any
+//! wrong one; `SDK_PRICE_PER_MTOK="in,out"` in the agent's env sets the price for any
 //! model (a local model: "0,0").
 
 use crate::worker::protocol::Usage;
@@ -20,7 +20,7 @@ const PRICES: &[(&str, f64, f64)] = &[
 ];
 
 fn per_mtok(model: &str) -> Option<(f64, f64)> {
-    if let Ok(s) = std::env::var("AW_PRICE_PER_MTOK")
+    if let Ok(s) = std::env::var("SDK_PRICE_PER_MTOK")
         && let Some((a, b)) = s.split_once(',')
         && let (Ok(a), Ok(b)) = (a.trim().parse(), b.trim().parse())
     {

@@ -1,0 +1,212 @@
+//! The `sdk` backend against fake providers inside the test: a fake Anthropic
+//! Messages API and a fake OpenAI-compatible Chat Completions API script a tool call
+//! (channel_send), and the message must appear in the channel, sent by the agent
+//! over MCP with its run token.
+
+mod common;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use serde_json::{Value, json};
+
+async fn sdk_agent(lead: &Client, name: &str, model: &str, env: Value) {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": name, "backend": "sdk", "model": model, "env": env,
+               "system": "You are the release manager. Keep answers short."}),
+    )
+    .await
+    .ok();
+}
+
+async fn ask(lead: &Client, target: &str, message: &str) -> Value {
+    call(
+        lead,
+        "agent_ask",
+        json!({"target": target, "message": message, "wait_seconds": 30}),
+    )
+    .await
+    .ok()
+}
+
+/// The last channel message, as the lead sees it.
+async fn last_message(lead: &Client) -> Value {
+    let ch = call(lead, "channel_read", json!({"limit": 5})).await.ok();
+    ch["messages"].as_array().unwrap().last().unwrap().clone()
+}
+
+#[tokio::test]
+async fn anthropic_tool_loop_posts_through_mcp() {
+    let llm = FakeLlm::start(Script::tool_then_text(
+        "channel_send",
+        json!({"message": "@user release notes are ready"}),
+        "posted the notes",
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    sdk_agent(
+        &lead,
+        "rm",
+        "claude-sonnet-4-5",
+        json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test-anthropic"}),
+    )
+    .await;
+    let r = ask(&lead, "rm", "Are the release notes done?").await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "posted the notes");
+    assert_eq!(
+        r["reply"]["messages"],
+        json!(["@user release notes are ready"])
+    );
+    let m = last_message(&lead).await;
+    assert_eq!(m["from"], "rm");
+    assert_eq!(m["content"], "@user release notes are ready");
+
+    let calls = llm.model_calls();
+    assert_eq!(calls.len(), 2, "one tool call, then the answer");
+    let first = &calls[0];
+    assert_eq!(first["headers"]["x-api-key"], "sk-test-anthropic");
+    let body = &first["body"];
+    assert!(
+        body["system"]
+            .as_str()
+            .unwrap()
+            .contains("You are the release manager"),
+        "the system prompt reaches the model"
+    );
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"channel_send") && tools.contains(&"team_doc_read"));
+    assert!(
+        !tools.contains(&"agent_new"),
+        "agents never see management tools"
+    );
+    let task = body["messages"][0]["content"].as_str().unwrap();
+    assert!(task.contains("Are the release notes done?"), "{task}");
+    // The second call carries the tool result back.
+    let second = &calls[1]["body"]["messages"];
+    assert_eq!(second[2]["content"][0]["type"], "tool_result");
+
+    let i = call(&lead, "agent_info", json!({"target": "rm"}))
+        .await
+        .ok();
+    let usage = &i["runs"][0]["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{i}");
+    assert!(usage["output_tokens"].as_u64().unwrap() > 0);
+    assert!(
+        usage["cost_usd"].as_f64().unwrap() > 0.0,
+        "a known model is priced"
+    );
+    assert_eq!(i["inbox"]["acked"], 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn openai_compatible_tool_loop_posts_through_mcp() {
+    let llm = FakeLlm::start(Script::tool_then_text(
+        "channel_send",
+        json!({"message": "hello from a local model"}),
+        "done",
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    // A local server (like Ollama or llama.cpp) needs no key.
+    sdk_agent(
+        &lead,
+        "llama",
+        "openai/qwen3-coder",
+        json!({"OPENAI_BASE_URL": format!("{}/v1", llm.url)}),
+    )
+    .await;
+    let r = ask(&lead, "llama", "say hello").await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "done");
+    let m = last_message(&lead).await;
+    assert_eq!(
+        (m["from"].as_str(), m["content"].as_str()),
+        (Some("llama"), Some("hello from a local model"))
+    );
+    let calls = llm.model_calls();
+    assert_eq!(calls.len(), 2);
+    let body = &calls[0]["body"];
+    assert_eq!(body["model"], "qwen3-coder");
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("release manager")
+    );
+    assert_eq!(body["tools"][0]["type"], "function");
+    assert!(calls[0]["headers"].get("authorization").is_none());
+    assert_eq!(
+        calls[1]["body"]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["role"],
+        "tool"
+    );
+    let i = call(&lead, "agent_info", json!({"target": "llama"}))
+        .await
+        .ok();
+    assert!(
+        i["runs"][0]["usage"].get("cost_usd").is_none(),
+        "an unknown model has no price: {i}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let bad_key = FakeLlm::start(Script::error(401)).await;
+    let no_quota = FakeLlm::start(Script::error(429)).await;
+    sdk_agent(
+        &lead,
+        "a",
+        "claude-haiku-4-5",
+        json!({"ANTHROPIC_BASE_URL": bad_key.url, "ANTHROPIC_API_KEY": "bad"}),
+    )
+    .await;
+    sdk_agent(
+        &lead,
+        "o",
+        "openai/gpt-5",
+        json!({"OPENAI_BASE_URL": format!("{}/v1", no_quota.url), "OPENAI_API_KEY": "k"}),
+    )
+    .await;
+    // No key for a hosted API: refused before any request.
+    sdk_agent(
+        &lead,
+        "n",
+        "claude-sonnet-4-5",
+        json!({"ANTHROPIC_BASE_URL": "https://api.anthropic.com"}),
+    )
+    .await;
+    for (agent, class) in [("a", "auth"), ("o", "billing_quota"), ("n", "auth")] {
+        let r = ask(&lead, agent, "hi").await;
+        assert_eq!(r["status"], "failed", "{r}");
+        assert_eq!(r["error_class"], class, "{agent}: {r}");
+        let i = call(&lead, "agent_info", json!({"target": agent}))
+            .await
+            .ok();
+        assert_eq!(i["inbox"]["pending"], 1, "{agent}: {i}");
+    }
+    let r = ask(&lead, "n", "hi").await;
+    assert!(
+        r["error"].as_str().unwrap().contains("ANTHROPIC_API_KEY"),
+        "{r}"
+    );
+    s.stop().await;
+}
