@@ -607,25 +607,34 @@ fn error(api: Api, status: u16) -> Response {
             };
             json!({"error": {"message": msg, "type": kind, "param": null, "code": code}})
         }
+        // A bad key is really a 400 INVALID_ARGUMENT with reason API_KEY_INVALID;
+        // 401 is what a bad OAuth token gets. 429 carries a per-day QuotaFailure,
+        // which Gemini CLI treats as terminal ("exhausted your daily quota")
+        // instead of retrying for minutes.
         (Api::Gemini(_), _) => {
-            let (st, msg) = match status {
-                400 | 401 => (
+            let (st, msg, details) = match status {
+                400 => (
                     "INVALID_ARGUMENT",
                     "API key not valid. Please pass a valid API key.",
+                    json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]),
                 ),
-                403 => ("PERMISSION_DENIED", "Permission denied"),
+                401 => (
+                    "UNAUTHENTICATED",
+                    "Request had invalid authentication credentials.",
+                    json!([]),
+                ),
+                403 => ("PERMISSION_DENIED", "Permission denied", json!([])),
                 429 => (
                     "RESOURCE_EXHAUSTED",
                     "You exceeded your current quota, please check your plan and billing details.",
+                    json!([{"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests"}]}]),
                 ),
-                _ => ("INTERNAL", "Internal error"),
+                _ => ("INTERNAL", "Internal error", json!([])),
             };
-            let mut e = json!({"code": status, "message": msg, "status": st});
-            if status == 400 || status == 401 {
-                e["details"] = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]);
-            }
-            json!({"error": e})
+            json!({"error": {"code": status, "message": msg, "status": st, "details": details}})
         }
     };
     let mut r = json_response(status, body);

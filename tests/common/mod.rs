@@ -46,11 +46,14 @@ pub const CONTEXT_TOOLS: &[&str] = &[
 ];
 /// What only the lead sees, besides the context tools.
 pub const MANAGEMENT_TOOLS: &[&str] = &[
+    "agent_ask",
     "agent_delete",
     "agent_info",
     "agent_join",
     "agent_list",
     "agent_new",
+    "agent_pause",
+    "agent_resume",
     "workflow_context_set",
 ];
 

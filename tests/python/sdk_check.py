@@ -51,11 +51,14 @@ CONTEXT_TOOLS = sorted(
 LEAD_TOOLS = sorted(
     CONTEXT_TOOLS
     + [
+        "agent_ask",
         "agent_delete",
         "agent_info",
         "agent_join",
         "agent_list",
         "agent_new",
+        "agent_pause",
+        "agent_resume",
         "workflow_context_set",
     ]
 )
@@ -189,6 +192,24 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
                 f"agent_new creates {name}",
                 sc,
             )
+
+        # agent_ask runs a real worker subprocess (mock backend) and returns its reply.
+        asker = f"pyask@pyask:{mode}"
+        await call_ok(
+            lead,
+            "agent_new",
+            {
+                "name": "pyask",
+                "backend": "mock",
+                "workflow": f"@pyask:{mode}",
+                "mock": [{"send": "@user 42", "reply": "answered {from}"}],
+            },
+        )
+        sc = await call_ok(lead, "agent_ask", {"target": asker, "message": "the answer?", "wait_seconds": 30})
+        check(sc.get("status") == "succeeded", "agent_ask's run succeeded", sc)
+        reply = sc.get("reply") or {}
+        check(reply.get("messages") == ["@user 42"], "agent_ask returns what the agent sent the lead", sc)
+        check(reply.get("final_text") == "answered user", "agent_ask returns the run's final text", sc)
 
         sc = await call_ok(lead, "channel_send", {"message": f"@{alice} hello from python"})
         check("id" in sc, "channel_send returns a message id", sc)
