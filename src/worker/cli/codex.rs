@@ -50,6 +50,13 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
+    // Codex ignores OPENAI_BASE_URL in its environment; honour it the way Codex
+    // reads a base URL, so an agent's env means the same for every backend.
+    if let Ok(base) = std::env::var("OPENAI_BASE_URL")
+        && !base.trim().is_empty()
+    {
+        args.extend(["-c".into(), format!("openai_base_url={}", toml_str(base.trim()))]);
+    }
     args.push(prompt::task(cfg, run.context));
     Ok(Invocation {
         program: "codex".into(),

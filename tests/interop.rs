@@ -1,0 +1,243 @@
+//! The real worker CLIs from npm (Claude Code, Codex, Gemini CLI, OpenCode), driven
+//! offline: each runs as an agent's backend against a fake LLM server that scripts
+//! one `channel_send` tool call, so the real CLI calls our MCP tool with the run's
+//! token and the message must show up in the channel. Each CLI's missing-credentials
+//! error must be classified `auth`.
+//!
+//! `scripts/interop-setup` installs the CLIs into `.interop/`; `scripts/test` runs it
+//! and sets `INTEROP_REQUIRED=1`, so in CI a missing CLI fails instead of skipping.
+
+mod common;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// The folder holding the CLIs, or None (skip) when they are not installed and
+/// not required.
+fn cli_bin() -> Option<PathBuf> {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop/node_modules/.bin");
+    let ready = ["claude", "codex", "gemini", "opencode"]
+        .iter()
+        .all(|c| bin.join(c).exists());
+    if ready {
+        return Some(bin);
+    }
+    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
+        panic!("the worker CLIs are not installed in .interop/: run scripts/interop-setup");
+    }
+    eprintln!("skipping: the worker CLIs are not installed (run scripts/interop-setup)");
+    None
+}
+
+/// The environment every CLI run gets: the CLIs on the PATH and a private HOME, so
+/// nothing of the machine's own configuration or credentials is used.
+fn base_env(bin: &Path, home: &Path) -> serde_json::Map<String, Value> {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut m = serde_json::Map::new();
+    m.insert("PATH".into(), json!(path));
+    m.insert("HOME".into(), json!(home.display().to_string()));
+    m.insert("XDG_CONFIG_HOME".into(), json!(home.join(".config").display().to_string()));
+    m.insert("XDG_DATA_HOME".into(), json!(home.join(".local/share").display().to_string()));
+    m.insert("XDG_CACHE_HOME".into(), json!(home.join(".cache").display().to_string()));
+    m.insert("XDG_STATE_HOME".into(), json!(home.join(".local/state").display().to_string()));
+    m
+}
+
+/// Per-CLI settings that point it at the fake LLM.
+fn provider_env(backend: &str, llm: &str, home: &Path) -> Vec<(&'static str, String)> {
+    match backend {
+        "claude" => vec![
+            ("ANTHROPIC_BASE_URL", llm.to_owned()),
+            ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("IS_SANDBOX", "1".into()),
+        ],
+        "codex" => vec![
+            ("CODEX_API_KEY", "sk-test".into()),
+            ("CODEX_HOME", home.join(".codex").display().to_string()),
+            ("OPENAI_BASE_URL", format!("{llm}/v1")),
+        ],
+        "gemini" => vec![
+            ("GEMINI_API_KEY", "test-key".into()),
+            ("GOOGLE_GEMINI_BASE_URL", llm.to_owned()),
+        ],
+        "opencode" => vec![
+            ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
+            (
+                "OPENCODE_CONFIG_CONTENT",
+                json!({
+                    "provider": {"fake": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "name": "fake",
+                        "options": {"baseURL": format!("{llm}/v1"), "apiKey": "sk-test"},
+                        "models": {"fake-model": {"name": "fake-model", "tool_call": true}},
+                    }},
+                })
+                .to_string(),
+            ),
+        ],
+        _ => vec![],
+    }
+}
+
+fn model_for(backend: &str) -> Option<&'static str> {
+    match backend {
+        "opencode" => Some("fake/fake-model"),
+        "gemini" => Some("gemini-2.5-flash"),
+        "codex" => Some("gpt-5.5"),
+        "claude" => Some("claude-sonnet-4-5"),
+        _ => None,
+    }
+}
+
+async fn drive(backend: &str) {
+    let Some(bin) = cli_bin() else { return };
+    let text = format!("hello from {backend}");
+    let llm = FakeLlm::start(Script::tool_then_text(
+        "channel_send",
+        json!({"message": text}),
+        "all done",
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let mut env = base_env(&bin, home.path());
+    // What a user of each CLI has set up once: Codex's home folder, and Gemini's
+    // choice of API-key auth (needed for a custom base URL).
+    std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+    std::fs::create_dir_all(home.path().join(".gemini")).unwrap();
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+    )
+    .unwrap();
+    for (k, v) in provider_env(backend, &llm.url, home.path()) {
+        env.insert(k.into(), json!(v));
+    }
+    let mut args = json!({
+        "name": "worker", "backend": backend, "env": env,
+        "cwd": work.path().display().to_string(),
+        "system": "You are the interop checker. Always post with channel_send.",
+    });
+    if let Some(m) = model_for(backend) {
+        args["model"] = json!(m);
+    }
+    call(&lead, "agent_new", args).await.ok();
+    let r = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "worker", "message": "please say hello", "wait_seconds": 50}),
+    )
+    .await
+    .ok();
+    let info = call(&lead, "agent_info", json!({"target": "worker"})).await.ok();
+    assert_eq!(
+        r["status"], "succeeded",
+        "{backend}: {r}\nrun: {}\nrequests: {:?}",
+        info["runs"][0],
+        llm.requests().iter().map(|q| q["path"].clone()).collect::<Vec<_>>()
+    );
+    let ch = call(&lead, "channel_read", json!({"limit": 10})).await.ok();
+    let sent: Vec<(String, String)> = ch["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["from"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(
+        sent.contains(&("worker".to_owned(), text.clone())),
+        "{backend}: the CLI's tool call did not reach the channel: {sent:?}\nfirst model call: {}",
+        llm.model_calls().iter().map(|c| c["body"]["tools"].to_string().split("\"name\":").skip(1).map(|x| x.chars().take(40).collect::<String>()).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(r["reply"]["final_text"], "all done", "{backend}: {r}");
+    // The system prompt reached the model.
+    let bodies = llm
+        .model_calls()
+        .iter()
+        .map(|c| c["body"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(bodies.contains("You are the interop checker"), "{backend}: system prompt missing");
+    assert_eq!(info["inbox"]["acked"], 1, "{backend}: {info}");
+    // Workspace files the CLI needed for this run are gone again.
+    for f in [".gemini/settings.json", ".cursor/mcp.json"] {
+        assert!(!work.path().join(f).exists(), "{backend}: {f} was left behind");
+    }
+    s.stop().await;
+}
+
+/// Without any credentials the run fails at once as `auth`, in the CLI's words,
+/// and the message stays pending.
+async fn no_credentials(backend: &str) {
+    let Some(bin) = cli_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let mut env = base_env(&bin, home.path());
+    // Keys the machine may have must not leak in.
+    for k in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"] {
+        env.insert(k.into(), json!(""));
+    }
+    if backend == "codex" {
+        std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+        env.insert("CODEX_HOME".into(), json!(home.path().join(".codex").display().to_string()));
+    }
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "worker", "backend": backend, "env": env,
+               "cwd": work.path().display().to_string()}),
+    )
+    .await
+    .ok();
+    let r = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "worker", "message": "hi", "wait_seconds": 50}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["status"], "failed", "{backend}: {r}");
+    assert_eq!(r["error_class"], "auth", "{backend}: {r}");
+    let info = call(&lead, "agent_info", json!({"target": "worker"})).await.ok();
+    assert_eq!(info["inbox"]["pending"], 1, "{backend}: {info}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn claude_code_calls_our_tools() {
+    drive("claude").await;
+}
+
+#[tokio::test]
+async fn codex_calls_our_tools() {
+    drive("codex").await;
+}
+
+#[tokio::test]
+async fn gemini_cli_calls_our_tools() {
+    drive("gemini").await;
+}
+
+#[tokio::test]
+async fn opencode_calls_our_tools() {
+    drive("opencode").await;
+}
+
+#[tokio::test]
+async fn missing_credentials_are_auth_errors() {
+    for backend in ["claude", "codex", "gemini", "opencode"] {
+        no_credentials(backend).await;
+    }
+}
