@@ -9,6 +9,7 @@
 //! config.rs      launch options, data dir and admin token resolution
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
+//! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! kernel/        the single source of truth (one per data dir)
 //!   store.rs       SQLite: one writer thread with group commit + read pool
 //!   schema.rs      numbered migrations (PRAGMA user_version)
@@ -24,6 +25,15 @@
 //!                  the expiry timer
 //!   team.rs        member status and the member list
 //!   events.rs      post-commit events (wakes) for subscribers
+//!   workers.rs     the process manager: one worker subprocess per run, wake-while-running
+//!   runs.rs        run records; `finish_tx` settles a run (token, deliveries, state)
+//!   ask.rs         agent_ask: the DM, the run, the reply
+//! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
+//!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
+//!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
+//!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
+//!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor)
+//!   classify.rs    error classes from the words providers print
 //! mcp/           the MCP interface: stateless translation onto the kernel
 //!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
 //!   http.rs        axum app: bearer auth (401), Host/Origin checks, /mcp
@@ -48,6 +58,10 @@
 //!   are who must act.
 //! - Document paths are checked by `DocPath` before any provider sees them; the file
 //!   provider additionally keeps every access inside its folder (symlinks included).
+//! - At most one run per agent. A run's token, its `runs` row and the deliveries it
+//!   read are settled in one transaction when it ends: acked only on success. No
+//!   process of a run outlives it (its process group is swept), and the kernel never
+//!   passes its admin token to a worker. The worker reaches the kernel only over MCP.
 
 pub mod bridge;
 pub mod config;

@@ -29,7 +29,11 @@ pub fn app(kernel: Arc<Kernel>, tools: Arc<Tools>, ct: CancellationToken) -> axu
         .with_allowed_origins(["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"])
         .enforce_origin_validation()
         // Simple request/response tools answer with plain JSON where sessions are not used.
-        .with_json_response(true);
+        .with_json_response(true)
+        // No SSE priming events: they promise a resumability we do not offer (no event
+        // store), and their empty `data:` breaks clients that parse every event as
+        // JSON (Gemini CLI's MCP client failed with "Unexpected end of JSON input").
+        .with_sse_retry(None);
     let k = kernel.clone();
     let service = StreamableHttpService::new(
         move || Ok(AgentWorker::new(k.clone(), tools.clone())),

@@ -1,26 +1,31 @@
 //! A fake LLM provider for driving the real worker CLIs offline.
 //!
-//! One loopback HTTP server speaks the four wire protocols the CLIs use:
+//! One loopback HTTP server speaks every wire protocol the four CLIs use
+//! (verified with claude-code 2.1.197, codex 0.169.0, gemini-cli 0.61.0,
+//! opencode 1.18.33; see scripts/interop-setup):
 //!
-//! | CLI         | protocol                 | path                                              |
-//! |-------------|--------------------------|---------------------------------------------------|
-//! | Claude Code | Anthropic Messages (SSE) | `POST /v1/messages?beta=true`                     |
-//! | Codex       | OpenAI Responses (SSE)   | `POST /v1/responses`                              |
-//! | OpenCode    | Chat Completions / Messages | `POST /v1/chat/completions` (openai-compatible) |
-//! | Gemini CLI  | Gemini (SSE)             | `POST /v1beta/models/{m}:streamGenerateContent?alt=sse` |
+//! | CLI         | point it here                                   | it calls                                  |
+//! |-------------|-------------------------------------------------|-------------------------------------------|
+//! | Claude Code | `ANTHROPIC_BASE_URL={url}`                      | `POST /v1/messages?beta=true` (SSE)       |
+//! | Codex       | `-c openai_base_url="{url}/v1"`                 | `POST /v1/responses` (SSE)                |
+//! | Gemini CLI  | `GOOGLE_GEMINI_BASE_URL={url}`                  | `POST /v1beta/models/{m}:streamGenerateContent?alt=sse` |
+//! | OpenCode    | provider `options.baseURL` = `{url}/v1`         | `/v1/messages` (anthropic) or `/v1/chat/completions` (openai-compatible), SSE |
+//!
+//! Non-streaming variants (`stream:false`, `:generateContent`) are answered too.
 //!
 //! Every endpoint follows the same [`Script`]: while the conversation holds no
 //! tool result, answer with ONE call to the first offered tool whose name ends
-//! with `tool_suffix` (each CLI prefixes MCP tools differently:
-//! `mcp__aw__channel_send`, `mcp_aw_channel_send`, `aw_channel_send`, ...);
-//! once a tool result is in the conversation, answer with `final_text`. So one
-//! script gives a full "model -> MCP tools/call -> final text" loop in any CLI.
-//! Side requests without a matching tool (titles, summaries) get `final_text`.
+//! with `tool_suffix` (each CLI names MCP tools differently: `mcp__aw__channel_send`,
+//! `mcp_aw_channel_send`, `aw_channel_send`, or Codex's namespace `mcp__aw` +
+//! `channel_send`); once a tool result is in the conversation, answer with
+//! `final_text`. So one script drives a full "model -> MCP tools/call -> final
+//! text" loop in any CLI. Side requests that offer no such tool (OpenCode's
+//! session title) get `final_text` at once.
 //!
 //! Streamed answers are written as one complete SSE body: clients parse it
 //! incrementally anyway, and it keeps this file free of stream plumbing.
 //! Every request (method, path, query, headers, JSON body) is recorded, and
-//! unknown paths (model lists, telemetry) get a harmless `{}`-ish 200.
+//! other paths (Claude's `HEAD /`, model lists, count_tokens) get a harmless 200.
 #![allow(dead_code)]
 
 use axum::{
@@ -31,6 +36,7 @@ use axum::{
     response::Response,
 };
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::sync::{
     Arc, Mutex,
     atomic::{AtomicU64, Ordering},
@@ -45,8 +51,9 @@ pub struct Script {
     pub tool_args: Value,
     /// The answer once a tool result is in the conversation.
     pub final_text: String,
-    /// Fail every model call with this HTTP status and a provider-shaped error
-    /// body (401: bad key, 429: quota exhausted, others: server error).
+    /// Fail every model call with this HTTP status and the provider's error
+    /// body: 401 = bad key; 429 = quota exhausted (OpenAI `insufficient_quota`,
+    /// Gemini per-day quota; Anthropic has no quota 429, so `rate_limit_error`).
     pub error_status: Option<u16>,
 }
 
@@ -339,9 +346,9 @@ fn sse(events: Vec<(Option<&str>, String)>) -> Response {
     let mut s = String::new();
     for (ev, data) in events {
         if let Some(ev) = ev {
-            s.push_str(&format!("event: {ev}\n"));
+            let _ = writeln!(s, "event: {ev}");
         }
-        s.push_str(&format!("data: {data}\n\n"));
+        let _ = write!(s, "data: {data}\n\n");
     }
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")

@@ -55,7 +55,10 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     if let Ok(base) = std::env::var("OPENAI_BASE_URL")
         && !base.trim().is_empty()
     {
-        args.extend(["-c".into(), format!("openai_base_url={}", toml_str(base.trim()))]);
+        args.extend([
+            "-c".into(),
+            format!("openai_base_url={}", toml_str(base.trim())),
+        ]);
     }
     args.push(prompt::task(cfg, run.context));
     Ok(Invocation {
