@@ -275,12 +275,7 @@ async fn codex_calls_our_tools() {
     drive("codex").await;
 }
 
-/// Open: Gemini CLI 0.61's MCP client connects (it reads our server's
-/// instructions) but then fails with "SyntaxError: Unexpected end of JSON input" and
-/// drops the server before listing tools, so the model is offered none. Run it with
-/// `cargo test --test interop -- --ignored` while working on that.
 #[tokio::test]
-#[ignore = "Gemini CLI's MCP client drops our server during discovery (open)"]
 async fn gemini_cli_calls_our_tools() {
     drive("gemini").await;
 }

@@ -35,9 +35,12 @@ pub fn app(kernel: Arc<Kernel>, tools: Arc<Tools>, ct: CancellationToken) -> axu
         // JSON (Gemini CLI's MCP client failed with "Unexpected end of JSON input").
         .with_sse_retry(None);
     let k = kernel.clone();
+    // The same for session streams: the session manager has its own priming setting.
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.sse_retry = None;
     let service = StreamableHttpService::new(
         move || Ok(AgentWorker::new(k.clone(), tools.clone())),
-        LocalSessionManager::default().into(),
+        sessions.into(),
         config,
     );
     axum::Router::new()

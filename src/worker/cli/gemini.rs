@@ -40,7 +40,11 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     Ok(Invocation {
         program: "gemini".into(),
         args,
-        env: vec![("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into())],
+        env: vec![
+            ("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()),
+            // Gemini otherwise re-executes itself once per run (about 3 s).
+            ("GEMINI_CLI_NO_RELAUNCH".into(), "true".into()),
+        ],
         files: vec![settings],
     })
 }
