@@ -118,13 +118,39 @@ pub struct Spawned {
     pub start_time: Option<u64>,
 }
 
-/// Start time of a process in clock ticks since boot (`/proc/PID/stat`, field 22).
-pub fn process_start_time(pid: u32) -> Option<u64> {
+/// What `/proc/PID/stat` says of a process (Linux).
+#[derive(Debug, Clone, Copy)]
+pub struct ProcStat {
+    /// `R`, `S`, `Z` (a zombie: dead, not yet reaped), ...
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+    /// Clock ticks since boot.
+    pub start_time: u64,
+}
+
+impl ProcStat {
+    pub fn alive(&self) -> bool {
+        self.state != 'Z'
+    }
+}
+
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses; fields after it
-    // start past the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
+    // The command name (field 2) may hold spaces and parentheses; the fields after
+    // it start past the last ')': state is field 3, ppid 4, pgrp 5, starttime 22.
+    let f: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    Some(ProcStat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start_time: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// Start time of a process in clock ticks since boot.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|s| s.start_time)
 }
 
 /// Kills the process group led by `pid` if that process is still the one we started.

@@ -2,7 +2,7 @@
 //! a worker that ignores SIGTERM, one that forks a grandchild, bad UTF-8 and huge
 //! lines, a crash mid-run. After each, no process of the run is alive.
 
-use agent_worker::process::{Ended, Group, Limits, Spawned, supervise};
+use agent_worker::process::{Ended, Group, Limits, Spawned, proc_stat, supervise};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -58,24 +58,14 @@ async fn sh(script: &str, limits: Limits, stop: CancellationToken) -> Run {
     }
 }
 
-/// Every process whose process group is `pgid` (the run's group), from /proc.
+/// Every live process whose process group is `pgid` (the run's group).
 fn group_members(pgid: u32) -> Vec<u32> {
-    let mut out = vec![];
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let f: Vec<&str> = rest.split(' ').collect();
-        // f[0] = state, f[2] = pgrp. Zombies are dead already.
-        if f[2].parse::<u32>().ok() == Some(pgid) && f[0] != "Z" {
-            out.push(pid);
-        }
-    }
-    out
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| proc_stat(*pid).is_some_and(|s| s.pgrp == pgid && s.alive()))
+        .collect()
 }
 
 fn assert_nothing_left(r: &Run) {

@@ -5,6 +5,7 @@
 //! run's token dies with the run.
 
 mod common;
+use agent_worker::process::proc_stat;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -198,9 +199,6 @@ async fn pause_stops_a_running_worker_and_resume_lets_it_run_again() {
     call(&lead, "agent_resume", json!({"target": "slow"}))
         .await
         .ok();
-    call(&lead, "agent_new", json!({"name": "x", "backend": "mock"}))
-        .await
-        .ok();
     // The pending "please wait" sleeps again; delete stops it, leaving no run behind.
     let r = ask(&lead, "slow", "hi", 1).await;
     assert_eq!(r["status"], "running");
@@ -208,6 +206,10 @@ async fn pause_stops_a_running_worker_and_resume_lets_it_run_again() {
         .await
         .ok();
     assert_eq!(d["deleted"], "slow");
+    assert!(
+        workers_of(s.child.id().unwrap()).is_empty(),
+        "delete left a worker running"
+    );
     s.stop().await;
 }
 
@@ -349,32 +351,22 @@ async fn a_busy_agent_takes_the_question_in_its_next_run() {
     s.stop().await;
 }
 
-/// The worker processes (internal worker mode) whose parent is `parent`.
+/// The live worker processes (internal worker mode) whose parent is `parent`.
 fn workers_of(parent: u32) -> Vec<u32> {
-    let mut out = vec![];
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let (Ok(stat), Ok(cmdline)) = (
-            std::fs::read_to_string(format!("/proc/{pid}/stat")),
-            std::fs::read(format!("/proc/{pid}/cmdline")),
-        ) else {
-            continue;
-        };
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let f: Vec<&str> = rest.split(' ').collect();
-        let is_worker = String::from_utf8_lossy(&cmdline).contains("__worker");
-        if is_worker && f[0] != "Z" && (parent == 0 || f[1].parse::<u32>().ok() == Some(parent)) {
-            out.push(pid);
-        }
-    }
-    out
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| proc_stat(*pid).is_some_and(|s| s.ppid == parent && s.alive()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__worker"))
+        })
+        .collect()
 }
 
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+    proc_stat(pid).is_some_and(|s| s.alive())
 }
 
 #[tokio::test]

@@ -8,9 +8,8 @@
 use super::messaging::Outgoing;
 use super::registry::AgentRecord;
 use super::workers::RunHandle;
-use super::{Kernel, Scope};
+use super::{Caller, Kernel};
 use crate::error::{Error, Result};
-use crate::names::{LEAD, WorkflowRef};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
@@ -61,12 +60,9 @@ impl Kernel {
                 agent.view.target
             )));
         }
-        let scope = Scope {
-            workflow: WorkflowRef::parse(&agent.view.workflow)?,
-            workflow_id: agent.workflow_id,
-            me: LEAD.into(),
-            lead: true,
-        };
+        let scope = self
+            .scope(&Caller::Lead, Some(&agent.view.workflow))
+            .await?;
         let sent = self
             .channel_send(
                 &scope,

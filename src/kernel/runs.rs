@@ -165,7 +165,6 @@ pub fn set_pid_tx(c: &Connection, id: &str, pid: u32, start: Option<u64>) -> Res
 #[derive(Debug, Clone, Default)]
 pub struct RunEnd {
     pub ok: bool,
-    pub stopped: bool,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub error_class: Option<ErrorClass>,
@@ -174,6 +173,13 @@ pub struct RunEnd {
     pub final_text: Option<String>,
     pub session_id: Option<String>,
     pub stderr_tail: String,
+}
+
+impl RunEnd {
+    /// Ended on purpose (pause, delete, shutdown), not by failing.
+    pub fn stopped(&self) -> bool {
+        self.error_class == Some(ErrorClass::Stopped)
+    }
 }
 
 /// Closes a run and settles everything it touched, in one transaction.
@@ -188,7 +194,7 @@ pub fn finish_tx(
     let now = now_ms();
     let status = if end.ok {
         "succeeded"
-    } else if end.stopped {
+    } else if end.stopped() {
         "stopped"
     } else {
         "failed"

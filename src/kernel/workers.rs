@@ -48,6 +48,16 @@ struct Active {
     wake_again: Option<String>,
 }
 
+impl Active {
+    fn handle(&self) -> RunHandle {
+        RunHandle {
+            run_id: self.run_id.clone(),
+            done: self.done.clone(),
+            progress: self.progress.subscribe(),
+        }
+    }
+}
+
 /// A run in progress, as a caller waits on it.
 pub struct RunHandle {
     pub run_id: String,
@@ -81,11 +91,7 @@ impl Workers {
             .lock()
             .unwrap()
             .get(&agent_id)
-            .map(|a| RunHandle {
-                run_id: a.run_id.clone(),
-                done: a.done.clone(),
-                progress: a.progress.subscribe(),
-            })
+            .map(Active::handle)
     }
 }
 
@@ -164,14 +170,7 @@ impl Kernel {
             let mut active = self.workers.active.lock().unwrap();
             if let Some(a) = active.get_mut(&agent_id) {
                 a.wake_again.get_or_insert_with(|| trigger.to_owned());
-                return Ok((
-                    RunHandle {
-                        run_id: a.run_id.clone(),
-                        done: a.done.clone(),
-                        progress: a.progress.subscribe(),
-                    },
-                    false,
-                ));
+                return Ok((a.handle(), false));
             }
         }
         Ok((self.start_run(agent_id, trigger, None).await?, true))
@@ -200,26 +199,21 @@ impl Kernel {
         let (done_tx, done_rx) = watch::channel(false);
         let (progress, _) = broadcast::channel(256);
         // Claim the agent before any await, so two starts cannot both spawn.
-        {
+        let handle = {
             let mut active = self.workers.active.lock().unwrap();
             if active.contains_key(&agent_id) {
                 return Err(Error::conflict(format!("{} is already running", spec.name)));
             }
-            active.insert(
-                agent_id,
-                Active {
-                    run_id: run_id.clone(),
-                    stop: stop.clone(),
-                    done: done_rx.clone(),
-                    progress: progress.clone(),
-                    wake_again: None,
-                },
-            );
-        }
-        let handle = RunHandle {
-            run_id: run_id.clone(),
-            done: done_rx,
-            progress: progress.subscribe(),
+            let a = Active {
+                run_id: run_id.clone(),
+                stop: stop.clone(),
+                done: done_rx,
+                progress: progress.clone(),
+                wake_again: None,
+            };
+            let h = a.handle();
+            active.insert(agent_id, a);
+            h
         };
         match self.prepare(&spec, &run_id, trigger, prompt, url).await {
             Ok(cmd) => {
@@ -371,7 +365,6 @@ impl Kernel {
                 end.stderr_tail = f.stderr_tail.clone();
                 match (f.ended, outcome) {
                     (Ended::Stopped, _) => {
-                        end.stopped = true;
                         end.error_class = Some(ErrorClass::Stopped);
                         end.error = Some("the run was stopped".into());
                     }
@@ -442,7 +435,7 @@ impl Kernel {
         // The remembered run starts before this one reports done, so a waiter that
         // wants "the run after this one" finds it registered.
         if let Some(trigger) = again
-            && !end.stopped
+            && !end.stopped()
             && let Err(e) = self.start_run_boxed(spec.agent_id, trigger).await
         {
             tracing::warn!(agent = %spec.name, "cannot start the remembered run: {e}");

@@ -6,7 +6,7 @@
 //! so two mocks never wake each other in a loop. At the end it acks its inbox.
 
 use super::protocol::{ErrorClass, MockRule};
-use super::{Failure, Run};
+use super::{Failure, Run, clip};
 use serde_json::json;
 use std::time::Duration;
 
@@ -104,15 +104,8 @@ fn compile(rules: &[MockRule]) -> Result<Compiled<'_>, Failure> {
         .iter()
         .map(|r| {
             let re = r
-                .when
-                .as_deref()
-                .map(|w| {
-                    regex::RegexBuilder::new(w)
-                        .case_insensitive(true)
-                        .build()
-                        .map_err(|e| Failure::new(ErrorClass::Other, format!("bad mock rule: {e}")))
-                })
-                .transpose()?;
+                .regex()
+                .map_err(|e| Failure::new(ErrorClass::Other, format!("bad mock rule: {e}")))?;
             Ok((r, re))
         })
         .collect()
@@ -131,15 +124,4 @@ async fn send(run: &Run<'_>, text: &str, to: Option<&str>) -> Result<(), Failure
 /// The text with its @ signs removed, so quoting it mentions nobody.
 pub fn unmention(s: &str) -> String {
     s.replace('@', "")
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
 }

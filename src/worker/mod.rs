@@ -38,15 +38,7 @@ impl Reporter {
     }
 
     pub fn progress(&self, message: impl Into<String>) {
-        let mut message: String = message.into();
-        if message.len() > 500 {
-            let mut cut = 500;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        let message = clip(&message.into(), 500).into_owned();
         self.send(&Report::Progress { message });
     }
 
@@ -74,6 +66,18 @@ impl Reporter {
     pub fn session(&self, id: &str) {
         self.send(&Report::Session { id: id.to_owned() });
     }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, with `…` when cut.
+pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut]).into()
 }
 
 /// Why a run failed, classified.

@@ -75,18 +75,9 @@ pub fn task(cfg: &RunConfig, ctx: &Context) -> String {
     }
     if let Some(doc) = &ctx.document {
         p.push_str("\n## Shared document notes.md\n");
+        let _ = writeln!(p, "{}", super::clip(doc, DOC_PROMPT_BYTES));
         if doc.len() > DOC_PROMPT_BYTES {
-            let mut cut = DOC_PROMPT_BYTES;
-            while !doc.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let _ = writeln!(
-                p,
-                "{}\n…(truncated; read the rest with team_doc_read)",
-                &doc[..cut]
-            );
-        } else {
-            let _ = writeln!(p, "{doc}");
+            p.push_str("(truncated; read the rest with team_doc_read)\n");
         }
     }
     p.push_str("\n## Now\n");

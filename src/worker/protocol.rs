@@ -101,6 +101,19 @@ pub struct MockVote {
 pub const MAX_MOCK_RULES: usize = 50;
 
 impl MockRule {
+    /// The compiled `when` (None = every message): case-insensitive, size-bounded.
+    pub fn regex(&self) -> Result<Option<regex::Regex>, regex::Error> {
+        self.when
+            .as_deref()
+            .map(|w| {
+                regex::RegexBuilder::new(w)
+                    .case_insensitive(true)
+                    .size_limit(1 << 20)
+                    .build()
+            })
+            .transpose()
+    }
+
     /// Checks a rule list; the error says which rule and what to change.
     pub fn validate_all(rules: &[MockRule]) -> Result<(), String> {
         if rules.len() > MAX_MOCK_RULES {
@@ -108,13 +121,8 @@ impl MockRule {
         }
         for (i, r) in rules.iter().enumerate() {
             let n = i + 1;
-            if let Some(w) = &r.when {
-                regex::RegexBuilder::new(w)
-                    .case_insensitive(true)
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| format!("mock rule {n}: `when` is not a valid regex: {e}"))?;
-            }
+            r.regex()
+                .map_err(|e| format!("mock rule {n}: `when` is not a valid regex: {e}"))?;
             if let Some(s) = &r.sleep {
                 let d = humantime::parse_duration(s).map_err(|_| {
                     format!("mock rule {n}: sleep {s:?} is not a duration; write e.g. \"2s\"")

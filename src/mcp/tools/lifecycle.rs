@@ -30,6 +30,16 @@ pub struct AgentAskArgs {
     pub wait_seconds: Option<u64>,
 }
 
+impl AgentWorker {
+    async fn set_paused(&self, target: &str, paused: bool) -> Result<Json<AgentOut>, ToolError> {
+        let rec = self.kernel.agent_get(target).await?;
+        self.kernel.set_paused(rec.id, paused).await?;
+        Ok(Json(AgentOut {
+            agent: self.kernel.agent_get(target).await?.view,
+        }))
+    }
+}
+
 #[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Ask an agent something and get its answer: sends it a direct message from you
@@ -102,11 +112,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<TargetArgs>,
     ) -> Result<Json<AgentOut>, ToolError> {
-        let rec = self.kernel.agent_get(&a.target).await?;
-        self.kernel.set_paused(rec.id, true).await?;
-        Ok(Json(AgentOut {
-            agent: self.kernel.agent_get(&a.target).await?.view,
-        }))
+        self.set_paused(&a.target, true).await
     }
 
     /// Resume a paused agent so it runs again when asked or woken.
@@ -120,10 +126,6 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<TargetArgs>,
     ) -> Result<Json<AgentOut>, ToolError> {
-        let rec = self.kernel.agent_get(&a.target).await?;
-        self.kernel.set_paused(rec.id, false).await?;
-        Ok(Json(AgentOut {
-            agent: self.kernel.agent_get(&a.target).await?.view,
-        }))
+        self.set_paused(&a.target, false).await
     }
 }

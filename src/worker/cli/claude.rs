@@ -7,7 +7,7 @@
 //! agent's conversation. Claude Code retries even 401s for minutes, so retries are
 //! capped with `CLAUDE_CODE_MAX_RETRIES`.
 
-use super::{Events, Invocation, SERVER, Scratch, env_set, failure_from, num, probe, str_at};
+use super::{Events, Invocation, ResultEnd, SERVER, Scratch, env_set, num, probe, str_at};
 use crate::process::Finished;
 use crate::worker::protocol::Usage;
 use crate::worker::{Failure, Reporter, Run, prompt};
@@ -83,11 +83,7 @@ pub fn invocation(
 }
 
 #[derive(Default)]
-pub struct Stream {
-    result: Option<Value>,
-    last_text: Option<String>,
-    errors: Vec<String>,
-}
+pub struct Stream(ResultEnd);
 
 impl Events for Stream {
     fn event(&mut self, v: &Value, report: &Reporter) {
@@ -102,7 +98,8 @@ impl Events for Stream {
                             && str_at(s, &["status"]) != Some("connected")
                     });
                     if failed {
-                        self.errors
+                        self.0
+                            .errors
                             .push("Claude Code could not connect to the team's MCP server".into());
                     }
                 }
@@ -114,13 +111,13 @@ impl Events for Stream {
                         v["error_status"]
                     );
                     report.progress(e.clone());
-                    self.errors.push(e);
+                    self.0.errors.push(e);
                 }
                 _ => {}
             },
             Some("assistant") => {
                 if let Some(e) = str_at(v, &["error"]) {
-                    self.errors.push(e.to_owned());
+                    self.0.errors.push(e.to_owned());
                 }
                 for block in v["message"]["content"].as_array().into_iter().flatten() {
                     match str_at(block, &["type"]) {
@@ -129,7 +126,7 @@ impl Events for Stream {
                             str_at(block, &["name"]).unwrap_or("a tool")
                         )),
                         Some("text") => {
-                            self.last_text = str_at(block, &["text"]).map(str::to_owned)
+                            self.0.last_text = str_at(block, &["text"]).map(str::to_owned)
                         }
                         _ => {}
                     }
@@ -146,26 +143,13 @@ impl Events for Stream {
                 if let Some(id) = str_at(v, &["session_id"]) {
                     report.session(id);
                 }
-                self.result = Some(v.clone());
+                self.0.result = Some(v.clone());
             }
             _ => {}
         }
     }
 
     fn finish(self: Box<Self>, done: &Finished) -> Result<Option<String>, Failure> {
-        let mut errors = self.errors;
-        if let Some(r) = &self.result {
-            if r["is_error"] == Value::Bool(false) && done.success() {
-                return Ok(str_at(r, &["result"]).map(str::to_owned).or(self.last_text));
-            }
-            let what = str_at(r, &["result"])
-                .or(str_at(r, &["subtype"]))
-                .unwrap_or("error")
-                .to_owned();
-            errors.insert(0, what);
-        } else if let Some(t) = self.last_text {
-            errors.insert(0, t);
-        }
-        Err(failure_from(&errors, done, "claude"))
+        self.0.finish(done, "claude")
     }
 }

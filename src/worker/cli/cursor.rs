@@ -6,9 +6,7 @@
 //! Cursor has no system-prompt flag, so the agent's system prompt leads the task.
 //! Not on npm: its stream format is tested against recorded lines.
 
-use super::{
-    Events, Invocation, TOKEN_ENV, WorkspaceFile, env_set, failure_from, num, probe, str_at,
-};
+use super::{Events, Invocation, ResultEnd, TOKEN_ENV, WorkspaceFile, env_set, num, probe, str_at};
 use crate::process::Finished;
 use crate::worker::protocol::Usage;
 use crate::worker::{Failure, Reporter, Run, prompt};
@@ -68,11 +66,7 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
 }
 
 #[derive(Default)]
-pub struct Stream {
-    result: Option<Value>,
-    last_text: Option<String>,
-    errors: Vec<String>,
-}
+pub struct Stream(ResultEnd);
 
 impl Events for Stream {
     fn event(&mut self, v: &Value, report: &Reporter) {
@@ -93,13 +87,13 @@ impl Events for Stream {
             Some("assistant") => {
                 for block in v["message"]["content"].as_array().into_iter().flatten() {
                     if let Some(t) = str_at(block, &["text"]) {
-                        self.last_text = Some(t.to_owned());
+                        self.0.last_text = Some(t.to_owned());
                     }
                 }
             }
             Some("error") => {
                 if let Some(m) = str_at(v, &["message"]).or(str_at(v, &["error", "message"])) {
-                    self.errors.push(m.to_owned());
+                    self.0.errors.push(m.to_owned());
                 }
             }
             Some("result") => {
@@ -112,26 +106,14 @@ impl Events for Stream {
                 if let Some(id) = str_at(v, &["session_id"]) {
                     report.session(id);
                 }
-                self.result = Some(v.clone());
+                self.0.result = Some(v.clone());
             }
             _ => {}
         }
     }
 
     fn finish(self: Box<Self>, done: &Finished) -> Result<Option<String>, Failure> {
-        let mut errors = self.errors;
-        if let Some(r) = &self.result {
-            if r["is_error"] != Value::Bool(true)
-                && str_at(r, &["subtype"]) == Some("success")
-                && done.success()
-            {
-                return Ok(str_at(r, &["result"]).map(str::to_owned).or(self.last_text));
-            }
-            if let Some(t) = str_at(r, &["result"]) {
-                errors.insert(0, t.to_owned());
-            }
-        }
-        Err(failure_from(&errors, done, "cursor-agent"))
+        self.0.finish(done, "cursor-agent")
     }
 }
 
@@ -175,13 +157,11 @@ mod tests {
 
     #[test]
     fn a_recorded_auth_failure() {
-        let report = Reporter::default();
         let s: Box<dyn Events> = Box::<Stream>::default();
         let mut done = finished(1);
         done.stderr_tail = "Error: Authentication required. Please run 'cursor-agent login' first, or set CURSOR_API_KEY environment variable.".into();
         let f = s.finish(&done).unwrap_err();
         assert_eq!(f.class, crate::worker::protocol::ErrorClass::Auth);
         assert!(f.message.contains("Authentication required"));
-        let _ = report;
     }
 }

@@ -400,6 +400,40 @@ async fn drive(
     events.finish(&done)
 }
 
+/// The end of a stream in Claude Code's shape (Cursor's imitates it): a final
+/// `result` event with `is_error`, `subtype` and the final text in `result`.
+#[derive(Default)]
+pub struct ResultEnd {
+    pub result: Option<Value>,
+    /// The last assistant text, if no result carries one.
+    pub last_text: Option<String>,
+    pub errors: Vec<String>,
+}
+
+impl ResultEnd {
+    pub fn finish(self, done: &Finished, program: &str) -> Result<Option<String>, Failure> {
+        let mut errors = self.errors;
+        match &self.result {
+            None => {
+                if let Some(t) = self.last_text {
+                    errors.insert(0, t);
+                }
+            }
+            Some(r) => {
+                let ok = r["is_error"] != Value::Bool(true)
+                    && str_at(r, &["subtype"]) == Some("success");
+                if ok && done.success() {
+                    return Ok(str_at(r, &["result"]).map(str::to_owned).or(self.last_text));
+                }
+                if let Some(what) = str_at(r, &["result"]).or(str_at(r, &["subtype"])) {
+                    errors.insert(0, what.to_owned());
+                }
+            }
+        }
+        Err(failure_from(&errors, done, program))
+    }
+}
+
 /// A failure from whatever the CLI said: its error events first, then stderr.
 pub fn failure_from(errors: &[String], done: &Finished, program: &str) -> Failure {
     let mut msg = errors.join("; ");
