@@ -425,6 +425,9 @@ impl Kernel {
     pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
         let rec = self.agent_get(target).await?;
         let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
+        // Before the database: a run leaves the active map only after its end is
+        // committed, so "not running" here means the read below sees that end.
+        let running = self.active_run(id).map(|h| h.run_id);
         let (status, inbox, active_tokens, runs, usage) = self
             .store
             .read(move |c| {
@@ -453,7 +456,7 @@ impl Kernel {
             })
             .await?;
         Ok(AgentInfo {
-            running: self.active_run(id).map(|h| h.run_id),
+            running,
             agent: rec.view,
             status,
             inbox,

@@ -126,7 +126,13 @@ impl Store {
                     c
                 }
             };
-            let out = f(&conn);
+            // One read transaction, so a reader that runs several queries sees one
+            // snapshot and never half of a commit that landed between them.
+            let out = conn
+                .execute_batch("BEGIN DEFERRED")
+                .map_err(Error::from)
+                .and_then(|()| f(&conn));
+            let _ = conn.execute_batch("COMMIT");
             let mut pool = inner.readers.lock().unwrap();
             if pool.len() < READERS {
                 pool.push(conn);
