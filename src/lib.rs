@@ -70,5 +70,6 @@ pub mod kernel;
 pub mod mcp;
 pub mod names;
 pub mod process;
+pub mod schedule;
 pub mod server;
 pub mod worker;

@@ -138,6 +138,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let url = format!("http://{}{}", listener.local_addr()?, http::MCP_PATH);
     kernel.set_url(url.clone());
+    // Workers need the URL, so what the store says is owed (schedules, pending
+    // deliveries, workflow runs in progress) is served only from here.
+    kernel
+        .start_scheduler()
+        .await
+        .context("cannot start the scheduler")?;
     let kernel_json = write_kernel_json(&dir, &url)?;
     eprintln!(
         "agent-worker {} serving MCP at {url} (data dir {})",

@@ -20,7 +20,7 @@ async fn second_stdio_launch_bridges_to_the_running_kernel() {
         let a = call(
             &bridged,
             "agent_new",
-            json!({"name": format!("via-{name}"), "backend": "mock"}),
+            json!({"name": format!("via-{name}"), "backend": "external"}),
         )
         .await
         .ok();
@@ -28,7 +28,7 @@ async fn second_stdio_launch_bridges_to_the_running_kernel() {
         let e = call(
             &bridged,
             "agent_new",
-            json!({"name": format!("via-{name}"), "backend": "mock"}),
+            json!({"name": format!("via-{name}"), "backend": "external"}),
         )
         .await
         .err();

@@ -202,11 +202,29 @@ async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
             .await
             .ok();
         assert_eq!(i["inbox"]["pending"], 1, "{agent}: {i}");
+        // Auth and billing errors pause the agent (it resumes by itself later) and
+        // tell the lead in the channel.
+        assert_eq!(i["agent"]["state"], "paused", "{agent}: {i}");
+        assert!(i["agent"]["resume_at"].is_string(), "{agent}: {i}");
+        assert!(
+            i["agent"]["reason"].as_str().unwrap().starts_with(class),
+            "{agent}: {i}"
+        );
     }
-    let r = ask(&lead, "n", "hi").await;
+    let read = call(&lead, "channel_read", json!({"limit": 50})).await.ok();
+    let told: Vec<&str> = read["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "system")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(told.len(), 3, "{read}");
     assert!(
-        r["error"].as_str().unwrap().contains("ANTHROPIC_API_KEY"),
-        "{r}"
+        told.iter()
+            .all(|t| t.starts_with("@user ") && t.contains("is paused")),
+        "{told:?}"
     );
+    assert!(told[2].contains("ANTHROPIC_API_KEY"), "{told:?}");
     s.stop().await;
 }

@@ -29,6 +29,8 @@ pub enum Event {
         run_id: String,
         ok: bool,
     },
+    /// A workflow run's status changed (completed, blocked, failed, stopped, running).
+    WorkflowSettled { workflow_id: i64, status: String },
 }
 
 #[derive(Clone)]

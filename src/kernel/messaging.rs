@@ -232,6 +232,16 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
         }
     }
 
+    // The hop guard's count (see guards.rs): the lead's message resets it; an agent's
+    // message that reaches another agent adds one.
+    if me == LEAD {
+        c.prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
+            .execute([scope.workflow_id])?;
+    } else if me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
+        c.prepare_cached("UPDATE workflows SET hops = hops + 1 WHERE id = ?1")?
+            .execute([scope.workflow_id])?;
+    }
+
     // The send guard.
     let (missed, missed_count) = if send.force {
         (Vec::new(), 0)

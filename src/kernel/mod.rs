@@ -11,6 +11,7 @@ pub mod ask;
 pub mod clock;
 pub mod documents;
 pub mod events;
+pub mod guards;
 pub mod inbox;
 pub mod mentions;
 pub mod messaging;
@@ -18,11 +19,14 @@ pub mod proposals;
 pub mod registry;
 pub mod resources;
 pub mod runs;
+pub mod scheduler;
+pub mod schedules;
 pub mod schema;
 pub mod store;
 pub mod team;
 pub mod tokens;
 pub mod workers;
+pub mod workflows;
 
 use crate::error::{Error, Result};
 use crate::names::{LEAD, WorkflowRef};
@@ -81,6 +85,8 @@ pub struct Kernel {
     proposal_wake: Arc<tokio::sync::Notify>,
     /// Runs in progress (the process manager).
     pub(crate) workers: workers::Workers,
+    /// When agents run: wakes, the queue, retries, pauses, schedules.
+    pub(crate) scheduler: scheduler::Scheduler,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -112,6 +118,7 @@ impl Kernel {
             workflow_ids: Mutex::new(HashMap::new()),
             proposal_wake: Arc::default(),
             workers: workers::Workers::new(worker_exe(), crate::process::Limits::default()),
+            scheduler: scheduler::Scheduler::new(),
         });
         let lost = kernel.recover_runs().await?;
         if lost > 0 {

@@ -16,8 +16,11 @@ use std::collections::BTreeMap;
 
 /// The worker backends an agent may name. Running them is the process manager's job.
 pub const BACKENDS: &[&str] = &[
-    "claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock",
+    "claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", EXTERNAL,
 ];
+/// The backend of an agent that a client connected with agent_join acts as: the
+/// kernel never starts a worker for it (two of the same agent would answer).
+pub const EXTERNAL: &str = "external";
 
 pub const MAX_SYSTEM_PROMPT: usize = 64 * 1024;
 pub const MAX_ENV_VARS: usize = 64;
@@ -33,8 +36,10 @@ pub struct NewAgent {
     pub workflow: Option<String>,
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
-    /// What the worker needs beyond the columns (mock rules, step cap).
+    /// What the worker needs beyond the columns (mock rules, step cap, budget).
     pub config: super::workers::AgentConfig,
+    /// A schedule to set with it, and its prompt.
+    pub schedule: Option<(crate::schedule::Trigger, Option<String>)>,
 }
 
 /// An agent as tools show it.
@@ -55,8 +60,17 @@ pub struct AgentView {
     pub cwd: Option<String>,
     /// Environment variable names given to its worker (values are not shown).
     pub env: Vec<String>,
-    /// Lifecycle state: idle, running or paused.
+    /// Lifecycle state: idle, running, paused or failed.
     pub state: String,
+    /// Why it is paused or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When an automatic pause (auth, billing) ends by itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+    /// Its guards, if it has its own (see agent_new).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::guards::Budget>,
     /// The mock backend's rules, if it has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mock: Vec<crate::worker::protocol::MockRule>,
@@ -65,7 +79,7 @@ pub struct AgentView {
     pub created_at: String,
 }
 
-const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config";
+const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at";
 
 fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
     let name: String = r.get(1)?;
@@ -94,6 +108,9 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
             cwd: r.get(7)?,
             env: env.into_keys().collect(),
             state: r.get(9)?,
+            reason: r.get(12)?,
+            resume_at: r.get::<_, Option<i64>>(13)?.map(fmt_ms),
+            budget: config.budget,
             created_at: fmt_ms(r.get(10)?),
             mock: config.mock,
             max_steps: config
@@ -178,6 +195,17 @@ fn validate(a: &NewAgent) -> Result<()> {
         )));
     }
     crate::worker::protocol::MockRule::validate_all(&a.config.mock).map_err(Error::invalid)?;
+    if let Some(b) = &a.config.budget {
+        b.validate().map_err(Error::invalid)?;
+    }
+    if let Some((_, Some(p))) = &a.schedule
+        && p.chars().count() > super::schedules::MAX_PROMPT_CHARS
+    {
+        return Err(Error::invalid(format!(
+            "the schedule's prompt is over {} characters; put long instructions in a document",
+            super::schedules::MAX_PROMPT_CHARS
+        )));
+    }
     if let Some(n) = a.config.max_steps
         && !(1..=MAX_STEPS).contains(&n)
     {
@@ -223,7 +251,7 @@ impl Kernel {
             _ => WorkflowRef::global(),
         };
         let wf2 = wf.clone();
-        let (workflow_id, view) = self
+        let (workflow_id, view, id, next) = self
             .store
             .write(move |c| {
                 let wid = workflow_id_tx(c, &wf2, true)?.expect("created");
@@ -244,14 +272,21 @@ impl Kernel {
                     rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
                 )?;
                 let id = c.last_insert_rowid();
+                let next = match &a.schedule {
+                    Some((t, prompt)) => Some(super::schedules::set_tx(c, id, t, prompt.as_deref())?),
+                    None => None,
+                };
                 let view = c.query_row(
                     &format!("SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1"),
                     [id],
                     agent_row,
                 )?;
-                Ok((wid, view.1))
+                Ok((wid, view.1, id, next))
             })
             .await?;
+        if next.is_some() {
+            self.arm_schedule(id, next);
+        }
         self.events.publish(Event::AgentChanged {
             workflow_id,
             name: view.name.clone(),
@@ -328,7 +363,7 @@ impl Kernel {
 
     /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
     /// its messages and documents stay; if it owned the documents, nobody does now.
-    pub async fn agent_delete(&self, target: &str) -> Result<AgentView> {
+    pub async fn agent_delete(self: &std::sync::Arc<Self>, target: &str) -> Result<AgentView> {
         let rec = self.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
         let name = rec.view.name.clone();
@@ -352,6 +387,7 @@ impl Kernel {
                     "DELETE FROM read_cursors WHERE workflow_id = ?1 AND reader = ?2",
                     (wid, &name),
                 )?;
+                c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                 // An owner that no longer exists would lock everyone but the lead out.
                 c.execute(
@@ -419,6 +455,9 @@ pub struct AgentInfo {
     pub runs: Vec<super::runs::RunView>,
     /// Totals over all its runs: how many, how many failed, tokens and cost.
     pub usage: super::runs::RunTotals,
+    /// Its schedule, if it has one, with the next fire time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<super::schedules::ScheduleView>,
 }
 
 impl Kernel {
@@ -428,7 +467,7 @@ impl Kernel {
         // Before the database: a run leaves the active map only after its end is
         // committed, so "not running" here means the read below sees that end.
         let running = self.active_run(id).map(|h| h.run_id);
-        let (status, inbox, active_tokens, runs, usage) = self
+        let (status, inbox, active_tokens, runs, usage, schedule) = self
             .store
             .read(move |c| {
                 let status = super::team::read_status(c, wid, &name)?;
@@ -452,9 +491,11 @@ impl Kernel {
                 )?;
                 let runs = super::runs::recent_runs(c, id, super::runs::RECENT_RUNS)?;
                 let usage = super::runs::totals(c, id)?;
-                Ok((status, inbox, tokens, runs, usage))
+                let schedule = super::schedules::get(c, id)?;
+                Ok((status, inbox, tokens, runs, usage, schedule))
             })
             .await?;
+        let target = rec.view.target.clone();
         Ok(AgentInfo {
             running,
             agent: rec.view,
@@ -463,6 +504,7 @@ impl Kernel {
             active_tokens,
             runs,
             usage,
+            schedule: schedule.map(|row| super::schedules::view(target, row)),
         })
     }
 }

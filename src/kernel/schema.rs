@@ -197,4 +197,31 @@ CREATE INDEX runs_by_agent ON runs (agent_id, started_at);
 CREATE INDEX runs_running ON runs (status) WHERE status = 'running';
 ALTER TABLE agents ADD COLUMN session_id TEXT;
 "#,
+    // 4: scheduling: schedules, pauses with a reason and an automatic resume, the hop
+    // counter, workflow runs (status, reason, budget, where the YAML came from).
+    r#"
+-- One schedule per agent. kind: every | cron. seen_upto: the newest channel message
+-- when it last fired (a fire is still owed while others posted after it).
+CREATE TABLE schedules (
+    agent_id   INTEGER PRIMARY KEY,
+    kind       TEXT NOT NULL,
+    spec       TEXT NOT NULL,
+    prompt     TEXT,
+    next_at    INTEGER,
+    seen_upto  TEXT,
+    created_at INTEGER NOT NULL
+);
+-- Why an agent is paused or failed, when it resumes by itself (auth and quota
+-- pauses), and how many automatic pauses in a row (the resume backoff).
+ALTER TABLE agents ADD COLUMN state_reason TEXT;
+ALTER TABLE agents ADD COLUMN resume_at INTEGER;
+ALTER TABLE agents ADD COLUMN pauses INTEGER NOT NULL DEFAULT 0;
+-- Agent-to-agent messages since the lead last posted (the hop guard).
+ALTER TABLE workflows ADD COLUMN hops INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workflows ADD COLUMN budget TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE workflows ADD COLUMN reason TEXT;
+ALTER TABLE workflows ADD COLUMN source TEXT;
+ALTER TABLE workflows ADD COLUMN started_at INTEGER;
+ALTER TABLE workflows ADD COLUMN ended_at INTEGER;
+"#,
 ];

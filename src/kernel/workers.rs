@@ -44,8 +44,8 @@ struct Active {
     stop: CancellationToken,
     done: watch::Receiver<bool>,
     progress: broadcast::Sender<String>,
-    /// A wake arrived during the run: run once more when it ends.
-    wake_again: Option<String>,
+    /// A wake arrived during the run: run once more when it ends (trigger, prompt).
+    wake_again: Option<(String, Option<String>)>,
 }
 
 impl Active {
@@ -109,6 +109,8 @@ struct Spec {
     config: AgentConfig,
     state: String,
     session_id: Option<String>,
+    /// The instance's state: a stopped or failed workflow starts no runs.
+    workflow_state: String,
 }
 
 /// The agent's JSON `config` column: what the worker needs beyond the plain columns.
@@ -118,6 +120,12 @@ pub struct AgentConfig {
     pub mock: Vec<MockRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u32>,
+    /// Guards for this agent (unset fields: the workflow's, then the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::guards::Budget>,
+    /// Idle timeout of one run in milliseconds (YAML `timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Kernel {
@@ -126,7 +134,7 @@ impl Kernel {
             .read(move |c| {
                 c.query_row(
                     "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,
-                            a.env, a.config, a.state, a.session_id
+                            a.env, a.config, a.state, a.session_id, w.state
                      FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
                     [agent_id],
                     |r| {
@@ -148,6 +156,7 @@ impl Kernel {
                             config: serde_json::from_str(&config).unwrap_or_default(),
                             state: r.get(11)?,
                             session_id: r.get(12)?,
+                            workflow_state: r.get(13)?,
                         })
                     },
                 )
@@ -166,14 +175,39 @@ impl Kernel {
     /// once more when it ends (so a message that arrived mid-run is never missed).
     /// Returns the run that will serve the wake, and whether it is a new one.
     pub async fn wake(self: &Arc<Self>, agent_id: i64, trigger: &str) -> Result<(RunHandle, bool)> {
-        {
-            let mut active = self.workers.active.lock().unwrap();
-            if let Some(a) = active.get_mut(&agent_id) {
-                a.wake_again.get_or_insert_with(|| trigger.to_owned());
-                return Ok((a.handle(), false));
-            }
+        if let Some(h) = self.remember_wake(agent_id, trigger, None) {
+            return Ok((h, false));
         }
         Ok((self.start_run(agent_id, trigger, None).await?, true))
+    }
+
+    /// If the agent is running, remembers a wake for when the run ends and returns
+    /// the run. A remembered prompt (a schedule's) is kept over a prompt-less wake.
+    pub(crate) fn remember_wake(
+        &self,
+        agent_id: i64,
+        trigger: &str,
+        prompt: Option<&str>,
+    ) -> Option<RunHandle> {
+        let mut active = self.workers.active.lock().unwrap();
+        let a = active.get_mut(&agent_id)?;
+        match (&mut a.wake_again, prompt) {
+            (Some(w), Some(p)) if w.1.is_none() => *w = (trigger.to_owned(), Some(p.to_owned())),
+            (Some(_), _) => {}
+            (None, p) => a.wake_again = Some((trigger.to_owned(), p.map(str::to_owned))),
+        }
+        Some(a.handle())
+    }
+
+    /// How many runs are in progress (the scheduler's concurrency limit counts them).
+    pub(crate) fn runs_in_progress(&self) -> usize {
+        self.workers.active.lock().unwrap().len()
+    }
+
+    /// Whether any of these agents is running or has a wake remembered.
+    pub(crate) fn any_active(&self, agent_ids: &[i64]) -> bool {
+        let active = self.workers.active.lock().unwrap();
+        agent_ids.iter().any(|id| active.contains_key(id))
     }
 
     /// Starts a run of an agent that is not running. Refused for a paused agent.
@@ -188,6 +222,19 @@ impl Kernel {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_resume it first",
                 spec.name
+            )));
+        }
+        if spec.backend == super::registry::EXTERNAL {
+            return Err(Error::invalid(format!(
+                "{} has no worker (backend external): the client connected with agent_join acts as it and \
+                 reads its inbox itself",
+                spec.name
+            )));
+        }
+        if matches!(spec.workflow_state.as_str(), "stopped" | "failed") {
+            return Err(Error::conflict(format!(
+                "{} is {}; run it again with workflow_run to wake its agents",
+                spec.workflow, spec.workflow_state
             )));
         }
         let url = self
@@ -319,7 +366,10 @@ impl Kernel {
         progress: broadcast::Sender<String>,
         done: watch::Sender<bool>,
     ) {
-        let limits = self.workers.limits;
+        let mut limits = self.workers.limits;
+        if let Some(ms) = spec.config.timeout_ms {
+            limits.idle = Duration::from_millis(ms);
+        }
         let mut end = RunEnd::default();
         let mut outcome = None;
         let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
@@ -432,26 +482,25 @@ impl Kernel {
             run_id: run_id.clone(),
             ok: end.ok,
         });
-        // The remembered run starts before this one reports done, so a waiter that
-        // wants "the run after this one" finds it registered.
-        if let Some(trigger) = again
-            && !end.stopped()
-            && let Err(e) = self.start_run_boxed(spec.agent_id, trigger).await
-        {
-            tracing::warn!(agent = %spec.name, "cannot start the remembered run: {e}");
-        }
+        // The scheduler settles the outcome (retry, pause, guards) and, unless the
+        // run failed (its retry serves the wake), starts the remembered run before this
+        // one reports done, so a waiter that wants "the run after this one" finds it.
+        self.after_run_boxed(spec.agent_id, spec.workflow_id, end, again)
+            .await;
         let _ = done.send(true);
     }
 
-    /// `start_run` behind a box: a run that ends may start the next one, and the
+    /// `after_run` behind a box: a run that ends may start the next one, and the
     /// compiler cannot see through that cycle of futures without a named type.
-    fn start_run_boxed(
+    fn after_run_boxed(
         self: &Arc<Self>,
         agent_id: i64,
-        trigger: String,
-    ) -> futures::future::BoxFuture<'static, Result<RunHandle>> {
+        workflow_id: i64,
+        end: RunEnd,
+        again: Option<(String, Option<String>)>,
+    ) -> futures::future::BoxFuture<'static, ()> {
         let k = self.clone();
-        Box::pin(async move { k.start_run(agent_id, &trigger, None).await })
+        Box::pin(async move { k.after_run(agent_id, workflow_id, &end, again).await })
     }
 
     /// Stops an agent's run, if one is in progress, and waits until it is recorded.
@@ -536,7 +585,7 @@ impl Kernel {
     }
 
     /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
-    pub async fn set_paused(&self, agent_id: i64, paused: bool) -> Result<()> {
+    pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
         let sql = if paused {
             "UPDATE agents SET state = 'paused' WHERE id = ?1"
         } else {
@@ -549,7 +598,10 @@ impl Kernel {
             })
             .await?;
         if paused {
+            self.scheduler_forget(agent_id);
             self.stop_run(agent_id).await;
+        } else {
+            self.resumed(agent_id).await?;
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! The mock backend: deterministic and LLM-free, but a full run over real MCP.
 //!
 //! For each inbox message, oldest first, the first rule whose `when` matches is
-//! applied (a rule that only sleeps lets the next matching rule apply as well). With
+//! applied (a rule that only sleeps lets the next matching rule apply as well); a
+//! scheduled run's prompt is matched first, as a message from `schedule`. With
 //! no rules, the run sends one message acknowledging its inbox with every @ removed,
 //! so two mocks never wake each other in a loop. At the end it acks its inbox.
 
@@ -25,15 +26,29 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
         }
     } else {
         let rules = compile(&cfg.mock)?;
-        for m in inbox {
-            for (rule, re) in &rules {
-                if !re.as_ref().is_none_or(|re| re.is_match(&m.content)) {
+        // A scheduled run's prompt is matched like a message from `schedule`, first.
+        let prompt = cfg
+            .prompt
+            .as_deref()
+            .filter(|_| cfg.trigger == "schedule")
+            .map(|p| ("schedule", p));
+        let items = prompt
+            .into_iter()
+            .chain(inbox.iter().map(|m| (m.from.as_str(), m.content.as_str())));
+        for (from, content) in items {
+            for (i, (rule, re)) in rules.iter().enumerate() {
+                if !re.as_ref().is_none_or(|re| re.is_match(content)) {
+                    continue;
+                }
+                if let Some(n) = rule.times
+                    && !count_use(&cfg.cwd, i, n)
+                {
                     continue;
                 }
                 let fill = |t: &str| {
-                    t.replace("{from}", &m.from)
+                    t.replace("{from}", from)
                         .replace("{name}", &cfg.agent)
-                        .replace("{message}", &unmention(&m.content))
+                        .replace("{message}", &unmention(content))
                 };
                 if let Some(s) = &rule.sleep {
                     let d = humantime::parse_duration(s).unwrap_or(Duration::ZERO);
@@ -62,6 +77,21 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
                     run.client.must("team_vote", args).await?;
                     run.report.progress(format!("voted {}", v.choice));
                 }
+                if let Some(p) = &rule.propose {
+                    let mut args = json!({
+                        "type": "decision",
+                        "title": fill(&p.title),
+                        "options": p.options,
+                    });
+                    if let Some(r) = &p.resolution {
+                        args["resolution"] = json!(r);
+                    }
+                    if let Some(q) = p.quorum {
+                        args["quorum"] = json!(q);
+                    }
+                    run.client.must("team_proposal_create", args).await?;
+                    run.report.progress(format!("proposed {}", p.title));
+                }
                 if let Some(text) = &rule.resource {
                     run.client
                         .must("resource_create", json!({ "content": fill(text) }))
@@ -78,6 +108,7 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
                     && rule.send.is_none()
                     && rule.doc_append.is_none()
                     && rule.vote.is_none()
+                    && rule.propose.is_none()
                     && rule.resource.is_none()
                     && rule.reply.is_none();
                 if !only_sleeps {
@@ -95,6 +126,21 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
             .await?;
     }
     Ok(Some(reply.unwrap_or_else(|| format!("{} done", cfg.agent))))
+}
+
+/// Counts one use of rule `i` in the agent's working directory; false once it has
+/// been used `limit` times.
+fn count_use(cwd: &std::path::Path, i: usize, limit: u32) -> bool {
+    let file = cwd.join(format!(".mock-rule-{}.count", i + 1));
+    let used: u32 = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if used >= limit {
+        return false;
+    }
+    let _ = std::fs::write(&file, (used + 1).to_string());
+    true
 }
 
 type Compiled<'a> = Vec<(&'a MockRule, Option<regex::Regex>)>;

@@ -70,9 +70,17 @@ pub struct MockRule {
     /// Store this text as a resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// Start a vote: a proposal with these options, e.g.
+    /// {title: "Ship it?", options: [yes, no]}.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propose: Option<MockPropose>,
     /// Fail the run with this error (its deliveries stay pending).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail: Option<String>,
+    /// Apply this rule only the first N times it matches (counted in a file in the
+    /// agent's working directory, so across runs): e.g. fail twice, then succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<u32>,
     /// The run's private final text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
@@ -85,6 +93,20 @@ pub struct MockDocAppend {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     pub content: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockPropose {
+    pub title: String,
+    /// The choices (at least two).
+    pub options: Vec<String>,
+    /// plurality (default), majority or unanimous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<String>,
+    /// How many votes close it (default: every member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -139,13 +161,25 @@ impl MockRule {
                 r.send.is_some(),
                 r.doc_append.is_some(),
                 r.vote.is_some(),
+                r.propose.is_some(),
                 r.resource.is_some(),
                 r.fail.is_some(),
                 r.reply.is_some(),
             ];
             if !acts.contains(&true) {
                 return Err(format!(
-                    "mock rule {n} does nothing: give it one of sleep, send, doc_append, vote, resource, fail, reply"
+                    "mock rule {n} does nothing: give it one of sleep, send, doc_append, vote, propose, resource, \
+                     fail, reply"
+                ));
+            }
+            if let Some(p) = &r.propose
+                && p.options.len() < 2
+            {
+                return Err(format!("mock rule {n}: propose needs at least two options"));
+            }
+            if r.times == Some(0) {
+                return Err(format!(
+                    "mock rule {n}: times must be at least 1 (leave it out for always)"
                 ));
             }
         }

@@ -54,7 +54,13 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "agent_new",
     "agent_pause",
     "agent_resume",
+    "schedule_clear",
+    "schedule_set",
     "workflow_context_set",
+    "workflow_list",
+    "workflow_run",
+    "workflow_status",
+    "workflow_stop",
 ];
 
 /// Every tool, sorted: what the lead sees.
@@ -96,9 +102,15 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub async fn start(data_dir: &Path) -> Self {
+        Self::start_with_env(data_dir, &[]).await
+    }
+
+    /// Starts the server with extra environment variables (e.g. a worker limit).
+    pub async fn start_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(BIN)
             .args(["--http", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -245,13 +257,31 @@ pub async fn tool_names(c: &Client) -> Vec<String> {
     names
 }
 
+pub async fn info(lead: &Client, target: &str) -> Value {
+    call(lead, "agent_info", json!({"target": target}))
+        .await
+        .ok()
+}
+
+/// Polls agent_info until the agent has no run in progress.
+pub async fn settled(lead: &Client, target: &str) -> Value {
+    for _ in 0..200 {
+        let i = info(lead, target).await;
+        if i.get("running").is_none() {
+            return i;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{target} is still running after 20 s");
+}
+
 /// Registers agents in a workflow instance (as the lead).
 pub async fn new_agents(lead: &Client, workflow: &str, names: &[&str]) {
     for n in names {
         call(
             lead,
             "agent_new",
-            json!({"name": n, "backend": "mock", "workflow": workflow}),
+            json!({"name": n, "backend": "external", "workflow": workflow}),
         )
         .await
         .ok();

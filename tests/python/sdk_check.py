@@ -59,7 +59,13 @@ LEAD_TOOLS = sorted(
         "agent_new",
         "agent_pause",
         "agent_resume",
+        "schedule_clear",
+        "schedule_set",
         "workflow_context_set",
+        "workflow_list",
+        "workflow_run",
+        "workflow_status",
+        "workflow_stop",
     ]
 )
 
@@ -185,7 +191,8 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
         check(names == LEAD_TOOLS, f"lead sees exactly the {len(LEAD_TOOLS)} lead tools", names)
 
         for name in (alice, bob):
-            sc = await call_ok(lead, "agent_new", {"name": name, "backend": "mock"})
+            # external: driven by the joined session below, never by a kernel worker
+            sc = await call_ok(lead, "agent_new", {"name": name, "backend": "external"})
             agent = sc.get("agent")
             check(
                 isinstance(agent, dict) and agent.get("name") == name,

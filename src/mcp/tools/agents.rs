@@ -2,7 +2,9 @@
 
 use super::{ToolError, given};
 use crate::kernel::clock::{fmt_ms, parse_duration};
+use crate::kernel::guards::Budget;
 use crate::kernel::registry::{AgentInfo, AgentView, NewAgent};
+use crate::kernel::schedules::parse_given;
 use crate::kernel::workers::AgentConfig;
 use crate::mcp::AgentWorker;
 use crate::mcp::client_configs::{ClientConfigs, for_http};
@@ -51,6 +53,36 @@ pub struct AgentNewArgs {
     /// Model turns per run at most (default 30).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// Run it on a schedule as well as when messaged: {"every": "30m"} (that long after
+    /// it was last idle) or {"cron": "0 9 * * 1-5"} (local time), with an optional
+    /// "prompt" for those runs. schedule_set changes it later.
+    #[serde(default)]
+    pub schedule: Option<ScheduleArgs>,
+    /// Guards: max_runs_per_hour (default 60), max_hops (agent-to-agent messages without
+    /// one from you, default 30), max_tokens, max_cost_usd. A guard that trips pauses the
+    /// agent and tells you why.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+/// A schedule: exactly one of `every` and `cron`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleArgs {
+    /// An interval such as "30s", "15m" or "2h", counted from when the agent was last idle.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub every: Option<String>,
+    /// Five cron fields in the server's local time: minute hour day-of-month month
+    /// day-of-week, e.g. "0 9 * * 1-5".
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub cron: Option<String>,
+    /// What the agent is told when the schedule wakes it (default: check for pending work).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub prompt: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -135,7 +167,16 @@ impl AgentWorker {
             config: AgentConfig {
                 mock: a.mock,
                 max_steps: a.max_steps,
+                budget: a.budget,
+                timeout_ms: None,
             },
+            schedule: a
+                .schedule
+                .map(|s| {
+                    parse_given(given(&s.every), given(&s.cron))
+                        .map(|t| (t, given(&s.prompt).map(str::to_owned)))
+                })
+                .transpose()?,
         };
         Ok(Json(AgentOut {
             agent: self.kernel.agent_new(new).await?,

@@ -1,21 +1,18 @@
 //! agent_ask, agent_pause, agent_resume (the lead only): running agents on demand.
 
 use super::agents::{AgentOut, TargetArgs};
-use super::{ToolError, caller};
+use super::{Progress, ToolError, caller, wait_seconds};
 use crate::kernel::ask::AskResult;
 use crate::mcp::AgentWorker;
 use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, model::ProgressNotificationParam,
-    service::RequestContext, tool, tool_router,
+    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
+    tool_router,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::time::Duration;
 use tokio::time::Instant;
 
 pub const DEFAULT_ASK_WAIT: u64 = 30;
-/// Most MCP clients give up on a call after about 60 s.
-pub const MAX_ASK_WAIT: u64 = 50;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
@@ -58,27 +55,18 @@ impl AgentWorker {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<AskResult>, ToolError> {
         caller(&ctx)?;
-        let wait = a.wait_seconds.unwrap_or(DEFAULT_ASK_WAIT);
-        if wait > MAX_ASK_WAIT {
-            return Err(ToolError(format!(
-                "wait_seconds is at most {MAX_ASK_WAIT} (clients time out around 60 s); ask with less and poll agent_info for the rest"
-            )));
-        }
-        let deadline = Instant::now() + Duration::from_secs(wait);
+        let wait = wait_seconds(a.wait_seconds, DEFAULT_ASK_WAIT, "agent_info")?;
+        let deadline = Instant::now() + wait;
         let mut asking = self.kernel.ask(&a.target, &a.message).await?;
-        let token = ctx.meta.get_progress_token();
-        let mut step = 0u32;
+        let progress = Progress::start(&ctx);
         loop {
             // Forward the worker's progress until the run ends or time is up.
             let ended = loop {
                 tokio::select! {
                     ended = asking.run.wait(deadline.saturating_duration_since(Instant::now())) => break ended,
                     msg = asking.run.progress.recv() => {
-                        if let (Ok(m), Some(t)) = (msg, &token) {
-                            step += 1;
-                            let _ = ctx.peer.notify_progress(
-                                ProgressNotificationParam::new(t.clone(), step as f64).with_message(m),
-                            ).await;
+                        if let Ok(m) = msg {
+                            progress.send(m);
                         }
                     }
                     _ = ctx.ct.cancelled() => break false,

@@ -14,6 +14,7 @@ mod inbox;
 mod lifecycle;
 mod proposals;
 mod resources;
+mod schedules;
 mod team;
 mod workflows;
 
@@ -72,6 +73,59 @@ pub(crate) fn no_null_defaults(schema: &mut schemars::Schema) {
     }
 }
 
+/// Progress notifications for a call that waits: lines sent here reach the client
+/// as `notifications/progress` when it asked for them (a progress token), in order.
+pub(crate) struct Progress {
+    tx: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+}
+
+impl Progress {
+    pub(crate) fn start(ctx: &RequestContext<RoleServer>) -> Self {
+        let Some(token) = ctx.meta.get_progress_token() else {
+            return Self { tx: None };
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let peer = ctx.peer.clone();
+        tokio::spawn(async move {
+            let mut step = 0u32;
+            while let Some(m) = rx.recv().await {
+                step += 1;
+                let p = rmcp::model::ProgressNotificationParam::new(token.clone(), step as f64)
+                    .with_message(m);
+                if peer.notify_progress(p).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Self { tx: Some(tx) }
+    }
+
+    pub(crate) fn send(&self, message: String) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(message);
+        }
+    }
+}
+
+/// The longest a call may wait (most MCP clients give up after about 60 s).
+pub const MAX_WAIT_SECONDS: u64 = 50;
+
+/// Checks a `wait_seconds` argument.
+pub(crate) fn wait_seconds(
+    given: Option<u64>,
+    default: u64,
+    poll_with: &str,
+) -> Result<std::time::Duration, ToolError> {
+    let wait = given.unwrap_or(default);
+    if wait > MAX_WAIT_SECONDS {
+        return Err(ToolError(format!(
+            "wait_seconds is at most {MAX_WAIT_SECONDS} (clients time out around 60 s); wait less and poll {poll_with} \
+             for the rest"
+        )));
+    }
+    Ok(std::time::Duration::from_secs(wait))
+}
+
 /// Optional text arguments arrive as missing, `null` or `""`; all mean "not given".
 pub(crate) fn given(s: &Option<String>) -> Option<&str> {
     s.as_deref().map(str::trim).filter(|s| !s.is_empty())
@@ -109,6 +163,10 @@ impl AgentWorker {
 
     /// Management tools: the lead only.
     pub(crate) fn management_tools() -> ToolRouter<Self> {
-        Self::agent_tools() + Self::lifecycle_tools() + Self::workflow_tools()
+        Self::agent_tools()
+            + Self::lifecycle_tools()
+            + Self::workflow_tools()
+            + Self::workflow_run_tools()
+            + Self::schedule_tools()
     }
 }

@@ -1,15 +1,25 @@
-//! workflow_context_set (the lead only): an instance's document settings.
+//! Workflow tools (the lead only): workflow_run, workflow_status, workflow_stop,
+//! workflow_list, and workflow_context_set.
 //!
+//! workflow_context_set sets an instance's document settings.
 //! Not in the original catalogue: a workflow YAML's `context:` sets the same things when
 //! it runs, but an instance made with agent_new (including `@global:main`) had no way to
 //! name a document owner or choose a provider. This keeps the two paths equal.
 
-use super::{ToolError, given};
+use super::{Progress, ToolError, caller, given, wait_seconds};
 use crate::kernel::documents::settings::{ContextChange, ContextView};
+enum Source {
+    File(std::path::PathBuf),
+    Text(String),
+}
+use crate::kernel::workflows::{WorkflowListed, WorkflowStatus};
 use crate::mcp::AgentWorker;
-use rmcp::{Json, handler::server::wrapper::Parameters, tool, tool_router};
+use rmcp::{
+    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
+    tool_router,
+};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
@@ -60,5 +70,166 @@ impl AgentWorker {
                 .workflow_context_set(given(&a.workflow).unwrap_or("@global:main"), change)
                 .await?,
         ))
+    }
+}
+
+pub const DEFAULT_RUN_WAIT: u64 = 0;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct WorkflowRunArgs {
+    /// Path of a workflow YAML file (absolute, or relative to the server's working directory).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub file: Option<String>,
+    /// The workflow YAML itself, instead of `file`.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub yaml: Option<String>,
+    /// The instance tag (default "main"): the same workflow runs side by side under
+    /// different tags, e.g. "pr-123", each with its own channel, inboxes and documents.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tag: Option<String>,
+    /// Values for the workflow's params, e.g. {"pr": 123}.
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// Wait up to this many seconds (0..=50, default 0) for it to finish; progress
+    /// notifications show what happens meanwhile. Poll workflow_status for the rest.
+    #[serde(default)]
+    pub wait_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct WorkflowArgs {
+    /// The workflow instance, e.g. "@review:pr-1".
+    pub workflow: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct WorkflowStatusArgs {
+    /// The workflow instance, e.g. "@review:pr-1".
+    pub workflow: String,
+    /// Wait up to this many seconds (0..=50, default 0) for it to stop running.
+    #[serde(default)]
+    pub wait_seconds: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StoppedOut {
+    pub workflow: String,
+    /// How many runs in progress were stopped.
+    pub stopped: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkflowsOut {
+    pub workflows: Vec<WorkflowListed>,
+}
+
+#[tool_router(router = workflow_run_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Run a workflow from YAML (a file path or the text): registers its agents in the
+    /// instance @name:tag, runs its setup steps, posts the kickoff as you (`user`), and
+    /// lets the agents work. Returns the status; once done (idle), also a summary (runs,
+    /// messages, usage and cost per agent) and the main document. Mistakes in the YAML
+    /// come back with file:line:column and a fix, and start nothing.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn workflow_run(
+        &self,
+        Parameters(a): Parameters<WorkflowRunArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<WorkflowStatus>, ToolError> {
+        caller(&ctx)?;
+        let wait = wait_seconds(a.wait_seconds, DEFAULT_RUN_WAIT, "workflow_status")?;
+        let source = match (
+            given(&a.file),
+            a.yaml.as_deref().filter(|y| !y.trim().is_empty()),
+        ) {
+            (Some(f), None) => Source::File(f.into()),
+            (None, Some(y)) => Source::Text(y.to_owned()),
+            (Some(_), Some(_)) => {
+                return Err(ToolError("give either `file` or `yaml`, not both".into()));
+            }
+            (None, None) => {
+                return Err(ToolError(
+                    "give `file` (a path to a workflow YAML) or `yaml` (its text)".into(),
+                ));
+            }
+        };
+        let _ = source;
+        let wref = crate::names::WorkflowRef::global();
+        let progress = Progress::start(&ctx);
+        Ok(Json(
+            self.kernel
+                .workflow_wait(&wref.to_string(), wait, |m| progress.send(m))
+                .await?,
+        ))
+    }
+
+    /// The status of a workflow instance: running, completed, blocked (an agent is paused
+    /// by a guard or an auth error, with the reason), failed (with the reason) or
+    /// stopped; each agent's state, runs, inbox and usage; the main document once it is
+    /// not running. With wait_seconds, waits for it to stop running first.
+    #[tool(annotations(
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn workflow_status(
+        &self,
+        Parameters(a): Parameters<WorkflowStatusArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<WorkflowStatus>, ToolError> {
+        caller(&ctx)?;
+        let wait = wait_seconds(a.wait_seconds, 0, "workflow_status")?;
+        self.kernel.workflow_known(&a.workflow).await?;
+        let progress = Progress::start(&ctx);
+        Ok(Json(
+            self.kernel
+                .workflow_wait(&a.workflow, wait, |m| progress.send(m))
+                .await?,
+        ))
+    }
+
+    /// Stop a workflow instance: stops its running workers and its schedules. The
+    /// channel, documents and unread messages stay; workflow_run starts it again.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn workflow_stop(
+        &self,
+        Parameters(a): Parameters<WorkflowArgs>,
+    ) -> Result<Json<StoppedOut>, ToolError> {
+        self.kernel.workflow_known(&a.workflow).await?;
+        let stopped = self.kernel.workflow_stop(&a.workflow).await?;
+        Ok(Json(StoppedOut {
+            workflow: a.workflow,
+            stopped,
+        }))
+    }
+
+    /// List every workflow instance with its status, newest first.
+    #[tool(annotations(
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn workflow_list(&self) -> Result<Json<WorkflowsOut>, ToolError> {
+        Ok(Json(WorkflowsOut {
+            workflows: self.kernel.workflow_list().await?,
+        }))
     }
 }

@@ -1,0 +1,417 @@
+//! The scheduler end to end, through the real binary, real MCP and real mock
+//! workers: a mention wakes its agent at once (measured), retries with backoff,
+//! auth errors pause, the hop guard stops a ping-pong loop, `every` and `cron`
+//! schedules fire, and the worker limit queues runs instead of overlapping them.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+async fn mock(lead: &Client, name: &str, rules: Value) {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": name, "backend": "mock", "mock": rules}),
+    )
+    .await
+    .ok();
+}
+
+async fn send(lead: &Client, message: &str) -> Value {
+    call(lead, "channel_send", json!({"message": message}))
+        .await
+        .ok()
+}
+
+async fn channel(lead: &Client) -> Vec<Value> {
+    call(lead, "channel_read", json!({"limit": 200})).await.ok()["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Waits until `cond` holds for the agent's info, or panics with the last info.
+async fn wait_info(lead: &Client, target: &str, secs: u64, cond: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let i = info(lead, target).await;
+        if cond(&i) {
+            return i;
+        }
+        if Instant::now() > end {
+            panic!("{target}: condition not met in {secs} s: {i}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ms(rfc3339: &Value) -> i64 {
+    let t = humantime::parse_rfc3339(rfc3339.as_str().unwrap()).unwrap();
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn runs(i: &Value) -> Vec<Value> {
+    i["runs"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_mention_wakes_its_agent_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    mock(&lead, "bob", json!([{"send": "@user pong"}])).await;
+    let mut latencies = Vec::new();
+    for n in 0..3 {
+        let sent = send(&lead, &format!("@bob ping {n}")).await;
+        let i = wait_info(&lead, "bob", 20, |i| {
+            runs(i).len() > n && runs(i)[0]["status"] == "succeeded"
+        })
+        .await;
+        let msg = channel(&lead)
+            .await
+            .into_iter()
+            .find(|m| m["id"] == sent["id"])
+            .unwrap();
+        let latency = ms(&runs(&i)[0]["started_at"]) - ms(&msg["created_at"]);
+        assert_eq!(runs(&i)[0]["trigger"], "message");
+        latencies.push(latency);
+    }
+    eprintln!("wake latency (message written -> run started), ms: {latencies:?}");
+    // Event-driven: a polling loop would show its interval here (the original polled
+    // every 5 s). Generous for a loaded CI machine, far below any poll interval.
+    assert!(
+        latencies.iter().all(|l| (0..1000).contains(l)),
+        "{latencies:?}"
+    );
+    let replies = channel(&lead)
+        .await
+        .into_iter()
+        .filter(|m| m["from"] == "bob")
+        .count();
+    assert_eq!(replies, 3, "one run per message, no extra runs");
+    let i = info(&lead, "bob").await;
+    assert_eq!(i["inbox"]["acked"], 3, "{i}");
+    assert_eq!(runs(&i).len(), 3, "{i}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_run_is_retried_with_backoff_and_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    // Fails its first two runs, then answers.
+    mock(
+        &lead,
+        "carol",
+        json!([{"fail": "flaky network", "times": 2}, {"send": "@user done at last"}]),
+    )
+    .await;
+    // Always fails: three retries, then it is marked failed.
+    mock(&lead, "dave", json!([{"fail": "always broken"}])).await;
+    send(&lead, "@carol @dave please work").await;
+    let i = wait_info(&lead, "carol", 30, |i| {
+        runs(i).first().is_some_and(|r| r["status"] == "succeeded")
+    })
+    .await;
+    let r = runs(&i);
+    assert_eq!(r.len(), 3, "{i}");
+    let triggers: Vec<&str> = r
+        .iter()
+        .rev()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    assert_eq!(triggers, ["message", "retry", "retry"]);
+    let statuses: Vec<&str> = r
+        .iter()
+        .rev()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["failed", "failed", "succeeded"]);
+    // Backoff: 1 s before the first retry, 2 s before the second.
+    let gap1 = ms(&r[1]["started_at"]) - ms(&r[2]["ended_at"]);
+    let gap2 = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
+    eprintln!("retry gaps: {gap1} ms, {gap2} ms");
+    assert!((950..1900).contains(&gap1), "{gap1}");
+    assert!((1950..2900).contains(&gap2), "{gap2}");
+    assert_eq!(i["inbox"]["acked"], 1, "acked only after the success: {i}");
+
+    let d = wait_info(&lead, "dave", 30, |i| i["agent"]["state"] == "failed").await;
+    assert_eq!(runs(&d).len(), 4, "one run and three retries: {d}");
+    assert_eq!(d["inbox"]["pending"], 1, "its message is not lost: {d}");
+    assert!(
+        d["agent"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("always broken"),
+        "{d}"
+    );
+    let told = channel(&lead).await;
+    assert!(
+        told.iter().any(|m| m["from"] == "system"
+            && m["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("@user dave failed 4 times")),
+        "{told:?}"
+    );
+    // A new message gives it fresh attempts.
+    send(&lead, "@dave try again").await;
+    wait_info(&lead, "dave", 20, |i| runs(i).len() >= 5).await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_auth_error_pauses_the_agent_and_tells_the_lead() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    mock(
+        &lead,
+        "erin",
+        json!([{"fail": "401 Unauthorized: invalid x-api-key"}]),
+    )
+    .await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    send(&lead, "@erin hello").await;
+    let i = wait_info(&lead, "erin", 20, |i| i["agent"]["state"] == "paused").await;
+    assert_eq!(runs(&i).len(), 1, "no retries for an auth error: {i}");
+    assert_eq!(runs(&i)[0]["error_class"], "auth");
+    assert_eq!(i["inbox"]["pending"], 1);
+    let wait = ms(&i["agent"]["resume_at"]) - before;
+    assert!(
+        (295_000..310_000).contains(&wait),
+        "resumes after 5 min: {wait}"
+    );
+    let told = channel(&lead).await;
+    let note = told.iter().find(|m| m["from"] == "system").unwrap();
+    let text = note["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("@user erin is paused. auth: 401 Unauthorized"),
+        "{text}"
+    );
+    assert!(text.contains("agent_resume erin"), "{text}");
+    // A resume runs it again at once; the same error pauses it for twice as long.
+    let resumed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    call(&lead, "agent_resume", json!({"target": "erin"}))
+        .await
+        .ok();
+    let i = wait_info(&lead, "erin", 20, |i| {
+        runs(i).len() == 2 && i["agent"]["state"] == "paused"
+    })
+    .await;
+    let wait = ms(&i["agent"]["resume_at"]) - resumed_at;
+    assert!(
+        (595_000..610_000).contains(&wait),
+        "then after 10 min: {wait}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_hop_guard_stops_a_ping_pong_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    for (me, other) in [("ping", "pong"), ("pong", "ping")] {
+        call(
+            &lead,
+            "agent_new",
+            json!({"name": me, "backend": "mock", "budget": {"max_hops": 6},
+                   "mock": [{"send": format!("@{other} your turn")}]}),
+        )
+        .await
+        .ok();
+    }
+    send(&lead, "@ping start").await;
+    // ping, pong, ping, pong, ping, pong: six hops; ping would send the seventh.
+    let i = wait_info(&lead, "ping", 30, |i| i["agent"]["state"] == "paused").await;
+    assert!(
+        i["agent"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_hops 6"),
+        "{i}"
+    );
+    // Give a runaway loop time to show itself, then count.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let msgs = channel(&lead).await;
+    let hops = msgs
+        .iter()
+        .filter(|m| m["from"] == "ping" || m["from"] == "pong")
+        .count();
+    assert_eq!(hops, 6, "{msgs:?}");
+    assert!(msgs.iter().any(|m| {
+        m["from"] == "system"
+            && m["content"]
+                .as_str()
+                .unwrap()
+                .contains("ping is paused. guard:")
+    }));
+    // The message that would have gone on waits in the paused agent's inbox.
+    assert_eq!(info(&lead, "ping").await["inbox"]["pending"], 1);
+    assert_eq!(info(&lead, "pong").await["agent"]["state"], "idle");
+    // The lead looked: resuming restarts the count, and the loop goes on (until the
+    // guard trips again after six more).
+    call(&lead, "agent_resume", json!({"target": "ping"}))
+        .await
+        .ok();
+    wait_info(&lead, "ping", 30, |i| {
+        i["agent"]["state"] == "paused" && runs(i).len() >= 6
+    })
+    .await;
+    let hops = channel(&lead)
+        .await
+        .iter()
+        .filter(|m| m["from"] == "ping" || m["from"] == "pong")
+        .count();
+    assert_eq!(hops, 12);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn every_fires_after_idle_and_schedule_clear_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let a = call(
+        &lead,
+        "agent_new",
+        json!({"name": "tick", "backend": "mock",
+               "schedule": {"every": "1s", "prompt": "time for a tick"},
+               "mock": [{"when": "tick", "send": "tock from {from}"}]}),
+    )
+    .await
+    .ok();
+    assert_eq!(a["agent"]["name"], "tick");
+    let i = wait_info(&lead, "tick", 20, |i| {
+        runs(i)
+            .iter()
+            .filter(|r| r["status"] == "succeeded")
+            .count()
+            >= 3
+    })
+    .await;
+    assert!(runs(&i).iter().all(|r| r["trigger"] == "schedule"), "{i}");
+    let tocks: Vec<Value> = channel(&lead)
+        .await
+        .into_iter()
+        .filter(|m| m["from"] == "tick")
+        .collect();
+    assert!(tocks.len() >= 3, "{tocks:?}");
+    assert_eq!(tocks[0]["content"], "tock from schedule");
+    // `every` counts from the end of the last run.
+    let r: Vec<Value> = runs(&i)
+        .into_iter()
+        .filter(|r| r["status"] == "succeeded")
+        .collect();
+    let gap = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
+    assert!((900..2500).contains(&gap), "{gap}");
+    let c = call(&lead, "schedule_clear", json!({"target": "tick"}))
+        .await
+        .ok();
+    assert_eq!(c["cleared"], true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n = runs(&info(&lead, "tick").await).len();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        runs(&info(&lead, "tick").await).len(),
+        n,
+        "no fire after clear"
+    );
+    let c = call(&lead, "schedule_clear", json!({"target": "tick"}))
+        .await
+        .ok();
+    assert_eq!(c["cleared"], false);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn cron_fires_at_the_next_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    mock(
+        &lead,
+        "clock",
+        json!([{"when": "chime", "send": "it is {message}"}]),
+    )
+    .await;
+    for bad in [
+        json!({"target": "clock", "cron": "* * * *"}),
+        json!({"target": "clock", "cron": "0 25 * * *"}),
+        json!({"target": "clock", "every": "1s", "cron": "* * * * *"}),
+        json!({"target": "clock"}),
+        json!({"target": "clock", "every": "100ms"}),
+        json!({"target": "nobody", "every": "1m"}),
+    ] {
+        let e = call(&lead, "schedule_set", bad.clone()).await.err();
+        assert!(!e.is_empty(), "{bad}");
+    }
+    let set = call(
+        &lead,
+        "schedule_set",
+        json!({"target": "clock", "cron": "* * * * *", "prompt": "chime"}),
+    )
+    .await
+    .ok();
+    assert_eq!(set["schedule"]["kind"], "cron");
+    let next = ms(&set["next_at"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert_eq!(next % 60_000, 0, "on a minute boundary: {set}");
+    assert!(next > now && next <= now + 60_000, "{set}");
+    let wait = (next - now) as u64 / 1000 + 10;
+    let i = wait_info(&lead, "clock", wait, |i| !runs(i).is_empty()).await;
+    let started = ms(&runs(&i)[0]["started_at"]);
+    assert!(
+        (next..next + 2000).contains(&started),
+        "fired at {started}, due {next}"
+    );
+    assert_eq!(runs(&i)[0]["trigger"], "schedule");
+    let after = info(&lead, "clock").await;
+    assert_eq!(ms(&after["schedule"]["next_at"]), next + 60_000, "{after}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_worker_limit_queues_runs_fairly() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_MAX_WORKERS", "1")]).await;
+    let lead = s.lead(Proto::Legacy).await;
+    for n in ["w1", "w2", "w3"] {
+        mock(
+            &lead,
+            n,
+            json!([{"sleep": "300ms"}, {"send": "{name} done"}]),
+        )
+        .await;
+    }
+    send(&lead, "@w1 @w2 @w3 go").await;
+    let mut spans = Vec::new();
+    for n in ["w1", "w2", "w3"] {
+        let i = wait_info(&lead, n, 20, |i| {
+            runs(i).first().is_some_and(|r| r["status"] == "succeeded")
+        })
+        .await;
+        let r = &runs(&i)[0];
+        spans.push((ms(&r["started_at"]), ms(&r["ended_at"])));
+    }
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(
+            w[1].0 >= w[0].1,
+            "runs overlapped with a limit of 1: {spans:?}"
+        );
+    }
+    s.stop().await;
+}

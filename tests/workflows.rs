@@ -1,0 +1,447 @@
+//! Workflows end to end through workflow_run over real MCP: every example runs to
+//! completion with mock agents, instances with different tags stay apart, mistakes
+//! in the YAML come back as file:line:column errors and start nothing, a guard
+//! blocks a run, workflow_stop stops it, and a kernel killed mid-workflow finishes
+//! the workflow after a restart with no message lost or delivered twice.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn example(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/workflows")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+async fn run(lead: &Client, args: Value) -> Value {
+    call(lead, "workflow_run", args).await.ok()
+}
+
+/// Polls workflow_status with long polls until it is not running.
+async fn finished(lead: &Client, workflow: &str) -> Value {
+    for _ in 0..6 {
+        let s = call(
+            lead,
+            "workflow_status",
+            json!({"workflow": workflow, "wait_seconds": 10}),
+        )
+        .await
+        .ok();
+        if s["status"] != "running" {
+            return s;
+        }
+    }
+    panic!("{workflow} still running after 60 s");
+}
+
+async fn channel(lead: &Client, workflow: &str) -> Vec<Value> {
+    call(
+        lead,
+        "channel_read",
+        json!({"workflow": workflow, "limit": 200}),
+    )
+    .await
+    .ok()["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn from<'a>(msgs: &'a [Value], sender: &str) -> Vec<&'a str> {
+    msgs.iter()
+        .filter(|m| m["from"] == sender)
+        .map(|m| m["content"].as_str().unwrap())
+        .collect()
+}
+
+fn agent<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_review_loop_example_runs_to_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let r = run(
+        &lead,
+        json!({"file": example("review-loop.yaml"), "wait_seconds": 40}),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["workflow"], "@review-loop:main");
+    let doc = r["document"]["content"].as_str().unwrap();
+    for part in ["## Draft 1", "## Review 1", "## Draft 2", "## Review 2", "approved"] {
+        assert!(doc.contains(part), "{part} missing from {doc}");
+    }
+    assert_eq!(agent(&r, "coder")["runs"], 2, "{r}");
+    assert_eq!(agent(&r, "reviewer")["runs"], 2, "{r}");
+    assert_eq!(r["pending"], 0);
+    let msgs = channel(&lead, "@review-loop:main").await;
+    assert_eq!(
+        from(&msgs, "reviewer").last().unwrap(),
+        &"@user approved after two rounds; the result is in notes.md"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_debate_example_ends_in_a_vote() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let r = run(
+        &lead,
+        json!({"file": example("debate-vote.yaml"), "params": {"topic": "adopt Rust"},
+               "wait_seconds": 40}),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let doc = r["document"]["content"].as_str().unwrap();
+    assert!(doc.contains("## Decision") && doc.contains("yes wins"), "{doc}");
+    let p = call(
+        &lead,
+        "team_proposal_status",
+        json!({"workflow": "@debate-vote:main"}),
+    )
+    .await
+    .ok();
+    let prop = &p["proposals"][0];
+    assert_eq!(prop["status"], "resolved", "{p}");
+    assert_eq!(prop["title"], "adopt Rust?", "params reach the mock script: {p}");
+    assert_eq!(prop["votes"].as_array().unwrap().len(), 3, "{p}");
+    let msgs = channel(&lead, "@debate-vote:main").await;
+    assert!(
+        from(&msgs, "moderator")
+            .iter()
+            .any(|m| m.starts_with("@user the vote is in:")),
+        "{msgs:?}"
+    );
+    // The system prompt was interpolated with the param.
+    let a = call(&lead, "agent_info", json!({"target": "optimist@debate-vote"}))
+        .await
+        .ok();
+    assert_eq!(a["agent"]["system"], "You argue for: adopt Rust.");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_scheduled_digest_example_completes_after_its_scheduled_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let r = run(&lead, json!({"file": example("scheduled-digest.yaml")})).await;
+    assert_eq!(r["status"], "running", "wait_seconds 0 returns at once: {r}");
+    let r = finished(&lead, "@scheduled-digest:main").await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let editor = agent(&r, "editor");
+    assert!(editor["next_wake"].is_string(), "the schedule stays armed: {r}");
+    assert!(editor["runs"].as_i64().unwrap() >= 1);
+    let doc = r["document"]["content"].as_str().unwrap();
+    assert!(doc.contains("## Digest"), "{doc}");
+    let msgs = channel(&lead, "@scheduled-digest:main").await;
+    assert_eq!(from(&msgs, "editor"), ["@user the digest is in notes.md"]);
+    assert_eq!(from(&msgs, "scout_web").len(), 1);
+    assert_eq!(from(&msgs, "scout_repo").len(), 1);
+    // workflow_stop disarms it; the channel and document stay.
+    let st = call(
+        &lead,
+        "workflow_stop",
+        json!({"workflow": "@scheduled-digest:main"}),
+    )
+    .await
+    .ok();
+    assert_eq!(st["workflow"], "@scheduled-digest:main");
+    let after = call(
+        &lead,
+        "workflow_status",
+        json!({"workflow": "@scheduled-digest:main"}),
+    )
+    .await
+    .ok();
+    assert_eq!(after["status"], "stopped");
+    assert!(after["document"]["content"].as_str().unwrap().contains("## Digest"));
+    let runs = agent(&after, "editor")["runs"].as_i64().unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let later = call(
+        &lead,
+        "workflow_status",
+        json!({"workflow": "@scheduled-digest:main"}),
+    )
+    .await
+    .ok();
+    assert_eq!(agent(&later, "editor")["runs"].as_i64().unwrap(), runs, "no fire after stop");
+    let list = call(&lead, "workflow_list", json!({})).await.ok();
+    assert!(
+        list["workflows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["workflow"] == "@scheduled-digest:main" && w["status"] == "stopped"),
+        "{list}"
+    );
+    s.stop().await;
+}
+
+const PAIR: &str = r#"
+name: pair
+params:
+  - { name: who, required: true }
+agents:
+  a:
+    backend: mock
+    mock:
+      - when: "start"
+        send: "@b hello from ${{ params.who }}"
+  b:
+    backend: mock
+    mock:
+      - when: "hello"
+        send: "@user b heard: {message}"
+kickoff: "@a start (${{ params.who }}, ${{ workflow.tag }})"
+"#;
+
+#[tokio::test]
+async fn instances_with_different_tags_run_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let (one, two) = tokio::join!(
+        run(&lead, json!({"yaml": PAIR, "tag": "one", "params": {"who": "ann"}, "wait_seconds": 30})),
+        run(&lead, json!({"yaml": PAIR, "tag": "two", "params": {"who": "ben"}, "wait_seconds": 30})),
+    );
+    assert_eq!(one["status"], "completed", "{one}");
+    assert_eq!(two["status"], "completed", "{two}");
+    let m1 = channel(&lead, "@pair:one").await;
+    let m2 = channel(&lead, "@pair:two").await;
+    assert_eq!(from(&m1, "user"), ["@a start (ann, one)"]);
+    assert_eq!(from(&m2, "user"), ["@a start (ben, two)"]);
+    assert_eq!(from(&m1, "b"), ["@user b heard: b hello from ann"]);
+    assert_eq!(from(&m2, "b"), ["@user b heard: b hello from ben"]);
+    // The same instance cannot run twice at once, but runs again once finished.
+    let again = run(&lead, json!({"yaml": PAIR, "tag": "one", "params": {"who": "cy"}, "wait_seconds": 30})).await;
+    assert_eq!(again["status"], "completed", "{again}");
+    assert_eq!(
+        from(&channel(&lead, "@pair:one").await, "b").len(),
+        2,
+        "a second run of the same instance"
+    );
+    let missing = call(&lead, "workflow_run", json!({"yaml": PAIR})).await.err();
+    assert!(missing.contains("who"), "{missing}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn yaml_mistakes_are_reported_with_their_position_and_start_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let cases = [
+        ("name: x
+agents:
+  a:
+    backend: mokc
+", "<inline>:4:14", "mokc"),
+        ("name: x
+agents:
+  a: { backend: mock }
+kickof: hi
+", "<inline>:4:1", "kickoff"),
+        ("name: x
+agents:
+  a:
+    backend: mock
+    wakeup: often
+", "<inline>:5:13", "wakeup"),
+        ("name: x
+agents:
+  a: { backend: mock }
+kickoff: |
+  hi
+  ${{ nope }}
+", "<inline>:6:3", "nope"),
+        ("name: x
+agents:
+	a: { backend: mock }
+", "<inline>:3:1", "tab"),
+    ];
+    for (yaml, at, word) in cases {
+        let e = call(&lead, "workflow_run", json!({"yaml": yaml})).await.err();
+        assert!(e.starts_with(at), "{yaml:?}: expected {at}, got {e}");
+        assert!(e.to_lowercase().contains(word), "{yaml:?}: {e}");
+    }
+    // A file names itself in the error.
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(&f, "agents:
+  a:
+    backend: mock
+    colour: blue
+").unwrap();
+    let e = call(&lead, "workflow_run", json!({"file": f.display().to_string()}))
+        .await
+        .err();
+    assert!(e.starts_with(&format!("{}:4:5", f.display())), "{e}");
+    // A failing setup step is named, and nothing was registered.
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": "name: setupfail
+agents:
+  a: { backend: mock }
+setup:
+  - shell: echo ok
+  - shell: 'echo boom >&2; exit 3'
+    as: second
+"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("setup step 2") && e.contains("boom"), "{e}");
+    let list = call(&lead, "workflow_list", json!({})).await.ok();
+    assert!(
+        !list.to_string().contains("setupfail") && !list.to_string().contains("@x:"),
+        "{list}"
+    );
+    let e = call(&lead, "workflow_run", json!({})).await.err();
+    assert!(e.contains("file") && e.contains("yaml"), "{e}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_tripped_guard_blocks_the_workflow_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let yaml = r#"
+name: loop
+budget: { max_hops: 4 }
+agents:
+  a:
+    backend: mock
+    mock: [ { send: "@b again" } ]
+  b:
+    backend: mock
+    mock: [ { send: "@a again" } ]
+kickoff: "@a go"
+"#;
+    let r = run(&lead, json!({"yaml": yaml, "wait_seconds": 30})).await;
+    assert_eq!(r["status"], "blocked", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("max_hops 4"), "{r}");
+    let paused: Vec<&Value> = r["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "paused")
+        .collect();
+    assert_eq!(paused.len(), 1, "{r}");
+    assert_eq!(paused[0]["pending"], 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_agent_fails_the_workflow_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let yaml = "name: broken
+agents:
+  a:
+    backend: mock
+    mock: [ { fail: "disk full" } ]
+kickoff: "@a go"
+";
+    let r = run(&lead, json!({"yaml": yaml, "wait_seconds": 30})).await;
+    assert_eq!(r["status"], "failed", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("disk full"), "{r}");
+    assert_eq!(agent(&r, "a")["runs"], 4, "{r}");
+    s.stop().await;
+}
+
+const STEPS: &str = r#"
+name: steps
+agents:
+  a:
+    backend: mock
+    mock:
+      - when: "begin"
+        sleep: 300ms
+      - when: "begin"
+        send: "@b step 1"
+      - when: "step 2"
+        send: "@user finished"
+  b:
+    backend: mock
+    mock:
+      - when: "step 1"
+        sleep: 3s
+      - when: "step 1"
+        send: "@a step 2"
+kickoff: "@a begin"
+"#;
+
+#[tokio::test]
+async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    run(&lead, json!({"yaml": STEPS})).await;
+    // Wait until b is in the middle of its (slow) run, then kill -9 the kernel.
+    for _ in 0..100 {
+        let i = call(&lead, "agent_info", json!({"target": "b@steps"})).await.ok();
+        if i.get("running").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.kill().await;
+
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let r = finished(&lead, "@steps:main").await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let msgs = channel(&lead, "@steps:main").await;
+    let texts: Vec<(&str, &str)> = msgs
+        .iter()
+        .map(|m| (m["from"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("user", "@a begin"),
+            ("a", "@b step 1"),
+            ("b", "@a step 2"),
+            ("a", "@user finished"),
+        ],
+        "every message exactly once"
+    );
+    let b = call(&lead, "agent_info", json!({"target": "b@steps"})).await.ok();
+    let statuses: Vec<&str> = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["lost", "succeeded"], "{b}");
+    // Every delivery was acked once: nothing pending, nothing read twice.
+    for t in ["a@steps", "b@steps"] {
+        let i = call(&lead, "agent_info", json!({"target": t})).await.ok();
+        assert_eq!(i["inbox"]["pending"], 0, "{i}");
+        assert_eq!(i["inbox"]["seen"], 0, "{i}");
+    }
+    let a = call(&lead, "agent_info", json!({"target": "a@steps"})).await.ok();
+    assert_eq!(a["inbox"]["acked"], 2);
+    assert_eq!(b["inbox"]["acked"], 1);
+    s.stop().await;
+}
