@@ -81,7 +81,13 @@ async fn the_review_loop_example_runs_to_completion() {
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["workflow"], "@review-loop:main");
     let doc = r["document"]["content"].as_str().unwrap();
-    for part in ["## Draft 1", "## Review 1", "## Draft 2", "## Review 2", "approved"] {
+    for part in [
+        "## Draft 1",
+        "## Review 1",
+        "## Draft 2",
+        "## Review 2",
+        "approved",
+    ] {
         assert!(doc.contains(part), "{part} missing from {doc}");
     }
     assert_eq!(agent(&r, "coder")["runs"], 2, "{r}");
@@ -108,7 +114,10 @@ async fn the_debate_example_ends_in_a_vote() {
     .await;
     assert_eq!(r["status"], "completed", "{r}");
     let doc = r["document"]["content"].as_str().unwrap();
-    assert!(doc.contains("## Decision") && doc.contains("yes wins"), "{doc}");
+    assert!(
+        doc.contains("## Decision") && doc.contains("yes wins"),
+        "{doc}"
+    );
     let p = call(
         &lead,
         "team_proposal_status",
@@ -118,7 +127,10 @@ async fn the_debate_example_ends_in_a_vote() {
     .ok();
     let prop = &p["proposals"][0];
     assert_eq!(prop["status"], "resolved", "{p}");
-    assert_eq!(prop["title"], "adopt Rust?", "params reach the mock script: {p}");
+    assert_eq!(
+        prop["title"], "adopt Rust?",
+        "params reach the mock script: {p}"
+    );
     assert_eq!(prop["votes"].as_array().unwrap().len(), 3, "{p}");
     let msgs = channel(&lead, "@debate-vote:main").await;
     assert!(
@@ -128,9 +140,13 @@ async fn the_debate_example_ends_in_a_vote() {
         "{msgs:?}"
     );
     // The system prompt was interpolated with the param.
-    let a = call(&lead, "agent_info", json!({"target": "optimist@debate-vote"}))
-        .await
-        .ok();
+    let a = call(
+        &lead,
+        "agent_info",
+        json!({"target": "optimist@debate-vote"}),
+    )
+    .await
+    .ok();
     assert_eq!(a["agent"]["system"], "You argue for: adopt Rust.");
     s.stop().await;
 }
@@ -141,11 +157,17 @@ async fn the_scheduled_digest_example_completes_after_its_scheduled_run() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let r = run(&lead, json!({"file": example("scheduled-digest.yaml")})).await;
-    assert_eq!(r["status"], "running", "wait_seconds 0 returns at once: {r}");
+    assert_eq!(
+        r["status"], "running",
+        "wait_seconds 0 returns at once: {r}"
+    );
     let r = finished(&lead, "@scheduled-digest:main").await;
     assert_eq!(r["status"], "completed", "{r}");
     let editor = agent(&r, "editor");
-    assert!(editor["next_wake"].is_string(), "the schedule stays armed: {r}");
+    assert!(
+        editor["next_wake"].is_string(),
+        "the schedule stays armed: {r}"
+    );
     assert!(editor["runs"].as_i64().unwrap() >= 1);
     let doc = r["document"]["content"].as_str().unwrap();
     assert!(doc.contains("## Digest"), "{doc}");
@@ -170,7 +192,12 @@ async fn the_scheduled_digest_example_completes_after_its_scheduled_run() {
     .await
     .ok();
     assert_eq!(after["status"], "stopped");
-    assert!(after["document"]["content"].as_str().unwrap().contains("## Digest"));
+    assert!(
+        after["document"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("## Digest")
+    );
     let runs = agent(&after, "editor")["runs"].as_i64().unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
     let later = call(
@@ -180,7 +207,11 @@ async fn the_scheduled_digest_example_completes_after_its_scheduled_run() {
     )
     .await
     .ok();
-    assert_eq!(agent(&later, "editor")["runs"].as_i64().unwrap(), runs, "no fire after stop");
+    assert_eq!(
+        agent(&later, "editor")["runs"].as_i64().unwrap(),
+        runs,
+        "no fire after stop"
+    );
     let list = call(&lead, "workflow_list", json!({})).await.ok();
     assert!(
         list["workflows"]
@@ -217,8 +248,14 @@ async fn instances_with_different_tags_run_side_by_side() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let (one, two) = tokio::join!(
-        run(&lead, json!({"yaml": PAIR, "tag": "one", "params": {"who": "ann"}, "wait_seconds": 30})),
-        run(&lead, json!({"yaml": PAIR, "tag": "two", "params": {"who": "ben"}, "wait_seconds": 30})),
+        run(
+            &lead,
+            json!({"yaml": PAIR, "tag": "one", "params": {"who": "ann"}, "wait_seconds": 30})
+        ),
+        run(
+            &lead,
+            json!({"yaml": PAIR, "tag": "two", "params": {"who": "ben"}, "wait_seconds": 30})
+        ),
     );
     assert_eq!(one["status"], "completed", "{one}");
     assert_eq!(two["status"], "completed", "{two}");
@@ -229,14 +266,20 @@ async fn instances_with_different_tags_run_side_by_side() {
     assert_eq!(from(&m1, "b"), ["@user b heard: b hello from ann"]);
     assert_eq!(from(&m2, "b"), ["@user b heard: b hello from ben"]);
     // The same instance cannot run twice at once, but runs again once finished.
-    let again = run(&lead, json!({"yaml": PAIR, "tag": "one", "params": {"who": "cy"}, "wait_seconds": 30})).await;
+    let again = run(
+        &lead,
+        json!({"yaml": PAIR, "tag": "one", "params": {"who": "cy"}, "wait_seconds": 30}),
+    )
+    .await;
     assert_eq!(again["status"], "completed", "{again}");
     assert_eq!(
         from(&channel(&lead, "@pair:one").await, "b").len(),
         2,
         "a second run of the same instance"
     );
-    let missing = call(&lead, "workflow_run", json!({"yaml": PAIR})).await.err();
+    let missing = call(&lead, "workflow_run", json!({"yaml": PAIR}))
+        .await
+        .err();
     assert!(missing.contains("who"), "{missing}");
     s.stop().await;
 }
@@ -247,49 +290,79 @@ async fn yaml_mistakes_are_reported_with_their_position_and_start_nothing() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let cases = [
-        ("name: x
+        (
+            "name: x
 agents:
   a:
     backend: mokc
-", "<inline>:4:14", "mokc"),
-        ("name: x
+",
+            "<inline>:4:14",
+            "mokc",
+        ),
+        (
+            "name: x
 agents:
   a: { backend: mock }
 kickof: hi
-", "<inline>:4:1", "kickoff"),
-        ("name: x
+",
+            "<inline>:4:1",
+            "kickoff",
+        ),
+        (
+            "name: x
 agents:
   a:
     backend: mock
     wakeup: often
-", "<inline>:5:13", "wakeup"),
-        ("name: x
+",
+            "<inline>:5:13",
+            "wakeup",
+        ),
+        (
+            "name: x
 agents:
   a: { backend: mock }
 kickoff: |
   hi
   ${{ nope }}
-", "<inline>:6:3", "nope"),
-        ("name: x
+",
+            "<inline>:6:3",
+            "nope",
+        ),
+        (
+            "name: x
 agents:
 	a: { backend: mock }
-", "<inline>:3:1", "tab"),
+",
+            "<inline>:3:1",
+            "tab",
+        ),
     ];
     for (yaml, at, word) in cases {
-        let e = call(&lead, "workflow_run", json!({"yaml": yaml})).await.err();
+        let e = call(&lead, "workflow_run", json!({"yaml": yaml}))
+            .await
+            .err();
         assert!(e.starts_with(at), "{yaml:?}: expected {at}, got {e}");
         assert!(e.to_lowercase().contains(word), "{yaml:?}: {e}");
     }
     // A file names itself in the error.
     let f = dir.path().join("bad.yaml");
-    std::fs::write(&f, "agents:
+    std::fs::write(
+        &f,
+        "agents:
   a:
     backend: mock
     colour: blue
-").unwrap();
-    let e = call(&lead, "workflow_run", json!({"file": f.display().to_string()}))
-        .await
-        .err();
+",
+    )
+    .unwrap();
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"file": f.display().to_string()}),
+    )
+    .await
+    .err();
     assert!(e.starts_with(&format!("{}:4:5", f.display())), "{e}");
     // A failing setup step is named, and nothing was registered.
     let e = call(
@@ -353,13 +426,14 @@ async fn a_failing_agent_fails_the_workflow_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let yaml = "name: broken
+    let yaml = r#"
+name: broken
 agents:
   a:
     backend: mock
     mock: [ { fail: "disk full" } ]
 kickoff: "@a go"
-";
+"#;
     let r = run(&lead, json!({"yaml": yaml, "wait_seconds": 30})).await;
     assert_eq!(r["status"], "failed", "{r}");
     assert!(r["reason"].as_str().unwrap().contains("disk full"), "{r}");
@@ -397,7 +471,9 @@ async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
     run(&lead, json!({"yaml": STEPS})).await;
     // Wait until b is in the middle of its (slow) run, then kill -9 the kernel.
     for _ in 0..100 {
-        let i = call(&lead, "agent_info", json!({"target": "b@steps"})).await.ok();
+        let i = call(&lead, "agent_info", json!({"target": "b@steps"}))
+            .await
+            .ok();
         if i.get("running").is_some() {
             break;
         }
@@ -425,7 +501,9 @@ async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
         ],
         "every message exactly once"
     );
-    let b = call(&lead, "agent_info", json!({"target": "b@steps"})).await.ok();
+    let b = call(&lead, "agent_info", json!({"target": "b@steps"}))
+        .await
+        .ok();
     let statuses: Vec<&str> = b["runs"]
         .as_array()
         .unwrap()
@@ -440,7 +518,9 @@ async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
         assert_eq!(i["inbox"]["pending"], 0, "{i}");
         assert_eq!(i["inbox"]["seen"], 0, "{i}");
     }
-    let a = call(&lead, "agent_info", json!({"target": "a@steps"})).await.ok();
+    let a = call(&lead, "agent_info", json!({"target": "a@steps"}))
+        .await
+        .ok();
     assert_eq!(a["inbox"]["acked"], 2);
     assert_eq!(b["inbox"]["acked"], 1);
     s.stop().await;
