@@ -1,342 +1,160 @@
-//! A guided tour of agent-worker over real MCP: a kernel on SQLite in a temp dir,
-//! two mock agents, and the lead talking to them.
+//! The demo: a kernel on SQLite in a temp dir, one example workflow run by mock
+//! agents, the channel streamed to the terminal as it happens, then the summary and
+//! the final document. No API key, no network beyond loopback.
 //!
 //! ```text
-//! cargo run --release --example demo
+//! cargo run --release --example demo                 # the review loop
+//! cargo run --release --example demo -- debate-vote  # or any file in examples/workflows/
 //! ```
 //!
-//! The demo is the lead (admin token) and also plays the two agents through their
-//! own `agent_join` tokens, exactly as an external MCP client acting as an agent
-//! would. Every step below is an MCP tool call over loopback HTTP.
+//! Everything is an MCP tool call over loopback HTTP, as your assistant would make
+//! them: workflow_run starts it, channel_read follows it, workflow_status waits
+//! for it. The kernel starts each agent's run as a worker subprocess; here that
+//! worker is this same program (the kernel runs `<this program> __worker`).
 
 mod common;
 
-use common::{Client, call, connect, start_kernel};
+use common::{call, connect, start_kernel};
 use serde_json::{Value, json};
-
-fn step(title: &str) {
-    println!("\n== {title}");
-}
-
-fn show_channel(v: &Value) {
-    for m in v["messages"].as_array().unwrap() {
-        let to = m["to"]
-            .as_str()
-            .map(|t| format!(" (DM to {t})"))
-            .unwrap_or_default();
-        println!(
-            "  [{}] {}{}: {}",
-            &m["created_at"].as_str().unwrap()[11..19],
-            m["from"].as_str().unwrap(),
-            to,
-            m["content"].as_str().unwrap()
-        );
-    }
-}
-
-async fn show_inbox(who: &str, c: &Client) -> Value {
-    let inbox = call(c, "my_inbox", json!({})).await;
-    println!(
-        "  {who}'s inbox ({} waiting):",
-        inbox["messages"].as_array().unwrap().len()
-    );
-    for m in inbox["messages"].as_array().unwrap() {
-        println!(
-            "    - from {} [{}{}]: {}",
-            m["from"].as_str().unwrap(),
-            m["priority"].as_str().unwrap(),
-            if m["dm"].as_bool().unwrap() {
-                ", DM"
-            } else {
-                ""
-            },
-            m["content"].as_str().unwrap()
-        );
-    }
-    inbox
-}
-
-/// Calls a tool that is expected to refuse, and returns its error text.
-async fn refused(c: &Client, tool: &str, args: Value) -> String {
-    let Value::Object(args) = args else {
-        unreachable!("arguments are an object")
-    };
-    let r = c
-        .call_tool(rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap();
-    assert_eq!(r.is_error, Some(true), "{tool} should have been refused");
-    format!("refused: {}", r.content[0].as_text().unwrap().text)
-}
+use std::path::PathBuf;
+use std::time::Duration;
 
 #[tokio::main]
 async fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let admin = agent_worker::kernel::tokens::new_secret("awadmin_");
-    let (_kernel, url) = start_kernel(dir.path(), &admin).await;
+    // The kernel starts workers as `<exe> __worker`: serve that mode here too.
+    if std::env::args().nth(1).as_deref() == Some(agent_worker::kernel::workers::WORKER_MODE) {
+        std::process::exit(agent_worker::worker::main().await);
+    }
+    let name = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "review-loop".into());
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/workflows")
+        .join(format!("{}.yaml", name.trim_end_matches(".yaml")));
+    if !file.exists() {
+        eprintln!(
+            "no example {}; pick one of review-loop, debate-vote, scheduled-digest",
+            file.display()
+        );
+        std::process::exit(2);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_kernel, url) = start_kernel(dir.path(), "demo-admin-token").await;
+    let lead = connect(&url, "demo-admin-token", true).await;
     println!(
-        "agent-worker demo: kernel on SQLite in {}, MCP at {url}",
+        "agent-worker demo: kernel on {} (SQLite), MCP at {url}",
         dir.path().display()
     );
+    println!("running {}\n", file.display());
 
-    let lead = connect(&url, &admin, false).await;
-    step("The lead registers two mock agents in the workflow instance @demo:main");
-    for (name, role) in [
-        ("reviewer", "You review code."),
-        ("coder", "You fix what the reviewer finds."),
-    ] {
-        let a = call(
-            &lead,
-            "agent_new",
-            json!({"name": name, "backend": "mock", "system": role, "workflow": "@demo:main"}),
-        )
-        .await;
-        println!(
-            "  agent_new -> {} ({})",
-            a["agent"]["target"], a["agent"]["backend"]
-        );
-    }
-
-    step("Each agent gets its own token (agent_join) and connects as itself");
-    let mut agents = Vec::new();
-    for name in ["reviewer", "coder"] {
-        let j = call(
-            &lead,
-            "agent_join",
-            json!({"target": format!("{name}@demo:main"), "ttl": "1h"}),
-        )
-        .await;
-        println!(
-            "  {name}: token valid until {}; Claude Code would run: {}",
-            j["expires_at"],
-            j["configs"]["claude_code"]
-                .as_str()
-                .unwrap()
-                .replace(j["token"].as_str().unwrap(), "<token>")
-        );
-        agents.push(connect(&url, j["token"].as_str().unwrap(), true).await);
-    }
-    let (reviewer, coder) = (&agents[0], &agents[1]);
-    let tools: Vec<String> = reviewer
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    println!(
-        "  an agent sees only the context tools: {}",
-        tools.join(", ")
-    );
-
-    step(
-        "The lead addresses the reviewer; the coder is only mentioned, so only the reviewer's inbox gets it",
-    );
-    let r = call(&lead, "channel_send", json!({"workflow": "@demo:main", "message": "@reviewer please review PR #7 (the coder @coder is standing by)"})).await;
-    println!(
-        "  channel_send -> id {}, recipients {}",
-        r["id"], r["recipients"]
-    );
-
-    step("The reviewer works through its inbox");
-    let inbox = show_inbox("reviewer", reviewer).await;
-    call(
-        reviewer,
-        "my_status_set",
-        json!({"state": "busy", "task": "reviewing PR #7"}),
-    )
-    .await;
-    let r = call(reviewer, "channel_send", json!({"message": "@coder two findings: the retry loop never sleeps, and the error is swallowed in parse()"})).await;
-    println!(
-        "  reviewer -> coder: id {}, recipients {}",
-        r["id"], r["recipients"]
-    );
-    let id = inbox["messages"][0]["id"].clone();
-    println!(
-        "  my_inbox_ack -> {}",
-        call(reviewer, "my_inbox_ack", json!({"message_id": id})).await
-    );
-
-    step("The coder answers, with a private note to the reviewer");
-    let inbox = show_inbox("coder", coder).await;
-    call(
-        coder,
-        "channel_send",
-        json!({"message": "I pushed a fix that keeps @user out of it", "to": "reviewer"}),
-    )
-    .await;
-    let r = call(
-        coder,
-        "channel_send",
-        json!({"message": "@reviewer @user both findings fixed in 3f2c1a"}),
-    )
-    .await;
-    println!("  coder -> reviewer, user: recipients {}", r["recipients"]);
-    let last = inbox["messages"].as_array().unwrap().last().unwrap()["id"].clone();
-    call(
-        coder,
-        "my_inbox_ack",
-        json!({"message_id": last, "through": true}),
-    )
-    .await;
-
-    step("Limits are explicit: an agent's over-long message is refused with what to do instead");
-    let long = "x".repeat(4001);
-    println!(
-        "  {}",
-        refused(coder, "channel_send", json!({"message": long})).await
-    );
-    let r = call(
-        coder,
-        "resource_create",
-        json!({"content": format!("# Full test log\n{long}"), "type": "markdown"}),
-    )
-    .await;
-    let id = r["id"].as_str().unwrap();
-    let r = call(
-        coder,
-        "channel_send",
-        json!({"message": format!("@reviewer the full test log is resource {id}")}),
-    )
-    .await;
-    println!(
-        "  so the coder stores it (resource_create -> {id}) and sends the id to {}",
-        r["recipients"]
-    );
-    let got = call(reviewer, "resource_read", json!({"id": id})).await;
-    println!(
-        "  the reviewer reads it back with resource_read: {} bytes of {}",
-        got["size"], got["type"]
-    );
-
-    step("Shared documents: the lead makes the reviewer the document owner");
-    let ctx = call(
+    let started = call(
         &lead,
-        "workflow_context_set",
-        json!({"workflow": "@demo:main", "document_owner": "reviewer"}),
+        "workflow_run",
+        json!({"file": file.display().to_string(), "tag": "demo"}),
     )
     .await;
-    println!(
-        "  documents are real files in {} (owner: {})",
-        ctx["documents_dir"], ctx["document_owner"]
-    );
-    let w = call(
-        reviewer,
-        "team_doc_write",
-        json!({"content": "# PR #7 review\n- retry loop never sleeps: fixed\n"}),
-    )
-    .await;
-    println!(
-        "  reviewer team_doc_write notes.md -> version {}",
-        w["version"]
-    );
-    println!(
-        "  coder team_doc_append -> {}",
-        refused(
-            coder,
-            "team_doc_append",
-            json!({"content": "- parse() error: fixed"})
-        )
-        .await
-    );
-    let sug = call(
-        coder,
-        "document_suggest",
-        json!({"suggestion": "add: parse() error no longer swallowed"}),
-    )
-    .await;
-    println!(
-        "  so the coder suggests it instead: message {} to @{}",
-        sug["message_id"], sug["owner"]
-    );
-    let stale = call(
-        reviewer,
-        "team_doc_append",
-        json!({"content": "- parse() error: fixed (suggested by coder)"}),
-    )
-    .await;
-    println!(
-        "  the reviewer appends it; a write still holding the old version {} is refused:",
-        w["version"]
-    );
-    println!(
-        "  {}",
-        refused(
-            reviewer,
-            "team_doc_write",
-            json!({"content": "oops", "expected_version": w["version"]})
-        )
-        .await
-    );
-    println!("  (the current version is {})", stale["version"]);
+    let workflow = started["workflow"].as_str().unwrap().to_owned();
+    let agents: Vec<String> = started["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} ({})",
+                a["name"].as_str().unwrap(),
+                a["backend"].as_str().unwrap()
+            )
+        })
+        .collect();
+    println!("== {workflow}: {}", agents.join(", "));
+    println!("== channel, as it happens");
 
-    step("A proposal: the reviewer asks for approval to merge, both vote");
-    let p = call(
-        reviewer,
-        "team_proposal_create",
-        json!({"type": "approval", "title": "Merge PR #7", "timeout": "10m"}),
-    )
-    .await;
+    // Follow the channel until the workflow is no longer running.
+    let mut since: Option<String> = None;
+    let status = loop {
+        let mut args = json!({"workflow": workflow, "limit": 200});
+        if let Some(s) = &since {
+            args["since"] = json!(s);
+        }
+        let read = call(&lead, "channel_read", args).await;
+        for m in read["messages"].as_array().unwrap() {
+            show(m);
+            since = Some(m["id"].as_str().unwrap().to_owned());
+        }
+        let s = call(&lead, "workflow_status", json!({"workflow": workflow})).await;
+        if s["status"] != "running" {
+            // One last read: what was posted between the two calls.
+            let mut args = json!({"workflow": workflow, "limit": 200});
+            if let Some(s) = &since {
+                args["since"] = json!(s);
+            }
+            for m in call(&lead, "channel_read", args).await["messages"]
+                .as_array()
+                .unwrap()
+            {
+                show(m);
+            }
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
     println!(
-        "  {} {:?}: options approve/reject, quorum {}, expires {}",
-        p["proposal"]["id"].as_str().unwrap(),
-        p["proposal"]["title"].as_str().unwrap(),
-        p["proposal"]["quorum"],
-        p["proposal"]["expires_at"].as_str().unwrap()
+        "\n== summary: {} {}",
+        workflow,
+        status["status"].as_str().unwrap()
     );
-    for (who, c, reason) in [
-        ("coder", coder, "tests pass"),
-        ("reviewer", reviewer, "findings addressed"),
-    ] {
-        let v = call(
-            c,
-            "team_vote",
-            json!({"proposal": "latest", "choice": "approve", "reason": reason}),
-        )
-        .await;
+    if let Some(r) = status["reason"].as_str() {
+        println!("   reason: {r}");
+    }
+    println!(
+        "   {} messages, {} runs, {} tokens in / {} out",
+        status["messages"],
+        status["runs"],
+        status["usage"]["input_tokens"],
+        status["usage"]["output_tokens"]
+    );
+    for a in status["agents"].as_array().unwrap() {
         println!(
-            "  {who} votes approve -> resolved: {}{}",
-            v["resolved"],
-            v["winner"]["label"]
+            "   {:<12} {:<8} {} run(s), {} failed, state {}{}",
+            a["name"].as_str().unwrap(),
+            a["backend"].as_str().unwrap(),
+            a["runs"],
+            a["failed_runs"],
+            a["state"].as_str().unwrap(),
+            a["next_wake"]
                 .as_str()
-                .map(|w| format!(", winner: {w}"))
+                .map(|n| format!(", next scheduled run {n}"))
                 .unwrap_or_default()
         );
     }
-
-    step("The channel as the lead sees it (the DM between the agents is not shown)");
-    show_channel(&call(&lead, "channel_read", json!({"workflow": "@demo:main"})).await);
-
-    step("The channel as the reviewer sees it (including the DM to it)");
-    show_channel(&call(reviewer, "channel_read", json!({})).await);
-
-    step("Team status and inbox state");
-    let m = call(
-        &lead,
-        "team_members",
-        json!({"workflow": "@demo:main", "include_status": true}),
-    )
-    .await;
-    for m in m["members"].as_array().unwrap() {
-        println!(
-            "  {:<9} {:<6} {:<5} {}",
-            m["name"].as_str().unwrap(),
-            m["backend"].as_str().unwrap(),
-            m["state"].as_str().unwrap(),
-            m["task"].as_str().unwrap_or("")
-        );
+    match status["document"].as_object() {
+        Some(d) => {
+            println!("\n== final document {}", d["file"].as_str().unwrap());
+            println!("{}", d["content"].as_str().unwrap().trim_end());
+        }
+        None => println!("\n(no document was written)"),
     }
-    for name in ["reviewer", "coder"] {
-        let i = call(
-            &lead,
-            "agent_info",
-            json!({"target": format!("{name}@demo:main")}),
-        )
-        .await;
-        println!("  {name}: inbox {}", i["inbox"]);
+    let _ = call(&lead, "workflow_stop", json!({"workflow": workflow})).await;
+    if status["status"] != "completed" {
+        std::process::exit(1);
     }
+}
+
+fn show(m: &Value) {
+    let to = m["to"]
+        .as_str()
+        .map(|t| format!(" (DM to {t})"))
+        .unwrap_or_default();
     println!(
-        "\nDone. State lived in {} and is removed now.",
-        dir.path().join("agent-worker.db").display()
+        "  [{}] {:>10}{}: {}",
+        &m["created_at"].as_str().unwrap()[11..23],
+        m["from"].as_str().unwrap(),
+        to,
+        m["content"]
+            .as_str()
+            .unwrap()
+            .trim_end()
+            .replace('\n', "\n                            ")
     );
 }

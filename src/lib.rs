@@ -10,6 +10,8 @@
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
+//! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
+//! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
 //! kernel/        the single source of truth (one per data dir)
 //!   store.rs       SQLite: one writer thread with group commit + read pool
 //!   schema.rs      numbered migrations (PRAGMA user_version)
@@ -28,6 +30,11 @@
 //!   workers.rs     the process manager: one worker subprocess per run, wake-while-running
 //!   runs.rs        run records; `finish_tx` settles a run (token, deliveries, state)
 //!   ask.rs         agent_ask: the DM, the run, the reply
+//!   scheduler.rs   when agents run: wakes on delivery, the queue and worker limit,
+//!                  retries, automatic pauses, the timers
+//!   schedules.rs   per-agent `every`/`cron` schedules (schedule_set / schedule_clear)
+//!   guards.rs      budgets: runs per hour, hops, tokens, cost
+//!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
@@ -62,6 +69,14 @@
 //!   read are settled in one transaction when it ends: acked only on success. No
 //!   process of a run outlives it (its process group is swept), and the kernel never
 //!   passes its admin token to a worker. The worker reaches the kernel only over MCP.
+//! - Runs start from events, never from polling: a committed delivery publishes
+//!   `Delivered`, the scheduler admits a run (or remembers the wake if the agent is
+//!   running). Every start except agent_ask passes the scheduler's gate (paused,
+//!   stopped workflow, empty inbox, guards) and its worker limit. What must survive
+//!   a restart (schedules, automatic resumes, pending deliveries) is in the store.
+//! - A workflow run is done only after a quiet debounce and a fresh read of the
+//!   store: no run, queue entry, retry or unread delivery of a live agent, no open
+//!   binding proposal, no scheduled run owed.
 
 pub mod bridge;
 pub mod config;
@@ -73,3 +88,4 @@ pub mod process;
 pub mod schedule;
 pub mod server;
 pub mod worker;
+pub mod workflow;

@@ -387,7 +387,7 @@ impl Kernel {
     /// Starts the scheduler's two tasks (events, timers) and re-arms what the store
     /// says is owed: schedules, automatic resumes, deferred and pending deliveries,
     /// and workflow runs in progress.
-    pub(crate) async fn start_scheduler(self: &Arc<Self>) -> Result<()> {
+    pub async fn start_scheduler(self: &Arc<Self>) -> Result<()> {
         self.spawn_event_loop();
         self.spawn_timer_loop();
         let now = now_ms();

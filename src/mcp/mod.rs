@@ -25,11 +25,13 @@ use std::sync::Arc;
 pub const SERVER_NAME: &str = "agent-worker";
 
 const INSTRUCTIONS: &str = "agent-worker runs teams of AI agents. As the lead you create agents \
-(agent_new), talk to them in a shared channel (channel_send with @mentions, channel_read), and \
-watch their inboxes and status (team_members, agent_info). Teams share documents (team_doc_*), \
-long content as resources (resource_create), and decide by vote (team_proposal_create, team_vote). \
-Agents see only the context tools, scoped to their own workflow instance. Use agent_join to let an \
-external MCP client act as an agent.";
+(agent_new) or run a whole team from a YAML workflow (workflow_run, then workflow_status), talk to \
+them in a shared channel (channel_send with @mentions, channel_read): a message that @mentions an \
+agent wakes it at once. Schedules (schedule_set) run agents on an interval or cron; guards pause \
+runaway agents and say why. Watch them with agent_info and team_members. Teams share documents \
+(team_doc_*), long content as resources (resource_create), and decide by vote (team_proposal_create, \
+team_vote). Agents see only the context tools, scoped to their own workflow instance. Use agent_join \
+to let an external MCP client act as an agent.";
 
 /// The tool table, built once per process and shared by every handler instance.
 pub struct Tools {

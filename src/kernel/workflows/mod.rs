@@ -14,7 +14,7 @@
 //! Instances made with agent_new (and `@global:main`) are `active`: they are not
 //! workflow runs and never complete.
 
-// pub mod run;
+pub mod run;
 
 use super::clock::{fmt_ms, now_ms};
 use super::events::Event;

@@ -15,6 +15,7 @@ use super::super::{Caller, clock::now_ms, schedules};
 use crate::error::{Error, Result};
 use crate::names::{WorkflowRef, check_name};
 use crate::schedule::Trigger;
+use crate::worker::protocol::MockRule;
 use crate::workflow::{self, Vars, Workflow};
 use rusqlite::OptionalExtension;
 use std::collections::BTreeMap;
@@ -61,7 +62,10 @@ impl Kernel {
                 workflow::parse(t, None, &base).map_err(|e| Error::invalid(e.to_string()))?
             }
         };
-        let tag = tag.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("main");
+        let tag = tag
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .unwrap_or("main");
         check_name("tag", tag)?;
         let wref = WorkflowRef {
             name: wf.name.clone(),
@@ -75,7 +79,9 @@ impl Kernel {
         }
         self.refuse_if_running(&wref).await?;
         let bound = workflow::bind_params(&wf.params, params).map_err(|e| {
-            Error::invalid(format!("{e}. Pass params as an object, e.g. {{\"pr\": 123}}"))
+            Error::invalid(format!(
+                "{e}. Pass params as an object, e.g. {{\"pr\": 123}}"
+            ))
         })?;
         let mut vars = Vars::new(&wref.name, &wref.tag, &wf.source_dir, bound.clone());
         workflow::run_setup(&wf.setup, &mut vars, &wf.source_dir)
@@ -147,6 +153,11 @@ impl Kernel {
             .as_ref()
             .map(|f| f.display().to_string())
             .unwrap_or_else(|| "<inline>".into());
+        let mock_dirs: Vec<(String, Option<PathBuf>)> = agents
+            .iter()
+            .filter(|a| a.backend == "mock")
+            .map(|a| (a.name.clone(), a.cwd.as_ref().map(PathBuf::from)))
+            .collect();
         let (wid, armed) = self
             .store
             .write(move |c| {
@@ -189,6 +200,18 @@ impl Kernel {
             })
             .await?;
         self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
+        // A run starts mock scripts afresh: their `times` counters live in the agent's
+        // working directory.
+        for (name, cwd) in mock_dirs {
+            let dir = cwd.unwrap_or_else(|| self.workspace_dir(wref, &name));
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    if e.file_name().to_string_lossy().starts_with(".mock-rule-") {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
         for (id, next) in armed {
             self.scheduler_forget(id);
             self.arm_schedule(id, next);
@@ -198,7 +221,12 @@ impl Kernel {
 
     /// The YAML's `context:` through the same path as workflow_context_set. A
     /// failure marks the run failed (the instance exists by now) and is the error.
-    async fn apply_context(self: &Arc<Self>, wf: &Workflow, wref: &WorkflowRef, wid: i64) -> Result<()> {
+    async fn apply_context(
+        self: &Arc<Self>,
+        wf: &Workflow,
+        wref: &WorkflowRef,
+        wid: i64,
+    ) -> Result<()> {
         let c = &wf.context;
         if c.documents.is_none() && c.dir.is_none() && c.document_owner.is_none() {
             return Ok(());
@@ -248,6 +276,8 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 .transpose()
                 .map_err(|e| Error::invalid(format!("agents.{}.wakeup: {e}", a.name)))?
                 .map(|t| (t, a.wakeup_prompt.clone()));
+            let mock = interpolate_mock(&a.mock, vars)
+                .map_err(|e| Error::invalid(format!("agents.{}.mock: {e}", a.name)))?;
             if let Some(cwd) = &a.cwd {
                 std::fs::create_dir_all(cwd).map_err(|e| {
                     Error::invalid(format!(
@@ -265,7 +295,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 cwd: a.cwd.as_deref().map(path_string),
                 env: a.env.clone(),
                 config: AgentConfig {
-                    mock: a.mock.clone(),
+                    mock,
                     max_steps: a.max_steps,
                     budget: a.budget.clone(),
                     timeout_ms: a.timeout.map(|t| t.as_millis() as u64),
@@ -274,6 +304,23 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
             })
         })
         .collect()
+}
+
+/// `${{ }}` in a mock script's texts (what it sends, appends, proposes), so a
+/// scripted agent can use the params like a real one's prompt does.
+fn interpolate_mock(rules: &[MockRule], vars: &Vars) -> std::result::Result<Vec<MockRule>, String> {
+    fn walk(v: &mut serde_json::Value, vars: &Vars) -> std::result::Result<(), String> {
+        match v {
+            serde_json::Value::String(s) => *s = workflow::interpolate(s, vars)?,
+            serde_json::Value::Array(a) => a.iter_mut().try_for_each(|x| walk(x, vars))?,
+            serde_json::Value::Object(o) => o.values_mut().try_for_each(|x| walk(x, vars))?,
+            _ => {}
+        }
+        Ok(())
+    }
+    let mut v = serde_json::to_value(rules).map_err(|e| e.to_string())?;
+    walk(&mut v, vars)?;
+    serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
 fn path_string(p: &Path) -> String {

@@ -8,10 +8,7 @@
 
 use super::{Progress, ToolError, caller, given, wait_seconds};
 use crate::kernel::documents::settings::{ContextChange, ContextView};
-enum Source {
-    File(std::path::PathBuf),
-    Text(String),
-}
+use crate::kernel::workflows::run::Source;
 use crate::kernel::workflows::{WorkflowListed, WorkflowStatus};
 use crate::mcp::AgentWorker;
 use rmcp::{
@@ -164,8 +161,10 @@ impl AgentWorker {
                 ));
             }
         };
-        let _ = source;
-        let wref = crate::names::WorkflowRef::global();
+        let (_, wref) = self
+            .kernel
+            .workflow_start(source, given(&a.tag), &a.params)
+            .await?;
         let progress = Progress::start(&ctx);
         Ok(Json(
             self.kernel

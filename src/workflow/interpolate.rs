@@ -1,0 +1,349 @@
+//! `${{ name }}` interpolation.
+//!
+//! One scanner ([`expressions`]) serves both the validator (which checks every
+//! name when the YAML is read, with the position of its `${{`) and the runtime
+//! ([`interpolate`]), so that what passed validation resolves the same way.
+//! Names: setup outputs (bare `diff`), `params.X`, `env.X`, `workflow.name`,
+//! `workflow.tag`, `source.dir`. An unknown name is an error, never left in the
+//! text. There is no escape: `$${{` is not special.
+
+use crate::worker::protocol::MockRule;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The names that are always available (besides `env.X`).
+pub(crate) const BUILTINS: &[&str] = &["workflow.name", "workflow.tag", "source.dir"];
+
+/// Prefixes that setup outputs (`as`) may not take as their name.
+pub(crate) const RESERVED_OUTPUTS: &[&str] = &["env", "workflow", "params", "source"];
+
+/// One `${{ ... }}` in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Expr<'a> {
+    /// Byte offset of its `${{`.
+    pub start: usize,
+    /// Byte offset just past its `}}`.
+    pub end: usize,
+    pub name: &'a str,
+}
+
+/// A `${{` that is not a well-formed `${{ name }}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadExpr {
+    pub start: usize,
+    pub message: String,
+}
+
+/// Every `${{ name }}` of `text`, in order; stops at the first malformed one.
+pub(crate) fn expressions(text: &str) -> Result<Vec<Expr<'_>>, BadExpr> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("${{") {
+        let start = from + i;
+        let inner_start = start + 3;
+        let Some(close) = text[inner_start..].find("}}") else {
+            return Err(BadExpr {
+                start,
+                message: "`${{` is not closed with `}}`".into(),
+            });
+        };
+        let inner = &text[inner_start..inner_start + close];
+        let name = inner.trim();
+        if !is_name(name) {
+            let shown: String = name.chars().take(60).collect();
+            return Err(BadExpr {
+                start,
+                message: format!(
+                    "`${{{{ {shown} }}}}` is not a name: only names such as `${{{{ params.pr }}}}` or \
+                     `${{{{ diff }}}}` can be interpolated (no expressions)"
+                ),
+            });
+        }
+        let end = inner_start + close + 2;
+        out.push(Expr { start, end, name });
+        from = end;
+    }
+    Ok(out)
+}
+
+/// `ident` or `ident.segment`, where a segment may also hold `-`.
+fn is_name(s: &str) -> bool {
+    let (head, tail) = match s.split_once('.') {
+        Some((h, t)) => (h, Some(t)),
+        None => (s, None),
+    };
+    is_identifier(head)
+        && tail.is_none_or(|t| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+pub(crate) fn is_identifier(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What names exist, for validation (before anything has a value) and for the
+/// runtime's error messages.
+pub(crate) struct Scope<'a> {
+    pub outputs: Vec<&'a str>,
+    pub params: Vec<&'a str>,
+}
+
+impl Scope<'_> {
+    /// Whether `name` can resolve; the error says what is available.
+    pub(crate) fn check(&self, name: &str) -> Result<(), String> {
+        let known = if let Some(p) = name.strip_prefix("params.") {
+            self.params.contains(&p)
+        } else if let Some(v) = name.strip_prefix("env.") {
+            is_identifier(v)
+        } else if name.contains('.') {
+            BUILTINS.contains(&name)
+        } else {
+            self.outputs.contains(&name)
+        };
+        if known {
+            return Ok(());
+        }
+        let hint = if let Some(p) = name.strip_prefix("params.") {
+            let mut h = format!(" (no parameter {p:?} is declared under `params:`");
+            h += &super::suggest::did_you_mean(p, &self.params);
+            h + ")"
+        } else if name.starts_with("env.") {
+            " (environment variable names are letters, digits and _)".into()
+        } else if !name.contains('.') && self.params.contains(&name) {
+            format!(" (a parameter is written `params.{name}`)")
+        } else {
+            let mut all: Vec<&str> = self.outputs.clone();
+            all.extend_from_slice(BUILTINS);
+            super::suggest::did_you_mean(name, &all)
+        };
+        Err(format!(
+            "unknown name `{name}` in `${{{{ {name} }}}}`{hint}; available: {}",
+            self.available()
+        ))
+    }
+
+    pub(crate) fn available(&self) -> String {
+        let mut all: Vec<String> = self.outputs.iter().map(|s| s.to_string()).collect();
+        all.extend(self.params.iter().map(|p| format!("params.{p}")));
+        all.push("env.NAME".into());
+        all.extend(BUILTINS.iter().map(|s| s.to_string()));
+        all.join(", ")
+    }
+}
+
+/// The values `${{ }}` can take in one workflow run.
+#[derive(Debug, Clone)]
+pub struct Vars {
+    workflow_name: String,
+    tag: String,
+    source_dir: String,
+    params: BTreeMap<String, String>,
+    outputs: BTreeMap<String, String>,
+}
+
+impl Vars {
+    pub fn new(
+        workflow_name: &str,
+        tag: &str,
+        source_dir: &Path,
+        params: BTreeMap<String, String>,
+    ) -> Self {
+        Self {
+            workflow_name: workflow_name.to_owned(),
+            tag: tag.to_owned(),
+            source_dir: source_dir.display().to_string(),
+            params,
+            outputs: BTreeMap::new(),
+        }
+    }
+
+    /// A setup step's output, under its `as`.
+    pub fn set_output(&mut self, name: &str, value: String) {
+        self.outputs.insert(name.to_owned(), value);
+    }
+
+    /// A setup step's output, if it ran.
+    pub fn output(&self, name: &str) -> Option<&str> {
+        self.outputs.get(name).map(String::as_str)
+    }
+
+    fn resolve(&self, name: &str) -> Result<String, String> {
+        let found = if let Some(p) = name.strip_prefix("params.") {
+            self.params.get(p).cloned()
+        } else if let Some(v) = name.strip_prefix("env.") {
+            return match std::env::var(v) {
+                Ok(s) => Ok(s),
+                Err(std::env::VarError::NotPresent) => Err(format!(
+                    "`${{{{ {name} }}}}`: the environment variable {v} is not set; set it before \
+                     starting the kernel, or pass the value as a param"
+                )),
+                Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                    "`${{{{ {name} }}}}`: the environment variable {v} is not valid UTF-8"
+                )),
+            };
+        } else {
+            match name {
+                "workflow.name" => Some(self.workflow_name.clone()),
+                "workflow.tag" => Some(self.tag.clone()),
+                "source.dir" => Some(self.source_dir.clone()),
+                _ => self.outputs.get(name).cloned(),
+            }
+        };
+        found.ok_or_else(|| {
+            let scope = Scope {
+                outputs: self.outputs.keys().map(String::as_str).collect(),
+                params: self.params.keys().map(String::as_str).collect(),
+            };
+            match scope.check(name) {
+                Err(e) => e,
+                Ok(()) => format!("`${{{{ {name} }}}}` has no value yet"),
+            }
+        })
+    }
+}
+
+/// Replaces every `${{ name }}` of `text`; an unknown or malformed one is an error.
+pub fn interpolate(text: &str, vars: &Vars) -> Result<String, String> {
+    let exprs = expressions(text).map_err(|b| b.message)?;
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for e in exprs {
+        out.push_str(&text[from..e.start]);
+        out.push_str(&vars.resolve(e.name)?);
+        from = e.end;
+    }
+    out.push_str(&text[from..]);
+    Ok(out)
+}
+
+/// The mock rules with `${{ }}` interpolated in every text they post or store
+/// (not `when`: it is a regex). Validation checked the names.
+pub fn interpolate_mock(rules: &[MockRule], vars: &Vars) -> Result<Vec<MockRule>, String> {
+    let mut rules = rules.to_vec();
+    for (n, r) in rules.iter_mut().enumerate() {
+        mock_rule(r, vars).map_err(|e| format!("mock rule {}: {e}", n + 1))?;
+    }
+    Ok(rules)
+}
+
+fn mock_rule(r: &mut MockRule, vars: &Vars) -> Result<(), String> {
+    let text = |s: &mut String| -> Result<(), String> {
+        *s = interpolate(s, vars)?;
+        Ok(())
+    };
+    let opt = |s: &mut Option<String>| s.as_mut().map_or(Ok(()), text);
+    opt(&mut r.send)?;
+    opt(&mut r.to)?;
+    opt(&mut r.resource)?;
+    opt(&mut r.fail)?;
+    opt(&mut r.reply)?;
+    if let Some(d) = &mut r.doc_append {
+        opt(&mut d.file)?;
+        text(&mut d.content)?;
+    }
+    if let Some(v) = &mut r.vote {
+        text(&mut v.choice)?;
+        opt(&mut v.reason)?;
+    }
+    if let Some(p) = &mut r.propose {
+        text(&mut p.title)?;
+        p.options.iter_mut().try_for_each(text)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Vars {
+        let mut v = Vars::new(
+            "review",
+            "pr-1",
+            Path::new("/src"),
+            BTreeMap::from([("pr".to_owned(), "42".to_owned())]),
+        );
+        v.set_output("diff", "+ a line".into());
+        v
+    }
+
+    #[test]
+    fn names_with_or_without_spaces() {
+        let v = vars();
+        assert_eq!(
+            interpolate("${{diff}} | ${{ params.pr }} | ${{   workflow.name }}:${{workflow.tag}} in ${{ source.dir }}", &v)
+                .unwrap(),
+            "+ a line | 42 | review:pr-1 in /src"
+        );
+        assert_eq!(
+            interpolate("no braces ${ x } {{ y }}", &v).unwrap(),
+            "no braces ${ x } {{ y }}"
+        );
+        assert_eq!(interpolate("$${{ diff }}", &v).unwrap(), "$+ a line");
+    }
+
+    #[test]
+    fn unknown_names_are_errors_listing_what_exists() {
+        let v = vars();
+        let e = interpolate("x ${{ dif }}", &v).unwrap_err();
+        assert!(
+            e.contains("unknown name `dif`") && e.contains("did you mean \"diff\""),
+            "{e}"
+        );
+        assert!(e.contains("params.pr") && e.contains("workflow.tag"), "{e}");
+        let e = interpolate("${{ params.nope }}", &v).unwrap_err();
+        assert!(e.contains("params.nope") && e.contains("available"), "{e}");
+        let e = interpolate("${{ pr }}", &v).unwrap_err();
+        assert!(e.contains("params.pr"), "{e}");
+        assert!(
+            interpolate("${{ diff ", &v)
+                .unwrap_err()
+                .contains("not closed")
+        );
+        assert!(
+            interpolate("${{ a || b }}", &v)
+                .unwrap_err()
+                .contains("not a name")
+        );
+        assert!(
+            interpolate("${{ }}", &v)
+                .unwrap_err()
+                .contains("not a name")
+        );
+    }
+
+    #[test]
+    fn environment_variables() {
+        let v = vars();
+        // PATH is set for every test process; a name this odd is not.
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(interpolate("${{ env.PATH }}", &v).unwrap(), path);
+        let e = interpolate("${{ env.AW_TEST_SURELY_UNSET_1729 }}", &v).unwrap_err();
+        assert!(e.contains("AW_TEST_SURELY_UNSET_1729 is not set"), "{e}");
+    }
+
+    #[test]
+    fn mock_rules_are_interpolated() {
+        let rules = vec![MockRule {
+            when: Some("start".into()),
+            send: Some("@b hello from ${{ params.pr }}".into()),
+            ..Default::default()
+        }];
+        let out = interpolate_mock(&rules, &vars()).unwrap();
+        assert_eq!(out[0].send.as_deref(), Some("@b hello from 42"));
+        let bad = vec![MockRule {
+            reply: Some("${{ nope }}".into()),
+            ..Default::default()
+        }];
+        assert!(
+            interpolate_mock(&bad, &vars())
+                .unwrap_err()
+                .starts_with("mock rule 1:")
+        );
+    }
+}
