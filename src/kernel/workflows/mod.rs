@@ -476,14 +476,14 @@ impl Kernel {
                         [wid],
                     )?;
                 }
-                Ok(messaging::post_system(
+                messaging::post_system(
                     c,
                     wid,
                     &w2,
                     "The lead stopped this workflow; runs in progress were stopped and nothing runs until it \
                      starts again."
                         .into(),
-                )?)
+                )
             })
             .await?;
         self.announce(wid, &posted);
