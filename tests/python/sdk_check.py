@@ -218,6 +218,21 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
         check(reply.get("messages") == ["@user 42"], "agent_ask returns what the agent sent the lead", sc)
         check(reply.get("final_text") == "answered user", "agent_ask returns the run's final text", sc)
 
+        # workflow_run: an inline YAML workflow of two mocks runs to completion.
+        yaml = (
+            "name: pyflow\n"
+            "agents:\n"
+            "  a: { backend: mock, mock: [ { send: '@b over to you' } ] }\n"
+            "  b: { backend: mock, mock: [ { doc_append: { content: 'b was here' } } ] }\n"
+            "kickoff: '@a start'\n"
+        )
+        sc = await call_ok(lead, "workflow_run", {"yaml": yaml, "tag": mode, "wait_seconds": 30})
+        check(sc.get("status") == "completed", "workflow_run completes an inline workflow", sc)
+        doc = (sc.get("document") or {}).get("content", "")
+        check("b was here" in doc, "workflow_run returns the main document", sc)
+        r = await lead.call_tool("workflow_run", {"yaml": "name: bad\nagents:\n  a: { backend: nope }\n"})
+        check(r.is_error and "<inline>:3:" in text_of(r), "a YAML mistake is a tool error with its line", text_of(r))
+
         sc = await call_ok(lead, "channel_send", {"message": f"@{alice} hello from python"})
         check("id" in sc, "channel_send returns a message id", sc)
         check(sc.get("recipients") == [alice], f"channel_send recipients == [{alice}]", sc)
