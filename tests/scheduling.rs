@@ -133,8 +133,8 @@ async fn a_failed_run_is_retried_with_backoff_and_succeeds() {
     let gap1 = ms(&r[1]["started_at"]) - ms(&r[2]["ended_at"]);
     let gap2 = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
     eprintln!("retry gaps: {gap1} ms, {gap2} ms");
-    assert!((950..1900).contains(&gap1), "{gap1}");
-    assert!((1950..2900).contains(&gap2), "{gap2}");
+    assert!((950..4000).contains(&gap1), "{gap1}");
+    assert!((1950..6000).contains(&gap2), "{gap2}");
     assert_eq!(i["inbox"]["acked"], 1, "acked only after the success: {i}");
 
     let d = wait_info(&lead, "dave", 30, |i| i["agent"]["state"] == "failed").await;
@@ -313,7 +313,7 @@ async fn every_fires_after_idle_and_schedule_clear_stops_it() {
         .filter(|r| r["status"] == "succeeded")
         .collect();
     let gap = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
-    assert!((900..2500).contains(&gap), "{gap}");
+    assert!((900..5000).contains(&gap), "{gap}");
     let c = call(&lead, "schedule_clear", json!({"target": "tick"}))
         .await
         .ok();

@@ -7,7 +7,6 @@
 //! `workflow.tag`, `source.dir`. An unknown name is an error, never left in the
 //! text. There is no escape: `$${{` is not special.
 
-use crate::worker::protocol::MockRule;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -221,42 +220,6 @@ pub fn interpolate(text: &str, vars: &Vars) -> Result<String, String> {
     Ok(out)
 }
 
-/// The mock rules with `${{ }}` interpolated in every text they post or store
-/// (not `when`: it is a regex). Validation checked the names.
-pub fn interpolate_mock(rules: &[MockRule], vars: &Vars) -> Result<Vec<MockRule>, String> {
-    let mut rules = rules.to_vec();
-    for (n, r) in rules.iter_mut().enumerate() {
-        mock_rule(r, vars).map_err(|e| format!("mock rule {}: {e}", n + 1))?;
-    }
-    Ok(rules)
-}
-
-fn mock_rule(r: &mut MockRule, vars: &Vars) -> Result<(), String> {
-    let text = |s: &mut String| -> Result<(), String> {
-        *s = interpolate(s, vars)?;
-        Ok(())
-    };
-    let opt = |s: &mut Option<String>| s.as_mut().map_or(Ok(()), text);
-    opt(&mut r.send)?;
-    opt(&mut r.to)?;
-    opt(&mut r.resource)?;
-    opt(&mut r.fail)?;
-    opt(&mut r.reply)?;
-    if let Some(d) = &mut r.doc_append {
-        opt(&mut d.file)?;
-        text(&mut d.content)?;
-    }
-    if let Some(v) = &mut r.vote {
-        text(&mut v.choice)?;
-        opt(&mut v.reason)?;
-    }
-    if let Some(p) = &mut r.propose {
-        text(&mut p.title)?;
-        p.options.iter_mut().try_for_each(text)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,25 +288,5 @@ mod tests {
         assert_eq!(interpolate("${{ env.PATH }}", &v).unwrap(), path);
         let e = interpolate("${{ env.AW_TEST_SURELY_UNSET_1729 }}", &v).unwrap_err();
         assert!(e.contains("AW_TEST_SURELY_UNSET_1729 is not set"), "{e}");
-    }
-
-    #[test]
-    fn mock_rules_are_interpolated() {
-        let rules = vec![MockRule {
-            when: Some("start".into()),
-            send: Some("@b hello from ${{ params.pr }}".into()),
-            ..Default::default()
-        }];
-        let out = interpolate_mock(&rules, &vars()).unwrap();
-        assert_eq!(out[0].send.as_deref(), Some("@b hello from 42"));
-        let bad = vec![MockRule {
-            reply: Some("${{ nope }}".into()),
-            ..Default::default()
-        }];
-        assert!(
-            interpolate_mock(&bad, &vars())
-                .unwrap_err()
-                .starts_with("mock rule 1:")
-        );
     }
 }

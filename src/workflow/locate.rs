@@ -111,7 +111,7 @@ pub(crate) fn nth_expression(text: &str, start: Pos, k: usize) -> Option<Pos> {
     // A block scalar's header line (`|-  # comment`) is not content; neither are a
     // tag or an anchor in front of the scalar.
     let rest = &text[at..];
-    let trimmed = rest.trim_start_matches(|c: char| c == ' ');
+    let trimmed = rest.trim_start_matches(' ');
     let mut head = trimmed;
     while head.starts_with('!') || head.starts_with('&') {
         let end = head.find([' ', '\n']).unwrap_or(head.len());

@@ -24,7 +24,7 @@ mod suggest;
 #[cfg(test)]
 mod tests;
 
-pub use interpolate::{Vars, interpolate, interpolate_mock};
+pub use interpolate::{Vars, interpolate};
 pub use params::bind_params;
 pub use setup::{MAX_SETUP_OUTPUT, run_setup};
 pub use spec::{load, parse};

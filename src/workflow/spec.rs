@@ -433,9 +433,7 @@ impl Doc<'_> {
     fn duration(&self, n: &Node, path: &[Step]) -> Result<Duration, SpecError> {
         let fix = "write a number of milliseconds or a duration such as \"30s\", \"10m\" or \"1h\"";
         let d = match n {
-            Node::Int(ms) if *ms > 0 => {
-                Duration::from_millis(u64::try_from(*ms).unwrap_or(u64::MAX))
-            }
+            Node::Int(ms) => Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
             Node::Str(s) => {
                 let s = s.trim();
                 match s.parse::<u64>() {
@@ -645,7 +643,7 @@ impl Doc<'_> {
         let mut out: Vec<ParamDef> = Vec::new();
         for (j, item) in items.iter().enumerate() {
             let ip = with(path, Step::Item(j));
-            let entries = self.mapping(item, &ip, PARAM_KEYS, "a parameter")?;
+            self.mapping(item, &ip, PARAM_KEYS, "a parameter")?;
             let get = |key: &str| item.entry(key).map(|(i, v)| (with(&ip, Step::Entry(i)), v));
             let Some((np, nn)) = get("name") else {
                 return Err(self.err(&ip, "the parameter has no `name`", "add e.g. `name: pr`"));
@@ -704,7 +702,6 @@ impl Doc<'_> {
                 Some((_, Node::Null)) | None => None,
                 Some((dp, dn)) => Some(self.param_default(name, kind, dn, &dp)?),
             };
-            let _ = entries;
             out.push(ParamDef {
                 name: name.to_owned(),
                 description,
@@ -982,9 +979,19 @@ impl Doc<'_> {
                     }
                 };
                 Trigger::wakeup(&s).map_err(|e| {
+                    // One word that is no interval reads as a one-field cron to the
+                    // scheduler; say what it is not instead.
+                    let message = if e.contains(" has 1 fields") {
+                        format!(
+                            "wakeup {s:?} is neither an interval (a number of ms, \"30s\", \"5m\") \
+                             nor a cron pattern"
+                        )
+                    } else {
+                        format!("wakeup: {e}")
+                    };
                     self.err(
                         &wp,
-                        format!("wakeup: {e}"),
+                        message,
                         "write a number of ms (60000), a duration (\"30s\", \"5m\") or a 5-field cron \
                          (\"0 9 * * 1-5\")",
                     )
@@ -1021,10 +1028,7 @@ impl Doc<'_> {
         };
         let max_steps = match set("max_steps") {
             None => None,
-            Some((sp, Node::Int(s))) if (1..=MAX_STEPS).contains(s) => {
-                let _ = sp;
-                u32::try_from(*s).ok()
-            }
+            Some((_, Node::Int(s))) if (1..=MAX_STEPS).contains(s) => u32::try_from(*s).ok(),
             Some((sp, sn)) => {
                 return Err(self.err(
                     &sp,
@@ -1261,7 +1265,7 @@ impl Doc<'_> {
         let mut out = ContextDef::default();
         let mut dir: Option<(Vec<Step>, &str)> = None;
 
-        if let (Some((_, _, _)), Some((pi, _, _))) = (get("documents"), get("provider")) {
+        if let (Some(_), Some((pi, _, _))) = (get("documents"), get("provider")) {
             return Err(self.err(
                 &key_of(pi),
                 "context mixes `documents` and `provider` (the original form)",

@@ -88,7 +88,12 @@ const MISTAKES: &[(&str, &str, &str)] = &[
     (
         "name: x\nagents:\n  a:\n    backend: mock\n    wakeup: often\n",
         "5:13",
-        "wakeup: cannot read",
+        "wakeup \"often\" is neither an interval",
+    ),
+    (
+        "agents:\n  a:\n    backend: mock\n    wakeup: 500ms\n",
+        "4:13",
+        "shorter than 1s",
     ),
     (
         "agents:\n  a:\n    backend: mock\n    wakeup: \"0 9 * *\"\n",
