@@ -173,7 +173,7 @@ async fn main() {
         call(
             &lead,
             "agent_new",
-            json!({"name": format!("a{i}"), "backend": "mock", "workflow": "@bench:main"}),
+            json!({"name": format!("a{i}"), "backend": "external", "workflow": "@bench:main"}),
         )
         .await;
         let j = call(
@@ -269,7 +269,7 @@ async fn kernel_direct(kernel: &Arc<Kernel>, n: usize, seconds: u64) {
     for i in 0..n {
         let new = agent_worker::kernel::registry::NewAgent {
             name: format!("d{i}"),
-            backend: "mock".into(),
+            backend: "external".into(),
             workflow: Some("@direct:main".into()),
             ..Default::default()
         };

@@ -74,6 +74,10 @@ impl Kernel {
             )
             .await?;
         let (run, fresh) = self.wake(agent.id, "ask").await?;
+        // The DM itself wakes the agent through the scheduler, which may win the race
+        // to start the run. Ids are time-ordered (UUIDv7): a run started after the
+        // message was posted reads it, so it is the one that answers.
+        let fresh = fresh || run.run_id > sent.id;
         Ok(Asking {
             agent,
             message_id: sent.id,

@@ -178,7 +178,14 @@ impl Kernel {
         if let Some(h) = self.remember_wake(agent_id, trigger, None) {
             return Ok((h, false));
         }
-        Ok((self.start_run(agent_id, trigger, None).await?, true))
+        match self.start_run(agent_id, trigger, None).await {
+            Ok(h) => Ok((h, true)),
+            // The scheduler started it between the check and the claim.
+            Err(e) => match self.remember_wake(agent_id, trigger, None) {
+                Some(h) => Ok((h, false)),
+                None => Err(e),
+            },
+        }
     }
 
     /// If the agent is running, remembers a wake for when the run ends and returns
