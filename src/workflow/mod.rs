@@ -35,10 +35,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The backends an agent may name (`default` in a YAML is read as `sdk`).
-pub const BACKENDS: &[&str] = &[
-    "mock", "sdk", "claude", "codex", "cursor", "gemini", "opencode",
-];
+/// The backends an agent may name: the registry's list, one place (`default` in a
+/// YAML is read as `sdk`; `external` is an agent a joined client acts as).
+pub use crate::kernel::registry::BACKENDS;
 
 /// A parsed and validated workflow. Texts (`kickoff`, system prompts) are raw:
 /// they are interpolated only once the params are bound and setup has run.

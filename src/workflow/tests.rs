@@ -351,7 +351,11 @@ fn mistakes_are_reported_where_they_are() {
 fn errors_name_their_field_and_fix() {
     let e = inline("name: x\nagents:\n  a:\n    backend: mokc\n").unwrap_err();
     assert_eq!(e.field, "agents.a.backend");
-    assert!(e.fix.contains("mock, sdk, claude"), "{e}");
+    assert!(
+        e.fix
+            .contains("claude, codex, cursor, gemini, opencode, sdk, mock, external"),
+        "{e}"
+    );
     let e = inline("agents:\n  a:\n    backend: mock\n    mock:\n      - sned: hi\n").unwrap_err();
     assert_eq!(e.field, "agents.a.mock[0]");
     let e = inline("agents:\n  a: { backend: mock }\nsetup:\n  - { shell: x, as: params }\n")
