@@ -228,3 +228,59 @@ async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
     assert!(told[2].contains("ANTHROPIC_API_KEY"), "{told:?}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_token_budget_pauses_the_agent_once_spent() {
+    let llm = FakeLlm::start(Script::text("noted")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "thrifty", "backend": "sdk", "model": "openai/qwen3-coder",
+               "env": {"OPENAI_BASE_URL": format!("{}/v1", llm.url)},
+               "budget": {"max_tokens": 100}}),
+    )
+    .await
+    .ok();
+    // The first run is allowed and reports its usage (more than 100 tokens).
+    let r = ask(&lead, "thrifty", "hello").await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    // The next wake finds the budget spent: paused before any run, and told why.
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@thrifty one more"}),
+    )
+    .await
+    .ok();
+    let mut i = Value::Null;
+    for _ in 0..100 {
+        i = call(&lead, "agent_info", json!({"target": "thrifty"}))
+            .await
+            .ok();
+        if i["agent"]["state"] == "paused" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(i["agent"]["state"], "paused", "{i}");
+    let reason = i["agent"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("guard: thrifty used ")
+            && reason.contains("its budget is 100 (max_tokens)"),
+        "{reason}"
+    );
+    assert_eq!(
+        i["runs"].as_array().unwrap().len(),
+        1,
+        "no run past the budget: {i}"
+    );
+    assert_eq!(i["inbox"]["pending"], 1, "the message waits: {i}");
+    assert!(
+        i["agent"].get("resume_at").is_none(),
+        "a guard never resumes by itself"
+    );
+    s.stop().await;
+}

@@ -340,47 +340,42 @@ impl GateFacts {
                 self.hops
             ));
         }
-        let over = |what: &str, used: String, limit: String| {
-            Gate::Trip(format!("{what} used {used}, its budget is {limit}"))
-        };
-        if let Some(t) = self.agent_budget.max_tokens
-            && self.agent_tokens >= t
-        {
-            return over(
-                &self.name,
-                format!("{} tokens", self.agent_tokens),
-                format!("{t} (max_tokens)"),
-            );
+        let agent = over_budget(
+            &self.name,
+            &self.agent_budget,
+            self.agent_tokens,
+            self.agent_cost,
+        );
+        let workflow = over_budget(
+            &self.workflow.to_string(),
+            &self.workflow_budget,
+            self.workflow_tokens,
+            self.workflow_cost,
+        );
+        match agent.or(workflow) {
+            Some(why) => Gate::Trip(why),
+            None => Gate::Go,
         }
-        if let Some(t) = self.workflow_budget.max_tokens
-            && self.workflow_tokens >= t
-        {
-            return over(
-                &format!("{}", self.workflow),
-                format!("{} tokens", self.workflow_tokens),
-                format!("{t} (max_tokens)"),
-            );
-        }
-        if let Some(d) = self.agent_budget.max_cost_usd
-            && self.agent_cost >= d
-        {
-            return over(
-                &self.name,
-                format!("${:.4}", self.agent_cost),
-                format!("${d} (max_cost_usd)"),
-            );
-        }
-        if let Some(d) = self.workflow_budget.max_cost_usd
-            && self.workflow_cost >= d
-        {
-            return over(
-                &format!("{}", self.workflow),
-                format!("${:.4}", self.workflow_cost),
-                format!("${d} (max_cost_usd)"),
-            );
-        }
-        Gate::Go
     }
+}
+
+/// Why `who` (an agent or a workflow instance) is over its token or cost budget.
+fn over_budget(who: &str, budget: &Budget, tokens: u64, cost: f64) -> Option<String> {
+    if let Some(t) = budget.max_tokens
+        && tokens >= t
+    {
+        return Some(format!(
+            "{who} used {tokens} tokens, its budget is {t} (max_tokens)"
+        ));
+    }
+    if let Some(d) = budget.max_cost_usd
+        && cost >= d
+    {
+        return Some(format!(
+            "{who} used ${cost:.4}, its budget is ${d} (max_cost_usd)"
+        ));
+    }
+    None
 }
 
 impl Kernel {

@@ -1,10 +1,10 @@
 //! agent_new, agent_list, agent_info, agent_delete, agent_join (the lead only).
 
+use super::schedules::ScheduleArgs;
 use super::{ToolError, given};
 use crate::kernel::clock::{fmt_ms, parse_duration};
 use crate::kernel::guards::Budget;
 use crate::kernel::registry::{AgentInfo, AgentView, NewAgent};
-use crate::kernel::schedules::parse_given;
 use crate::kernel::workers::AgentConfig;
 use crate::mcp::AgentWorker;
 use crate::mcp::client_configs::{ClientConfigs, for_http};
@@ -63,26 +63,6 @@ pub struct AgentNewArgs {
     /// agent and tells you why.
     #[serde(default)]
     pub budget: Option<Budget>,
-}
-
-/// A schedule: exactly one of `every` and `cron`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(transform = super::no_null_defaults)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduleArgs {
-    /// An interval such as "30s", "15m" or "2h", counted from when the agent was last idle.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub every: Option<String>,
-    /// Five cron fields in the server's local time: minute hour day-of-month month
-    /// day-of-week, e.g. "0 9 * * 1-5".
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub cron: Option<String>,
-    /// What the agent is told when the schedule wakes it (default: check for pending work).
-    #[serde(default)]
-    #[schemars(with = "String")]
-    pub prompt: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -170,13 +150,7 @@ impl AgentWorker {
                 budget: a.budget,
                 timeout_ms: None,
             },
-            schedule: a
-                .schedule
-                .map(|s| {
-                    parse_given(given(&s.every), given(&s.cron))
-                        .map(|t| (t, given(&s.prompt).map(str::to_owned)))
-                })
-                .transpose()?,
+            schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
         };
         Ok(Json(AgentOut {
             agent: self.kernel.agent_new(new).await?,

@@ -14,7 +14,7 @@ mod inbox;
 mod lifecycle;
 mod proposals;
 mod resources;
-mod schedules;
+pub(crate) mod schedules;
 mod team;
 mod workflows;
 

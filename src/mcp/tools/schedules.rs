@@ -4,21 +4,21 @@ use super::agents::TargetArgs;
 use super::{ToolError, given};
 use crate::kernel::schedules::{ScheduleView, parse_given};
 use crate::mcp::AgentWorker;
+use crate::schedule::Trigger;
 use rmcp::{Json, handler::server::wrapper::Parameters, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// A schedule: exactly one of `every` and `cron`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
-pub struct ScheduleSetArgs {
-    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
-    pub target: String,
+pub struct ScheduleArgs {
     /// An interval such as "30s", "15m" or "2h", counted from when the agent was last idle.
     #[serde(default)]
     #[schemars(with = "String")]
     pub every: Option<String>,
-    /// Instead of `every`: five cron fields in the server's local time (minute hour
-    /// day-of-month month day-of-week), e.g. "0 9 * * 1-5" for 09:00 on weekdays.
+    /// Five cron fields in the server's local time: minute hour day-of-month month
+    /// day-of-week, e.g. "0 9 * * 1-5".
     #[serde(default)]
     #[schemars(with = "String")]
     pub cron: Option<String>,
@@ -26,6 +26,23 @@ pub struct ScheduleSetArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub prompt: Option<String>,
+}
+
+impl ScheduleArgs {
+    /// The trigger and prompt this asks for.
+    pub fn read(&self) -> Result<(Trigger, Option<String>), ToolError> {
+        let t = parse_given(given(&self.every), given(&self.cron))?;
+        Ok((t, given(&self.prompt).map(str::to_owned)))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct ScheduleSetArgs {
+    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    #[serde(flatten)]
+    pub schedule: ScheduleArgs,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -56,11 +73,8 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<ScheduleSetArgs>,
     ) -> Result<Json<ScheduleOut>, ToolError> {
-        let trigger = parse_given(given(&a.every), given(&a.cron))?;
-        let schedule = self
-            .kernel
-            .schedule_set(&a.target, trigger, given(&a.prompt).map(str::to_owned))
-            .await?;
+        let (trigger, prompt) = a.schedule.read()?;
+        let schedule = self.kernel.schedule_set(&a.target, trigger, prompt).await?;
         Ok(Json(ScheduleOut {
             next_at: schedule.next_at.clone().unwrap_or_default(),
             schedule,
