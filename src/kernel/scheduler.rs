@@ -443,12 +443,15 @@ impl Kernel {
                         ..
                     }) => {
                         k.scheduler.settle_soon(workflow_id);
-                        if let Ok(Some(id)) = k.agent_id_of(workflow_id, &recipient).await {
-                            // A new message gives a failed agent a fresh set of attempts.
-                            k.scheduler.state.lock().unwrap().attempts.remove(&id);
-                            let k2 = k.clone();
-                            tokio::spawn(async move { k2.admit(id, Wake::Message, None).await });
-                        }
+                        // Off the loop, so a slow read never holds up other events.
+                        let k2 = k.clone();
+                        tokio::spawn(async move {
+                            if let Ok(Some(id)) = k2.wakeable_agent(workflow_id, &recipient).await {
+                                // A new message gives a failed agent fresh attempts.
+                                k2.scheduler.state.lock().unwrap().attempts.remove(&id);
+                                k2.admit(id, Wake::Message, None).await;
+                            }
+                        });
                     }
                     Ok(Event::Posted { workflow_id, .. })
                     | Ok(Event::AgentChanged { workflow_id, .. })
@@ -550,16 +553,19 @@ impl Kernel {
         }
     }
 
-    /// The id of the agent `name` in a workflow instance (None for the lead).
-    async fn agent_id_of(&self, workflow_id: i64, name: &str) -> Result<Option<i64>> {
+    /// The id of the agent `name` in a workflow instance if a delivery could start
+    /// a run of it: not the lead, not an external agent, not paused. (The gate
+    /// checks again; this only spares it the common cases.)
+    async fn wakeable_agent(&self, workflow_id: i64, name: &str) -> Result<Option<i64>> {
         let name = name.to_owned();
         self.store
             .read(move |c| {
-                Ok(
-                    c.prepare_cached("SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2")?
-                        .query_row((workflow_id, &name), |r| r.get(0))
-                        .optional()?,
-                )
+                Ok(c.prepare_cached(
+                    "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2
+                           AND backend <> 'external' AND state <> 'paused'",
+                )?
+                .query_row((workflow_id, &name), |r| r.get(0))
+                .optional()?)
             })
             .await
     }
