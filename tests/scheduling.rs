@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 async fn mock(lead: &Client, name: &str, rules: Value) {
     call(
@@ -29,21 +29,6 @@ async fn channel(lead: &Client) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-/// Waits until `cond` holds for the agent's info, or panics with the last info.
-async fn wait_info(lead: &Client, target: &str, secs: u64, cond: impl Fn(&Value) -> bool) -> Value {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let i = info(lead, target).await;
-        if cond(&i) {
-            return i;
-        }
-        if Instant::now() > end {
-            panic!("{target}: condition not met in {secs} s: {i}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn ms(rfc3339: &Value) -> i64 {

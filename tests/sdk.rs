@@ -19,16 +19,6 @@ async fn sdk_agent(lead: &Client, name: &str, model: &str, env: Value) {
     .ok();
 }
 
-async fn ask(lead: &Client, target: &str, message: &str) -> Value {
-    call(
-        lead,
-        "agent_ask",
-        json!({"target": target, "message": message, "wait_seconds": 30}),
-    )
-    .await
-    .ok()
-}
-
 /// The last channel message, as the lead sees it.
 async fn last_message(lead: &Client) -> Value {
     let ch = call(lead, "channel_read", json!({"limit": 5})).await.ok();
@@ -53,7 +43,7 @@ async fn anthropic_tool_loop_posts_through_mcp() {
         json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test-anthropic"}),
     )
     .await;
-    let r = ask(&lead, "rm", "Are the release notes done?").await;
+    let r = ask(&lead, "rm", "Are the release notes done?", 30).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     assert_eq!(r["reply"]["final_text"], "posted the notes");
     assert_eq!(
@@ -126,7 +116,7 @@ async fn openai_compatible_tool_loop_posts_through_mcp() {
         json!({"OPENAI_BASE_URL": format!("{}/v1", llm.url)}),
     )
     .await;
-    let r = ask(&lead, "llama", "say hello").await;
+    let r = ask(&lead, "llama", "say hello", 30).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     assert_eq!(r["reply"]["final_text"], "done");
     let m = last_message(&lead).await;
@@ -195,7 +185,7 @@ async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
     )
     .await;
     for (agent, class) in [("a", "auth"), ("o", "billing_quota"), ("n", "auth")] {
-        let r = ask(&lead, agent, "hi").await;
+        let r = ask(&lead, agent, "hi", 30).await;
         assert_eq!(r["status"], "failed", "{r}");
         assert_eq!(r["error_class"], class, "{agent}: {r}");
         let i = call(&lead, "agent_info", json!({"target": agent}))
@@ -245,7 +235,7 @@ async fn a_token_budget_pauses_the_agent_once_spent() {
     .await
     .ok();
     // The first run is allowed and reports its usage (more than 100 tokens).
-    let r = ask(&lead, "thrifty", "hello").await;
+    let r = ask(&lead, "thrifty", "hello", 30).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     // The next wake finds the budget spent: paused before any run, and told why.
     call(
@@ -255,16 +245,7 @@ async fn a_token_budget_pauses_the_agent_once_spent() {
     )
     .await
     .ok();
-    let mut i = Value::Null;
-    for _ in 0..100 {
-        i = call(&lead, "agent_info", json!({"target": "thrifty"}))
-            .await
-            .ok();
-        if i["agent"]["state"] == "paused" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let i = wait_info(&lead, "thrifty", 5, |i| i["agent"]["state"] == "paused").await;
     assert_eq!(i["agent"]["state"], "paused", "{i}");
     let reason = i["agent"]["reason"].as_str().unwrap();
     assert!(

@@ -7,18 +7,8 @@
 mod common;
 use agent_worker::process::proc_stat;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
-
-async fn ask(lead: &Client, target: &str, message: &str, wait: u64) -> Value {
-    call(
-        lead,
-        "agent_ask",
-        json!({"target": target, "message": message, "wait_seconds": wait}),
-    )
-    .await
-    .ok()
-}
 
 #[tokio::test]
 async fn agent_ask_returns_the_reply_and_acks_after_success() {

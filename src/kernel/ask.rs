@@ -46,7 +46,7 @@ pub struct Asking {
     pub agent: AgentRecord,
     pub message_id: String,
     pub run: RunHandle,
-    /// False when the agent was already running: the run after this one answers.
+    /// False when the run started before the question: the run after it answers.
     pub fresh: bool,
 }
 
@@ -73,11 +73,11 @@ impl Kernel {
                 },
             )
             .await?;
-        let (run, fresh) = self.wake(agent.id, "ask").await?;
-        // The DM itself wakes the agent through the scheduler, which may win the race
-        // to start the run. Ids are time-ordered (UUIDv7): a run started after the
-        // message was posted reads it, so it is the one that answers.
-        let fresh = fresh || run.run_id > sent.id;
+        let run = self.wake(agent.id, "ask").await?;
+        // Ids are time-ordered (UUIDv7): a run that started after the message was
+        // posted reads it and answers, whoever started it (this wake, or the
+        // scheduler woken by the DM itself); an earlier one leaves it to the next.
+        let fresh = run.run_id > sent.id;
         Ok(Asking {
             agent,
             message_id: sent.id,

@@ -92,7 +92,7 @@ struct Queued {
 struct State {
     queue: VecDeque<Queued>,
     /// Admitted but not yet registered with the process manager.
-    starting: usize,
+    starting: HashSet<i64>,
     /// Failed runs in a row per agent.
     attempts: HashMap<i64, usize>,
     timers: HashMap<Timer, i64>,
@@ -150,7 +150,7 @@ impl Scheduler {
     /// Whether any of these agents has work queued, starting or waiting for a retry.
     pub(crate) fn owes(&self, agent_ids: &[i64]) -> bool {
         let st = self.state.lock().unwrap();
-        st.starting > 0
+        agent_ids.iter().any(|a| st.starting.contains(a))
             || st.queue.iter().any(|q| agent_ids.contains(&q.agent_id))
             || agent_ids.iter().any(|a| {
                 st.timers.contains_key(&Timer::Retry(*a))
@@ -263,23 +263,25 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
         (agent_id, now - 3_600_000),
         |r| r.get(0),
     )?;
-    let usage = |sql: &str, id: i64| -> Result<(u64, f64)> {
-        Ok(c.query_row(sql, [id], |r| {
-            Ok((
-                r.get::<_, i64>(0)? as u64,
-                r.get::<_, Option<f64>>(1)?.unwrap_or(0.0),
-            ))
-        })?)
-    };
-    let (agent_tokens, agent_cost) = usage(
-        "SELECT coalesce(sum(input_tokens + output_tokens), 0), sum(cost_usd) FROM runs WHERE agent_id = ?1",
-        agent_id,
-    )?;
-    let (workflow_tokens, workflow_cost) = usage(
-        "SELECT coalesce(sum(input_tokens + output_tokens), 0), sum(cost_usd) FROM runs WHERE workflow_id = ?1",
-        wid,
-    )?;
     let config: AgentConfig = serde_json::from_str(&config).unwrap_or_default();
+    let agent_budget = config.budget.unwrap_or_default();
+    let workflow_budget: Budget = serde_json::from_str(&wbudget).unwrap_or_default();
+    // Spending is summed only for a budget that limits it: most agents have none, and
+    // the sum grows with the history.
+    let spent = |budget: &Budget, column: &str, id: i64| -> Result<(u64, f64)> {
+        if budget.max_tokens.is_none() && budget.max_cost_usd.is_none() {
+            return Ok((0, 0.0));
+        }
+        Ok(c.query_row(
+            &format!(
+                "SELECT coalesce(sum(input_tokens + output_tokens), 0), sum(cost_usd) FROM runs WHERE {column} = ?1"
+            ),
+            [id],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<f64>>(1)?.unwrap_or(0.0))),
+        )?)
+    };
+    let (agent_tokens, agent_cost) = spent(&agent_budget, "agent_id", agent_id)?;
+    let (workflow_tokens, workflow_cost) = spent(&workflow_budget, "workflow_id", wid)?;
     Ok(Some(GateFacts {
         external: backend == super::registry::EXTERNAL,
         name,
@@ -290,8 +292,8 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
         open,
         hops,
         runs_last_hour,
-        agent_budget: config.budget.unwrap_or_default(),
-        workflow_budget: serde_json::from_str(&wbudget).unwrap_or_default(),
+        agent_budget,
+        workflow_budget,
         agent_tokens,
         agent_cost,
         workflow_tokens,
@@ -385,6 +387,12 @@ impl Kernel {
     pub async fn start_scheduler(self: &Arc<Self>) -> Result<()> {
         self.spawn_event_loop();
         self.spawn_timer_loop();
+        self.serve_owed().await
+    }
+
+    /// Arms and serves everything the store says is owed. Idempotent (a deadline
+    /// set again replaces itself), so it also recovers from missed events.
+    async fn serve_owed(self: &Arc<Self>) -> Result<()> {
         let now = now_ms();
         let owed = self
             .store
@@ -464,7 +472,7 @@ impl Kernel {
                         tracing::warn!(missed = n, "scheduler lagged; re-reading open inboxes");
                         let k2 = k.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = k2.start_scheduler_rescan().await {
+                            if let Err(e) = k2.serve_owed().await {
                                 tracing::error!("rescan failed: {e}");
                             }
                         });
@@ -473,42 +481,6 @@ impl Kernel {
                 }
             }
         });
-    }
-
-    /// After lost events: wake every agent with open deliveries, check every watched
-    /// workflow.
-    async fn start_scheduler_rescan(self: &Arc<Self>) -> Result<()> {
-        let now = now_ms();
-        let ids = self
-            .store
-            .read(move |c| {
-                let mut st = c.prepare(
-                    "SELECT DISTINCT a.id FROM agents a JOIN deliveries d
-                       ON d.workflow_id = a.workflow_id AND d.recipient = a.name
-                     WHERE d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1)",
-                )?;
-                let rows = st
-                    .query_map([now], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<i64>>>()?;
-                Ok(rows)
-            })
-            .await?;
-        let watched: Vec<i64> = self
-            .scheduler
-            .state
-            .lock()
-            .unwrap()
-            .watched
-            .iter()
-            .copied()
-            .collect();
-        for w in watched {
-            self.scheduler.settle_soon(w);
-        }
-        for id in ids {
-            self.admit(id, Wake::Message, None).await;
-        }
-        Ok(())
     }
 
     fn spawn_timer_loop(self: &Arc<Self>) {
@@ -580,10 +552,14 @@ impl Kernel {
         }
         {
             let mut st = self.scheduler.state.lock().unwrap();
-            if wake == Wake::Message && st.timers.contains_key(&Timer::Retry(agent_id)) {
-                return; // the retry will read the inbox
+            // A retry, or a start under way, will read the inbox: nothing to add.
+            if wake == Wake::Message
+                && (st.timers.contains_key(&Timer::Retry(agent_id))
+                    || st.starting.contains(&agent_id))
+            {
+                return;
             }
-            if self.runs_in_progress() + st.starting >= self.scheduler.limit {
+            if self.runs_in_progress() + st.starting.len() >= self.scheduler.limit {
                 match st.queue.iter_mut().find(|q| q.agent_id == agent_id) {
                     Some(q) => {
                         if q.prompt.is_none() && prompt.is_some() {
@@ -598,10 +574,15 @@ impl Kernel {
                 }
                 return;
             }
-            st.starting += 1;
+            st.starting.insert(agent_id);
         }
         let r = self.gate_and_start(agent_id, wake, prompt).await;
-        self.scheduler.state.lock().unwrap().starting -= 1;
+        self.scheduler
+            .state
+            .lock()
+            .unwrap()
+            .starting
+            .remove(&agent_id);
         if let Err(e) = r {
             tracing::warn!(agent_id, "could not start a run: {e}");
         }
@@ -649,7 +630,7 @@ impl Kernel {
         loop {
             let next = {
                 let mut st = self.scheduler.state.lock().unwrap();
-                if self.runs_in_progress() + st.starting >= self.scheduler.limit {
+                if self.runs_in_progress() + st.starting.len() >= self.scheduler.limit {
                     return;
                 }
                 st.queue.pop_front()

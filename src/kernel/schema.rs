@@ -223,5 +223,7 @@ ALTER TABLE workflows ADD COLUMN reason TEXT;
 ALTER TABLE workflows ADD COLUMN source TEXT;
 ALTER TABLE workflows ADD COLUMN started_at INTEGER;
 ALTER TABLE workflows ADD COLUMN ended_at INTEGER;
+-- Workflow-wide budgets and status sum a workflow's runs.
+CREATE INDEX runs_by_workflow ON runs (workflow_id);
 "#,
 ];

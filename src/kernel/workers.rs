@@ -173,18 +173,15 @@ impl Kernel {
 
     /// Wakes an agent: starts a run now, or, if one is in progress, remembers to run
     /// once more when it ends (so a message that arrived mid-run is never missed).
-    /// Returns the run that will serve the wake, and whether it is a new one.
-    pub async fn wake(self: &Arc<Self>, agent_id: i64, trigger: &str) -> Result<(RunHandle, bool)> {
+    /// Returns the run in progress (a new one, or the one the wake waits behind).
+    pub async fn wake(self: &Arc<Self>, agent_id: i64, trigger: &str) -> Result<RunHandle> {
         if let Some(h) = self.remember_wake(agent_id, trigger, None) {
-            return Ok((h, false));
+            return Ok(h);
         }
         match self.start_run(agent_id, trigger, None).await {
-            Ok(h) => Ok((h, true)),
+            Ok(h) => Ok(h),
             // The scheduler started it between the check and the claim.
-            Err(e) => match self.remember_wake(agent_id, trigger, None) {
-                Some(h) => Ok((h, false)),
-                None => Err(e),
-            },
+            Err(e) => self.remember_wake(agent_id, trigger, None).ok_or(e),
         }
     }
 

@@ -628,18 +628,28 @@ impl Doc<'_> {
         }
     }
 
+    /// The items of a top-level list (`params`, `setup`); absent or null is empty.
+    fn list<'n>(
+        &self,
+        n: &'n Node,
+        path: &[Step],
+        must: &str,
+        fix: &str,
+    ) -> Result<&'n [Node], SpecError> {
+        match n {
+            Node::Null => Ok(&[]),
+            Node::Seq(items) => Ok(items),
+            _ => Err(self.err(path, format!("{must}, found {}", n.kind()), fix)),
+        }
+    }
+
     fn params(&self, n: &Node, path: &[Step]) -> Result<Vec<ParamDef>, SpecError> {
-        let items = match n {
-            Node::Null => return Ok(Vec::new()),
-            Node::Seq(items) => items,
-            _ => {
-                return Err(self.err(
-                    path,
-                    format!("params must be a list, found {}", n.kind()),
-                    "write e.g. params: [ { name: pr, type: number, required: true } ]",
-                ));
-            }
-        };
+        let items = self.list(
+            n,
+            path,
+            "params must be a list",
+            "write e.g. params: [ { name: pr, type: number, required: true } ]",
+        )?;
         let mut out: Vec<ParamDef> = Vec::new();
         for (j, item) in items.iter().enumerate() {
             let ip = with(path, Step::Item(j));
@@ -755,17 +765,12 @@ impl Doc<'_> {
     }
 
     fn setup(&self, n: &Node, path: &[Step], params: &[&str]) -> Result<Vec<SetupStep>, SpecError> {
-        let items = match n {
-            Node::Null => return Ok(Vec::new()),
-            Node::Seq(items) => items,
-            _ => {
-                return Err(self.err(
-                    path,
-                    format!("setup must be a list of steps, found {}", n.kind()),
-                    "write e.g. setup: [ { shell: \"git diff\", as: diff } ]",
-                ));
-            }
-        };
+        let items = self.list(
+            n,
+            path,
+            "setup must be a list of steps",
+            "write e.g. setup: [ { shell: \"git diff\", as: diff } ]",
+        )?;
         let mut out: Vec<SetupStep> = Vec::new();
         for (j, item) in items.iter().enumerate() {
             let ip = with(path, Step::Item(j));

@@ -15,7 +15,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_agent-worker");
@@ -273,6 +273,37 @@ pub async fn settled(lead: &Client, target: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("{target} is still running after 20 s");
+}
+
+/// agent_ask, waiting up to `wait` seconds.
+pub async fn ask(lead: &Client, target: &str, message: &str, wait: u64) -> Value {
+    call(
+        lead,
+        "agent_ask",
+        json!({"target": target, "message": message, "wait_seconds": wait}),
+    )
+    .await
+    .ok()
+}
+
+/// Waits until `cond` holds for the agent's info, or panics with the last info.
+pub async fn wait_info(
+    lead: &Client,
+    target: &str,
+    secs: u64,
+    cond: impl Fn(&Value) -> bool,
+) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let i = info(lead, target).await;
+        if cond(&i) {
+            return i;
+        }
+        if Instant::now() > end {
+            panic!("{target}: condition not met in {secs} s: {i}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Registers agents in a workflow instance (as the lead).

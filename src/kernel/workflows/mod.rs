@@ -20,7 +20,7 @@ use super::clock::{fmt_ms, now_ms};
 use super::events::Event;
 use super::scheduler::open_deliveries;
 use super::{Caller, Kernel, messaging};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::names::WorkflowRef;
 use crate::worker::protocol::Usage;
 use rusqlite::Connection;
@@ -525,15 +525,5 @@ impl Kernel {
                 Ok(rows)
             })
             .await
-    }
-
-    /// Refuses a name that is not a workflow instance, with the ones that are.
-    pub async fn workflow_known(&self, workflow: &str) -> Result<i64> {
-        let wref = WorkflowRef::parse(workflow).map_err(|_| {
-            Error::invalid(format!(
-                "{workflow:?} is not a workflow instance; write it as \"@name:tag\", e.g. \"@review:pr-1\""
-            ))
-        })?;
-        self.workflow_id(&wref).await
     }
 }

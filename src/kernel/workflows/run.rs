@@ -71,12 +71,6 @@ impl Kernel {
             name: wf.name.clone(),
             tag: tag.to_owned(),
         };
-        if wref.name == crate::names::GLOBAL_WORKFLOW {
-            return Err(Error::invalid(
-                "a workflow may not be named \"global\" (that is the instance of agents made with agent_new); \
-                 rename it",
-            ));
-        }
         self.refuse_if_running(&wref).await?;
         let bound = workflow::bind_params(&wf.params, params).map_err(|e| {
             Error::invalid(format!(

@@ -190,7 +190,6 @@ impl AgentWorker {
     ) -> Result<Json<WorkflowStatus>, ToolError> {
         caller(&ctx)?;
         let wait = wait_seconds(a.wait_seconds, 0, "workflow_status")?;
-        self.kernel.workflow_known(&a.workflow).await?;
         let progress = Progress::start(&ctx);
         Ok(Json(
             self.kernel
@@ -211,7 +210,6 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<WorkflowArgs>,
     ) -> Result<Json<StoppedOut>, ToolError> {
-        self.kernel.workflow_known(&a.workflow).await?;
         let stopped = self.kernel.workflow_stop(&a.workflow).await?;
         Ok(Json(StoppedOut {
             workflow: a.workflow,
