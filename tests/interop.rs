@@ -205,7 +205,7 @@ async fn drive(backend: &str) {
     );
     assert_eq!(info["inbox"]["acked"], 1, "{backend}: {info}");
     // Workspace files the CLI needed for this run are gone again.
-    for f in [".gemini/settings.json", ".cursor/mcp.json"] {
+    for f in [".gemini", ".cursor"] {
         assert!(
             !work.path().join(f).exists(),
             "{backend}: {f} was left behind"

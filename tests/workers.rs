@@ -449,3 +449,138 @@ async fn stopping_the_kernel_stops_its_workers() {
     s.stop().await;
     assert!(!alive(w[0]), "a worker outlived its kernel");
 }
+
+/// Waits up to `secs` for `cond`.
+async fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 20 {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cond()
+}
+
+/// CLI agents that share a workspace (a workflow's agents default to its folder):
+/// each run merges our server into the CLI's config file there. Stopping one run
+/// must leave the file in place for the other still running; stopping the last puts
+/// the user's file back as it was, and the runs' private scratch folders go too,
+/// even though the kernel stops a worker with SIGTERM in the middle of its CLI.
+#[tokio::test]
+async fn stopped_cli_runs_put_the_shared_workspace_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    // A stand-in for each CLI: it records what it found in its workspace and
+    // scratch area, says it started, and then waits like a long model call.
+    for cli in ["gemini", "cursor-agent", "claude"] {
+        let p = bin.path().join(cli);
+        std::fs::write(
+            &p,
+            r#"#!/bin/sh
+{ cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; } > "$MARKS/$AGENT.tmp"
+mv "$MARKS/$AGENT.tmp" "$MARKS/$AGENT"
+echo '{"type":"init","session_id":"s"}'
+sleep 600
+"#,
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let users_cursor = "{\"mcpServers\": {\"mine\": {\"url\": \"http://example\"}}}\n";
+    std::fs::create_dir(work.path().join(".cursor")).unwrap();
+    std::fs::write(work.path().join(".cursor/mcp.json"), users_cursor).unwrap();
+
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let agents = [
+        ("g1", "gemini"),
+        ("g2", "gemini"),
+        ("c1", "cursor"),
+        ("k1", "claude"),
+    ];
+    for (name, backend) in agents {
+        let env = json!({
+            "PATH": format!("{}:/usr/bin:/bin", bin.path().display()),
+            "TMPDIR": tmp.path().display().to_string(),
+            "MARKS": marks.path().display().to_string(),
+            "AGENT": name,
+            "CURSOR_API_KEY": "k",
+            "ANTHROPIC_API_KEY": "k",
+        });
+        call(
+            &lead,
+            "agent_new",
+            json!({"name": name, "backend": backend, "env": env,
+                   "cwd": work.path().display().to_string()}),
+        )
+        .await
+        .ok();
+        let r = ask(&lead, name, "work", 0).await;
+        assert_eq!(r["status"], "running", "{name}: {r}");
+    }
+    for (name, _) in agents {
+        let mark = marks.path().join(name);
+        assert!(
+            eventually(30, || mark.exists()).await,
+            "{name}'s CLI did not start"
+        );
+    }
+    let seen = |name: &str| std::fs::read_to_string(marks.path().join(name)).unwrap();
+    // While running, each CLI found our server in its config, and the user's own.
+    for g in ["g1", "g2"] {
+        assert!(seen(g).contains(&s.url), "{g}: {}", seen(g));
+    }
+    assert!(
+        seen("c1").contains(&s.url) && seen("c1").contains("http://example"),
+        "{}",
+        seen("c1")
+    );
+    assert!(seen("k1").contains("agent-worker-run-"), "{}", seen("k1"));
+    let settings = work.path().join(".gemini/settings.json");
+
+    call(&lead, "agent_pause", json!({"target": "g1"}))
+        .await
+        .ok();
+    let i = wait_info(&lead, "g1", 10, |i| i.get("running").is_none()).await;
+    assert_eq!(i["runs"][0]["status"], "stopped", "{i}");
+    assert!(
+        std::fs::read_to_string(&settings).is_ok_and(|t| t.contains(&s.url)),
+        "stopping g1 took the server away from g2, which still runs"
+    );
+    for name in ["g2", "c1", "k1"] {
+        call(&lead, "agent_pause", json!({"target": name}))
+            .await
+            .ok();
+    }
+    let clean = || {
+        !work.path().join(".gemini").exists()
+            && std::fs::read_to_string(work.path().join(".cursor/mcp.json")).ok()
+                == Some(users_cursor.to_owned())
+            && std::fs::read_dir(work.path().join(".cursor"))
+                .unwrap()
+                .count()
+                == 1
+            && std::fs::read_dir(tmp.path()).unwrap().count() == 0
+    };
+    assert!(
+        eventually(10, clean).await,
+        "left behind: {:?} {:?} {:?}",
+        std::fs::read_dir(work.path().join(".gemini"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        std::fs::read_dir(work.path().join(".cursor"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        std::fs::read_dir(tmp.path())
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+    );
+    for (name, _) in agents {
+        let i = wait_info(&lead, name, 10, |i| i.get("running").is_none()).await;
+        assert_eq!(i["runs"][0]["status"], "stopped", "{name}: {i}");
+        assert_eq!(i["inbox"]["pending"], 1, "{name}: {i}");
+    }
+    assert!(workers_of(s.child.id().unwrap()).is_empty());
+    s.stop().await;
+}

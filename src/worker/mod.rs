@@ -22,6 +22,7 @@ pub mod sdk;
 use protocol::{ErrorClass, Outcome, Report, RunConfig, Usage};
 use std::io::Write;
 use std::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 /// Writes reports to stdout, one line each, flushed at once (the kernel's idle
 /// timer and agent_ask's progress depend on them arriving promptly).
@@ -111,11 +112,28 @@ pub struct Run<'a> {
     pub client: &'a client::Kernel,
     pub context: &'a context::Context,
     pub report: &'a Reporter,
+    /// Cancelled when the kernel stops the run (SIGTERM): a CLI gets its own grace
+    /// period and the run's workspace files are put back before the worker exits.
+    pub stop: &'a CancellationToken,
 }
 
 /// The worker mode's entry point. Returns the process exit code.
 pub async fn main() -> i32 {
     let report = Reporter::default();
+    // The kernel stops a run with SIGTERM to the worker's process group. Without a
+    // handler the worker would die at once and leave its CLI's workspace files and
+    // scratch folder behind; with one, it winds down and still reports.
+    let stop = CancellationToken::new();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                term.recv().await;
+                stop.cancel();
+            });
+        }
+        Err(e) => report.progress(format!("cannot watch for SIGTERM: {e}")),
+    }
     report.send(&Report::Started);
     let outcome = match std::env::var(protocol::RUN_ENV)
         .map_err(|_| {
@@ -128,7 +146,7 @@ pub async fn main() -> i32 {
             serde_json::from_str::<RunConfig>(&s).map_err(|e| format!("bad run config: {e}"))
         }) {
         Err(e) => Err(Failure::new(ErrorClass::Other, e)),
-        Ok(cfg) => run(&cfg, &report).await,
+        Ok(cfg) => run(&cfg, &report, &stop).await,
     };
     let (code, outcome) = match outcome {
         Ok(final_text) => (
@@ -153,15 +171,36 @@ pub async fn main() -> i32 {
     code
 }
 
-async fn run(cfg: &RunConfig, report: &Reporter) -> Result<Option<String>, Failure> {
+/// `work`, or a `stopped` failure as soon as the kernel stops the run.
+async fn or_stop<T>(
+    stop: &CancellationToken,
+    work: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    tokio::select! {
+        r = work => r,
+        _ = stop.cancelled() => Err(Failure::new(ErrorClass::Stopped, "stopped by the kernel (SIGTERM)")),
+    }
+}
+
+async fn run(
+    cfg: &RunConfig,
+    report: &Reporter,
+    stop: &CancellationToken,
+) -> Result<Option<String>, Failure> {
     // Check that the backend can run at all before reading the inbox: a run that
     // cannot start must leave the messages pending, untouched.
     let backend = cli::Cli::for_backend(&cfg.backend);
     if let Some(b) = &backend {
-        b.check(cfg).await?;
+        or_stop(stop, b.check(cfg)).await?;
     }
-    let client = client::Kernel::connect(&cfg.url, &cfg.token).await?;
-    let context = context::Context::fetch(&client).await?;
+    let client = or_stop(stop, client::Kernel::connect(&cfg.url, &cfg.token)).await?;
+    let context = match or_stop(stop, context::Context::fetch(&client)).await {
+        Ok(c) => c,
+        Err(f) => {
+            client.close().await;
+            return Err(f);
+        }
+    };
     report.progress(format!(
         "{} read {} inbox message(s)",
         cfg.agent,
@@ -172,10 +211,12 @@ async fn run(cfg: &RunConfig, report: &Reporter) -> Result<Option<String>, Failu
         client: &client,
         context: &context,
         report,
+        stop,
     };
     let result = match (cfg.backend.as_str(), backend) {
-        ("mock", _) => mock::run(&run).await,
-        ("sdk", _) => sdk::run(&run).await,
+        ("mock", _) => or_stop(stop, mock::run(&run)).await,
+        ("sdk", _) => or_stop(stop, sdk::run(&run)).await,
+        // Supervises its CLI with `stop` itself, so the CLI gets a grace period.
         (_, Some(b)) => b.run(&run).await,
         (other, None) => Err(Failure::new(
             ErrorClass::Other,

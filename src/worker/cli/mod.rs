@@ -15,6 +15,9 @@ mod codex;
 mod cursor;
 mod gemini;
 mod opencode;
+mod workspace;
+
+pub use workspace::WorkspaceFile;
 
 use super::protocol::{ErrorClass, RunConfig};
 use super::{Failure, Reporter, Run};
@@ -22,7 +25,6 @@ use crate::process::{self, Finished, Group, Limits};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// The MCP server name CLIs see for the kernel (tools appear as `mcp__team__...`).
 pub const SERVER: &str = "team";
@@ -116,70 +118,6 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A config file a CLI reads from its workspace (`.cursor/mcp.json`,
-/// `.gemini/settings.json`). Our server is merged into what is there, and the file is
-/// put back as it was when the run ends, so the user's own configuration survives.
-pub struct WorkspaceFile {
-    path: PathBuf,
-    before: Option<Vec<u8>>,
-    created_dir: Option<PathBuf>,
-}
-
-impl WorkspaceFile {
-    /// Merges `server` into the JSON object at `key` of the file (creating both).
-    pub fn merge_server(path: PathBuf, key: &str, server: Value) -> Result<Self, Failure> {
-        let fail = |e: String| Failure::new(ErrorClass::Other, e);
-        let before = std::fs::read(&path).ok();
-        let mut doc: Value = match &before {
-            Some(b) => serde_json::from_slice(b).map_err(|e| {
-                fail(format!(
-                    "{} is not valid JSON ({e}); fix or remove it so the agent's MCP server can be added",
-                    path.display()
-                ))
-            })?,
-            None => Value::Object(Default::default()),
-        };
-        let obj = doc
-            .as_object_mut()
-            .ok_or_else(|| fail(format!("{} must hold a JSON object", path.display())))?;
-        let servers = obj
-            .entry(key)
-            .or_insert_with(|| Value::Object(Default::default()));
-        servers
-            .as_object_mut()
-            .ok_or_else(|| fail(format!("{} in {} must be an object", key, path.display())))?
-            .insert(SERVER.to_owned(), server);
-        let parent = path.parent().unwrap_or(Path::new(".")).to_owned();
-        let created_dir = (!parent.exists()).then(|| parent.clone());
-        std::fs::create_dir_all(&parent)
-            .and_then(|_| {
-                std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap_or_default())
-            })
-            .map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
-        Ok(Self {
-            path,
-            before,
-            created_dir,
-        })
-    }
-}
-
-impl Drop for WorkspaceFile {
-    fn drop(&mut self) {
-        match &self.before {
-            Some(b) => {
-                let _ = std::fs::write(&self.path, b);
-            }
-            None => {
-                let _ = std::fs::remove_file(&self.path);
-                if let Some(d) = &self.created_dir {
-                    let _ = std::fs::remove_dir(d);
-                }
-            }
-        }
     }
 }
 
@@ -375,7 +313,7 @@ async fn drive(
         cmd,
         limits,
         Group::Inherit,
-        CancellationToken::new(),
+        run.stop.clone(),
         |_| {},
         |line| {
             if let Ok(v) = serde_json::from_str::<Value>(line.trim()) {
@@ -391,13 +329,15 @@ async fn drive(
         )
     })?;
     drop(inv.files);
-    if done.ended != process::Ended::Exited {
-        return Err(Failure::new(
-            ErrorClass::Timeout,
-            format!("{} {}", inv.program, done.ended.describe(&limits)),
-        ));
-    }
-    events.finish(&done)
+    let class = match done.ended {
+        process::Ended::Exited => return events.finish(&done),
+        process::Ended::Stopped => ErrorClass::Stopped,
+        _ => ErrorClass::Timeout,
+    };
+    Err(Failure::new(
+        class,
+        format!("{} {}", inv.program, done.ended.describe(&limits)),
+    ))
 }
 
 /// The end of a stream in Claude Code's shape (Cursor's imitates it): a final
