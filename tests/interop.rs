@@ -2,7 +2,8 @@
 //! offline: each runs as an agent's backend against a fake LLM server that scripts
 //! one `channel_send` tool call, so the real CLI calls our MCP tool with the run's
 //! token and the message must show up in the channel. Each CLI's missing-credentials
-//! error must be classified `auth`.
+//! error must be classified `auth`. A second run resumes the CLI's conversation, and a
+//! conversation the CLI no longer has is replaced by a new one.
 //!
 //! `scripts/interop-setup` installs the CLIs into `.interop/`; `scripts/test` runs it
 //! and sets `INTEROP_REQUIRED=1`, so in CI a missing CLI fails instead of skipping.
@@ -211,7 +212,51 @@ async fn drive(backend: &str) {
             "{backend}: {f} was left behind"
         );
     }
+
+    // The next run continues the CLI's conversation: the model sees the first question.
+    let again = ask_worker(&lead, "and once more?").await;
+    assert_eq!(again["status"], "succeeded", "{backend}: {again}");
+    let last = llm.model_calls().last().unwrap()["body"].to_string();
+    assert!(
+        last.contains("please say hello") && last.contains("and once more?"),
+        "{backend}: the second run did not resume the conversation: {last}"
+    );
+    drop(lead);
     s.stop().await;
+
+    // A conversation the CLI no longer has (its files were wiped, another machine):
+    // the run starts a new one instead of failing for good.
+    let db = rusqlite::Connection::open(dir.path().join(agent_worker::kernel::DB_FILE)).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE agents SET session_id = ?1 WHERE name = 'worker'",
+            ["0199a3b2-7c1d-7e00-9000-0000000000aa"],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let fresh = ask_worker(&lead, "are you still there?").await;
+    let info = call(&lead, "agent_info", json!({"target": "worker"}))
+        .await
+        .ok();
+    assert_eq!(
+        fresh["status"], "succeeded",
+        "{backend}: a lost session was not replaced: {fresh}\n{}",
+        info["runs"][0]
+    );
+    s.stop().await;
+}
+
+async fn ask_worker(lead: &Client, message: &str) -> Value {
+    call(
+        lead,
+        "agent_ask",
+        json!({"target": "worker", "message": message, "wait_seconds": 50}),
+    )
+    .await
+    .ok()
 }
 
 /// Without any credentials the run fails at once as `auth`, in the CLI's words,

@@ -525,3 +525,91 @@ async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
     assert_eq!(b["inbox"]["acked"], 1);
     s.stop().await;
 }
+
+/// A CLI agent of a workflow file works in the file's folder, and its `timeout` is an
+/// idle limit: a CLI that keeps printing events outlives it (its events are signs of
+/// life even though the worker reports none of them), one that goes quiet is stopped
+/// and the run recorded as a timeout. A stand-in `gemini` plays both.
+#[tokio::test]
+async fn cli_agents_work_in_the_workflow_folder_and_time_out_only_when_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let gemini = bin.path().join("gemini");
+    std::fs::write(
+        &gemini,
+        r#"#!/bin/sh
+pwd > "$MARKS/$AGENT"
+echo '{"type":"init","session_id":"s"}'
+if [ "$AGENT" = busy ]; then
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    echo '{"type":"message","role":"assistant","content":"x","delta":true}'
+    sleep 0.3
+  done
+  echo '{"type":"result","status":"success","stats":{"input_tokens":1,"output_tokens":1}}'
+else
+  sleep 30
+fi
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gemini, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env = |agent: &str| {
+        format!(
+            "{{PATH: \"{}:/usr/bin:/bin\", MARKS: \"{}\", AGENT: {agent}}}",
+            bin.path().display(),
+            marks.path().display()
+        )
+    };
+    let file = proj.path().join("team.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: quiet\nagents:\n  busy:\n    backend: gemini\n    timeout: 1s\n    env: {}\n  \
+             stuck:\n    backend: gemini\n    timeout: 1s\n    env: {}\nkickoff: \"@busy @stuck go\"\n",
+            env("busy"),
+            env("stuck")
+        ),
+    )
+    .unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    run(
+        &lead,
+        json!({"file": file.display().to_string(), "wait_seconds": 0}),
+    )
+    .await;
+    let busy = wait_info(&lead, "busy@quiet", 30, |i| {
+        i["runs"][0]["status"]
+            .as_str()
+            .is_some_and(|s| s != "running")
+    })
+    .await;
+    assert_eq!(busy["runs"][0]["status"], "succeeded", "{busy}");
+    assert!(
+        busy["runs"][0]["duration_ms"].as_u64().unwrap() >= 3000,
+        "{busy}"
+    );
+    let stuck = wait_info(&lead, "stuck@quiet", 30, |i| {
+        i["runs"][0]["status"]
+            .as_str()
+            .is_some_and(|s| s != "running")
+    })
+    .await;
+    assert_eq!(stuck["runs"][0]["status"], "failed", "{stuck}");
+    assert_eq!(stuck["runs"][0]["error_class"], "timeout", "{stuck}");
+    for agent in ["busy", "stuck"] {
+        let cwd = std::fs::read_to_string(marks.path().join(agent)).unwrap();
+        assert_eq!(
+            std::fs::canonicalize(cwd.trim()).unwrap(),
+            std::fs::canonicalize(proj.path()).unwrap(),
+            "{agent} did not run in the workflow's folder"
+        );
+    }
+    call(&lead, "workflow_stop", json!({"workflow": "@quiet"}))
+        .await
+        .ok();
+    s.stop().await;
+}

@@ -292,16 +292,16 @@ impl Kernel {
         prompt: Option<String>,
         url: String,
     ) -> Result<tokio::process::Command> {
-        let cwd = match &spec.cwd {
-            Some(c) => PathBuf::from(c),
-            None => self.workspace_dir(&spec.workflow, &spec.name),
-        };
-        std::fs::create_dir_all(&cwd).map_err(|e| {
-            Error::internal(format!(
-                "cannot create the working directory {}: {e}",
-                cwd.display()
-            ))
-        })?;
+        let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
+        let cwd = spec.cwd.as_ref().map_or(state_dir.clone(), PathBuf::from);
+        for d in [&state_dir, &cwd] {
+            std::fs::create_dir_all(d).map_err(|e| {
+                Error::internal(format!(
+                    "cannot create the working directory {}: {e}",
+                    d.display()
+                ))
+            })?;
+        }
         let ttl = self.workers.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
         let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
@@ -331,6 +331,8 @@ impl Kernel {
             model: spec.model.clone(),
             system: spec.system.clone(),
             cwd: cwd.clone(),
+            state_dir,
+            idle_ms: self.idle_limit(spec).as_millis() as u64,
             url,
             token,
             session_id: spec.session_id.clone(),
@@ -353,6 +355,13 @@ impl Kernel {
     }
 
     /// Where an agent without a configured `cwd` works.
+    /// How long a run's worker may print nothing: the agent's `timeout`, or the default.
+    fn idle_limit(&self, spec: &Spec) -> Duration {
+        spec.config
+            .timeout_ms
+            .map_or(self.workers.limits.idle, Duration::from_millis)
+    }
+
     pub fn workspace_dir(&self, wf: &WorkflowRef, agent: &str) -> PathBuf {
         self.data_dir()
             .join("workspaces")
@@ -371,9 +380,7 @@ impl Kernel {
         done: watch::Sender<bool>,
     ) {
         let mut limits = self.workers.limits;
-        if let Some(ms) = spec.config.timeout_ms {
-            limits.idle = Duration::from_millis(ms);
-        }
+        limits.idle = self.idle_limit(&spec);
         let mut end = RunEnd::default();
         let mut outcome = None;
         let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
@@ -403,7 +410,7 @@ impl Kernel {
                 Some(Report::Usage(u)) => end.usage = u,
                 Some(Report::Session { id }) => end.session_id = Some(id),
                 Some(Report::Result(o)) => outcome = Some(o),
-                Some(Report::Started) | None => {}
+                Some(Report::Started | Report::Alive) | None => {}
             },
         )
         .await;

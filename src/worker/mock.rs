@@ -41,7 +41,7 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
                     continue;
                 }
                 if let Some(n) = rule.times
-                    && !count_use(&cfg.cwd, i, n)
+                    && !count_use(&cfg.state_dir, i, n)
                 {
                     continue;
                 }
@@ -128,10 +128,10 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     Ok(Some(reply.unwrap_or_else(|| format!("{} done", cfg.agent))))
 }
 
-/// Counts one use of rule `i` in the agent's working directory; false once it has
-/// been used `limit` times.
-fn count_use(cwd: &std::path::Path, i: usize, limit: u32) -> bool {
-    let file = cwd.join(format!(".mock-rule-{}.count", i + 1));
+/// Counts one use of rule `i` in the agent's own folder (not its working directory,
+/// which agents may share); false once it has been used `limit` times.
+fn count_use(dir: &std::path::Path, i: usize, limit: u32) -> bool {
+    let file = dir.join(format!(".mock-rule-{}.count", i + 1));
     let used: u32 = std::fs::read_to_string(&file)
         .ok()
         .and_then(|s| s.trim().parse().ok())

@@ -26,6 +26,12 @@ pub struct RunConfig {
     pub system: Option<String>,
     /// The working directory the backend runs in (already created).
     pub cwd: PathBuf,
+    /// The agent's own folder in the data dir (already created), for state that must
+    /// not land in a shared working directory (the mock's `times` counters).
+    pub state_dir: PathBuf,
+    /// The kernel stops a run whose worker prints nothing for this long; the worker
+    /// keeps its CLI to a little less so it can still say why.
+    pub idle_ms: u64,
     /// The kernel's MCP endpoint.
     pub url: String,
     /// The run's own agent token; revoked when the run ends.
@@ -78,7 +84,7 @@ pub struct MockRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail: Option<String>,
     /// Apply this rule only the first N times it matches (counted in a file in the
-    /// agent's working directory, so across runs): e.g. fail twice, then succeed.
+    /// agent's own folder in the data dir, so across runs): e.g. fail twice, then succeed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u32>,
     /// The run's private final text.
@@ -255,6 +261,9 @@ pub enum Report {
     Started,
     /// Something happened (a tool call, a model turn). Shown as MCP progress.
     Progress { message: String },
+    /// The backend is busy (its CLI printed something); resets the kernel's idle timer
+    /// without a progress notification.
+    Alive,
     /// The backend's conversation id, to resume next time.
     Session { id: String },
     /// The run's usage so far.

@@ -147,10 +147,10 @@ impl Kernel {
             .as_ref()
             .map(|f| f.display().to_string())
             .unwrap_or_else(|| "<inline>".into());
-        let mock_dirs: Vec<(String, Option<PathBuf>)> = agents
+        let mocks: Vec<String> = agents
             .iter()
             .filter(|a| a.backend == "mock")
-            .map(|a| (a.name.clone(), a.cwd.as_ref().map(PathBuf::from)))
+            .map(|a| a.name.clone())
             .collect();
         let (wid, armed) = self
             .store
@@ -169,7 +169,11 @@ impl Kernel {
                     c.execute(
                         "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                         ON CONFLICT (workflow_id, name) DO UPDATE SET backend = excluded.backend,
+                         ON CONFLICT (workflow_id, name) DO UPDATE SET
+                           -- a conversation belongs to one CLI in one folder
+                           session_id = CASE WHEN agents.backend IS excluded.backend AND agents.cwd IS excluded.cwd
+                                        THEN agents.session_id END,
+                           backend = excluded.backend,
                            model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
                            config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0",
                         rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now],
@@ -195,10 +199,9 @@ impl Kernel {
             .await?;
         self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
         // A run starts mock scripts afresh: their `times` counters live in the agent's
-        // working directory.
-        for (name, cwd) in mock_dirs {
-            let dir = cwd.unwrap_or_else(|| self.workspace_dir(wref, &name));
-            if let Ok(entries) = std::fs::read_dir(&dir) {
+        // own folder.
+        for name in mocks {
+            if let Ok(entries) = std::fs::read_dir(self.workspace_dir(wref, &name)) {
                 for e in entries.flatten() {
                     if e.file_name().to_string_lossy().starts_with(".mock-rule-") {
                         let _ = std::fs::remove_file(e.path());
@@ -286,7 +289,13 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 backend: a.backend.clone(),
                 model: a.model.clone(),
                 system,
-                cwd: a.cwd.as_deref().map(path_string),
+                // CLI agents work where the workflow file is, unless told otherwise;
+                // inline YAML has no folder of its own, so those get one in the data dir.
+                cwd: a
+                    .cwd
+                    .as_deref()
+                    .or(wf.file.as_ref().map(|_| wf.source_dir.as_path()))
+                    .map(path_string),
                 env: a.env.clone(),
                 config: AgentConfig {
                     mock,

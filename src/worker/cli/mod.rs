@@ -32,10 +32,13 @@ pub const SERVER: &str = "team";
 pub const TOKEN_ENV: &str = "AW_AGENT_TOKEN";
 /// Environment a CLI must not inherit: the run config (it holds the token in a form
 /// the CLI has no use for) and markers that make a nested Claude Code refuse to run.
+/// Backtrace switches would make a Rust CLI (Codex) end its error with a backtrace.
 const SCRUBBED_ENV: &[&str] = &[
     super::protocol::RUN_ENV,
     "CLAUDECODE",
     "CLAUDE_CODE_ENTRYPOINT",
+    "RUST_BACKTRACE",
+    "RUST_LIB_BACKTRACE",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,10 +144,13 @@ pub fn on_path(program: &str) -> bool {
 
 /// Runs a short command (an auth check); its exit success and combined output.
 pub async fn probe(program: &str, args: &[&str]) -> Option<(bool, String)> {
+    let mut cmd = tokio::process::Command::new(program);
+    for k in SCRUBBED_ENV {
+        cmd.env_remove(k);
+    }
     let out = tokio::time::timeout(
         Duration::from_secs(20),
-        tokio::process::Command::new(program)
-            .args(args)
+        cmd.args(args)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output(),
@@ -164,13 +170,15 @@ pub fn env_set(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
 }
 
-/// Limits for the CLI inside the worker: a little inside the kernel's, so the worker
-/// can still report a timeout before the kernel kills it.
-fn cli_limits() -> Limits {
+/// Limits for the CLI inside the worker: a little inside the kernel's (the idle one
+/// is the agent's own), so the worker can still report a timeout before the kernel
+/// kills it.
+fn cli_limits(cfg: &RunConfig) -> Limits {
     let k = Limits::default();
+    let idle = Duration::from_millis(cfg.idle_ms);
     Limits {
         startup: k.startup.saturating_sub(Duration::from_secs(10)),
-        idle: k.idle.saturating_sub(Duration::from_secs(30)),
+        idle: idle.saturating_sub((idle / 10).min(Duration::from_secs(30))),
         total: k.total.saturating_sub(Duration::from_secs(60)),
         grace: Duration::from_secs(3),
     }
@@ -279,13 +287,21 @@ impl Cli {
     }
 }
 
+/// Whether a failure says the session to resume is gone, in each CLI's words:
+/// Claude `No conversation found with session ID …`, Gemini `Error resuming session:
+/// No previous sessions found for this project.`, Codex `thread/resume failed: no
+/// rollout found for thread id …`.
 fn lost_session(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     [
         "no conversation found",
         "session not found",
         "no session",
+        "no previous session",
+        "error resuming session",
         "thread not found",
+        "no rollout found",
+        "resume failed",
         "could not find session",
         "not found",
     ]
@@ -308,7 +324,13 @@ async fn drive(
     cmd.env(TOKEN_ENV, &run.cfg.token);
     cmd.envs(inv.env.iter().map(|(k, v)| (k, v)));
     let report = run.report;
-    let limits = cli_limits();
+    let limits = cli_limits(run.cfg);
+    // Every event of the CLI (text, thinking, a command it runs) is a sign of life,
+    // not only the ones we report: without this the kernel's idle limit would stop a
+    // CLI that is busy streaming an answer.
+    // At most once a second, and well inside a short idle limit.
+    let alive_every = (Duration::from_millis(run.cfg.idle_ms) / 4).min(Duration::from_secs(1));
+    let mut last_alive: Option<std::time::Instant> = None;
     let done = process::supervise(
         cmd,
         limits,
@@ -318,6 +340,10 @@ async fn drive(
         |line| {
             if let Ok(v) = serde_json::from_str::<Value>(line.trim()) {
                 events.event(&v, report);
+            }
+            if last_alive.is_none_or(|t| t.elapsed() >= alive_every) {
+                last_alive = Some(std::time::Instant::now());
+                report.send(&super::protocol::Report::Alive);
             }
         },
     )
@@ -365,7 +391,17 @@ impl ResultEnd {
                 if ok && done.success() {
                     return Ok(str_at(r, &["result"]).map(str::to_owned).or(self.last_text));
                 }
-                if let Some(what) = str_at(r, &["result"]).or(str_at(r, &["subtype"])) {
+                // Claude puts the reason in `errors` and only a code in `subtype`
+                // (`error_during_execution`).
+                let listed: Vec<String> = r["errors"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.as_str().map(str::to_owned))
+                    .collect();
+                if !listed.is_empty() {
+                    errors.splice(0..0, listed);
+                } else if let Some(what) = str_at(r, &["result"]).or(str_at(r, &["subtype"])) {
                     errors.insert(0, what.to_owned());
                 }
             }
@@ -378,16 +414,7 @@ impl ResultEnd {
 pub fn failure_from(errors: &[String], done: &Finished, program: &str) -> Failure {
     let mut msg = errors.join("; ");
     if msg.trim().is_empty() {
-        msg = done
-            .stderr_tail
-            .lines()
-            .rev()
-            .take(5)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
+        msg = stderr_words(&done.stderr_tail);
     }
     if msg.trim().is_empty() {
         msg = format!(
@@ -399,6 +426,19 @@ pub fn failure_from(errors: &[String], done: &Finished, program: &str) -> Failur
         );
     }
     Failure::classified(msg)
+}
+
+/// What a CLI's stderr says went wrong: its last lines that mention an error, or
+/// else its last lines (a backtrace or a progress bar after the error says nothing).
+fn stderr_words(tail: &str) -> String {
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.to_ascii_lowercase().contains("error"))
+        .collect();
+    let chosen = if errors.is_empty() { &lines } else { &errors };
+    chosen[chosen.len().saturating_sub(5)..].join("\n")
 }
 
 /// The number at `path` in a JSON value, as u64 (0 when absent).
@@ -419,4 +459,40 @@ pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
         cur = cur.get(p)?;
     }
     cur.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lost_session, stderr_words};
+
+    #[test]
+    fn the_error_in_stderr_is_kept_over_a_backtrace_after_it() {
+        let codex = "Error: thread/resume failed: no rollout found for thread id 0199\n\
+                     \nStack backtrace:\n   0: <unknown>\n   1: <unknown>\n   2: <unknown>\n\
+                     \x20  3: <unknown>\n   4: <unknown>\n   5: <unknown>\n";
+        assert_eq!(
+            stderr_words(codex),
+            "Error: thread/resume failed: no rollout found for thread id 0199"
+        );
+        assert_eq!(stderr_words("a\nb\nc\nd\ne\nf\n"), "b\nc\nd\ne\nf");
+        assert_eq!(stderr_words(""), "");
+    }
+
+    #[test]
+    fn a_resume_of_a_vanished_session_is_recognised_in_each_clis_words() {
+        for said in [
+            "No conversation found with session ID: 4f1c0b1e-0000-4000-8000-000000000000",
+            "Error resuming session: No previous sessions found for this project.",
+            "thread/resume failed: no rollout found for thread id 0199a3b2-7c1d-7e00-9000-000000000000",
+        ] {
+            assert!(lost_session(said), "{said}");
+        }
+        for said in [
+            "API Error: 401 invalid x-api-key",
+            "command not found",
+            "rate limit exceeded",
+        ] {
+            assert!(!lost_session(said), "{said}");
+        }
+    }
 }
