@@ -26,9 +26,13 @@ pub struct Reply {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AskResult {
-    /// The run that serves the question (poll agent_info while it is running).
-    pub run_id: String,
-    /// running, succeeded, failed or stopped.
+    /// The run that serves the question (poll agent_info while it is running); absent
+    /// while it has not started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// running, succeeded, failed or stopped; or `waiting` when the agent was busy
+    /// and the run that reads your question has not started yet (it is next: poll
+    /// agent_info).
     pub status: String,
     /// The id of the direct message that was posted.
     pub message_id: String,
@@ -45,9 +49,23 @@ pub struct AskResult {
 pub struct Asking {
     pub agent: AgentRecord,
     pub message_id: String,
+    /// The run to follow: the one serving the question when `fresh`, else the run
+    /// the agent was busy with when asked.
     pub run: RunHandle,
     /// False when the run started before the question: the run after it answers.
     pub fresh: bool,
+    /// The run that served the question, when it came and went between two looks.
+    pub ended: Option<String>,
+}
+
+/// Where the answer to a question stands once the run it was waiting behind is over.
+pub enum Next {
+    /// The run that reads the question is in progress.
+    Running(RunHandle),
+    /// It has already ended (it was quick).
+    Ended(String),
+    /// Not started yet: queued, waiting to retry, or held by a guard.
+    NotYet,
 }
 
 impl Kernel {
@@ -83,12 +101,58 @@ impl Kernel {
             message_id: sent.id,
             run,
             fresh,
+            ended: None,
+        })
+    }
+
+    /// The first of the agent's runs to start after the question: the one that reads it.
+    pub async fn next_run(&self, a: &Asking) -> Result<Next> {
+        let active = self
+            .active_run(a.agent.id)
+            .filter(|h| h.run_id > a.message_id);
+        if let Some(h) = active {
+            return Ok(Next::Running(h));
+        }
+        let (agent_id, after) = (a.agent.id, a.message_id.clone());
+        let first: Option<String> = self
+            .store
+            .read(move |c| {
+                use rusqlite::OptionalExtension;
+                Ok(c.query_row(
+                    "SELECT id FROM runs WHERE agent_id = ?1 AND id > ?2 ORDER BY id LIMIT 1",
+                    (agent_id, &after),
+                    |r| r.get(0),
+                )
+                .optional()?)
+            })
+            .await?;
+        Ok(match first {
+            None => Next::NotYet,
+            // Started between the two looks: follow it while it runs.
+            Some(id) => match self.active_run(a.agent.id) {
+                Some(h) if h.run_id == id => Next::Running(h),
+                _ => Next::Ended(id),
+            },
         })
     }
 
     /// The state of the run serving a question, with the reply once it is over.
     pub async fn ask_result(&self, a: &Asking) -> Result<AskResult> {
-        let run = self.run_view(&a.run.run_id).await?;
+        let serving = match &a.ended {
+            Some(id) => id,
+            None if a.fresh => &a.run.run_id,
+            None => {
+                return Ok(AskResult {
+                    run_id: None,
+                    status: "waiting".into(),
+                    message_id: a.message_id.clone(),
+                    reply: None,
+                    error_class: None,
+                    error: None,
+                });
+            }
+        };
+        let run = self.run_view(serving).await?;
         let reply = if run.status == "running" {
             None
         } else {
@@ -100,7 +164,7 @@ impl Kernel {
             })
         };
         Ok(AskResult {
-            run_id: run.id,
+            run_id: Some(run.id),
             status: run.status,
             message_id: a.message_id.clone(),
             reply,

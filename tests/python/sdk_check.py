@@ -87,8 +87,8 @@ def text_of(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
-async def call_ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    r = await client.call_tool(tool, args)
+async def call_ok(client: Client, tool: str, args: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    r = await client.call_tool(tool, args, **kw)
     if r.is_error:
         raise CheckFailed(f"FAILED: {tool}({args}) returned a tool error: {text_of(r)}")
     sc = r.structured_content
@@ -212,8 +212,23 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
                 "mock": [{"send": "@user 42", "reply": "answered {from}"}],
             },
         )
-        sc = await call_ok(lead, "agent_ask", {"target": asker, "message": "the answer?", "wait_seconds": 30})
+        said: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            said.append(message or "")
+
+        sc = await call_ok(
+            lead,
+            "agent_ask",
+            {"target": asker, "message": "the answer?", "wait_seconds": 30},
+            progress_callback=on_progress,
+        )
         check(sc.get("status") == "succeeded", "agent_ask's run succeeded", sc)
+        check(
+            any("read 1 inbox message" in m for m in said),
+            "agent_ask sends the worker's progress as notifications",
+            said,
+        )
         reply = sc.get("reply") or {}
         check(reply.get("messages") == ["@user 42"], "agent_ask returns what the agent sent the lead", sc)
         check(reply.get("final_text") == "answered user", "agent_ask returns the run's final text", sc)
