@@ -94,6 +94,20 @@ async fn anthropic_tool_loop_posts_through_mcp() {
         "a known model is priced"
     );
     assert_eq!(i["inbox"]["acked"], 1);
+
+    // An OAuth-style token goes as a bearer, not as an API key.
+    sdk_agent(
+        &lead,
+        "oauth",
+        "claude-sonnet-4-5",
+        json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_AUTH_TOKEN": "tok-oauth"}),
+    )
+    .await;
+    let r = ask(&lead, "oauth", "hello?", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let last = llm.model_calls().last().unwrap().clone();
+    assert_eq!(last["headers"]["authorization"], "Bearer tok-oauth");
+    assert!(last["headers"].get("x-api-key").is_none(), "{last}");
     s.stop().await;
 }
 

@@ -585,11 +585,30 @@ sleep 600
         std::fs::read_to_string(&settings).is_ok_and(|t| t.contains(&s.url)),
         "stopping g1 took the server away from g2, which still runs"
     );
-    for name in ["g2", "c1", "k1"] {
+    for name in ["g2", "c1"] {
         call(&lead, "agent_pause", json!({"target": name}))
             .await
             .ok();
     }
+    // k1's worker is killed outright (no chance to clean up): the kernel removes the
+    // run's scratch folder, which holds Claude's MCP config with the run's token.
+    let k1 = workers_of(s.child.id().unwrap())
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == b"AGENT=k1"))
+        })
+        .expect("k1's worker");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(k1 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Held there (a crash is retried a second later).
+    wait_info(&lead, "k1", 10, |i| i.get("running").is_none()).await;
+    call(&lead, "agent_pause", json!({"target": "k1"}))
+        .await
+        .ok();
     let clean = || {
         !work.path().join(".gemini").exists()
             && std::fs::read_to_string(work.path().join(".cursor/mcp.json")).ok()
@@ -612,7 +631,12 @@ sleep 600
     );
     for (name, _) in agents {
         let i = wait_info(&lead, name, 10, |i| i.get("running").is_none()).await;
-        assert_eq!(i["runs"][0]["status"], "stopped", "{name}: {i}");
+        let (status, class) = match name {
+            "k1" => ("failed", "crash"),
+            _ => ("stopped", "stopped"),
+        };
+        assert_eq!(i["runs"][0]["status"], status, "{name}: {i}");
+        assert_eq!(i["runs"][0]["error_class"], class, "{name}: {i}");
         assert_eq!(i["inbox"]["pending"], 1, "{name}: {i}");
     }
     assert!(workers_of(s.child.id().unwrap()).is_empty());

@@ -415,6 +415,14 @@ impl Kernel {
         )
         .await;
         let _ = record_pid.await;
+        // The worker removes its scratch folder; a worker killed before it could
+        // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
+        let temp = spec
+            .env
+            .get("TMPDIR")
+            .filter(|t| !t.is_empty())
+            .map_or_else(std::env::temp_dir, PathBuf::from);
+        let _ = std::fs::remove_dir_all(protocol::scratch_dir(&temp, &run_id));
         match finished {
             Err(e) => {
                 end.error_class = Some(ErrorClass::Crash);

@@ -45,8 +45,15 @@ const RATE: &[&str] = &[
     "too many requests",
     "(429)",
     "status 429",
+    "code 429",
+    "resource_exhausted",
+    "resource exhausted",
     "overloaded",
 ];
+
+/// A quota that refills within minutes is a rate limit, not a billing problem
+/// (Google: `Quota exceeded for quota metric '… per minute'`).
+const SHORT_QUOTA: &[&str] = &["per minute", "per second", "retry in", "retrydelay"];
 
 const NETWORK: &[&str] = &[
     "cannot connect",
@@ -68,7 +75,9 @@ const NETWORK: &[&str] = &[
 pub fn classify(message: &str) -> ErrorClass {
     let m = message.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| m.contains(w));
-    if has(BILLING) {
+    if has(BILLING) && has(SHORT_QUOTA) {
+        ErrorClass::RateLimit
+    } else if has(BILLING) {
         ErrorClass::BillingQuota
     } else if has(AUTH) {
         ErrorClass::Auth
@@ -127,6 +136,14 @@ mod tests {
             (
                 "Your credit balance is too low to access the Anthropic API",
                 BillingQuota,
+            ),
+            (
+                "[API Error: {\"error\":{\"code\":429,\"message\":\"Resource has been exhausted (e.g. check quota).\",\"status\":\"RESOURCE_EXHAUSTED\"}}]",
+                RateLimit,
+            ),
+            (
+                "Quota exceeded for quota metric 'Generate Content API requests per minute' and limit 'GenerateContent request limit per minute'",
+                RateLimit,
             ),
             ("Cannot connect to API: ECONNREFUSED", Network),
             ("Reconnecting... waiting for network", Network),

@@ -69,6 +69,11 @@ impl Reporter {
     }
 }
 
+/// The most of a run's final text that is kept (it is a private note, not a channel).
+pub const FINAL_TEXT_BYTES: usize = 64 * 1024;
+/// The most of an error message that is kept.
+pub const ERROR_BYTES: usize = 8 * 1024;
+
 /// `s` cut to at most `max` bytes at a character boundary, with `…` when cut.
 pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max {
@@ -148,12 +153,13 @@ pub async fn main() -> i32 {
         Err(e) => Err(Failure::new(ErrorClass::Other, e)),
         Ok(cfg) => run(&cfg, &report, &stop).await,
     };
+    // Bounded, so the result stays one line the kernel reads (lines over 1 MiB are not).
     let (code, outcome) = match outcome {
         Ok(final_text) => (
             0,
             Outcome {
                 ok: true,
-                final_text,
+                final_text: final_text.map(|t| clip(&t, FINAL_TEXT_BYTES).into_owned()),
                 ..Default::default()
             },
         ),
@@ -162,7 +168,7 @@ pub async fn main() -> i32 {
             Outcome {
                 ok: false,
                 error_class: Some(f.class),
-                error: Some(f.message),
+                error: Some(clip(&f.message, ERROR_BYTES).into_owned()),
                 ..Default::default()
             },
         ),

@@ -9,6 +9,17 @@ use super::context::{Context, DOC_PROMPT_BYTES, Message};
 use super::protocol::RunConfig;
 use std::fmt::Write;
 
+/// Room for the inbox and for the recent channel in a task. A CLI gets its prompt as
+/// one command-line argument, which Linux caps at 128 KiB: a full inbox page (50
+/// messages of up to 4,000 characters) could pass that and make every run fail to
+/// start. Past these sizes each message is cut, and says where to read it whole.
+pub const INBOX_PROMPT_BYTES: usize = 48 * 1024;
+pub const RECENT_PROMPT_BYTES: usize = 12 * 1024;
+/// The agent's own role text in the system prompt (a CLI argument too).
+pub const ROLE_PROMPT_BYTES: usize = 24 * 1024;
+/// A message is never cut shorter than this.
+const MIN_MESSAGE_BYTES: usize = 300;
+
 /// The agent's role followed by the team rules every backend gets.
 pub fn system(cfg: &RunConfig) -> String {
     let role = cfg
@@ -17,6 +28,15 @@ pub fn system(cfg: &RunConfig) -> String {
         .filter(|s| !s.trim().is_empty())
         .map(str::to_owned)
         .unwrap_or_else(|| format!("You are {}, a member of an AI agent team.", cfg.agent));
+    let role = if role.len() > ROLE_PROMPT_BYTES {
+        format!(
+            "{}\n(The rest of your role description was cut: it is longer than {} KiB.)",
+            super::clip(&role, ROLE_PROMPT_BYTES),
+            ROLE_PROMPT_BYTES / 1024
+        )
+    } else {
+        role
+    };
     format!(
         "{role}\n\n\
          ## Working with your team\n\
@@ -32,7 +52,8 @@ pub fn system(cfg: &RunConfig) -> String {
     )
 }
 
-fn line(out: &mut String, m: &Message) {
+/// One message; its text cut at `max` bytes with a pointer to `whole` (where to read it).
+fn line(out: &mut String, m: &Message, max: usize, whole: &str) {
     let mut tags = String::new();
     if m.dm {
         tags.push_str(" [DM]");
@@ -40,7 +61,27 @@ fn line(out: &mut String, m: &Message) {
     if m.priority == "high" {
         tags.push_str(" [HIGH]");
     }
-    let _ = writeln!(out, "- {} from @{}{tags}: {}", m.id, m.from, m.content);
+    let _ = write!(
+        out,
+        "- {} from @{}{tags}: {}",
+        m.id,
+        m.from,
+        super::clip(&m.content, max)
+    );
+    if m.content.len() > max {
+        let _ = write!(out, " [cut at {max} bytes: {whole} shows it whole]");
+    }
+    out.push('\n');
+}
+
+/// How many bytes each of `msgs` may show so that together they fit in `budget`.
+fn share(msgs: &[&Message], budget: usize) -> usize {
+    let total: usize = msgs.iter().map(|m| m.content.len()).sum();
+    if total <= budget {
+        usize::MAX
+    } else {
+        (budget / msgs.len().max(1)).max(MIN_MESSAGE_BYTES)
+    }
 }
 
 /// This run's task.
@@ -50,8 +91,10 @@ pub fn task(cfg: &RunConfig, ctx: &Context) -> String {
         p.push_str("## Your inbox\nNo new messages.\n");
     } else {
         let _ = writeln!(p, "## Your inbox ({} new, oldest first)", ctx.inbox.len());
-        for m in &ctx.inbox {
-            line(&mut p, m);
+        let inbox: Vec<&Message> = ctx.inbox.iter().collect();
+        let max = share(&inbox, INBOX_PROMPT_BYTES);
+        for m in inbox {
+            line(&mut p, m, max, "my_inbox");
         }
         if ctx.remaining > 0 {
             let _ = writeln!(
@@ -69,8 +112,9 @@ pub fn task(cfg: &RunConfig, ctx: &Context) -> String {
         .collect();
     if !others.is_empty() {
         p.push_str("\n## Recent channel activity\n");
+        let max = share(&others, RECENT_PROMPT_BYTES);
         for m in others {
-            line(&mut p, m);
+            line(&mut p, m, max, "channel_read");
         }
     }
     if let Some(doc) = &ctx.document {
@@ -98,4 +142,60 @@ pub fn task(cfg: &RunConfig, ctx: &Context) -> String {
 /// System prompt and task in one text, for backends without a system channel.
 pub fn combined(cfg: &RunConfig, ctx: &Context) -> String {
     format!("{}\n\n{}", system(cfg), task(cfg, ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(i: usize, text: &str) -> Message {
+        Message {
+            id: format!("m{i:02}"),
+            from: "bob".into(),
+            content: text.into(),
+            created_at: String::new(),
+            priority: "normal".into(),
+            dm: false,
+            to: None,
+        }
+    }
+
+    #[test]
+    fn the_largest_prompt_still_fits_in_one_command_line_argument() {
+        let cfg: RunConfig = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "agent": "alice", "workflow": "@w:main", "backend": "gemini",
+            "model": null, "system": "é".repeat(40_000), "cwd": "/tmp", "state_dir": "/tmp",
+            "idle_ms": 1000, "url": "http://x", "token": "t", "session_id": null,
+            "trigger": "message", "prompt": null, "max_steps": 1,
+        }))
+        .unwrap();
+        // The most a run can read: a full page of the longest messages in 4-byte characters.
+        let long = "😀".repeat(4_000);
+        let ctx = Context {
+            inbox: (0..50).map(|i| msg(i, &long)).collect(),
+            remaining: 3,
+            recent: (50..60).map(|i| msg(i, &long)).collect(),
+            document: Some("d".repeat(100_000)),
+        };
+        let all = combined(&cfg, &ctx);
+        assert!(all.len() < 128 * 1024, "{} bytes", all.len());
+        // Every message is still there by id, says it was cut and where to read it.
+        for i in 0..60 {
+            assert!(
+                all.contains(&format!("- m{i:02} from @bob")),
+                "m{i:02} missing"
+            );
+        }
+        assert_eq!(all.matches("my_inbox shows it whole").count(), 50);
+        assert_eq!(all.matches("channel_read shows it whole").count(), 10);
+        assert!(all.contains("role description was cut"));
+        // A small inbox is shown as it is.
+        let ctx = Context {
+            inbox: vec![msg(1, "please review")],
+            ..Default::default()
+        };
+        let t = task(&cfg, &ctx);
+        assert!(t.contains("- m01 from @bob: please review\n"), "{t}");
+        assert!(!t.contains("cut"));
+    }
 }

@@ -14,6 +14,13 @@ use std::path::PathBuf;
 /// The environment variable that carries the run configuration.
 pub const RUN_ENV: &str = "AW_RUN";
 
+/// A run's private scratch folder under the worker's temp dir (a CLI's system prompt
+/// and MCP config, which holds the run's token). The worker removes it; the kernel
+/// removes it again when the run ends, in case the worker was killed first.
+pub fn scratch_dir(temp: &std::path::Path, run_id: &str) -> PathBuf {
+    temp.join(format!("agent-worker-run-{run_id}"))
+}
+
 /// Everything a worker needs for one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunConfig {

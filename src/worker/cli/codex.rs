@@ -4,7 +4,8 @@
 //! URL, the token by env var name (never its value on the command line), and
 //! `default_tools_approval_mode = "approve"` (exec never asks, so without it every
 //! MCP call fails). `required` makes an unreachable kernel a fast failure. The system
-//! prompt goes in as developer instructions. Codex does not fail fast without
+//! prompt goes in as developer instructions; the sandbox lets it write in the agent's
+//! folder (and only there). Codex does not fail fast without
 //! credentials, so the run is gated on `CODEX_API_KEY` or `codex login status`.
 
 use super::{Events, Invocation, SERVER, TOKEN_ENV, env_set, failure_from, num, probe, str_at};
@@ -46,6 +47,10 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     args.extend([
         "-c".into(),
         format!("developer_instructions={}", toml_str(&prompt::system(cfg))),
+        // `exec` defaults to a read-only sandbox: an agent could not change its own
+        // folder. `-s` is not accepted by `exec resume`; the config key is.
+        "-c".into(),
+        format!("sandbox_mode={}", toml_str("workspace-write")),
     ]);
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);

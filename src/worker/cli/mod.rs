@@ -81,7 +81,7 @@ pub struct Scratch {
 impl Scratch {
     fn new(run_id: &str) -> Result<Self, Failure> {
         use std::os::unix::fs::DirBuilderExt;
-        let dir = std::env::temp_dir().join(format!("agent-worker-run-{run_id}"));
+        let dir = super::protocol::scratch_dir(&std::env::temp_dir(), run_id);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

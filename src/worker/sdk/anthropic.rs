@@ -23,8 +23,10 @@ pub async fn turn(
         })).collect::<Vec<_>>(),
     });
     let mut headers = vec![("anthropic-version", "2023-06-01".to_owned())];
-    if let Some(k) = &ep.key {
-        headers.push(("x-api-key", k.clone()));
+    match &ep.key {
+        Some(k) if ep.bearer => headers.push(("authorization", format!("Bearer {k}"))),
+        Some(k) => headers.push(("x-api-key", k.clone())),
+        None => {}
     }
     let v = ep
         .post(&format!("{}/v1/messages", ep.base), &headers, &body)

@@ -57,6 +57,9 @@ pub struct Endpoint {
     pub model: String,
     pub base: String,
     pub key: Option<String>,
+    /// The key is an OAuth-style token (`ANTHROPIC_AUTH_TOKEN`), sent as
+    /// `Authorization: Bearer` rather than `x-api-key`.
+    pub bearer: bool,
     pub http: reqwest::Client,
 }
 
@@ -120,6 +123,9 @@ impl Endpoint {
             provider,
             model,
             base: base.trim_end_matches('/').to_owned(),
+            bearer: provider == Provider::Anthropic
+                && env("ANTHROPIC_API_KEY").is_none()
+                && key.is_some(),
             key,
             http,
         })
