@@ -221,6 +221,19 @@ async fn drive(backend: &str) {
         last.contains("please say hello") && last.contains("and once more?"),
         "{backend}: the second run did not resume the conversation: {last}"
     );
+    // Usage is this run's own, even where the CLI counts the whole conversation
+    // (Codex): one model call now against the first run's two.
+    let runs = call(&lead, "agent_info", json!({"target": "worker"}))
+        .await
+        .ok()["runs"]
+        .clone();
+    let tokens = |i: usize| runs[i]["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(
+        tokens(0) > 0 && tokens(0) < tokens(1),
+        "{backend}: the resumed run's usage {} is not its own (first run: {})",
+        tokens(0),
+        tokens(1)
+    );
     drop(lead);
     s.stop().await;
 

@@ -172,6 +172,8 @@ pub struct RunEnd {
     pub usage: Usage,
     pub final_text: Option<String>,
     pub session_id: Option<String>,
+    /// The backend's count for the whole session, when it reports one.
+    pub session_total: Option<Usage>,
     pub stderr_tail: String,
 }
 
@@ -238,9 +240,12 @@ pub fn finish_tx(
     if end.ok
         && let Some(s) = &end.session_id
     {
+        let total = end
+            .session_total
+            .and_then(|u| serde_json::to_string(&u).ok());
         c.execute(
-            "UPDATE agents SET session_id = ?2 WHERE id = ?1",
-            (agent_id, s),
+            "UPDATE agents SET session_id = ?2, session_usage = ?3 WHERE id = ?1",
+            (agent_id, s, total),
         )?;
     }
     Ok(())

@@ -226,4 +226,9 @@ ALTER TABLE workflows ADD COLUMN ended_at INTEGER;
 -- Workflow-wide budgets and status sum a workflow's runs.
 CREATE INDEX runs_by_workflow ON runs (workflow_id);
 "#,
+    // 5: the usage a CLI counts for its whole conversation (Codex) at the end of the
+    // agent's last run, so a resumed run records only its own.
+    r#"
+ALTER TABLE agents ADD COLUMN session_usage TEXT;
+"#,
 ];

@@ -109,6 +109,7 @@ struct Spec {
     config: AgentConfig,
     state: String,
     session_id: Option<String>,
+    session_usage: Option<protocol::Usage>,
     /// The instance's state: a stopped or failed workflow starts no runs.
     workflow_state: String,
 }
@@ -134,7 +135,7 @@ impl Kernel {
             .read(move |c| {
                 c.query_row(
                     "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,
-                            a.env, a.config, a.state, a.session_id, w.state
+                            a.env, a.config, a.state, a.session_id, w.state, a.session_usage
                      FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
                     [agent_id],
                     |r| {
@@ -157,6 +158,9 @@ impl Kernel {
                             state: r.get(11)?,
                             session_id: r.get(12)?,
                             workflow_state: r.get(13)?,
+                            session_usage: r
+                                .get::<_, Option<String>>(14)?
+                                .and_then(|u| serde_json::from_str(&u).ok()),
                         })
                     },
                 )
@@ -336,6 +340,7 @@ impl Kernel {
             url,
             token,
             session_id: spec.session_id.clone(),
+            session_usage: spec.session_usage,
             trigger: trigger.to_owned(),
             prompt,
             mock: spec.config.mock.clone(),
@@ -409,6 +414,7 @@ impl Kernel {
                 }
                 Some(Report::Usage(u)) => end.usage = u,
                 Some(Report::Session { id }) => end.session_id = Some(id),
+                Some(Report::SessionTotal(u)) => end.session_total = Some(u),
                 Some(Report::Result(o)) => outcome = Some(o),
                 Some(Report::Started | Report::Alive) | None => {}
             },

@@ -67,6 +67,10 @@ impl Reporter {
     pub fn session(&self, id: &str) {
         self.send(&Report::Session { id: id.to_owned() });
     }
+
+    pub fn session_total(&self, u: Usage) {
+        self.send(&Report::SessionTotal(u));
+    }
 }
 
 /// The most of a run's final text that is kept (it is a private note, not a channel).

@@ -45,6 +45,10 @@ pub struct RunConfig {
     pub token: String,
     /// The backend's conversation to continue, if an earlier run left one.
     pub session_id: Option<String>,
+    /// What the backend had counted for that whole conversation when it last ended
+    /// (see [`Report::SessionTotal`]).
+    #[serde(default)]
+    pub session_usage: Option<Usage>,
     /// Why this run started: `ask`, `wake`, `schedule`, `retry`.
     pub trigger: String,
     /// An extra instruction for this run (a schedule's prompt).
@@ -275,6 +279,10 @@ pub enum Report {
     Session { id: String },
     /// The run's usage so far.
     Usage(Usage),
+    /// The backend's count for its whole conversation, where it only reports that
+    /// (Codex counts a resumed thread from its start); kept with the session so the
+    /// next run can take it off.
+    SessionTotal(Usage),
     /// The outcome; the last line of a run.
     Result(Outcome),
 }

@@ -173,6 +173,8 @@ impl Kernel {
                            -- a conversation belongs to one CLI in one folder
                            session_id = CASE WHEN agents.backend IS excluded.backend AND agents.cwd IS excluded.cwd
                                         THEN agents.session_id END,
+                           session_usage = CASE WHEN agents.backend IS excluded.backend AND agents.cwd IS excluded.cwd
+                                        THEN agents.session_usage END,
                            backend = excluded.backend,
                            model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
                            config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0",

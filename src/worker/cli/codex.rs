@@ -79,6 +79,20 @@ pub struct Stream {
     last_message: Option<String>,
     completed: bool,
     errors: Vec<String>,
+    /// The resumed thread's total when its last run ended.
+    before: Usage,
+}
+
+impl Stream {
+    /// `before`: what the thread being resumed had counted (nothing for a new one).
+    pub fn new(before: Option<Usage>) -> Self {
+        Self {
+            last_message: None,
+            completed: false,
+            errors: Vec::new(),
+            before: before.unwrap_or_default(),
+        }
+    }
 }
 
 impl Events for Stream {
@@ -116,11 +130,19 @@ impl Events for Stream {
             }
             Some("turn.completed") => {
                 self.completed = true;
-                // Codex reports the thread's running totals; a resumed run includes
-                // earlier turns.
-                report.set_usage(Usage {
+                // Codex reports the thread's running totals, earlier runs included:
+                // this run's own is what was added since the thread was resumed.
+                let total = Usage {
                     input_tokens: num(v, &["usage", "input_tokens"]),
                     output_tokens: num(v, &["usage", "output_tokens"]),
+                    cost_usd: None,
+                };
+                report.session_total(total);
+                report.set_usage(Usage {
+                    input_tokens: total.input_tokens.saturating_sub(self.before.input_tokens),
+                    output_tokens: total
+                        .output_tokens
+                        .saturating_sub(self.before.output_tokens),
                     cost_usd: None,
                 });
             }

@@ -277,7 +277,7 @@ impl Cli {
         };
         let events: Box<dyn Events> = match self.kind {
             Kind::Claude => Box::<claude::Stream>::default(),
-            Kind::Codex => Box::<codex::Stream>::default(),
+            Kind::Codex => Box::new(codex::Stream::new(session.and(run.cfg.session_usage))),
             Kind::Cursor => Box::<cursor::Stream>::default(),
             Kind::Gemini => Box::<gemini::Stream>::default(),
             Kind::OpenCode => Box::<opencode::Stream>::default(),
