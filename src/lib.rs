@@ -39,7 +39,8 @@
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
 //!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
-//!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor)
+//!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor);
+//!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
 //! mcp/           the MCP interface: stateless translation onto the kernel
 //!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
@@ -69,6 +70,12 @@
 //!   read are settled in one transaction when it ends: acked only on success. No
 //!   process of a run outlives it (its process group is swept), and the kernel never
 //!   passes its admin token to a worker. The worker reaches the kernel only over MCP.
+//! - A run leaves nothing behind: a stopped worker (SIGTERM) still puts back the
+//!   workspace config files it merged into (the last of the runs sharing a folder
+//!   restores the original) and removes its scratch folder; the kernel removes the
+//!   scratch folder again after a worker it had to kill.
+//! - A CLI gets its prompt as one command-line argument: `worker::prompt` keeps it
+//!   under Linux's 128 KiB, cutting messages rather than dropping any.
 //! - Runs start from events, never from polling: a committed delivery publishes
 //!   `Delivered`, the scheduler admits a run (or remembers the wake if the agent is
 //!   running). Every start except agent_ask passes the scheduler's gate (paused,
