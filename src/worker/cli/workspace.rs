@@ -73,17 +73,39 @@ fn lock_dir(dir: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// Whether the locked `folder` is still the one at `dir`: the last run removes a
+/// folder it created, and a run that opened it just before then gets its lock on a
+/// folder that no longer has a name.
+fn still_there(folder: &File, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (folder.metadata(), std::fs::metadata(dir)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// The folder, created when missing, and locked exclusively; also whether this call
+/// created it.
+fn create_and_lock_dir(dir: &Path) -> Result<(bool, File), Failure> {
+    loop {
+        let created = !dir.exists();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        let lock =
+            lock_dir(dir).map_err(|e| fail(format!("cannot lock {}: {e}", dir.display())))?;
+        if still_there(&lock, dir) {
+            return Ok((created, lock));
+        }
+    }
+}
+
 impl WorkspaceFile {
     /// Merges `server` as our entry into the JSON object at `key` of the file
     /// (creating the file and its folder when needed).
     pub fn merge_server(path: PathBuf, key: &str, server: Value) -> Result<Self, Failure> {
         let shown = path.display().to_string();
         let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
-        let created_dir = !dir.exists();
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-        let _dir_lock =
-            lock_dir(&dir).map_err(|e| fail(format!("cannot lock {}: {e}", dir.display())))?;
+        let (created_dir, _dir_lock) = create_and_lock_dir(&dir)?;
 
         let current = read_opt(&path).map_err(|e| fail(format!("cannot read {shown}: {e}")))?;
         let mut doc: Value = match &current {
@@ -202,11 +224,12 @@ impl Drop for WorkspaceFile {
         };
         self.restore(&original);
         let _ = std::fs::remove_file(&backup);
-        drop(dir_lock);
         if original.created_dir {
-            // Only if empty: the user may have put something there meanwhile.
+            // Only if empty: the user may have put something there meanwhile. A run
+            // waiting for the lock sees the folder gone and makes a new one.
             let _ = std::fs::remove_dir(&dir);
         }
+        drop(dir_lock);
     }
 }
 
@@ -310,6 +333,33 @@ mod tests {
         let after = read(&path);
         assert_eq!(after["mcpServers"][SERVER]["url"], "theirs");
         assert_eq!(after["mcpServers"]["added"]["url"], "later");
+    }
+
+    #[test]
+    fn a_run_waiting_while_the_last_one_removes_the_folder_makes_a_new_one() {
+        let ws = tempfile::tempdir().unwrap();
+        let dir = ws.path().join(".gemini");
+        let path = dir.join("settings.json");
+        std::fs::create_dir(&dir).unwrap();
+        // The last run's drop holds the folder, while a new run starts.
+        let held = lock_dir(&dir).unwrap();
+        let starting = std::thread::spawn({
+            let path = path.clone();
+            move || {
+                WorkspaceFile::merge_server(path, "mcpServers", json!({ "url": "http://k" }))
+                    .map_err(|e| e.message)
+            }
+        });
+        // Give it time to open the folder and wait for the lock (had it not yet,
+        // it finds no folder and the test passes either way).
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The last run removes the folder it had created, then lets go.
+        std::fs::remove_dir(&dir).unwrap();
+        drop(held);
+        let next = starting.join().unwrap().expect("the waiting run failed");
+        assert_eq!(read(&path)["mcpServers"][SERVER]["url"], "http://k");
+        drop(next);
+        assert!(!dir.exists(), "folder left behind");
     }
 
     #[test]
