@@ -87,13 +87,20 @@ fn still_there(folder: &File, dir: &Path) -> bool {
 /// The folder, created when missing, and locked exclusively; also whether this call
 /// created it.
 fn create_and_lock_dir(dir: &Path) -> Result<(bool, File), Failure> {
+    // A folder removed under us is made again. The tries are bounded because some
+    // filesystems (network, FUSE) may not report one identity for a folder through
+    // its path and through an open handle: there the lock in hand has to do, rather
+    // than the worker spinning until the kernel's startup limit kills it.
+    const TRIES: usize = 5;
+    let mut attempt = 0;
     loop {
+        attempt += 1;
         let created = !dir.exists();
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let lock =
             lock_dir(dir).map_err(|e| fail(format!("cannot lock {}: {e}", dir.display())))?;
-        if still_there(&lock, dir) {
+        if attempt == TRIES || still_there(&lock, dir) {
             return Ok((created, lock));
         }
     }
