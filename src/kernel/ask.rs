@@ -3,7 +3,8 @@
 //! The reply is what the agent sent the lead during the run (DMs to `user` and
 //! messages mentioning it), plus the run's private final text. The message is posted
 //! like any other DM, so a run that cannot take it now (the agent is busy) takes it
-//! in the run that follows.
+//! in the run that follows. Which run answers is the run that read the message
+//! (recorded with its delivery), whoever started it.
 
 use super::messaging::Outgoing;
 use super::registry::AgentRecord;
@@ -13,6 +14,10 @@ use crate::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Reply {
@@ -49,27 +54,17 @@ pub struct AskResult {
 pub struct Asking {
     pub agent: AgentRecord,
     pub message_id: String,
-    /// The run to follow: the one serving the question when `fresh`, else the run
-    /// the agent was busy with when asked.
-    pub run: RunHandle,
-    /// False when the run started before the question: the run after it answers.
-    pub fresh: bool,
-    /// The run that served the question, when it came and went between two looks.
-    pub ended: Option<String>,
+    /// The run in progress when it was asked (subscribed from the start, so none of
+    /// its progress is missed): a new one, or the one the agent was busy with.
+    run: RunHandle,
 }
 
-/// Where the answer to a question stands once the run it was waiting behind is over.
-pub enum Next {
-    /// The run that reads the question is in progress.
-    Running(RunHandle),
-    /// It has already ended (it was quick).
-    Ended(String),
-    /// Not started yet: queued, waiting to retry, or held by a guard.
-    NotYet,
-}
+/// How often agent_ask looks whether a run has read the question yet.
+const READER_POLL: Duration = Duration::from_millis(25);
 
 impl Kernel {
-    /// Posts the question as a DM from the lead and wakes the agent.
+    /// Posts the question as a DM from the lead and wakes the agent (a run starts
+    /// now, or one more follows the run in progress).
     pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
         let agent = self.agent_get(target).await?;
         if agent.view.state == "paused" {
@@ -92,73 +87,128 @@ impl Kernel {
             )
             .await?;
         let run = self.wake(agent.id, "ask").await?;
-        // Ids are time-ordered (UUIDv7): a run that started after the message was
-        // posted reads it and answers, whoever started it (this wake, or the
-        // scheduler woken by the DM itself); an earlier one leaves it to the next.
-        let fresh = run.run_id > sent.id;
         Ok(Asking {
             agent,
             message_id: sent.id,
             run,
-            fresh,
-            ended: None,
         })
     }
 
-    /// The first of the agent's runs to start after the question: the one that reads it.
-    pub async fn next_run(&self, a: &Asking) -> Result<Next> {
-        let active = self
-            .active_run(a.agent.id)
-            .filter(|h| h.run_id > a.message_id);
-        if let Some(h) = active {
-            return Ok(Next::Running(h));
-        }
-        let (agent_id, after) = (a.agent.id, a.message_id.clone());
-        let first: Option<String> = self
-            .store
+    /// The run that answers the question, once there is one: the run that read it
+    /// (recorded with its delivery when a run reads its inbox: a run that was busy
+    /// when the question came may read it too), else the first run that started
+    /// after it (it reads it, or fails before it could and says why).
+    async fn serving_run(&self, a: &Asking) -> Result<Option<String>> {
+        let (wid, aid) = (a.agent.workflow_id, a.agent.id);
+        let (name, id) = (a.agent.view.name.clone(), a.message_id.clone());
+        self.store
             .read(move |c| {
                 use rusqlite::OptionalExtension;
-                Ok(c.query_row(
+                let reader: Option<String> = c
+                    .prepare_cached(
+                        "SELECT read_by FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+                    )?
+                    .query_row((wid, &name, &id), |r| r.get(0))
+                    .optional()?
+                    .flatten();
+                if reader.is_some() {
+                    return Ok(reader);
+                }
+                // Run and message ids are both UUIDv7 from one clock: time-ordered.
+                Ok(c.prepare_cached(
                     "SELECT id FROM runs WHERE agent_id = ?1 AND id > ?2 ORDER BY id LIMIT 1",
-                    (agent_id, &after),
-                    |r| r.get(0),
-                )
+                )?
+                .query_row((aid, &id), |r| r.get(0))
                 .optional()?)
             })
-            .await?;
-        Ok(match first {
-            None => Next::NotYet,
-            // Started between the two looks: follow it while it runs.
-            Some(id) => match self.active_run(a.agent.id) {
-                Some(h) if h.run_id == id => Next::Running(h),
-                _ => Next::Ended(id),
-            },
-        })
+            .await
+    }
+
+    /// Waits until the run that answers the question has ended, or until `deadline`
+    /// or `cancel`, passing the agent's progress lines to `progress` meanwhile (the
+    /// run it is busy with first, if any). A cancelled wait stops waiting, never the
+    /// run.
+    pub async fn await_answer(
+        &self,
+        mut a: Asking,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        progress: impl Fn(String),
+    ) -> Result<AskResult> {
+        let mut listening = true;
+        let serving = loop {
+            if let Some(id) = self.serving_run(&a).await? {
+                break Some(id);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || cancel.is_cancelled() {
+                break None;
+            }
+            // Nothing has taken the question yet: the agent is busy with an earlier
+            // run, or the next one is queued or waiting to retry.
+            tokio::select! {
+                msg = a.run.progress.recv(), if listening => match msg {
+                    Ok(m) => progress(m),
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => listening = false,
+                },
+                _ = tokio::time::sleep(READER_POLL.min(left)) => {}
+                _ = cancel.cancelled() => {}
+            }
+        };
+        let Some(run_id) = serving else {
+            return Ok(AskResult {
+                run_id: None,
+                status: "waiting".into(),
+                message_id: a.message_id,
+                reply: None,
+                error_class: None,
+                error: None,
+            });
+        };
+        // Follow the serving run to its end: it is the run subscribed at the ask, or
+        // the agent's run now; if neither, it has already ended.
+        let follow = a.run.run_id == run_id
+            || match self.active_run(a.agent.id).filter(|h| h.run_id == run_id) {
+                Some(h) => {
+                    a.run = h;
+                    listening = true;
+                    true
+                }
+                None => false,
+            };
+        if follow {
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::select! {
+                    _ = a.run.wait(left) => break,
+                    msg = a.run.progress.recv(), if listening => match msg {
+                        Ok(m) => progress(m),
+                        Err(RecvError::Lagged(_)) => {}
+                        // The run is finishing: nothing more will come.
+                        Err(RecvError::Closed) => listening = false,
+                    },
+                    _ = cancel.cancelled() => break,
+                }
+            }
+        }
+        self.ask_result(&a.agent, &a.message_id, &run_id).await
     }
 
     /// The state of the run serving a question, with the reply once it is over.
-    pub async fn ask_result(&self, a: &Asking) -> Result<AskResult> {
-        let serving = match &a.ended {
-            Some(id) => id,
-            None if a.fresh => &a.run.run_id,
-            None => {
-                return Ok(AskResult {
-                    run_id: None,
-                    status: "waiting".into(),
-                    message_id: a.message_id.clone(),
-                    reply: None,
-                    error_class: None,
-                    error: None,
-                });
-            }
-        };
-        let run = self.run_view(serving).await?;
+    async fn ask_result(
+        &self,
+        agent: &AgentRecord,
+        message_id: &str,
+        run_id: &str,
+    ) -> Result<AskResult> {
+        let run = self.run_view(run_id).await?;
         let reply = if run.status == "running" {
             None
         } else {
             Some(Reply {
                 messages: self
-                    .replies_to_lead(a.agent.workflow_id, &a.agent.view.name, &a.message_id)
+                    .replies_to_lead(agent.workflow_id, &agent.view.name, message_id)
                     .await?,
                 final_text: run.final_text.clone(),
             })
@@ -166,7 +216,7 @@ impl Kernel {
         Ok(AskResult {
             run_id: Some(run.id),
             status: run.status,
-            message_id: a.message_id.clone(),
+            message_id: message_id.to_owned(),
             reply,
             error_class: run.error_class,
             error: run.error,

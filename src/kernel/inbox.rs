@@ -107,15 +107,17 @@ impl Kernel {
                 const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
                                    AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
                 let mut st = c.prepare_cached(&format!(
-                    "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state
+                    "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
+                            d.read_by IS ?5
                      FROM deliveries d INDEXED BY deliveries_open
                      CROSS JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
                      WHERE {DUE} ORDER BY d.message_id LIMIT ?4"
                 ))?;
                 let mut to_mark = Vec::new();
                 let messages = st
-                    .query_map(rusqlite::params![s.workflow_id, s.me, now, limit], |r| {
+                    .query_map(rusqlite::params![s.workflow_id, s.me, now, limit, s.run_id], |r| {
                         let state: String = r.get(6)?;
+                        let read_by_me: bool = r.get(7)?;
                         let m = InboxMessage {
                             id: r.get(0)?,
                             from: r.get(1)?,
@@ -124,12 +126,12 @@ impl Kernel {
                             priority: r.get(4)?,
                             dm: r.get(5)?,
                         };
-                        Ok((m, state))
+                        Ok((m, state, read_by_me))
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?
                     .into_iter()
-                    .map(|(m, state)| {
-                        if state != "seen" {
+                    .map(|(m, state, read_by_me)| {
+                        if state != "seen" || !read_by_me {
                             to_mark.push(m.id.clone());
                         }
                         m
@@ -137,11 +139,11 @@ impl Kernel {
                     .collect::<Vec<_>>();
                 {
                     let mut mark = c.prepare_cached(
-                        "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4
+                        "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
                          WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
                     )?;
                     for id in &to_mark {
-                        mark.execute(rusqlite::params![s.workflow_id, s.me, id, now])?;
+                        mark.execute(rusqlite::params![s.workflow_id, s.me, id, now, s.run_id])?;
                     }
                 }
                 let open: i64 = c

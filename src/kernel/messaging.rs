@@ -156,6 +156,7 @@ pub(crate) fn post_system(
         me: SYSTEM.into(),
         // Like the lead's, a long system post becomes a resource instead of failing.
         lead: true,
+        run_id: None,
     };
     post(
         c,

@@ -53,6 +53,9 @@ pub struct AgentIdentity {
     pub name: String,
     pub workflow: WorkflowRef,
     pub workflow_id: i64,
+    /// The worker run this token was minted for (None for an agent_join client):
+    /// what the run reads is recorded as read by it.
+    pub run_id: Option<String>,
 }
 
 impl Caller {
@@ -69,6 +72,8 @@ pub struct Scope {
     /// The member name the caller acts as (`user` for the lead).
     pub me: String,
     pub lead: bool,
+    /// The worker run acting, when the caller is one (see [`AgentIdentity::run_id`]).
+    pub run_id: Option<String>,
 }
 
 pub struct Kernel {
@@ -217,6 +222,7 @@ impl Kernel {
                     workflow_id,
                     me: LEAD.into(),
                     lead: true,
+                    run_id: None,
                 })
             }
             Caller::Agent(a) => {
@@ -233,6 +239,7 @@ impl Kernel {
                     workflow_id: a.workflow_id,
                     me: a.name.clone(),
                     lead: false,
+                    run_id: a.run_id.clone(),
                 })
             }
         }

@@ -406,7 +406,11 @@ impl Kernel {
     }
 
     /// The identity an agent token stands for.
-    pub(crate) async fn agent_caller(&self, agent_id: i64) -> Result<Caller> {
+    pub(crate) async fn agent_caller(
+        &self,
+        agent_id: i64,
+        run_id: Option<String>,
+    ) -> Result<Caller> {
         self.store
             .read(move |c| {
                 c.query_row(
@@ -418,6 +422,7 @@ impl Kernel {
                             name: r.get(1)?,
                             workflow: WorkflowRef { name: r.get(2)?, tag: r.get(3)? },
                             workflow_id: r.get(4)?,
+                            run_id: run_id.clone(),
                         }))
                     },
                 )

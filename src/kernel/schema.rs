@@ -231,4 +231,47 @@ CREATE INDEX runs_by_workflow ON runs (workflow_id);
     r#"
 ALTER TABLE agents ADD COLUMN session_usage TEXT;
 "#,
+    // 6: agent ids are never reused. Without AUTOINCREMENT SQLite hands a deleted
+    // agent's id (the largest) to the next agent, which then inherited its runs,
+    // tokens and budget counts (runs, tokens and schedules are keyed by agent_id and
+    // outlive the agent). The sequence starts past every id any table still names.
+    // Workflow instances are never deleted, so their ids need no such care.
+    r#"
+CREATE TABLE agents_v6 (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id   INTEGER NOT NULL REFERENCES workflows(id),
+    name          TEXT NOT NULL COLLATE NOCASE,
+    backend       TEXT NOT NULL,
+    model         TEXT,
+    system        TEXT,
+    cwd           TEXT,
+    env           TEXT NOT NULL DEFAULT '{}',
+    config        TEXT NOT NULL DEFAULT '{}',
+    state         TEXT NOT NULL DEFAULT 'idle',
+    created_at    INTEGER NOT NULL,
+    session_id    TEXT,
+    state_reason  TEXT,
+    resume_at     INTEGER,
+    pauses        INTEGER NOT NULL DEFAULT 0,
+    session_usage TEXT,
+    UNIQUE (workflow_id, name)
+);
+INSERT INTO agents_v6 (id, workflow_id, name, backend, model, system, cwd, env, config, state, created_at,
+                       session_id, state_reason, resume_at, pauses, session_usage)
+    SELECT id, workflow_id, name, backend, model, system, cwd, env, config, state, created_at,
+           session_id, state_reason, resume_at, pauses, session_usage FROM agents;
+DROP TABLE agents;
+ALTER TABLE agents_v6 RENAME TO agents;
+DELETE FROM sqlite_sequence WHERE name IN ('agents', 'agents_v6');
+INSERT INTO sqlite_sequence (name, seq) VALUES ('agents', (SELECT MAX(m) FROM (
+    SELECT COALESCE(MAX(id), 0) AS m FROM agents
+    UNION ALL SELECT COALESCE(MAX(agent_id), 0) FROM runs
+    UNION ALL SELECT COALESCE(MAX(agent_id), 0) FROM tokens
+    UNION ALL SELECT COALESCE(MAX(agent_id), 0) FROM schedules)));
+"#,
+    // 7: which worker run last read a delivery, so agent_ask knows which run answers
+    // its question (a run that starts before the question may still read it).
+    r#"
+ALTER TABLE deliveries ADD COLUMN read_by TEXT;
+"#,
 ];

@@ -100,13 +100,14 @@ impl Kernel {
             .store
             .read(move |c| {
                 Ok(c.query_row(
-                    "SELECT agent_id, expires_at, revoked_at FROM tokens WHERE hash = ?1",
+                    "SELECT agent_id, expires_at, revoked_at, run_id FROM tokens WHERE hash = ?1",
                     [&h2],
                     |r| {
                         Ok((
                             r.get::<_, i64>(0)?,
                             r.get::<_, i64>(1)?,
                             r.get::<_, Option<i64>>(2)?,
+                            r.get::<_, Option<String>>(3)?,
                         ))
                     },
                 )
@@ -114,7 +115,7 @@ impl Kernel {
             })
             .await
             .map_err(|e| AuthError::Internal(e.to_string()))?;
-        let (agent_id, expires_at, revoked_at) = row.ok_or(AuthError::Unknown)?;
+        let (agent_id, expires_at, revoked_at, run_id) = row.ok_or(AuthError::Unknown)?;
         if revoked_at.is_some() {
             return Err(AuthError::Revoked);
         }
@@ -122,10 +123,13 @@ impl Kernel {
             self.tokens.cache.lock().unwrap().remove(&h);
             return Err(AuthError::Expired);
         }
-        let caller = self.agent_caller(agent_id).await.map_err(|e| match e {
-            Error::NotFound(_) => AuthError::Revoked,
-            e => AuthError::Internal(e.to_string()),
-        })?;
+        let caller = self
+            .agent_caller(agent_id, run_id)
+            .await
+            .map_err(|e| match e {
+                Error::NotFound(_) => AuthError::Revoked,
+                e => AuthError::Internal(e.to_string()),
+            })?;
         self.tokens.cache.lock().unwrap().insert(
             h,
             Cached {

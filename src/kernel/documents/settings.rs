@@ -155,6 +155,7 @@ impl Kernel {
             workflow_id: existing.unwrap_or_default(),
             me: crate::names::LEAD.into(),
             lead: true,
+            run_id: None,
         };
         if existing.is_some() && (new_provider != current.provider || new_dir != current.dir) {
             // A bound folder that no longer exists holds nothing: rebinding must work.

@@ -2,7 +2,7 @@
 
 use super::agents::{AgentOut, TargetArgs};
 use super::{Progress, ToolError, caller, wait_seconds};
-use crate::kernel::ask::{AskResult, Next};
+use crate::kernel::ask::AskResult;
 use crate::mcp::AgentWorker;
 use rmcp::{
     Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
@@ -10,12 +10,9 @@ use rmcp::{
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 pub const DEFAULT_ASK_WAIT: u64 = 30;
-/// How often agent_ask looks for the run that follows a busy one.
-const NEXT_RUN_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
@@ -60,47 +57,12 @@ impl AgentWorker {
         caller(&ctx)?;
         let wait = wait_seconds(a.wait_seconds, DEFAULT_ASK_WAIT, "agent_info")?;
         let deadline = Instant::now() + wait;
-        let mut asking = self.kernel.ask(&a.target, &a.message).await?;
+        let asking = self.kernel.ask(&a.target, &a.message).await?;
         let progress = Progress::start(&ctx);
-        'follow: loop {
-            // Forward the worker's progress until the run ends or time is up.
-            let mut listening = true;
-            let ended = loop {
-                tokio::select! {
-                    ended = asking.run.wait(deadline.saturating_duration_since(Instant::now())) => break ended,
-                    msg = asking.run.progress.recv(), if listening => match msg {
-                        Ok(m) => progress.send(m),
-                        Err(RecvError::Lagged(_)) => {}
-                        // The run is finishing: nothing more will come.
-                        Err(RecvError::Closed) => listening = false,
-                    },
-                    _ = ctx.ct.cancelled() => break false,
-                }
-            };
-            if !ended || asking.fresh {
-                break;
-            }
-            // The agent was busy when asked: the run after that one takes the question.
-            // It may start a moment later (queued, or a retry after a failure).
-            loop {
-                match self.kernel.next_run(&asking).await? {
-                    Next::Running(next) => {
-                        asking.run = next;
-                        asking.fresh = true;
-                        continue 'follow;
-                    }
-                    Next::Ended(id) => {
-                        asking.ended = Some(id);
-                        break 'follow;
-                    }
-                    Next::NotYet if Instant::now() < deadline && !ctx.ct.is_cancelled() => {
-                        tokio::time::sleep(NEXT_RUN_POLL).await;
-                    }
-                    Next::NotYet => break 'follow,
-                }
-            }
-        }
-        Ok(Json(self.kernel.ask_result(&asking).await?))
+        let answer = self
+            .kernel
+            .await_answer(asking, deadline, &ctx.ct, |m| progress.send(m));
+        Ok(Json(answer.await?))
     }
 
     /// Pause an agent: stops its running worker at once (the run is recorded as
