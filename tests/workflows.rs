@@ -152,7 +152,7 @@ async fn the_debate_example_ends_in_a_vote() {
 }
 
 #[tokio::test]
-async fn the_scheduled_digest_example_completes_after_its_scheduled_run() {
+async fn the_scheduled_digest_example_is_scheduled_not_completed_after_its_scheduled_run() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
@@ -162,12 +162,22 @@ async fn the_scheduled_digest_example_completes_after_its_scheduled_run() {
         "wait_seconds 0 returns at once: {r}"
     );
     let r = finished(&lead, "@scheduled-digest:main").await;
-    assert_eq!(r["status"], "completed", "{r}");
+    // Idle, but its schedule will run the editor again: not `completed`, and it says so.
+    assert_eq!(r["status"], "scheduled", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("editor at") && reason.contains("workflow_stop"),
+        "{reason}"
+    );
     let editor = agent(&r, "editor");
     assert!(
         editor["next_wake"].is_string(),
         "the schedule stays armed: {r}"
     );
+    // Later fires keep it `scheduled`: it never claims to be done while spending.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let again = finished(&lead, "@scheduled-digest:main").await;
+    assert_eq!(again["status"], "scheduled", "{again}");
     assert!(editor["runs"].as_i64().unwrap() >= 1);
     let doc = r["document"]["content"].as_str().unwrap();
     assert!(doc.contains("## Digest"), "{doc}");

@@ -413,7 +413,7 @@ impl Kernel {
                     ids("SELECT a.id, min(d.defer_until) FROM agents a JOIN deliveries d
                            ON d.workflow_id = a.workflow_id AND d.recipient = a.name
                          WHERE d.state = 'deferred' AND d.defer_until > ?1 GROUP BY a.id")?,
-                    ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'blocked') AND ?1 IS NOT NULL")?,
+                    ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked') AND ?1 IS NOT NULL")?,
                 ))
             })
             .await?;

@@ -1,7 +1,9 @@
 //! Workflow runs: their status, when they are done, stopping them.
 //!
 //! A workflow run (an instance started by workflow_run) is `running` until it is
-//! idle, then `completed`. Idle means, for its agents: no run in progress, nothing
+//! idle, then `completed`, or `scheduled` when some of its agents still have a
+//! schedule armed (nothing to do now, but runs will come: it is not done, and the
+//! status says when the next one fires until workflow_stop disarms them). Idle means, for its agents: no run in progress, nothing
 //! queued or waiting for a retry or a deferred message, no pending or seen
 //! deliveries (paused agents aside), no open binding proposal, and no scheduled run
 //! still owed (someone posted after the schedule last fired). The check runs after
@@ -66,8 +68,9 @@ pub struct DocShown {
 pub struct WorkflowStatus {
     /// The instance, e.g. "@review:pr-1".
     pub workflow: String,
-    /// running, completed, blocked, failed, stopped; `active` for an instance of agents
-    /// made with agent_new (it never completes).
+    /// running, completed, scheduled (idle, but schedules will run agents again:
+    /// workflow_stop disarms them), blocked, failed, stopped; `active` for an
+    /// instance of agents made with agent_new (it never completes).
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -229,7 +232,7 @@ impl Kernel {
         let busy = self.any_active(&ids) || self.owes_runs(&ids);
         let mut status = row.state.clone();
         // Between an event and the debounced check, the stored state may lag.
-        if busy && matches!(status.as_str(), "completed" | "blocked") {
+        if busy && matches!(status.as_str(), "completed" | "scheduled" | "blocked") {
             status = "running".into();
         }
         let mut usage = Usage::default();
@@ -348,7 +351,10 @@ impl Kernel {
                 ))
             })
             .await?;
-        if !matches!(row.state.as_str(), "running" | "completed" | "blocked") {
+        if !matches!(
+            row.state.as_str(),
+            "running" | "completed" | "scheduled" | "blocked"
+        ) {
             self.watch_workflow(wid, false);
             return Ok(());
         }
@@ -375,10 +381,26 @@ impl Kernel {
                     )
                 })
                 .collect();
-            if stuck.is_empty() {
-                ("completed", None)
-            } else {
+            let armed: Vec<String> = agents
+                .iter()
+                .filter(live)
+                .filter_map(|a| {
+                    let at = a.summary.next_wake.as_ref()?;
+                    Some(format!("{} at {at}", a.summary.name))
+                })
+                .collect();
+            if !stuck.is_empty() {
                 ("blocked", Some(stuck.join("; ")))
+            } else if !armed.is_empty() {
+                (
+                    "scheduled",
+                    Some(format!(
+                        "nothing to do now; schedules will run again: {} (workflow_stop disarms them)",
+                        armed.join(", ")
+                    )),
+                )
+            } else {
+                ("completed", None)
             }
         };
         if state == row.state && reason == row.reason {
@@ -387,10 +409,11 @@ impl Kernel {
         let r2 = reason.clone();
         self.store
             .write(move |c| {
-                let ended = (state != "running").then(now_ms);
+                // A scheduled run has not ended: its schedules will run it again.
+                let ended = (!matches!(state, "running" | "scheduled")).then(now_ms);
                 c.execute(
                     "UPDATE workflows SET state = ?2, reason = ?3, ended_at = ?4, updated_at = ?5 WHERE id = ?1
-                       AND state IN ('running', 'completed', 'blocked')",
+                       AND state IN ('running', 'completed', 'scheduled', 'blocked')",
                     rusqlite::params![wid, state, r2, ended, now_ms()],
                 )?;
                 Ok(())
@@ -413,7 +436,7 @@ impl Kernel {
             .write(move |c| {
                 Ok(c.execute(
                     "UPDATE workflows SET state = 'failed', reason = ?2, ended_at = ?3, updated_at = ?3
-                     WHERE id = ?1 AND state IN ('running', 'completed', 'blocked')",
+                     WHERE id = ?1 AND state IN ('running', 'completed', 'scheduled', 'blocked')",
                     rusqlite::params![wid, r, now_ms()],
                 )? > 0)
             })

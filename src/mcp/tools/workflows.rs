@@ -173,7 +173,8 @@ impl AgentWorker {
         ))
     }
 
-    /// The status of a workflow instance: running, completed, blocked (an agent is paused
+    /// The status of a workflow instance: running, completed, scheduled (idle, but its
+    /// schedules will run agents again until workflow_stop), blocked (an agent is paused
     /// by a guard or an auth error, with the reason), failed (with the reason) or
     /// stopped; each agent's state, runs, inbox and usage; the main document once it is
     /// not running. With wait_seconds, waits for it to stop running first.
