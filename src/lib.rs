@@ -13,7 +13,7 @@
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
 //! kernel/        the single source of truth (one per data dir)
-//!   store.rs       SQLite: one writer thread with group commit + read pool
+//!   store.rs       SQLite: one writer thread with group commit, fixed reader threads
 //!   schema.rs      numbered migrations (PRAGMA user_version)
 //!   registry.rs    workflow instances and agents
 //!   tokens.rs      admin and agent tokens (hash only), authentication

@@ -26,8 +26,11 @@ fn main() -> std::process::ExitCode {
         Launch::Worker => return worker(),
         Launch::Serve(o) => o,
     };
+    // Blocking work (file I/O) is bounded: a burst queues instead of holding hundreds
+    // of threads (the store's reads have their own fixed threads).
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(32)
         .build()
     {
         Ok(rt) => rt,

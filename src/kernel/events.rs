@@ -9,10 +9,12 @@ use tokio::sync::broadcast;
 
 #[derive(Debug, Clone)]
 pub enum Event {
-    /// A message was delivered to `recipient` in workflow `workflow_id`.
+    /// A message was delivered to `recipients` in workflow `workflow_id`: one event
+    /// per message, however many recipients (an `@all` to hundreds of agents is one
+    /// event and one lookup, not hundreds).
     Delivered {
         workflow_id: i64,
-        recipient: String,
+        recipients: std::sync::Arc<[String]>,
         message_id: String,
     },
     /// A message was posted to a channel (any kind, any visibility).
@@ -62,8 +64,8 @@ mod tests {
     use crate::kernel::registry::NewAgent;
     use crate::kernel::{Caller, Kernel};
 
-    /// A send publishes one `Posted` and one `Delivered` per recipient, after commit;
-    /// a refused send publishes nothing.
+    /// A send publishes one `Posted` and one `Delivered` naming its recipients, after
+    /// commit; a refused send publishes nothing.
     #[tokio::test]
     async fn deliveries_are_published_after_commit() {
         let dir = tempfile::tempdir().unwrap();
@@ -101,19 +103,16 @@ mod tests {
         while let Ok(e) = rx.try_recv() {
             got.push(e);
         }
-        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got.len(), 2, "{got:?}");
         assert!(matches!(&got[0], Event::Posted { message_id, .. } if *message_id == sent.id));
-        let mut recipients: Vec<_> = got[1..]
-            .iter()
-            .map(|e| match e {
-                Event::Delivered {
-                    recipient,
-                    message_id,
-                    ..
-                } if *message_id == sent.id => recipient.clone(),
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect();
+        let mut recipients: Vec<String> = match &got[1] {
+            Event::Delivered {
+                recipients,
+                message_id,
+                ..
+            } if *message_id == sent.id => recipients.to_vec(),
+            other => panic!("unexpected {other:?}"),
+        };
         recipients.sort();
         assert_eq!(recipients, ["alice", "bob"]);
         // The store agrees with the events: both deliveries are pending.

@@ -398,10 +398,10 @@ impl Kernel {
             workflow_id,
             message_id: message_id.clone(),
         });
-        for r in &posted.recipients {
+        if !posted.recipients.is_empty() {
             self.events.publish(Event::Delivered {
                 workflow_id,
-                recipient: r.clone(),
+                recipients: posted.recipients.as_slice().into(),
                 message_id: message_id.clone(),
             });
         }

@@ -447,14 +447,17 @@ impl Kernel {
                 match ev {
                     Ok(Event::Delivered {
                         workflow_id,
-                        recipient,
+                        recipients,
                         ..
                     }) => {
                         k.scheduler.settle_soon(workflow_id);
                         // Off the loop, so a slow read never holds up other events.
                         let k2 = k.clone();
                         tokio::spawn(async move {
-                            if let Ok(Some(id)) = k2.wakeable_agent(workflow_id, &recipient).await {
+                            let Ok(ids) = k2.wakeable_agents(workflow_id, &recipients).await else {
+                                return;
+                            };
+                            for id in ids {
                                 // A new message gives a failed agent fresh attempts.
                                 k2.scheduler.state.lock().unwrap().attempts.remove(&id);
                                 k2.admit(id, Wake::Message, None).await;
@@ -525,19 +528,27 @@ impl Kernel {
         }
     }
 
-    /// The id of the agent `name` in a workflow instance if a delivery could start
-    /// a run of it: not the lead, not an external agent, not paused. (The gate
-    /// checks again; this only spares it the common cases.)
-    async fn wakeable_agent(&self, workflow_id: i64, name: &str) -> Result<Option<i64>> {
-        let name = name.to_owned();
+    /// The ids of the recipients a delivery could start a run of: agents (not the
+    /// lead), not external, not paused. One read per message, however many
+    /// recipients. (The gate checks again; this only spares it the common cases.)
+    async fn wakeable_agents(&self, workflow_id: i64, names: &Arc<[String]>) -> Result<Vec<i64>> {
+        let names = names.clone();
         self.store
             .read(move |c| {
-                Ok(c.prepare_cached(
-                    "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2
+                let mut st = c.prepare_cached(
+                    "SELECT id, name FROM agents WHERE workflow_id = ?1
                            AND backend <> 'external' AND state <> 'paused'",
-                )?
-                .query_row((workflow_id, &name), |r| r.get(0))
-                .optional()?)
+                )?;
+                // Recipients carry the members' stored names, so they match exactly.
+                let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
+                let mut ids = Vec::new();
+                let mut rows = st.query([workflow_id])?;
+                while let Some(r) = rows.next()? {
+                    if wanted.contains(r.get_ref(1)?.as_str().unwrap_or_default()) {
+                        ids.push(r.get(0)?);
+                    }
+                }
+                Ok(ids)
             })
             .await
     }

@@ -1,5 +1,11 @@
 //! The SQLite store: one writer thread that owns the write connection and
-//! group-commits whatever is queued, plus a small pool of read connections.
+//! group-commits whatever is queued, plus a fixed set of reader threads, each with
+//! its own read connection.
+//!
+//! Why fixed reader threads rather than the async runtime's blocking pool: a burst
+//! of reads (a fan-out to hundreds of agents reads once per recipient) took a
+//! blocking thread and a new connection per read, 400 threads whose memory was
+//! never given back. Here a burst queues; threads and connections stay bounded.
 //!
 //! Why a writer thread: SQLite allows one writer at a time; funnelling every write
 //! through one thread removes lock contention, and committing a queue of jobs in one
@@ -10,17 +16,17 @@
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most jobs one transaction may carry; bounds the latency a burst adds.
 const MAX_BATCH: usize = 512;
-/// Read connections kept open. More may be opened under a burst; those are closed
-/// after use (opening one parses the schema, so the pool is sized for the common load).
-const READERS: usize = 16;
+/// Reader threads, each with one read connection (opened on its first read).
+const READERS: usize = 8;
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+type ReadJob = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) + Send>;
 
 #[derive(Clone)]
 pub struct Store {
@@ -30,7 +36,7 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     writer: crossbeam_channel::Sender<Job>,
-    readers: Mutex<Vec<Connection>>,
+    readers: crossbeam_channel::Sender<ReadJob>,
 }
 
 fn configure(c: &Connection) -> rusqlite::Result<()> {
@@ -67,11 +73,19 @@ impl Store {
             .name("store-writer".into())
             .spawn(move || writer_loop(conn, rx))
             .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
+        let (read_tx, read_rx) = crossbeam_channel::unbounded::<ReadJob>();
+        for i in 0..READERS {
+            let (rx, path) = (read_rx.clone(), path.to_owned());
+            std::thread::Builder::new()
+                .name(format!("store-reader-{i}"))
+                .spawn(move || reader_loop(&path, rx))
+                .map_err(|e| Error::internal(format!("cannot start a reader thread: {e}")))?;
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 writer: tx,
-                readers: Mutex::new(Vec::new()),
+                readers: read_tx,
             }),
         })
     }
@@ -106,41 +120,60 @@ impl Store {
             .map_err(|_| Error::internal("the store writer dropped a job"))?
     }
 
-    /// Runs `f` on a read connection on the blocking pool. Reads see the last commit.
+    /// Runs `f` on a reader thread's connection. Reads see the last commit; a burst
+    /// waits in the readers' queue.
     pub async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = inner.readers.lock().unwrap().pop();
-            let conn = match conn {
-                Some(c) => c,
-                None => {
-                    let c = Connection::open_with_flags(
-                        &inner.path,
-                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                    )?;
-                    configure(&c)?;
-                    c
+        let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
+        let job: ReadJob = Box::new(move |conn| {
+            let out = match conn {
+                Err(e) => Err(Error::internal(format!(
+                    "cannot open a read connection: {e}"
+                ))),
+                // One read transaction, so a reader that runs several queries sees one
+                // snapshot and never half of a commit that landed between them.
+                Ok(conn) => {
+                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        conn.execute_batch("BEGIN DEFERRED")
+                            .map_err(Error::from)
+                            .and_then(|()| f(conn))
+                    }))
+                    .unwrap_or_else(|_| Err(Error::internal("a store read panicked")));
+                    let _ = conn.execute_batch("COMMIT");
+                    out
                 }
             };
-            // One read transaction, so a reader that runs several queries sees one
-            // snapshot and never half of a commit that landed between them.
-            let out = conn
-                .execute_batch("BEGIN DEFERRED")
-                .map_err(Error::from)
-                .and_then(|()| f(&conn));
-            let _ = conn.execute_batch("COMMIT");
-            let mut pool = inner.readers.lock().unwrap();
-            if pool.len() < READERS {
-                pool.push(conn);
-            }
-            out
-        })
-        .await
-        .map_err(|e| Error::internal(format!("read task failed: {e}")))?
+            let _ = tx.send(out);
+        });
+        self.inner
+            .readers
+            .send(job)
+            .map_err(|_| Error::internal("the store readers have stopped"))?;
+        rx.await
+            .map_err(|_| Error::internal("a store reader dropped a read"))?
+    }
+}
+
+/// A reader thread: opens its connection on the first job and keeps it.
+fn reader_loop(path: &Path, rx: crossbeam_channel::Receiver<ReadJob>) {
+    let mut conn: Option<rusqlite::Result<Connection>> = None;
+    while let Ok(job) = rx.recv() {
+        if !matches!(conn, Some(Ok(_))) {
+            conn = Some(
+                Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .and_then(|c| configure(&c).map(|()| c)),
+            );
+        }
+        match conn.as_ref().expect("opened above") {
+            Ok(c) => job(Ok(c)),
+            Err(e) => job(Err(e)),
+        }
     }
 }
 

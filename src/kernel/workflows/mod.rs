@@ -328,9 +328,11 @@ impl Kernel {
                     }
                     Ok(Ok(Event::Delivered {
                         workflow_id,
-                        recipient,
+                        recipients,
                         ..
-                    })) if workflow_id == wid => progress(format!("message for {recipient}")),
+                    })) if workflow_id == wid => {
+                        progress(format!("message for {}", recipients.join(", ")))
+                    }
                     Ok(Ok(_)) => {}
                     Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => break,
                     Ok(Err(_)) => return self.workflow_status(workflow).await,
