@@ -3,15 +3,23 @@
 //! opening the database a second time (DESIGN "One kernel per data dir").
 //!
 //! It is a JSON-RPC relay, not a second server: each line from stdin is POSTed to the
-//! kernel's `/mcp` with the admin token; JSON responses are written back as one line,
-//! SSE responses as one line per event (progress notifications included). It derives
-//! the per-request headers streamable HTTP wants from the message itself: the session
-//! id and protocol version from `initialize`, and for 2026-07-28 messages the
-//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers.
+//! kernel's `/mcp` with the kernel's local credential (from `kernel.json`); JSON
+//! responses are written back as one line, SSE responses as one line per event
+//! (progress notifications included). It derives the per-request headers streamable
+//! HTTP wants from the message itself: the session id and protocol version from
+//! `initialize`, and for 2026-07-28 messages the `MCP-Protocol-Version`, `Mcp-Method`
+//! and `Mcp-Name` headers.
+//!
+//! Every request gets an answer with its own id: an HTTP error from the kernel (a
+//! refused credential, say) becomes a JSON-RPC error saying what to do, and if the
+//! bridge could not find the kernel's credential at all, that is the answer. A
+//! session the kernel expired (404) is opened again with the client's own
+//! `initialize` and the request retried once, so a long-idle client carries on.
 //!
 //! Limit: server-initiated messages outside a request (legacy GET stream) are not
 //! relayed; agent-worker sends none today.
 
+use crate::mcp::http::sse::event_end;
 use anyhow::Context;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -26,7 +34,18 @@ struct Relay {
     token: String,
     /// Legacy (2025-11-25) session id and negotiated version, from `initialize`.
     session: Mutex<Option<(String, String)>>,
+    /// The client's `initialize`, replayed when the kernel has forgotten the session.
+    initialize: Mutex<Option<Value>>,
+    /// Serialises re-opening a session (one re-initialize, however many requests saw 404).
+    reopening: tokio::sync::Mutex<()>,
     out: tokio::sync::Mutex<tokio::io::Stdout>,
+}
+
+/// What a POST came back with, before it is written to the client.
+enum Answer {
+    Done,
+    /// The kernel no longer knows the session this request was sent in.
+    SessionGone(String),
 }
 
 impl Relay {
@@ -53,6 +72,30 @@ impl Relay {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        if method == "initialize" {
+            self.initialize.lock().unwrap().replace(msg.clone());
+        }
+        match self.post(&msg, &id, &method, true).await {
+            Answer::Done => {}
+            Answer::SessionGone(old) => {
+                if self.reopen(&old).await {
+                    let _ = self.post(&msg, &id, &method, true).await;
+                } else {
+                    self.error(
+                        &id,
+                        "the kernel closed this session and it could not be opened again; restart the \
+                         MCP client"
+                            .into(),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// POSTs one message; writes the answer to the client unless it is `SessionGone`
+    /// (or `write` is false: a replayed handshake is not the client's to see).
+    async fn post(&self, msg: &Value, id: &Value, method: &str, write: bool) -> Answer {
         let mut req = self
             .http
             .post(&self.url)
@@ -65,80 +108,144 @@ impl Relay {
                 META_VERSION.replace('/', "~1")
             ))
             .and_then(Value::as_str);
+        let mut sent_session = None;
         if let Some(v) = per_request {
             req = req
                 .header("mcp-protocol-version", v)
-                .header("mcp-method", &method);
+                .header("mcp-method", method);
             let name = msg
                 .pointer("/params/name")
                 .or_else(|| msg.pointer("/params/uri"))
                 .and_then(Value::as_str);
-            if let Some(name) = name.filter(|_| {
-                matches!(
-                    method.as_str(),
-                    "tools/call" | "resources/read" | "prompts/get"
-                )
-            }) {
+            if let Some(name) =
+                name.filter(|_| matches!(method, "tools/call" | "resources/read" | "prompts/get"))
+            {
                 req = req.header("mcp-name", name);
             }
-        } else if let Some((sid, ver)) = self.session.lock().unwrap().clone() {
-            req = req.header("mcp-session-id", sid);
+        } else if method != "initialize"
+            && let Some((sid, ver)) = self.session.lock().unwrap().clone()
+        {
+            req = req.header("mcp-session-id", &sid);
             if !ver.is_empty() {
                 req = req.header("mcp-protocol-version", ver);
             }
+            sent_session = Some(sid);
         }
-        let resp = match req.json(&msg).send().await {
+        let resp = match req.json(msg).send().await {
             Ok(r) => r,
             Err(e) => {
-                return self
-                    .error(
-                        &id,
+                if write {
+                    self.error(
+                        id,
                         format!(
                             "the agent-worker kernel at {} is unreachable: {e}",
                             self.url
                         ),
                     )
                     .await;
+                }
+                return Answer::Done;
             }
         };
+        let status = resp.status();
+        if let Some(sid) = sent_session
+            && status == reqwest::StatusCode::NOT_FOUND
+        {
+            return Answer::SessionGone(sid);
+        }
         if let Some(sid) = resp
             .headers()
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
         {
-            self.session.lock().unwrap().replace((sid, String::new()));
+            let mut s = self.session.lock().unwrap();
+            if s.as_ref().is_none_or(|(cur, _)| cur != sid) {
+                s.replace((sid.to_owned(), String::new()));
+            }
         }
         let is_sse = resp
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let status = resp.status();
-        if status == reqwest::StatusCode::ACCEPTED {
-            return;
+        if status == reqwest::StatusCode::ACCEPTED || status == reqwest::StatusCode::NO_CONTENT {
+            return Answer::Done;
         }
         if is_sse {
-            self.relay_sse(resp, &method).await;
-        } else {
-            match resp.bytes().await {
-                Ok(body) if !body.is_empty() => {
-                    self.note_version(&method, &body);
-                    self.write(&body).await
+            self.relay_sse(resp, method, write).await;
+            return Answer::Done;
+        }
+        let body = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                if write {
+                    self.error(id, format!("reading the kernel's answer failed: {e}"))
+                        .await;
                 }
-                Ok(_) => {
-                    self.error(
-                        &id,
-                        format!("the kernel answered HTTP {status} with no body"),
-                    )
-                    .await
+                return Answer::Done;
+            }
+        };
+        self.note_version(method, &body);
+        if !write {
+            return Answer::Done;
+        }
+        match serde_json::from_slice::<Value>(&body) {
+            // A JSON-RPC answer: make sure it carries this request's id (an HTTP
+            // error body from the kernel has none).
+            Ok(mut v) if v.get("error").is_some() || v.get("result").is_some() => {
+                if v.get("id").is_none_or(Value::is_null) && !id.is_null() {
+                    v["id"] = id.clone();
                 }
-                Err(e) => {
-                    self.error(&id, format!("reading the kernel's answer failed: {e}"))
-                        .await
+                if status == reqwest::StatusCode::UNAUTHORIZED
+                    && let Some(m) = v.pointer_mut("/error/message")
+                {
+                    *m = json!(format!(
+                        "{} (the running kernel refused this bridge's credential from kernel.json: restart \
+                         the kernel, or start this launch with its --token)",
+                        m.as_str().unwrap_or_default()
+                    ));
                 }
+                self.write(v.to_string().as_bytes()).await
+            }
+            _ => {
+                self.error(
+                    id,
+                    format!(
+                        "the kernel answered HTTP {status}: {}",
+                        String::from_utf8_lossy(&body)
+                            .chars()
+                            .take(500)
+                            .collect::<String>()
+                    ),
+                )
+                .await
             }
         }
+        Answer::Done
+    }
+
+    /// Opens a new session with the client's own `initialize` after the kernel
+    /// forgot `old`. True when a session is open (possibly by another request).
+    async fn reopen(&self, old: &str) -> bool {
+        let _one = self.reopening.lock().await;
+        let current = self.session.lock().unwrap().clone();
+        if current.as_ref().is_some_and(|(sid, _)| sid != old) {
+            return true;
+        }
+        let Some(init) = self.initialize.lock().unwrap().clone() else {
+            return false;
+        };
+        self.session.lock().unwrap().take();
+        let id = init.get("id").cloned().unwrap_or(Value::Null);
+        self.post(&init, &id, "initialize", false).await;
+        if self.session.lock().unwrap().is_none() {
+            return false;
+        }
+        let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(&done, &Value::Null, "notifications/initialized", false)
+            .await;
+        tracing::info!("bridge: the kernel had closed the session; opened a new one");
+        true
     }
 
     /// Remembers the negotiated version from an `initialize` result (sent as a header later).
@@ -156,13 +263,13 @@ impl Relay {
         }
     }
 
-    async fn relay_sse(&self, resp: reqwest::Response, method: &str) {
+    async fn relay_sse(&self, resp: reqwest::Response, method: &str, write: bool) {
         let mut stream = resp.bytes_stream();
         let mut buf = Vec::<u8>::new();
         while let Some(chunk) = stream.next().await {
             let Ok(chunk) = chunk else { break };
             buf.extend_from_slice(&chunk);
-            while let Some(end) = find_event_end(&buf) {
+            while let Some(end) = event_end(&buf) {
                 let event: Vec<u8> = buf.drain(..end).collect();
                 let data: Vec<&[u8]> = event
                     .split(|b| *b == b'\n')
@@ -173,31 +280,30 @@ impl Relay {
                 let payload = data.join(&b'\n');
                 if !payload.iter().all(u8::is_ascii_whitespace) {
                     self.note_version(method, &payload);
-                    self.write(&payload).await;
+                    if write {
+                        self.write(&payload).await;
+                    }
                 }
             }
         }
     }
 }
 
-/// The end (exclusive, including the blank line) of the first complete SSE event.
-fn find_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// Relays stdin/stdout to the kernel at `url` until stdin closes.
-pub async fn run(url: String, token: String) -> anyhow::Result<()> {
+/// Relays stdin/stdout to the kernel at `url` with `token` until stdin closes. If
+/// the kernel could not be found (`Err`), every request is answered with why.
+pub async fn run(target: Result<(String, String), String>) -> anyhow::Result<()> {
+    let (url, token) = match target {
+        Ok(t) => t,
+        Err(why) => return refuse_all(why).await,
+    };
     let http = reqwest::Client::builder().build().context("http client")?;
     let relay = Arc::new(Relay {
         http,
         url,
         token,
         session: Mutex::new(None),
+        initialize: Mutex::new(None),
+        reopening: tokio::sync::Mutex::new(()),
         out: tokio::sync::Mutex::new(tokio::io::stdout()),
     });
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
@@ -232,6 +338,26 @@ pub async fn run(url: String, token: String) -> anyhow::Result<()> {
             .header("mcp-session-id", sid)
             .send()
             .await;
+    }
+    Ok(())
+}
+
+/// Answers each request with `why` (no kernel to relay to) until stdin closes.
+async fn refuse_all(why: String) -> anyhow::Result<()> {
+    tracing::error!("bridge: {why}");
+    let mut out = tokio::io::stdout();
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").filter(|i| !i.is_null()) else {
+            continue;
+        };
+        let e = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": format!("agent-worker cannot reach the kernel running on this data dir: {why}")}});
+        out.write_all(format!("{e}\n").as_bytes()).await?;
+        out.flush().await?;
     }
     Ok(())
 }

@@ -112,6 +112,17 @@ pub fn data_dir(o: &Options) -> Result<PathBuf, String> {
         .ok_or_else(|| "cannot find a home directory for the data dir: pass --data-dir DIR".into())
 }
 
+/// `--token`, else `AGENT_WORKER_TOKEN`, else the token file if it exists; never
+/// creates one (for a launch that is not the kernel).
+pub fn existing_admin_token(o: &Options, data_dir: &Path) -> Option<String> {
+    o.token
+        .clone()
+        .or_else(|| std::env::var("AGENT_WORKER_TOKEN").ok())
+        .or_else(|| std::fs::read_to_string(data_dir.join(ADMIN_TOKEN_FILE)).ok())
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
 /// `--token`, else `AGENT_WORKER_TOKEN`, else the token file in the data dir (created
 /// with mode 0600 on first start).
 pub fn admin_token(o: &Options, data_dir: &Path) -> Result<String, String> {

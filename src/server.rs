@@ -9,7 +9,6 @@ use crate::config::{self, Options};
 use crate::kernel::Kernel;
 use crate::mcp::{AgentWorker, Tools, http};
 use anyhow::{Context, anyhow};
-use rmcp::ServiceExt;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -40,22 +39,32 @@ pub fn lock_data_dir(dir: &Path) -> anyhow::Result<Option<DataDirLock>> {
     }
 }
 
-/// The running kernel's URL from its `kernel.json`.
-fn running_kernel_url(dir: &Path) -> anyhow::Result<String> {
+/// The running kernel's `kernel.json`: its URL and, when it wrote one, its local
+/// lead credential.
+pub struct RunningKernel {
+    pub url: String,
+    pub token: Option<String>,
+}
+
+fn running_kernel(dir: &Path) -> anyhow::Result<RunningKernel> {
     let path = dir.join(KERNEL_JSON);
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
-            "another kernel holds {} but {} is missing",
+            "another kernel holds {} but {} is missing or unreadable",
             dir.display(),
             path.display()
         )
     })?;
     let v: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    v["url"]
+    let url = v["url"]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| anyhow!("{} has no url", path.display()))
+        .ok_or_else(|| anyhow!("{} has no url", path.display()))?;
+    Ok(RunningKernel {
+        url,
+        token: v["token"].as_str().map(str::to_owned),
+    })
 }
 
 fn init_logging(
@@ -86,11 +95,23 @@ fn init_logging(
     Ok(guard)
 }
 
-fn write_kernel_json(dir: &Path, url: &str) -> anyhow::Result<PathBuf> {
+/// `kernel.json`: where the kernel is and its local lead credential, readable by
+/// its owner only (mode 0600, written whole and renamed into place).
+fn write_kernel_json(dir: &Path, url: &str, token: &str) -> anyhow::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(KERNEL_JSON);
-    let body = serde_json::json!({ "pid": std::process::id(), "url": url });
+    let body = serde_json::json!({ "pid": std::process::id(), "url": url, "token": token });
     let tmp = dir.join(format!("{KERNEL_JSON}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&body)?)?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(&serde_json::to_vec_pretty(&body)?)?;
+    f.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     Ok(path)
 }
@@ -111,18 +132,34 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let _log_guard = init_logging(&dir, opts.log.as_deref().unwrap_or("info"))?;
     let stdio = opts.http.is_none();
     let Some(_lock) = lock_data_dir(&dir)? else {
-        let url = running_kernel_url(&dir)?;
         if !stdio {
+            let at = running_kernel(&dir).map_or_else(|e| format!("({e})"), |k| k.url);
             return Err(anyhow!(
-                "data dir {} is in use by another agent-worker kernel at {url}: connect to it with the admin \
+                "data dir {} is in use by another agent-worker kernel at {at}: connect to it with the admin \
                  token, or pass another --data-dir",
                 dir.display()
             ));
         }
-        // A second stdio client on the same data dir: relay to the running kernel.
-        let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
-        tracing::info!(%url, "data dir in use: bridging stdio to the running kernel");
-        return crate::bridge::run(url, admin).await;
+        // A second stdio client on the same data dir: relay to the running kernel
+        // with its local credential. Nothing is written here (an admin.token created
+        // now would not be the running kernel's). Whatever goes wrong is the answer
+        // to the client's first request, so it never waits for a reply that won't come.
+        let target = running_kernel(&dir).and_then(|k| {
+            let token = k
+                .token
+                .or_else(|| config::existing_admin_token(&opts, &dir))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "the kernel running on {} did not leave its credential in {}: stop it and start \
+                         it again with this version, or give this launch its --token",
+                        dir.display(),
+                        KERNEL_JSON
+                    )
+                })?;
+            Ok((k.url, token))
+        });
+        tracing::info!("data dir in use: bridging stdio to the running kernel");
+        return crate::bridge::run(target.map_err(|e| format!("{e:#}"))).await;
     };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let kernel = Kernel::open(&dir, admin).await?;
@@ -144,7 +181,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .start_scheduler()
         .await
         .context("cannot start the scheduler")?;
-    let kernel_json = write_kernel_json(&dir, &url)?;
+    let kernel_json = write_kernel_json(&dir, &url, kernel.local_token())?;
     eprintln!(
         "agent-worker {} serving MCP at {url} (data dir {})",
         env!("CARGO_PKG_VERSION"),
@@ -161,8 +198,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     });
 
     if stdio {
-        let service = AgentWorker::new(kernel.clone(), tools)
-            .serve(rmcp::transport::stdio_pipes())
+        let service = crate::mcp::stdio::serve(AgentWorker::new(kernel.clone(), tools))
             .await
             .context("stdio MCP session failed to start")?;
         tokio::select! {

@@ -63,3 +63,91 @@ async fn second_stdio_launch_bridges_to_the_running_kernel() {
     assert_eq!(contents(&read).len(), 2);
     s.stop().await;
 }
+
+/// A kernel started with --token leaves no admin.token; a second stdio launch still
+/// gets in (with the kernel's own credential from kernel.json, readable only by its
+/// owner) and writes no token file of its own.
+#[tokio::test]
+async fn a_second_launch_gets_in_when_the_kernel_was_started_with_a_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(
+        dir.path(),
+        &["--token", "a-token-the-user-chose-0123456789"],
+        &[],
+    )
+    .await;
+    let mode = std::fs::metadata(dir.path().join("kernel.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "kernel.json holds a credential");
+    let kernel_json = std::fs::read_to_string(dir.path().join("kernel.json")).unwrap();
+    assert!(
+        !kernel_json.contains("a-token-the-user-chose"),
+        "the user's token is never written down"
+    );
+    let bridged = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stdio_client(dir.path(), Proto::Legacy),
+    )
+    .await
+    .expect("the bridge answered initialize");
+    assert_eq!(tool_names(&bridged).await, lead_tools());
+    assert!(
+        !dir.path().join("admin.token").exists(),
+        "the bridge wrote no admin.token"
+    );
+    bridged.cancel().await.unwrap();
+    s.stop().await;
+}
+
+/// When the bridge cannot find the kernel's credential, the client's initialize is
+/// answered with what to do, at once (it used to wait 15 s for nothing).
+#[tokio::test]
+async fn a_bridge_without_a_credential_answers_initialize_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(
+        dir.path(),
+        &["--token", "a-token-the-user-chose-0123456789"],
+        &[],
+    )
+    .await;
+    // An older kernel's kernel.json: a URL, no credential.
+    std::fs::write(
+        dir.path().join("kernel.json"),
+        format!("{{\"pid\": 1, \"url\": \"{}\"}}", s.url),
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir").arg(dir.path());
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    use rmcp::service::ServiceExt;
+    let err = tokio::time::timeout(std::time::Duration::from_secs(10), ().serve(t))
+        .await
+        .expect("an answer, not a hang")
+        .expect_err("initialize fails");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let text = format!("{err:?}");
+    assert!(text.contains("--token"), "{text}");
+    s.stop().await;
+}
+
+/// The kernel forgets idle sessions; a bridged client that comes back later carries
+/// on: the bridge opens a new session with the client's own initialize.
+#[tokio::test]
+async fn a_bridged_client_survives_its_session_expiring() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "2s")]).await;
+    let bridged = stdio_client(dir.path(), Proto::Legacy).await;
+    call(&bridged, "agent_list", json!({})).await.ok();
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let r = call(&bridged, "agent_list", json!({})).await.ok();
+    assert!(r["agents"].is_array(), "{r}");
+    bridged.cancel().await.unwrap();
+    s.stop().await;
+}

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 pub const AGENT_TOKEN_PREFIX: &str = "awt_";
+pub const LOCAL_TOKEN_PREFIX: &str = "awlocal_";
 pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Why a bearer token was refused (shown in the 401 body).
@@ -46,6 +47,10 @@ struct Cached {
 
 pub struct Tokens {
     admin: String,
+    /// A secret of this kernel's life only, also the lead's: written (0600) into
+    /// `kernel.json` so a second stdio launch on the data dir gets in whatever admin
+    /// token the kernel was started with, without that token ever being written down.
+    local: String,
     cache: Mutex<HashMap<String, Cached>>,
 }
 
@@ -66,6 +71,7 @@ impl Tokens {
     pub fn new(admin: String) -> Self {
         Self {
             admin,
+            local: new_secret(LOCAL_TOKEN_PREFIX),
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -79,13 +85,20 @@ impl Tokens {
 }
 
 impl Kernel {
+    /// This kernel's local lead credential (see [`Tokens`]); for `kernel.json` only.
+    pub fn local_token(&self) -> &str {
+        &self.tokens.local
+    }
+
     /// Maps a bearer token to a caller.
     pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, AuthError> {
         let token = bearer
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or(AuthError::Missing)?;
-        if constant_time_eq(token.as_bytes(), self.tokens.admin.as_bytes()) {
+        if constant_time_eq(token.as_bytes(), self.tokens.admin.as_bytes())
+            || constant_time_eq(token.as_bytes(), self.tokens.local.as_bytes())
+        {
             return Ok(Caller::Lead);
         }
         let h = hash(token);

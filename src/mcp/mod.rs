@@ -10,6 +10,8 @@
 
 pub mod client_configs;
 pub mod http;
+pub mod jsonrpc;
+pub mod stdio;
 pub mod tools;
 
 use crate::kernel::{Caller, Kernel};
@@ -119,10 +121,19 @@ impl ServerHandler for AgentWorker {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let who = caller(&context)?;
+        // Every tool fits on one page, so no cursor of ours exists to continue from.
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown cursor {cursor:?}: tools/list returns every tool on one page; call it without a cursor"
+                ),
+                None,
+            ));
+        }
         Ok(ListToolsResult::with_all_items(self.tools.visible_to(&who)))
     }
 

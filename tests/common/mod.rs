@@ -107,9 +107,16 @@ impl HttpServer {
 
     /// Starts the server with extra environment variables (e.g. a worker limit).
     pub async fn start_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_with(data_dir, &[], env).await
+    }
+
+    /// Starts the server with extra launch flags and environment variables. With
+    /// `--token T` the admin token is T (no admin.token file is written).
+    pub async fn start_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(BIN)
             .args(["--http", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -131,10 +138,16 @@ impl HttpServer {
         .expect("server did not start in time");
         // Keep draining stderr so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let admin = std::fs::read_to_string(data_dir.join("admin.token"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let given = args
+            .iter()
+            .position(|a| *a == "--token")
+            .map(|i| args[i + 1].to_owned());
+        let admin = given.unwrap_or_else(|| {
+            std::fs::read_to_string(data_dir.join("admin.token"))
+                .unwrap()
+                .trim()
+                .to_owned()
+        });
         Self {
             child,
             url,

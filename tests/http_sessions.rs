@@ -1,0 +1,182 @@
+//! HTTP sessions belong to the token that opened them, expire when idle, are capped
+//! per token, cost little while idle (parked and restored transparently), and a
+//! burst of abandoned handshakes does not grow the server.
+
+mod common;
+use common::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn init() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+}
+
+fn post(url: &str, token: &str, session: Option<&str>) -> reqwest::RequestBuilder {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(s) = session {
+        r = r
+            .header("mcp-session-id", s)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    r
+}
+
+async fn open(url: &str, token: &str) -> String {
+    let r = post(url, token, None).json(&init()).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let _ = r.text().await;
+    let n = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = post(url, token, Some(&sid)).json(&n).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    sid
+}
+
+async fn ping(url: &str, token: &str, sid: &str) -> StatusCode {
+    let r = post(url, token, Some(sid))
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let _ = r.text().await;
+    status
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// An agent token can neither use, stream, nor close the lead's session (or
+/// another agent's): it is told the session does not exist.
+#[tokio::test]
+async fn a_session_belongs_to_the_token_that_opened_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["mallory", "bob"]).await;
+    let mallory = call(&lead, "agent_join", json!({"target": "mallory"}))
+        .await
+        .ok();
+    let mallory = mallory["token"].as_str().unwrap().to_owned();
+    let bob = call(&lead, "agent_join", json!({"target": "bob"}))
+        .await
+        .ok();
+    let bob = bob["token"].as_str().unwrap().to_owned();
+    let lead_sid = open(&s.url, &s.admin).await;
+    let bob_sid = open(&s.url, &bob).await;
+    let http = reqwest::Client::new();
+    for sid in [&lead_sid, &bob_sid] {
+        assert_eq!(ping(&s.url, &mallory, sid).await, StatusCode::NOT_FOUND);
+        let r = http
+            .get(&s.url)
+            .bearer_auth(&mallory)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", sid.as_str())
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "GET stream of {sid}");
+        let r = http
+            .delete(&s.url)
+            .bearer_auth(&mallory)
+            .header("mcp-session-id", sid.as_str())
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "DELETE of {sid}");
+    }
+    // Untouched: their owners carry on.
+    assert_eq!(ping(&s.url, &s.admin, &lead_sid).await, StatusCode::OK);
+    assert_eq!(ping(&s.url, &bob, &bob_sid).await, StatusCode::OK);
+    s.stop().await;
+}
+
+/// With a short TTL: an idle session is parked (then restored by its next request
+/// without the client noticing), and one idle past the TTL is gone (404).
+#[tokio::test]
+async fn idle_sessions_are_parked_then_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "6s")]).await;
+    let a = open(&s.url, &s.admin).await;
+    let b = open(&s.url, &s.admin).await;
+    // Parked after 3 s idle; a request brings it back.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(ping(&s.url, &s.admin, &a).await, StatusCode::OK, "restored");
+    let r = post(&s.url, &s.admin, Some(&a))
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "agent_list", "arguments": {}}}))
+        .send()
+        .await
+        .unwrap();
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("\"agents\""),
+        "a tool call in the restored session: {body}"
+    );
+    // b was never used again: past the TTL it is gone.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(ping(&s.url, &s.admin, &b).await, StatusCode::NOT_FOUND);
+    assert_eq!(
+        ping(&s.url, &s.admin, &a).await,
+        StatusCode::OK,
+        "a was used"
+    );
+    s.stop().await;
+}
+
+/// 3,000 abandoned handshakes from one token: only the newest 64 sessions are
+/// kept, the oldest answer 404, and the server's memory hardly moves.
+#[tokio::test]
+async fn abandoned_handshakes_are_capped_and_cheap() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let pid = s.child.id().unwrap();
+    // Warm up the allocator and the handler.
+    for _ in 0..64 {
+        open(&s.url, &s.admin).await;
+    }
+    let before = rss_kib(pid);
+    let http = reqwest::Client::new();
+    let mut sids = Vec::new();
+    for _ in 0..3000 {
+        let r = http
+            .post(&s.url)
+            .bearer_auth(&s.admin)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .json(&init())
+            .send()
+            .await
+            .unwrap();
+        sids.push(r.headers()["mcp-session-id"].to_str().unwrap().to_owned());
+        let _ = r.text().await;
+    }
+    let after = rss_kib(pid);
+    eprintln!("RSS {before} KiB before 3,000 abandoned handshakes, {after} KiB after");
+    assert_eq!(
+        ping(&s.url, &s.admin, &sids[0]).await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(ping(&s.url, &s.admin, &sids[2999]).await, StatusCode::OK);
+    // Before: ~100 KB per session kept (about 300 MB here). Now at most 64 live.
+    assert!(
+        after.saturating_sub(before) < 40 * 1024,
+        "RSS grew from {before} to {after} KiB"
+    );
+    s.stop().await;
+}
