@@ -142,7 +142,10 @@ impl Kernel {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || cancel.is_cancelled() {
-                break None;
+                // A run that started after the question will read it, even if its
+                // row is still being written (the process manager claims the agent
+                // first).
+                break (a.run.run_id > a.message_id).then(|| a.run.run_id.clone());
             }
             // Nothing has taken the question yet: the agent is busy with an earlier
             // run, or the next one is queued or waiting to retry.
@@ -202,7 +205,25 @@ impl Kernel {
         message_id: &str,
         run_id: &str,
     ) -> Result<AskResult> {
-        let run = self.run_view(run_id).await?;
+        let run = match self.run_view(run_id).await {
+            Ok(run) => run,
+            // Claimed by the process manager, its row not yet written: it is starting.
+            Err(Error::NotFound(_))
+                if self
+                    .active_run(agent.id)
+                    .is_some_and(|h| h.run_id == run_id) =>
+            {
+                return Ok(AskResult {
+                    run_id: Some(run_id.to_owned()),
+                    status: "running".into(),
+                    message_id: message_id.to_owned(),
+                    reply: None,
+                    error_class: None,
+                    error: None,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let reply = if run.status == "running" {
             None
         } else {
