@@ -19,12 +19,13 @@
 //! Limit: server-initiated messages outside a request (legacy GET stream) are not
 //! relayed; agent-worker sends none today.
 
-use crate::mcp::http::sse::event_end;
+use crate::mcp::http::{MAX_BODY, sse::event_end};
+use crate::mcp::stdio::{Line, read_line};
 use anyhow::Context;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
@@ -306,13 +307,23 @@ pub async fn run(target: Result<(String, String), String>) -> anyhow::Result<()>
         reopening: tokio::sync::Mutex::new(()),
         out: tokio::sync::Mutex::new(tokio::io::stdout()),
     });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
-    while let Some(line) = lines.next_line().await? {
-        if line.trim().is_empty() {
+    loop {
+        let line = match read_line(&mut stdin).await {
+            Line::End => break,
+            Line::Text(l) => l,
+            Line::TooLong => {
+                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+                    "message": format!("the message is longer than {MAX_BODY} bytes")}});
+                relay.write(err.to_string().as_bytes()).await;
+                continue;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let msg: Value = match serde_json::from_str(&line) {
+        let msg: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(e) => {
                 let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: {e}")}});
@@ -346,9 +357,14 @@ pub async fn run(target: Result<(String, String), String>) -> anyhow::Result<()>
 async fn refuse_all(why: String) -> anyhow::Result<()> {
     tracing::error!("bridge: {why}");
     let mut out = tokio::io::stdout();
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Some(line) = lines.next_line().await? {
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    loop {
+        let line = match read_line(&mut stdin).await {
+            Line::End => break,
+            Line::TooLong => continue,
+            Line::Text(l) => l,
+        };
+        let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
         let Some(id) = msg.get("id").filter(|i| !i.is_null()) else {

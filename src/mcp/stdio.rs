@@ -127,7 +127,7 @@ where
     let _ = to_rmcp.shutdown().await;
 }
 
-enum Line {
+pub(crate) enum Line {
     Text(Vec<u8>),
     TooLong,
     End,
@@ -135,7 +135,7 @@ enum Line {
 
 /// One line without its newline, at most `MAX_BODY` bytes (a longer one is read
 /// to its end and dropped, so the next line starts clean).
-async fn read_line<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Line {
+pub(crate) async fn read_line<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Line {
     let mut line = Vec::new();
     let mut too_long = false;
     loop {
