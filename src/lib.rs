@@ -91,6 +91,7 @@ pub mod error;
 pub mod kernel;
 pub mod mcp;
 pub mod names;
+pub mod permissions;
 pub mod process;
 pub mod schedule;
 pub mod server;

@@ -166,6 +166,19 @@ pub fn kill_stale_group(pid: u32, start_time: Option<u64>) -> bool {
     same
 }
 
+/// Kills what is left of a process group a run started (led by `pid`, which
+/// started at `start_time`): unless `pid` now belongs to another process (its start
+/// time differs), in which case the group is not ours any more.
+pub fn kill_run_group(pid: u32, start_time: Option<u64>) {
+    let reused = match (start_time, process_start_time(pid)) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    };
+    if !reused {
+        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+}
+
 /// Whether the supervised process leads its own process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {

@@ -43,9 +43,26 @@ pub struct RunView {
     /// The end of the worker's stderr, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
+    /// Tool calls the agent's permissions refused during the run (nothing of them
+    /// happened).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
 }
 
-pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail";
+/// A tool call refused by the agent's permissions.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, JsonSchema, PartialEq)]
+pub struct Denial {
+    /// The tool, in the backend's own name (write_file, Bash, run_shell_command…).
+    pub tool: String,
+    /// What it was for: the path or the command.
+    pub detail: String,
+    pub reason: String,
+}
+
+/// At most this many refusals are kept per run.
+pub const MAX_DENIALS: usize = 50;
+
+pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials";
 
 pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
     let started: i64 = r.get(3)?;
@@ -68,6 +85,10 @@ pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
         },
         final_text: r.get(11)?,
         stderr: stderr.filter(|s| !s.is_empty() && status != "succeeded"),
+        denials: r
+            .get::<_, Option<String>>(13)?
+            .and_then(|d| serde_json::from_str(&d).ok())
+            .unwrap_or_default(),
         status,
     })
 }
@@ -175,6 +196,7 @@ pub struct RunEnd {
     /// The backend's count for the whole session, when it reports one.
     pub session_total: Option<Usage>,
     pub stderr_tail: String,
+    pub denials: Vec<Denial>,
 }
 
 impl RunEnd {
@@ -204,7 +226,7 @@ pub fn finish_tx(
     c.execute(
         "UPDATE runs SET status = ?2, ended_at = ?3, exit_code = ?4, signal = ?5, error_class = ?6,
                 error = ?7, input_tokens = ?8, output_tokens = ?9, cost_usd = ?10, final_text = ?11,
-                stderr_tail = ?12
+                stderr_tail = ?12, denials = ?13
          WHERE id = ?1",
         rusqlite::params![
             run_id,
@@ -219,6 +241,9 @@ pub fn finish_tx(
             end.usage.cost_usd,
             end.final_text,
             end.stderr_tail,
+            (!end.denials.is_empty())
+                .then(|| serde_json::to_string(&end.denials).ok())
+                .flatten(),
         ],
     )?;
     c.execute(

@@ -274,4 +274,8 @@ INSERT INTO sqlite_sequence (name, seq) VALUES ('agents', (SELECT MAX(m) FROM (
     r#"
 ALTER TABLE deliveries ADD COLUMN read_by TEXT;
 "#,
+    // 8: what a run's permissions refused (JSON [{tool, detail, reason}]).
+    r#"
+ALTER TABLE runs ADD COLUMN denials TEXT;
+"#,
 ];

@@ -127,6 +127,9 @@ pub struct AgentConfig {
     /// Idle timeout of one run in milliseconds (YAML `timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// What the agent may do on the machine (default: the `edit` profile).
+    #[serde(default)]
+    pub permissions: crate::permissions::Permissions,
 }
 
 impl Kernel {
@@ -345,6 +348,7 @@ impl Kernel {
             prompt,
             mock: spec.config.mock.clone(),
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            permissions: spec.config.permissions.clone(),
         };
         let mut cmd = tokio::process::Command::new(&self.workers.exe);
         cmd.arg(WORKER_MODE).current_dir(&cwd);
@@ -388,6 +392,7 @@ impl Kernel {
         limits.idle = self.idle_limit(&spec);
         let mut end = RunEnd::default();
         let mut outcome = None;
+        let mut groups = Vec::new();
         let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
         let k = self.clone();
         let rid = run_id.clone();
@@ -416,11 +421,29 @@ impl Kernel {
                 Some(Report::Session { id }) => end.session_id = Some(id),
                 Some(Report::SessionTotal(u)) => end.session_total = Some(u),
                 Some(Report::Result(o)) => outcome = Some(o),
+                Some(Report::Group { pid, start_time }) => groups.push((pid, start_time)),
+                Some(Report::Denied {
+                    tool,
+                    detail,
+                    reason,
+                }) => {
+                    if end.denials.len() < runs::MAX_DENIALS {
+                        end.denials.push(runs::Denial {
+                            tool,
+                            detail,
+                            reason,
+                        });
+                    }
+                }
                 Some(Report::Started | Report::Alive) | None => {}
             },
         )
         .await;
         let _ = record_pid.await;
+        // Commands the run started in groups of their own (sdk run_command) go with it.
+        for (pid, start) in groups {
+            process::kill_run_group(pid, start);
+        }
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
         let temp = spec

@@ -58,6 +58,9 @@ pub struct RunConfig {
     pub mock: Vec<MockRule>,
     /// Cap on model turns (sdk) or CLI turns where the CLI has one.
     pub max_steps: u32,
+    /// What the agent may do on the machine.
+    #[serde(default)]
+    pub permissions: crate::permissions::Permissions,
 }
 
 /// One rule of the mock backend: the first rule whose `when` matches a message is
@@ -283,6 +286,21 @@ pub enum Report {
     /// (Codex counts a resumed thread from its start); kept with the session so the
     /// next run can take it off.
     SessionTotal(Usage),
+    /// A process group the run started outside its own (a command of the sdk
+    /// backend runs in its own group): the kernel kills it when the run ends, so a
+    /// worker that dies outright still leaves nothing running.
+    Group {
+        pid: u32,
+        #[serde(default)]
+        start_time: Option<u64>,
+    },
+    /// A tool call the agent's permissions refused (nothing of it happened); kept
+    /// with the run so the lead sees what the agent was denied.
+    Denied {
+        tool: String,
+        detail: String,
+        reason: String,
+    },
     /// The outcome; the last line of a run.
     Result(Outcome),
 }

@@ -304,6 +304,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     max_steps: a.max_steps,
                     budget: a.budget.clone(),
                     timeout_ms: a.timeout.map(|t| t.as_millis() as u64),
+                    permissions: Default::default(),
                 },
                 wakeup,
             })

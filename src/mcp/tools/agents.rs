@@ -149,6 +149,7 @@ impl AgentWorker {
                 max_steps: a.max_steps,
                 budget: a.budget,
                 timeout_ms: None,
+                permissions: Default::default(),
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
         };

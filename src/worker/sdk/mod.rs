@@ -1,8 +1,10 @@
 //! The `sdk` backend: our own tool loop over HTTP, no CLI.
 //!
-//! The model gets the kernel's MCP tools as its tools; each tool call it makes is
-//! made over MCP as the agent, and the result goes back to it, until it answers
-//! without calling a tool or the step cap is reached. Two wire formats cover the
+//! The model gets local tools for files and commands in the agent's folder
+//! ([`local`], governed by the agent's permissions) and the kernel's MCP tools;
+//! each tool call is made (a team tool over MCP as the agent) and the result goes
+//! back to it, until it answers without calling a tool or the step cap is reached.
+//! Its conversation is kept across runs ([`conversation`]). Two wire formats cover the
 //! field: the Anthropic Messages API and OpenAI-compatible Chat Completions (OpenAI,
 //! Ollama, llama.cpp, vLLM, ...).
 //!
@@ -12,6 +14,10 @@
 //! `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`.
 
 mod anthropic;
+mod command;
+mod conversation;
+pub mod fs;
+mod local;
 mod openai;
 pub mod price;
 
@@ -175,20 +181,45 @@ impl Endpoint {
 
 pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let ep = Endpoint::from_env(run.cfg.model.as_deref())?;
-    let tools: Vec<ToolDef> = run
-        .client
-        .tools()
-        .await?
-        .into_iter()
-        .map(|t| ToolDef {
+    let mut tools = local::tools();
+    for t in run.client.tools().await? {
+        if local::NAMES.contains(&t.name.as_ref()) {
+            continue;
+        }
+        tools.push(ToolDef {
             name: t.name.to_string(),
             description: t.description.as_deref().unwrap_or_default().to_owned(),
             schema: Value::Object((*t.input_schema).clone()),
-        })
-        .collect();
+        });
+    }
+    let local = local::Local {
+        root: fs::Root::new(&run.cfg.cwd).map_err(|e| Failure::new(ErrorClass::Other, e))?,
+        permissions: &run.cfg.permissions,
+        stop: run.stop,
+        report: run.report,
+    };
     let system = prompt::system(run.cfg);
-    let mut convo =
-        vec![serde_json::json!({ "role": "user", "content": prompt::task(run.cfg, run.context) })];
+    let provider = match ep.provider {
+        Provider::Anthropic => "anthropic",
+        Provider::OpenAi => "openai",
+    };
+    let history = conversation::Conversation::new(
+        &run.cfg.state_dir,
+        provider,
+        &ep.model,
+        &system,
+        &run.cfg.cwd,
+    );
+    let mut convo = history.load();
+    if !convo.is_empty() {
+        run.report.progress(format!(
+            "continuing the conversation ({} earlier messages)",
+            convo.len()
+        ));
+    }
+    convo
+        .push(serde_json::json!({ "role": "user", "content": prompt::task(run.cfg, run.context) }));
+    let is_prompt = |m: &Value| m["role"] == "user" && m["content"].is_string();
     let mut last_text = None;
     for step in 1..=run.cfg.max_steps {
         let turn = match ep.provider {
@@ -203,6 +234,11 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
         }
         convo.push(turn.assistant);
         if turn.calls.is_empty() {
+            if let Err(e) = history.save(&convo, is_prompt) {
+                run.report
+                    .progress(format!("could not keep the conversation: {e}"));
+            }
+            run.report.session(history.id());
             return Ok(last_text);
         }
         let mut results = Vec::new();
@@ -217,9 +253,12 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
                     ),
                     true,
                 ),
-                Ok(args) => match run.client.call(&call.name, args).await? {
-                    Ok(v) => (v.to_string(), false),
-                    Err(ToolFailed(e)) => (e, true),
+                Ok(args) => match local.call(&call.name, &args).await {
+                    Some(r) => r,
+                    None => match run.client.call(&call.name, args).await? {
+                        Ok(v) => (v.to_string(), false),
+                        Err(ToolFailed(e)) => (e, true),
+                    },
                 },
             };
             results.push((call.id, text, is_error));

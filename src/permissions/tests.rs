@@ -1,0 +1,141 @@
+use super::*;
+
+fn perms(v: serde_json::Value) -> Permissions {
+    serde_json::from_value::<PermissionsArg>(v)
+        .unwrap()
+        .read()
+        .unwrap()
+}
+
+fn shell(c: &str) -> Request {
+    Request::Shell {
+        command: c.to_owned(),
+    }
+}
+
+fn allowed(p: &Permissions, r: &Request) -> bool {
+    p.decide(r) == Decision::Allow
+}
+
+#[test]
+fn profiles_grant_in_order_and_team_tools_always() {
+    let read = Request::Read {
+        path: "a.md".into(),
+    };
+    let edit = Request::Edit {
+        path: "a.md".into(),
+    };
+    let web = Request::Web {
+        target: "https://x".into(),
+    };
+    let team = Request::Team {
+        tool: "channel_send".into(),
+    };
+    let (r, e, f) = (
+        perms(json!("read")),
+        perms(json!("edit")),
+        perms(json!("full")),
+    );
+    assert!(allowed(&r, &read) && !allowed(&r, &edit) && !allowed(&r, &shell("ls")));
+    assert!(allowed(&e, &edit) && !allowed(&e, &shell("ls")) && !allowed(&e, &web));
+    assert!(allowed(&f, &shell("rm -rf x")) && allowed(&f, &web));
+    for p in [&r, &e, &f] {
+        assert!(allowed(p, &team));
+    }
+    assert_eq!(Permissions::default().profile, Profile::Edit);
+}
+
+#[test]
+fn deny_beats_allow_and_patterns_cover_every_simple_command() {
+    let p = perms(json!({"profile": "full", "deny": ["shell:rm *", "web"]}));
+    assert!(allowed(&p, &shell("npm test")));
+    assert!(!allowed(&p, &shell("rm -rf build")));
+    assert!(!allowed(&p, &shell("echo hi && rm -rf build")));
+    assert!(!allowed(&p, &shell("echo $(rm -rf build)")));
+    assert!(!allowed(&p, &Request::Web { target: "x".into() }));
+    let Decision::Deny(why) = p.decide(&shell("rm a")) else {
+        panic!()
+    };
+    assert!(why.contains("shell:rm *"), "{why}");
+
+    let p = perms(json!({"profile": "full", "deny": ["shell"], "allow": ["shell"]}));
+    assert!(!allowed(&p, &shell("ls")), "deny wins");
+}
+
+#[test]
+fn an_allowed_pattern_admits_only_one_simple_command() {
+    let p = perms(json!({"profile": "edit", "allow": [{"shell": "npm test*"}]}));
+    assert!(allowed(&p, &shell("npm test")));
+    assert!(allowed(&p, &shell("npm test -- --watch")));
+    assert!(!allowed(&p, &shell("npm install")));
+    assert!(!allowed(&p, &shell("npm test; rm -rf ~")));
+    assert!(!allowed(&p, &shell("npm test > out.txt")));
+    let Decision::Deny(why) = p.decide(&shell("npm test && ls")) else {
+        panic!()
+    };
+    assert!(why.contains("one simple command"), "{why}");
+    assert!(p.may(Kind::Shell));
+    assert!(!perms(json!("edit")).may(Kind::Shell));
+}
+
+#[test]
+fn mcp_servers_are_allowed_unless_denied_per_server_or_tool() {
+    let gh = |t: &str| Request::Mcp {
+        server: "github".into(),
+        tool: t.into(),
+    };
+    let p = perms(json!("read"));
+    assert!(allowed(&p, &gh("create_issue")));
+    let p = perms(json!({"profile": "read", "deny": ["mcp:github:create_issue"]}));
+    assert!(!allowed(&p, &gh("create_issue")) && allowed(&p, &gh("list_issues")));
+    let p = perms(json!({"profile": "read", "deny": ["mcp:github"]}));
+    assert!(!allowed(&p, &gh("list_issues")));
+}
+
+#[test]
+fn bad_entries_are_refused_with_the_fix() {
+    let bad = |v: serde_json::Value| {
+        serde_json::from_value::<PermissionsArg>(v)
+            .map_err(|e| e.to_string())
+            .and_then(|a| a.read())
+            .unwrap_err()
+    };
+    assert!(bad(json!("admin")).contains("read, edit or full"));
+    assert!(bad(json!({"allow": ["shel"]})).contains("permissions.allow"));
+    assert!(bad(json!({"deny": ["shell:"]})).contains("pattern"));
+    assert!(bad(json!({"allow": ["mcp:"]})).contains("mcp:<server>"));
+    assert!(bad(json!({"allow": ["team"]})).contains("always allowed"));
+}
+
+#[test]
+fn stored_form_round_trips_and_describes_itself() {
+    let p = perms(json!({"profile": "full", "allow": [], "deny": [{"shell": "rm *"}]}));
+    let stored = serde_json::to_value(&p).unwrap();
+    assert_eq!(
+        stored,
+        json!({"profile": "full", "allow": [], "deny": ["shell:rm *"]})
+    );
+    assert_eq!(serde_json::from_value::<Permissions>(stored).unwrap(), p);
+    assert_eq!(
+        serde_json::to_value(perms(json!("read"))).unwrap(),
+        json!("read")
+    );
+    assert!(
+        p.describe().contains("never shell:rm *"),
+        "{}",
+        p.describe()
+    );
+}
+
+#[test]
+fn glob_is_linear_and_exact() {
+    assert!(glob("npm test*", "npm test"));
+    assert!(glob("*", ""));
+    assert!(glob("a*b*c", "axxbyyc"));
+    assert!(!glob("a*b*c", "axxbyy"));
+    assert!(!glob("npm test", "npm test2"));
+    let long = "a".repeat(10_000);
+    assert!(!glob(&format!("{}b", "*a".repeat(50)), &long));
+}
+
+use serde_json::json;
