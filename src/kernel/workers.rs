@@ -130,6 +130,9 @@ pub struct AgentConfig {
     /// What the agent may do on the machine (default: the `edit` profile).
     #[serde(default)]
     pub permissions: crate::permissions::Permissions,
+    /// The agent's own MCP servers (their env and headers are secrets).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, protocol::McpServer>,
 }
 
 impl Kernel {
@@ -349,6 +352,7 @@ impl Kernel {
             mock: spec.config.mock.clone(),
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
             permissions: spec.config.permissions.clone(),
+            mcp_servers: spec.config.mcp_servers.clone(),
         };
         let mut cmd = tokio::process::Command::new(&self.workers.exe);
         cmd.arg(WORKER_MODE).current_dir(&cwd);

@@ -13,6 +13,8 @@ use std::path::PathBuf;
 
 /// The environment variable that carries the run configuration.
 pub const RUN_ENV: &str = "AW_RUN";
+/// The name backends see for the kernel's own MCP server (tools `mcp__team__…`).
+pub const TEAM_SERVER: &str = "team";
 
 /// A run's private scratch folder under the worker's temp dir (a CLI's system prompt
 /// and MCP config, which holds the run's token). The worker removes it; the kernel
@@ -61,6 +63,73 @@ pub struct RunConfig {
     /// What the agent may do on the machine.
     #[serde(default)]
     pub permissions: crate::permissions::Permissions,
+    /// The agent's own MCP servers, given to its backend beside the team server.
+    #[serde(default)]
+    pub mcp_servers: std::collections::BTreeMap<String, McpServer>,
+}
+
+/// An MCP server of an agent's own: a command it starts (stdio) or a URL.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum McpServer {
+    Stdio(StdioServer),
+    Http(HttpServer),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StdioServer {
+    /// The program to start (on the agent's PATH, or an absolute path).
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment for it (secrets welcome: never shown back or logged).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpServer {
+    /// Its streamable HTTP endpoint.
+    pub url: String,
+    /// Headers to send, e.g. Authorization (never shown back or logged).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+impl McpServer {
+    /// Checks one server entry; `name` is its key. The error names the field.
+    pub fn validate(name: &str, s: &McpServer) -> Result<(), String> {
+        let ok = !name.is_empty()
+            && name.len() <= 40
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ok {
+            return Err(format!(
+                "mcp_servers: {name:?} is not a server name: use 1-40 letters, digits, '_' or '-'"
+            ));
+        }
+        if name.eq_ignore_ascii_case(TEAM_SERVER) {
+            return Err(format!(
+                "mcp_servers: {name:?} is the team server's name; choose another"
+            ));
+        }
+        match s {
+            McpServer::Stdio(s) if s.command.trim().is_empty() => Err(format!(
+                "mcp_servers.{name}.command is empty: give the program that starts the server"
+            )),
+            McpServer::Http(h)
+                if !(h.url.starts_with("http://") || h.url.starts_with("https://")) =>
+            {
+                Err(format!(
+                    "mcp_servers.{name}.url must start with http:// or https://"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// One rule of the mock backend: the first rule whose `when` matches a message is

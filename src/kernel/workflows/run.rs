@@ -305,6 +305,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     budget: a.budget.clone(),
                     timeout_ms: a.timeout.map(|t| t.as_millis() as u64),
                     permissions: Default::default(),
+                    mcp_servers: Default::default(),
                 },
                 wakeup,
             })

@@ -150,6 +150,7 @@ impl AgentWorker {
                 budget: a.budget,
                 timeout_ms: None,
                 permissions: Default::default(),
+                mcp_servers: Default::default(),
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
         };

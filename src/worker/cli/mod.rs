@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The MCP server name CLIs see for the kernel (tools appear as `mcp__team__...`).
-pub const SERVER: &str = "team";
+pub const SERVER: &str = super::protocol::TEAM_SERVER;
 /// The environment variable holding the run's token for the CLI.
 pub const TOKEN_ENV: &str = "AW_AGENT_TOKEN";
 /// Environment a CLI must not inherit: the run config (it holds the token in a form

@@ -123,12 +123,7 @@ impl Local<'_> {
     /// is an error, as the model gets it.
     pub async fn call(&self, name: &str, args: &Value) -> Option<(String, bool)> {
         let req = request(name, args)?;
-        if let Decision::Deny(why) = self.permissions.decide(&req) {
-            self.report.send(&Report::Denied {
-                tool: name.to_owned(),
-                detail: req.detail().chars().take(500).collect(),
-                reason: why.clone(),
-            });
+        if let Some(why) = self.ask(req, name) {
             return Some((why, true));
         }
         let s = |k: &str| args.get(k).and_then(Value::as_str);
@@ -162,6 +157,24 @@ impl Local<'_> {
             Ok(t) => (t, false),
             Err(e) => (e, true),
         })
+    }
+}
+
+impl Local<'_> {
+    /// Asks the agent's permissions; a refusal is reported to the kernel and its
+    /// reason returned (for the model).
+    pub fn ask(&self, req: Request, tool: &str) -> Option<String> {
+        match self.permissions.decide(&req) {
+            Decision::Allow => None,
+            Decision::Deny(why) => {
+                self.report.send(&Report::Denied {
+                    tool: tool.to_owned(),
+                    detail: req.detail().chars().take(500).collect(),
+                    reason: why.clone(),
+                });
+                Some(why)
+            }
+        }
     }
 }
 

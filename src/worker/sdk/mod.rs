@@ -20,10 +20,12 @@ pub mod fs;
 mod local;
 mod openai;
 pub mod price;
+mod servers;
 
 use super::client::ToolFailed;
 use super::protocol::{ErrorClass, Usage};
 use super::{Failure, Run, classify, prompt};
+use crate::permissions::Request;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -181,6 +183,17 @@ impl Endpoint {
 
 pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let ep = Endpoint::from_env(run.cfg.model.as_deref())?;
+    let servers = servers::Servers::connect(&run.cfg.mcp_servers, &run.cfg.cwd, run.report).await?;
+    let result = tool_loop(run, &ep, &servers).await;
+    servers.close().await;
+    result
+}
+
+async fn tool_loop(
+    run: &Run<'_>,
+    ep: &Endpoint,
+    servers: &servers::Servers,
+) -> Result<Option<String>, Failure> {
     let mut tools = local::tools();
     for t in run.client.tools().await? {
         if local::NAMES.contains(&t.name.as_ref()) {
@@ -192,6 +205,7 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
             schema: Value::Object((*t.input_schema).clone()),
         });
     }
+    tools.extend(servers.tools().await?);
     let local = local::Local {
         root: fs::Root::new(&run.cfg.cwd).map_err(|e| Failure::new(ErrorClass::Other, e))?,
         permissions: &run.cfg.permissions,
@@ -223,8 +237,8 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let mut last_text = None;
     for step in 1..=run.cfg.max_steps {
         let turn = match ep.provider {
-            Provider::Anthropic => anthropic::turn(&ep, &system, &convo, &tools).await?,
-            Provider::OpenAi => openai::turn(&ep, &system, &convo, &tools).await?,
+            Provider::Anthropic => anthropic::turn(ep, &system, &convo, &tools).await?,
+            Provider::OpenAi => openai::turn(ep, &system, &convo, &tools).await?,
         };
         let mut usage = turn.usage;
         usage.cost_usd = price::cost(&ep.model, &usage);
@@ -255,9 +269,23 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
                 ),
                 Ok(args) => match local.call(&call.name, &args).await {
                     Some(r) => r,
-                    None => match run.client.call(&call.name, args).await? {
-                        Ok(v) => (v.to_string(), false),
-                        Err(ToolFailed(e)) => (e, true),
+                    None => match servers.resolve(&call.name) {
+                        Some((server, tool)) => {
+                            match local.ask(
+                                Request::Mcp {
+                                    server: server.clone(),
+                                    tool: tool.to_owned(),
+                                },
+                                &call.name,
+                            ) {
+                                Some(why) => (why, true),
+                                None => servers.call(&server, tool, args).await,
+                            }
+                        }
+                        None => match run.client.call(&call.name, args).await? {
+                            Ok(v) => (v.to_string(), false),
+                            Err(ToolFailed(e)) => (e, true),
+                        },
                     },
                 },
             };
