@@ -14,6 +14,7 @@ mod claude;
 mod codex;
 mod cursor;
 mod gemini;
+pub mod locate;
 mod opencode;
 mod workspace;
 
@@ -23,7 +24,7 @@ use super::protocol::{ErrorClass, RunConfig};
 use super::{Failure, Reporter, Run};
 use crate::process::{self, Finished, Group, Limits};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The MCP server name CLIs see for the kernel (tools appear as `mcp__team__...`).
@@ -124,27 +125,13 @@ impl Drop for Scratch {
     }
 }
 
-/// Whether a program is on the PATH (the agent's env may extend it).
-pub fn on_path(program: &str) -> bool {
-    if program.contains('/') {
-        return Path::new(program).is_file();
-    }
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| {
-            let p = d.join(program);
-            std::fs::metadata(&p).is_ok_and(|m| {
-                m.is_file() && {
-                    use std::os::unix::fs::PermissionsExt;
-                    m.permissions().mode() & 0o111 != 0
-                }
-            })
-        })
-    })
-}
-
 /// Runs a short command (an auth check); its exit success and combined output.
 pub async fn probe(program: &str, args: &[&str]) -> Option<(bool, String)> {
-    let mut cmd = tokio::process::Command::new(program);
+    let found = locate::locate(program)?;
+    let mut cmd = tokio::process::Command::new(&found.path);
+    if let Some(p) = locate::path_with(&found) {
+        cmd.env("PATH", p);
+    }
     for k in SCRUBBED_ENV {
         cmd.env_remove(k);
     }
@@ -222,11 +209,13 @@ impl Cli {
     /// so a missing login is an `auth` error at once instead of minutes of retries.
     pub async fn check(&self, cfg: &RunConfig) -> Result<(), Failure> {
         let program = self.program();
-        if !on_path(program) {
+        if locate::locate(program).is_none() {
             return Err(Failure::new(
                 ErrorClass::Other,
                 format!(
-                    "the {} backend needs the `{program}` command, which is not on the PATH; install it ({}) or add its folder to the agent's env PATH",
+                    "the {} backend needs the `{program}` command, which is not on the PATH nor in the usual \
+                     install places (npm's global folder, ~/.local/bin, /opt/homebrew/bin, /usr/local/bin); install \
+                     it ({}) or add its folder to the agent's env PATH",
                     cfg.backend,
                     self.install_hint()
                 ),
@@ -316,8 +305,17 @@ async fn drive(
     inv: Invocation,
     mut events: Box<dyn Events>,
 ) -> Result<Option<String>, Failure> {
-    let mut cmd = tokio::process::Command::new(&inv.program);
+    let found = locate::locate(&inv.program).ok_or_else(|| {
+        Failure::new(
+            ErrorClass::Other,
+            format!("{} is no longer installed", inv.program),
+        )
+    })?;
+    let mut cmd = tokio::process::Command::new(&found.path);
     cmd.args(&inv.args).current_dir(&run.cfg.cwd);
+    if let Some(p) = locate::path_with(&found) {
+        cmd.env("PATH", p);
+    }
     for k in SCRUBBED_ENV {
         cmd.env_remove(k);
     }
