@@ -45,6 +45,8 @@ pub enum Launch {
     /// The internal worker mode the kernel starts for each run (not for people:
     /// its input is the `AW_RUN` environment variable).
     Worker,
+    /// The internal readiness probe (the kernel's backend_list): backends to check.
+    Probe(Vec<String>),
     Help,
     Version,
 }
@@ -54,6 +56,9 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
     let mut it = args.into_iter().peekable();
     if it.peek().map(String::as_str) == Some(crate::kernel::workers::WORKER_MODE) {
         return Ok(Launch::Worker);
+    }
+    if it.peek().map(String::as_str) == Some(crate::worker::probe::PROBE_MODE) {
+        return Ok(Launch::Probe(it.skip(1).collect()));
     }
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {

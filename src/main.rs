@@ -24,6 +24,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         Launch::Worker => return worker(),
+        Launch::Probe(backends) => return probe(&backends),
         Launch::Serve(o) => o,
     };
     // Blocking work (file I/O) is bounded: a burst queues instead of holding hundreds
@@ -46,6 +47,18 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The readiness probe: single-threaded, one JSON line on stdout.
+fn probe(backends: &[String]) -> std::process::ExitCode {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return std::process::ExitCode::FAILURE;
+    };
+    let code = rt.block_on(agent_worker::worker::probe::main(backends));
+    std::process::ExitCode::from(code as u8)
 }
 
 /// A worker run: small, single-threaded, logging to stderr (the kernel keeps its tail).

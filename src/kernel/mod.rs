@@ -8,6 +8,7 @@
 //! `proposals` (votes and their resolution).
 
 pub mod ask;
+pub mod backends;
 pub mod clock;
 pub mod documents;
 pub mod events;
@@ -96,7 +97,7 @@ pub struct Kernel {
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
 /// (embedding the kernel in a program that is not agent-worker, e.g. a test).
-fn worker_exe() -> PathBuf {
+pub(crate) fn worker_exe() -> PathBuf {
     std::env::var_os("AGENT_WORKER_EXE")
         .map(PathBuf::from)
         .or_else(|| std::env::current_exe().ok())

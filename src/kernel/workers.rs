@@ -28,7 +28,8 @@ use tokio_util::sync::CancellationToken;
 pub const WORKER_MODE: &str = "__worker";
 /// Environment variables a worker must never inherit from the kernel: the admin
 /// token would make any agent the lead.
-const SCRUBBED_ENV: &[&str] = &["AGENT_WORKER_TOKEN", "AGENT_WORKER_HOME", protocol::RUN_ENV];
+pub(crate) const SCRUBBED_ENV: &[&str] =
+    &["AGENT_WORKER_TOKEN", "AGENT_WORKER_HOME", protocol::RUN_ENV];
 /// Model turns per run unless the agent says otherwise.
 pub const DEFAULT_MAX_STEPS: u32 = 30;
 

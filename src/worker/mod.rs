@@ -15,6 +15,7 @@ pub mod cli;
 pub mod client;
 pub mod context;
 pub mod mock;
+pub mod probe;
 pub mod prompt;
 pub mod protocol;
 pub mod sdk;

@@ -13,6 +13,34 @@ use crate::worker::protocol::{ErrorClass, Usage};
 use crate::worker::{Failure, Reporter, Run, prompt};
 use serde_json::{Value, json};
 
+/// Gemini fails fast without credentials (exit 41), so a run does not gate on this;
+/// readiness reports use it: a key in the env, Vertex or Google login settings, or
+/// an auth type chosen in its settings file.
+pub fn auth_missing() -> Option<String> {
+    let env = [
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_GENAI_USE_GCA",
+    ];
+    if env.iter().any(|k| super::env_set(k)) {
+        return None;
+    }
+    let home = std::env::var_os("GEMINI_CLI_HOME").or_else(|| std::env::var_os("HOME"))?;
+    let settings = std::path::Path::new(&home).join(".gemini/settings.json");
+    let chosen = std::fs::read_to_string(settings)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| {
+            v.pointer("/security/auth/selectedType").is_some()
+                || v.get("selectedAuthType").is_some()
+        });
+    (!chosen).then(|| {
+        "Gemini CLI has no credentials: set GEMINI_API_KEY in the agent's env, or run `gemini` once and log in"
+            .to_owned()
+    })
+}
+
 pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
     let settings = WorkspaceFile::merge_server(

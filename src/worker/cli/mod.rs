@@ -194,7 +194,7 @@ impl Cli {
         }
     }
 
-    fn install_hint(&self) -> &'static str {
+    pub fn install_hint(&self) -> &'static str {
         match self.kind {
             Kind::Claude => "npm install -g @anthropic-ai/claude-code",
             Kind::Codex => "npm install -g @openai/codex",
@@ -221,16 +221,21 @@ impl Cli {
                 ),
             ));
         }
-        let missing = match self.kind {
+        match self.auth_missing().await {
+            Some(why) => Err(Failure::new(ErrorClass::Auth, why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the CLI has no credentials in this environment, if it has none (the
+    /// CLIs that fail fast on their own are trusted to say so when they run).
+    pub async fn auth_missing(&self) -> Option<String> {
+        match self.kind {
             Kind::Claude => claude::auth_missing().await,
             Kind::Codex => codex::auth_missing().await,
             Kind::Cursor => cursor::auth_missing().await,
-            Kind::Gemini => None, // fails fast on its own (exit 41)
+            Kind::Gemini => gemini::auth_missing(),
             Kind::OpenCode => opencode::auth_missing(),
-        };
-        match missing {
-            Some(why) => Err(Failure::new(ErrorClass::Auth, why)),
-            None => Ok(()),
         }
     }
 
