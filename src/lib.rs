@@ -9,6 +9,9 @@
 //! config.rs      launch options, data dir and admin token resolution
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
+//! fsread.rs      reading a file someone named: regular files only, size first, bounded
+//! permissions/   permission profiles (pure): classes, allow/deny, decisions; backends.rs
+//!                what each backend can express
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
@@ -88,6 +91,7 @@
 pub mod bridge;
 pub mod config;
 pub mod error;
+pub mod fsread;
 pub mod kernel;
 pub mod mcp;
 pub mod names;

@@ -20,6 +20,7 @@ async fn tool_schema_files_match_the_server() {
     for t in lead.list_all_tools().await.unwrap() {
         let v = serde_json::json!({
             "name": t.name,
+            "title": t.title,
             "description": t.description,
             "inputSchema": t.input_schema,
             "outputSchema": t.output_schema,

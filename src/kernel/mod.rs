@@ -7,6 +7,7 @@
 //! (content-addressed blobs), `documents` (shared files behind providers),
 //! `proposals` (votes and their resolution).
 
+pub mod agent_update;
 pub mod ask;
 pub mod backends;
 pub mod clock;

@@ -76,6 +76,11 @@ pub struct AgentView {
     pub mock: Vec<crate::worker::protocol::MockRule>,
     /// Model turns per run at most.
     pub max_steps: u32,
+    /// What it may do on the machine.
+    pub permissions: crate::permissions::PermissionsView,
+    /// Its own MCP servers (env and header values are not shown).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, crate::worker::protocol::McpServerView>,
     pub created_at: String,
 }
 
@@ -116,6 +121,12 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
             max_steps: config
                 .max_steps
                 .unwrap_or(super::workers::DEFAULT_MAX_STEPS),
+            permissions: (&config.permissions).into(),
+            mcp_servers: config
+                .mcp_servers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.into()))
+                .collect(),
         },
     ))
 }
@@ -151,7 +162,7 @@ pub(crate) fn agent_names(c: &Connection, workflow_id: i64) -> Result<Vec<String
     Ok(names)
 }
 
-fn validate(a: &NewAgent) -> Result<()> {
+pub(crate) fn validate(a: &NewAgent) -> Result<()> {
     check_agent_name(&a.name)?;
     if !BACKENDS.contains(&a.backend.as_str()) {
         return Err(Error::invalid(format!(
@@ -195,6 +206,7 @@ fn validate(a: &NewAgent) -> Result<()> {
         )));
     }
     crate::worker::protocol::MockRule::validate_all(&a.config.mock).map_err(Error::invalid)?;
+    validate_powers(&a.backend, &a.config)?;
     if let Some(b) = &a.config.budget {
         b.validate().map_err(Error::invalid)?;
     }
@@ -230,6 +242,48 @@ fn validate(a: &NewAgent) -> Result<()> {
         if k.starts_with("AW_") || k.starts_with("AGENT_WORKER_") {
             return Err(Error::invalid(format!(
                 "environment variable {k:?} is reserved: names starting with AW_ or AGENT_WORKER_ carry the worker's own settings and tokens"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks what an agent may do and use: its permissions must be expressible on
+/// its backend exactly, and its MCP servers well formed (and usable by it).
+pub(crate) fn validate_powers(backend: &str, config: &super::workers::AgentConfig) -> Result<()> {
+    crate::permissions::backends::check(backend, &config.permissions).map_err(Error::invalid)?;
+    if config.mcp_servers.len() > 16 {
+        return Err(Error::invalid("mcp_servers: at most 16 servers per agent"));
+    }
+    for (name, s) in &config.mcp_servers {
+        crate::worker::protocol::McpServer::validate(name, s).map_err(Error::invalid)?;
+    }
+    if !config.mcp_servers.is_empty() && matches!(backend, "mock" | EXTERNAL) {
+        return Err(Error::invalid(format!(
+            "mcp_servers: a {backend} agent has no backend to give them to; leave them out"
+        )));
+    }
+    for c in config
+        .permissions
+        .allow
+        .iter()
+        .chain(&config.permissions.deny)
+    {
+        if let crate::permissions::Class::Mcp { server, .. } = c
+            && !config.mcp_servers.contains_key(server)
+        {
+            return Err(Error::invalid(format!(
+                "permissions: {c} names no server of this agent's mcp_servers ({}); add the server or fix the name",
+                if config.mcp_servers.is_empty() {
+                    "it has none".to_owned()
+                } else {
+                    config
+                        .mcp_servers
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
             )));
         }
     }

@@ -11,6 +11,7 @@
 pub mod client_configs;
 pub mod http;
 pub mod jsonrpc;
+pub mod schemas;
 pub mod stdio;
 pub mod tools;
 
@@ -40,6 +41,8 @@ pub struct Tools {
     router: ToolRouter<AgentWorker>,
     /// Tools only the lead may see and call.
     management: HashSet<String>,
+    /// Every tool as clients see it: schemas made portable (see [`schemas`]).
+    listed: Vec<Tool>,
 }
 
 impl Tools {
@@ -50,9 +53,26 @@ impl Tools {
             .into_iter()
             .map(|t| t.name.to_string())
             .collect();
+        let router = management + AgentWorker::context_tools();
+        let listed = router
+            .list_all()
+            .into_iter()
+            .map(|mut t| {
+                let mut input = (*t.input_schema).clone();
+                schemas::portable(&mut input, true);
+                t.input_schema = Arc::new(input);
+                if let Some(o) = &t.output_schema {
+                    let mut out = (**o).clone();
+                    schemas::portable(&mut out, false);
+                    t.output_schema = Some(Arc::new(out));
+                }
+                t
+            })
+            .collect();
         Arc::new(Self {
-            router: management + AgentWorker::context_tools(),
+            router,
             management: names,
+            listed,
         })
     }
 
@@ -60,11 +80,15 @@ impl Tools {
         self.management.contains(name)
     }
 
+    fn get(&self, name: &str) -> Option<&Tool> {
+        self.listed.iter().find(|t| t.name == name)
+    }
+
     fn visible_to(&self, caller: &Caller) -> Vec<Tool> {
-        self.router
-            .list_all()
-            .into_iter()
+        self.listed
+            .iter()
             .filter(|t| caller.is_lead() || !self.is_management(&t.name))
+            .cloned()
             .collect()
     }
 }
@@ -115,6 +139,11 @@ impl ServerHandler for AgentWorker {
                 None,
             ));
         }
+        if let (Some(tool), Some(args)) = (self.tools.get(&request.name), &request.arguments)
+            && let Some(why) = schemas::unknown_arguments(&request.name, &tool.input_schema, args)
+        {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
+        }
         let tcc = ToolCallContext::new(self, request, context);
         self.tools.router.call(tcc).await
     }
@@ -138,6 +167,6 @@ impl ServerHandler for AgentWorker {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.router.get(name).cloned()
+        self.tools.get(name).cloned()
     }
 }

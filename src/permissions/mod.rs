@@ -510,5 +510,30 @@ impl<'de> Deserialize<'de> for Permissions {
     }
 }
 
+/// Permissions as tools show them: the profile, the lists, and what they mean.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+pub struct PermissionsView {
+    /// read, edit or full.
+    pub profile: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// In words.
+    pub means: String,
+}
+
+impl From<&Permissions> for PermissionsView {
+    fn from(p: &Permissions) -> Self {
+        let names = |v: &[Class]| v.iter().map(|c| c.to_string()).collect();
+        Self {
+            profile: p.profile.as_str().to_owned(),
+            allow: names(&p.allow),
+            deny: names(&p.deny),
+            means: p.describe(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

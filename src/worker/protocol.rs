@@ -98,6 +98,45 @@ pub struct HttpServer {
     pub headers: std::collections::BTreeMap<String, String>,
 }
 
+/// A server as tools show it: what it runs or where it is, and the names (never
+/// the values) of its env variables and headers.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct McpServerView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Env variable names (values are not shown).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Header names (values are not shown).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+}
+
+impl From<&McpServer> for McpServerView {
+    fn from(s: &McpServer) -> Self {
+        match s {
+            McpServer::Stdio(s) => Self {
+                command: Some(s.command.clone()),
+                args: s.args.clone(),
+                url: None,
+                env: s.env.keys().cloned().collect(),
+                headers: Vec::new(),
+            },
+            McpServer::Http(h) => Self {
+                command: None,
+                args: Vec::new(),
+                url: Some(h.url.clone()),
+                env: Vec::new(),
+                headers: h.headers.keys().cloned().collect(),
+            },
+        }
+    }
+}
+
 impl McpServer {
     /// Checks one server entry; `name` is its key. The error names the field.
     pub fn validate(name: &str, s: &McpServer) -> Result<(), String> {

@@ -13,6 +13,7 @@
 //! The kernel calls [`load`] or [`parse`], then [`bind_params`], [`run_setup`]
 //! and [`interpolate`]; nothing is registered until all of them succeeded.
 
+pub mod depth;
 mod interpolate;
 mod locate;
 mod node;

@@ -83,21 +83,22 @@ pub fn load(path: &Path) -> Result<super::Workflow, SpecError> {
         message,
         fix: fix.into(),
     };
-    let bytes = std::fs::read(path).map_err(|e| {
-        fail(
-            format!("cannot read the workflow file: {e}"),
-            "check the path (a relative path is relative to the kernel's working directory)",
-        )
-    })?;
-    if bytes.len() > MAX_YAML {
-        return Err(fail(
-            format!(
-                "the file is {} bytes; at most {MAX_YAML} are read",
-                bytes.len()
-            ),
-            "keep large data in files the workflow reads (setup steps, documents)",
-        ));
-    }
+    let bytes = match crate::fsread::read(path, MAX_YAML as u64, true) {
+        Ok(b) => b,
+        Err(e @ crate::fsread::ReadError::TooLarge(..)) => {
+            return Err(fail(
+                format!("cannot read the workflow file: {e}"),
+                "keep large data in files the workflow reads (setup steps, documents)",
+            ));
+        }
+        Err(e) => {
+            return Err(fail(
+                format!("cannot read the workflow file: {e}"),
+                "give the path of a workflow YAML file (a relative path is relative to the kernel's working \
+                 directory)",
+            ));
+        }
+    };
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
@@ -132,6 +133,20 @@ pub fn parse(text: &str, file: Option<&Path>, base_dir: &Path) -> Result<Workflo
                 text.len()
             ),
             fix: "keep large data in files the workflow reads (setup steps, documents)".into(),
+        });
+    }
+    // Before the parser: its cost grows with the square of the nesting depth.
+    if let Err(d) = super::depth::check(text) {
+        return Err(SpecError {
+            file: label,
+            line: d.line,
+            column: d.column,
+            field: "yaml".into(),
+            message: format!(
+                "the YAML nests deeper than {} levels here",
+                super::depth::MAX_DEPTH
+            ),
+            fix: "a workflow needs only a few levels: flatten the structure".into(),
         });
     }
     let root = node::read(text).map_err(|e| syntax_error(&label, text, &e))?;
@@ -1090,23 +1105,26 @@ impl Doc<'_> {
              write them as a block: `system_prompt: |` and the text on the next line",
             self.source_dir.display()
         );
-        let bytes = std::fs::read(&file).map_err(|e| {
-            self.err(
-                path,
-                format!("cannot read the system prompt file {}: {e}", file.display()),
-                fix.clone(),
-            )
-        })?;
-        if bytes.len() > MAX_PROMPT_FILE {
-            return Err(self.err(
-                path,
-                format!(
-                    "the system prompt file {} is larger than 1 MiB",
-                    file.display()
-                ),
-                "shorten it; put reference material in documents instead",
-            ));
-        }
+        let bytes = match crate::fsread::read(&file, MAX_PROMPT_FILE as u64, true) {
+            Ok(b) => b,
+            Err(crate::fsread::ReadError::TooLarge(..)) => {
+                return Err(self.err(
+                    path,
+                    format!(
+                        "the system prompt file {} is larger than 1 MiB",
+                        file.display()
+                    ),
+                    "shorten it; put reference material in documents instead",
+                ));
+            }
+            Err(e) => {
+                return Err(self.err(
+                    path,
+                    format!("cannot read the system prompt file {}: {e}", file.display()),
+                    fix.clone(),
+                ));
+            }
+        };
         let content = String::from_utf8(bytes).map_err(|_| {
             self.err(
                 path,

@@ -111,19 +111,24 @@ impl FileProvider {
     }
 
     fn read_at(file: &Path, path: &DocPath) -> Result<Option<Doc>> {
-        let meta = match fs::metadata(file) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io("read", file, e)),
+        use crate::fsread::{self, ReadError};
+        let bytes = match fsread::read(file, MAX_DOC_BYTES as u64, true) {
+            Ok(b) => b,
+            Err(ReadError::NotFound) => return Ok(None),
+            Err(ReadError::TooLarge(size, _)) => {
+                return Err(Error::invalid(format!(
+                    "{path} is {size} bytes, more than a document may hold ({MAX_DOC_BYTES}); it was put there by \
+                     hand and cannot be read through agent-worker"
+                )));
+            }
+            Err(e @ (ReadError::NotRegular(_) | ReadError::Symlink)) => {
+                return Err(Error::invalid(format!(
+                    "{path} cannot be read: {e}; only regular files are documents"
+                )));
+            }
+            Err(ReadError::Io(e)) => return Err(io("read", file, e)),
         };
-        if meta.len() > MAX_DOC_BYTES as u64 {
-            return Err(Error::invalid(format!(
-                "{path} is {} bytes, more than a document may hold ({MAX_DOC_BYTES}); it was put there by hand \
-                 and cannot be read through agent-worker",
-                meta.len()
-            )));
-        }
-        let bytes = fs::read(file).map_err(|e| io("read", file, e))?;
+        let meta = fs::metadata(file).map_err(|e| io("read", file, e))?;
         let content = String::from_utf8(bytes)
             .map_err(|_| Error::invalid(format!("{path} is not UTF-8 text and cannot be read")))?;
         Ok(Some(Doc {

@@ -48,20 +48,25 @@ impl Kernel {
         tag: Option<&str>,
         params: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<(i64, WorkflowRef)> {
-        let wf = match &source {
+        // Reading and parsing are blocking (a file, libyaml): off the async threads.
+        let data_dir = self.data_dir().to_owned();
+        let wf = tokio::task::spawn_blocking(move || match source {
             Source::File(p) => {
                 let p = if p.is_absolute() {
-                    p.clone()
+                    p
                 } else {
                     std::env::current_dir().unwrap_or_default().join(p)
                 };
-                workflow::load(&p).map_err(|e| Error::invalid(e.to_string()))?
+                workflow::load(&p)
             }
             Source::Text(t) => {
-                let base = std::env::current_dir().unwrap_or_else(|_| self.data_dir().to_owned());
-                workflow::parse(t, None, &base).map_err(|e| Error::invalid(e.to_string()))?
+                let base = std::env::current_dir().unwrap_or(data_dir);
+                workflow::parse(&t, None, &base)
             }
-        };
+        })
+        .await
+        .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
+        .map_err(|e| Error::invalid(e.to_string()))?;
         let tag = tag
             .map(str::trim)
             .filter(|t| !t.is_empty())

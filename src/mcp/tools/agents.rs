@@ -1,5 +1,6 @@
 //! agent_new, agent_list, agent_info, agent_delete, agent_join (the lead only).
 
+use super::params::Parameters;
 use super::schedules::ScheduleArgs;
 use super::{ToolError, given};
 use crate::kernel::clock::{fmt_ms, parse_duration};
@@ -9,7 +10,7 @@ use crate::kernel::workers::AgentConfig;
 use crate::mcp::AgentWorker;
 use crate::mcp::client_configs::{ClientConfigs, for_http};
 use crate::worker::protocol::MockRule;
-use rmcp::{Json, handler::server::wrapper::Parameters, tool, tool_router};
+use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -21,7 +22,9 @@ pub const DEFAULT_JOIN_TTL: &str = "24h";
 pub struct AgentNewArgs {
     /// The agent's name: starts with a letter, then letters, digits, '_' or '-'. Others @mention it by this name.
     pub name: String,
-    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk or mock.
+    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk, mock, or external (no
+    /// worker: a client connected with agent_join acts as the agent).
+    #[schemars(extend("enum" = ["claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external"]))]
     pub backend: String,
     /// Model for the backend, e.g. "sonnet" or "gpt-5.5" (default: the backend's own).
     #[serde(default)]
@@ -52,6 +55,7 @@ pub struct AgentNewArgs {
     pub mock: Vec<MockRule>,
     /// Model turns per run at most (default 30).
     #[serde(default)]
+    #[schemars(with = "i64", range(min = 1, max = 500))]
     pub max_steps: Option<u32>,
     /// Run it on a schedule as well as when messaged: {"every": "30m"} (that long after
     /// it was last idle) or {"cron": "0 9 * * 1-5"} (local time), with an optional
@@ -126,12 +130,15 @@ impl AgentWorker {
     /// Register a new agent: a named team member with a worker backend and a role. It joins
     /// the workflow instance's channel and can be @mentioned at once. Fails if the name is
     /// taken in that instance.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Create an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn agent_new(
         &self,
         Parameters(a): Parameters<AgentNewArgs>,
@@ -160,12 +167,15 @@ impl AgentWorker {
     }
 
     /// List agents with their backend, model and state: all of them, or one workflow instance's.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "List agents",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn agent_list(
         &self,
         Parameters(a): Parameters<AgentListArgs>,
@@ -178,12 +188,15 @@ impl AgentWorker {
     /// Everything about one agent: its configuration, lifecycle state, self-reported status,
     /// how many messages wait in its inbox, its recent runs (status, errors in the
     /// backend's own words, usage) and its total usage and cost.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Show an agent",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn agent_info(
         &self,
         Parameters(a): Parameters<TargetArgs>,
@@ -193,12 +206,15 @@ impl AgentWorker {
 
     /// Delete an agent: its running worker is stopped first, its tokens stop working and
     /// its unread deliveries are dropped. The channel, its messages and documents stay.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Delete an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn agent_delete(
         &self,
         Parameters(a): Parameters<TargetArgs>,
@@ -210,12 +226,15 @@ impl AgentWorker {
     /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as this
     /// agent: mints a bearer token with a time limit and returns the URL and ready-to-paste
     /// client configuration. The client then sees only the context tools of that agent's team.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Join as an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn agent_join(
         &self,
         Parameters(a): Parameters<AgentJoinArgs>,

@@ -1,12 +1,10 @@
 //! channel_send, channel_read.
 
+use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
 use crate::kernel::messaging::{Outgoing, ReadResult, SendResult};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -36,7 +34,7 @@ pub struct ChannelReadArgs {
     pub since: Option<String>,
     /// How many messages (1-200, default 20).
     #[serde(default)]
-    #[schemars(with = "i64")]
+    #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
     #[serde(flatten)]
     pub scope: ScopeArg,
@@ -47,12 +45,15 @@ impl AgentWorker {
     /// Post a message to your team's channel. Start with @name to address members (they get it
     /// in their inbox and are woken); use `to` for a private direct message. Returns the new
     /// message id, who received it, and any messages you missed since you last read the channel.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Send a message",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn channel_send(
         &self,
         Parameters(a): Parameters<ChannelSendArgs>,
@@ -70,12 +71,15 @@ impl AgentWorker {
     /// Read the team channel, oldest first: the latest messages, or those after `since`
     /// (pass the last id you saw to page forward). Direct messages appear only to their
     /// sender and recipient.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Read the channel",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn channel_read(
         &self,
         Parameters(a): Parameters<ChannelReadArgs>,

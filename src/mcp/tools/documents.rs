@@ -1,13 +1,23 @@
 //! team_doc_read, team_doc_write, team_doc_append, team_doc_create, team_doc_list,
 //! document_suggest.
 
+use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
+
+/// The optional `file` argument: left out means the main document (notes.md), but an
+/// empty name is a mistake, not a request for notes.md.
+fn doc_file(f: &Option<String>) -> Result<Option<&str>, ToolError> {
+    match f.as_deref() {
+        Some(s) if s.trim().is_empty() => Err(ToolError(
+            "file is empty: leave it out for the main document (notes.md), or name one such as \"plan.md\""
+                .into(),
+        )),
+        _ => Ok(given(f)),
+    }
+}
 use crate::kernel::documents::{DocList, DocRead, DocWritten, Suggested};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -90,31 +100,39 @@ impl AgentWorker {
     /// Read a shared document of your team (default notes.md, the main document) with its
     /// version. Pass the version to team_doc_write as expected_version to never overwrite a
     /// change you have not seen.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Read a document",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn team_doc_read(
         &self,
         Parameters(a): Parameters<ReadArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<DocRead>, ToolError> {
         let scope = self.scope(&ctx, &a.scope).await?;
-        Ok(Json(self.kernel.doc_read(&scope, given(&a.file)).await?))
+        Ok(Json(
+            self.kernel.doc_read(&scope, doc_file(&a.file)?).await?,
+        ))
     }
 
     /// Replace a shared document's whole content (creating it if needed). With
     /// expected_version, the write happens only if nobody changed it since you read it. If the
     /// team has a document owner, only the owner and the lead may write; others use
     /// document_suggest.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Write a document",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn team_doc_write(
         &self,
         Parameters(a): Parameters<WriteArgs>,
@@ -125,7 +143,7 @@ impl AgentWorker {
             self.kernel
                 .doc_write(
                     &scope,
-                    given(&a.file),
+                    doc_file(&a.file)?,
                     a.content,
                     given(&a.expected_version),
                 )
@@ -135,12 +153,15 @@ impl AgentWorker {
 
     /// Add text at the end of a shared document (default notes.md), e.g. a finding or a log
     /// line, without rewriting it. Creates the document if missing.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Append to a document",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn team_doc_append(
         &self,
         Parameters(a): Parameters<AppendArgs>,
@@ -149,19 +170,22 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
-                .doc_append(&scope, given(&a.file), a.content)
+                .doc_append(&scope, doc_file(&a.file)?, a.content)
                 .await?,
         ))
     }
 
     /// Create a new shared document; fails if it already exists (then read it and write or
     /// append instead). Folders in the path are created.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Create a document",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn team_doc_create(
         &self,
         Parameters(a): Parameters<CreateArgs>,
@@ -175,12 +199,15 @@ impl AgentWorker {
 
     /// List your team's shared documents (nested folders included) with size, last change
     /// and owner.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "List documents",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn team_doc_list(
         &self,
         Parameters(a): Parameters<ListArgs>,
@@ -192,12 +219,15 @@ impl AgentWorker {
 
     /// Propose a change to a document that only its owner may write: posts your suggestion to
     /// @owner in the channel (it lands in their inbox) and returns the message id.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Suggest a document change",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn document_suggest(
         &self,
         Parameters(a): Parameters<SuggestArgs>,
@@ -206,7 +236,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
-                .document_suggest(&scope, &a.suggestion, given(&a.file))
+                .document_suggest(&scope, &a.suggestion, doc_file(&a.file)?)
                 .await?,
         ))
     }

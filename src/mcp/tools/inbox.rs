@@ -1,12 +1,10 @@
 //! my_inbox, my_inbox_ack, my_inbox_defer.
 
+use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
 use crate::kernel::inbox::{AckResult, DeferResult, Inbox};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -15,7 +13,7 @@ use serde::Deserialize;
 pub struct InboxArgs {
     /// How many messages (1-200, default 50).
     #[serde(default)]
-    #[schemars(with = "i64")]
+    #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
     #[serde(flatten)]
     pub scope: ScopeArg,
@@ -52,12 +50,15 @@ impl AgentWorker {
     /// Your inbox: messages addressed to you (mentions and direct messages) that you have not
     /// acknowledged, oldest first. Reading does not remove them: handle each one, then
     /// my_inbox_ack it; until then it stays (and comes back after a restart).
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Read my inbox",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn my_inbox(
         &self,
         Parameters(a): Parameters<InboxArgs>,
@@ -69,12 +70,15 @@ impl AgentWorker {
 
     /// Mark a message from your inbox as handled so it does not come back. With through: true,
     /// also everything before it. Acknowledgements are final.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Acknowledge a message",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn my_inbox_ack(
         &self,
         Parameters(a): Parameters<AckArgs>,
@@ -90,12 +94,15 @@ impl AgentWorker {
 
     /// Put a message from your inbox off until later: it leaves the inbox and comes back at
     /// the given time (default in 10 minutes).
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Defer a message",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn my_inbox_defer(
         &self,
         Parameters(a): Parameters<DeferArgs>,

@@ -1,13 +1,11 @@
 //! agent_ask, agent_pause, agent_resume (the lead only): running agents on demand.
 
 use super::agents::{AgentOut, TargetArgs};
+use super::params::Parameters;
 use super::{Progress, ToolError, caller, wait_seconds};
 use crate::kernel::ask::AskResult;
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -24,6 +22,7 @@ pub struct AgentAskArgs {
     /// How long to wait for the answer, 0..=50 seconds (default 30). If the run is not
     /// over by then you get its run_id; poll agent_info for the outcome.
     #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
 }
 
@@ -43,12 +42,15 @@ impl AgentWorker {
     /// (`user`), runs it now, and waits up to wait_seconds (progress notifications show
     /// what it does meanwhile). Returns the messages it sent you plus its final text, or
     /// the run id to poll with agent_info if it is still working.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = true
-    ))]
+    #[tool(
+        title = "Ask an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
     async fn agent_ask(
         &self,
         Parameters(a): Parameters<AgentAskArgs>,
@@ -68,12 +70,15 @@ impl AgentWorker {
     /// Pause an agent: stops its running worker at once (the run is recorded as
     /// stopped and what it had read goes back to its inbox) and keeps it from running
     /// until agent_resume.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Pause an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn agent_pause(
         &self,
         Parameters(a): Parameters<TargetArgs>,
@@ -82,12 +87,15 @@ impl AgentWorker {
     }
 
     /// Resume a paused agent so it runs again when asked or woken.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Resume an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn agent_resume(
         &self,
         Parameters(a): Parameters<TargetArgs>,

@@ -12,6 +12,7 @@ mod channel;
 mod documents;
 mod inbox;
 mod lifecycle;
+mod params;
 mod proposals;
 mod resources;
 pub(crate) mod schedules;

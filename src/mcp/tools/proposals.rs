@@ -1,12 +1,10 @@
 //! team_proposal_create, team_vote, team_proposal_status, team_proposal_cancel.
 
+use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
 use crate::kernel::proposals::{Cancelled, Created, NewProposal, OptionArg, StatusList, Voted};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -15,6 +13,7 @@ use serde::Deserialize;
 pub struct CreateArgs {
     /// election, decision, approval or assignment.
     #[serde(rename = "type")]
+    #[schemars(extend("enum" = ["election", "decision", "approval", "assignment"]))]
     pub kind: String,
     /// What is being decided, in a few words.
     pub title: String,
@@ -28,16 +27,16 @@ pub struct CreateArgs {
     pub options: Vec<OptionArg>,
     /// plurality (default: most votes wins), majority (more than half) or unanimous.
     #[serde(default)]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("enum" = ["plurality", "majority", "unanimous"]))]
     pub resolution: Option<String>,
     /// Votes needed before it can resolve (default: every agent of the team).
     #[serde(default)]
-    #[schemars(with = "u32")]
+    #[schemars(with = "i64", range(min = 1, max = 1000))]
     pub quorum: Option<i64>,
     /// How a plurality tie is broken: first (option order, default), random, or creator-decides
     /// (the creator's own vote picks among the tied options).
     #[serde(default)]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("enum" = ["first", "random", "creator-decides"]))]
     pub tie_breaker: Option<String>,
     /// Whether the team commits to the outcome (default true) or it is advisory.
     #[serde(default)]
@@ -93,12 +92,15 @@ impl AgentWorker {
     /// assignment. The team is told in the channel (@mentioned, so it reaches their inboxes);
     /// it resolves when the votes meet the rule, or expires at its timeout with the plurality
     /// winner. Returns the proposal with its id.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Propose a vote",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn team_proposal_create(
         &self,
         Parameters(a): Parameters<CreateArgs>,
@@ -121,12 +123,15 @@ impl AgentWorker {
 
     /// Vote on an open proposal (a revote replaces your earlier vote). Returns the proposal's
     /// tally and, if your vote settled it, the winner.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Vote",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn team_vote(
         &self,
         Parameters(a): Parameters<VoteArgs>,
@@ -142,12 +147,15 @@ impl AgentWorker {
 
     /// See proposals: options with vote counts, each vote and its reason, who has not voted,
     /// the deadline, and the winner once closed.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Proposal status",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn team_proposal_status(
         &self,
         Parameters(a): Parameters<StatusArgs>,
@@ -163,12 +171,15 @@ impl AgentWorker {
 
     /// Withdraw an open proposal you created (the lead may cancel any). The team is told that
     /// no vote is needed.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Cancel a proposal",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn team_proposal_cancel(
         &self,
         Parameters(a): Parameters<CancelArgs>,

@@ -1,12 +1,10 @@
 //! resource_create, resource_read.
 
+use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
 use crate::kernel::resources::{Created, Resource};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -17,7 +15,7 @@ pub struct CreateArgs {
     pub content: String,
     /// text (default), markdown, json (must parse) or diff.
     #[serde(default, rename = "type")]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("enum" = ["text", "markdown", "json", "diff"]))]
     pub kind: Option<String>,
     #[serde(flatten)]
     pub scope: ScopeArg,
@@ -34,12 +32,15 @@ pub struct ReadArgs {
 impl AgentWorker {
     /// Store long content (a report, a diff, JSON data) and get a short id for it; send the id
     /// in a channel message instead of the content. Identical content always gets the same id.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Store a resource",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn resource_create(
         &self,
         Parameters(a): Parameters<CreateArgs>,
@@ -54,12 +55,15 @@ impl AgentWorker {
     }
 
     /// Read a resource by its id (res_...), e.g. one quoted in a channel message.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Read a resource",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn resource_read(
         &self,
         Parameters(a): Parameters<ReadArgs>,

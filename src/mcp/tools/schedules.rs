@@ -1,11 +1,12 @@
 //! schedule_set, schedule_clear (the lead only): run an agent on a timer too.
 
 use super::agents::TargetArgs;
+use super::params::Parameters;
 use super::{ToolError, given};
 use crate::kernel::schedules::{ScheduleView, parse_given};
 use crate::mcp::AgentWorker;
 use crate::schedule::Trigger;
-use rmcp::{Json, handler::server::wrapper::Parameters, tool, tool_router};
+use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -63,12 +64,15 @@ impl AgentWorker {
     /// Give an agent a schedule (replacing any): it then also runs every interval after
     /// it was last idle, or at cron times, with an optional prompt. Returns the next fire
     /// time. A paused agent's schedule waits until agent_resume.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Schedule an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn schedule_set(
         &self,
         Parameters(a): Parameters<ScheduleSetArgs>,
@@ -82,12 +86,15 @@ impl AgentWorker {
     }
 
     /// Remove an agent's schedule; it still runs when messaged.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Clear a schedule",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn schedule_clear(
         &self,
         Parameters(a): Parameters<TargetArgs>,

@@ -1,12 +1,10 @@
 //! my_status_set, team_members.
 
+use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
 use crate::kernel::team::{Member, Status, StatusUpdate};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +17,7 @@ pub struct StatusArgs {
     pub task: Option<String>,
     /// idle, busy or blocked. Setting idle without a task clears the task.
     #[serde(default)]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("enum" = ["idle", "busy", "blocked"]))]
     pub state: Option<String>,
     /// A short note for the team, e.g. what you are waiting for.
     #[serde(default)]
@@ -54,12 +52,15 @@ pub struct MembersOut {
 impl AgentWorker {
     /// Tell the team what you are doing: your task, your state (idle, busy, blocked) and a
     /// short note. Others see it in team_members.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Set my status",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn my_status_set(
         &self,
         Parameters(a): Parameters<StatusArgs>,
@@ -78,12 +79,15 @@ impl AgentWorker {
 
     /// Who is on your team: every agent in your workflow instance (name and backend) plus
     /// `user`, the lead. With include_status, also what each one reports doing.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "List team members",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn team_members(
         &self,
         Parameters(a): Parameters<MembersArgs>,

@@ -6,15 +6,13 @@
 //! it runs, but an instance made with agent_new (including `@global:main`) had no way to
 //! name a document owner or choose a provider. This keeps the two paths equal.
 
+use super::params::Parameters;
 use super::{Progress, ToolError, caller, given, wait_seconds};
 use crate::kernel::documents::settings::{ContextChange, ContextView};
 use crate::kernel::workflows::run::Source;
 use crate::kernel::workflows::{WorkflowListed, WorkflowStatus};
 use crate::mcp::AgentWorker;
-use rmcp::{
-    Json, RoleServer, handler::server::wrapper::Parameters, service::RequestContext, tool,
-    tool_router,
-};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +26,7 @@ pub struct ContextArgs {
     /// Where documents are stored: "file" (real files, the default) or "sqlite" (in the database).
     /// Refused while the current store holds documents (they are not moved).
     #[serde(default)]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("enum" = ["file", "sqlite"]))]
     pub documents: Option<String>,
     /// File provider: an existing absolute folder to keep the documents in, e.g. a project's docs
     /// folder ("" = back to the data dir's own folder for this instance).
@@ -47,12 +45,15 @@ impl AgentWorker {
     /// Set how a workflow instance keeps its shared documents: the provider (file or sqlite), a
     /// folder to bind, and a document owner. Leave an argument out to keep its setting. Returns
     /// the settings now in force.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Set documents of a workflow",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn workflow_context_set(
         &self,
         Parameters(a): Parameters<ContextArgs>,
@@ -94,6 +95,7 @@ pub struct WorkflowRunArgs {
     /// Wait up to this many seconds (0..=50, default 0) for it to finish; progress
     /// notifications show what happens meanwhile. Poll workflow_status for the rest.
     #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
 }
 
@@ -111,6 +113,7 @@ pub struct WorkflowStatusArgs {
     pub workflow: String,
     /// Wait up to this many seconds (0..=50, default 0) for it to stop running.
     #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
 }
 
@@ -133,12 +136,15 @@ impl AgentWorker {
     /// lets the agents work. Returns the status; once done (idle), also a summary (runs,
     /// messages, usage and cost per agent) and the main document. Mistakes in the YAML
     /// come back with file:line:column and a fix, and start nothing.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = true
-    ))]
+    #[tool(
+        title = "Run a workflow",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
     async fn workflow_run(
         &self,
         Parameters(a): Parameters<WorkflowRunArgs>,
@@ -178,12 +184,15 @@ impl AgentWorker {
     /// by a guard or an auth error, with the reason), failed (with the reason) or
     /// stopped; each agent's state, runs, inbox and usage; the main document once it is
     /// not running. With wait_seconds, waits for it to stop running first.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Workflow status",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn workflow_status(
         &self,
         Parameters(a): Parameters<WorkflowStatusArgs>,
@@ -201,12 +210,15 @@ impl AgentWorker {
 
     /// Stop a workflow instance: stops its running workers and its schedules. The
     /// channel, documents and unread messages stay; workflow_run starts it again.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "Stop a workflow",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn workflow_stop(
         &self,
         Parameters(a): Parameters<WorkflowArgs>,
@@ -219,12 +231,15 @@ impl AgentWorker {
     }
 
     /// List every workflow instance with its status, newest first.
-    #[tool(annotations(
-        read_only_hint = true,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        title = "List workflows",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn workflow_list(&self) -> Result<Json<WorkflowsOut>, ToolError> {
         Ok(Json(WorkflowsOut {
             workflows: self.kernel.workflow_list().await?,

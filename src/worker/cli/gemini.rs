@@ -27,8 +27,11 @@ pub fn auth_missing() -> Option<String> {
         return None;
     }
     let home = std::env::var_os("GEMINI_CLI_HOME").or_else(|| std::env::var_os("HOME"))?;
-    let settings = std::path::Path::new(&home).join(".gemini/settings.json");
-    let chosen = std::fs::read_to_string(settings)
+    let dot = std::path::Path::new(&home).join(".gemini");
+    if dot.join("oauth_creds.json").is_file() {
+        return None;
+    }
+    let chosen = std::fs::read_to_string(dot.join("settings.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .is_some_and(|v| {

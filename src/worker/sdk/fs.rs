@@ -12,7 +12,6 @@
 
 use regex::Regex;
 use std::fs;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 /// Largest file read_file returns (ask for a range of lines for bigger ones).
@@ -138,29 +137,9 @@ fn io_words(e: &std::io::Error) -> String {
     }
 }
 
-/// Reads a regular file of at most `max` bytes as UTF-8 text.
+/// Reads a regular file of at most `max` bytes as UTF-8 text (see [`crate::fsread`]).
 pub fn read_text(path: &Path, max: u64) -> R<String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| io_words(&e))?;
-    let m = f.metadata().map_err(|e| io_words(&e))?;
-    if !m.is_file() {
-        return Err("not a regular file".into());
-    }
-    if m.len() > max {
-        return Err(format!("it is {} bytes; at most {max} are read", m.len()));
-    }
-    let mut buf = Vec::new();
-    f.take(max + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| io_words(&e))?;
-    if buf.len() as u64 > max {
-        return Err(format!("it grew past {max} bytes while being read"));
-    }
-    String::from_utf8(buf).map_err(|_| "it is not UTF-8 text".into())
+    crate::fsread::read_text(path, max, true)
 }
 
 /// read_file: the text, or lines `offset..offset+limit` (1-based) of it.

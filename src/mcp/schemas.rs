@@ -1,0 +1,230 @@
+//! Tool schemas as clients render them, and the argument check against them.
+//!
+//! schemars writes what Rust means, not what every MCP client reads: optional
+//! fields as `type: [X, "null"]` or `anyOf [.., {type: null}]` (flagged by the
+//! Inspector, and rejected by clients that map schemas onto narrower dialects),
+//! integer formats such as `uint64` that validators do not know, and `$ref`s into
+//! `$defs` that some clients never resolve. [`portable`] rewrites every input and
+//! output schema once, when the tool table is built: optional means "may be left
+//! out", unsigned integers get `minimum: 0`, references are inlined, and input
+//! objects refuse unknown properties. The result is plain JSON Schema 2020-12.
+//!
+//! [`unknown_arguments`] is the one place unknown argument names are refused, for
+//! every tool, with the valid names and the nearest one.
+
+use serde_json::{Map, Value};
+
+/// Formats JSON Schema defines; others (`uint64`, `double`…) are dropped.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "uuid",
+    "regex",
+];
+
+/// Rewrites a schema to the portable form (see the module docs).
+pub fn portable(schema: &mut Map<String, Value>, input: bool) {
+    let defs = schema
+        .remove("$defs")
+        .or_else(|| schema.remove("definitions"))
+        .and_then(|d| d.as_object().cloned())
+        .unwrap_or_default();
+    let mut v = Value::Object(std::mem::take(schema));
+    rewrite(&mut v, &defs, 0);
+    if let Value::Object(mut m) = v {
+        m.remove("$schema");
+        if input && m.get("type").and_then(Value::as_str) == Some("object") {
+            m.insert("additionalProperties".into(), Value::Bool(false));
+        }
+        *schema = m;
+    }
+}
+
+fn rewrite(v: &mut Value, defs: &Map<String, Value>, depth: usize) {
+    match v {
+        Value::Array(a) => a.iter_mut().for_each(|x| rewrite(x, defs, depth)),
+        Value::Object(m) => {
+            // anyOf/oneOf [X, {type: null}] → X.
+            for key in ["anyOf", "oneOf"] {
+                let Some(Value::Array(alts)) = m.get(key) else {
+                    continue;
+                };
+                let non_null: Vec<Value> = alts
+                    .iter()
+                    .filter(|a| a.get("type").and_then(Value::as_str) != Some("null"))
+                    .cloned()
+                    .collect();
+                if non_null.len() < alts.len() {
+                    m.remove(key);
+                    if non_null.len() == 1 {
+                        if let Value::Object(only) = &non_null[0] {
+                            for (k, val) in only {
+                                m.entry(k.clone()).or_insert_with(|| val.clone());
+                            }
+                        }
+                    } else {
+                        m.insert(key.into(), Value::Array(non_null));
+                    }
+                }
+            }
+            // $ref → the definition, inlined (with this node's own words kept).
+            if let Some(r) = m.remove("$ref").and_then(|r| r.as_str().map(str::to_owned))
+                && depth < 32
+                && let Some(def) = r
+                    .rsplit('/')
+                    .next()
+                    .and_then(|name| defs.get(name))
+                    .and_then(Value::as_object)
+            {
+                for (k, val) in def {
+                    m.entry(k.clone()).or_insert_with(|| val.clone());
+                }
+            }
+            // type: [X, "null"] → X.
+            if let Some(Value::Array(types)) = m.get("type") {
+                let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                let t = match kept.len() {
+                    1 => kept[0].clone(),
+                    _ => Value::Array(kept),
+                };
+                m.insert("type".into(), t);
+            }
+            if let Some(f) = m.get("format").and_then(Value::as_str).map(str::to_owned)
+                && !STANDARD_FORMATS.contains(&f.as_str())
+            {
+                m.remove("format");
+                if f.starts_with("uint") && !m.contains_key("minimum") {
+                    m.insert("minimum".into(), Value::from(0));
+                }
+            }
+            if m.get("default").is_some_and(Value::is_null) {
+                m.remove("default");
+            }
+            // An enum listing null (an optional enum) lists only the real values.
+            if let Some(Value::Array(vals)) = m.get_mut("enum") {
+                vals.retain(|x| !x.is_null());
+            }
+            for val in m.values_mut() {
+                rewrite(val, defs, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Argument names the tool does not take, with the answer to give: the valid
+/// names, and the nearest one when a name looks like a typo.
+pub fn unknown_arguments(
+    tool: &str,
+    schema: &Map<String, Value>,
+    args: &Map<String, Value>,
+) -> Option<String> {
+    let props = schema.get("properties").and_then(Value::as_object)?;
+    let unknown: Vec<&String> = args.keys().filter(|k| !props.contains_key(*k)).collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    let valid: Vec<&str> = props.keys().map(String::as_str).collect();
+    let mut parts = Vec::new();
+    for u in &unknown {
+        let near = valid
+            .iter()
+            .map(|v| (distance(u, v), *v))
+            .filter(|(d, v)| *d <= 2.max(v.len() / 3) || u.contains(v) || v.contains(u.as_str()))
+            .min();
+        parts.push(match near {
+            Some((_, v)) => format!("{u:?} (did you mean {v:?}?)"),
+            None => format!("{u:?}"),
+        });
+    }
+    Some(format!(
+        "unknown argument{} {} for {tool}; it takes: {}. Nothing was done: call {tool} again with those names.",
+        if unknown.len() > 1 { "s" } else { "" },
+        parts.join(", "),
+        if valid.is_empty() {
+            "no arguments".to_owned()
+        } else {
+            valid.join(", ")
+        }
+    ))
+}
+
+/// Edit distance (insert, delete, substitute), for "did you mean".
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schemars_output_becomes_portable() {
+        let mut s = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "n": {"type": ["integer", "null"], "format": "uint64", "default": null},
+                "x": {"type": "number", "format": "double"},
+                "b": {"anyOf": [{"$ref": "#/$defs/Budget"}, {"type": "null"}], "description": "Guards."},
+                "when": {"type": "string", "format": "date-time"}
+            },
+            "$defs": {"Budget": {"type": "object", "properties": {"max": {"type": "integer", "format": "uint32"}}}}
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        portable(&mut s, true);
+        assert_eq!(
+            Value::Object(s),
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "n": {"type": "integer", "minimum": 0},
+                    "x": {"type": "number"},
+                    "b": {"type": "object", "description": "Guards.",
+                          "properties": {"max": {"type": "integer", "minimum": 0}}},
+                    "when": {"type": "string", "format": "date-time"}
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_names_get_the_valid_ones_and_the_nearest() {
+        let schema = json!({"properties": {"name": {}, "backend": {}, "system": {}}});
+        let schema = schema.as_object().unwrap();
+        let args = json!({"name": "a", "system_prompt": "x"});
+        let msg = unknown_arguments("agent_new", schema, args.as_object().unwrap()).unwrap();
+        assert!(
+            msg.contains("\"system_prompt\" (did you mean \"system\"?)"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("name, backend, system") || msg.contains("backend, name, system"),
+            "{msg}"
+        );
+        let ok = json!({"name": "a"});
+        assert!(unknown_arguments("agent_new", schema, ok.as_object().unwrap()).is_none());
+    }
+}

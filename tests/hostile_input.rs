@@ -1,0 +1,174 @@
+//! Input that would hang or exhaust a careless server: files that never end or
+//! never open (devices, FIFOs), huge files, and YAML nested or aliased to blow up
+//! the parser. Each is refused fast, with what it is, and other clients are
+//! served meanwhile.
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn workflow_files_that_never_end_never_open_or_are_huge_are_refused_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let other = s.lead(Proto::Modern).await;
+    let pid = s.child.id().unwrap();
+    let before = rss_kib(pid);
+
+    let t = Instant::now();
+    let e = call(&lead, "workflow_run", json!({"file": "/dev/zero"}))
+        .await
+        .err();
+    assert!(e.contains("character device"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    // 300 MiB (sparse: no disk) is refused by its size, without reading it.
+    let big = dir.path().join("big.yaml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let t = Instant::now();
+    let e = call(&lead, "workflow_run", json!({"file": big}))
+        .await
+        .err();
+    assert!(e.contains("bytes; at most"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    // Two calls on a FIFO nobody writes: refused at once, and another client is
+    // answered meanwhile.
+    let fifo = dir.path().join("flow.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let t = Instant::now();
+    let (a, b, c) = tokio::join!(
+        call(&lead, "workflow_run", json!({"file": fifo})),
+        call(&lead, "workflow_run", json!({"file": fifo})),
+        call(&other, "agent_list", json!({}))
+    );
+    assert!(a.err().contains("named pipe"));
+    assert!(b.err().contains("named pipe"));
+    c.ok();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 64 * 1024,
+        "RSS grew from {before} to {after} KiB"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_fifo_among_the_documents_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = tempfile::tempdir().unwrap();
+    nix::unistd::mkfifo(&docs.path().join("pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@d", &["a"]).await;
+    call(
+        &lead,
+        "workflow_context_set",
+        json!({"workflow": "@d", "documents_dir": docs.path()}),
+    )
+    .await
+    .ok();
+    let t = Instant::now();
+    let e = call(
+        &lead,
+        "team_doc_read",
+        json!({"workflow": "@d", "file": "pipe.md"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("named pipe"), "{e}");
+    let e = call(
+        &lead,
+        "team_doc_append",
+        json!({"workflow": "@d", "file": "pipe.md", "content": "x"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("named pipe"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let list = call(&lead, "team_doc_list", json!({"workflow": "@d"}))
+        .await
+        .ok();
+    assert!(list["files"].is_array(), "{list}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn deep_or_aliased_yaml_is_refused_in_milliseconds_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let other = s.lead(Proto::Modern).await;
+    let deep = format!(
+        "name: deep\nparams: {}1{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let t = Instant::now();
+    let (a, b, c) = tokio::join!(
+        call(&lead, "workflow_run", json!({"yaml": deep})),
+        call(&lead, "workflow_run", json!({"yaml": deep})),
+        call(&other, "agent_list", json!({}))
+    );
+    let took = t.elapsed();
+    for e in [a.err(), b.err()] {
+        assert!(e.contains("<inline>:2:"), "{e}");
+        assert!(e.contains("nests deeper than 64"), "{e}");
+    }
+    c.ok();
+    assert!(
+        took < Duration::from_secs(2),
+        "two deep refusals took {took:?}"
+    );
+
+    let block = format!("name: block\nparams:\n  {}1\n", "- ".repeat(50_000));
+    let e = call(&lead, "workflow_run", json!({"yaml": block}))
+        .await
+        .err();
+    assert!(e.contains("<inline>:3:"), "{e}");
+
+    // A billion laughs: aliases expanding to billions of nodes.
+    let mut bomb = String::from("name: bomb\na: &a [x, x, x, x, x, x, x, x, x]\n");
+    for (n, prev) in ["b", "c", "d", "e", "f", "g", "h", "i"]
+        .iter()
+        .zip(["a", "b", "c", "d", "e", "f", "g", "h"])
+    {
+        bomb.push_str(&format!("{n}: &{n} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    let t = Instant::now();
+    let e = call(&lead, "workflow_run", json!({"yaml": bomb}))
+        .await
+        .err();
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "{:?}: {e}",
+        t.elapsed()
+    );
+
+    // A large legal workflow still runs.
+    let mut big =
+        String::from("name: big\nagents:\n  a:\n    backend: mock\n    system_prompt: |\n");
+    while big.len() < 900_000 {
+        big.push_str("      [a line of a long role, with {braces} and [brackets] - and dashes]\n");
+    }
+    let r = call(&lead, "workflow_run", json!({"yaml": big})).await.ok();
+    assert_eq!(r["workflow"], "@big:main", "{r}");
+    s.stop().await;
+}

