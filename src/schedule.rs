@@ -12,6 +12,9 @@ use std::time::Duration;
 
 /// The shortest interval accepted: anything faster is a busy loop, not a schedule.
 pub const MIN_EVERY: Duration = Duration::from_secs(1);
+/// The longest: a year (for longer, cron says it better), and the fire times stay
+/// far from any overflow.
+pub const MAX_EVERY: Duration = Duration::from_secs(366 * 24 * 3600);
 
 #[derive(Debug, Clone)]
 pub enum Trigger {
@@ -32,6 +35,11 @@ impl Trigger {
         if d < MIN_EVERY {
             return Err(format!(
                 "the interval {s:?} is shorter than 1s: use at least \"1s\""
+            ));
+        }
+        if d > MAX_EVERY {
+            return Err(format!(
+                "the interval {s:?} is longer than a year: use a cron pattern for rare runs, e.g. \"0 9 1 1 *\""
             ));
         }
         Ok(Self::Every(d))

@@ -35,13 +35,23 @@ pub fn parse_when(s: &str, what: &str) -> Result<i64> {
     )))
 }
 
+/// Longer than any limit a duration may be given for: refused when read, so no
+/// caller's arithmetic on milliseconds can overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Reads a duration such as `30m` or `2h`.
 pub fn parse_duration(s: &str, what: &str) -> Result<Duration> {
-    humantime::parse_duration(s.trim()).map_err(|e| {
+    let d = humantime::parse_duration(s.trim()).map_err(|e| {
         Error::invalid(format!(
             "cannot read {what} {s:?} ({e}): give a duration such as \"30m\", \"2h\" or \"7d\""
         ))
-    })
+    })?;
+    if d > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "{what} {s:?} is longer than a hundred years: give a duration such as \"30m\", \"2h\" or \"7d\""
+        )));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
