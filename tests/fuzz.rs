@@ -424,6 +424,14 @@ fn fuzz_jsonrpc_over_stdio_long() {
 fn stdio_round(n: usize) {
     use std::io::{BufRead, BufReader, Write};
     let dir = tempfile::tempdir().unwrap();
+    /// Kills and reaps the server however the test ends.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
         .arg("--data-dir")
         .arg(dir.path())
@@ -431,9 +439,10 @@ fn stdio_round(n: usize) {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
+        .map(Reaped)
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.0.stdin.take().unwrap();
+    let out = BufReader::new(child.0.stdout.take().unwrap());
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         for l in out.lines().map_while(Result::ok) {
