@@ -93,6 +93,14 @@ impl RawClient {
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> Value {
+        self.try_call(tool, args)
+            .await
+            .unwrap_or_else(|e| panic!("{tool} failed: {e}"))
+    }
+
+    /// A call that may fail (the server gone, a tool error): the structured result
+    /// or why not.
+    pub async fn try_call(&self, tool: &str, args: Value) -> Result<Value, String> {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -115,17 +123,17 @@ impl RawClient {
             .json(&body)
             .send()
             .await
-            .expect(tool);
+            .map_err(|e| e.to_string())?;
         let status = r.status();
         let v: Value = r
             .json()
             .await
-            .unwrap_or_else(|e| panic!("{tool}: HTTP {status}, body is not JSON: {e}"));
+            .map_err(|e| format!("HTTP {status}, body is not JSON: {e}"))?;
         let result = &v["result"];
         if result.is_null() || result["isError"] == Value::Bool(true) {
-            panic!("{tool} failed: {v}");
+            return Err(v.to_string());
         }
-        result["structuredContent"].clone()
+        Ok(result["structuredContent"].clone())
     }
 }
 
