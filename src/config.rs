@@ -54,7 +54,7 @@ pub enum Launch {
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, String> {
     let mut o = Options::default();
     let mut it = args.into_iter().peekable();
-    if it.peek().map(String::as_str) == Some(crate::kernel::workers::WORKER_MODE) {
+    if it.peek().map(String::as_str) == Some(crate::kernel::runtime::workers::WORKER_MODE) {
         return Ok(Launch::Worker);
     }
     if it.peek().map(String::as_str) == Some(crate::worker::probe::PROBE_MODE) {
@@ -157,7 +157,7 @@ pub fn admin_token(o: &Options, data_dir: &Path) -> Result<String, String> {
             Ok(t.trim().to_owned())
         }
         _ => {
-            let t = crate::kernel::tokens::new_secret(ADMIN_TOKEN_PREFIX);
+            let t = crate::kernel::registry::tokens::new_secret(ADMIN_TOKEN_PREFIX);
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new()
                 .write(true)

@@ -7,27 +7,13 @@
 //! (content-addressed blobs), `documents` (shared files behind providers),
 //! `proposals` (votes and their resolution).
 
-pub mod agent_update;
-pub mod ask;
-pub mod backends;
 pub mod clock;
-pub mod documents;
+pub mod context;
 pub mod events;
-pub mod guards;
-pub mod inbox;
-pub mod mentions;
 pub mod messaging;
-pub mod proposals;
 pub mod registry;
-pub mod resources;
-pub mod runs;
-pub mod scheduler;
-pub mod schedules;
-pub mod schema;
+pub mod runtime;
 pub mod store;
-pub mod team;
-pub mod tokens;
-pub mod workers;
 pub mod workflows;
 
 use crate::error::{Error, Result};
@@ -81,7 +67,7 @@ pub struct Scope {
 pub struct Kernel {
     pub(crate) store: Store,
     pub events: Events,
-    pub(crate) tokens: tokens::Tokens,
+    pub(crate) tokens: registry::tokens::Tokens,
     data_dir: PathBuf,
     /// The loopback MCP endpoint, once the HTTP listener is bound.
     url: OnceLock<String>,
@@ -91,9 +77,9 @@ pub struct Kernel {
     /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
     proposal_wake: Arc<tokio::sync::Notify>,
     /// Runs in progress (the process manager).
-    pub(crate) workers: workers::Workers,
+    pub(crate) workers: runtime::workers::Workers,
     /// When agents run: wakes, the queue, retries, pauses, schedules.
-    pub(crate) scheduler: scheduler::Scheduler,
+    pub(crate) scheduler: runtime::scheduler::Scheduler,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -117,15 +103,18 @@ impl Kernel {
         })?;
         let store = Store::open(&data_dir.join(DB_FILE))?;
         let kernel = Arc::new(Self {
-            tokens: tokens::Tokens::new(admin_token),
+            tokens: registry::tokens::Tokens::new(admin_token),
             store,
             events: Events::default(),
             data_dir: data_dir.to_owned(),
             url: OnceLock::new(),
             workflow_ids: Mutex::new(HashMap::new()),
             proposal_wake: Arc::default(),
-            workers: workers::Workers::new(worker_exe(), crate::process::Limits::default()),
-            scheduler: scheduler::Scheduler::new(),
+            workers: runtime::workers::Workers::new(
+                worker_exe(),
+                crate::process::Limits::default(),
+            ),
+            scheduler: runtime::scheduler::Scheduler::new(),
         });
         let lost = kernel.recover_runs().await?;
         if lost > 0 {

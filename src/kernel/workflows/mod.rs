@@ -18,11 +18,11 @@
 
 pub mod run;
 
-use super::clock::{fmt_ms, now_ms};
-use super::events::Event;
-use super::scheduler::open_deliveries;
-use super::{Caller, Kernel, messaging};
 use crate::error::Result;
+use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::events::Event;
+use crate::kernel::runtime::scheduler::open_deliveries;
+use crate::kernel::{Caller, Kernel, messaging};
 use crate::names::WorkflowRef;
 use crate::worker::protocol::Usage;
 use rusqlite::Connection;

@@ -6,13 +6,13 @@
 //! registers the instance and its agents and schedules, the document settings are
 //! applied, and the kickoff is posted as `user`; the scheduler takes it from there.
 
-use super::super::Kernel;
-use super::super::documents::settings::ContextChange;
-use super::super::messaging::Outgoing;
-use super::super::registry::workflow_id_tx;
-use super::super::workers::AgentConfig;
-use super::super::{Caller, clock::now_ms, schedules};
 use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::kernel::context::documents::settings::ContextChange;
+use crate::kernel::messaging::Outgoing;
+use crate::kernel::registry::workflow_id_tx;
+use crate::kernel::runtime::workers::AgentConfig;
+use crate::kernel::{Caller, clock::now_ms, runtime::schedules};
 use crate::names::{WorkflowRef, check_name};
 use crate::schedule::Trigger;
 use crate::worker::protocol::MockRule;

@@ -15,7 +15,7 @@ fn doc_file(f: &Option<String>) -> Result<Option<&str>, ToolError> {
         _ => Ok(given(f)),
     }
 }
-use crate::kernel::documents::{DocList, DocRead, DocWritten, Suggested};
+use crate::kernel::context::documents::{DocList, DocRead, DocWritten, Suggested};
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;

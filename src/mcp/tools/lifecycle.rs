@@ -3,7 +3,7 @@
 use super::agents::{AgentOut, TargetArgs};
 use super::params::Parameters;
 use super::{Progress, ToolError, caller, wait_seconds};
-use crate::kernel::ask::AskResult;
+use crate::kernel::runtime::ask::AskResult;
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;

@@ -2,7 +2,9 @@
 
 use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
-use crate::kernel::proposals::{Cancelled, Created, NewProposal, OptionArg, StatusList, Voted};
+use crate::kernel::context::proposals::{
+    Cancelled, Created, NewProposal, OptionArg, StatusList, Voted,
+};
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;

@@ -2,7 +2,7 @@
 
 use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
-use crate::kernel::resources::{Created, Resource};
+use crate::kernel::messaging::resources::{Created, Resource};
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;

@@ -3,7 +3,7 @@
 use super::agents::TargetArgs;
 use super::params::Parameters;
 use super::{ToolError, given};
-use crate::kernel::schedules::{ScheduleView, parse_given};
+use crate::kernel::runtime::schedules::{ScheduleView, parse_given};
 use crate::mcp::AgentWorker;
 use crate::schedule::Trigger;
 use rmcp::{Json, tool, tool_router};

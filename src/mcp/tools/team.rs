@@ -2,7 +2,7 @@
 
 use super::params::Parameters;
 use super::{ScopeArg, ToolError, given};
-use crate::kernel::team::{Member, Status, StatusUpdate};
+use crate::kernel::messaging::team::{Member, Status, StatusUpdate};
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;

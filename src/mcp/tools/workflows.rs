@@ -8,7 +8,7 @@
 
 use super::params::Parameters;
 use super::{Progress, ToolError, caller, given, wait_seconds};
-use crate::kernel::documents::settings::{ContextChange, ContextView};
+use crate::kernel::context::documents::settings::{ContextChange, ContextView};
 use crate::kernel::workflows::run::Source;
 use crate::kernel::workflows::{WorkflowListed, WorkflowStatus};
 use crate::mcp::AgentWorker;

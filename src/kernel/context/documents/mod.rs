@@ -19,10 +19,10 @@ pub mod path;
 pub mod settings;
 pub mod sqlite;
 
-use super::clock::fmt_ms;
-use super::messaging::{MAX_MESSAGE_CHARS, Outgoing};
-use super::{Kernel, Scope};
 use crate::error::{Error, Result};
+use crate::kernel::clock::fmt_ms;
+use crate::kernel::messaging::{MAX_MESSAGE_CHARS, Outgoing};
+use crate::kernel::{Kernel, Scope};
 pub use path::DocPath;
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -22,12 +22,12 @@
 //! one task sleeps until the earliest. What must survive a restart is in the store
 //! (schedules, automatic resumes, pending deliveries) and is re-armed at start.
 
-use super::events::Event;
-use super::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
-use super::runs::RunEnd;
-use super::workers::AgentConfig;
-use super::{Kernel, clock::now_ms, messaging};
 use crate::error::Result;
+use crate::kernel::events::Event;
+use crate::kernel::runtime::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
+use crate::kernel::runtime::runs::RunEnd;
+use crate::kernel::runtime::workers::AgentConfig;
+use crate::kernel::{Kernel, clock::now_ms, messaging};
 use crate::names::WorkflowRef;
 use crate::worker::protocol::ErrorClass;
 use rusqlite::{Connection, OptionalExtension};
@@ -283,7 +283,7 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
     let (agent_tokens, agent_cost) = spent(&agent_budget, "agent_id", agent_id)?;
     let (workflow_tokens, workflow_cost) = spent(&workflow_budget, "workflow_id", wid)?;
     Ok(Some(GateFacts {
-        external: backend == super::registry::EXTERNAL,
+        external: backend == crate::kernel::registry::EXTERNAL,
         name,
         workflow,
         workflow_id: wid,
@@ -833,7 +833,7 @@ impl Kernel {
                     Some(at) => format!(
                         "It tries again by itself at {} (the wait doubles each time, up to 1 h); fix the cause and \
                          agent_resume {name2} to try now.",
-                        super::clock::fmt_ms(at)
+                        crate::kernel::clock::fmt_ms(at)
                     ),
                     None => format!(
                         "It stays paused: raise the limit or agent_resume {name2} when you have looked (its unread \

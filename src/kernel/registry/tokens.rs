@@ -5,9 +5,9 @@
 //! memory so authenticating a request costs a hash and a map lookup; revocation and
 //! agent deletion evict from the cache.
 
-use super::clock::now_ms;
-use super::{Caller, Kernel};
 use crate::error::{Error, Result};
+use crate::kernel::clock::now_ms;
+use crate::kernel::{Caller, Kernel};
 use rusqlite::OptionalExtension;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

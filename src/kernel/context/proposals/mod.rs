@@ -21,11 +21,11 @@
 
 pub mod tally;
 
-use super::clock::{fmt_ms, now_ms, parse_duration};
-use super::messaging::{Posted, post_system};
-use super::registry::agent_names;
-use super::{Kernel, Scope};
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms, parse_duration};
+use crate::kernel::messaging::{Posted, post_system};
+use crate::kernel::registry::agent_names;
+use crate::kernel::{Kernel, Scope};
 use crate::names::{LEAD, WorkflowRef};
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;

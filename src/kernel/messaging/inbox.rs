@@ -18,9 +18,9 @@
 //! SQLite may otherwise scan the primary key, which holds every acked delivery, and
 //! the inbox would slow down as history grows (measured: p50 72 ms at 1M messages).
 
-use super::clock::{fmt_ms, now_ms, parse_when};
-use super::{Kernel, Scope};
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms, parse_when};
+use crate::kernel::{Kernel, Scope};
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -6,10 +6,10 @@
 //! records the newest channel message (`seen_upto`): while others post after it, a
 //! workflow run still owes that agent a scheduled run and is not done.
 
-use super::clock::{fmt_ms, now_ms};
-use super::scheduler::Wake;
-use super::{Kernel, events::Event};
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::runtime::scheduler::Wake;
+use crate::kernel::{Kernel, events::Event};
 use crate::schedule::Trigger;
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;

@@ -9,10 +9,10 @@
 //! The worker is this same binary in its internal worker mode; the kernel never
 //! builds prompts (the worker does, from what it reads over MCP).
 
-use super::events::Event;
-use super::runs::{self, NewRun, RunEnd, RunView};
-use super::{Kernel, tokens};
 use crate::error::{Error, Result};
+use crate::kernel::events::Event;
+use crate::kernel::runtime::runs::{self, NewRun, RunEnd, RunView};
+use crate::kernel::{Kernel, registry::tokens};
 use crate::names::WorkflowRef;
 use crate::process::{self, Ended, Limits};
 use crate::worker::protocol::{self, ErrorClass, MockRule, Report, RunConfig};
@@ -124,7 +124,7 @@ pub struct AgentConfig {
     pub max_steps: Option<u32>,
     /// Guards for this agent (unset fields: the workflow's, then the defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<super::guards::Budget>,
+    pub budget: Option<crate::kernel::runtime::guards::Budget>,
     /// Idle timeout of one run in milliseconds (YAML `timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
@@ -239,7 +239,7 @@ impl Kernel {
                 spec.name
             )));
         }
-        if spec.backend == super::registry::EXTERNAL {
+        if spec.backend == crate::kernel::registry::EXTERNAL {
             return Err(Error::invalid(format!(
                 "{} has no worker (backend external): the client connected with agent_join acts as it and \
                  reads its inbox itself",

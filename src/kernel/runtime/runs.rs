@@ -5,8 +5,8 @@
 //! succeeded or returned to pending if it did not (so a failed run loses nothing),
 //! and the agent's state and resumable session are updated.
 
-use super::clock::{fmt_ms, now_ms};
 use crate::error::Result;
+use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::worker::protocol::{ErrorClass, Usage};
 use rusqlite::{Connection, Row};
 use schemars::JsonSchema;

@@ -11,12 +11,17 @@
 //! - the send guard: when others posted since the sender last read, the send still
 //!   succeeds and the result lists what was missed (unless `force`).
 
-use super::clock::{fmt_ms, now_ms};
-use super::events::Event;
-use super::registry::agent_names;
-use super::resources::{resource_id, store_resource};
-use super::{Kernel, Scope, mentions};
+pub mod inbox;
+pub mod mentions;
+pub mod resources;
+pub mod team;
+
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::events::Event;
+use crate::kernel::messaging::resources::{resource_id, store_resource};
+use crate::kernel::registry::agent_names;
+use crate::kernel::{Kernel, Scope};
 use crate::names::{LEAD, SYSTEM, WorkflowRef};
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;

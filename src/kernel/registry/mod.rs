@@ -4,10 +4,12 @@
 //! case within an instance so that a mention is never ambiguous. Deleting an agent
 //! revokes its tokens and drops its open deliveries; the channel and its messages stay.
 
-use super::clock::{fmt_ms, now_ms};
-use super::events::Event;
-use super::{Caller, Kernel};
+pub mod tokens;
+
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::events::Event;
+use crate::kernel::{Caller, Kernel};
 use crate::names::{AgentRef, WorkflowRef, check_agent_name};
 use rusqlite::{Connection, OptionalExtension, Row};
 use schemars::JsonSchema;
@@ -37,7 +39,7 @@ pub struct NewAgent {
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
     /// What the worker needs beyond the columns (mock rules, step cap, budget).
-    pub config: super::workers::AgentConfig,
+    pub config: crate::kernel::runtime::workers::AgentConfig,
     /// A schedule to set with it, and its prompt.
     pub schedule: Option<(crate::schedule::Trigger, Option<String>)>,
 }
@@ -70,7 +72,7 @@ pub struct AgentView {
     pub resume_at: Option<String>,
     /// Its guards, if it has its own (see agent_new).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget: Option<super::guards::Budget>,
+    pub budget: Option<crate::kernel::runtime::guards::Budget>,
     /// The mock backend's rules, if it has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mock: Vec<crate::worker::protocol::MockRule>,
@@ -95,7 +97,8 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
     let env: String = r.get(8)?;
     let env: BTreeMap<String, String> = serde_json::from_str(&env).unwrap_or_default();
     let config: String = r.get(11)?;
-    let config: super::workers::AgentConfig = serde_json::from_str(&config).unwrap_or_default();
+    let config: crate::kernel::runtime::workers::AgentConfig =
+        serde_json::from_str(&config).unwrap_or_default();
     let target = AgentRef {
         name: name.clone(),
         workflow: workflow.clone(),
@@ -120,7 +123,7 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
             mock: config.mock,
             max_steps: config
                 .max_steps
-                .unwrap_or(super::workers::DEFAULT_MAX_STEPS),
+                .unwrap_or(crate::kernel::runtime::workers::DEFAULT_MAX_STEPS),
             permissions: (&config.permissions).into(),
             mcp_servers: config
                 .mcp_servers
@@ -211,11 +214,11 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
         b.validate().map_err(Error::invalid)?;
     }
     if let Some((_, Some(p))) = &a.schedule
-        && p.chars().count() > super::schedules::MAX_PROMPT_CHARS
+        && p.chars().count() > crate::kernel::runtime::schedules::MAX_PROMPT_CHARS
     {
         return Err(Error::invalid(format!(
             "the schedule's prompt is over {} characters; put long instructions in a document",
-            super::schedules::MAX_PROMPT_CHARS
+            crate::kernel::runtime::schedules::MAX_PROMPT_CHARS
         )));
     }
     if let Some(n) = a.config.max_steps
@@ -223,7 +226,7 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
     {
         return Err(Error::invalid(format!(
             "max_steps must be between 1 and {MAX_STEPS} (default {})",
-            super::workers::DEFAULT_MAX_STEPS
+            crate::kernel::runtime::workers::DEFAULT_MAX_STEPS
         )));
     }
     if a.env.len() > MAX_ENV_VARS {
@@ -250,7 +253,10 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
 
 /// Checks what an agent may do and use: its permissions must be expressible on
 /// its backend exactly, and its MCP servers well formed (and usable by it).
-pub(crate) fn validate_powers(backend: &str, config: &super::workers::AgentConfig) -> Result<()> {
+pub(crate) fn validate_powers(
+    backend: &str,
+    config: &crate::kernel::runtime::workers::AgentConfig,
+) -> Result<()> {
     crate::permissions::backends::check(backend, &config.permissions).map_err(Error::invalid)?;
     if config.mcp_servers.len() > 16 {
         return Err(Error::invalid("mcp_servers: at most 16 servers per agent"));
@@ -327,7 +333,7 @@ impl Kernel {
                 )?;
                 let id = c.last_insert_rowid();
                 let next = match &a.schedule {
-                    Some((t, prompt)) => Some(super::schedules::set_tx(c, id, t, prompt.as_deref())?),
+                    Some((t, prompt)) => Some(crate::kernel::runtime::schedules::set_tx(c, id, t, prompt.as_deref())?),
                     None => None,
                 };
                 let view = c.query_row(
@@ -471,7 +477,7 @@ impl Kernel {
                     "SELECT a.id, a.name, w.name, w.tag, w.id FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
                     [agent_id],
                     |r| {
-                        Ok(Caller::Agent(super::AgentIdentity {
+                        Ok(Caller::Agent(crate::kernel::AgentIdentity {
                             agent_id: r.get(0)?,
                             name: r.get(1)?,
                             workflow: WorkflowRef { name: r.get(2)?, tag: r.get(3)? },
@@ -503,7 +509,7 @@ pub struct AgentInfo {
     pub agent: AgentView,
     /// What the agent last reported with my_status_set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<super::team::Status>,
+    pub status: Option<crate::kernel::messaging::team::Status>,
     pub inbox: InboxCounts,
     /// Tokens that currently let something act as this agent (agent_join, runs).
     pub active_tokens: i64,
@@ -511,12 +517,12 @@ pub struct AgentInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
     /// The most recent runs, newest first (at most 10).
-    pub runs: Vec<super::runs::RunView>,
+    pub runs: Vec<crate::kernel::runtime::runs::RunView>,
     /// Totals over all its runs: how many, how many failed, tokens and cost.
-    pub usage: super::runs::RunTotals,
+    pub usage: crate::kernel::runtime::runs::RunTotals,
     /// Its schedule, if it has one, with the next fire time.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<super::schedules::ScheduleView>,
+    pub schedule: Option<crate::kernel::runtime::schedules::ScheduleView>,
 }
 
 impl Kernel {
@@ -529,7 +535,7 @@ impl Kernel {
         let (status, inbox, active_tokens, runs, usage, schedule) = self
             .store
             .read(move |c| {
-                let status = super::team::read_status(c, wid, &name)?;
+                let status = crate::kernel::messaging::team::read_status(c, wid, &name)?;
                 let mut inbox = InboxCounts { pending: 0, seen: 0, deferred: 0, acked: 0 };
                 let mut st = c.prepare(
                     "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",
@@ -548,9 +554,9 @@ impl Kernel {
                     (id, now_ms()),
                     |r| r.get(0),
                 )?;
-                let runs = super::runs::recent_runs(c, id, super::runs::RECENT_RUNS)?;
-                let usage = super::runs::totals(c, id)?;
-                let schedule = super::schedules::get(c, id)?;
+                let runs = crate::kernel::runtime::runs::recent_runs(c, id, crate::kernel::runtime::runs::RECENT_RUNS)?;
+                let usage = crate::kernel::runtime::runs::totals(c, id)?;
+                let schedule = crate::kernel::runtime::schedules::get(c, id)?;
                 Ok((status, inbox, tokens, runs, usage, schedule))
             })
             .await?;
@@ -563,7 +569,7 @@ impl Kernel {
             active_tokens,
             runs,
             usage,
-            schedule: schedule.map(|row| super::schedules::view(target, row)),
+            schedule: schedule.map(|row| crate::kernel::runtime::schedules::view(target, row)),
         })
     }
 }

@@ -6,11 +6,11 @@
 //! in the run that follows. Which run answers is the run that read the message
 //! (recorded with its delivery), whoever started it.
 
-use super::messaging::Outgoing;
-use super::registry::AgentRecord;
-use super::workers::RunHandle;
-use super::{Caller, Kernel};
 use crate::error::{Error, Result};
+use crate::kernel::messaging::Outgoing;
+use crate::kernel::registry::AgentRecord;
+use crate::kernel::runtime::workers::RunHandle;
+use crate::kernel::{Caller, Kernel};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;

@@ -8,12 +8,12 @@
 //! belongs to its folder); the sdk backend starts afresh by itself when its model,
 //! system prompt or folder changed.
 
-use super::Kernel;
-use super::events::Event;
-use super::guards::Budget;
-use super::registry::{AgentView, NewAgent};
-use super::workers::AgentConfig;
 use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::kernel::events::Event;
+use crate::kernel::registry::{AgentView, NewAgent};
+use crate::kernel::runtime::guards::Budget;
+use crate::kernel::runtime::workers::AgentConfig;
 use crate::permissions::Permissions;
 use crate::worker::protocol::McpServer;
 use rusqlite::OptionalExtension;
@@ -105,7 +105,7 @@ impl Kernel {
             config,
             schedule: None,
         };
-        super::registry::validate(&merged)?;
+        crate::kernel::registry::validate(&merged)?;
         let moved = merged.cwd != v.cwd;
         let (env, config) = (
             serde_json::to_string(&merged.env).map_err(|e| Error::internal(e.to_string()))?,

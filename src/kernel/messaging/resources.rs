@@ -1,9 +1,9 @@
 //! Content-addressed resources: immutable text blobs whose id is a hash of the
 //! content (same content, same id). Long content goes here and messages carry the id.
 
-use super::clock::{fmt_ms, now_ms};
-use super::{Kernel, Scope};
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::{Kernel, Scope};
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;

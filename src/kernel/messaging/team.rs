@@ -3,9 +3,9 @@
 //! Members of a workflow instance are its agents plus the lead (`user`), who can be
 //! @mentioned and messaged like anyone else.
 
-use super::clock::{fmt_ms, now_ms};
-use super::{Kernel, Scope};
 use crate::error::{Error, Result};
+use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::{Kernel, Scope};
 use crate::names::LEAD;
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;

@@ -13,6 +13,8 @@
 //! SAVEPOINT, so a failing job rolls back alone and never half-writes. A job's caller
 //! is answered only after the commit, so an acknowledged write is durable.
 
+pub mod schema;
+
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -230,18 +232,14 @@ fn writer_loop(conn: Connection, rx: crossbeam_channel::Receiver<Job>) {
 
 fn migrate(conn: &Connection) -> Result<()> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let target = super::schema::MIGRATIONS.len() as i64;
+    let target = schema::MIGRATIONS.len() as i64;
     if version > target {
         return Err(Error::internal(format!(
             "the database schema is version {version} but this agent-worker knows only up to {target}: \
              use a newer agent-worker or another --data-dir"
         )));
     }
-    for (i, sql) in super::schema::MIGRATIONS
-        .iter()
-        .enumerate()
-        .skip(version as usize)
-    {
+    for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.execute_batch("BEGIN IMMEDIATE")?;
         let applied = conn
             .execute_batch(sql)

@@ -2,8 +2,8 @@
 //! would get (the kernel's, plus the agent's own `env`), answers for each backend
 //! whether its command is there and logged in, and what to do if not.
 
-use super::{Kernel, worker_exe};
 use crate::error::{Error, Result};
+use crate::kernel::{Kernel, worker_exe};
 use crate::worker::probe::{BackendReport, PROBE_MODE};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,7 +30,7 @@ impl Kernel {
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .process_group(0);
-        for k in super::workers::SCRUBBED_ENV {
+        for k in crate::kernel::runtime::workers::SCRUBBED_ENV {
             cmd.env_remove(k);
         }
         cmd.envs(env);

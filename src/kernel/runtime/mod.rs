@@ -1,0 +1,16 @@
+//! The runtime: agents as things that run. Their lifecycle (create, change,
+//! delete, what they did), the process manager and its run records, the
+//! scheduler that decides when they run, their schedules and guards, agent_ask,
+//! and backend readiness.
+//!
+//! It sits on messaging and the registry (below); workflows sit above it and hear
+//! from it through events (a workflow run that went quiet, an agent that failed).
+
+pub mod agent_update;
+pub mod ask;
+pub mod backends;
+pub mod guards;
+pub mod runs;
+pub mod scheduler;
+pub mod schedules;
+pub mod workers;
