@@ -177,10 +177,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     kernel.set_url(url.clone());
     // Workers need the URL, so what the store says is owed (schedules, pending
     // deliveries, workflow runs in progress) is served only from here.
-    kernel
-        .start_scheduler()
-        .await
-        .context("cannot start the scheduler")?;
+    kernel.start().await.context("cannot start the scheduler")?;
     let kernel_json = write_kernel_json(&dir, &url, kernel.local_token())?;
     eprintln!(
         "agent-worker {} serving MCP at {url} (data dir {})",

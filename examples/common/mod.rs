@@ -34,7 +34,7 @@ pub async fn start_kernel(dir: &Path, admin: &str) -> (Arc<Kernel>, String) {
         tokio_util::sync::CancellationToken::new(),
     );
     tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
-    kernel.start_scheduler().await.expect("start the scheduler");
+    kernel.start().await.expect("start the kernel's scheduler");
     (kernel, url)
 }
 

@@ -33,6 +33,12 @@ pub enum Event {
     },
     /// A workflow run's status changed (completed, blocked, failed, stopped, running).
     WorkflowSettled { workflow_id: i64, status: String },
+    /// A watched workflow run has been quiet for the debounce: time to decide
+    /// whether it is done (the runtime notices, the workflows room decides).
+    WorkflowQuiet { workflow_id: i64 },
+    /// An agent failed for good (its fourth failure in a row): its workflow run
+    /// fails with this reason.
+    AgentFailed { workflow_id: i64, reason: String },
 }
 
 #[derive(Clone)]

@@ -134,6 +134,14 @@ impl Kernel {
         Ok(kernel)
     }
 
+    /// Starts what runs by itself once the HTTP endpoint is known (workers need its
+    /// URL): the scheduler, which serves what the store says is owed, and the
+    /// workflows room's watch on it.
+    pub async fn start(self: &Arc<Self>) -> Result<()> {
+        self.start_workflow_watch();
+        self.start_scheduler().await
+    }
+
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
     }

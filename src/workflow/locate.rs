@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn typed_values_keep_their_error_positions() {
-        use crate::kernel::runtime::guards::Budget;
+        use crate::kernel::registry::guards::Budget;
         let t = "x:\n  budget:\n    max_hops: 2\n    max_hopz: 3\n";
         let path = [Step::Entry(0), Step::Entry(0)];
         let e = extract::<Budget>(t, &path).unwrap_err();

@@ -30,7 +30,7 @@ pub use params::bind_params;
 pub use setup::{MAX_SETUP_OUTPUT, run_setup};
 pub use spec::{load, parse};
 
-use crate::kernel::runtime::guards::Budget;
+use crate::kernel::registry::guards::Budget;
 use crate::worker::protocol::MockRule;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -18,7 +18,7 @@ use super::locate::{Pos, Step, extract, locate, nth_expression, pos_of};
 use super::node::{self, Node, TAG_REFUSED};
 use super::suggest::did_you_mean;
 use super::{AgentDef, BACKENDS, ContextDef, ParamDef, ParamKind, SetupStep, SpecError, Workflow};
-use crate::kernel::runtime::guards::Budget;
+use crate::kernel::registry::guards::Budget;
 use crate::schedule::Trigger;
 use crate::worker::protocol::MockRule;
 use regex::Regex;

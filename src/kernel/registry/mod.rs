@@ -4,11 +4,12 @@
 //! case within an instance so that a mention is never ambiguous. Deleting an agent
 //! revokes its tokens and drops its open deliveries; the channel and its messages stay.
 
+pub mod config;
+pub mod guards;
 pub mod tokens;
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};
-use crate::kernel::events::Event;
 use crate::kernel::{Caller, Kernel};
 use crate::names::{AgentRef, WorkflowRef, check_agent_name};
 use rusqlite::{Connection, OptionalExtension, Row};
@@ -39,7 +40,7 @@ pub struct NewAgent {
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
     /// What the worker needs beyond the columns (mock rules, step cap, budget).
-    pub config: crate::kernel::runtime::workers::AgentConfig,
+    pub config: config::AgentConfig,
     /// A schedule to set with it, and its prompt.
     pub schedule: Option<(crate::schedule::Trigger, Option<String>)>,
 }
@@ -72,7 +73,7 @@ pub struct AgentView {
     pub resume_at: Option<String>,
     /// Its guards, if it has its own (see agent_new).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::kernel::runtime::guards::Budget>,
+    pub budget: Option<guards::Budget>,
     /// The mock backend's rules, if it has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mock: Vec<crate::worker::protocol::MockRule>,
@@ -97,8 +98,7 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
     let env: String = r.get(8)?;
     let env: BTreeMap<String, String> = serde_json::from_str(&env).unwrap_or_default();
     let config: String = r.get(11)?;
-    let config: crate::kernel::runtime::workers::AgentConfig =
-        serde_json::from_str(&config).unwrap_or_default();
+    let config: config::AgentConfig = serde_json::from_str(&config).unwrap_or_default();
     let target = AgentRef {
         name: name.clone(),
         workflow: workflow.clone(),
@@ -121,9 +121,7 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
             budget: config.budget,
             created_at: fmt_ms(r.get(10)?),
             mock: config.mock,
-            max_steps: config
-                .max_steps
-                .unwrap_or(crate::kernel::runtime::workers::DEFAULT_MAX_STEPS),
+            max_steps: config.max_steps.unwrap_or(config::DEFAULT_MAX_STEPS),
             permissions: (&config.permissions).into(),
             mcp_servers: config
                 .mcp_servers
@@ -213,20 +211,12 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
     if let Some(b) = &a.config.budget {
         b.validate().map_err(Error::invalid)?;
     }
-    if let Some((_, Some(p))) = &a.schedule
-        && p.chars().count() > crate::kernel::runtime::schedules::MAX_PROMPT_CHARS
-    {
-        return Err(Error::invalid(format!(
-            "the schedule's prompt is over {} characters; put long instructions in a document",
-            crate::kernel::runtime::schedules::MAX_PROMPT_CHARS
-        )));
-    }
     if let Some(n) = a.config.max_steps
         && !(1..=MAX_STEPS).contains(&n)
     {
         return Err(Error::invalid(format!(
             "max_steps must be between 1 and {MAX_STEPS} (default {})",
-            crate::kernel::runtime::workers::DEFAULT_MAX_STEPS
+            config::DEFAULT_MAX_STEPS
         )));
     }
     if a.env.len() > MAX_ENV_VARS {
@@ -253,10 +243,7 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
 
 /// Checks what an agent may do and use: its permissions must be expressible on
 /// its backend exactly, and its MCP servers well formed (and usable by it).
-pub(crate) fn validate_powers(
-    backend: &str,
-    config: &crate::kernel::runtime::workers::AgentConfig,
-) -> Result<()> {
+pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Result<()> {
     crate::permissions::backends::check(backend, &config.permissions).map_err(Error::invalid)?;
     if config.mcp_servers.len() > 16 {
         return Err(Error::invalid("mcp_servers: at most 16 servers per agent"));
@@ -296,6 +283,42 @@ pub(crate) fn validate_powers(
     Ok(())
 }
 
+/// Registers an agent inside a write transaction (its instance created if new).
+/// Returns the instance id, the agent's id and its view.
+pub(crate) fn insert_agent_tx(
+    c: &Connection,
+    a: &NewAgent,
+    wf: &WorkflowRef,
+) -> Result<(i64, i64, AgentView)> {
+    let wid = workflow_id_tx(c, wf, true)?.expect("created");
+    let existing: Option<String> = c
+        .query_row(
+            "SELECT name FROM agents WHERE workflow_id = ?1 AND name = ?2",
+            (wid, &a.name),
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(existing) = existing {
+        return Err(Error::conflict(format!(
+            "an agent named {existing:?} already exists in {wf}; pick another name, or agent_delete it first"
+        )));
+    }
+    let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
+    let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
+    c.execute(
+        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
+    )?;
+    let id = c.last_insert_rowid();
+    let (_, view) = c.query_row(
+        &format!("SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1"),
+        [id],
+        agent_row,
+    )?;
+    Ok((wid, id, view))
+}
+
 /// A resolved agent: its row id, workflow id and view.
 pub struct AgentRecord {
     pub id: i64,
@@ -304,56 +327,6 @@ pub struct AgentRecord {
 }
 
 impl Kernel {
-    pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
-        validate(&a)?;
-        let wf = match &a.workflow {
-            Some(w) if !w.trim().is_empty() => WorkflowRef::parse(w)?,
-            _ => WorkflowRef::global(),
-        };
-        let wf2 = wf.clone();
-        let (workflow_id, view, id, next) = self
-            .store
-            .write(move |c| {
-                let wid = workflow_id_tx(c, &wf2, true)?.expect("created");
-                let existing: Option<String> = c
-                    .query_row("SELECT name FROM agents WHERE workflow_id = ?1 AND name = ?2", (wid, &a.name), |r| r.get(0))
-                    .optional()?;
-                if let Some(existing) = existing {
-                    return Err(Error::conflict(format!(
-                        "an agent named {existing:?} already exists in {wf2}; pick another name, or \
-                         agent_delete it first"
-                    )));
-                }
-                let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
-                let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
-                c.execute(
-                    "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
-                )?;
-                let id = c.last_insert_rowid();
-                let next = match &a.schedule {
-                    Some((t, prompt)) => Some(crate::kernel::runtime::schedules::set_tx(c, id, t, prompt.as_deref())?),
-                    None => None,
-                };
-                let view = c.query_row(
-                    &format!("SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1"),
-                    [id],
-                    agent_row,
-                )?;
-                Ok((wid, view.1, id, next))
-            })
-            .await?;
-        if next.is_some() {
-            self.arm_schedule(id, next);
-        }
-        self.events.publish(Event::AgentChanged {
-            workflow_id,
-            name: view.name.clone(),
-        });
-        Ok(view)
-    }
-
     /// Agents of one workflow instance, or of all when `workflow` is None.
     pub async fn agent_list(&self, workflow: Option<&str>) -> Result<Vec<AgentView>> {
         let filter = match workflow.map(str::trim).filter(|s| !s.is_empty()) {
@@ -421,50 +394,6 @@ impl Kernel {
         }
     }
 
-    /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
-    /// its messages and documents stay; if it owned the documents, nobody does now.
-    pub async fn agent_delete(self: &std::sync::Arc<Self>, target: &str) -> Result<AgentView> {
-        let rec = self.agent_get(target).await?;
-        let (id, wid) = (rec.id, rec.workflow_id);
-        let name = rec.view.name.clone();
-        // Its worker goes first, so no run writes after the agent is gone.
-        self.set_paused(id, true).await?;
-        self.store
-            .write(move |c| {
-                c.execute(
-                    "UPDATE tokens SET revoked_at = ?2 WHERE agent_id = ?1 AND revoked_at IS NULL",
-                    (id, now_ms()),
-                )?;
-                c.execute(
-                    "DELETE FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2",
-                    (wid, &name),
-                )?;
-                c.execute(
-                    "DELETE FROM member_status WHERE workflow_id = ?1 AND member = ?2",
-                    (wid, &name),
-                )?;
-                c.execute(
-                    "DELETE FROM read_cursors WHERE workflow_id = ?1 AND reader = ?2",
-                    (wid, &name),
-                )?;
-                c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
-                c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
-                // An owner that no longer exists would lock everyone but the lead out.
-                c.execute(
-                    "UPDATE workflows SET document_owner = NULL WHERE id = ?1 AND document_owner = ?2 COLLATE NOCASE",
-                    (wid, &name),
-                )?;
-                Ok(())
-            })
-            .await?;
-        self.tokens.forget_agent(id);
-        self.events.publish(Event::AgentChanged {
-            workflow_id: wid,
-            name: rec.view.name.clone(),
-        });
-        Ok(rec.view)
-    }
-
     /// The identity an agent token stands for.
     pub(crate) async fn agent_caller(
         &self,
@@ -490,86 +419,5 @@ impl Kernel {
                 .ok_or_else(|| Error::not_found("the agent of this token was deleted"))
             })
             .await
-    }
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct InboxCounts {
-    /// Delivered, not yet read.
-    pub pending: i64,
-    /// Read, not yet acknowledged.
-    pub seen: i64,
-    /// Put off until later.
-    pub deferred: i64,
-    pub acked: i64,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AgentInfo {
-    pub agent: AgentView,
-    /// What the agent last reported with my_status_set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<crate::kernel::messaging::team::Status>,
-    pub inbox: InboxCounts,
-    /// Tokens that currently let something act as this agent (agent_join, runs).
-    pub active_tokens: i64,
-    /// The run in progress, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub running: Option<String>,
-    /// The most recent runs, newest first (at most 10).
-    pub runs: Vec<crate::kernel::runtime::runs::RunView>,
-    /// Totals over all its runs: how many, how many failed, tokens and cost.
-    pub usage: crate::kernel::runtime::runs::RunTotals,
-    /// Its schedule, if it has one, with the next fire time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<crate::kernel::runtime::schedules::ScheduleView>,
-}
-
-impl Kernel {
-    pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
-        let rec = self.agent_get(target).await?;
-        let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
-        // Before the database: a run leaves the active map only after its end is
-        // committed, so "not running" here means the read below sees that end.
-        let running = self.active_run(id).map(|h| h.run_id);
-        let (status, inbox, active_tokens, runs, usage, schedule) = self
-            .store
-            .read(move |c| {
-                let status = crate::kernel::messaging::team::read_status(c, wid, &name)?;
-                let mut inbox = InboxCounts { pending: 0, seen: 0, deferred: 0, acked: 0 };
-                let mut st = c.prepare(
-                    "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",
-                )?;
-                for row in st.query_map((wid, &name), |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-                    let (state, n) = row?;
-                    match state.as_str() {
-                        "pending" => inbox.pending = n,
-                        "seen" => inbox.seen = n,
-                        "deferred" => inbox.deferred = n,
-                        _ => inbox.acked = n,
-                    }
-                }
-                let tokens: i64 = c.query_row(
-                    "SELECT count(*) FROM tokens WHERE agent_id = ?1 AND revoked_at IS NULL AND expires_at > ?2",
-                    (id, now_ms()),
-                    |r| r.get(0),
-                )?;
-                let runs = crate::kernel::runtime::runs::recent_runs(c, id, crate::kernel::runtime::runs::RECENT_RUNS)?;
-                let usage = crate::kernel::runtime::runs::totals(c, id)?;
-                let schedule = crate::kernel::runtime::schedules::get(c, id)?;
-                Ok((status, inbox, tokens, runs, usage, schedule))
-            })
-            .await?;
-        let target = rec.view.target.clone();
-        Ok(AgentInfo {
-            running,
-            agent: rec.view,
-            status,
-            inbox,
-            active_tokens,
-            runs,
-            usage,
-            schedule: schedule.map(|row| crate::kernel::runtime::schedules::view(target, row)),
-        })
     }
 }

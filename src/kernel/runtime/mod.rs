@@ -6,10 +6,9 @@
 //! It sits on messaging and the registry (below); workflows sit above it and hear
 //! from it through events (a workflow run that went quiet, an agent that failed).
 
-pub mod agent_update;
+pub mod agents;
 pub mod ask;
 pub mod backends;
-pub mod guards;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;

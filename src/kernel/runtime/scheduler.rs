@@ -24,9 +24,9 @@
 
 use crate::error::Result;
 use crate::kernel::events::Event;
-use crate::kernel::runtime::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
+use crate::kernel::registry::config::AgentConfig;
+use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use crate::kernel::runtime::runs::RunEnd;
-use crate::kernel::runtime::workers::AgentConfig;
 use crate::kernel::{Kernel, clock::now_ms, messaging};
 use crate::names::WorkflowRef;
 use crate::worker::protocol::ErrorClass;
@@ -469,7 +469,11 @@ impl Kernel {
                     | Ok(Event::RunEnded { workflow_id, .. }) => {
                         k.scheduler.settle_soon(workflow_id);
                     }
-                    Ok(Event::WorkflowSettled { .. }) => {}
+                    Ok(
+                        Event::WorkflowSettled { .. }
+                        | Event::WorkflowQuiet { .. }
+                        | Event::AgentFailed { .. },
+                    ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         // Missed events: the store is the truth, so serve every open inbox.
                         tracing::warn!(missed = n, "scheduler lagged; re-reading open inboxes");
@@ -521,7 +525,10 @@ impl Kernel {
             }
             Timer::Resume(a) => self.auto_resume(a).await,
             Timer::Schedule(a) => self.fire_schedule(a).await,
-            Timer::Settle(w) => self.workflow_settle(w).await,
+            Timer::Settle(w) => {
+                self.events.publish(Event::WorkflowQuiet { workflow_id: w });
+                Ok(())
+            }
         };
         if let Err(e) = r {
             tracing::error!(?t, "timer failed: {e}");
@@ -787,7 +794,11 @@ impl Kernel {
             })
             .await?;
         self.announce(workflow_id, &posted);
-        self.workflow_fail(workflow_id, &reason).await
+        self.events.publish(Event::AgentFailed {
+            workflow_id,
+            reason,
+        });
+        Ok(())
     }
 
     async fn agent_names_of(&self, agent_id: i64) -> Result<(WorkflowRef, String)> {

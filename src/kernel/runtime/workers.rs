@@ -11,11 +11,12 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::events::Event;
+use crate::kernel::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
 use crate::kernel::runtime::runs::{self, NewRun, RunEnd, RunView};
 use crate::kernel::{Kernel, registry::tokens};
 use crate::names::WorkflowRef;
 use crate::process::{self, Ended, Limits};
-use crate::worker::protocol::{self, ErrorClass, MockRule, Report, RunConfig};
+use crate::worker::protocol::{self, ErrorClass, Report, RunConfig};
 use rusqlite::OptionalExtension;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -30,8 +31,6 @@ pub const WORKER_MODE: &str = "__worker";
 /// token would make any agent the lead.
 pub(crate) const SCRUBBED_ENV: &[&str] =
     &["AGENT_WORKER_TOKEN", "AGENT_WORKER_HOME", protocol::RUN_ENV];
-/// Model turns per run unless the agent says otherwise.
-pub const DEFAULT_MAX_STEPS: u32 = 30;
 
 /// The kernel's table of runs in progress.
 pub struct Workers {
@@ -113,27 +112,6 @@ struct Spec {
     session_usage: Option<protocol::Usage>,
     /// The instance's state: a stopped or failed workflow starts no runs.
     workflow_state: String,
-}
-
-/// The agent's JSON `config` column: what the worker needs beyond the plain columns.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct AgentConfig {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mock: Vec<MockRule>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_steps: Option<u32>,
-    /// Guards for this agent (unset fields: the workflow's, then the defaults).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::kernel::runtime::guards::Budget>,
-    /// Idle timeout of one run in milliseconds (YAML `timeout`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// What the agent may do on the machine (default: the `edit` profile).
-    #[serde(default)]
-    pub permissions: crate::permissions::Permissions,
-    /// The agent's own MCP servers (their env and headers are secrets).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub mcp_servers: BTreeMap<String, protocol::McpServer>,
 }
 
 impl Kernel {

@@ -341,8 +341,58 @@ impl Kernel {
         }
     }
 
+    /// Listens to the runtime: a quiet workflow run is checked (done, blocked,
+    /// running again), an agent that failed for good fails its run. Missed events
+    /// (a lagging listener) are made up by checking every run in progress.
+    pub fn start_workflow_watch(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let mut rx = self.events.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let ev = rx.recv().await;
+                let Some(k) = weak.upgrade() else { return };
+                let r = match ev {
+                    Ok(Event::WorkflowQuiet { workflow_id }) => {
+                        k.workflow_settle(workflow_id).await
+                    }
+                    Ok(Event::AgentFailed {
+                        workflow_id,
+                        reason,
+                    }) => k.workflow_fail(workflow_id, &reason).await,
+                    Ok(_) => Ok(()),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        k.settle_all_workflow_runs().await
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if let Err(e) = r {
+                    tracing::error!("workflow watch: {e}");
+                }
+            }
+        });
+    }
+
+    async fn settle_all_workflow_runs(self: &Arc<Self>) -> Result<()> {
+        let ids: Vec<i64> = self
+            .store
+            .read(|c| {
+                let mut st = c.prepare(
+                    "SELECT id FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked')",
+                )?;
+                let ids = st
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()?;
+                Ok(ids)
+            })
+            .await?;
+        for id in ids {
+            self.workflow_settle(id).await?;
+        }
+        Ok(())
+    }
+
     /// The debounced check: is this workflow run done, blocked, or running again?
-    pub(crate) async fn workflow_settle(self: &Arc<Self>, wid: i64) -> Result<()> {
+    async fn workflow_settle(self: &Arc<Self>, wid: i64) -> Result<()> {
         let (row, agents, binding) = self
             .store
             .read(move |c| {
