@@ -15,45 +15,60 @@
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
-//! kernel/        the single source of truth (one per data dir)
-//!   store.rs       SQLite: one writer thread with group commit, fixed reader threads
-//!   schema.rs      numbered migrations (PRAGMA user_version)
-//!   registry.rs    workflow instances and agents
-//!   tokens.rs      admin and agent tokens (hash only), authentication
-//!   mentions.rs    mention parsing, the addressed rule, priority (pure)
-//!   messaging.rs   channel_send / channel_read, the send guard, long lead messages
-//!   inbox.rs       deliveries: pending -> seen -> acked | deferred
-//!   resources.rs   content-addressed blobs (resource_create / resource_read)
-//!   documents/     shared documents: the rules (mod.rs), path rules (path.rs),
-//!                  per-instance settings (settings.rs), providers file.rs / sqlite.rs
-//!   proposals/     proposals and votes (mod.rs), resolution rules (tally.rs, pure),
-//!                  the expiry timer
-//!   team.rs        member status and the member list
-//!   events.rs      post-commit events (wakes) for subscribers
-//!   workers.rs     the process manager: one worker subprocess per run, wake-while-running
-//!   runs.rs        run records; `finish_tx` settles a run (token, deliveries, state)
-//!   ask.rs         agent_ask: the DM, the run, the reply
-//!   scheduler.rs   when agents run: wakes on delivery, the queue and worker limit,
-//!                  retries, automatic pauses, the timers
-//!   schedules.rs   per-agent `every`/`cron` schedules (schedule_set / schedule_clear)
-//!   guards.rs      budgets: runs per hour, hops, tokens, cost
+//! kernel/        the single source of truth (one per data dir). Rooms, each using
+//!                only those listed before it (and the leaves clock.rs, events.rs):
+//!   mod.rs         the hub: Kernel, who is calling (Caller, Scope), open and start
+//!   clock.rs       time: now, formats, durations (bounded)
+//!   events.rs      post-commit events: wakes for the scheduler, signals upward
+//!   store/         SQLite: one writer thread with group commit, fixed reader threads;
+//!                  schema.rs numbered migrations (PRAGMA user_version)
+//!   registry/      workflow instances and agents (rows, views, validation),
+//!                  config.rs an agent's stored configuration, guards.rs budgets,
+//!                  tokens.rs admin and agent tokens (hash only), authentication
+//!   messaging/     channel_send / channel_read and the send guard (mod.rs),
+//!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
+//!                  pending -> seen -> acked | deferred, team.rs member status,
+//!                  resources.rs content-addressed blobs
+//!   context/       documents/ (rules, path rules, per-instance settings, file and
+//!                  sqlite providers), proposals/ (types, stored, ops, expiry on
+//!                  time, tally.rs the resolution rules, pure)
+//!   runtime/       agents as things that run: agents.rs create/update/delete/info,
+//!                  workers.rs the process manager, supervise.rs one run from spawn
+//!                  to settlement, runs.rs run records, ask.rs agent_ask,
+//!                  scheduler/ (state and timers, gate.rs admission and the queue,
+//!                  outcome.rs retries and pauses), schedules.rs, backends.rs
+//!                  readiness; tells workflows through events
 //!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
+//!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
 //!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
+//!                  with local tools (fs.rs confined to the agent's folder,
+//!                  command.rs run_command), its own MCP servers (servers.rs) and
+//!                  its conversation across runs (conversation.rs)
 //!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor);
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
 //! mcp/           the MCP interface: stateless translation onto the kernel
 //!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
-//!   http.rs        axum app: bearer auth (401), Host/Origin checks, /mcp
-//!   tools/         one file per tool group; shared plumbing in tools/mod.rs
+//!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
+//!   schemas.rs     tool schemas made portable; unknown arguments refused
+//!   stdio.rs       the stdio transport with those checks
+//!   http/          axum app: bearer auth (401), Host/Origin checks, /mcp (mod.rs);
+//!                  guard.rs per-request checks, sessions.rs ownership, parking,
+//!                  expiry and caps, sse.rs priming by version, replay.rs resumable
+//!                  events
+//!   tools/         one file per tool group; shared plumbing in tools/mod.rs,
+//!                  params.rs arguments whose errors name the field
 //! ```
 //!
 //! # Invariants
 //!
 //! - Dependencies flow one way: `mcp -> kernel -> store`. Nothing in `kernel` knows MCP.
+//!   Inside the kernel, rooms use only the rooms below them (store < registry <
+//!   messaging < context < runtime < workflows); the runtime reaches workflows
+//!   only through events.
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //! - Identity is resolved per request (stdio = the lead; HTTP = the bearer token),

@@ -12,4 +12,5 @@ pub mod backends;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;
+mod supervise;
 pub mod workers;
