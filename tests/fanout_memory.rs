@@ -6,19 +6,6 @@ use common::*;
 use serde_json::json;
 use std::time::Duration;
 
-fn rss_kib(pid: u32) -> u64 {
-    status_field(pid, "VmRSS:")
-}
-
-fn status_field(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 #[tokio::test]
 async fn all_sends_to_hundreds_of_agents_keep_memory_bounded() {
     let dir = tempfile::tempdir().unwrap();
@@ -52,7 +39,7 @@ async fn all_sends_to_hundreds_of_agents_keep_memory_bounded() {
         .await
         .ok();
     }
-    let threads = status_field(pid, "Threads:");
+    let threads = proc_status(pid, "Threads:");
     let peak = rss_kib(pid);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = rss_kib(pid);

@@ -8,16 +8,6 @@ use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 #[tokio::test]
 async fn workflow_files_that_never_end_never_open_or_are_huge_are_refused_fast() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,12 +17,6 @@ struct Raw {
     token: String,
 }
 
-fn init(version: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}})
-}
-
 impl Raw {
     fn new(s: &HttpServer) -> Self {
         Self {
@@ -33,24 +27,18 @@ impl Raw {
     }
 
     fn post(&self, session: Option<&str>) -> reqwest::RequestBuilder {
-        let mut r = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json");
-        if let Some(s) = session {
-            r = r
-                .header("mcp-session-id", s)
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        r
+        raw_post(&self.url, &self.token, session)
     }
 
     /// A legacy session: initialize + initialized. Returns its id and the raw
     /// initialize response body (SSE).
     async fn session(&self, version: &str) -> (String, String) {
-        let r = self.post(None).json(&init(version)).send().await.unwrap();
+        let r = self
+            .post(None)
+            .json(&raw_init(version))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), StatusCode::OK);
         let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
         let body = r.text().await.unwrap();
@@ -109,7 +97,7 @@ async fn malformed_messages_get_the_json_rpc_error_the_spec_names() {
     assert_eq!(error_code(&v), -32700, "{v}");
 
     // initialize without protocolVersion: invalid params naming it (was "Session ID is required").
-    let mut bad_init = init("2025-11-25");
+    let mut bad_init = raw_init("2025-11-25");
     bad_init["params"]
         .as_object_mut()
         .unwrap()
@@ -359,7 +347,7 @@ async fn stdio_answers_malformed_lines_and_keeps_serving() {
     send("{this is not json".into()).await;
     let v = next().await;
     assert_eq!(error_code(&v), -32700, "{v}");
-    send(init("2025-11-25").to_string()).await;
+    send(raw_init("2025-11-25").to_string()).await;
     let v = next().await;
     assert_eq!(v["id"], 1, "{v}");
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()).await;

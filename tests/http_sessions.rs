@@ -5,42 +5,30 @@
 mod common;
 use common::*;
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 
-fn init() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}})
-}
-
-fn post(url: &str, token: &str, session: Option<&str>) -> reqwest::RequestBuilder {
-    let mut r = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json");
-    if let Some(s) = session {
-        r = r
-            .header("mcp-session-id", s)
-            .header("mcp-protocol-version", "2025-11-25");
-    }
-    r
-}
-
 async fn open(url: &str, token: &str) -> String {
-    let r = post(url, token, None).json(&init()).send().await.unwrap();
+    let r = raw_post(url, token, None)
+        .json(&raw_init("2025-11-25"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
     let _ = r.text().await;
     let n = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let r = post(url, token, Some(&sid)).json(&n).send().await.unwrap();
+    let r = raw_post(url, token, Some(&sid))
+        .json(&n)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::ACCEPTED);
     sid
 }
 
 async fn ping(url: &str, token: &str, sid: &str) -> StatusCode {
-    let r = post(url, token, Some(sid))
+    let r = raw_post(url, token, Some(sid))
         .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))
         .send()
         .await
@@ -48,15 +36,6 @@ async fn ping(url: &str, token: &str, sid: &str) -> StatusCode {
     let status = r.status();
     let _ = r.text().await;
     status
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
 }
 
 /// An agent token can neither use, stream, nor close the lead's session (or
@@ -117,7 +96,7 @@ async fn idle_sessions_are_parked_then_expire() {
     // Parked after 3 s idle; a request brings it back.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(ping(&s.url, &s.admin, &a).await, StatusCode::OK, "restored");
-    let r = post(&s.url, &s.admin, Some(&a))
+    let r = raw_post(&s.url, &s.admin, Some(&a))
         .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                       "params": {"name": "agent_list", "arguments": {}}}))
         .send()
@@ -159,7 +138,7 @@ async fn abandoned_handshakes_are_capped_and_cheap() {
             .bearer_auth(&s.admin)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
-            .json(&init())
+            .json(&raw_init("2025-11-25"))
             .send()
             .await
             .unwrap();
