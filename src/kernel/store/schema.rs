@@ -278,4 +278,9 @@ ALTER TABLE deliveries ADD COLUMN read_by TEXT;
     r#"
 ALTER TABLE runs ADD COLUMN denials TEXT;
 "#,
+    // 9: deferred deliveries by agent, so re-arming their timers at start (or after
+    // missed events) reads only them, not every open delivery.
+    r#"
+CREATE INDEX deliveries_deferred ON deliveries (workflow_id, recipient, defer_until) WHERE state = 'deferred';
+"#,
 ];

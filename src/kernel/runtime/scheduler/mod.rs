@@ -24,6 +24,7 @@
 
 mod gate;
 mod outcome;
+mod wakes;
 
 use crate::error::Result;
 use crate::kernel::events::Event;
@@ -102,6 +103,8 @@ pub struct Scheduler {
     state: Mutex<State>,
     /// Wakes the timer task when a deadline is set (it may be earlier than its sleep).
     timer_wake: Arc<Notify>,
+    /// Deliveries noted for the wake drain, and the rescan's single flight.
+    wakes: Arc<wakes::Wakes>,
     /// Most runs at once (AGENT_WORKER_MAX_WORKERS, default cores × 2).
     pub limit: usize,
 }
@@ -117,6 +120,7 @@ impl Scheduler {
         Self {
             state: Mutex::default(),
             timer_wake: Arc::new(Notify::new()),
+            wakes: Arc::default(),
             limit,
         }
     }
@@ -204,6 +208,7 @@ impl Kernel {
     /// and workflow runs in progress.
     pub async fn start_scheduler(self: &Arc<Self>) -> Result<()> {
         self.spawn_event_loop();
+        self.spawn_wake_drain();
         self.spawn_timer_loop();
         self.serve_owed().await
     }
@@ -225,12 +230,16 @@ impl Kernel {
                 Ok((
                     ids("SELECT agent_id, next_at FROM schedules WHERE ?1 IS NOT NULL")?,
                     ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL AND ?1 IS NOT NULL")?,
-                    ids("SELECT DISTINCT a.id, NULL FROM agents a JOIN deliveries d
-                           ON d.workflow_id = a.workflow_id AND d.recipient = a.name
-                         WHERE d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1)")?,
+                    // Per agent, the first open delivery is enough (a join would visit
+                    // every open delivery: millions after a bulk import).
+                    ids("SELECT a.id, NULL FROM agents a WHERE a.backend <> 'external' AND EXISTS (
+                           SELECT 1 FROM deliveries d
+                            WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
+                              AND d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1))")?,
                     ids("SELECT a.id, min(d.defer_until) FROM agents a JOIN deliveries d
                            ON d.workflow_id = a.workflow_id AND d.recipient = a.name
-                         WHERE d.state = 'deferred' AND d.defer_until > ?1 GROUP BY a.id")?,
+                         WHERE d.state = 'deferred' AND d.defer_until > ?1 AND a.backend <> 'external'
+                         GROUP BY a.id")?,
                     ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked') AND ?1 IS NOT NULL")?,
                 ))
             })
@@ -269,18 +278,8 @@ impl Kernel {
                         ..
                     }) => {
                         k.scheduler.settle_soon(workflow_id);
-                        // Off the loop, so a slow read never holds up other events.
-                        let k2 = k.clone();
-                        tokio::spawn(async move {
-                            let Ok(ids) = k2.wakeable_agents(workflow_id, &recipients).await else {
-                                return;
-                            };
-                            for id in ids {
-                                // A new message gives a failed agent fresh attempts.
-                                k2.scheduler.state.lock().unwrap().attempts.remove(&id);
-                                k2.admit(id, Wake::Message, None).await;
-                            }
-                        });
+                        // Noted, not read here: the drain task reads in batches.
+                        k.scheduler.wakes.note(workflow_id, &recipients);
                     }
                     Ok(Event::Posted { workflow_id, .. })
                     | Ok(Event::AgentChanged { workflow_id, .. })
@@ -294,13 +293,8 @@ impl Kernel {
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         // Missed events: the store is the truth, so serve every open inbox.
-                        tracing::warn!(missed = n, "scheduler lagged; re-reading open inboxes");
-                        let k2 = k.clone();
-                        tokio::spawn(async move {
-                            if let Err(e) = k2.serve_owed().await {
-                                tracing::error!("rescan failed: {e}");
-                            }
-                        });
+                        tracing::debug!(missed = n, "scheduler lagged; re-reading open inboxes");
+                        k.request_rescan();
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 }
@@ -356,8 +350,7 @@ impl Kernel {
     /// The ids of the recipients a delivery could start a run of: agents (not the
     /// lead), not external, not paused. One read per message, however many
     /// recipients. (The gate checks again; this only spares it the common cases.)
-    async fn wakeable_agents(&self, workflow_id: i64, names: &Arc<[String]>) -> Result<Vec<i64>> {
-        let names = names.clone();
+    async fn wakeable_agents(&self, workflow_id: i64, names: Vec<String>) -> Result<Vec<i64>> {
         self.store
             .read(move |c| {
                 let mut st = c.prepare_cached(
