@@ -418,8 +418,9 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// The input form: a profile name, or `{profile, allow, deny}` whose entries are
-/// class strings or `{shell: "<pattern>"}`.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+/// class strings or `{shell: "<pattern>"}`. (Its schema is written out by hand, so
+/// clients see the profile names as an enum.)
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum PermissionsArg {
     /// "read", "edit" or "full".
@@ -427,7 +428,7 @@ pub enum PermissionsArg {
     Detailed(Detailed),
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Detailed {
     /// read, edit (default) or full.
@@ -442,7 +443,7 @@ pub struct Detailed {
     pub deny: Vec<ClassArg>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ClassArg {
     Name(String),
@@ -450,6 +451,33 @@ pub enum ClassArg {
         /// A glob on the command line, e.g. "npm test*".
         shell: String,
     },
+}
+
+impl schemars::JsonSchema for PermissionsArg {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Permissions".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let class = schemars::json_schema!({
+            "anyOf": [
+                {"type": "string", "description": "read, edit, shell, \"shell:<command glob>\", web, \"mcp:<server>\" or \"mcp:<server>:<tool>\""},
+                {"type": "object", "properties": {"shell": {"type": "string", "description": "A glob on the command line, e.g. \"npm test*\"."}},
+                 "required": ["shell"], "additionalProperties": false}
+            ]
+        });
+        schemars::json_schema!({
+            "description": "What the agent may do on the machine: \"read\" (read and search files in its folder), \"edit\" (the default: also create and edit files there) or \"full\" (also run commands and use the web); or {profile, allow, deny} to grant or refuse tool classes beyond the profile (deny wins).",
+            "anyOf": [
+                {"type": "string", "enum": Profile::NAMES},
+                {"type": "object", "properties": {
+                    "profile": {"type": "string", "enum": Profile::NAMES},
+                    "allow": {"type": "array", "items": class.clone(), "description": "Classes granted beyond the profile."},
+                    "deny": {"type": "array", "items": class, "description": "Classes refused even if granted (deny wins)."}
+                 }, "additionalProperties": false}
+            ]
+        })
+    }
 }
 
 impl PermissionsArg {

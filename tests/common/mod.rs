@@ -1,6 +1,7 @@
 //! Test harness: the real binary over real transports, driven by rmcp's client.
 #![allow(dead_code)]
 
+pub mod clis;
 pub mod fake_llm;
 
 use rmcp::{
@@ -54,6 +55,8 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "agent_new",
     "agent_pause",
     "agent_resume",
+    "agent_update",
+    "backend_list",
     "schedule_clear",
     "schedule_set",
     "workflow_context_set",

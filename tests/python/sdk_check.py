@@ -59,6 +59,8 @@ LEAD_TOOLS = sorted(
         "agent_new",
         "agent_pause",
         "agent_resume",
+        "agent_update",
+        "backend_list",
         "schedule_clear",
         "schedule_set",
         "workflow_context_set",

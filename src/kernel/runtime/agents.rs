@@ -142,6 +142,29 @@ impl Kernel {
         Ok(rec.view)
     }
 
+    /// An agent's stored env and permissions (the view hides env values).
+    pub async fn agent_env_and_permissions(
+        &self,
+        target: &str,
+    ) -> Result<(BTreeMap<String, String>, Permissions)> {
+        let id = self.agent_get(target).await?.id;
+        let (env, config): (String, String) = self
+            .store
+            .read(move |c| {
+                c.query_row("SELECT env, config FROM agents WHERE id = ?1", [id], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?
+                .ok_or_else(|| Error::not_found("the agent was deleted"))
+            })
+            .await?;
+        let config: AgentConfig = serde_json::from_str(&config).unwrap_or_default();
+        Ok((
+            serde_json::from_str(&env).unwrap_or_default(),
+            config.permissions,
+        ))
+    }
+
     pub async fn agent_update(&self, target: &str, u: AgentUpdate) -> Result<AgentView> {
         if u.is_empty() {
             return Err(Error::invalid(

@@ -49,3 +49,35 @@ impl Kernel {
         })
     }
 }
+
+impl Kernel {
+    /// What a person should know about an agent that is registered but may not
+    /// run as it is: its backend missing or not logged in (with the fix), or a
+    /// choice that needs saying. None when it is ready.
+    pub async fn readiness_warning(
+        &self,
+        backend: &str,
+        env: &BTreeMap<String, String>,
+        permissions: &crate::permissions::Permissions,
+    ) -> Option<String> {
+        if matches!(backend, "mock" | "external") {
+            return None;
+        }
+        let mut notes = Vec::new();
+        match self.probe_backends(&[backend], env).await {
+            Ok(r) => {
+                if let Some(r) = r.into_iter().find(|r| r.backend == backend)
+                    && !r.ready
+                {
+                    notes.push(format!(
+                        "the {backend} backend is not ready here: {}. The agent is registered; its runs will fail until this is fixed",
+                        r.fix.unwrap_or_else(|| "see backend_list".into())
+                    ));
+                }
+            }
+            Err(e) => notes.push(format!("could not check the {backend} backend: {e}")),
+        }
+        notes.extend(crate::permissions::backends::notes(backend, permissions));
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+}

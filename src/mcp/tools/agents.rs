@@ -8,9 +8,11 @@ use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::Budget;
 use crate::kernel::registry::{AgentView, NewAgent};
 use crate::kernel::runtime::agents::AgentInfo;
+use crate::kernel::runtime::agents::AgentUpdate;
 use crate::mcp::AgentWorker;
 use crate::mcp::client_configs::{ClientConfigs, for_http};
-use crate::worker::protocol::MockRule;
+use crate::permissions::PermissionsArg;
+use crate::worker::protocol::{McpServer, MockRule};
 use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -68,6 +70,49 @@ pub struct AgentNewArgs {
     /// agent and tells you why.
     #[serde(default)]
     pub budget: Option<Budget>,
+    #[serde(default)]
+    pub permissions: Option<PermissionsArg>,
+    /// Extra MCP servers for this agent, by name: {"command", "args", "env"} for one it
+    /// starts (stdio) or {"url", "headers"} for one it reaches over HTTP. Given to its
+    /// backend beside the team server; env and header values are never shown back.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServer>,
+}
+
+/// agent_update: what to change (everything else stays).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentUpdateArgs {
+    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    #[serde(default)]
+    pub permissions: Option<PermissionsArg>,
+    /// A new model ("" for the backend's default).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub model: Option<String>,
+    /// A new system prompt ("" for none).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub system: Option<String>,
+    /// A new absolute working directory ("" for the default); a CLI starts a new
+    /// conversation there.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub cwd: Option<String>,
+    /// Replaces the whole environment of its worker.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Replaces its guards.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Replaces its own MCP servers ({} for none).
+    #[serde(default)]
+    pub mcp_servers: Option<BTreeMap<String, McpServer>>,
+    /// Model turns per run at most.
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 1, max = 500))]
+    pub max_steps: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -100,6 +145,15 @@ pub struct AgentJoinArgs {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AgentOut {
     pub agent: AgentView,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentMadeOut {
+    pub agent: AgentView,
+    /// What stands between it and its first run (its backend missing or not logged
+    /// in, with the fix), or a choice worth knowing; absent when it is ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -143,7 +197,14 @@ impl AgentWorker {
     async fn agent_new(
         &self,
         Parameters(a): Parameters<AgentNewArgs>,
-    ) -> Result<Json<AgentOut>, ToolError> {
+    ) -> Result<Json<AgentMadeOut>, ToolError> {
+        let permissions = a
+            .permissions
+            .as_ref()
+            .map(PermissionsArg::read)
+            .transpose()
+            .map_err(ToolError)?
+            .unwrap_or_default();
         let new = NewAgent {
             name: a.name.trim().to_owned(),
             backend: a.backend.trim().to_owned(),
@@ -157,14 +218,64 @@ impl AgentWorker {
                 max_steps: a.max_steps,
                 budget: a.budget,
                 timeout_ms: None,
-                permissions: Default::default(),
-                mcp_servers: Default::default(),
+                permissions,
+                mcp_servers: a.mcp_servers,
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
         };
-        Ok(Json(AgentOut {
-            agent: self.kernel.agent_new(new).await?,
-        }))
+        let (env, perms) = (new.env.clone(), new.config.permissions.clone());
+        let agent = self.kernel.agent_new(new).await?;
+        let warning = self
+            .kernel
+            .readiness_warning(&agent.backend, &env, &perms)
+            .await;
+        Ok(Json(AgentMadeOut { agent, warning }))
+    }
+
+    /// Change an agent after it was made: its permissions, model, system prompt, folder,
+    /// environment, guards, own MCP servers or step cap. Only what you give changes; the
+    /// result is checked as agent_new checks a new agent. A run in progress keeps what it
+    /// started with; the next run uses the change.
+    #[tool(
+        title = "Change an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_update(
+        &self,
+        Parameters(a): Parameters<AgentUpdateArgs>,
+    ) -> Result<Json<AgentMadeOut>, ToolError> {
+        let permissions = a
+            .permissions
+            .as_ref()
+            .map(PermissionsArg::read)
+            .transpose()
+            .map_err(ToolError)?;
+        let changed_env = a.env.is_some() || permissions.is_some();
+        let u = AgentUpdate {
+            permissions,
+            model: a.model,
+            system: a.system,
+            cwd: a.cwd,
+            env: a.env,
+            budget: a.budget,
+            mcp_servers: a.mcp_servers,
+            max_steps: a.max_steps,
+        };
+        let agent = self.kernel.agent_update(&a.target, u).await?;
+        let warning = if changed_env {
+            let (env, perms) = self.kernel.agent_env_and_permissions(&a.target).await?;
+            self.kernel
+                .readiness_warning(&agent.backend, &env, &perms)
+                .await
+        } else {
+            None
+        };
+        Ok(Json(AgentMadeOut { agent, warning }))
     }
 
     /// List agents with their backend, model and state: all of them, or one workflow instance's.

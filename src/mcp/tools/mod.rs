@@ -8,6 +8,7 @@
 //! do next; only protocol faults are JSON-RPC errors.
 
 mod agents;
+mod backends;
 mod channel;
 mod documents;
 mod inbox;
@@ -165,6 +166,7 @@ impl AgentWorker {
     /// Management tools: the lead only.
     pub(crate) fn management_tools() -> ToolRouter<Self> {
         Self::agent_tools()
+            + Self::backend_tools()
             + Self::lifecycle_tools()
             + Self::workflow_tools()
             + Self::workflow_run_tools()
