@@ -9,105 +9,10 @@
 //! and sets `INTEROP_REQUIRED=1`, so in CI a missing CLI fails instead of skipping.
 
 mod common;
+use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-
-/// The folder holding the CLIs, or None (skip) when they are not installed and
-/// not required.
-fn cli_bin() -> Option<PathBuf> {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop/node_modules/.bin");
-    let ready = ["claude", "codex", "gemini", "opencode"]
-        .iter()
-        .all(|c| bin.join(c).exists());
-    if ready {
-        return Some(bin);
-    }
-    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!("the worker CLIs are not installed in .interop/: run scripts/interop-setup");
-    }
-    eprintln!("skipping: the worker CLIs are not installed (run scripts/interop-setup)");
-    None
-}
-
-/// The environment every CLI run gets: the CLIs on the PATH and a private HOME, so
-/// nothing of the machine's own configuration or credentials is used.
-fn base_env(bin: &Path, home: &Path) -> serde_json::Map<String, Value> {
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut m = serde_json::Map::new();
-    m.insert("PATH".into(), json!(path));
-    m.insert("HOME".into(), json!(home.display().to_string()));
-    m.insert(
-        "XDG_CONFIG_HOME".into(),
-        json!(home.join(".config").display().to_string()),
-    );
-    m.insert(
-        "XDG_DATA_HOME".into(),
-        json!(home.join(".local/share").display().to_string()),
-    );
-    m.insert(
-        "XDG_CACHE_HOME".into(),
-        json!(home.join(".cache").display().to_string()),
-    );
-    m.insert(
-        "XDG_STATE_HOME".into(),
-        json!(home.join(".local/state").display().to_string()),
-    );
-    m
-}
-
-/// Per-CLI settings that point it at the fake LLM.
-fn provider_env(backend: &str, llm: &str, home: &Path) -> Vec<(&'static str, String)> {
-    match backend {
-        "claude" => vec![
-            ("ANTHROPIC_BASE_URL", llm.to_owned()),
-            ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-            ("IS_SANDBOX", "1".into()),
-        ],
-        "codex" => vec![
-            ("CODEX_API_KEY", "sk-test".into()),
-            ("CODEX_HOME", home.join(".codex").display().to_string()),
-            ("OPENAI_BASE_URL", format!("{llm}/v1")),
-        ],
-        "gemini" => vec![
-            ("GEMINI_API_KEY", "test-key".into()),
-            ("GOOGLE_GEMINI_BASE_URL", llm.to_owned()),
-        ],
-        "opencode" => vec![
-            ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
-            ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
-            (
-                "OPENCODE_CONFIG_CONTENT",
-                json!({
-                    "provider": {"fake": {
-                        "npm": "@ai-sdk/openai-compatible",
-                        "name": "fake",
-                        "options": {"baseURL": format!("{llm}/v1"), "apiKey": "sk-test"},
-                        "models": {"fake-model": {"name": "fake-model", "tool_call": true}},
-                    }},
-                })
-                .to_string(),
-            ),
-        ],
-        _ => vec![],
-    }
-}
-
-fn model_for(backend: &str) -> Option<&'static str> {
-    match backend {
-        "opencode" => Some("fake/fake-model"),
-        "gemini" => Some("gemini-2.5-flash"),
-        "codex" => Some("gpt-5.5"),
-        "claude" => Some("claude-sonnet-4-5"),
-        _ => None,
-    }
-}
 
 async fn drive(backend: &str) {
     let Some(bin) = cli_bin() else { return };
@@ -123,19 +28,7 @@ async fn drive(backend: &str) {
     let work = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let mut env = base_env(&bin, home.path());
-    // What a user of each CLI has set up once: Codex's home folder, and Gemini's
-    // choice of API-key auth (needed for a custom base URL).
-    std::fs::create_dir_all(home.path().join(".codex")).unwrap();
-    std::fs::create_dir_all(home.path().join(".gemini")).unwrap();
-    std::fs::write(
-        home.path().join(".gemini/settings.json"),
-        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
-    )
-    .unwrap();
-    for (k, v) in provider_env(backend, &llm.url, home.path()) {
-        env.insert(k.into(), json!(v));
-    }
+    let env = cli_env(backend, &bin, home.path(), &llm.url);
     let mut args = json!({
         "name": "worker", "backend": backend, "env": env,
         "cwd": work.path().display().to_string(),

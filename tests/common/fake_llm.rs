@@ -55,6 +55,11 @@ pub struct Script {
     /// body: 401 = bad key; 429 = quota exhausted (OpenAI `insufficient_quota`,
     /// Gemini per-day quota; Anthropic has no quota 429, so `rate_limit_error`).
     pub error_status: Option<u16>,
+    /// Further calls after the first: once the conversation holds k tool results,
+    /// call `then[k - 1]` (a tool named exactly so if offered, else the first
+    /// offered tool ending with it, else that name even though it is not offered,
+    /// as a model may); when they are used up, answer `final_text`.
+    pub then: Vec<(String, Value)>,
 }
 
 impl Script {
@@ -65,7 +70,18 @@ impl Script {
             tool_args: args,
             final_text: final_text.into(),
             error_status: None,
+            then: Vec::new(),
         }
+    }
+    /// Calls to each of `steps` (tool, args) in turn, one per model call, then
+    /// `final_text`: e.g. a built-in file write, then a shell command.
+    pub fn steps(steps: &[(&str, Value)], final_text: &str) -> Self {
+        let mut s = Self::tool_then_text(steps[0].0, steps[0].1.clone(), final_text);
+        s.then = steps[1..]
+            .iter()
+            .map(|(n, a)| ((*n).to_owned(), a.clone()))
+            .collect();
+        s
     }
     /// Plain text answers, no tool calls.
     pub fn text(final_text: &str) -> Self {
@@ -238,8 +254,27 @@ async fn handle(
 /// The scripted policy, applied to each provider's request shape.
 fn decide(script: &Script, api: Api, req: &Value) -> Turn {
     let done = Turn::Text(script.final_text.clone());
-    if script.tool_suffix.is_empty() || has_tool_result(api, req) {
+    let results = tool_results(api, req);
+    if script.tool_suffix.is_empty() {
         return done;
+    }
+    if results > 0 {
+        // A multi-step script: the next step by how many results came back.
+        let Some((want, args)) = script.then.get(results - 1) else {
+            return done;
+        };
+        let offered = offered_tools(api, req);
+        let (namespace, name) = offered
+            .iter()
+            .find(|(_, n)| n == want)
+            .or_else(|| offered.iter().find(|(_, n)| n.ends_with(want.as_str())))
+            .cloned()
+            .unwrap_or((None, want.clone()));
+        return Turn::Call {
+            namespace,
+            name,
+            args: args.clone(),
+        };
     }
     if let Some((namespace, name)) = offered_tools(api, req)
         .into_iter()
@@ -265,6 +300,15 @@ fn decide(script: &Script, api: Api, req: &Value) -> Turn {
     {
         return Turn::Search(script.tool_suffix.clone());
     }
+    if !script.then.is_empty() && !offered_tools(api, req).is_empty() {
+        // Not offered: call it anyway, as a model may, and see what the CLI says.
+        // (Side requests that offer no tools at all, like a title, get text.)
+        return Turn::Call {
+            namespace: None,
+            name: script.tool_suffix.clone(),
+            args: script.tool_args.clone(),
+        };
+    }
     done
 }
 
@@ -272,27 +316,35 @@ fn arr(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
 }
 
-/// Whether the conversation already holds the answer to a tool call.
-fn has_tool_result(api: Api, req: &Value) -> bool {
+/// How many answers to tool calls the conversation holds.
+fn tool_results(api: Api, req: &Value) -> usize {
     match api {
-        // A user message with a `tool_result` content block.
+        // User messages' `tool_result` content blocks.
         Api::Anthropic => arr(&req["messages"])
             .iter()
             .flat_map(|m| arr(&m["content"]))
-            .any(|b| b["type"] == "tool_result"),
-        // An input item `function_call_output` (or the MCP/custom variants).
-        Api::Responses => arr(&req["input"]).iter().any(|i| {
-            i["type"]
-                .as_str()
-                .is_some_and(|t| t.ends_with("call_output"))
-        }),
-        // A `role: tool` message.
-        Api::Chat => arr(&req["messages"]).iter().any(|m| m["role"] == "tool"),
-        // A `functionResponse` part.
+            .filter(|b| b["type"] == "tool_result")
+            .count(),
+        // Input items `function_call_output` (or the MCP/custom variants).
+        Api::Responses => arr(&req["input"])
+            .iter()
+            .filter(|i| {
+                i["type"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("call_output"))
+            })
+            .count(),
+        // `role: tool` messages.
+        Api::Chat => arr(&req["messages"])
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .count(),
+        // `functionResponse` parts.
         Api::Gemini(_) => arr(&req["contents"])
             .iter()
             .flat_map(|c| arr(&c["parts"]))
-            .any(|p| p.get("functionResponse").is_some()),
+            .filter(|p| p.get("functionResponse").is_some())
+            .count(),
     }
 }
 
@@ -426,6 +478,14 @@ fn anthropic(turn: &Turn, model: &str, id: u64, stream: bool) -> Response {
 
 fn responses(turn: &Turn, model: &str, id: u64, stream: bool) -> Response {
     let item = match turn {
+        // A free-form tool (Codex's apply_patch) takes its input as plain text.
+        Turn::Call { name, args, .. }
+            if args["input"].is_string() && args.as_object().is_some_and(|o| o.len() == 1) =>
+        {
+            json!({"type": "custom_tool_call", "id": format!("ctc_{id}"),
+                "call_id": format!("call_{id}"), "name": name, "input": args["input"],
+                "status": "completed"})
+        }
         Turn::Call {
             namespace,
             name,

@@ -1,15 +1,20 @@
 //! Claude Code: `claude -p` with a stream-json event stream.
 //!
 //! MCP comes from a private config file (`--mcp-config` + `--strict-mcp-config`, so
-//! project servers needing approval are not consulted); `--allowedTools mcp__team`
-//! lets it call our tools unattended (a tool not allowed is denied, not prompted);
+//! project servers needing approval are not consulted): the team server and the
+//! agent's own. The agent's permissions become a `--permission-mode` and
+//! `--allowedTools` / `--disallowedTools` rules (see `permissions::backends`); in
+//! `-p` a tool not allowed is denied, not prompted, and the result lists it;
 //! the system prompt is appended to Claude Code's own; `--resume` continues the
 //! agent's conversation. Claude Code retries even 401s for minutes, so retries are
 //! capped with `CLAUDE_CODE_MAX_RETRIES`.
 
-use super::{Events, Invocation, ResultEnd, SERVER, Scratch, env_set, num, probe, str_at};
+use super::{
+    Events, Invocation, ResultEnd, SERVER, Scratch, env_set, num, own_servers, probe, str_at,
+};
+use crate::permissions;
 use crate::process::Finished;
-use crate::worker::protocol::Usage;
+use crate::worker::protocol::{McpServer, Report, Usage};
 use crate::worker::{Failure, Reporter, Run, prompt};
 use serde_json::{Value, json};
 
@@ -39,12 +44,31 @@ pub fn invocation(
     scratch: &Scratch,
 ) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
-    let mcp = json!({ "mcpServers": { SERVER: {
-        "type": "http",
-        "url": cfg.url,
-        "headers": { "Authorization": format!("Bearer {}", cfg.token) },
-    }}});
-    let mcp_file = scratch.write("mcp.json", &mcp.to_string())?;
+    let mut servers = serde_json::Map::new();
+    servers.insert(
+        SERVER.into(),
+        json!({
+            "type": "http",
+            "url": cfg.url,
+            "headers": { "Authorization": format!("Bearer {}", cfg.token) },
+        }),
+    );
+    let own = own_servers(cfg);
+    for (name, server) in &own {
+        servers.insert(
+            (*name).clone(),
+            match server {
+                McpServer::Stdio(s) => {
+                    json!({"type": "stdio", "command": s.command, "args": s.args, "env": s.env})
+                }
+                McpServer::Http(h) => json!({"type": "http", "url": h.url, "headers": h.headers}),
+            },
+        );
+    }
+    // The file holds the run's token and the servers' secrets: private to this user.
+    let mcp_file = scratch.write("mcp.json", &json!({ "mcpServers": servers }).to_string())?;
+    let names: Vec<&str> = own.iter().map(|(n, _)| n.as_str()).collect();
+    let rules = permissions::backends::claude(&cfg.permissions, &names);
     let mut args: Vec<String> = vec![
         "-p".into(),
         prompt::task(cfg, run.context),
@@ -54,8 +78,8 @@ pub fn invocation(
         "--mcp-config".into(),
         mcp_file.display().to_string(),
         "--strict-mcp-config".into(),
-        "--allowedTools".into(),
-        format!("mcp__{SERVER}"),
+        "--permission-mode".into(),
+        rules.mode.into(),
         "--append-system-prompt".into(),
         prompt::system(cfg),
         "--max-turns".into(),
@@ -67,10 +91,22 @@ pub fn invocation(
     if let Some(s) = session {
         args.extend(["--resume".into(), s.to_owned()]);
     }
+    // One argument per rule (a rule such as `Bash(npm test*)` holds a space).
+    args.push("--allowedTools".into());
+    args.extend(rules.allowed);
+    if !rules.disallowed.is_empty() {
+        args.push("--disallowedTools".into());
+        args.extend(rules.disallowed);
+    }
     let mut env = vec![(
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
         "1".into(),
     )];
+    // Claude Code refuses bypassPermissions as root unless told it is sandboxed;
+    // the lead chose `full` for this agent, and agent_new said so in its warning.
+    if rules.mode == "bypassPermissions" && nix::unistd::Uid::effective().is_root() {
+        env.push(("IS_SANDBOX".into(), "1".into()));
+    }
     if !env_set("CLAUDE_CODE_MAX_RETRIES") {
         env.push(("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()));
     }
@@ -83,7 +119,20 @@ pub fn invocation(
 }
 
 #[derive(Default)]
-pub struct Stream(ResultEnd);
+pub struct Stream(ResultEnd, Calls);
+
+/// The tool calls of the run so far, by id: what a refusal was about.
+#[derive(Default)]
+struct Calls(std::collections::HashMap<String, (String, String)>);
+
+/// What a tool call is about, for a denial: its command, path, URL or pattern.
+fn call_detail(input: &Value) -> String {
+    let detail = ["command", "file_path", "path", "url", "pattern"]
+        .iter()
+        .find_map(|k| input[*k].as_str())
+        .map_or_else(|| input.to_string(), str::to_owned);
+    crate::worker::clip(&detail, 500).into_owned()
+}
 
 impl Events for Stream {
     fn event(&mut self, v: &Value, report: &Reporter) {
@@ -121,14 +170,39 @@ impl Events for Stream {
                 }
                 for block in v["message"]["content"].as_array().into_iter().flatten() {
                     match str_at(block, &["type"]) {
-                        Some("tool_use") => report.progress(format!(
-                            "calls {}",
-                            str_at(block, &["name"]).unwrap_or("a tool")
-                        )),
+                        Some("tool_use") => {
+                            let name = str_at(block, &["name"]).unwrap_or("a tool");
+                            report.progress(format!("calls {name}"));
+                            if let Some(id) = str_at(block, &["id"]) {
+                                self.1.0.insert(
+                                    id.to_owned(),
+                                    (name.to_owned(), call_detail(&block["input"])),
+                                );
+                            }
+                        }
                         Some("text") => {
                             self.0.last_text = str_at(block, &["text"]).map(str::to_owned)
                         }
                         _ => {}
+                    }
+                }
+            }
+            Some("user") => {
+                // A tool the agent's rules take away (--disallowedTools) is not
+                // offered at all: a call to it is refused as unknown.
+                for block in v["message"]["content"].as_array().into_iter().flatten() {
+                    let refused = block["is_error"].as_bool() == Some(true)
+                        && block["content"]
+                            .to_string()
+                            .contains("No such tool available");
+                    if let (true, Some(id)) = (refused, str_at(block, &["tool_use_id"]))
+                        && let Some((tool, detail)) = self.1.0.get(id)
+                    {
+                        report.send(&Report::Denied {
+                            tool: tool.clone(),
+                            detail: detail.clone(),
+                            reason: "Claude Code does not offer this tool to this agent (its permissions deny it)".into(),
+                        });
                     }
                 }
             }
@@ -142,6 +216,14 @@ impl Events for Stream {
                 });
                 if let Some(id) = str_at(v, &["session_id"]) {
                     report.session(id);
+                }
+                for d in v["permission_denials"].as_array().into_iter().flatten() {
+                    report.send(&Report::Denied {
+                        tool: str_at(d, &["tool_name"]).unwrap_or("a tool").to_owned(),
+                        detail: call_detail(&d["tool_input"]),
+                        reason: "Claude Code refused it: the agent's permissions do not allow it"
+                            .into(),
+                    });
                 }
                 self.0.result = Some(v.clone());
             }

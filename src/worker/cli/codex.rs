@@ -8,9 +8,13 @@
 //! folder (and only there). Codex does not fail fast without
 //! credentials, so the run is gated on `CODEX_API_KEY` or `codex login status`.
 
-use super::{Events, Invocation, SERVER, TOKEN_ENV, env_set, failure_from, num, probe, str_at};
+use super::{
+    Events, Invocation, SERVER, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
+    secret_var, str_at,
+};
+use crate::permissions;
 use crate::process::Finished;
-use crate::worker::protocol::Usage;
+use crate::worker::protocol::{ErrorClass, McpServer, Usage};
 use crate::worker::{Failure, Reporter, Run, prompt};
 use serde_json::Value;
 
@@ -34,6 +38,8 @@ fn toml_str(s: &str) -> String {
 
 pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
+    let rules = permissions::backends::codex(&cfg.permissions)
+        .map_err(|e| Failure::new(ErrorClass::Other, e))?;
     let server = |k: &str, v: String| ["-c".to_owned(), format!("mcp_servers.{SERVER}.{k}={v}")];
     let mut args: Vec<String> = vec!["exec".into()];
     if let Some(s) = session {
@@ -47,11 +53,76 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     args.extend([
         "-c".into(),
         format!("developer_instructions={}", toml_str(&prompt::system(cfg))),
-        // `exec` defaults to a read-only sandbox: an agent could not change its own
-        // folder. `-s` is not accepted by `exec resume`; the config key is.
+        // The profile's sandbox. `-s` is not accepted by `exec resume`; the config
+        // key is.
         "-c".into(),
-        format!("sandbox_mode={}", toml_str("workspace-write")),
+        format!("sandbox_mode={}", toml_str(rules.sandbox)),
     ]);
+    if rules.sandbox == "workspace-write" {
+        // Codex's workspace-write also lets commands write in /tmp and $TMPDIR; the
+        // edit profile means the agent's folder only.
+        for k in ["exclude_slash_tmp", "exclude_tmpdir_env_var"] {
+            args.extend(["-c".into(), format!("sandbox_workspace_write.{k}=true")]);
+        }
+    }
+    for feature in &rules.disable {
+        args.extend(["-c".into(), format!("features.{feature}=false")]);
+    }
+    // The agent's own servers. Secrets never go on the command line (other users
+    // can read it): a stdio server's env values are passed by name from Codex's
+    // environment (`env_vars`), headers through `env_http_headers`.
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (name, server) in own_servers(cfg) {
+        let key = |k: &str| format!("mcp_servers.{name}.{k}");
+        match server {
+            McpServer::Stdio(st) => {
+                args.extend([
+                    "-c".into(),
+                    format!("{}={}", key("command"), toml_str(&st.command)),
+                ]);
+                let list = st
+                    .args
+                    .iter()
+                    .map(|a| toml_str(a))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                args.extend(["-c".into(), format!("{}=[{list}]", key("args"))]);
+                let names = st
+                    .env
+                    .keys()
+                    .map(|k| toml_str(k))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                args.extend(["-c".into(), format!("{}=[{names}]", key("env_vars"))]);
+                env.extend(st.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            McpServer::Http(h) => {
+                args.extend(["-c".into(), format!("{}={}", key("url"), toml_str(&h.url))]);
+                let headers = h
+                    .headers
+                    .iter()
+                    .map(|(k, v)| {
+                        let var = secret_var(name, k);
+                        env.push((var.clone(), v.clone()));
+                        format!("{}={}", toml_str(k), toml_str(&var))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                args.extend([
+                    "-c".into(),
+                    format!("{}={{{headers}}}", key("env_http_headers")),
+                ]);
+            }
+        }
+        args.extend([
+            "-c".into(),
+            format!(
+                "{}={}",
+                key("default_tools_approval_mode"),
+                toml_str("approve")
+            ),
+        ]);
+    }
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
@@ -69,7 +140,7 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     Ok(Invocation {
         program: "codex".into(),
         args,
-        env: vec![],
+        env,
         files: vec![],
     })
 }

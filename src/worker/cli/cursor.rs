@@ -1,14 +1,20 @@
 //! Cursor Agent: `cursor-agent -p --output-format stream-json`.
 //!
-//! Cursor reads MCP servers from `<workspace>/.cursor/mcp.json`: ours is merged in
-//! for the run and the file restored after (the token is expanded by Cursor from
-//! `${env:...}`); `--approve-mcps` and `--force --trust` let it run unattended.
+//! Cursor reads MCP servers from `<workspace>/.cursor/mcp.json`: ours (and the
+//! agent's own) are merged in for the run and the file restored after (the token
+//! and secrets are expanded by Cursor from `${env:...}`); `--approve-mcps` and
+//! `--trust` let it run unattended. The agent's permissions decide `--force` (from
+//! `edit` up) and the allow/deny rules merged into `<workspace>/.cursor/cli.json`.
 //! Cursor has no system-prompt flag, so the agent's system prompt leads the task.
 //! Not on npm: its stream format is tested against recorded lines.
 
-use super::{Events, Invocation, ResultEnd, TOKEN_ENV, WorkspaceFile, env_set, num, probe, str_at};
+use super::{
+    Events, Invocation, ResultEnd, SERVER, TOKEN_ENV, WorkspaceFile, env_set, num, own_servers,
+    probe, secret_var, str_at,
+};
+use crate::permissions;
 use crate::process::Finished;
-use crate::worker::protocol::Usage;
+use crate::worker::protocol::{ErrorClass, McpServer, Usage};
 use crate::worker::{Failure, Reporter, Run, prompt};
 use serde_json::{Value, json};
 
@@ -32,24 +38,66 @@ pub async fn auth_missing() -> Option<String> {
 
 pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
-    let mcp = WorkspaceFile::merge_server(
-        cfg.cwd.join(".cursor").join("mcp.json"),
-        "mcpServers",
+    let rules = permissions::backends::cursor(&cfg.permissions)
+        .map_err(|e| Failure::new(ErrorClass::Other, e))?;
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut servers = vec![(
+        SERVER.to_owned(),
         json!({
             "url": cfg.url,
             "headers": { "Authorization": format!("Bearer ${{env:{TOKEN_ENV}}}") },
         }),
-    )?;
-    let mut args: Vec<String> = vec![
-        "-p".into(),
-        "--output-format".into(),
-        "stream-json".into(),
-        "--force".into(),
+    )];
+    // The agent's own servers; secret values stay in the environment, the file
+    // only names them.
+    for (name, server) in own_servers(cfg) {
+        let mut refer = |key: &str, value: &str| {
+            let var = secret_var(name, key);
+            env.push((var.clone(), value.to_owned()));
+            json!(format!("${{env:{var}}}"))
+        };
+        let entry = match server {
+            McpServer::Stdio(st) => json!({
+                "command": st.command, "args": st.args,
+                "env": st.env.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>(),
+            }),
+            McpServer::Http(h) => json!({
+                "url": h.url,
+                "headers": h.headers.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>(),
+            }),
+        };
+        servers.push((name.clone(), entry));
+    }
+    let mut files = vec![WorkspaceFile::merge_servers(
+        cfg.cwd.join(".cursor").join("mcp.json"),
+        "mcpServers",
+        servers,
+    )?];
+    // The profile's rules, for this run, in the workspace's CLI config. Put first
+    // so it is restored first: the folder it shares with mcp.json goes last.
+    if !rules.allow.is_empty() || !rules.deny.is_empty() {
+        files.insert(
+            0,
+            WorkspaceFile::merge_servers(
+                cfg.cwd.join(".cursor").join("cli.json"),
+                "permissions",
+                vec![
+                    ("allow".into(), json!(rules.allow)),
+                    ("deny".into(), json!(rules.deny)),
+                ],
+            )?,
+        );
+    }
+    let mut args: Vec<String> = vec!["-p".into(), "--output-format".into(), "stream-json".into()];
+    if rules.force {
+        args.push("--force".into());
+    }
+    args.extend([
         "--trust".into(),
         "--approve-mcps".into(),
         "--workspace".into(),
         cfg.cwd.display().to_string(),
-    ];
+    ]);
     if let Some(m) = &cfg.model {
         args.extend(["--model".into(), m.clone()]);
     }
@@ -60,8 +108,8 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     Ok(Invocation {
         program: "cursor-agent".into(),
         args,
-        env: vec![],
-        files: vec![mcp],
+        env,
+        files,
     })
 }
 

@@ -7,9 +7,13 @@
 //! `GEMINI_SYSTEM_MD` would replace Gemini's own system prompt (and its tool
 //! guidance), so the agent's system prompt leads the task text instead.
 
-use super::{Events, Invocation, TOKEN_ENV, WorkspaceFile, failure_from, num, str_at};
+use super::{
+    Events, Invocation, SERVER, Scratch, TOKEN_ENV, WorkspaceFile, failure_from, num, own_servers,
+    secret_var, str_at,
+};
+use crate::permissions;
 use crate::process::Finished;
-use crate::worker::protocol::{ErrorClass, Usage};
+use crate::worker::protocol::{ErrorClass, McpServer, Report, Usage};
 use crate::worker::{Failure, Reporter, Run, prompt};
 use serde_json::{Value, json};
 
@@ -44,24 +48,65 @@ pub fn auth_missing() -> Option<String> {
     })
 }
 
-pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
+pub fn invocation(
+    run: &Run<'_>,
+    session: Option<&str>,
+    scratch: &Scratch,
+) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
-    let settings = WorkspaceFile::merge_server(
-        cfg.cwd.join(".gemini").join("settings.json"),
-        "mcpServers",
+    let rules = permissions::backends::gemini(&cfg.permissions)
+        .map_err(|e| Failure::new(ErrorClass::Other, e))?;
+    let mut env: Vec<(String, String)> = vec![
+        ("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()),
+        // Gemini otherwise re-executes itself once per run (about 3 s).
+        ("GEMINI_CLI_NO_RELAUNCH".into(), "true".into()),
+    ];
+    let mut servers = vec![(
+        SERVER.to_owned(),
         json!({
             "httpUrl": cfg.url,
             "headers": { "Authorization": format!("Bearer ${{{TOKEN_ENV}}}") },
             "trust": true,
             "timeout": 30000,
         }),
+    )];
+    // The agent's own servers, trusted (they were given to it); secret values stay
+    // in the environment, the file only names them.
+    for (name, server) in own_servers(cfg) {
+        let mut refer = |key: &str, value: &str| {
+            let var = secret_var(name, key);
+            env.push((var.clone(), value.to_owned()));
+            format!("${{{var}}}")
+        };
+        let entry = match server {
+            McpServer::Stdio(st) => json!({
+                "command": st.command, "args": st.args, "trust": true,
+                "env": st.env.iter().map(|(k, v)| (k.clone(), json!(refer(k, v)))).collect::<serde_json::Map<_, _>>(),
+            }),
+            McpServer::Http(h) => json!({
+                "httpUrl": h.url, "trust": true,
+                "headers": h.headers.iter().map(|(k, v)| (k.clone(), json!(refer(k, v)))).collect::<serde_json::Map<_, _>>(),
+            }),
+        };
+        servers.push((name.clone(), entry));
+    }
+    let settings = WorkspaceFile::merge_servers(
+        cfg.cwd.join(".gemini").join("settings.json"),
+        "mcpServers",
+        servers,
     )?;
     let mut args: Vec<String> = vec![
         "-p".into(),
         prompt::combined(cfg, run.context),
         "-o".into(),
         "stream-json".into(),
+        "--approval-mode".into(),
+        rules.approval_mode.into(),
     ];
+    if !rules.policy.is_empty() {
+        let policy = scratch.write("policy.toml", &rules.policy)?;
+        args.extend(["--policy".into(), policy.display().to_string()]);
+    }
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
@@ -71,11 +116,7 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     Ok(Invocation {
         program: "gemini".into(),
         args,
-        env: vec![
-            ("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()),
-            // Gemini otherwise re-executes itself once per run (about 3 s).
-            ("GEMINI_CLI_NO_RELAUNCH".into(), "true".into()),
-        ],
+        env,
         files: vec![settings],
     })
 }
@@ -84,6 +125,8 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
 pub struct Stream {
     text: String,
     result: Option<Value>,
+    /// Tool calls by id: (tool, what it is about), for refusals.
+    calls: std::collections::HashMap<String, (String, String)>,
 }
 
 impl Events for Stream {
@@ -94,10 +137,43 @@ impl Events for Stream {
                     report.session(id);
                 }
             }
-            Some("tool_use") => report.progress(format!(
-                "calls {}",
-                str_at(v, &["tool_name"]).unwrap_or("a tool")
-            )),
+            Some("tool_use") => {
+                let tool = str_at(v, &["tool_name"]).unwrap_or("a tool");
+                report.progress(format!("calls {tool}"));
+                if let Some(id) = str_at(v, &["tool_id"]) {
+                    let p = &v["parameters"];
+                    let detail = ["command", "file_path", "absolute_path", "url", "pattern"]
+                        .iter()
+                        .find_map(|k| p[*k].as_str())
+                        .map_or_else(|| p.to_string(), str::to_owned);
+                    self.calls.insert(id.to_owned(), (tool.to_owned(), detail));
+                }
+            }
+            // A call its policy refused, or to a tool its approval mode does not
+            // offer: Gemini answers the model with the reason.
+            Some("tool_result") if str_at(v, &["status"]) == Some("error") => {
+                let message = str_at(v, &["error", "message"])
+                    .or_else(|| str_at(v, &["output"]))
+                    .unwrap_or_default();
+                let lower = message.to_lowercase();
+                let refused = ["policy", "denied", "not allowed", "refused"]
+                    .iter()
+                    .any(|w| lower.contains(w))
+                    || (lower.starts_with("tool \"") && lower.contains("not found"));
+                if refused {
+                    let id = str_at(v, &["tool_id"]).unwrap_or_default();
+                    let (tool, detail) = self.calls.get(id).cloned().unwrap_or_else(|| {
+                        // Not offered, so never announced: the id starts with its name.
+                        let name = message.split('"').nth(1).unwrap_or(id);
+                        (name.to_owned(), String::new())
+                    });
+                    report.send(&Report::Denied {
+                        tool,
+                        detail: crate::worker::clip(&detail, 500).into_owned(),
+                        reason: crate::worker::clip(message, 500).into_owned(),
+                    });
+                }
+            }
             Some("message") if str_at(v, &["role"]) == Some("assistant") => {
                 if let Some(t) = str_at(v, &["content"]) {
                     if v["delta"] != Value::Bool(true) {

@@ -73,6 +73,34 @@ pub trait Events: Send {
     fn finish(self: Box<Self>, done: &Finished) -> Result<Option<String>, Failure>;
 }
 
+/// The agent's own MCP servers its backend is given: all but those its
+/// permissions deny whole.
+pub fn own_servers(cfg: &RunConfig) -> Vec<(&String, &super::protocol::McpServer)> {
+    let hidden = crate::permissions::backends::hidden_servers(&cfg.permissions);
+    cfg.mcp_servers
+        .iter()
+        .filter(|(n, _)| !hidden.contains(n))
+        .collect()
+}
+
+/// The environment variable that carries one secret of an agent's own server
+/// (`key` of its env or headers) to a CLI that expands variables in its config:
+/// config files name the variable, never the value.
+pub fn secret_var(server: &str, key: &str) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
+    format!("AW_MCP_{}_{}", clean(server), clean(key))
+}
+
 /// Files and folders private to one run (system prompt, Claude's MCP config),
 /// removed when the run ends.
 pub struct Scratch {
@@ -267,13 +295,17 @@ impl Cli {
         session: Option<&str>,
     ) -> Result<Option<String>, Failure> {
         let scratch = Scratch::new(&run.cfg.run_id)?;
-        let inv = match self.kind {
+        let mut inv = match self.kind {
             Kind::Claude => claude::invocation(run, session, &scratch)?,
             Kind::Codex => codex::invocation(run, session)?,
             Kind::Cursor => cursor::invocation(run, session)?,
-            Kind::Gemini => gemini::invocation(run, session)?,
+            Kind::Gemini => gemini::invocation(run, session, &scratch)?,
             Kind::OpenCode => opencode::invocation(run, session, &scratch)?,
         };
+        // Some CLIs take their project folder from PWD, not from their working
+        // directory (OpenCode would call the agent's own folder external).
+        inv.env
+            .push(("PWD".into(), run.cfg.cwd.display().to_string()));
         let events: Box<dyn Events> = match self.kind {
             Kind::Claude => Box::<claude::Stream>::default(),
             Kind::Codex => Box::new(codex::Stream::new(session.and(run.cfg.session_usage))),

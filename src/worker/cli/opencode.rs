@@ -7,9 +7,13 @@
 //! replaced. OpenCode falls back to free hosted models when no provider is
 //! configured, so the run is gated on finding credentials.
 
-use super::{Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, str_at};
+use super::{
+    Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, own_servers,
+    secret_var, str_at,
+};
+use crate::permissions;
 use crate::process::Finished;
-use crate::worker::protocol::{ErrorClass, Usage};
+use crate::worker::protocol::{ErrorClass, McpServer, Report, Usage};
 use crate::worker::{Failure, Reporter, Run, classify, prompt};
 use serde_json::{Value, json};
 
@@ -74,6 +78,36 @@ pub fn invocation(
         "enabled": true,
         "oauth": false,
     });
+    // The agent's own servers; secret values stay in the environment, the config
+    // names them (`{env:...}`).
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (name, server) in own_servers(cfg) {
+        let mut refer = |key: &str, value: &str| {
+            let var = secret_var(name, key);
+            env.push((var.clone(), value.to_owned()));
+            json!(format!("{{env:{var}}}"))
+        };
+        config["mcp"][name.as_str()] = match server {
+            McpServer::Stdio(st) => {
+                let mut command = vec![st.command.clone()];
+                command.extend(st.args.iter().cloned());
+                json!({"type": "local", "command": command, "enabled": true,
+                    "environment": st.env.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>()})
+            }
+            McpServer::Http(h) => {
+                json!({"type": "remote", "url": h.url, "enabled": true, "oauth": false,
+                "headers": h.headers.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>()})
+            }
+        };
+    }
+    // The agent's permissions replace whatever its own config said about them.
+    let rules = permissions::backends::opencode(&cfg.permissions);
+    config["permission"] = rules["permission"].clone();
+    if let Some(off) = rules.get("tools").and_then(Value::as_object) {
+        for (k, v) in off {
+            config["tools"][k.as_str()] = v.clone();
+        }
+    }
     let mut instructions = config["instructions"]
         .as_array()
         .cloned()
@@ -91,7 +125,10 @@ pub fn invocation(
     Ok(Invocation {
         program: "opencode".into(),
         args,
-        env: vec![(CONFIG_ENV.into(), config.to_string())],
+        env: {
+            env.push((CONFIG_ENV.into(), config.to_string()));
+            env
+        },
         files: vec![],
     })
 }
@@ -112,10 +149,40 @@ impl Events for Stream {
             report.session(id);
         }
         match str_at(v, &["type"]) {
-            Some("tool_use") => report.progress(format!(
-                "calls {}",
-                str_at(v, &["part", "tool"]).unwrap_or("a tool")
-            )),
+            Some("tool_use") => {
+                let tool = str_at(v, &["part", "tool"]).unwrap_or("a tool");
+                report.progress(format!("calls {tool}"));
+                // A call its permission config refused ends in an error that says so.
+                // A tool its permissions switch off whole is not offered: a call to
+                // it goes to OpenCode's `invalid` tool, which names it.
+                let state = &v["part"]["state"];
+                let (tool, error) = if tool == "invalid" {
+                    (
+                        str_at(state, &["input", "tool"]).unwrap_or("a tool"),
+                        str_at(state, &["input", "error"]).unwrap_or("not available"),
+                    )
+                } else {
+                    (tool, str_at(state, &["error"]).unwrap_or_default())
+                };
+                let refused = (str_at(&v["part"], &["tool"]) == Some("invalid")
+                    && error.contains("unavailable tool"))
+                    || (str_at(state, &["status"]) == Some("error")
+                        && ["permission", "rule", "denied", "not allowed"]
+                            .iter()
+                            .any(|w| error.to_lowercase().contains(w)));
+                if refused {
+                    let input = &state["input"];
+                    let detail = ["command", "filePath", "path", "url", "pattern"]
+                        .iter()
+                        .find_map(|k| input[*k].as_str())
+                        .map_or_else(|| input.to_string(), str::to_owned);
+                    report.send(&Report::Denied {
+                        tool: tool.to_owned(),
+                        detail: crate::worker::clip(&detail, 500).into_owned(),
+                        reason: crate::worker::clip(error, 500).into_owned(),
+                    });
+                }
+            }
             Some("step_finish") => report.add_usage(Usage {
                 input_tokens: num(v, &["part", "tokens", "input"])
                     + num(v, &["part", "tokens", "cache", "read"]),

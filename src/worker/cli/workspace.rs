@@ -43,6 +43,8 @@ struct Original {
 pub struct WorkspaceFile {
     path: PathBuf,
     key: String,
+    /// The entries of ours under `key`: the team server and the agent's own.
+    names: Vec<String>,
     /// Open with a shared lock while the run uses the file.
     in_use: Option<File>,
 }
@@ -110,6 +112,16 @@ impl WorkspaceFile {
     /// Merges `server` as our entry into the JSON object at `key` of the file
     /// (creating the file and its folder when needed).
     pub fn merge_server(path: PathBuf, key: &str, server: Value) -> Result<Self, Failure> {
+        Self::merge_servers(path, key, vec![(SERVER.to_owned(), server)])
+    }
+
+    /// As [`merge_server`](Self::merge_server), for several entries at once (the
+    /// team server and the agent's own servers).
+    pub fn merge_servers(
+        path: PathBuf,
+        key: &str,
+        servers: Vec<(String, Value)>,
+    ) -> Result<Self, Failure> {
         let shown = path.display().to_string();
         let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
         let (created_dir, _dir_lock) = create_and_lock_dir(&dir)?;
@@ -129,7 +141,8 @@ impl WorkspaceFile {
             .or_insert_with(|| Value::Object(Default::default()))
             .as_object_mut()
             .ok_or_else(|| fail(format!("{key} in {shown} must be an object")))?
-            .insert(SERVER.to_owned(), server);
+            .extend(servers.iter().cloned());
+        let names = servers.into_iter().map(|(n, _)| n).collect();
 
         // The first run saves the original; later ones (and a run after a crashed
         // one) find it there.
@@ -150,6 +163,7 @@ impl WorkspaceFile {
             Ok(f) => Ok(Self {
                 path,
                 key: key.to_owned(),
+                names,
                 in_use: Some(f),
             }),
             Err(e) => {
@@ -181,18 +195,15 @@ impl WorkspaceFile {
             .as_deref()
             .and_then(|t| serde_json::from_str(t).ok())
             .unwrap_or_else(|| Value::Object(Default::default()));
-        let theirs = before.get(&self.key).and_then(|s| s.get(SERVER)).cloned();
         if let Some(servers) = doc.get_mut(&self.key).and_then(Value::as_object_mut) {
-            match theirs {
-                Some(v) => {
-                    servers.insert(SERVER.to_owned(), v);
-                }
-                None => {
-                    servers.remove(SERVER);
-                    if servers.is_empty() && before.get(&self.key).is_none() {
-                        doc.as_object_mut().map(|o| o.remove(&self.key));
-                    }
-                }
+            for name in &self.names {
+                match before.get(&self.key).and_then(|s| s.get(name)).cloned() {
+                    Some(v) => servers.insert(name.clone(), v),
+                    None => servers.remove(name),
+                };
+            }
+            if servers.is_empty() && before.get(&self.key).is_none() {
+                doc.as_object_mut().map(|o| o.remove(&self.key));
             }
         }
         if doc == before {
