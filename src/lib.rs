@@ -11,7 +11,9 @@
 //! error.rs       the kernel's typed errors
 //! fsread.rs      reading a file someone named: regular files only, size first, bounded
 //! permissions/   permission profiles (pure): classes, allow/deny, decisions; backends.rs
-//!                what each backend can express
+//!                each backend's terms for a profile (Claude's mode and tool rules,
+//!                Codex's sandbox, Gemini's policy, OpenCode's config, Cursor's
+//!                rules) and what it cannot hold
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
@@ -36,7 +38,8 @@
 //!                  workers.rs the process manager, supervise.rs one run from spawn
 //!                  to settlement, runs.rs run records, ask.rs agent_ask,
 //!                  scheduler/ (state and timers, gate.rs admission and the queue,
-//!                  outcome.rs retries and pauses), schedules.rs, backends.rs
+//!                  outcome.rs retries and pauses, wakes.rs deliveries to wakes in
+//!                  bounded batches), schedules.rs, backends.rs
 //!                  readiness; tells workflows through events
 //!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
