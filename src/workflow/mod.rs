@@ -2,9 +2,13 @@
 //! parsing and validating with exact positions, binding params, `${{ }}`
 //! interpolation and the setup shell steps.
 //!
+//! - `depth.rs`       nesting refused before parsing (a refusal takes milliseconds)
 //! - `node.rs`        the document as an order- and duplicate-preserving tree
 //! - `locate.rs`      where a node (or a `${{` inside a scalar) is in the text
-//! - `spec.rs`        the format: every key, type and rule, as [`SpecError`]s
+//! - `spec/`          the format: every key, type and rule, as [`SpecError`]s:
+//!                    `mod.rs` the top level, `doc.rs` positions and typed values,
+//!                    `steps.rs` params and setup, `agent.rs` the agents,
+//!                    `context.rs` the documents
 //! - `suggest.rs`     "did you mean" for misspelt keys and values
 //! - `params.rs`      binding the caller's params to the declared ones
 //! - `interpolate.rs` `${{ name }}`: the scanner shared by validation and runtime
