@@ -60,6 +60,26 @@ fn steps(backend: &str, file: &Path, command: &str) -> Vec<(&'static str, Value)
     }
 }
 
+/// The CLIs' folder (None: skip, when they are not installed and not required);
+/// the sdk backend needs none.
+fn bin_for(backend: &str) -> Option<std::path::PathBuf> {
+    match backend {
+        "sdk" => Some(std::path::PathBuf::new()),
+        _ => cli_bin(),
+    }
+}
+
+/// The agent's env against the fake model: the sdk's provider settings, or a CLI's.
+fn agent_env(backend: &str, bin: &Path, home: &Path, llm: &str) -> serde_json::Map<String, Value> {
+    match backend {
+        "sdk" => json!({"ANTHROPIC_BASE_URL": llm, "ANTHROPIC_API_KEY": "sk-test"})
+            .as_object()
+            .unwrap()
+            .clone(),
+        _ => cli_env(backend, bin, home, llm),
+    }
+}
+
 struct Case {
     permissions: Value,
     written: bool,
@@ -90,13 +110,7 @@ fn cases(backend: &str) -> Vec<Case> {
 }
 
 async fn profile_rows(backend: &str) {
-    let bin = match backend {
-        "sdk" => std::path::PathBuf::new(),
-        _ => match cli_bin() {
-            Some(b) => b,
-            None => return,
-        },
-    };
+    let Some(bin) = bin_for(backend) else { return };
     let mut failures = Vec::new();
     for (i, case) in cases(backend).into_iter().enumerate() {
         let home = tempfile::tempdir().unwrap();
@@ -109,13 +123,7 @@ async fn profile_rows(backend: &str) {
         let dir = tempfile::tempdir().unwrap();
         let s = HttpServer::start(dir.path()).await;
         let lead = s.lead(Proto::Legacy).await;
-        let env = match backend {
-            "sdk" => json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"})
-                .as_object()
-                .unwrap()
-                .clone(),
-            _ => cli_env(backend, &bin, home.path(), &llm.url),
-        };
+        let env = agent_env(backend, &bin, home.path(), &llm.url);
         let mut args = json!({
             "name": "worker", "backend": backend, "env": env,
             "cwd": work.path().display().to_string(),
@@ -386,13 +394,7 @@ async fn profiles_a_backend_cannot_hold_are_refused() {
 /// it, on the sdk backend and on the CLIs. The secret in its env is shown back
 /// nowhere: not in agent_info, not in the channel.
 async fn own_server_row(backend: &str) {
-    let bin = match backend {
-        "sdk" => std::path::PathBuf::new(),
-        _ => match cli_bin() {
-            Some(b) => b,
-            None => return,
-        },
-    };
+    let Some(bin) = bin_for(backend) else { return };
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     assert!(
         python.exists(),
@@ -412,13 +414,7 @@ async fn own_server_row(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let env = match backend {
-        "sdk" => json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"})
-            .as_object()
-            .unwrap()
-            .clone(),
-        _ => cli_env(backend, &bin, home.path(), &llm.url),
-    };
+    let env = agent_env(backend, &bin, home.path(), &llm.url);
     let model = model_for(backend).unwrap_or("claude-sonnet-4-5");
     call(
         &lead,

@@ -623,3 +623,150 @@ fi
         .ok();
     s.stop().await;
 }
+
+/// The coding team example: each agent with the least permission it needs, shown
+/// by agent_info, and the hand-over from coder to tester to reviewer to the lead.
+#[tokio::test]
+async fn the_coding_team_example_runs_with_its_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    run(
+        &lead,
+        json!({"file": example("coding-team.yaml"), "wait_seconds": 30}),
+    )
+    .await;
+    let r = finished(&lead, "@coding-team:main").await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let msgs = channel(&lead, "@coding-team:main").await;
+    assert_eq!(
+        from(&msgs, "reviewer"),
+        ["@user the retry change is implemented, tested and approved (see notes.md)"]
+    );
+    for (name, means) in [
+        ("coder", "may read, create and edit files in its folder"),
+        (
+            "tester",
+            "may read and search files in its folder, and also shell:cargo test*",
+        ),
+        ("reviewer", "may read and search files in its folder"),
+    ] {
+        let info = call(
+            &lead,
+            "agent_info",
+            json!({"target": format!("{name}@coding-team")}),
+        )
+        .await
+        .ok();
+        assert_eq!(info["agent"]["permissions"]["means"], means, "{info}");
+    }
+    s.stop().await;
+}
+
+/// Seed 004's example YAML runs as written with mock agents: no backend (and
+/// `backend: default`) take the kernel's default backend, `schedule: 30s` arms the
+/// reviewer, the original's context form and a setup step work, and YAML agents
+/// carry their permissions. A default backend that is no backend is refused by
+/// name.
+#[tokio::test]
+async fn the_seed_example_runs_with_the_default_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("prompts")).unwrap();
+    std::fs::write(work.path().join("prompts/reviewer.md"), "You review.").unwrap();
+    std::fs::write(work.path().join("prompts/coder.md"), "You code.").unwrap();
+    let yaml = r#"name: code-review
+
+agents:
+  reviewer:
+    model: anthropic/claude-sonnet-4-5
+    system_prompt: prompts/reviewer.md
+    schedule: 30s              # polling interval
+    backend: default           # sdk | claude | codex | cursor | mock
+    permissions: read
+
+  coder:
+    model: anthropic/claude-sonnet-4-5
+    system_prompt: prompts/coder.md
+    permissions: { profile: edit, allow: ["shell:npm test*"] }
+
+context:
+  provider: sqlite             # default
+  documentOwner: reviewer      # optional single-writer
+
+setup:
+  - shell: echo "+ fix the retry loop"
+    as: diff
+
+kickoff: |
+  PR diff: ${{ diff }}
+  @reviewer please review.
+"#;
+    let file = work.path().join("code-review.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let s =
+        HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_DEFAULT_BACKEND", "mock")]).await;
+    let lead = s.lead(Proto::Legacy).await;
+    run(&lead, json!({"file": file.display().to_string()})).await;
+    let r = finished(&lead, "@code-review:main").await;
+    // The reviewer's schedule keeps it `scheduled`, not done.
+    assert_eq!(r["status"], "scheduled", "{r}");
+    for name in ["reviewer", "coder"] {
+        let info = call(
+            &lead,
+            "agent_info",
+            json!({"target": format!("{name}@code-review")}),
+        )
+        .await
+        .ok();
+        assert_eq!(info["agent"]["backend"], "mock", "{info}");
+        if name == "reviewer" {
+            assert_eq!(info["agent"]["permissions"]["profile"], "read", "{info}");
+            assert!(info["schedule"].to_string().contains("30"), "{info}");
+            assert!(
+                info["runs"].as_array().is_some_and(|r| !r.is_empty()),
+                "{info}"
+            );
+        } else {
+            assert_eq!(
+                info["agent"]["permissions"]["allow"],
+                json!(["shell:npm test*"]),
+                "{info}"
+            );
+        }
+    }
+    let msgs = channel(&lead, "@code-review:main").await;
+    assert!(
+        msgs.iter().any(|m| m["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("+ fix the retry loop")),
+        "the setup step's output reached the kickoff: {msgs:?}"
+    );
+    assert!(!from(&msgs, "reviewer").is_empty(), "{msgs:?}");
+    call(
+        &lead,
+        "workflow_stop",
+        json!({"workflow": "@code-review:main"}),
+    )
+    .await
+    .ok();
+    s.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let s =
+        HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_DEFAULT_BACKEND", "gpt")]).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"file": file.display().to_string(), "tag": "again"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("AGENT_WORKER_DEFAULT_BACKEND") && e.contains("gpt") && e.contains(":8:"),
+        "{e}"
+    );
+    s.stop().await;
+}

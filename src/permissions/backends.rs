@@ -414,6 +414,40 @@ pub fn check(backend: &str, p: &Permissions) -> Result<(), String> {
     }
 }
 
+/// Most own MCP servers per agent.
+pub const MAX_SERVERS: usize = 16;
+
+/// Everything about an agent's powers its backend must agree to: the profile
+/// ([`check`]), and its own servers as its rules name them.
+pub fn check_agent(backend: &str, p: &Permissions, servers: &[&str]) -> Result<(), String> {
+    check(backend, p)?;
+    if servers.len() > MAX_SERVERS {
+        return Err(format!(
+            "mcp_servers: at most {MAX_SERVERS} servers per agent"
+        ));
+    }
+    if !servers.is_empty() && matches!(backend, "mock" | "external") {
+        return Err(format!(
+            "mcp_servers: a {backend} agent has no backend to give them to; leave them out"
+        ));
+    }
+    for c in p.allow.iter().chain(&p.deny) {
+        if let Class::Mcp { server, .. } = c
+            && !servers.contains(&server.as_str())
+        {
+            return Err(format!(
+                "permissions: {c} names no server of this agent's mcp_servers ({}); add the server or fix the name",
+                if servers.is_empty() {
+                    "it has none".to_owned()
+                } else {
+                    servers.join(", ")
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What each profile becomes on `backend`, in words (backend_list shows it).
 pub fn profiles(backend: &str) -> std::collections::BTreeMap<String, String> {
     let (read, edit, full) = match backend {

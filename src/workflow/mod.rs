@@ -5,10 +5,9 @@
 //! - `depth.rs`       nesting refused before parsing (a refusal takes milliseconds)
 //! - `node.rs`        the document as an order- and duplicate-preserving tree
 //! - `locate.rs`      where a node (or a `${{` inside a scalar) is in the text
-//! - `spec/`          the format: every key, type and rule, as [`SpecError`]s:
-//!                    `mod.rs` the top level, `doc.rs` positions and typed values,
-//!                    `steps.rs` params and setup, `agent.rs` the agents,
-//!                    `context.rs` the documents
+//! - `spec/`          the format: every key, type and rule, as [`SpecError`]s
+//!   (`mod.rs` the top level, `doc.rs` positions and typed values, `steps.rs`
+//!   params and setup, `agent.rs` the agents, `context.rs` the documents)
 //! - `suggest.rs`     "did you mean" for misspelt keys and values
 //! - `params.rs`      binding the caller's params to the declared ones
 //! - `interpolate.rs` `${{ name }}`: the scanner shared by validation and runtime
@@ -84,6 +83,10 @@ pub struct AgentDef {
     pub max_steps: Option<u32>,
     /// Idle timeout of one run.
     pub timeout: Option<Duration>,
+    /// What it may do on the machine (default: the `edit` profile).
+    pub permissions: crate::permissions::Permissions,
+    /// Its own MCP servers, by name.
+    pub mcp_servers: BTreeMap<String, crate::worker::protocol::McpServer>,
 }
 
 /// The workflow's shared documents. All `None` = the kernel's defaults.

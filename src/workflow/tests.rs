@@ -80,9 +80,54 @@ const MISTAKES: &[(&str, &str, &str)] = &[
         "expected text, found a list",
     ),
     (
-        "agents:\n  a: { model: x }\n",
-        "2:3",
-        "agent `a` has no `backend`",
+        "agents:\n  a:\n    backend: mock\n    wakeup: 30s\n    schedule: 1m\n",
+        "5:5",
+        "both wakeup and schedule are given",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    permissions: admin\n",
+        "4:18",
+        "unknown permission profile \"admin\"",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    permissions: { profile: edit, allow: [teleport] }\n",
+        "4:18",
+        "unknown tool class \"teleport\"",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    permissions:\n      profile: edit\n      colour: red\n",
+        "6:7",
+        "unknown key `colour`",
+    ),
+    (
+        "agents:\n  a:\n    backend: codex\n    permissions: { profile: edit, allow: [\"shell:make*\"] }\n",
+        "4:5",
+        "the codex backend cannot express allow shell:make*",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    permissions: { profile: read, deny: [\"mcp:tracker\"] }\n",
+        "4:5",
+        "names no server of this agent's mcp_servers",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    mcp_servers: { team: { command: x } }\n",
+        "4:20",
+        "team",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    mcp_servers:\n      t:\n        url: ftp://x\n",
+        "5:7",
+        "http",
+    ),
+    (
+        "agents:\n  a:\n    backend: sdk\n    mcp_servers:\n      t:\n        command: x\n        colour: 1\n",
+        "7:9",
+        "unknown key `colour`",
+    ),
+    (
+        "agents:\n  a:\n    backend: mock\n    mcp_servers: { t: { command: x } }\n",
+        "4:5",
+        "a mock agent has no backend to give them to",
     ),
     ("agents:\n  a:\n", "2:3", "agent `a` has no settings"),
     (
@@ -526,6 +571,41 @@ fn the_original_examples_parse() {
         }]
     );
     assert!(wf.kickoff.unwrap().starts_with("${{ timestamp }}\n@alice"));
+}
+
+/// Seed 004's example as written: no backend or `backend: default` (the default
+/// backend), `schedule: 30s`, the original's context form, a setup step, and prompt
+/// files next to the YAML; agents take permissions and their own servers.
+#[test]
+fn the_seed_example_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("prompts")).unwrap();
+    std::fs::write(dir.path().join("prompts/reviewer.md"), "You review.").unwrap();
+    std::fs::write(dir.path().join("prompts/coder.md"), "You code.").unwrap();
+    let yaml = "name: code-review\n\nagents:\n  reviewer:\n    model: anthropic/claude-sonnet-4-5\n    \
+                system_prompt: prompts/reviewer.md\n    schedule: 30s              # polling interval\n    \
+                backend: default           # sdk | claude | codex | cursor | mock\n    permissions: read\n\n  \
+                coder:\n    model: anthropic/claude-sonnet-4-5\n    system_prompt: prompts/coder.md\n    \
+                mcp_servers:\n      tracker: { command: tracker-mcp, env: { TRACKER_KEY: tk-1 } }\n\n\
+                context:\n  provider: sqlite             # default\n  documentOwner: reviewer      # optional single-writer\n\n\
+                setup:\n  - shell: gh pr diff\n    as: diff\n\nkickoff: |\n  PR diff: ${{ diff }}\n  @reviewer please review.\n";
+    let path = dir.path().join("review.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let w = super::load(&path).unwrap();
+    let reviewer = &w.agents[0];
+    assert_eq!(reviewer.backend, "sdk");
+    assert_eq!(reviewer.wakeup.as_deref(), Some("30s"));
+    assert_eq!(reviewer.system_prompt.as_deref(), Some("You review."));
+    assert_eq!(
+        reviewer.permissions.profile,
+        crate::permissions::Profile::Read
+    );
+    let coder = &w.agents[1];
+    assert_eq!(coder.backend, "sdk");
+    assert_eq!(coder.permissions.profile, crate::permissions::Profile::Edit);
+    assert!(coder.mcp_servers.contains_key("tracker"));
+    assert_eq!(w.context.document_owner.as_deref(), Some("reviewer"));
+    assert_eq!(w.setup[0].as_name.as_deref(), Some("diff"));
 }
 
 #[test]

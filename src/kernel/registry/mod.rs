@@ -244,43 +244,12 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
 /// Checks what an agent may do and use: its permissions must be expressible on
 /// its backend exactly, and its MCP servers well formed (and usable by it).
 pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Result<()> {
-    crate::permissions::backends::check(backend, &config.permissions).map_err(Error::invalid)?;
-    if config.mcp_servers.len() > 16 {
-        return Err(Error::invalid("mcp_servers: at most 16 servers per agent"));
-    }
     for (name, s) in &config.mcp_servers {
         crate::worker::protocol::McpServer::validate(name, s).map_err(Error::invalid)?;
     }
-    if !config.mcp_servers.is_empty() && matches!(backend, "mock" | EXTERNAL) {
-        return Err(Error::invalid(format!(
-            "mcp_servers: a {backend} agent has no backend to give them to; leave them out"
-        )));
-    }
-    for c in config
-        .permissions
-        .allow
-        .iter()
-        .chain(&config.permissions.deny)
-    {
-        if let crate::permissions::Class::Mcp { server, .. } = c
-            && !config.mcp_servers.contains_key(server)
-        {
-            return Err(Error::invalid(format!(
-                "permissions: {c} names no server of this agent's mcp_servers ({}); add the server or fix the name",
-                if config.mcp_servers.is_empty() {
-                    "it has none".to_owned()
-                } else {
-                    config
-                        .mcp_servers
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            )));
-        }
-    }
-    Ok(())
+    let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+    crate::permissions::backends::check_agent(backend, &config.permissions, &names)
+        .map_err(Error::invalid)
 }
 
 /// Registers an agent inside a write transaction (its instance created if new).

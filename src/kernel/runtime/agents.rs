@@ -148,6 +148,15 @@ impl Kernel {
         target: &str,
     ) -> Result<(BTreeMap<String, String>, Permissions)> {
         let id = self.agent_get(target).await?.id;
+        let (env, config) = self.stored_env_and_config(id).await?;
+        Ok((env, config.permissions))
+    }
+
+    /// The agent row's env and config as stored (the view hides secrets).
+    async fn stored_env_and_config(
+        &self,
+        id: i64,
+    ) -> Result<(BTreeMap<String, String>, AgentConfig)> {
         let (env, config): (String, String) = self
             .store
             .read(move |c| {
@@ -158,10 +167,9 @@ impl Kernel {
                 .ok_or_else(|| Error::not_found("the agent was deleted"))
             })
             .await?;
-        let config: AgentConfig = serde_json::from_str(&config).unwrap_or_default();
         Ok((
             serde_json::from_str(&env).unwrap_or_default(),
-            config.permissions,
+            serde_json::from_str(&config).unwrap_or_default(),
         ))
     }
 
@@ -175,18 +183,7 @@ impl Kernel {
         let rec = self.agent_get(target).await?;
         let id = rec.id;
         // The stored config (the view hides secrets, so read the row itself).
-        let (env, config): (String, String) = self
-            .store
-            .read(move |c| {
-                c.query_row("SELECT env, config FROM agents WHERE id = ?1", [id], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()?
-                .ok_or_else(|| Error::not_found("the agent was deleted"))
-            })
-            .await?;
-        let mut config: AgentConfig = serde_json::from_str(&config).unwrap_or_default();
-        let mut env: BTreeMap<String, String> = serde_json::from_str(&env).unwrap_or_default();
+        let (mut env, mut config) = self.stored_env_and_config(id).await?;
         if let Some(p) = u.permissions {
             config.permissions = p;
         }

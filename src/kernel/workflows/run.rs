@@ -309,8 +309,8 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     max_steps: a.max_steps,
                     budget: a.budget.clone(),
                     timeout_ms: a.timeout.map(|t| t.as_millis() as u64),
-                    permissions: Default::default(),
-                    mcp_servers: Default::default(),
+                    permissions: a.permissions.clone(),
+                    mcp_servers: a.mcp_servers.clone(),
                 },
                 wakeup,
             })

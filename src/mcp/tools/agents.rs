@@ -147,6 +147,13 @@ pub struct AgentOut {
     pub agent: AgentView,
 }
 
+/// Checks the `permissions` argument; the error names the entry at fault.
+fn read_permissions(
+    p: Option<&PermissionsArg>,
+) -> Result<Option<crate::permissions::Permissions>, ToolError> {
+    p.map(PermissionsArg::read).transpose().map_err(ToolError)
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AgentMadeOut {
     pub agent: AgentView,
@@ -198,13 +205,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<AgentNewArgs>,
     ) -> Result<Json<AgentMadeOut>, ToolError> {
-        let permissions = a
-            .permissions
-            .as_ref()
-            .map(PermissionsArg::read)
-            .transpose()
-            .map_err(ToolError)?
-            .unwrap_or_default();
+        let permissions = read_permissions(a.permissions.as_ref())?.unwrap_or_default();
         let new = NewAgent {
             name: a.name.trim().to_owned(),
             backend: a.backend.trim().to_owned(),
@@ -249,12 +250,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<AgentUpdateArgs>,
     ) -> Result<Json<AgentMadeOut>, ToolError> {
-        let permissions = a
-            .permissions
-            .as_ref()
-            .map(PermissionsArg::read)
-            .transpose()
-            .map_err(ToolError)?;
+        let permissions = read_permissions(a.permissions.as_ref())?;
         let changed_env = a.env.is_some() || permissions.is_some();
         let u = AgentUpdate {
             permissions,

@@ -2,6 +2,20 @@
 //! guards, mock script, permissions, own MCP servers).
 
 use super::*;
+use crate::permissions::{self, Permissions, PermissionsArg};
+use crate::worker::protocol::McpServer;
+
+/// The kernel's default backend for agents that name none.
+pub const DEFAULT_BACKEND_ENV: &str = "AGENT_WORKER_DEFAULT_BACKEND";
+
+/// The key of the entry a value path points at (errors about a setting as a
+/// whole point at its key).
+fn key_of(path: &[Step], value: &[Step]) -> Vec<Step> {
+    match value.last() {
+        Some(Step::Entry(i)) => with(path, Step::Key(*i)),
+        _ => value.to_vec(),
+    }
+}
 
 impl Doc<'_> {
     pub(super) fn agents(
@@ -92,24 +106,22 @@ impl Doc<'_> {
         let get = |k: &str| n.entry(k).map(|(i, v)| (with(path, Step::Entry(i)), v));
         let set = |k: &str| get(k).filter(|(_, v)| **v != Node::Null);
 
+        // No backend, or `default`: the kernel's default backend (seed 004).
         let backend = match get("backend") {
-            None | Some((_, Node::Null)) => {
-                return Err(self.err(
-                    key,
-                    format!("{what} has no `backend`"),
-                    format!("add `backend:` with one of: {}", BACKENDS.join(", ")),
-                ));
-            }
+            None | Some((_, Node::Null)) => self.default_backend(key)?,
             Some((bp, bn)) => {
                 let b = self.text(bn, &bp, "claude")?;
                 match b {
-                    "default" => "sdk".to_owned(),
+                    "default" => self.default_backend(&bp)?,
                     b if BACKENDS.contains(&b) => b.to_owned(),
                     b => {
                         return Err(self.err(
                             &bp,
                             format!("unknown backend `{b}`{}", did_you_mean(b, BACKENDS)),
-                            format!("use one of: {} (default = sdk)", BACKENDS.join(", ")),
+                            format!(
+                                "use one of: {} (or default: {DEFAULT_BACKEND_ENV}, else sdk)",
+                                BACKENDS.join(", ")
+                            ),
                         ));
                     }
                 }
@@ -142,7 +154,15 @@ impl Doc<'_> {
             None => BTreeMap::new(),
             Some((ep, en)) => self.env(en, &ep)?,
         };
-        let wakeup = match set("wakeup") {
+        // `schedule` is the seed's name for the same thing.
+        if let (Some(_), Some((sp, _))) = (set("wakeup"), set("schedule")) {
+            return Err(self.err(
+                &key_of(path, &sp),
+                "both wakeup and schedule are given: they are the same setting",
+                "keep one of them",
+            ));
+        }
+        let wakeup = match set("wakeup").or_else(|| set("schedule")) {
             None => None,
             Some((wp, wn)) => {
                 let s = match wn {
@@ -185,12 +205,8 @@ impl Doc<'_> {
             Some((pp, pn)) => {
                 let p = self.text(pn, &pp, "\"Check for new commits.\"")?;
                 if wakeup.is_none() {
-                    let key_at = match pp.last() {
-                        Some(Step::Entry(i)) => with(path, Step::Key(*i)),
-                        _ => pp.clone(),
-                    };
                     return Err(self.err(
-                        &key_at,
+                        &key_of(path, &pp),
                         "wakeup_prompt needs wakeup: it is the prompt of the scheduled runs",
                         "add `wakeup:` (e.g. wakeup: 30m) or remove wakeup_prompt",
                     ));
@@ -235,6 +251,26 @@ impl Doc<'_> {
                  see budget.max_tokens for a limit)",
             ));
         }
+        let permissions = match set("permissions") {
+            None => Permissions::default(),
+            Some((pp, pn)) => self.permissions(pn, &pp)?,
+        };
+        let mcp_servers = match set("mcp_servers") {
+            None => BTreeMap::new(),
+            Some((mp, mn)) => self.mcp_servers(mn, &mp)?,
+        };
+        let names: Vec<&str> = mcp_servers.keys().map(String::as_str).collect();
+        if let Err(e) = permissions::backends::check_agent(&backend, &permissions, &names) {
+            let at = set("permissions")
+                .or_else(|| set("mcp_servers"))
+                .map(|(p, _)| key_of(path, &p))
+                .unwrap_or_else(|| key.to_vec());
+            return Err(self.err(
+                &at,
+                e,
+                "see the permissions table in the README (backend_list shows it too)",
+            ));
+        }
         Ok(AgentDef {
             name: name.to_owned(),
             backend,
@@ -248,7 +284,105 @@ impl Doc<'_> {
             mock,
             max_steps,
             timeout,
+            permissions,
+            mcp_servers,
         })
+    }
+
+    /// The backend of an agent that names none (or `default`): the kernel's
+    /// `AGENT_WORKER_DEFAULT_BACKEND`, else `sdk`.
+    pub(super) fn default_backend(&self, at: &[Step]) -> Result<String, SpecError> {
+        match std::env::var(DEFAULT_BACKEND_ENV) {
+            Ok(v) if !v.trim().is_empty() => {
+                let v = v.trim();
+                if BACKENDS.contains(&v) {
+                    Ok(v.to_owned())
+                } else {
+                    Err(self.err(
+                        at,
+                        format!(
+                            "the agent takes the default backend, and {DEFAULT_BACKEND_ENV} is {v:?}, which is no backend"
+                        ),
+                        format!(
+                            "set {DEFAULT_BACKEND_ENV} to one of {} where the server starts, or give the agent a backend",
+                            BACKENDS.join(", ")
+                        ),
+                    ))
+                }
+            }
+            _ => Ok("sdk".to_owned()),
+        }
+    }
+
+    /// `permissions`: a profile name, or `{profile, allow, deny}` (as agent_new).
+    pub(super) fn permissions(&self, n: &Node, path: &[Step]) -> Result<Permissions, SpecError> {
+        let arg = match n {
+            Node::Str(s) => PermissionsArg::Profile(s.clone()),
+            Node::Map(_) => PermissionsArg::Detailed(
+                extract(self.text, path).map_err(|e| self.typed_error(&e, path))?,
+            ),
+            other => {
+                return Err(self.err(
+                    path,
+                    format!(
+                        "permissions must be a profile name or a mapping, found {}",
+                        other.kind()
+                    ),
+                    "write e.g. permissions: read, or permissions: { profile: edit, allow: [\"shell:npm test*\"] }",
+                ));
+            }
+        };
+        arg.read().map_err(|e| {
+            self.err(
+                path,
+                format!("permissions: {e}"),
+                "profiles are read, edit and full; classes are read, edit, shell, shell:<glob>, web, mcp:<server>",
+            )
+        })
+    }
+
+    /// `mcp_servers`: by name, `{command, args, env}` or `{url, headers}`.
+    pub(super) fn mcp_servers(
+        &self,
+        n: &Node,
+        path: &[Step],
+    ) -> Result<BTreeMap<String, McpServer>, SpecError> {
+        let example =
+            "write e.g. mcp_servers: { tracker: { command: tracker-mcp, args: [--stdio] } }";
+        let Node::Map(entries) = n else {
+            return Err(self.err(
+                path,
+                format!(
+                    "mcp_servers must be a mapping of server names to servers, found {}",
+                    n.kind()
+                ),
+                example,
+            ));
+        };
+        let mut out = BTreeMap::new();
+        for (i, (k, v)) in entries.iter().enumerate() {
+            let name = k.as_str().unwrap_or_default().to_owned();
+            let vp = with(path, Step::Entry(i));
+            let server = match v.entry("url") {
+                Some(_) => {
+                    McpServer::Http(extract(self.text, &vp).map_err(|e| self.typed_error(&e, &vp))?)
+                }
+                None if matches!(v, Node::Map(_)) => McpServer::Stdio(
+                    extract(self.text, &vp).map_err(|e| self.typed_error(&e, &vp))?,
+                ),
+                None => {
+                    return Err(self.err(
+                        &vp,
+                        format!("the server {name} must be a mapping, found {}", v.kind()),
+                        example,
+                    ));
+                }
+            };
+            McpServer::validate(&name, &server)
+                .map_err(|e| self.err(&with(path, Step::Key(i)), e, example))?;
+            out.insert(name, server);
+        }
+        Ok(out)
     }
 
     /// Literal text, or a single line ending in .md/.txt: a file next to the YAML.

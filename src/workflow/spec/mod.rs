@@ -46,6 +46,9 @@ const TOP_KEYS: &[&str] = &[
 ];
 const AGENT_KEYS: &[&str] = &[
     "backend",
+    "schedule",
+    "permissions",
+    "mcp_servers",
     "model",
     "system_prompt",
     "cwd",
