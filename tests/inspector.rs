@@ -1,6 +1,7 @@
 //! The MCP Inspector CLI (`@modelcontextprotocol/inspector` 2.12, on the Node 24
 //! that `scripts/inspector-setup` installs into .interop/inspector) lists our tools
-//! over stdio and HTTP with `--strict`: no schema portability warning, no error.
+//! over stdio and HTTP with `--strict`: no schema portability warning, no error;
+//! and lists and expands the lead's prompts.
 //! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
 
 mod common;
@@ -27,13 +28,24 @@ fn inspector() -> Option<(String, String)> {
 
 /// Runs `inspector --cli --strict <target…> --method tools/list`; (exit code, stdout, stderr).
 fn strict_tools_list(target: &[&str]) -> Option<(i32, String, String)> {
+    inspect(target, &["--method", "tools/list"])
+}
+
+/// Runs `inspector --cli <target…> <request…>` (with `--strict`, which the
+/// Inspector takes for tools/list only); (exit code, stdout, stderr).
+fn inspect(target: &[&str], request: &[&str]) -> Option<(i32, String, String)> {
     let (node, cli) = inspector()?;
+    let strict: &[&str] = if request.contains(&"tools/list") {
+        &["--strict"]
+    } else {
+        &[]
+    };
     let out = Command::new(node)
         .arg(cli)
         .arg("--cli")
-        .arg("--strict")
+        .args(strict)
         .args(target)
-        .args(["--method", "tools/list"])
+        .args(request)
         .env("HOME", std::env::temp_dir())
         .output()
         .expect("run the inspector");
@@ -77,5 +89,83 @@ async fn the_inspector_lists_every_tool_without_a_warning_over_stdio_and_http() 
     ])
     .expect("installed");
     check("http", r);
+    s.stop().await;
+}
+
+/// The lead's prompts: one per bundled example and start-team, listed and expanded
+/// over stdio and HTTP; a missing required argument is refused.
+#[tokio::test]
+async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("stdio");
+    let stdio = [BIN, "--data-dir", data.to_str().unwrap()];
+    let Some((code, out, err)) = inspect(&stdio, &["--method", "prompts/list"]) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = list["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for n in [
+        "start-team",
+        "review-loop",
+        "debate-vote",
+        "scheduled-digest",
+        "coding-team",
+    ] {
+        assert!(names.contains(&n), "{n} missing: {names:?}");
+    }
+    let s = HttpServer::start(&dir.path().join("http")).await;
+    let auth = format!("Authorization: Bearer {}", s.admin);
+    let http = [
+        "--transport",
+        "http",
+        "--server-url",
+        &s.url,
+        "--header",
+        &auth,
+    ];
+    let (code, out, err) = inspect(
+        &http,
+        &[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "start-team",
+            "--prompt-args",
+            "goal=ship the release notes",
+        ],
+    )
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let text = got["messages"][0]["content"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("ship the release notes") && text.contains("backend_list"),
+        "{text}"
+    );
+    let (code, out, err) = inspect(
+        &stdio,
+        &["--method", "prompts/get", "--prompt-name", "coding-team"],
+    )
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("workflow_run") && out.contains("shell:cargo test*"),
+        "{out}"
+    );
+    let (code, out, err) = inspect(
+        &http,
+        &["--method", "prompts/get", "--prompt-name", "start-team"],
+    )
+    .unwrap();
+    assert!(
+        code != 0 && format!("{out}{err}").contains("goal"),
+        "a missing goal was not refused: {code} {out} {err}"
+    );
     s.stop().await;
 }

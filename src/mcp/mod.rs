@@ -11,6 +11,7 @@
 pub mod client_configs;
 pub mod http;
 pub mod jsonrpc;
+pub mod prompts;
 pub mod schemas;
 pub mod stdio;
 pub mod tools;
@@ -121,9 +122,14 @@ pub(crate) fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, McpErro
 
 impl ServerHandler for AgentWorker {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn call_tool(
@@ -164,6 +170,42 @@ impl ServerHandler for AgentWorker {
             ));
         }
         Ok(ListToolsResult::with_all_items(self.tools.visible_to(&who)))
+    }
+
+    /// The lead's prompts (agents have none).
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let who = caller(&context)?;
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown cursor {cursor:?}: prompts/list returns every prompt on one page; call it without a cursor"
+                ),
+                None,
+            ));
+        }
+        Ok(ListPromptsResult::with_all_items(if who.is_lead() {
+            prompts::list()
+        } else {
+            Vec::new()
+        }))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if !caller(&context)?.is_lead() {
+            return Err(McpError::invalid_params(
+                format!("unknown prompt {:?}: agents have no prompts", request.name),
+                None,
+            ));
+        }
+        Ok(prompts::get(&request.name, request.arguments.as_ref())?.into())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

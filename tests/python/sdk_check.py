@@ -192,6 +192,12 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
         names = await tool_names(lead)
         check(names == LEAD_TOOLS, f"lead sees exactly the {len(LEAD_TOOLS)} lead tools", names)
 
+        prompts = [p.name for p in (await lead.list_prompts()).prompts]
+        check("start-team" in prompts and "coding-team" in prompts, "the lead lists its prompts", prompts)
+        got = await lead.get_prompt("start-team", {"goal": "triage the open bugs"})
+        text = got.messages[0].content.text
+        check("triage the open bugs" in text and "agent_new" in text, "start-team expands with its goal", text)
+
         for name in (alice, bob):
             # external: driven by the joined session below, never by a kernel worker
             sc = await call_ok(lead, "agent_new", {"name": name, "backend": "external"})
@@ -279,6 +285,8 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
             )
             names = await tool_names(agent)
             check(names == CONTEXT_TOOLS, f"agent session sees only the {len(CONTEXT_TOOLS)} context tools", names)
+            agent_prompts = (await agent.list_prompts()).prompts
+            check(agent_prompts == [], "an agent session lists no prompts", agent_prompts)
 
             inbox = await call_ok(agent, "my_inbox", {})
             msgs = inbox.get("messages")

@@ -15,6 +15,7 @@ pub mod inbox;
 pub mod mentions;
 pub mod resources;
 pub mod team;
+mod wait;
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};

@@ -1,7 +1,7 @@
 //! channel_send, channel_read.
 
 use super::params::Parameters;
-use super::{ScopeArg, ToolError, given};
+use super::{ScopeArg, ToolError, given, wait_seconds};
 use crate::kernel::messaging::{Outgoing, ReadResult, SendResult};
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
@@ -36,6 +36,11 @@ pub struct ChannelReadArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
+    /// If there is nothing yet, wait up to this many seconds (0..=50, default 0) for
+    /// something to arrive instead of polling; it answers as soon as it does.
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
+    pub wait_seconds: Option<u64>,
     #[serde(flatten)]
     pub scope: ScopeArg,
 }
@@ -70,7 +75,8 @@ impl AgentWorker {
 
     /// Read the team channel, oldest first: the latest messages, or those after `since`
     /// (pass the last id you saw to page forward). Direct messages appear only to their
-    /// sender and recipient.
+    /// sender and recipient. With wait_seconds, a read with nothing to show (after `since`,
+    /// or in an empty channel) waits for the next message instead of answering empty.
     #[tool(
         title = "Read the channel",
         annotations(
@@ -85,10 +91,11 @@ impl AgentWorker {
         Parameters(a): Parameters<ChannelReadArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ReadResult>, ToolError> {
+        let wait = wait_seconds(a.wait_seconds, 0, "channel_read")?;
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
-                .channel_read(&scope, given(&a.since).map(str::to_owned), a.limit)
+                .channel_read_wait(&scope, given(&a.since).map(str::to_owned), a.limit, wait)
                 .await?,
         ))
     }

@@ -1,7 +1,7 @@
 //! my_inbox, my_inbox_ack, my_inbox_defer.
 
 use super::params::Parameters;
-use super::{ScopeArg, ToolError, given};
+use super::{ScopeArg, ToolError, given, wait_seconds};
 use crate::kernel::messaging::inbox::{AckResult, DeferResult, Inbox};
 use crate::mcp::AgentWorker;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
@@ -15,6 +15,11 @@ pub struct InboxArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
+    /// If there is nothing yet, wait up to this many seconds (0..=50, default 0) for
+    /// something to arrive instead of polling; it answers as soon as it does.
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
+    pub wait_seconds: Option<u64>,
     #[serde(flatten)]
     pub scope: ScopeArg,
 }
@@ -49,7 +54,8 @@ pub struct DeferArgs {
 impl AgentWorker {
     /// Your inbox: messages addressed to you (mentions and direct messages) that you have not
     /// acknowledged, oldest first. Reading does not remove them: handle each one, then
-    /// my_inbox_ack it; until then it stays (and comes back after a restart).
+    /// my_inbox_ack it; until then it stays (and comes back after a restart). With
+    /// wait_seconds, an empty inbox waits for the next message instead of answering empty.
     #[tool(
         title = "Read my inbox",
         annotations(
@@ -64,8 +70,11 @@ impl AgentWorker {
         Parameters(a): Parameters<InboxArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Inbox>, ToolError> {
+        let wait = wait_seconds(a.wait_seconds, 0, "my_inbox")?;
         let scope = self.scope(&ctx, &a.scope).await?;
-        Ok(Json(self.kernel.my_inbox(&scope, a.limit).await?))
+        Ok(Json(
+            self.kernel.my_inbox_wait(&scope, a.limit, wait).await?,
+        ))
     }
 
     /// Mark a message from your inbox as handled so it does not come back. With through: true,
