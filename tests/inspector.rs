@@ -169,3 +169,63 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
     );
     s.stop().await;
 }
+
+/// Resources over stdio and HTTP: listed, their templates listed, and read.
+#[tokio::test]
+async fn the_inspector_lists_and_reads_resources_over_stdio_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("stdio");
+    let stdio = [BIN, "--data-dir", data.to_str().unwrap()];
+    let Some((code, out, err)) = inspect(&stdio, &["--method", "resources/templates/list"]) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("agent-worker://workflows/{name}/{tag}/channel"),
+        "{out}"
+    );
+    let (code, out, err) = inspect(&stdio, &["--method", "resources/list"]).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("agent-worker://backends"), "{out}");
+
+    let s = HttpServer::start(&dir.path().join("http")).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "channel_send",
+        serde_json::json!({"message": "hello from the lead"}),
+    )
+    .await
+    .ok();
+    let auth = format!("Authorization: Bearer {}", s.admin);
+    let http = [
+        "--transport",
+        "http",
+        "--server-url",
+        &s.url,
+        "--header",
+        &auth,
+    ];
+    let (code, out, err) = inspect(&http, &["--method", "resources/list"]).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("agent-worker://workflows/global/main/channel"),
+        "{out}"
+    );
+    let (code, out, err) = inspect(
+        &http,
+        &[
+            "--method",
+            "resources/read",
+            "--uri",
+            "agent-worker://workflows/global/main/channel",
+        ],
+    )
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("hello from the lead") && out.contains("text/markdown"),
+        "{out}"
+    );
+    s.stop().await;
+}

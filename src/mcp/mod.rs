@@ -12,6 +12,7 @@ pub mod client_configs;
 pub mod http;
 pub mod jsonrpc;
 pub mod prompts;
+pub mod resources;
 pub mod schemas;
 pub mod stdio;
 pub mod tools;
@@ -109,6 +110,19 @@ impl AgentWorker {
 
 /// Who sent this request. Over HTTP the auth layer has put a [`Caller`] into the
 /// request's extensions; over stdio there are no HTTP parts and the caller is the lead.
+/// Every list we answer fits on one page: a cursor can only be a client's mistake.
+fn no_cursor(method: &str, request: Option<PaginatedRequestParams>) -> Result<(), McpError> {
+    match request.and_then(|r| r.cursor) {
+        Some(cursor) => Err(McpError::invalid_params(
+            format!(
+                "unknown cursor {cursor:?}: {method} returns everything on one page; call it without a cursor"
+            ),
+            None,
+        )),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
     match ctx.extensions.get::<::http::request::Parts>() {
         None => Ok(Caller::Lead),
@@ -126,6 +140,7 @@ impl ServerHandler for AgentWorker {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_prompts()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -206,6 +221,42 @@ impl ServerHandler for AgentWorker {
             ));
         }
         Ok(prompts::get(&request.name, request.arguments.as_ref())?.into())
+    }
+
+    /// What the caller may read (its own instance and inbox for an agent).
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let who = caller(&context)?;
+        no_cursor("resources/list", request)?;
+        Ok(ListResourcesResult::with_all_items(
+            resources::list(&self.kernel, &who).await?,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let who = caller(&context)?;
+        no_cursor("resources/templates/list", request)?;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(&who),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let who = caller(&context)?;
+        Ok(resources::read(&self.kernel, &who, &request.uri)
+            .await?
+            .into())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

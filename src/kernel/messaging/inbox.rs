@@ -102,61 +102,16 @@ impl Kernel {
         }
         let s = scope.clone();
         self.store
-            .write(move |c| {
-                let now = now_ms();
-                const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
-                                   AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
-                            d.read_by IS ?5
-                     FROM deliveries d INDEXED BY deliveries_open
-                     CROSS JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
-                     WHERE {DUE} ORDER BY d.message_id LIMIT ?4"
-                ))?;
-                let mut to_mark = Vec::new();
-                let messages = st
-                    .query_map(rusqlite::params![s.workflow_id, s.me, now, limit, s.run_id], |r| {
-                        let state: String = r.get(6)?;
-                        let read_by_me: bool = r.get(7)?;
-                        let m = InboxMessage {
-                            id: r.get(0)?,
-                            from: r.get(1)?,
-                            content: r.get(2)?,
-                            created_at: fmt_ms(r.get(3)?),
-                            priority: r.get(4)?,
-                            dm: r.get(5)?,
-                        };
-                        Ok((m, state, read_by_me))
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?
-                    .into_iter()
-                    .map(|(m, state, read_by_me)| {
-                        if state != "seen" || !read_by_me {
-                            to_mark.push(m.id.clone());
-                        }
-                        m
-                    })
-                    .collect::<Vec<_>>();
-                {
-                    let mut mark = c.prepare_cached(
-                        "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
-                         WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
-                    )?;
-                    for id in &to_mark {
-                        mark.execute(rusqlite::params![s.workflow_id, s.me, id, now, s.run_id])?;
-                    }
-                }
-                let open: i64 = c
-                    .prepare_cached(&format!("SELECT count(*) FROM deliveries d INDEXED BY deliveries_open WHERE {DUE}"))?
-                    .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
-                let deferred: i64 = c
-                    .prepare_cached(
-                        "SELECT count(*) FROM deliveries d INDEXED BY deliveries_open WHERE d.workflow_id = ?1
-                         AND d.recipient = ?2 AND d.state <> 'acked' AND d.state = 'deferred' AND d.defer_until > ?3",
-                    )?
-                    .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
-                Ok(Inbox { remaining: open - messages.len() as i64, messages, deferred })
-            })
+            .write(move |c| read_inbox(c, &s, limit, true))
+            .await
+    }
+
+    /// The inbox as my_inbox shows it, without marking anything seen (what an MCP
+    /// resource shows: looking is not reading).
+    pub async fn inbox_peek(&self, scope: &Scope, limit: i64) -> Result<Inbox> {
+        let s = scope.clone();
+        self.store
+            .read(move |c| read_inbox(c, &s, limit, false))
             .await
     }
 
@@ -245,4 +200,71 @@ impl Kernel {
             .write(|c| Ok(c.execute("UPDATE deliveries SET state = 'pending' WHERE state <> 'acked' AND state = 'seen'", [])?))
             .await
     }
+}
+
+/// The caller's due deliveries, oldest first, with counts; `mark` records them as
+/// seen by the caller (and its run).
+fn read_inbox(c: &rusqlite::Connection, s: &Scope, limit: i64, mark: bool) -> Result<Inbox> {
+    let now = now_ms();
+    const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
+                       AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
+    let mut st = c.prepare_cached(&format!(
+        "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
+                d.read_by IS ?5
+         FROM deliveries d INDEXED BY deliveries_open
+         CROSS JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
+         WHERE {DUE} ORDER BY d.message_id LIMIT ?4"
+    ))?;
+    let mut to_mark = Vec::new();
+    let messages = st
+        .query_map(
+            rusqlite::params![s.workflow_id, s.me, now, limit, s.run_id],
+            |r| {
+                let state: String = r.get(6)?;
+                let read_by_me: bool = r.get(7)?;
+                let m = InboxMessage {
+                    id: r.get(0)?,
+                    from: r.get(1)?,
+                    content: r.get(2)?,
+                    created_at: fmt_ms(r.get(3)?),
+                    priority: r.get(4)?,
+                    dm: r.get(5)?,
+                };
+                Ok((m, state, read_by_me))
+            },
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(|(m, state, read_by_me)| {
+            if state != "seen" || !read_by_me {
+                to_mark.push(m.id.clone());
+            }
+            m
+        })
+        .collect::<Vec<_>>();
+    if mark {
+        let mut st = c.prepare_cached(
+            "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
+             WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+        )?;
+        for id in &to_mark {
+            st.execute(rusqlite::params![s.workflow_id, s.me, id, now, s.run_id])?;
+        }
+    }
+    let open: i64 = c
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM deliveries d INDEXED BY deliveries_open WHERE {DUE}"
+        ))?
+        .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+    let deferred: i64 = c
+        .prepare_cached(
+            "SELECT count(*) FROM deliveries d INDEXED BY deliveries_open WHERE d.workflow_id = ?1
+             AND d.recipient = ?2 AND d.state <> 'acked' AND d.state = 'deferred' AND d.defer_until > ?3",
+        )?
+        .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+    Ok(Inbox {
+        remaining: open - messages.len() as i64,
+        messages,
+        deferred,
+    })
 }

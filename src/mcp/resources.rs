@@ -1,0 +1,350 @@
+//! MCP resources: the team's state to read without a tool call, per identity.
+//!
+//! | URI | what | who |
+//! |---|---|---|
+//! | `agent-worker://workflows/{name}/{tag}/channel` | the latest 50 messages the caller may see (markdown) | the lead; an agent, its own instance |
+//! | `agent-worker://workflows/{name}/{tag}/status` | workflow_status (JSON) | the same |
+//! | `agent-worker://workflows/{name}/{tag}/documents/{+file}` | a document, with its MIME type | the same |
+//! | `agent-worker://workflows/{name}/{tag}/agents/{agent}` | agent_info (JSON) | the lead; an agent, itself |
+//! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox` | the inbox, looked at, not read (JSON) | the same |
+//! | `agent-worker://runs/{run_id}` | one run: status, final text, error, stderr tail, usage (JSON) | the lead |
+//! | `agent-worker://resources/{id}` | a content-addressed resource (resource_create) | everyone |
+//! | `agent-worker://backends` | backend_list (JSON) | the lead |
+//!
+//! What a caller may not see reads as unknown, like what does not exist: an agent
+//! cannot probe for other instances.
+
+use crate::kernel::{Caller, Kernel, Scope};
+use crate::names::WorkflowRef;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use std::collections::BTreeMap;
+
+const SCHEME: &str = "agent-worker://";
+const JSON: &str = "application/json";
+/// Most resources listed at once (the templates reach the rest).
+const MAX_LISTED: usize = 500;
+
+fn resource(uri: String, name: String, description: &str, mime: &str) -> Resource {
+    Resource::new(uri, name)
+        .with_description(description)
+        .with_mime_type(mime)
+}
+
+/// The templates every client can fill in (what the caller may read of them is
+/// decided when it reads).
+pub fn templates(caller: &Caller) -> Vec<ResourceTemplate> {
+    let t = |uri: &str, name: &str, description: &str, mime: &str| {
+        ResourceTemplate::new(uri, name)
+            .with_description(description)
+            .with_mime_type(mime)
+    };
+    let mut v = vec![
+        t(
+            "agent-worker://workflows/{name}/{tag}/channel",
+            "channel",
+            "A workflow instance's channel: the latest 50 messages you may see.",
+            "text/markdown",
+        ),
+        t(
+            "agent-worker://workflows/{name}/{tag}/status",
+            "status",
+            "A workflow instance's status, agents, runs and usage (workflow_status).",
+            JSON,
+        ),
+        t(
+            "agent-worker://workflows/{name}/{tag}/documents/{+file}",
+            "document",
+            "A document of the instance.",
+            "text/markdown",
+        ),
+        t(
+            "agent-worker://workflows/{name}/{tag}/agents/{agent}",
+            "agent",
+            "An agent: configuration, state, inbox counts, recent runs (agent_info).",
+            JSON,
+        ),
+        t(
+            "agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox",
+            "inbox",
+            "An agent's unacknowledged messages (looking does not mark them read).",
+            JSON,
+        ),
+        t(
+            "agent-worker://resources/{id}",
+            "resource",
+            "A content-addressed resource (resource_create).",
+            "text/plain",
+        ),
+    ];
+    if caller.is_lead() {
+        v.push(t(
+            "agent-worker://runs/{run_id}",
+            "run",
+            "One run: trigger, status, final text, error, stderr tail, usage, denials.",
+            JSON,
+        ));
+    }
+    v
+}
+
+fn base(w: &WorkflowRef) -> String {
+    format!("{SCHEME}workflows/{}/{}", w.name, w.tag)
+}
+
+/// The concrete resources the caller may read (at most 500).
+pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, McpError> {
+    let mut out = Vec::new();
+    let instances: Vec<WorkflowRef> = match caller {
+        Caller::Lead => kernel
+            .workflow_list()
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .filter_map(|w| WorkflowRef::parse(&w.workflow).ok())
+            .collect(),
+        Caller::Agent(a) => vec![a.workflow.clone()],
+    };
+    for w in &instances {
+        let b = base(w);
+        out.push(resource(
+            format!("{b}/channel"),
+            format!("{w} channel"),
+            "The latest 50 messages you may see.",
+            "text/markdown",
+        ));
+        out.push(resource(
+            format!("{b}/status"),
+            format!("{w} status"),
+            "Status, agents, runs and usage.",
+            JSON,
+        ));
+        let agents: Vec<String> = match caller {
+            Caller::Lead => kernel
+                .agent_list(Some(&w.to_string()))
+                .await
+                .map_err(internal)?
+                .into_iter()
+                .map(|a| a.name)
+                .collect(),
+            Caller::Agent(a) => vec![a.name.clone()],
+        };
+        for a in agents {
+            out.push(resource(
+                format!("{b}/agents/{a}"),
+                format!("{a}@{} info", w),
+                "Configuration, state, inbox counts, recent runs.",
+                JSON,
+            ));
+            out.push(resource(
+                format!("{b}/agents/{a}/inbox"),
+                format!("{a}@{} inbox", w),
+                "Unacknowledged messages.",
+                JSON,
+            ));
+        }
+        let scope = kernel
+            .scope(caller, Some(&w.to_string()))
+            .await
+            .map_err(internal)?;
+        if let Ok(docs) = kernel.doc_list(&scope).await {
+            for d in docs.files {
+                out.push(resource(
+                    format!("{b}/documents/{}", encode(&d.file)),
+                    format!("{} {}", w, d.file),
+                    "A document of the instance.",
+                    mime_of(&d.file),
+                ));
+            }
+        }
+        if out.len() >= MAX_LISTED {
+            break;
+        }
+    }
+    if caller.is_lead() {
+        out.push(resource(
+            format!("{SCHEME}backends"),
+            "backends".into(),
+            "Every backend: found, version, logged in, the fix, what each profile becomes.",
+            JSON,
+        ));
+    }
+    out.truncate(MAX_LISTED);
+    Ok(out)
+}
+
+/// Reads one resource as the caller.
+pub async fn read(
+    kernel: &Kernel,
+    caller: &Caller,
+    uri: &str,
+) -> Result<ReadResourceResult, McpError> {
+    let unknown = || {
+        McpError::resource_not_found(
+            format!(
+                "unknown resource {uri}: resources/list and resources/templates/list show what you may read"
+            ),
+            None,
+        )
+    };
+    let rest = uri.strip_prefix(SCHEME).ok_or_else(unknown)?;
+    let parts: Vec<&str> = rest.splitn(6, '/').collect();
+    let text = |body: String, mime: &str| {
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(body, uri).with_mime_type(mime),
+        ]))
+    };
+    let json = |v: serde_json::Result<String>| text(v.map_err(|e| internal(e.to_string()))?, JSON);
+    match parts.as_slice() {
+        ["backends"] if caller.is_lead() => {
+            let r = kernel
+                .probe_backends(&[], &BTreeMap::new())
+                .await
+                .map_err(internal)?;
+            json(serde_json::to_string_pretty(&r))
+        }
+        ["runs", id] if caller.is_lead() => {
+            let r = kernel.run_view(id).await.map_err(|_| unknown())?;
+            json(serde_json::to_string_pretty(&r))
+        }
+        ["resources", id] => {
+            let r = kernel.resource_read(id).await.map_err(|_| unknown())?;
+            json(serde_json::to_string_pretty(&r))
+        }
+        ["workflows", name, tag, what @ ..] => {
+            let w = format!("@{name}:{tag}");
+            // An agent outside its instance, or an instance that does not exist: unknown.
+            let scope = kernel
+                .scope(caller, Some(&w))
+                .await
+                .map_err(|_| unknown())?;
+            match what {
+                ["channel"] => {
+                    let r = kernel
+                        .channel_read(&scope, None, Some(50))
+                        .await
+                        .map_err(internal)?;
+                    text(channel_markdown(&w, &r.messages), "text/markdown")
+                }
+                ["status"] => {
+                    let r = kernel.workflow_status(&w).await.map_err(internal)?;
+                    json(serde_json::to_string_pretty(&r))
+                }
+                ["documents", file] => {
+                    let file = decode(file).ok_or_else(unknown)?;
+                    let d = kernel
+                        .doc_read(&scope, Some(&file))
+                        .await
+                        .map_err(|_| unknown())?;
+                    if !d.exists {
+                        return Err(unknown());
+                    }
+                    text(d.content, mime_of(&file))
+                }
+                ["agents", agent, rest @ ..] if may_see_agent(caller, agent) => {
+                    let target = format!("{agent}{w}");
+                    match rest {
+                        [] => {
+                            let r = kernel.agent_info(&target).await.map_err(|_| unknown())?;
+                            json(serde_json::to_string_pretty(&r))
+                        }
+                        ["inbox"] => {
+                            let info = kernel.agent_get(&target).await.map_err(|_| unknown())?;
+                            let as_agent = Scope {
+                                me: info.view.name,
+                                lead: false,
+                                run_id: None,
+                                ..scope
+                            };
+                            let r = kernel.inbox_peek(&as_agent, 50).await.map_err(internal)?;
+                            json(serde_json::to_string_pretty(&r))
+                        }
+                        _ => Err(unknown()),
+                    }
+                }
+                _ => Err(unknown()),
+            }
+        }
+        _ => Err(unknown()),
+    }
+}
+
+fn may_see_agent(caller: &Caller, agent: &str) -> bool {
+    match caller {
+        Caller::Lead => true,
+        Caller::Agent(a) => a.name.eq_ignore_ascii_case(agent),
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(e.to_string(), None)
+}
+
+fn channel_markdown(w: &str, messages: &[crate::kernel::messaging::ChannelMessage]) -> String {
+    let mut s = format!("# Channel {w}\n\n");
+    if messages.is_empty() {
+        s.push_str("(no messages yet)\n");
+    }
+    for m in messages {
+        let to =
+            m.to.as_ref()
+                .map(|t| format!(" → {t} (direct)"))
+                .unwrap_or_default();
+        s.push_str(&format!(
+            "- **{}**{to} · {} · `{}`\n  {}\n",
+            m.from,
+            m.created_at,
+            m.id,
+            m.content.replace('\n', "\n  ")
+        ));
+    }
+    s
+}
+
+/// A document's MIME type by its extension (documents are text).
+fn mime_of(file: &str) -> &'static str {
+    let ext = file
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "diff" | "patch" => "text/x-diff",
+        _ => "text/plain",
+    }
+}
+
+/// Percent-encodes what may not stand in a URI path (the slashes between folders stay).
+fn encode(path: &str) -> String {
+    let mut s = String::new();
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+fn decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}

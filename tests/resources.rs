@@ -1,0 +1,177 @@
+//! MCP resources per identity, through rmcp's client over HTTP: the lead lists and
+//! reads every instance's channel, status, documents, agents, inboxes and runs;
+//! an agent sees its own instance and its own inbox only, and what it may not see
+//! reads as unknown. Looking at an inbox does not mark it read.
+
+mod common;
+use common::*;
+use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+use serde_json::{Value, json};
+
+/// (mime type, text) of a resource, or the error text.
+async fn read(c: &Client, uri: &str) -> Result<(String, String), String> {
+    match c
+        .peer()
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+    {
+        Ok(r) => match &r.contents[0] {
+            ResourceContents::TextResourceContents {
+                mime_type, text, ..
+            } => Ok((mime_type.clone().unwrap_or_default(), text.clone())),
+            other => Err(format!("not text: {other:?}")),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn uris(c: &Client) -> Vec<String> {
+    c.peer()
+        .list_all_resources()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.uri.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@team", &["alice", "bob"]).await;
+    new_agents(&lead, "@other", &["carol"]).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "echo", "backend": "mock", "workflow": "@team"}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@alice please look at plan.json", "workflow": "@team"}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "a secret for bob", "to": "bob", "workflow": "@team"}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "team_doc_create",
+        json!({"file": "plan.json", "content": "{\"step\": 1}", "workflow": "@team"}),
+    )
+    .await
+    .ok();
+    let asked = ask(&lead, "echo@team", "hello", 30).await;
+    let run_id = asked["run_id"].as_str().unwrap().to_owned();
+
+    // The lead: everything, listed and readable.
+    let listed = uris(&lead).await;
+    for u in [
+        "agent-worker://workflows/team/main/channel",
+        "agent-worker://workflows/team/main/status",
+        "agent-worker://workflows/team/main/documents/plan.json",
+        "agent-worker://workflows/team/main/agents/alice",
+        "agent-worker://workflows/team/main/agents/alice/inbox",
+        "agent-worker://workflows/other/main/channel",
+        "agent-worker://backends",
+    ] {
+        assert!(listed.iter().any(|l| l == u), "{u} not listed: {listed:?}");
+    }
+    let (mime, text) = read(&lead, "agent-worker://workflows/team/main/channel")
+        .await
+        .unwrap();
+    assert_eq!(mime, "text/markdown");
+    assert!(
+        text.contains("please look at plan.json") && text.contains("a secret for bob"),
+        "{text}"
+    );
+    let (mime, text) = read(
+        &lead,
+        "agent-worker://workflows/team/main/documents/plan.json",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (mime.as_str(), text.as_str()),
+        ("application/json", "{\"step\": 1}")
+    );
+    let (_, status) = read(&lead, "agent-worker://workflows/team/main/status")
+        .await
+        .unwrap();
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["workflow"], "@team:main", "{status}");
+    let (_, run) = read(&lead, &format!("agent-worker://runs/{run_id}"))
+        .await
+        .unwrap();
+    let run: Value = serde_json::from_str(&run).unwrap();
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["final_text"], "echo done", "{run}");
+    let (_, backends) = read(&lead, "agent-worker://backends").await.unwrap();
+    assert!(backends.contains("\"mock\""), "{backends}");
+
+    // Looking at alice's inbox does not read it: her message stays pending.
+    let (_, inbox) = read(
+        &lead,
+        "agent-worker://workflows/team/main/agents/alice/inbox",
+    )
+    .await
+    .unwrap();
+    let inbox: Value = serde_json::from_str(&inbox).unwrap();
+    assert_eq!(contents(&inbox), ["@alice please look at plan.json"]);
+    let info = call(&lead, "agent_info", json!({"target": "alice@team"}))
+        .await
+        .ok();
+    assert_eq!(info["inbox"]["pending"], 1, "{info}");
+
+    // Alice: her instance and her own inbox; nothing else, not even that it exists.
+    let alice = join(&s, &lead, "alice@team", Proto::Modern).await;
+    let listed = uris(&alice).await;
+    assert!(
+        listed.iter().all(|u| !u.contains("/other/")
+            && !u.contains("/bob")
+            && !u.contains("backends")
+            && !u.contains("/echo")),
+        "{listed:?}"
+    );
+    assert!(
+        listed.iter().any(|u| u.ends_with("/agents/alice/inbox")),
+        "{listed:?}"
+    );
+    let (_, text) = read(&alice, "agent-worker://workflows/team/main/channel")
+        .await
+        .unwrap();
+    assert!(
+        !text.contains("a secret for bob"),
+        "a DM to bob leaked: {text}"
+    );
+    for u in [
+        "agent-worker://workflows/other/main/channel",
+        "agent-worker://workflows/team/main/agents/bob/inbox",
+        "agent-worker://workflows/team/main/agents/bob",
+        "agent-worker://backends",
+        &format!("agent-worker://runs/{run_id}"),
+        "agent-worker://workflows/nope/main/status",
+        "https://example.com/",
+    ] {
+        let e = read(&alice, u).await.unwrap_err();
+        assert!(e.contains("unknown resource"), "{u}: {e}");
+    }
+    let templates = alice
+        .peer()
+        .list_resource_templates(None)
+        .await
+        .unwrap()
+        .resource_templates;
+    assert!(templates.iter().any(|t| t.uri_template.ends_with("/inbox")));
+    assert!(templates.iter().all(|t| !t.uri_template.contains("runs/")));
+    s.stop().await;
+}
