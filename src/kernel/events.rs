@@ -36,6 +36,13 @@ pub enum Event {
     /// A watched workflow run has been quiet for the debounce: time to decide
     /// whether it is done (the runtime notices, the workflows room decides).
     WorkflowQuiet { workflow_id: i64 },
+    /// A document of an instance was written through the kernel (`created`: it
+    /// did not exist before). Edits made to files outside the kernel are not seen.
+    DocumentChanged {
+        workflow_id: i64,
+        file: String,
+        created: bool,
+    },
     /// An agent failed for good (its fourth failure in a row): its workflow run
     /// fails with this reason.
     AgentFailed { workflow_id: i64, reason: String },

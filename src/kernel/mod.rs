@@ -155,6 +155,23 @@ impl Kernel {
         self.url.get().map(String::as_str)
     }
 
+    /// The instance with this id (None once it is gone).
+    pub async fn workflow_ref(&self, id: i64) -> Result<Option<WorkflowRef>> {
+        self.store
+            .read(move |c| {
+                Ok(
+                    c.query_row("SELECT name, tag FROM workflows WHERE id = ?1", [id], |r| {
+                        Ok(WorkflowRef {
+                            name: r.get(0)?,
+                            tag: r.get(1)?,
+                        })
+                    })
+                    .optional()?,
+                )
+            })
+            .await
+    }
+
     /// Resolves an existing workflow instance or explains which ones exist.
     pub async fn workflow_id(&self, wf: &WorkflowRef) -> Result<i64> {
         if let Some(id) = self.workflow_ids.lock().unwrap().get(wf) {

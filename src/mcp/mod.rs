@@ -15,6 +15,7 @@ pub mod prompts;
 pub mod resources;
 pub mod schemas;
 pub mod stdio;
+pub mod subscriptions;
 pub mod tools;
 
 use crate::kernel::{Caller, Kernel};
@@ -22,7 +23,7 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     handler::server::{router::tool::ToolRouter, tool::ToolCallContext},
     model::*,
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext},
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct Tools {
     management: HashSet<String>,
     /// Every tool as clients see it: schemas made portable (see [`schemas`]).
     listed: Vec<Tool>,
+    /// Resource subscriptions of every session (started with the first one).
+    hub: std::sync::OnceLock<Arc<subscriptions::Hub>>,
 }
 
 impl Tools {
@@ -75,6 +78,7 @@ impl Tools {
             router,
             management: names,
             listed,
+            hub: std::sync::OnceLock::new(),
         })
     }
 
@@ -104,7 +108,16 @@ pub struct AgentWorker {
 
 impl AgentWorker {
     pub fn new(kernel: Arc<Kernel>, tools: Arc<Tools>) -> Self {
-        Self { kernel, tools }
+        let me = Self { kernel, tools };
+        // Subscriptions hear of events from the first session on.
+        me.hub();
+        me
+    }
+
+    fn hub(&self) -> &Arc<subscriptions::Hub> {
+        self.tools
+            .hub
+            .get_or_init(|| subscriptions::Hub::start(&self.kernel))
     }
 }
 
@@ -141,6 +154,8 @@ impl ServerHandler for AgentWorker {
                 .enable_tools()
                 .enable_prompts()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -231,6 +246,9 @@ impl ServerHandler for AgentWorker {
     ) -> Result<ListResourcesResult, McpError> {
         let who = caller(&context)?;
         no_cursor("resources/list", request)?;
+        // A session that lists resources hears when the list changes.
+        self.hub()
+            .watch_list(subscriptions::session_key(&context), context.peer.clone());
         Ok(ListResourcesResult::with_all_items(
             resources::list(&self.kernel, &who).await?,
         ))
@@ -257,6 +275,91 @@ impl ServerHandler for AgentWorker {
         Ok(resources::read(&self.kernel, &who, &request.uri)
             .await?
             .into())
+    }
+
+    /// Legacy (2025-11-25, stdio) resource subscriptions.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let who = caller(&context)?;
+        resources::authorize(&self.kernel, &who, &request.uri).await?;
+        self.hub().subscribe(
+            subscriptions::session_key(&context),
+            context.peer.clone(),
+            request.uri,
+        );
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.hub()
+            .unsubscribe(&subscriptions::session_key(&context), &request.uri);
+        Ok(())
+    }
+
+    /// 2026-07-28 clients ask for resource updates and list changes here.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut f = SubscriptionFilter::new();
+        f.resource_subscriptions = requested.resource_subscriptions.clone();
+        f.resources_list_changed = requested.resources_list_changed;
+        Some(f)
+    }
+
+    async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let who = caller(cx.request_context())?;
+        let asked = cx
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        // What the caller may not read, it does not hear about.
+        let watched = subscriptions::authorized(&self.kernel, &who, &asked).await;
+        let list_changed = cx.accepted().resources_list_changed == Some(true);
+        let (mut rx, missed) = self.hub().changes();
+        let tell = async |change: &subscriptions::Change| -> bool {
+            for uri in change.uris.iter().filter(|u| watched.contains(*u)) {
+                if cx
+                    .sink()
+                    .notify_resource_updated(uri.clone())
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+            !(list_changed
+                && change.list_changed
+                && cx.sink().notify_resource_list_changed().await.is_err())
+        };
+        for change in &missed {
+            if !tell(change).await {
+                return Ok(());
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = cx.cancelled() => return Ok(()),
+                change = rx.recv() => {
+                    let change = match change {
+                        Ok(c) => c,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                    };
+                    if !tell(&change).await {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -106,15 +106,14 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
         Caller::Agent(a) => vec![a.workflow.clone()],
     };
     for w in &instances {
-        let b = base(w);
         out.push(resource(
-            format!("{b}/channel"),
+            channel_uri(w),
             format!("{w} channel"),
             "The latest 50 messages you may see.",
             "text/markdown",
         ));
         out.push(resource(
-            format!("{b}/status"),
+            status_uri(w),
             format!("{w} status"),
             "Status, agents, runs and usage.",
             JSON,
@@ -131,13 +130,13 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
         };
         for a in agents {
             out.push(resource(
-                format!("{b}/agents/{a}"),
+                agent_uri(w, &a),
                 format!("{a}@{} info", w),
                 "Configuration, state, inbox counts, recent runs.",
                 JSON,
             ));
             out.push(resource(
-                format!("{b}/agents/{a}/inbox"),
+                inbox_uri(w, &a),
                 format!("{a}@{} inbox", w),
                 "Unacknowledged messages.",
                 JSON,
@@ -150,7 +149,7 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
         if let Ok(docs) = kernel.doc_list(&scope).await {
             for d in docs.files {
                 out.push(resource(
-                    format!("{b}/documents/{}", encode(&d.file)),
+                    document_uri(w, &d.file),
                     format!("{} {}", w, d.file),
                     "A document of the instance.",
                     mime_of(&d.file),
@@ -173,20 +172,68 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
     Ok(out)
 }
 
+/// Whether the caller may read `uri` (without reading it): what subscriptions are
+/// checked against. The error is the same "unknown resource" a read gives.
+pub async fn authorize(kernel: &Kernel, caller: &Caller, uri: &str) -> Result<(), McpError> {
+    let unknown = || unknown_resource(uri);
+    let rest = uri.strip_prefix(SCHEME).ok_or_else(unknown)?;
+    let parts: Vec<&str> = rest.splitn(6, '/').collect();
+    match parts.as_slice() {
+        ["backends"] | ["runs", _] if caller.is_lead() => Ok(()),
+        ["resources", _] => Ok(()),
+        ["workflows", name, tag, what @ ..] => {
+            kernel
+                .scope(caller, Some(&format!("@{name}:{tag}")))
+                .await
+                .map_err(|_| unknown())?;
+            match what {
+                ["channel"] | ["status"] | ["documents", _] => Ok(()),
+                ["agents", agent] | ["agents", agent, "inbox"] if may_see_agent(caller, agent) => {
+                    Ok(())
+                }
+                _ => Err(unknown()),
+            }
+        }
+        _ => Err(unknown()),
+    }
+}
+
+fn unknown_resource(uri: &str) -> McpError {
+    McpError::resource_not_found(
+        format!(
+            "unknown resource {uri}: resources/list and resources/templates/list show what you may read"
+        ),
+        None,
+    )
+}
+
+/// The URIs of an instance's parts (what a kernel event touches).
+pub fn channel_uri(w: &WorkflowRef) -> String {
+    format!("{}/channel", base(w))
+}
+pub fn status_uri(w: &WorkflowRef) -> String {
+    format!("{}/status", base(w))
+}
+pub fn agent_uri(w: &WorkflowRef, agent: &str) -> String {
+    format!("{}/agents/{agent}", base(w))
+}
+pub fn inbox_uri(w: &WorkflowRef, agent: &str) -> String {
+    format!("{}/agents/{agent}/inbox", base(w))
+}
+pub fn document_uri(w: &WorkflowRef, file: &str) -> String {
+    format!("{}/documents/{}", base(w), encode(file))
+}
+pub fn run_uri(id: &str) -> String {
+    format!("{SCHEME}runs/{id}")
+}
+
 /// Reads one resource as the caller.
 pub async fn read(
     kernel: &Kernel,
     caller: &Caller,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
-    let unknown = || {
-        McpError::resource_not_found(
-            format!(
-                "unknown resource {uri}: resources/list and resources/templates/list show what you may read"
-            ),
-            None,
-        )
-    };
+    let unknown = || unknown_resource(uri);
     let rest = uri.strip_prefix(SCHEME).ok_or_else(unknown)?;
     let parts: Vec<&str> = rest.splitn(6, '/').collect();
     let text = |body: String, mime: &str| {

@@ -307,6 +307,12 @@ impl Kernel {
         }
         let edit = edit_for(path.clone(), mode, content);
         let (doc, created) = docs.update(&path, &scope.me, edit).await?;
+        self.events
+            .publish(crate::kernel::events::Event::DocumentChanged {
+                workflow_id: scope.workflow_id,
+                file: path.to_string(),
+                created,
+            });
         Ok(DocWritten {
             file: path.to_string(),
             size: doc.content.len() as u64,

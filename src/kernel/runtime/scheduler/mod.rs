@@ -289,7 +289,8 @@ impl Kernel {
                     Ok(
                         Event::WorkflowSettled { .. }
                         | Event::WorkflowQuiet { .. }
-                        | Event::AgentFailed { .. },
+                        | Event::AgentFailed { .. }
+                        | Event::DocumentChanged { .. },
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         // Missed events: the store is the truth, so serve every open inbox.

@@ -1,0 +1,266 @@
+//! Resource subscriptions: the kernel's committed events, as MCP notifications.
+//!
+//! One task per server listens to the kernel's events and turns each into the
+//! resource URIs it changed (a post: the instance's channel and status; a
+//! delivery: the recipients' inboxes; a finished run: the agent, the status and
+//! the run; a document write: the document) and whether the list of resources
+//! changed (an agent, a document or an instance appearing or going). Then:
+//!
+//! - legacy sessions (2025-11-25 and stdio) that called `resources/subscribe`
+//!   get `notifications/resources/updated` for the URIs they asked for, and
+//!   those that subscribed or listed resources get
+//!   `notifications/resources/list_changed`;
+//! - 2026-07-28 clients get the same through `subscriptions/listen`, for the
+//!   URIs their accepted filter names.
+//!
+//! A subscription is checked against the caller's identity when it is made (what
+//! it may not read, it cannot watch). A session whose peer is gone is dropped on
+//! the first notification that fails.
+
+use super::resources;
+use crate::kernel::events::Event;
+use crate::kernel::{Caller, Kernel};
+use crate::names::WorkflowRef;
+use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::{Peer, RoleServer};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::broadcast;
+
+/// What an event changed, for the listeners.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub uris: Arc<[String]>,
+    pub list_changed: bool,
+}
+
+struct Watcher {
+    peer: Peer<RoleServer>,
+    uris: HashSet<String>,
+    list_changed: bool,
+}
+
+/// The server's subscriptions (shared by every session of one kernel).
+pub struct Hub {
+    /// Legacy sessions by key (`Mcp-Session-Id`, or `stdio`).
+    legacy: Mutex<HashMap<String, Watcher>>,
+    changes: broadcast::Sender<Change>,
+    /// The last changes, for a listener that starts after the client was told
+    /// it listens (rmcp acknowledges before the handler runs): replayed, a
+    /// notification too many only makes the client read again.
+    recent: Mutex<std::collections::VecDeque<(std::time::Instant, Change)>>,
+}
+
+/// How far back a new listener is told of changes.
+const REPLAY: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Hub {
+    /// Starts the task that turns the kernel's events into changes.
+    pub fn start(kernel: &Arc<Kernel>) -> Arc<Hub> {
+        let hub = Arc::new(Hub {
+            legacy: Mutex::default(),
+            changes: broadcast::channel(1024).0,
+            recent: Mutex::default(),
+        });
+        let weak_kernel: Weak<Kernel> = Arc::downgrade(kernel);
+        let weak_hub = Arc::downgrade(&hub);
+        let mut rx = kernel.events.subscribe();
+        tokio::spawn(async move {
+            let mut names: HashMap<i64, WorkflowRef> = HashMap::new();
+            loop {
+                let ev = match rx.recv().await {
+                    Ok(ev) => ev,
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let (Some(kernel), Some(hub)) = (weak_kernel.upgrade(), weak_hub.upgrade()) else {
+                    return;
+                };
+                if let Some(change) = changed(&kernel, &mut names, &ev).await {
+                    hub.fan_out(&change).await;
+                    {
+                        let mut recent = hub.recent.lock().unwrap();
+                        let now = std::time::Instant::now();
+                        while recent
+                            .front()
+                            .is_some_and(|(at, _)| now.duration_since(*at) > REPLAY)
+                            || recent.len() >= 256
+                        {
+                            recent.pop_front();
+                        }
+                        recent.push_back((now, change.clone()));
+                    }
+                    let _ = hub.changes.send(change);
+                }
+            }
+        });
+        hub
+    }
+
+    /// Changes as they happen (for `subscriptions/listen`), and those of the last
+    /// two seconds, which a listener may have missed while it was being set up.
+    pub fn changes(&self) -> (broadcast::Receiver<Change>, Vec<Change>) {
+        let rx = self.changes.subscribe();
+        let now = std::time::Instant::now();
+        let recent = self
+            .recent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, _)| now.duration_since(*at) <= REPLAY)
+            .map(|(_, c)| c.clone())
+            .collect();
+        (rx, recent)
+    }
+
+    /// A legacy session watches `uri` (already authorized).
+    pub fn subscribe(&self, key: String, peer: Peer<RoleServer>, uri: String) {
+        let mut w = self.legacy.lock().unwrap();
+        let entry = w.entry(key).or_insert_with(|| Watcher {
+            peer: peer.clone(),
+            uris: HashSet::new(),
+            list_changed: true,
+        });
+        entry.peer = peer;
+        entry.uris.insert(uri);
+    }
+
+    pub fn unsubscribe(&self, key: &str, uri: &str) {
+        if let Some(w) = self.legacy.lock().unwrap().get_mut(key) {
+            w.uris.remove(uri);
+        }
+    }
+
+    /// A legacy session that listed resources hears when the list changes.
+    pub fn watch_list(&self, key: String, peer: Peer<RoleServer>) {
+        self.legacy
+            .lock()
+            .unwrap()
+            .entry(key)
+            .or_insert_with(|| Watcher {
+                peer,
+                uris: HashSet::new(),
+                list_changed: true,
+            });
+    }
+
+    async fn fan_out(&self, change: &Change) {
+        let targets: Vec<(String, Peer<RoleServer>, Vec<String>, bool)> = self
+            .legacy
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, w)| {
+                let uris = change
+                    .uris
+                    .iter()
+                    .filter(|u| w.uris.contains(*u))
+                    .cloned()
+                    .collect::<Vec<_>>();
+                (
+                    k.clone(),
+                    w.peer.clone(),
+                    uris,
+                    change.list_changed && w.list_changed,
+                )
+            })
+            .filter(|(_, _, uris, list)| !uris.is_empty() || *list)
+            .collect();
+        for (key, peer, uris, list) in targets {
+            let mut ok = true;
+            for uri in uris {
+                ok &= peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                    .await
+                    .is_ok();
+            }
+            if list {
+                ok &= peer.notify_resource_list_changed().await.is_ok();
+            }
+            if !ok {
+                self.legacy.lock().unwrap().remove(&key);
+            }
+        }
+    }
+}
+
+/// The resources an event changed.
+async fn changed(
+    kernel: &Kernel,
+    names: &mut HashMap<i64, WorkflowRef>,
+    ev: &Event,
+) -> Option<Change> {
+    let wid = match ev {
+        Event::Delivered { workflow_id, .. }
+        | Event::Posted { workflow_id, .. }
+        | Event::AgentChanged { workflow_id, .. }
+        | Event::RunEnded { workflow_id, .. }
+        | Event::WorkflowSettled { workflow_id, .. }
+        | Event::DocumentChanged { workflow_id, .. } => *workflow_id,
+        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } => return None,
+    };
+    let w = match names.get(&wid) {
+        Some(w) => w.clone(),
+        None => {
+            let w = kernel.workflow_ref(wid).await.ok().flatten()?;
+            names.insert(wid, w.clone());
+            w
+        }
+    };
+    let (uris, list_changed) = match ev {
+        Event::Posted { .. } => (vec![resources::channel_uri(&w)], false),
+        Event::Delivered { recipients, .. } => (
+            recipients
+                .iter()
+                .map(|r| resources::inbox_uri(&w, r))
+                .chain([resources::status_uri(&w)])
+                .collect(),
+            false,
+        ),
+        Event::AgentChanged { name, .. } => (
+            vec![resources::agent_uri(&w, name), resources::status_uri(&w)],
+            true,
+        ),
+        Event::RunEnded { agent, run_id, .. } => (
+            vec![
+                resources::agent_uri(&w, agent),
+                resources::status_uri(&w),
+                resources::run_uri(run_id),
+            ],
+            false,
+        ),
+        Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
+        Event::DocumentChanged { file, created, .. } => {
+            (vec![resources::document_uri(&w, file)], *created)
+        }
+        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } => return None,
+    };
+    Some(Change {
+        uris: uris.into(),
+        list_changed,
+    })
+}
+
+/// The key a legacy subscription is kept under: the HTTP session, or stdio.
+pub fn session_key(ctx: &rmcp::service::RequestContext<RoleServer>) -> String {
+    match ctx.extensions.get::<::http::request::Parts>() {
+        Some(parts) => parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| "http".to_owned(), |s| format!("http:{s}")),
+        None => "stdio".to_owned(),
+    }
+}
+
+/// Whether the caller may watch every one of `uris` (the ones it may not are
+/// left out, as if they did not exist).
+pub async fn authorized(kernel: &Kernel, caller: &Caller, uris: &[String]) -> HashSet<String> {
+    let mut ok = HashSet::new();
+    for u in uris {
+        if resources::authorize(kernel, caller, u).await.is_ok() {
+            ok.insert(u.clone());
+        }
+    }
+    ok
+}

@@ -1,0 +1,158 @@
+//! Resource subscriptions through rmcp's client: a legacy (2025-11-25) session
+//! that subscribes to a channel gets notifications/resources/updated when a
+//! message is posted there, well within 100 ms of the send returning, and
+//! list_changed when an agent appears; a 2026-07-28 client gets the same through
+//! subscriptions/listen. An agent cannot watch what it may not read.
+
+mod common;
+use common::*;
+use rmcp::model::{ServerNotification, SubscribeRequestParams, SubscriptionFilter};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// A client that forwards resource notifications to the test.
+#[derive(Clone)]
+struct Watcher(mpsc::UnboundedSender<(String, Instant)>);
+
+impl ClientHandler for Watcher {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send((params.uri, Instant::now()));
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.0.send(("list_changed".into(), Instant::now()));
+    }
+}
+
+/// Waits for a notification naming `what`, skipping others.
+async fn wait_for(rx: &mut mpsc::UnboundedReceiver<(String, Instant)>, what: &str) -> Instant {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some((uri, at))) if uri == what => return at,
+            Ok(Some(_)) => {}
+            _ => panic!("no notification for {what} within 10 s"),
+        }
+    }
+}
+
+const CHANNEL: &str = "agent-worker://workflows/team/main/channel";
+
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@team", &["alice"]).await;
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(s.admin.clone()),
+    );
+    let watcher = Watcher(tx)
+        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    watcher.peer().list_all_resources().await.unwrap();
+    watcher
+        .peer()
+        .subscribe(SubscribeRequestParams::new(CHANNEL))
+        .await
+        .unwrap();
+    // Give the session's notification stream a moment to be open.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let sent = Instant::now();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "hello watchers", "workflow": "@team"}),
+    )
+    .await
+    .ok();
+    let returned = Instant::now();
+    let at = wait_for(&mut rx, CHANNEL).await;
+    let after_send = at.saturating_duration_since(returned);
+    println!(
+        "resources/updated {:?} after channel_send returned ({:?} after it was sent)",
+        after_send,
+        at - sent
+    );
+    assert!(
+        after_send < Duration::from_millis(100),
+        "the update came {after_send:?} after the send"
+    );
+
+    // A new agent changes the list.
+    new_agents(&lead, "@team", &["bob"]).await;
+    wait_for(&mut rx, "list_changed").await;
+
+    // An agent cannot watch another instance or another agent's inbox.
+    new_agents(&lead, "@other", &["carol"]).await;
+    let alice = join(&s, &lead, "alice@team", Proto::Legacy).await;
+    for uri in [
+        "agent-worker://workflows/other/main/channel",
+        "agent-worker://workflows/team/main/agents/bob/inbox",
+    ] {
+        let e = alice
+            .peer()
+            .subscribe(SubscribeRequestParams::new(uri))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown resource"), "{uri}: {e}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_2026_client_listens_for_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    new_agents(&lead, "@team", &["alice"]).await;
+    let listener = s.lead(Proto::Modern).await;
+    let mut filter = SubscriptionFilter::new();
+    filter.resource_subscriptions = Some(vec![
+        CHANNEL.to_owned(),
+        "agent-worker://workflows/team/main/agents/alice/inbox".to_owned(),
+    ]);
+    let mut sub = listener.peer().listen(filter).await.unwrap();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@alice ping", "workflow": "@team"}),
+    )
+    .await
+    .ok();
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.len() < 2 {
+        let n = tokio::time::timeout_at(deadline, sub.next())
+            .await
+            .expect("notifications within 10 s")
+            .unwrap()
+            .expect("the subscription is open");
+        if let ServerNotification::ResourceUpdatedNotification(u) = n {
+            seen.push(u.params.uri);
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "agent-worker://workflows/team/main/agents/alice/inbox".to_owned(),
+            CHANNEL.to_owned(),
+        ]
+    );
+    s.stop().await;
+}
