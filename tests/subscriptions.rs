@@ -2,7 +2,9 @@
 //! that subscribes to a channel gets notifications/resources/updated when a
 //! message is posted there, well within 100 ms of the send returning, and
 //! list_changed when an agent appears; a 2026-07-28 client gets the same through
-//! subscriptions/listen. An agent cannot watch what it may not read.
+//! subscriptions/listen. An agent cannot watch what it may not read. A lead session
+//! that sets a log level hears what it should notice (a guard that paused an agent,
+//! a workflow run's end) as notifications/message.
 
 mod common;
 use common::*;
@@ -30,6 +32,16 @@ impl ClientHandler for Watcher {
 
     async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
         let _ = self.0.send(("list_changed".into(), Instant::now()));
+    }
+
+    #[allow(deprecated)] // logging is the legacy protocol's
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let text = params.data.as_str().unwrap_or_default().to_owned();
+        let _ = self.0.send((format!("log:{text}"), Instant::now()));
     }
 }
 
@@ -154,5 +166,65 @@ async fn a_2026_client_listens_for_updates() {
             CHANNEL.to_owned(),
         ]
     );
+    s.stop().await;
+}
+
+#[tokio::test]
+#[allow(deprecated)] // logging is the legacy protocol's, on purpose
+async fn the_lead_hears_what_it_should_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(s.admin.clone()),
+    );
+    let watcher = Watcher(tx)
+        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    watcher
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Info,
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // A guard pauses an agent: the lead is told in the channel, and its client here.
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "busy", "backend": "mock", "budget": {"max_runs_per_hour": 1}}),
+    )
+    .await
+    .ok();
+    ask(&lead, "busy", "one", 30).await;
+    call(&lead, "channel_send", json!({"message": "@busy two"}))
+        .await
+        .ok();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let heard = loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some((m, _))) if m.starts_with("log:") && m.contains("busy") => break m,
+            Ok(Some(_)) => {}
+            _ => panic!("no log message about the paused agent"),
+        }
+    };
+    assert!(
+        heard.contains("@global:main") && heard.contains("paused"),
+        "{heard}"
+    );
+
+    // A workflow run's end.
+    call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": "name: tiny\nagents:\n  a: { backend: mock }\nkickoff: \"@a go\"\n", "wait_seconds": 20}),
+    )
+    .await
+    .ok();
+    wait_for(&mut rx, "log:@tiny:main: the workflow run is completed").await;
     s.stop().await;
 }

@@ -43,6 +43,9 @@ pub enum Event {
         file: String,
         created: bool,
     },
+    /// The kernel told the lead something in an instance's channel (an agent
+    /// paused or failed, a guard tripped): what the lead's clients are told too.
+    Notice { workflow_id: i64, text: String },
     /// An agent failed for good (its fourth failure in a row): its workflow run
     /// fails with this reason.
     AgentFailed { workflow_id: i64, reason: String },

@@ -148,6 +148,7 @@ pub(crate) fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, McpErro
 }
 
 impl ServerHandler for AgentWorker {
+    #[allow(deprecated)] // logging is legacy (SEP-2577); 2025-11-25 clients use it
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -156,6 +157,7 @@ impl ServerHandler for AgentWorker {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -275,6 +277,25 @@ impl ServerHandler for AgentWorker {
         Ok(resources::read(&self.kernel, &who, &request.uri)
             .await?
             .into())
+    }
+
+    /// The lead's clients hear what it should notice (an agent paused or failed, a
+    /// guard tripped, a workflow run done, blocked or failed) at this level or above.
+    /// Agents have nothing to hear: their level is accepted and changes nothing.
+    #[allow(deprecated)] // logging is legacy (SEP-2577); 2025-11-25 clients use it
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if caller(&context)?.is_lead() {
+            self.hub().set_level(
+                subscriptions::session_key(&context),
+                context.peer.clone(),
+                request.level,
+            );
+        }
+        Ok(())
     }
 
     /// Legacy (2025-11-25, stdio) resource subscriptions.

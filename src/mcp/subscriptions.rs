@@ -16,12 +16,20 @@
 //! A subscription is checked against the caller's identity when it is made (what
 //! it may not read, it cannot watch). A session whose peer is gone is dropped on
 //! the first notification that fails.
+//!
+//! Logging rides on the same events: lead sessions that called
+//! `logging/setLevel` get `notifications/message` for what the lead should notice.
+//! (rmcp marks logging deprecated: SEP-2577 drops it from 2026-07-28, and the
+//! 2025-11-25 clients we serve still use it.)
+#![allow(deprecated)]
 
 use super::resources;
 use crate::kernel::events::Event;
 use crate::kernel::{Caller, Kernel};
 use crate::names::WorkflowRef;
-use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam,
+};
 use rmcp::{Peer, RoleServer};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -49,6 +57,9 @@ pub struct Hub {
     /// it listens (rmcp acknowledges before the handler runs): replayed, a
     /// notification too many only makes the client read again.
     recent: Mutex<std::collections::VecDeque<(std::time::Instant, Change)>>,
+    /// Lead sessions that set a log level: what the lead should notice reaches them
+    /// as notifications/message at or above it.
+    loggers: Mutex<HashMap<String, (Peer<RoleServer>, LoggingLevel)>>,
 }
 
 /// How far back a new listener is told of changes.
@@ -61,6 +72,7 @@ impl Hub {
             legacy: Mutex::default(),
             changes: broadcast::channel(1024).0,
             recent: Mutex::default(),
+            loggers: Mutex::default(),
         });
         let weak_kernel: Weak<Kernel> = Arc::downgrade(kernel);
         let weak_hub = Arc::downgrade(&hub);
@@ -76,6 +88,9 @@ impl Hub {
                 let (Some(kernel), Some(hub)) = (weak_kernel.upgrade(), weak_hub.upgrade()) else {
                     return;
                 };
+                if let Some((level, text)) = notice(&kernel, &mut names, &ev).await {
+                    hub.log(level, text).await;
+                }
                 if let Some(change) = changed(&kernel, &mut names, &ev).await {
                     hub.fan_out(&change).await;
                     {
@@ -111,6 +126,33 @@ impl Hub {
             .map(|(_, c)| c.clone())
             .collect();
         (rx, recent)
+    }
+
+    /// A lead session wants what it should notice, at `level` or above.
+    pub fn set_level(&self, key: String, peer: Peer<RoleServer>, level: LoggingLevel) {
+        self.loggers.lock().unwrap().insert(key, (peer, level));
+    }
+
+    async fn log(&self, level: LoggingLevel, text: String) {
+        let targets: Vec<(String, Peer<RoleServer>)> = self
+            .loggers
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, (_, min))| rank(level) >= rank(*min))
+            .map(|(k, (p, _))| (k.clone(), p.clone()))
+            .collect();
+        for (key, peer) in targets {
+            let sent = peer
+                .notify_logging_message(
+                    LoggingMessageNotificationParam::new(level, serde_json::json!(text))
+                        .with_logger("agent-worker"),
+                )
+                .await;
+            if sent.is_err() {
+                self.loggers.lock().unwrap().remove(&key);
+            }
+        }
     }
 
     /// A legacy session watches `uri` (already authorized).
@@ -184,6 +226,53 @@ impl Hub {
     }
 }
 
+fn rank(l: LoggingLevel) -> u8 {
+    match l {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// What the lead should notice in an event, and how much: the kernel's own
+/// messages to it (a pause, a failure, a guard) and a workflow run's outcome.
+async fn notice(
+    kernel: &Kernel,
+    names: &mut HashMap<i64, WorkflowRef>,
+    ev: &Event,
+) -> Option<(LoggingLevel, String)> {
+    let (wid, level, text) = match ev {
+        Event::Notice { workflow_id, text } => (*workflow_id, LoggingLevel::Notice, text.clone()),
+        Event::WorkflowSettled {
+            workflow_id,
+            status,
+        } => {
+            let level = match status.as_str() {
+                "failed" => LoggingLevel::Error,
+                "blocked" => LoggingLevel::Warning,
+                "completed" | "scheduled" | "stopped" => LoggingLevel::Info,
+                _ => return None,
+            };
+            (*workflow_id, level, format!("the workflow run is {status}"))
+        }
+        _ => return None,
+    };
+    let w = match names.get(&wid) {
+        Some(w) => w.clone(),
+        None => {
+            let w = kernel.workflow_ref(wid).await.ok().flatten()?;
+            names.insert(wid, w.clone());
+            w
+        }
+    };
+    Some((level, format!("{w}: {text}")))
+}
+
 /// The resources an event changed.
 async fn changed(
     kernel: &Kernel,
@@ -197,7 +286,9 @@ async fn changed(
         | Event::RunEnded { workflow_id, .. }
         | Event::WorkflowSettled { workflow_id, .. }
         | Event::DocumentChanged { workflow_id, .. } => *workflow_id,
-        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } => return None,
+        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } | Event::Notice { .. } => {
+            return None;
+        }
     };
     let w = match names.get(&wid) {
         Some(w) => w.clone(),
@@ -233,7 +324,9 @@ async fn changed(
         Event::DocumentChanged { file, created, .. } => {
             (vec![resources::document_uri(&w, file)], *created)
         }
-        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } => return None,
+        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } | Event::Notice { .. } => {
+            return None;
+        }
     };
     Some(Change {
         uris: uris.into(),

@@ -145,6 +145,9 @@ fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String,
 pub(crate) struct Posted {
     pub(crate) result: SendResult,
     recipients: Vec<String>,
+    /// The kernel's own message to the lead (a pause, a failure, a guard): what
+    /// MCP logging tells the lead's clients.
+    notice: Option<String>,
 }
 
 /// Posts the kernel's own message (`from: system`, kind `system`) inside a store job,
@@ -164,15 +167,19 @@ pub(crate) fn post_system(
         lead: true,
         run_id: None,
     };
-    post(
+    let mut posted = post(
         c,
         &scope,
         &Outgoing {
-            message: text,
+            message: text.clone(),
             to: None,
             force: true,
         },
-    )
+    )?;
+    if posted.recipients.iter().any(|r| r == LEAD) {
+        posted.notice = Some(text);
+    }
+    Ok(posted)
 }
 
 /// Writes one message and its deliveries. Runs inside a store job.
@@ -295,6 +302,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
             resource: resource.map(|(rid, _)| rid),
             note: (!notes.is_empty()).then(|| notes.join(" ")),
         },
+        notice: None,
     })
 }
 
@@ -409,6 +417,12 @@ impl Kernel {
                 workflow_id,
                 recipients: posted.recipients.as_slice().into(),
                 message_id: message_id.clone(),
+            });
+        }
+        if let Some(text) = &posted.notice {
+            self.events.publish(Event::Notice {
+                workflow_id,
+                text: text.clone(),
             });
         }
     }

@@ -290,7 +290,8 @@ impl Kernel {
                         Event::WorkflowSettled { .. }
                         | Event::WorkflowQuiet { .. }
                         | Event::AgentFailed { .. }
-                        | Event::DocumentChanged { .. },
+                        | Event::DocumentChanged { .. }
+                        | Event::Notice { .. },
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         // Missed events: the store is the truth, so serve every open inbox.
