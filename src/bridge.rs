@@ -16,8 +16,10 @@
 //! session the kernel expired (404) is opened again with the client's own
 //! `initialize` and the request retried once, so a long-idle client carries on.
 //!
-//! Limit: server-initiated messages outside a request (legacy GET stream) are not
-//! relayed; agent-worker sends none today.
+//! Server-initiated messages outside a request (resource updates, log messages)
+//! come on a 2025-11-25 session's standalone stream (GET), which the bridge holds
+//! open and relays; a 2026-07-28 client's `subscriptions/listen` is a request whose
+//! streamed answer is relayed like any other.
 
 use crate::mcp::http::{MAX_BODY, sse::event_end};
 use crate::mcp::stdio::{Line, read_line};
@@ -28,11 +30,16 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// How often an attached client tells the kernel it is still there, at most.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(30);
 
 struct Relay {
     http: reqwest::Client,
-    url: String,
-    token: String,
+    /// The kernel's URL and the lead credential; replaced when a new kernel is started.
+    target: Mutex<(String, String)>,
+    /// Starts a new background kernel when the one relayed to is gone (None: a
+    /// foreground kernel's, which is not ours to restart).
+    launcher: Option<crate::background::Launcher>,
     /// Legacy (2025-11-25) session id and negotiated version, from `initialize`.
     session: Mutex<Option<(String, String)>>,
     /// The client's `initialize`, replayed when the kernel has forgotten the session.
@@ -47,6 +54,8 @@ enum Answer {
     Done,
     /// The kernel no longer knows the session this request was sent in.
     SessionGone(String),
+    /// The kernel did not answer at all (it is gone): the URL tried.
+    KernelGone(String),
 }
 
 impl Relay {
@@ -76,8 +85,33 @@ impl Relay {
         if method == "initialize" {
             self.initialize.lock().unwrap().replace(msg.clone());
         }
-        match self.post(&msg, &id, &method, true).await {
+        let mut answer = self.post(&msg, &id, &method, true).await;
+        if let Answer::KernelGone(url) = &answer {
+            // A new kernel (its own state from the data dir), then the same request;
+            // a legacy session is unknown there, and is opened again below.
+            match self.restart(url).await {
+                Ok(()) => answer = self.post(&msg, &id, &method, true).await,
+                Err(e) => {
+                    self.error(
+                        &id,
+                        format!(
+                            "the agent-worker kernel is gone and could not be started again: {e}"
+                        ),
+                    )
+                    .await;
+                    return;
+                }
+            }
+        }
+        match answer {
             Answer::Done => {}
+            Answer::KernelGone(url) => {
+                self.error(
+                    &id,
+                    format!("the agent-worker kernel at {url} is unreachable"),
+                )
+                .await;
+            }
             Answer::SessionGone(old) => {
                 if self.reopen(&old).await {
                     let _ = self.post(&msg, &id, &method, true).await;
@@ -96,11 +130,30 @@ impl Relay {
 
     /// POSTs one message; writes the answer to the client unless it is `SessionGone`
     /// (or `write` is false: a replayed handshake is not the client's to see).
+    /// Starts a new background kernel if the one at `failed` is still the target
+    /// (several requests may have seen it go; one restart serves them all).
+    async fn restart(&self, failed: &str) -> Result<(), String> {
+        let Some(launcher) = self.launcher.clone() else {
+            return Err("it was not started by this launch".into());
+        };
+        let _one = self.reopening.lock().await;
+        if self.target.lock().unwrap().0 != failed {
+            return Ok(());
+        }
+        tracing::warn!("the kernel at {failed} is gone: starting another");
+        let target = tokio::task::spawn_blocking(move || launcher.ensure())
+            .await
+            .map_err(|e| e.to_string())??;
+        *self.target.lock().unwrap() = target;
+        Ok(())
+    }
+
     async fn post(&self, msg: &Value, id: &Value, method: &str, write: bool) -> Answer {
+        let (url, token) = self.target.lock().unwrap().clone();
         let mut req = self
             .http
-            .post(&self.url)
-            .bearer_auth(&self.token)
+            .post(&url)
+            .bearer_auth(&token)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json");
         let per_request = msg
@@ -134,14 +187,17 @@ impl Relay {
         }
         let resp = match req.json(msg).send().await {
             Ok(r) => r,
+            // Refused, or a kept-alive connection to a kernel that has since died.
+            Err(e)
+                if e.is_connect() || self.launcher.as_ref().is_some_and(|l| !l.kernel_alive()) =>
+            {
+                return Answer::KernelGone(url);
+            }
             Err(e) => {
                 if write {
                     self.error(
                         id,
-                        format!(
-                            "the agent-worker kernel at {} is unreachable: {e}",
-                            self.url
-                        ),
+                        format!("the agent-worker kernel at {url} is unreachable: {e}"),
                     )
                     .await;
                 }
@@ -264,6 +320,35 @@ impl Relay {
         }
     }
 
+    /// Holds the session's standalone stream open (GET) and relays what comes on
+    /// it; opened again when it ends or the session changes.
+    async fn listen(&self) {
+        loop {
+            let session = self.session.lock().unwrap().clone();
+            let Some((sid, ver)) = session else {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            };
+            let (url, token) = self.target.lock().unwrap().clone();
+            let mut req = self
+                .http
+                .get(&url)
+                .bearer_auth(&token)
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", &sid);
+            if !ver.is_empty() {
+                req = req.header("mcp-protocol-version", ver);
+            }
+            match req.send().await {
+                Ok(resp) if resp.status().is_success() => {
+                    self.relay_sse(resp, "", true).await;
+                }
+                _ => {}
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
     async fn relay_sse(&self, resp: reqwest::Response, method: &str, write: bool) {
         let mut stream = resp.bytes_stream();
         let mut buf = Vec::<u8>::new();
@@ -292,21 +377,49 @@ impl Relay {
 
 /// Relays stdin/stdout to the kernel at `url` with `token` until stdin closes. If
 /// the kernel could not be found (`Err`), every request is answered with why.
-pub async fn run(target: Result<(String, String), String>) -> anyhow::Result<()> {
-    let (url, token) = match target {
+pub async fn run(
+    target: Result<(String, String), String>,
+    launcher: Option<crate::background::Launcher>,
+) -> anyhow::Result<()> {
+    let target = match target {
         Ok(t) => t,
         Err(why) => return refuse_all(why).await,
     };
     let http = reqwest::Client::builder().build().context("http client")?;
     let relay = Arc::new(Relay {
         http,
-        url,
-        token,
+        target: Mutex::new(target),
+        launcher,
         session: Mutex::new(None),
         initialize: Mutex::new(None),
         reopening: tokio::sync::Mutex::new(()),
         out: tokio::sync::Mutex::new(tokio::io::stdout()),
     });
+    // The kernel counts a client as present while it calls; an idle client still
+    // says it is there, so a background kernel never stops under it.
+    let every = relay
+        .launcher
+        .as_ref()
+        .and_then(|l| l.idle_exit())
+        .map_or(HEARTBEAT, |idle| {
+            (idle / 3).clamp(std::time::Duration::from_millis(200), HEARTBEAT)
+        });
+    let heartbeat = {
+        let r = relay.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let (url, token) = r.target.lock().unwrap().clone();
+                let _ = r.http.get(&url).bearer_auth(&token).send().await;
+            }
+        })
+    };
+    // What the kernel sends outside a request (resource updates, log messages) comes
+    // on a 2025-11-25 session's own stream: relayed to the client as it arrives.
+    let listener = {
+        let r = relay.clone();
+        tokio::spawn(async move { r.listen().await })
+    };
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
     loop {
@@ -340,12 +453,15 @@ pub async fn run(target: Result<(String, String), String>) -> anyhow::Result<()>
         }
     }
     while tasks.join_next().await.is_some() {}
+    heartbeat.abort();
+    listener.abort();
     let session = relay.session.lock().unwrap().clone();
+    let (url, token) = relay.target.lock().unwrap().clone();
     if let Some((sid, _)) = session {
         let _ = relay
             .http
-            .delete(&relay.url)
-            .bearer_auth(&relay.token)
+            .delete(&url)
+            .bearer_auth(&token)
             .header("mcp-session-id", sid)
             .send()
             .await;

@@ -21,12 +21,28 @@ pub struct Options {
     pub data_dir: Option<PathBuf>,
     pub token: Option<String>,
     pub log: Option<String>,
+    /// How long a background kernel waits without clients, with nothing owed,
+    /// before it stops (None: never). Default 10 minutes.
+    pub idle_exit: Option<std::time::Duration>,
+    /// stdio: serve in this process (the kernel ends with the client), as before.
+    pub foreground: bool,
+    /// Internal: this process is the background kernel a stdio launch started.
+    pub background_kernel: bool,
+    /// Whether `--idle-exit` was given (its default applies otherwise).
+    pub idle_exit_given: bool,
 }
+
+/// The internal flag of the background kernel a stdio launch starts.
+pub const BACKGROUND_KERNEL: &str = "--background-kernel";
+
+/// The default of `--idle-exit`.
+pub const DEFAULT_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 pub const USAGE: &str = "agent-worker: a multi-agent orchestration kernel that is an MCP server
 
 usage:
-  agent-worker [--data-dir DIR] [--token TOKEN] [--log LEVEL]        serve MCP on stdio
+  agent-worker [--data-dir DIR] [--token TOKEN] [--log LEVEL]        serve MCP on stdio (relayed to a
+                                                                     kernel in the background)
   agent-worker --http 127.0.0.1:PORT [--data-dir DIR] [--token TOKEN] serve streamable HTTP at /mcp
 
 options:
@@ -36,6 +52,10 @@ options:
                    admin.token file in the data dir, created on first start)
   --log LEVEL      error | warn | info | debug | trace (default info); logs go to stderr and
                    DATA_DIR/logs/agent-worker.log
+  --idle-exit D    stdio: the background kernel stops after D without clients once nothing is
+                   owed (default 10m; `never` for a service)
+  --foreground     stdio: run the kernel in this process; it stops when the client goes
+                   (also AGENT_WORKER_FOREGROUND=1)
   --help, --version";
 
 /// What the command line asked for.
@@ -96,10 +116,28 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
                 }
                 o.log = Some(v);
             }
+            "--idle-exit" => {
+                let v = value("--idle-exit")?;
+                o.idle_exit = match v.trim() {
+                    "never" => None,
+                    t => Some(humantime::parse_duration(t).map_err(|_| {
+                        format!("--idle-exit {v:?}: write a duration such as 10m or 1h, or never")
+                    })?),
+                };
+                o.idle_exit_given = true;
+            }
+            "--foreground" => o.foreground = true,
+            BACKGROUND_KERNEL => o.background_kernel = true,
             "-h" | "--help" => return Ok(Launch::Help),
             "-V" | "--version" => return Ok(Launch::Version),
             other => return Err(format!("unknown argument {other:?}; see --help")),
         }
+    }
+    if !o.idle_exit_given {
+        o.idle_exit = Some(DEFAULT_IDLE_EXIT);
+    }
+    if std::env::var("AGENT_WORKER_FOREGROUND").is_ok_and(|v| v == "1") {
+        o.foreground = true;
     }
     Ok(Launch::Serve(o))
 }

@@ -5,7 +5,10 @@
 //! ```text
 //! main.rs        launch flags only -> server::run
 //! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners, kernel.json
-//! bridge.rs      a second stdio launch relays to the running kernel over HTTP
+//! background.rs  the kernel a stdio launch starts in the background (it outlives the
+//!                client) and its exit when idle with nothing owed
+//! bridge.rs      a stdio launch relays to the data dir's kernel over HTTP (requests,
+//!                the session's own stream, a heartbeat; a new kernel if it died)
 //! config.rs      launch options, data dir and admin token resolution
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
@@ -55,6 +58,10 @@
 //!   classify.rs    error classes from the words providers print
 //! mcp/           the MCP interface: stateless translation onto the kernel
 //!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
+//!   resources.rs   resources and templates per identity (channel, status, documents,
+//!                  agents, inboxes, runs, backends)
+//!   subscriptions.rs kernel events as resource updates, list changes and log messages
+//!   prompts.rs     the lead's prompts (start-team, one per bundled example)
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
 //!   stdio.rs       the stdio transport with those checks
@@ -106,6 +113,7 @@
 //!   store: no run, queue entry, retry or unread delivery of a live agent, no open
 //!   binding proposal, no scheduled run owed.
 
+pub mod background;
 pub mod bridge;
 pub mod config;
 pub mod error;

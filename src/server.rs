@@ -130,7 +130,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create data dir {}", dir.display()))?;
     let _log_guard = init_logging(&dir, opts.log.as_deref().unwrap_or("info"))?;
-    let stdio = opts.http.is_none();
+    let stdio = opts.http.is_none() && !opts.background_kernel;
+    if stdio && !opts.foreground {
+        // The team outlives this client: relay to the data dir's kernel, started
+        // in the background if none runs (see `background`).
+        let launcher = crate::background::Launcher::new(&opts, &dir);
+        let l = launcher.clone();
+        let target = tokio::task::spawn_blocking(move || l.ensure())
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        return crate::bridge::run(target, Some(launcher)).await;
+    }
     let Some(_lock) = lock_data_dir(&dir)? else {
         if !stdio {
             let at = running_kernel(&dir).map_or_else(|e| format!("({e})"), |k| k.url);
@@ -159,14 +169,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             Ok((k.url, token))
         });
         tracing::info!("data dir in use: bridging stdio to the running kernel");
-        return crate::bridge::run(target.map_err(|e| format!("{e:#}"))).await;
+        return crate::bridge::run(target.map_err(|e| format!("{e:#}")), None).await;
     };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let kernel = Kernel::open(&dir, admin).await?;
     let tools = Tools::new();
     let ct = CancellationToken::new();
 
-    let stdio = opts.http.is_none();
     let addr = opts
         .http
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -201,6 +210,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         tokio::select! {
             r = service.waiting() => { if let Err(e) = r { tracing::warn!("stdio session ended: {e}"); } }
             _ = shutdown_signal() => {}
+        }
+    } else if opts.background_kernel {
+        let idle = async {
+            match opts.idle_exit {
+                Some(d) => crate::background::idle_exit(kernel.clone(), d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = idle => {}
         }
     } else {
         shutdown_signal().await;

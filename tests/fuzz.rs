@@ -435,6 +435,7 @@ fn stdio_round(n: usize) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
         .arg("--data-dir")
         .arg(dir.path())
+        .arg("--foreground")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

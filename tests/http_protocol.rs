@@ -322,6 +322,7 @@ async fn stdio_answers_malformed_lines_and_keeps_serving() {
     let mut child = tokio::process::Command::new(BIN)
         .arg("--data-dir")
         .arg(dir.path())
+        .arg("--foreground")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -73,7 +73,13 @@ fn check(what: &str, (code, stdout, stderr): (i32, String, String)) {
 async fn the_inspector_lists_every_tool_without_a_warning_over_stdio_and_http() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("stdio");
-    let Some(r) = strict_tools_list(&[BIN, "--data-dir", data.to_str().unwrap()]) else {
+    let Some(r) = strict_tools_list(&[
+        BIN,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--idle-exit",
+        "1s",
+    ]) else {
         return;
     };
     check("stdio", r);
@@ -98,7 +104,13 @@ async fn the_inspector_lists_every_tool_without_a_warning_over_stdio_and_http() 
 async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("stdio");
-    let stdio = [BIN, "--data-dir", data.to_str().unwrap()];
+    let stdio = [
+        BIN,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--idle-exit",
+        "1s",
+    ];
     let Some((code, out, err)) = inspect(&stdio, &["--method", "prompts/list"]) else {
         return;
     };
@@ -175,7 +187,13 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
 async fn the_inspector_lists_and_reads_resources_over_stdio_and_http() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("stdio");
-    let stdio = [BIN, "--data-dir", data.to_str().unwrap()];
+    let stdio = [
+        BIN,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--idle-exit",
+        "1s",
+    ];
     let Some((code, out, err)) = inspect(&stdio, &["--method", "resources/templates/list"]) else {
         return;
     };

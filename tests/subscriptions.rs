@@ -228,3 +228,58 @@ async fn the_lead_hears_what_it_should_notice() {
     wait_for(&mut rx, "log:@tiny:main: the workflow run is completed").await;
     s.stop().await;
 }
+
+/// The default stdio launch relays to a background kernel: what that kernel sends
+/// outside a request (here a resource update) reaches the stdio client too.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn updates_reach_a_client_through_the_stdio_relay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(dir.path())
+        .arg("--idle-exit")
+        .arg("1s")
+        .env_remove("AGENT_WORKER_FOREGROUND");
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let client = Watcher(tx)
+        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    let global = "agent-worker://workflows/global/main/channel";
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(global))
+        .await
+        .unwrap();
+    // The relay opens the session's stream once the session exists.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let params = rmcp::model::CallToolRequestParams::new("channel_send").with_arguments(
+        json!({"message": "through the relay"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    client.peer().call_tool(params).await.unwrap();
+    wait_for(&mut rx, global).await;
+    let pid: i64 = serde_json::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(dir.path().join("kernel.json")).unwrap(),
+    )
+    .unwrap()["pid"]
+        .as_i64()
+        .unwrap();
+    client.cancel().await.unwrap();
+    // Nothing is owed: the background kernel stops after its idle second.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        Instant::now() < deadline,
+        "the background kernel did not stop"
+    );
+}

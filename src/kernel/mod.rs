@@ -80,6 +80,9 @@ pub struct Kernel {
     pub(crate) workers: runtime::workers::Workers,
     /// When agents run: wakes, the queue, retries, pauses, schedules.
     pub(crate) scheduler: runtime::scheduler::Scheduler,
+    /// When a client last made a request (ms since the epoch): a background kernel
+    /// exits only after a while without one (see [`runtime::idle`]).
+    pub(crate) last_client: std::sync::atomic::AtomicI64,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -115,6 +118,7 @@ impl Kernel {
                 crate::process::Limits::default(),
             ),
             scheduler: runtime::scheduler::Scheduler::new(),
+            last_client: std::sync::atomic::AtomicI64::new(clock::now_ms()),
         });
         let lost = kernel.recover_runs().await?;
         if lost > 0 {

@@ -198,7 +198,9 @@ pub async fn http_client(url: &str, token: &str, p: Proto) -> Client {
 /// A lead session over stdio: the binary spawned as a child process.
 pub async fn stdio_client(data_dir: &Path, p: Proto) -> Client {
     let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("--data-dir").arg(data_dir);
+    // In this process: the session is the kernel's life (tests/background.rs covers
+    // the default, a kernel in the background).
+    cmd.arg("--data-dir").arg(data_dir).arg("--foreground");
     let (t, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()

@@ -175,7 +175,7 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
     bob = f"pybob-{mode}"
 
     if transport == "stdio":
-        lead_cm: Any = Client(StdioServerParameters(command=target, args=["--data-dir", secret]), mode=mode)
+        lead_cm: Any = Client(StdioServerParameters(command=target, args=["--data-dir", secret, "--foreground"]), mode=mode)
     else:
         lead_cm = http_client_for(target, secret, mode)
 

@@ -9,6 +9,7 @@
 pub mod agents;
 pub mod ask;
 pub mod backends;
+pub mod idle;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;

@@ -160,6 +160,15 @@ impl Scheduler {
             })
     }
 
+    /// Whether anything is queued, starting, or waiting on a timer (other than a
+    /// workflow's settle check): work that would be lost if the kernel stopped.
+    pub(crate) fn busy(&self) -> bool {
+        let st = self.state.lock().unwrap();
+        !st.queue.is_empty()
+            || !st.starting.is_empty()
+            || st.timers.keys().any(|t| !matches!(t, Timer::Settle(_)))
+    }
+
     pub(crate) fn watch(&self, workflow_id: i64, watched: bool) {
         let mut st = self.state.lock().unwrap();
         if watched {

@@ -1,0 +1,158 @@
+//! The team outlives its client: a stdio launch relays to a kernel it starts in
+//! the background. That kernel keeps firing schedules after the client has gone
+//! (seen over HTTP with the credential in the data dir), stops by itself after its
+//! idle limit once nothing is owed, and a client attached when it is killed -9
+//! carries on with the next call (a new kernel is started under it).
+
+mod common;
+use common::*;
+use rmcp::service::ServiceExt;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A stdio client of the default launch (no --foreground).
+async fn launch(dir: &Path, idle_exit: &str) -> Client {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(dir)
+        .arg("--idle-exit")
+        .arg(idle_exit)
+        .env_remove("AGENT_WORKER_FOREGROUND");
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the stdio launch");
+    ().serve(t).await.expect("initialize through the relay")
+}
+
+fn kernel_json(dir: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("kernel.json")).ok()?).ok()
+}
+
+fn alive(pid: i64) -> bool {
+    // A zombie is gone for our purposes.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Waits until `cond` holds, at most `limit`.
+async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cond()
+}
+
+/// Stops a background kernel a test left running.
+fn stop(pid: i64) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+}
+
+#[tokio::test]
+async fn schedules_keep_firing_after_the_client_has_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = launch(dir.path(), "10m").await;
+    call(
+        &client,
+        "agent_new",
+        json!({"name": "ticker", "backend": "mock", "schedule": {"every": "1s"}}),
+    )
+    .await
+    .ok();
+    let k = kernel_json(dir.path()).expect("the background kernel wrote kernel.json");
+    let pid = k["pid"].as_i64().unwrap();
+    client.cancel().await.unwrap();
+
+    // The client is gone; the kernel is not, and its schedule keeps running the agent.
+    let url = k["url"].as_str().unwrap();
+    let token = k["token"].as_str().unwrap();
+    let lead = http_client(url, token, Proto::Legacy).await;
+    let runs = |info: &Value| info["usage"]["runs"].as_i64().unwrap_or(0);
+    let first = runs(
+        &call(&lead, "agent_info", json!({"target": "ticker"}))
+            .await
+            .ok(),
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let later = runs(
+        &call(&lead, "agent_info", json!({"target": "ticker"}))
+            .await
+            .ok(),
+    );
+    assert!(alive(pid), "the kernel stopped with its client");
+    assert!(
+        later >= first + 2,
+        "the schedule did not keep firing: {first} runs, then {later}"
+    );
+    drop(lead);
+    stop(pid);
+    assert!(until(Duration::from_secs(10), || !alive(pid)).await);
+}
+
+#[tokio::test]
+async fn an_idle_kernel_with_nothing_owed_stops_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = launch(dir.path(), "1s").await;
+    call(&client, "channel_send", json!({"message": "hello"}))
+        .await
+        .ok();
+    let pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    // While the client is attached (and calls), it stays.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    call(&client, "agent_list", json!({})).await.ok();
+    assert!(alive(pid));
+    client.cancel().await.unwrap();
+    assert!(
+        until(Duration::from_secs(15), || !alive(pid)).await,
+        "the kernel did not stop after its idle limit"
+    );
+    assert!(
+        !dir.path().join("kernel.json").exists(),
+        "a stopped kernel leaves no kernel.json"
+    );
+}
+
+#[tokio::test]
+async fn a_client_carries_on_when_its_kernel_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = launch(dir.path(), "10m").await;
+    call(
+        &client,
+        "agent_new",
+        json!({"name": "keeper", "backend": "external"}),
+    )
+    .await
+    .ok();
+    let pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(until(Duration::from_secs(5), || !alive(pid)).await);
+    // The next call succeeds, against a new kernel with the same state.
+    let r = call(&client, "agent_list", json!({})).await.ok();
+    let names: Vec<&str> = r["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["keeper"], "{r}");
+    let new_pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    assert_ne!(new_pid, pid);
+    client.cancel().await.unwrap();
+    stop(new_pid);
+    assert!(until(Duration::from_secs(10), || !alive(new_pid)).await);
+}
