@@ -62,6 +62,7 @@
 //!                  agents, inboxes, runs, backends)
 //!   subscriptions.rs kernel events as resource updates, list changes and log messages
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)
+//!   tasks.rs       agent_ask and workflow_run as MCP tasks
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
 //!   stdio.rs       the stdio transport with those checks

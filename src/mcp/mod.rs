@@ -16,6 +16,7 @@ pub mod resources;
 pub mod schemas;
 pub mod stdio;
 pub mod subscriptions;
+pub mod tasks;
 pub mod tools;
 
 use crate::kernel::{Caller, Kernel};
@@ -48,6 +49,8 @@ pub struct Tools {
     listed: Vec<Tool>,
     /// Resource subscriptions of every session (started with the first one).
     hub: std::sync::OnceLock<Arc<subscriptions::Hub>>,
+    /// agent_ask and workflow_run run as tasks (see [`tasks`]).
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 impl Tools {
@@ -79,6 +82,7 @@ impl Tools {
             management: names,
             listed,
             hub: std::sync::OnceLock::new(),
+            tasks: rmcp::task_manager::TaskManager::new(),
         })
     }
 
@@ -123,6 +127,18 @@ impl AgentWorker {
 
 /// Who sent this request. Over HTTP the auth layer has put a [`Caller`] into the
 /// request's extensions; over stdio there are no HTTP parts and the caller is the lead.
+/// Tasks are the lead's: an agent is told none exists.
+fn lead_only(context: &RequestContext<RoleServer>, task_id: &str) -> Result<(), McpError> {
+    if caller(context)?.is_lead() {
+        Ok(())
+    } else {
+        Err(McpError::invalid_params(
+            format!("unknown task {task_id:?}"),
+            None,
+        ))
+    }
+}
+
 /// Every list we answer fits on one page: a cursor can only be a client's mistake.
 fn no_cursor(method: &str, request: Option<PaginatedRequestParams>) -> Result<(), McpError> {
     match request.and_then(|r| r.cursor) {
@@ -158,6 +174,7 @@ impl ServerHandler for AgentWorker {
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -182,8 +199,43 @@ impl ServerHandler for AgentWorker {
         {
             return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
         }
+        if tasks::wanted(&request, &context) {
+            return tasks::start(self, &self.tools.tasks, request, context);
+        }
         let tcc = ToolCallContext::new(self, request, context);
         self.tools.router.call(tcc).await
+    }
+
+    /// The lead's tasks only (agents have none, and may not look at the lead's).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        lead_only(&context, &request.task_id)?;
+        Ok(GetTaskResult::new(
+            self.tools.tasks.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        lead_only(&context, &request.task_id)?;
+        self.tools
+            .tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        lead_only(&context, &request.task_id)?;
+        self.tools.tasks.cancel_task(&request.task_id)
     }
 
     async fn list_tools(

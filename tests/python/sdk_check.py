@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,44 @@ async def check_unauthenticated(url: str) -> None:
         check(r.status_code == 401, f"POST {url} with a bogus token is rejected with 401", r.status_code)
 
 
+CHANNEL = "agent-worker://workflows/global/main/channel"
+
+
+async def check_subscription(url: str, token: str, lead: Client) -> None:
+    """A 2025-11-25 session subscribes to the channel; a channel_send must reach it as
+    notifications/resources/updated within 100 ms (measured and printed)."""
+    arrived: dict[str, float] = {}
+    got = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        params = getattr(root, "params", None)
+        if getattr(root, "method", "") == "notifications/resources/updated" and str(getattr(params, "uri", "")) == CHANNEL:
+            arrived.setdefault("at", time.perf_counter())
+            got.set()
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http:
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy", message_handler=on_message) as w:
+            await w.subscribe_resource(CHANNEL)
+            await anyio.sleep(0.5)  # the session's stream opens
+            sent = time.perf_counter()
+            await call_ok(lead, "channel_send", {"message": "for the python watcher"})
+            returned = time.perf_counter()
+            with anyio.fail_after(5):
+                await got.wait()
+            after_send = (arrived["at"] - sent) * 1000
+            print(
+                f"resources/updated arrived {after_send:.1f} ms after channel_send was sent "
+                f"({(arrived['at'] - returned) * 1000:.1f} ms after it returned)",
+                flush=True,
+            )
+            # From the send's return (the message is committed then); the send itself
+            # is a full round trip of this client on a shared machine.
+            after_return = (arrived["at"] - returned) * 1000
+            check(after_return < 100, "the subscribed channel's update arrives within 100 ms of channel_send", after_return)
+
+
 async def run(transport: str, mode: str, target: str, secret: str) -> None:
     alice = f"pyalice-{mode}"
     bob = f"pybob-{mode}"
@@ -197,6 +236,8 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
         got = await lead.get_prompt("start-team", {"goal": "triage the open bugs"})
         text = got.messages[0].content.text
         check("triage the open bugs" in text and "agent_new" in text, "start-team expands with its goal", text)
+        if transport == "http" and mode == "legacy":
+            await check_subscription(target, secret, lead)
 
         for name in (alice, bob):
             # external: driven by the joined session below, never by a kernel worker
