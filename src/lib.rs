@@ -63,6 +63,7 @@
 //!   subscriptions.rs kernel events as resource updates, list changes and log messages
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)
 //!   tasks.rs       agent_ask and workflow_run as MCP tasks
+//!   complete.rs    completion of prompt arguments and template variables
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
 //!   stdio.rs       the stdio transport with those checks

@@ -175,3 +175,80 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
     assert!(templates.iter().all(|t| !t.uri_template.contains("runs/")));
     s.stop().await;
 }
+
+/// completion/complete offers prompt arguments and template variables as far as
+/// the caller may see.
+#[tokio::test]
+async fn completion_offers_what_the_caller_may_see() {
+    use rmcp::model::{ArgumentInfo, CompleteRequestParams, CompletionContext, Reference};
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@team", &["alice", "albert"]).await;
+    new_agents(&lead, "@other", &["carol"]).await;
+    let complete = |c: &Client, r: Reference, name: &str, value: &str, ctx: &[(&str, &str)]| {
+        let mut p = CompleteRequestParams::new(r, ArgumentInfo::new(name, value));
+        if !ctx.is_empty() {
+            let mut cc = CompletionContext::new();
+            cc.arguments = Some(
+                ctx.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+            p.context = Some(cc);
+        }
+        let peer = c.peer().clone();
+        async move { peer.complete(p).await.unwrap().completion.values }
+    };
+    let template =
+        || Reference::for_resource("agent-worker://workflows/{name}/{tag}/agents/{agent}");
+    assert_eq!(
+        complete(
+            &lead,
+            Reference::for_prompt("start-team"),
+            "backends",
+            "c",
+            &[]
+        )
+        .await,
+        ["claude", "codex", "cursor"]
+    );
+    let names = complete(&lead, template(), "name", "", &[]).await;
+    assert!(
+        names.contains(&"team".to_owned()) && names.contains(&"other".to_owned()),
+        "{names:?}"
+    );
+    assert_eq!(
+        complete(
+            &lead,
+            template(),
+            "agent",
+            "al",
+            &[("name", "team"), ("tag", "main")]
+        )
+        .await,
+        ["albert", "alice"]
+    );
+    // An agent: its own instance and name only.
+    let alice = join(&s, &lead, "alice@team", Proto::Legacy).await;
+    assert_eq!(
+        complete(&alice, template(), "name", "", &[]).await,
+        ["team"]
+    );
+    assert_eq!(
+        complete(&alice, template(), "agent", "", &[("name", "team")]).await,
+        ["alice"]
+    );
+    assert!(
+        complete(
+            &alice,
+            Reference::for_prompt("start-team"),
+            "backends",
+            "",
+            &[]
+        )
+        .await
+        .is_empty()
+    );
+    s.stop().await;
+}

@@ -9,6 +9,7 @@
 //! `tools/list`.
 
 pub mod client_configs;
+pub mod complete;
 pub mod http;
 pub mod jsonrpc;
 pub mod prompts;
@@ -175,6 +176,7 @@ impl ServerHandler for AgentWorker {
                 .enable_resources_list_changed()
                 .enable_logging()
                 .enable_tasks()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -204,6 +206,16 @@ impl ServerHandler for AgentWorker {
         }
         let tcc = ToolCallContext::new(self, request, context);
         self.tools.router.call(tcc).await
+    }
+
+    /// Values for prompt arguments and resource-template variables.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let who = caller(&context)?;
+        complete::complete(&self.kernel, &who, &request).await
     }
 
     /// The lead's tasks only (agents have none, and may not look at the lead's).
