@@ -115,6 +115,11 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
     let run: Value = serde_json::from_str(&run).unwrap();
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["final_text"], "echo done", "{run}");
+    let summary = run["prompt_summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("from user") && summary.contains("hello"),
+        "{run}"
+    );
     let (_, backends) = read(&lead, "agent-worker://backends").await.unwrap();
     assert!(backends.contains("\"mock\""), "{backends}");
 

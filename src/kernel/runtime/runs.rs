@@ -21,6 +21,10 @@ pub struct RunView {
     pub id: String,
     /// Why it started: ask, wake, schedule or retry.
     pub trigger: String,
+    /// What it was started with, in a line: its prompt, or the messages waiting
+    /// in its inbox (how many, from whom, the first one's start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_summary: Option<String>,
     /// running, succeeded, failed, stopped or lost.
     pub status: String,
     pub started_at: String,
@@ -62,7 +66,7 @@ pub struct Denial {
 /// At most this many refusals are kept per run.
 pub const MAX_DENIALS: usize = 50;
 
-pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials";
+pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials, prompt_summary";
 
 pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
     let started: i64 = r.get(3)?;
@@ -89,6 +93,7 @@ pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
             .get::<_, Option<String>>(13)?
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default(),
+        prompt_summary: r.get(14)?,
         status,
     })
 }
@@ -151,12 +156,15 @@ pub struct NewRun<'a> {
     pub agent: &'a str,
     pub backend: &'a str,
     pub trigger: &'a str,
+    /// The prompt it is started with, if any (else its inbox is summarised).
+    pub prompt: Option<&'a str>,
 }
 
 pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
+    let summary = prompt_summary_tx(c, r)?;
     c.execute(
-        "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         rusqlite::params![
             r.id,
             r.agent_id,
@@ -164,7 +172,8 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
             r.agent,
             r.backend,
             r.trigger,
-            now_ms()
+            now_ms(),
+            summary
         ],
     )?;
     c.execute(
@@ -172,6 +181,42 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
         [r.agent_id],
     )?;
     Ok(())
+}
+
+/// A run's start in a line: its prompt, or what waits in the agent's inbox.
+fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
+    const LEN: usize = 160;
+    let clip = |s: &str| -> String {
+        let one = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        match one.char_indices().nth(LEN) {
+            Some((i, _)) => format!("{}…", &one[..i]),
+            None => one,
+        }
+    };
+    if let Some(p) = r.prompt.filter(|p| !p.trim().is_empty()) {
+        return Ok(Some(format!("prompt: {}", clip(p))));
+    }
+    let (n, senders, first): (i64, Option<String>, Option<String>) = c.query_row(
+        "SELECT count(*), group_concat(DISTINCT m.sender),
+                (SELECT m2.content FROM deliveries d2 JOIN messages m2
+                    ON m2.workflow_id = d2.workflow_id AND m2.id = d2.message_id
+                  WHERE d2.workflow_id = ?1 AND d2.recipient = ?2 AND d2.state <> 'acked'
+                    AND (d2.state <> 'deferred' OR d2.defer_until <= ?3)
+                  ORDER BY d2.message_id LIMIT 1)
+           FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
+          WHERE d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
+            AND (d.state <> 'deferred' OR d.defer_until <= ?3)",
+        rusqlite::params![r.workflow_id, r.agent, now_ms()],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+    )?;
+    Ok((n > 0).then(|| {
+        format!(
+            "{n} message{} in its inbox from {}: {}",
+            if n == 1 { "" } else { "s" },
+            senders.unwrap_or_default().replace(',', ", "),
+            clip(&first.unwrap_or_default())
+        )
+    }))
 }
 
 pub fn set_pid_tx(c: &Connection, id: &str, pid: u32, start: Option<u64>) -> Result<()> {

@@ -293,6 +293,7 @@ impl Kernel {
         let ttl = self.workers.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
         let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
+        let asked = prompt.clone();
         let token = self
             .store
             .write(move |c| {
@@ -305,6 +306,7 @@ impl Kernel {
                         agent: &name,
                         backend: &backend,
                         trigger: &trig,
+                        prompt: asked.as_deref(),
                     },
                 )?;
                 let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;

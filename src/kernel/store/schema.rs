@@ -283,4 +283,8 @@ ALTER TABLE runs ADD COLUMN denials TEXT;
     r#"
 CREATE INDEX deliveries_deferred ON deliveries (workflow_id, recipient, defer_until) WHERE state = 'deferred';
 "#,
+    // 10: what a run was started with, in a line (its prompt, or the messages waiting).
+    r#"
+ALTER TABLE runs ADD COLUMN prompt_summary TEXT;
+"#,
 ];
