@@ -59,6 +59,21 @@ async fn wait_for(rx: &mut mpsc::UnboundedReceiver<(String, Instant)>, what: &st
 
 const CHANNEL: &str = "agent-worker://workflows/team/main/channel";
 
+type Heard = mpsc::UnboundedReceiver<(String, Instant)>;
+
+/// A 2025-11-25 lead session over HTTP whose notifications the test hears.
+async fn watch(s: &HttpServer) -> (rmcp::service::RunningService<RoleClient, Watcher>, Heard) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(s.admin.clone()),
+    );
+    let client = Watcher(tx)
+        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    (client, rx)
+}
+
 #[tokio::test]
 #[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
 async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
@@ -67,14 +82,7 @@ async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@team", &["alice"]).await;
 
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(s.admin.clone()),
-    );
-    let watcher = Watcher(tx)
-        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
-        .await
-        .unwrap();
+    let (watcher, mut rx) = watch(&s).await;
     watcher.peer().list_all_resources().await.unwrap();
     watcher
         .peer()
@@ -175,14 +183,7 @@ async fn the_lead_hears_what_it_should_notice() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(s.admin.clone()),
-    );
-    let watcher = Watcher(tx)
-        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
-        .await
-        .unwrap();
+    let (watcher, mut rx) = watch(&s).await;
     watcher
         .peer()
         .set_level(rmcp::model::SetLevelRequestParams::new(

@@ -38,16 +38,7 @@ pub async fn complete(
         }
         Reference::Prompt(_) => Vec::new(),
         Reference::Resource(r) if r.uri.starts_with("agent-worker://workflows/") => {
-            let instances: Vec<WorkflowRef> = match caller {
-                Caller::Lead => kernel
-                    .workflow_list()
-                    .await
-                    .map_err(internal)?
-                    .into_iter()
-                    .filter_map(|w| WorkflowRef::parse(&w.workflow).ok())
-                    .collect(),
-                Caller::Agent(a) => vec![a.workflow.clone()],
-            };
+            let instances = super::resources::instances(kernel, caller).await?;
             let chosen = || -> Option<WorkflowRef> {
                 let name = given("name")?;
                 let tag = given("tag").unwrap_or_else(|| "main".into());

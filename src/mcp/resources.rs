@@ -92,10 +92,10 @@ fn base(w: &WorkflowRef) -> String {
     format!("{SCHEME}workflows/{}/{}", w.name, w.tag)
 }
 
-/// The concrete resources the caller may read (at most 500).
-pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, McpError> {
-    let mut out = Vec::new();
-    let instances: Vec<WorkflowRef> = match caller {
+/// The workflow instances the caller may see: every one for the lead, its own for
+/// an agent.
+pub async fn instances(kernel: &Kernel, caller: &Caller) -> Result<Vec<WorkflowRef>, McpError> {
+    Ok(match caller {
         Caller::Lead => kernel
             .workflow_list()
             .await
@@ -104,7 +104,13 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
             .filter_map(|w| WorkflowRef::parse(&w.workflow).ok())
             .collect(),
         Caller::Agent(a) => vec![a.workflow.clone()],
-    };
+    })
+}
+
+/// The concrete resources the caller may read (at most 500).
+pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, McpError> {
+    let mut out = Vec::new();
+    let instances = instances(kernel, caller).await?;
     for w in &instances {
         out.push(resource(
             channel_uri(w),
