@@ -205,6 +205,21 @@ async fn the_inspector_lists_and_reads_resources_over_stdio_and_http() {
     let (code, out, err) = inspect(&stdio, &["--method", "resources/list"]).unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("agent-worker://backends"), "{out}");
+    let (code, out, err) = inspect(
+        &stdio,
+        &[
+            "--method",
+            "resources/read",
+            "--uri",
+            "agent-worker://workflows/global/main/status",
+        ],
+    )
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("@global:main") && out.contains("application/json"),
+        "{out}"
+    );
 
     let s = HttpServer::start(&dir.path().join("http")).await;
     let lead = s.lead(Proto::Legacy).await;
@@ -224,6 +239,9 @@ async fn the_inspector_lists_and_reads_resources_over_stdio_and_http() {
         "--header",
         &auth,
     ];
+    let (code, out, err) = inspect(&http, &["--method", "resources/templates/list"]).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("{+file}"), "{out}");
     let (code, out, err) = inspect(&http, &["--method", "resources/list"]).unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(
