@@ -770,3 +770,32 @@ kickoff: |
     );
     s.stop().await;
 }
+
+/// A YAML agent is held to agent_new's rules: what agent_new refuses, workflow_run
+/// refuses too, naming the agent, and starts nothing.
+#[tokio::test]
+async fn yaml_agents_meet_agent_new_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let long = "x".repeat(70 * 1024);
+    for (yaml, says) in [
+        (
+            "name: r1\nagents:\n  a:\n    backend: sdk\n    mock: [ { when: hi, send: hello } ]\nkickoff: \"@a go\"\n".to_owned(),
+            "mock rules are for the mock backend",
+        ),
+        (
+            format!("name: r2\nagents:\n  a:\n    backend: mock\n    system_prompt: \"{long}\"\nkickoff: \"@a go\"\n"),
+            "system prompt is",
+        ),
+    ] {
+        let e = call(&lead, "workflow_run", json!({"yaml": yaml})).await.err();
+        assert!(e.contains("agents.a") && e.contains(says), "{e}");
+    }
+    let listed = call(&lead, "workflow_list", json!({})).await.ok();
+    assert!(
+        !listed.to_string().contains("@r1:") && !listed.to_string().contains("@r2:"),
+        "{listed}"
+    );
+    s.stop().await;
+}

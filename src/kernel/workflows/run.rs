@@ -291,7 +291,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     ))
                 })?;
             }
-            Ok(Registered {
+            let r = Registered {
                 name: a.name.clone(),
                 backend: a.backend.clone(),
                 model: a.model.clone(),
@@ -313,7 +313,22 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     mcp_servers: a.mcp_servers.clone(),
                 },
                 wakeup,
+            };
+            // The same rules as agent_new (prompt size, env, mock rules, powers…), so
+            // a YAML agent can be nothing agent_new would refuse.
+            crate::kernel::registry::validate(&crate::kernel::registry::NewAgent {
+                name: r.name.clone(),
+                backend: r.backend.clone(),
+                model: r.model.clone(),
+                system: r.system.clone(),
+                workflow: None,
+                cwd: r.cwd.clone(),
+                env: r.env.clone(),
+                config: r.config.clone(),
+                schedule: None,
             })
+            .map_err(|e| Error::invalid(format!("agents.{}: {e}", r.name)))?;
+            Ok(r)
         })
         .collect()
 }
