@@ -15,6 +15,12 @@
 //! again: the my_inbox latency with that history in place.
 //! Phase 3: two sessions alone on that history, addressing each other: latency without
 //! queueing behind the other sessions on a 2-core machine.
+//! Phase 4 (`--fanout-agents`, 200): the lead sends `@all` to that many agents, four
+//! clients at once: sends/s, deliveries/s and the memory it costs.
+//! Phase 5 (`--asks`, 20): agent_ask of a mock agent one after the other: the round
+//! trip (spawn a worker, its MCP calls, its exit).
+//! Memory: the process's RSS at the start, after the phases, and `--settle` seconds
+//! (60) later. `--json PATH` writes every figure as JSON, for scripts to compare runs.
 //!
 //! `--client raw` (default) drives the sessions with a lean MCP 2026-07-28 client over
 //! keep-alive HTTP, so the figures show the server; `--client rmcp` uses rmcp's own
@@ -43,6 +49,10 @@ struct Args {
     modern: bool,
     raw: bool,
     data_dir: Option<std::path::PathBuf>,
+    fanout_agents: usize,
+    asks: usize,
+    settle: u64,
+    json: Option<std::path::PathBuf>,
 }
 
 fn args() -> Args {
@@ -53,6 +63,10 @@ fn args() -> Args {
         modern: true,
         raw: true,
         data_dir: None,
+        fanout_agents: 200,
+        asks: 20,
+        settle: 60,
+        json: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(f) = it.next() {
@@ -64,6 +78,10 @@ fn args() -> Args {
             "--proto" => a.modern = v() != "legacy",
             "--client" => a.raw = v() != "rmcp",
             "--data-dir" => a.data_dir = Some(v().into()),
+            "--fanout-agents" => a.fanout_agents = v().parse().expect("--fanout-agents N"),
+            "--asks" => a.asks = v().parse().expect("--asks N"),
+            "--settle" => a.settle = v().parse().expect("--settle SECONDS"),
+            "--json" => a.json = Some(v().into()),
             other => panic!("unknown argument {other}; see the doc comment of examples/bench.rs"),
         }
     }
@@ -115,7 +133,12 @@ async fn session_loop(
     lat
 }
 
-async fn phase(label: &str, clients: &[Arc<AnyClient>], seconds: u64, send_only: bool) {
+async fn phase(
+    label: &str,
+    clients: &[Arc<AnyClient>],
+    seconds: u64,
+    send_only: bool,
+) -> serde_json::Value {
     let until = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let n = clients.len();
@@ -132,10 +155,16 @@ async fn phase(label: &str, clients: &[Arc<AnyClient>], seconds: u64, send_only:
     }
     let secs = started.elapsed().as_secs_f64();
     println!("\n{label}: {n} sessions, {secs:.1} s");
+    report(label, all, secs)
+}
+
+/// Prints a table of calls/s and p50/p99 per tool, and returns it as JSON.
+fn report(label: &str, all: BTreeMap<&'static str, Vec<u32>>, secs: f64) -> serde_json::Value {
     println!(
         "  {:<14} {:>9} {:>10} {:>9} {:>9}",
         "tool", "calls", "calls/s", "p50 ms", "p99 ms"
     );
+    let mut tools = serde_json::Map::new();
     for (tool, mut v) in all {
         v.sort_unstable();
         let pct = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)] as f64 / 1000.0;
@@ -147,16 +176,138 @@ async fn phase(label: &str, clients: &[Arc<AnyClient>], seconds: u64, send_only:
             pct(0.50),
             pct(0.99)
         );
+        tools.insert(
+            tool.to_owned(),
+            json!({"calls": v.len(), "per_second": v.len() as f64 / secs,
+                   "p50_ms": pct(0.50), "p99_ms": pct(0.99)}),
+        );
     }
+    json!({"phase": label, "seconds": secs, "tools": tools})
+}
+
+/// This process's resident memory, KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Phase 4: `@all` to `agents` agents from four lead clients at once.
+async fn fanout(
+    kernel: &Arc<Kernel>,
+    url: &str,
+    admin: &str,
+    agents: usize,
+    seconds: u64,
+) -> serde_json::Value {
+    for i in 0..agents {
+        let new = agent_worker::kernel::registry::NewAgent {
+            name: format!("f{i}"),
+            backend: "external".into(),
+            workflow: Some("@fanout:main".into()),
+            ..Default::default()
+        };
+        kernel.agent_new(new).await.unwrap();
+    }
+    let before = rss_kib();
+    let until = Instant::now() + Duration::from_secs(seconds.min(5));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..4)
+        .map(|c| {
+            let lead = RawClient::new(url, admin);
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut i = 0;
+                while Instant::now() < until {
+                    let t = Instant::now();
+                    lead.call(
+                        "channel_send",
+                        json!({"message": format!("@all update {c}-{i}"), "workflow": "@fanout:main", "force": true}),
+                    )
+                    .await;
+                    lat.push(t.elapsed().as_micros() as u32);
+                    i += 1;
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(h.await.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let after = rss_kib();
+    println!(
+        "\nphase 4: @all to {agents} agents, 4 lead clients, {secs:.1} s: {:.0} deliveries/s, RSS {} -> {} MiB",
+        lat.len() as f64 * agents as f64 / secs,
+        before / 1024,
+        after / 1024
+    );
+    let mut v = report(
+        "phase 4: @all fan-out",
+        BTreeMap::from([("channel_send", lat)]),
+        secs,
+    );
+    v["agents"] = json!(agents);
+    v["rss_kib_before"] = json!(before);
+    v["rss_kib_after"] = json!(after);
+    v
+}
+
+/// Phase 5: agent_ask of a mock agent, one after the other.
+async fn asks(kernel: &Arc<Kernel>, url: &str, admin: &str, n: usize) -> serde_json::Value {
+    let new = agent_worker::kernel::registry::NewAgent {
+        name: "echo".into(),
+        backend: "mock".into(),
+        workflow: Some("@ask:main".into()),
+        ..Default::default()
+    };
+    kernel.agent_new(new).await.unwrap();
+    let lead = RawClient::new(url, admin);
+    let started = Instant::now();
+    let mut lat = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        let r = lead
+            .call(
+                "agent_ask",
+                json!({"target": "echo@ask:main", "message": format!("ping {i}"), "wait_seconds": 30}),
+            )
+            .await;
+        assert_eq!(r["status"], "succeeded", "{r}");
+        lat.push(t.elapsed().as_micros() as u32);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!("\nphase 5: agent_ask of a mock agent, {n} in a row, {secs:.1} s");
+    report(
+        "phase 5: agent_ask round trip",
+        BTreeMap::from([("agent_ask", lat)]),
+        secs,
+    )
 }
 
 #[tokio::main]
 async fn main() {
+    // The kernel starts workers (phase 5) as `<exe> __worker`: serve that mode here too.
+    if std::env::args().nth(1).as_deref()
+        == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
+    {
+        std::process::exit(agent_worker::worker::main().await);
+    }
     let a = args();
+    let mut phases = Vec::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = a.data_dir.clone().unwrap_or_else(|| tmp.path().to_owned());
     let admin = "awadmin_bench_token_0123456789".to_string();
     let (kernel, url) = start_kernel(&dir, &admin).await;
+    let rss_start = rss_kib();
     println!(
         "agent-worker bench: kernel at {url}, data dir {}, client {}",
         dir.display(),
@@ -190,15 +341,18 @@ async fn main() {
         }));
     }
 
-    kernel_direct(&kernel, a.sessions, a.seconds).await;
-    phase("phase 1a: channel_send only", &clients, a.seconds, true).await;
-    phase(
-        "phase 1b: channel_send + my_inbox + my_inbox_ack",
-        &clients,
-        a.seconds,
-        false,
-    )
-    .await;
+    phases.push(kernel_direct(&kernel, a.sessions, a.seconds).await);
+    phases.push(phase("phase 1a: channel_send only", &clients, a.seconds, true).await);
+    phases.push(
+        phase(
+            "phase 1b: channel_send + my_inbox + my_inbox_ack",
+            &clients,
+            a.seconds,
+            false,
+        )
+        .await,
+    );
+    let mut preload = json!(null);
 
     if a.preload > 0 {
         let t = Instant::now();
@@ -241,11 +395,11 @@ async fn main() {
                 .await;
             }
         }
-        println!(
-            "agents acked their backlog in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
-        phase(
+        let backlog = t.elapsed().as_secs_f64();
+        println!("agents acked their backlog in {backlog:.1} s");
+        preload = json!({"messages": a.preload, "seconds": secs, "per_second": a.preload as f64 / secs,
+                         "backlog_ack_seconds": backlog});
+        let p2 = phase(
             &format!(
                 "phase 2: the same with {} messages in the channel",
                 a.preload
@@ -255,17 +409,45 @@ async fn main() {
             false,
         )
         .await;
+        phases.push(p2);
         let label = format!(
             "phase 3: two sessions alone, addressing each other, with {} messages in the channel (unloaded latency)",
             a.preload
         );
-        phase(&label, &clients[..2], a.seconds, false).await;
+        phases.push(phase(&label, &clients[..2], a.seconds, false).await);
+    }
+    if a.fanout_agents > 0 {
+        phases.push(fanout(&kernel, &url, &admin, a.fanout_agents, a.seconds).await);
+    }
+    if a.asks > 0 {
+        phases.push(asks(&kernel, &url, &admin, a.asks).await);
+    }
+    drop(clients);
+    let rss_end = rss_kib();
+    println!(
+        "\nRSS: {} MiB at the start, {} MiB after the phases",
+        rss_start / 1024,
+        rss_end / 1024
+    );
+    let mut rss_settled = json!(null);
+    if a.settle > 0 {
+        tokio::time::sleep(Duration::from_secs(a.settle)).await;
+        let r = rss_kib();
+        println!("RSS {} s later: {} MiB", a.settle, r / 1024);
+        rss_settled = json!(r);
+    }
+    if let Some(path) = &a.json {
+        let out = json!({"sessions": a.sessions, "seconds": a.seconds, "phases": phases,
+            "preload": preload, "rss_kib": {"start": rss_start, "end": rss_end, "settled": rss_settled,
+            "settle_seconds": a.settle}});
+        std::fs::write(path, serde_json::to_vec_pretty(&out).unwrap()).expect("write --json");
+        println!("figures written to {}", path.display());
     }
 }
 
 /// Phase 0: the same sends through the kernel's API, no MCP or HTTP: what the kernel
 /// alone can do, so the MCP phases show what the protocol stack costs on top.
-async fn kernel_direct(kernel: &Arc<Kernel>, n: usize, seconds: u64) {
+async fn kernel_direct(kernel: &Arc<Kernel>, n: usize, seconds: u64) -> serde_json::Value {
     for i in 0..n {
         let new = agent_worker::kernel::registry::NewAgent {
             name: format!("d{i}"),
@@ -311,14 +493,10 @@ async fn kernel_direct(kernel: &Arc<Kernel>, n: usize, seconds: u64) {
         v.extend(h.await.unwrap());
     }
     let secs = started.elapsed().as_secs_f64();
-    v.sort_unstable();
     println!("\nphase 0: kernel API directly (no MCP), {n} tasks, {secs:.1} s");
-    println!(
-        "  {:<14} {:>9} {:>10.0} {:>9.2} {:>9.2}",
-        "channel_send",
-        v.len(),
-        v.len() as f64 / secs,
-        v[v.len() / 2] as f64 / 1000.0,
-        v[(v.len() * 99 / 100).min(v.len() - 1)] as f64 / 1000.0
-    );
+    report(
+        "phase 0: kernel API directly",
+        BTreeMap::from([("channel_send", v)]),
+        secs,
+    )
 }
