@@ -152,11 +152,13 @@ async fn deep_or_aliased_yaml_is_refused_in_milliseconds_with_its_position() {
         t.elapsed()
     );
 
-    // A large legal workflow still runs.
-    let mut big =
-        String::from("name: big\nagents:\n  a:\n    backend: mock\n    system_prompt: |\n");
+    // A large legal workflow still runs (its bulk in the kickoff: the lead may post
+    // up to 1 MiB; a system prompt is held to agent_new's 64 KiB).
+    let mut big = String::from(
+        "name: big\nagents:\n  a:\n    backend: mock\n    system_prompt: You help.\nkickoff: |\n  @a here is the brief\n",
+    );
     while big.len() < 900_000 {
-        big.push_str("      [a line of a long role, with {braces} and [brackets] - and dashes]\n");
+        big.push_str("  [a line of a long brief, with {braces} and [brackets] - and dashes]\n");
     }
     let r = call(&lead, "workflow_run", json!({"yaml": big})).await.ok();
     assert_eq!(r["workflow"], "@big:main", "{r}");

@@ -411,7 +411,7 @@ impl Doc<'_> {
                 return Err(self.err(
                     path,
                     format!(
-                        "the system prompt file {} is larger than 1 MiB",
+                        "the system prompt file {} is larger than 64 KiB (the limit of a system prompt)",
                         file.display()
                     ),
                     "shorten it; put reference material in documents instead",

@@ -35,7 +35,7 @@ mod steps;
 /// Larger YAML is refused before parsing: a workflow is a page, not a data set.
 const MAX_YAML: usize = 4 << 20;
 /// Largest system prompt file.
-const MAX_PROMPT_FILE: usize = 1 << 20;
+const MAX_PROMPT_FILE: usize = crate::kernel::registry::MAX_SYSTEM_PROMPT;
 /// Longest timeout of a setup step or an agent's run.
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(60);
