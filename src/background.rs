@@ -102,7 +102,7 @@ impl Launcher {
         let alive = v["pid"]
             .as_i64()
             .and_then(|p| i32::try_from(p).ok())
-            .is_some_and(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok());
+            .is_some_and(pid_alive);
         let (Some(url), true) = (v["url"].as_str(), alive) else {
             return Ok(None);
         };
@@ -158,6 +158,21 @@ impl Launcher {
             flag.store(true, Ordering::Relaxed);
         });
         Ok(Spawned { exited })
+    }
+}
+
+/// Whether a process runs: it exists and is not a zombie (a kernel killed a moment
+/// ago that this launch has not reaped yet is gone for our purposes).
+fn pid_alive(pid: i32) -> bool {
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => true,
     }
 }
 
