@@ -58,16 +58,9 @@ pub async fn complete(
                     .filter(|w| given("name").is_none_or(|n| n == w.name))
                     .map(|w| w.tag.clone())
                     .collect(),
-                "agent" => match (chosen(), caller) {
-                    (Some(_), Caller::Agent(a)) => vec![a.name.clone()],
-                    (Some(w), Caller::Lead) => kernel
-                        .agent_list(Some(&w.to_string()))
-                        .await
-                        .map_err(internal)?
-                        .into_iter()
-                        .map(|a| a.name)
-                        .collect(),
-                    (None, _) => Vec::new(),
+                "agent" => match chosen() {
+                    Some(w) => super::resources::agents(kernel, caller, &w).await?,
+                    None => Vec::new(),
                 },
                 "file" => match chosen() {
                     Some(w) => {

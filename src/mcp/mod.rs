@@ -256,15 +256,7 @@ impl ServerHandler for AgentWorker {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let who = caller(&context)?;
-        // Every tool fits on one page, so no cursor of ours exists to continue from.
-        if let Some(cursor) = request.and_then(|r| r.cursor) {
-            return Err(McpError::invalid_params(
-                format!(
-                    "unknown cursor {cursor:?}: tools/list returns every tool on one page; call it without a cursor"
-                ),
-                None,
-            ));
-        }
+        no_cursor("tools/list", request)?;
         Ok(ListToolsResult::with_all_items(self.tools.visible_to(&who)))
     }
 
@@ -275,14 +267,7 @@ impl ServerHandler for AgentWorker {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let who = caller(&context)?;
-        if let Some(cursor) = request.and_then(|r| r.cursor) {
-            return Err(McpError::invalid_params(
-                format!(
-                    "unknown cursor {cursor:?}: prompts/list returns every prompt on one page; call it without a cursor"
-                ),
-                None,
-            ));
-        }
+        no_cursor("prompts/list", request)?;
         Ok(ListPromptsResult::with_all_items(if who.is_lead() {
             prompts::list()
         } else {

@@ -107,6 +107,26 @@ pub async fn instances(kernel: &Kernel, caller: &Caller) -> Result<Vec<WorkflowR
     })
 }
 
+/// The agents of an instance the caller may see: all of them for the lead, itself
+/// for an agent (of that instance).
+pub async fn agents(
+    kernel: &Kernel,
+    caller: &Caller,
+    w: &WorkflowRef,
+) -> Result<Vec<String>, McpError> {
+    Ok(match caller {
+        Caller::Lead => kernel
+            .agent_list(Some(&w.to_string()))
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|a| a.name)
+            .collect(),
+        Caller::Agent(a) if a.workflow == *w => vec![a.name.clone()],
+        Caller::Agent(_) => Vec::new(),
+    })
+}
+
 /// The concrete resources the caller may read (at most 500).
 pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, McpError> {
     let mut out = Vec::new();
@@ -124,17 +144,7 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
             "Status, agents, runs and usage.",
             JSON,
         ));
-        let agents: Vec<String> = match caller {
-            Caller::Lead => kernel
-                .agent_list(Some(&w.to_string()))
-                .await
-                .map_err(internal)?
-                .into_iter()
-                .map(|a| a.name)
-                .collect(),
-            Caller::Agent(a) => vec![a.name.clone()],
-        };
-        for a in agents {
+        for a in agents(kernel, caller, w).await? {
             out.push(resource(
                 agent_uri(w, &a),
                 format!("{a}@{} info", w),

@@ -226,6 +226,20 @@ impl Hub {
     }
 }
 
+/// An instance's name by its id, remembered (instances are never renamed).
+async fn name_of(
+    kernel: &Kernel,
+    names: &mut HashMap<i64, WorkflowRef>,
+    wid: i64,
+) -> Option<WorkflowRef> {
+    if let Some(w) = names.get(&wid) {
+        return Some(w.clone());
+    }
+    let w = kernel.workflow_ref(wid).await.ok().flatten()?;
+    names.insert(wid, w.clone());
+    Some(w)
+}
+
 fn rank(l: LoggingLevel) -> u8 {
     match l {
         LoggingLevel::Debug => 0,
@@ -262,14 +276,7 @@ async fn notice(
         }
         _ => return None,
     };
-    let w = match names.get(&wid) {
-        Some(w) => w.clone(),
-        None => {
-            let w = kernel.workflow_ref(wid).await.ok().flatten()?;
-            names.insert(wid, w.clone());
-            w
-        }
-    };
+    let w = name_of(kernel, names, wid).await?;
     Some((level, format!("{w}: {text}")))
 }
 
@@ -290,14 +297,7 @@ async fn changed(
             return None;
         }
     };
-    let w = match names.get(&wid) {
-        Some(w) => w.clone(),
-        None => {
-            let w = kernel.workflow_ref(wid).await.ok().flatten()?;
-            names.insert(wid, w.clone());
-            w
-        }
-    };
+    let w = name_of(kernel, names, wid).await?;
     let (uris, list_changed) = match ev {
         Event::Posted { .. } => (vec![resources::channel_uri(&w)], false),
         Event::Delivered { recipients, .. } => (

@@ -10,7 +10,8 @@
 //! capped with `CLAUDE_CODE_MAX_RETRIES`.
 
 use super::{
-    Events, Invocation, ResultEnd, SERVER, Scratch, env_set, num, own_servers, probe, str_at,
+    Events, Invocation, ResultEnd, SERVER, Scratch, call_detail, env_set, num, own_servers, probe,
+    str_at,
 };
 use crate::permissions;
 use crate::process::Finished;
@@ -125,13 +126,9 @@ pub struct Stream(ResultEnd, Calls);
 #[derive(Default)]
 struct Calls(std::collections::HashMap<String, (String, String)>);
 
-/// What a tool call is about, for a denial: its command, path, URL or pattern.
-fn call_detail(input: &Value) -> String {
-    let detail = ["command", "file_path", "path", "url", "pattern"]
-        .iter()
-        .find_map(|k| input[*k].as_str())
-        .map_or_else(|| input.to_string(), str::to_owned);
-    crate::worker::clip(&detail, 500).into_owned()
+/// What a Claude Code tool call is about (its command, path, URL or pattern).
+fn detail_of(input: &Value) -> String {
+    call_detail(input, &["command", "file_path", "path", "url", "pattern"])
 }
 
 impl Events for Stream {
@@ -176,7 +173,7 @@ impl Events for Stream {
                             if let Some(id) = str_at(block, &["id"]) {
                                 self.1.0.insert(
                                     id.to_owned(),
-                                    (name.to_owned(), call_detail(&block["input"])),
+                                    (name.to_owned(), detail_of(&block["input"])),
                                 );
                             }
                         }
@@ -220,7 +217,7 @@ impl Events for Stream {
                 for d in v["permission_denials"].as_array().into_iter().flatten() {
                     report.send(&Report::Denied {
                         tool: str_at(d, &["tool_name"]).unwrap_or("a tool").to_owned(),
-                        detail: call_detail(&d["tool_input"]),
+                        detail: detail_of(&d["tool_input"]),
                         reason: "Claude Code refused it: the agent's permissions do not allow it"
                             .into(),
                     });

@@ -10,7 +10,7 @@
 
 use super::{
     Events, Invocation, ResultEnd, SERVER, TOKEN_ENV, WorkspaceFile, env_set, num, own_servers,
-    probe, secret_var, str_at,
+    probe, secret_refs, str_at,
 };
 use crate::permissions;
 use crate::process::Finished;
@@ -51,19 +51,15 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     // The agent's own servers; secret values stay in the environment, the file
     // only names them.
     for (name, server) in own_servers(cfg) {
-        let mut refer = |key: &str, value: &str| {
-            let var = secret_var(name, key);
-            env.push((var.clone(), value.to_owned()));
-            json!(format!("${{env:{var}}}"))
-        };
+        let refer = |var: &str| format!("${{env:{var}}}");
         let entry = match server {
             McpServer::Stdio(st) => json!({
                 "command": st.command, "args": st.args,
-                "env": st.env.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>(),
+                "env": secret_refs(name, &st.env, refer, &mut env),
             }),
             McpServer::Http(h) => json!({
                 "url": h.url,
-                "headers": h.headers.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>(),
+                "headers": secret_refs(name, &h.headers, refer, &mut env),
             }),
         };
         servers.push((name.clone(), entry));

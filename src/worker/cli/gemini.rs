@@ -8,8 +8,8 @@
 //! guidance), so the agent's system prompt leads the task text instead.
 
 use super::{
-    Events, Invocation, SERVER, Scratch, TOKEN_ENV, WorkspaceFile, failure_from, num, own_servers,
-    secret_var, str_at,
+    Events, Invocation, SERVER, Scratch, TOKEN_ENV, WorkspaceFile, call_detail, failure_from, num,
+    own_servers, secret_refs, str_at,
 };
 use crate::permissions;
 use crate::process::Finished;
@@ -73,19 +73,15 @@ pub fn invocation(
     // The agent's own servers, trusted (they were given to it); secret values stay
     // in the environment, the file only names them.
     for (name, server) in own_servers(cfg) {
-        let mut refer = |key: &str, value: &str| {
-            let var = secret_var(name, key);
-            env.push((var.clone(), value.to_owned()));
-            format!("${{{var}}}")
-        };
+        let refer = |var: &str| format!("${{{var}}}");
         let entry = match server {
             McpServer::Stdio(st) => json!({
                 "command": st.command, "args": st.args, "trust": true,
-                "env": st.env.iter().map(|(k, v)| (k.clone(), json!(refer(k, v)))).collect::<serde_json::Map<_, _>>(),
+                "env": secret_refs(name, &st.env, refer, &mut env),
             }),
             McpServer::Http(h) => json!({
                 "httpUrl": h.url, "trust": true,
-                "headers": h.headers.iter().map(|(k, v)| (k.clone(), json!(refer(k, v)))).collect::<serde_json::Map<_, _>>(),
+                "headers": secret_refs(name, &h.headers, refer, &mut env),
             }),
         };
         servers.push((name.clone(), entry));
@@ -141,11 +137,10 @@ impl Events for Stream {
                 let tool = str_at(v, &["tool_name"]).unwrap_or("a tool");
                 report.progress(format!("calls {tool}"));
                 if let Some(id) = str_at(v, &["tool_id"]) {
-                    let p = &v["parameters"];
-                    let detail = ["command", "file_path", "absolute_path", "url", "pattern"]
-                        .iter()
-                        .find_map(|k| p[*k].as_str())
-                        .map_or_else(|| p.to_string(), str::to_owned);
+                    let detail = call_detail(
+                        &v["parameters"],
+                        &["command", "file_path", "absolute_path", "url", "pattern"],
+                    );
                     self.calls.insert(id.to_owned(), (tool.to_owned(), detail));
                 }
             }
@@ -169,7 +164,7 @@ impl Events for Stream {
                     });
                     report.send(&Report::Denied {
                         tool,
-                        detail: crate::worker::clip(&detail, 500).into_owned(),
+                        detail,
                         reason: crate::worker::clip(message, 500).into_owned(),
                     });
                 }

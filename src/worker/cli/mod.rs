@@ -101,6 +101,35 @@ pub fn secret_var(server: &str, key: &str) -> String {
     format!("AW_MCP_{}_{}", clean(server), clean(key))
 }
 
+/// `values` (a server's env or headers) as the CLI's config writes them: each value
+/// replaced by a reference to the environment variable that carries it (`refer`
+/// spells the CLI's syntax, e.g. `${VAR}`), the pair added to `env`.
+pub fn secret_refs(
+    server: &str,
+    values: &std::collections::BTreeMap<String, String>,
+    refer: impl Fn(&str) -> String,
+    env: &mut Vec<(String, String)>,
+) -> serde_json::Map<String, Value> {
+    values
+        .iter()
+        .map(|(k, v)| {
+            let var = secret_var(server, k);
+            env.push((var.clone(), v.clone()));
+            (k.clone(), Value::String(refer(&var)))
+        })
+        .collect()
+}
+
+/// What a tool call is about, for a refusal: the first of `keys` the input has
+/// (its command, path, URL…), else the whole input; clipped.
+pub fn call_detail(input: &Value, keys: &[&str]) -> String {
+    let detail = keys
+        .iter()
+        .find_map(|k| input[*k].as_str())
+        .map_or_else(|| input.to_string(), str::to_owned);
+    super::clip(&detail, 500).into_owned()
+}
+
 /// Files and folders private to one run (system prompt, Claude's MCP config),
 /// removed when the run ends.
 pub struct Scratch {

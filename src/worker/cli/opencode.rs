@@ -8,8 +8,8 @@
 //! configured, so the run is gated on finding credentials.
 
 use super::{
-    Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, own_servers,
-    secret_var, str_at,
+    Events, Invocation, SERVER, Scratch, TOKEN_ENV, call_detail, env_set, failure_from, num,
+    own_servers, secret_refs, str_at,
 };
 use crate::permissions;
 use crate::process::Finished;
@@ -82,21 +82,17 @@ pub fn invocation(
     // names them (`{env:...}`).
     let mut env: Vec<(String, String)> = Vec::new();
     for (name, server) in own_servers(cfg) {
-        let mut refer = |key: &str, value: &str| {
-            let var = secret_var(name, key);
-            env.push((var.clone(), value.to_owned()));
-            json!(format!("{{env:{var}}}"))
-        };
+        let refer = |var: &str| format!("{{env:{var}}}");
         config["mcp"][name.as_str()] = match server {
             McpServer::Stdio(st) => {
                 let mut command = vec![st.command.clone()];
                 command.extend(st.args.iter().cloned());
                 json!({"type": "local", "command": command, "enabled": true,
-                    "environment": st.env.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>()})
+                    "environment": secret_refs(name, &st.env, refer, &mut env)})
             }
             McpServer::Http(h) => {
                 json!({"type": "remote", "url": h.url, "enabled": true, "oauth": false,
-                "headers": h.headers.iter().map(|(k, v)| (k.clone(), refer(k, v))).collect::<serde_json::Map<_, _>>()})
+                "headers": secret_refs(name, &h.headers, refer, &mut env)})
             }
         };
     }
@@ -171,14 +167,12 @@ impl Events for Stream {
                             .iter()
                             .any(|w| error.to_lowercase().contains(w)));
                 if refused {
-                    let input = &state["input"];
-                    let detail = ["command", "filePath", "path", "url", "pattern"]
-                        .iter()
-                        .find_map(|k| input[*k].as_str())
-                        .map_or_else(|| input.to_string(), str::to_owned);
                     report.send(&Report::Denied {
                         tool: tool.to_owned(),
-                        detail: crate::worker::clip(&detail, 500).into_owned(),
+                        detail: call_detail(
+                            &state["input"],
+                            &["command", "filePath", "path", "url", "pattern"],
+                        ),
                         reason: crate::worker::clip(error, 500).into_owned(),
                     });
                 }
