@@ -12,8 +12,7 @@
 //! `--foreground` (or `AGENT_WORKER_FOREGROUND=1`) keeps the old behaviour: the
 //! kernel runs in the stdio process and ends with it.
 
-use crate::config::{BACKGROUND_KERNEL, Options};
-use crate::server::KERNEL_JSON;
+use crate::config::{BACKGROUND_KERNEL, KERNEL_JSON, Options};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;

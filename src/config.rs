@@ -32,6 +32,10 @@ pub struct Options {
     pub idle_exit_given: bool,
 }
 
+/// Where a running kernel says where it is (its URL, pid and local lead
+/// credential), in the data dir: read by every stdio launch that relays to it.
+pub const KERNEL_JSON: &str = "kernel.json";
+
 /// The internal flag of the background kernel a stdio launch starts.
 pub const BACKGROUND_KERNEL: &str = "--background-kernel";
 

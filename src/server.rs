@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
 pub const LOCK_FILE: &str = "kernel.lock";
-pub const KERNEL_JSON: &str = "kernel.json";
+pub use crate::config::KERNEL_JSON;
 
 /// Holds the data dir's exclusive lock for the life of the process.
 pub struct DataDirLock {
