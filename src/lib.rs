@@ -118,6 +118,7 @@
 pub mod background;
 pub mod bridge;
 pub mod config;
+pub mod contracts;
 pub mod error;
 pub mod fsread;
 pub mod kernel;

@@ -1,0 +1,150 @@
+//! Every contract as one plain English sentence (contract_list shows them, and a
+//! refusal without its own reason quotes it), so a person reads what the kernel
+//! will do without reading YAML.
+
+use super::*;
+
+pub fn sentence(c: &Contract) -> String {
+    let who = |agent: &Option<String>, default: &str| match agent {
+        Some(a) => format!("agent {a}"),
+        None => default.to_owned(),
+    };
+    let subject = match &c.when {
+        When::ToolRequest {
+            tool,
+            matches,
+            agent,
+        } => {
+            let what = match tool {
+                None => "to use a tool".to_owned(),
+                Some(ToolClass::Read) => "to read a file".into(),
+                Some(ToolClass::Edit) => "to create or change a file".into(),
+                Some(ToolClass::Shell) => "to run a command".into(),
+                Some(ToolClass::Web) => "to use the web".into(),
+                Some(ToolClass::Mcp) => "to call one of its own MCP servers".into(),
+            };
+            let m = matches
+                .as_ref()
+                .map(|m| format!(" matching \"{m}\""))
+                .unwrap_or_default();
+            format!("When {} asks {what}{m}", who(agent, "any agent"))
+        }
+        When::Message { from, to, text } => {
+            let mut s = format!(
+                "When {} sends a message",
+                from.as_ref()
+                    .map(|f| format!("@{f}"))
+                    .unwrap_or_else(|| "anyone".into())
+            );
+            if let Some(t) = to {
+                s.push_str(&format!(" to @{t}"));
+            }
+            if let Some(t) = text {
+                s.push_str(&format!(" whose text matches /{t}/"));
+            }
+            s
+        }
+        When::Spend {
+            usd,
+            tokens,
+            per,
+            agent,
+        } => {
+            let limit = match (usd, tokens) {
+                (Some(u), Some(t)) => format!("more than ${u} or {t} tokens"),
+                (Some(u), None) => format!("more than ${u}"),
+                (None, Some(t)) => format!("more than {t} tokens"),
+                (None, None) => "anything".into(),
+            };
+            match per {
+                Per::Agent => format!("When {} has spent {limit}", who(agent, "an agent")),
+                Per::Workflow => format!("When the workflow has spent {limit}"),
+            }
+        }
+        When::RunEnd { status, agent } => format!(
+            "When a run of {} ends{}",
+            who(agent, "any agent"),
+            status.as_ref().map(|s| format!(" {s}")).unwrap_or_default()
+        ),
+        When::DocWrite { file, agent } => format!(
+            "When {} writes {}",
+            who(agent, "any agent"),
+            file.as_ref()
+                .map(|f| format!("a document matching \"{f}\""))
+                .unwrap_or_else(|| "a document".into())
+        ),
+    };
+    let action = match &c.then {
+        Then::Allow => match c.when {
+            When::Message { .. } => "deliver it directly (no routing)".to_owned(),
+            _ => "allow it without asking anyone (what its permissions allow)".to_owned(),
+        },
+        Then::Deny { reason } => match reason {
+            Some(r) => format!("refuse it: \"{r}\""),
+            None => "refuse it".into(),
+        },
+        Then::RequireApproval {
+            approvers,
+            count,
+            timeout,
+            on_timeout,
+        } => {
+            let who = approvers.iter().map(|a| member(a)).collect::<Vec<_>>();
+            let need = if approvers.len() == 1 {
+                who[0].clone()
+            } else if *count == approvers.len() {
+                format!("all of {}", who.join(", "))
+            } else {
+                format!("{count} of {}", who.join(", "))
+            };
+            let then = match on_timeout {
+                OnTimeout::Deny => "refuse it",
+                OnTimeout::Allow => "allow it",
+            };
+            let held = match c.when {
+                When::Spend { .. } => "hold the agent's next runs until",
+                _ => "wait until",
+            };
+            format!(
+                "{held} {need} approve{}; if nobody decides within {}, {then}",
+                if approvers.len() == 1 && approvers[0] != crate::names::LEAD {
+                    "s"
+                } else {
+                    ""
+                },
+                humantime::format_duration(*timeout)
+            )
+        }
+        Then::Notify { to } => format!(
+            "tell {}",
+            to.iter().map(|a| member(a)).collect::<Vec<_>>().join(", ")
+        ),
+        Then::Pause { reason } => {
+            let r = reason
+                .as_ref()
+                .map(|r| format!(" (\"{r}\")"))
+                .unwrap_or_default();
+            match c.when {
+                When::ToolRequest { .. } => {
+                    format!("refuse it and pause the agent until agent_resume{r}")
+                }
+                _ => format!("pause the agent until agent_resume{r}"),
+            }
+        }
+        Then::Route { to } => format!("deliver it to @{to} instead, who forwards it or drops it"),
+    };
+    let scope = match &c.workflow {
+        None => String::new(),
+        Some(w) if w.contains(':') => format!(" (in @{w})"),
+        Some(w) => format!(" (in every @{w} instance)"),
+    };
+    format!("{subject}, {action}{scope}.")
+}
+
+fn member(m: &str) -> String {
+    if m == crate::names::LEAD {
+        "you (the lead)".into()
+    } else {
+        format!("@{m}")
+    }
+}

@@ -1,0 +1,418 @@
+//! Contracts: rules a person can read, that the kernel applies to what agents do
+//! (pure: parsing with errors that name the field, matching, precedence, the plain
+//! English sentence each contract reads as).
+//!
+//! A contract is `{name, description?, workflow?, when, then}`. `when` names an
+//! event and filters it; `then` names an action:
+//!
+//! | event | filters | actions |
+//! |---|---|---|
+//! | `tool_request` | `tool` (read, edit, shell, web, mcp), `match` (glob on the command, path, URL or `server:tool`), `agent` | allow, deny, require_approval, notify, pause |
+//! | `message` | `from`, `to` (name globs), `text` (regex) | allow, deny, notify, route |
+//! | `spend` | `usd` or `tokens` (a threshold), `per` (agent or workflow), `agent` | require_approval, notify, pause |
+//! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
+//! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
+//!
+//! Precedence for one event (see [`decide`]): the agent's permission profile is
+//! asked first and contracts never widen it. Then, among the contracts that match
+//! (oldest first): the first `deny` (or `pause`) wins over everything; else an `allow`
+//! exempts the event from approvals and routing; else every `require_approval`
+//! combines into one approval (all approvers together, the largest count, the
+//! shortest timeout, deny on timeout if any says so) and every `route` applies;
+//! `notify` fires whatever the outcome.
+
+mod english;
+mod parse;
+
+pub use english::sentence;
+pub use parse::{parse, parse_list};
+
+use crate::permissions::{Kind, Request, glob, is_simple, simple_commands};
+use std::time::Duration;
+
+pub const MAX_CONTRACTS: usize = 200;
+pub const MAX_REASON_CHARS: usize = 1000;
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contract {
+    pub name: String,
+    pub description: Option<String>,
+    /// The workflow instance it applies to (`review:pr-1`), or every instance of a
+    /// workflow (`review`); None: everywhere.
+    pub workflow: Option<String>,
+    pub when: When,
+    pub then: Then,
+}
+
+/// The tool classes a `tool_request` can name (team tools are never asked about).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolClass {
+    Read,
+    Edit,
+    Shell,
+    Web,
+    Mcp,
+}
+
+impl ToolClass {
+    pub fn kind(self) -> Kind {
+        match self {
+            ToolClass::Read => Kind::Read,
+            ToolClass::Edit => Kind::Edit,
+            ToolClass::Shell => Kind::Shell,
+            ToolClass::Web => Kind::Web,
+            ToolClass::Mcp => Kind::Mcp,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Per {
+    Agent,
+    Workflow,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum When {
+    ToolRequest {
+        tool: Option<ToolClass>,
+        matches: Option<String>,
+        agent: Option<String>,
+    },
+    Message {
+        from: Option<String>,
+        to: Option<String>,
+        /// Checked at parse time; compiled where it is used.
+        text: Option<String>,
+    },
+    Spend {
+        usd: Option<f64>,
+        tokens: Option<u64>,
+        per: Per,
+        agent: Option<String>,
+    },
+    RunEnd {
+        status: Option<String>,
+        agent: Option<String>,
+    },
+    DocWrite {
+        file: Option<String>,
+        agent: Option<String>,
+    },
+}
+
+impl When {
+    pub fn event(&self) -> &'static str {
+        match self {
+            When::ToolRequest { .. } => "tool_request",
+            When::Message { .. } => "message",
+            When::Spend { .. } => "spend",
+            When::RunEnd { .. } => "run_end",
+            When::DocWrite { .. } => "doc_write",
+        }
+    }
+
+    /// The agent filter of events that are about one agent.
+    fn agent(&self) -> Option<&str> {
+        match self {
+            When::ToolRequest { agent, .. }
+            | When::Spend { agent, .. }
+            | When::RunEnd { agent, .. }
+            | When::DocWrite { agent, .. } => agent.as_deref(),
+            When::Message { from, .. } => from.as_deref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeout {
+    Deny,
+    Allow,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Then {
+    Allow,
+    Deny {
+        reason: Option<String>,
+    },
+    RequireApproval {
+        /// Member names; `user` is the lead.
+        approvers: Vec<String>,
+        count: usize,
+        timeout: Duration,
+        on_timeout: OnTimeout,
+    },
+    Notify {
+        to: Vec<String>,
+    },
+    Pause {
+        reason: Option<String>,
+    },
+    Route {
+        to: String,
+    },
+}
+
+impl Then {
+    pub fn action(&self) -> &'static str {
+        match self {
+            Then::Allow => "allow",
+            Then::Deny { .. } => "deny",
+            Then::RequireApproval { .. } => "require_approval",
+            Then::Notify { .. } => "notify",
+            Then::Pause { .. } => "pause",
+            Then::Route { .. } => "route",
+        }
+    }
+}
+
+impl Contract {
+    /// Whether the contract applies in this workflow instance (`name`, `tag`).
+    pub fn in_scope(&self, name: &str, tag: &str) -> bool {
+        match &self.workflow {
+            None => true,
+            Some(w) => match w.split_once(':') {
+                Some((n, t)) => n == name && t == tag,
+                None => w == name,
+            },
+        }
+    }
+
+    fn agent_matches(&self, agent: &str) -> bool {
+        self.when
+            .agent()
+            .is_none_or(|g| glob(&g.to_ascii_lowercase(), &agent.to_ascii_lowercase()))
+    }
+}
+
+/// One thing an agent is about to do or did, as contracts see it.
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    Tool {
+        agent: &'a str,
+        request: &'a Request,
+        /// The path relative to the agent's folder, when the request is a path inside it.
+        relative: Option<&'a str>,
+    },
+    Message {
+        from: &'a str,
+        to: &'a [String],
+        text: &'a str,
+    },
+    Spend {
+        agent: &'a str,
+        /// What the agent has spent, and its workflow instance.
+        agent_usd: f64,
+        agent_tokens: u64,
+        workflow_usd: f64,
+        workflow_tokens: u64,
+    },
+    RunEnd {
+        agent: &'a str,
+        status: &'a str,
+    },
+    DocWrite {
+        agent: &'a str,
+        file: &'a str,
+    },
+}
+
+/// Whether a contract's `when` matches an event.
+pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
+    match (&c.when, e) {
+        (
+            When::ToolRequest { tool, matches, .. },
+            Event::Tool {
+                agent,
+                request,
+                relative,
+            },
+        ) => {
+            c.agent_matches(agent)
+                && tool.is_none_or(|t| t.kind() == request.kind())
+                && request.kind() != Kind::Team
+                && matches
+                    .as_deref()
+                    .is_none_or(|g| tool_detail_matches(g, request, *relative, &c.then))
+        }
+        (
+            When::Message { to, text, .. },
+            Event::Message {
+                from,
+                to: rcpt,
+                text: t,
+            },
+        ) => {
+            c.agent_matches(from)
+                && to.as_deref().is_none_or(|g| {
+                    rcpt.iter()
+                        .any(|r| glob(&g.to_ascii_lowercase(), &r.to_ascii_lowercase()))
+                })
+                && text
+                    .as_deref()
+                    .is_none_or(|re| regex::Regex::new(re).is_ok_and(|re| re.is_match(t)))
+        }
+        (
+            When::Spend {
+                usd, tokens, per, ..
+            },
+            Event::Spend {
+                agent,
+                agent_usd,
+                agent_tokens,
+                workflow_usd,
+                workflow_tokens,
+            },
+        ) => {
+            let (u, t) = match per {
+                Per::Agent => (*agent_usd, *agent_tokens),
+                Per::Workflow => (*workflow_usd, *workflow_tokens),
+            };
+            c.agent_matches(agent) && (usd.is_some_and(|x| u > x) || tokens.is_some_and(|x| t > x))
+        }
+        (When::RunEnd { status, .. }, Event::RunEnd { agent, status: s }) => {
+            c.agent_matches(agent) && status.as_deref().is_none_or(|x| x == *s)
+        }
+        (When::DocWrite { file, .. }, Event::DocWrite { agent, file: f }) => {
+            c.agent_matches(agent) && file.as_deref().is_none_or(|g| glob(g, f))
+        }
+        _ => false,
+    }
+}
+
+/// A `match` glob against what a tool request is about. Shell commands: a deny
+/// (or approval, notify, pause) matches when any simple command inside the line
+/// matches, so `rm *` catches `cd x && rm y`; an allow only exempts a single simple
+/// command that matches whole. Paths match as given or relative to the folder.
+fn tool_detail_matches(g: &str, r: &Request, relative: Option<&str>, then: &Then) -> bool {
+    match r {
+        Request::Shell { command } => {
+            if matches!(then, Then::Allow) {
+                is_simple(command) && glob(g, command.trim())
+            } else {
+                simple_commands(command).iter().any(|c| glob(g, c))
+            }
+        }
+        Request::Mcp { server, tool } => glob(g, &format!("{server}:{tool}")),
+        Request::Read { path } | Request::Edit { path } => {
+            glob(g, path) || relative.is_some_and(|p| glob(g, p))
+        }
+        other => glob(g, other.detail()),
+    }
+}
+
+/// What the contracts say about one event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// The first matching deny or pause: (contract, reason, pause the agent too).
+    pub deny: Option<(String, String, bool)>,
+    /// The contract that exempted the event, if an allow matched.
+    pub allowed_by: Option<String>,
+    /// The combined approval, when one is needed (and nothing denied or allowed).
+    pub approval: Option<Approval>,
+    /// (contract, member) routes, when no deny or allow matched.
+    pub routes: Vec<(String, String)>,
+    /// (contract, members) to tell, whatever the outcome.
+    pub notify: Vec<(String, Vec<String>)>,
+    /// (contract, reason): pause the agent (spend and run_end; not a refusal).
+    pub pause: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub contracts: Vec<String>,
+    pub approvers: Vec<String>,
+    pub count: usize,
+    pub timeout: Duration,
+    pub on_timeout: OnTimeout,
+}
+
+impl Verdict {
+    /// Whether any contract matched at all (worth recording).
+    pub fn any(&self) -> bool {
+        self.deny.is_some()
+            || self.allowed_by.is_some()
+            || self.approval.is_some()
+            || !self.routes.is_empty()
+            || !self.notify.is_empty()
+            || !self.pause.is_empty()
+    }
+}
+
+/// Applies the precedence rules (module docs) to the contracts that match `e`.
+/// `contracts` are in the order they were made (oldest first).
+pub fn decide<'c>(contracts: impl IntoIterator<Item = &'c Contract>, e: &Event<'_>) -> Verdict {
+    let after_fact = matches!(e, Event::Spend { .. } | Event::RunEnd { .. });
+    let mut v = Verdict::default();
+    let mut approvals: Vec<&Contract> = Vec::new();
+    let mut routes = Vec::new();
+    for c in contracts.into_iter().filter(|c| matches(c, e)) {
+        match &c.then {
+            Then::Deny { reason } if v.deny.is_none() => {
+                v.deny = Some((c.name.clone(), reason_or(reason, c), false));
+            }
+            Then::Pause { reason } if after_fact => {
+                v.pause.push((c.name.clone(), reason_or(reason, c)));
+            }
+            Then::Pause { reason } if v.deny.is_none() => {
+                v.deny = Some((c.name.clone(), reason_or(reason, c), true));
+            }
+            Then::Allow if v.allowed_by.is_none() => v.allowed_by = Some(c.name.clone()),
+            Then::RequireApproval { .. } => approvals.push(c),
+            Then::Route { to } => routes.push((c.name.clone(), to.clone())),
+            Then::Notify { to } => v.notify.push((c.name.clone(), to.clone())),
+            _ => {}
+        }
+    }
+    if v.deny.is_some() || v.allowed_by.is_some() {
+        return v;
+    }
+    v.routes = routes;
+    for c in approvals {
+        let Then::RequireApproval {
+            approvers,
+            count,
+            timeout,
+            on_timeout,
+        } = &c.then
+        else {
+            continue;
+        };
+        let a = v.approval.get_or_insert_with(|| Approval {
+            contracts: Vec::new(),
+            approvers: Vec::new(),
+            count: 0,
+            timeout: *timeout,
+            on_timeout: *on_timeout,
+        });
+        a.contracts.push(c.name.clone());
+        for m in approvers {
+            if !a.approvers.iter().any(|x| x.eq_ignore_ascii_case(m)) {
+                a.approvers.push(m.clone());
+            }
+        }
+        a.count = a.count.max(*count);
+        a.timeout = a.timeout.min(*timeout);
+        if *on_timeout == OnTimeout::Deny {
+            a.on_timeout = OnTimeout::Deny;
+        }
+    }
+    v
+}
+
+fn reason_or(reason: &Option<String>, c: &Contract) -> String {
+    match reason {
+        Some(r) => format!("refused by contract \"{}\": {r}", c.name),
+        None => format!(
+            "refused by contract \"{}\" ({}); do without it, or ask the lead",
+            c.name,
+            sentence(c)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

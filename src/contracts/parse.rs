@@ -1,0 +1,373 @@
+//! Reading a contract from JSON (the tools) or YAML turned into JSON (workflow
+//! files). Every error names the field and says what to write instead; unknown
+//! fields are refused, so a misspelt filter never silently matches everything.
+
+use super::*;
+use serde_json::{Map, Value};
+
+type R<T> = Result<T, String>;
+
+const EVENTS: &str = "tool_request, message, spend, run_end or doc_write";
+const ACTIONS: &str = "allow, deny, require_approval, notify, pause or route";
+const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
+
+/// Parses a list of contracts (a workflow's `contracts:`); errors are prefixed with
+/// `contracts[i]`.
+pub fn parse_list(v: &Value) -> R<Vec<Contract>> {
+    let Value::Array(items) = v else {
+        return Err(
+            "contracts: write a list of contracts (- name: ... when: ... then: ...)".into(),
+        );
+    };
+    if items.len() > MAX_CONTRACTS {
+        return Err(format!("contracts: at most {MAX_CONTRACTS}"));
+    }
+    let mut out: Vec<Contract> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let c = parse(item).map_err(|e| format!("contracts[{i}].{e}"))?;
+        if out.iter().any(|o| o.name == c.name) {
+            return Err(format!(
+                "contracts[{i}].name: {:?} is used twice; give each contract its own name",
+                c.name
+            ));
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// Parses one contract. Errors start with the field's path (`when.tool: ...`).
+pub fn parse(v: &Value) -> R<Contract> {
+    let o = object(v, "contract")?;
+    only(o, "", &["name", "description", "workflow", "when", "then"])?;
+    let name = text(o, "name")?.ok_or("name: every contract needs a name")?;
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!(
+            "name: {name:?} is not a contract name; use {NAME_HELP}"
+        ));
+    }
+    let description = text(o, "description")?;
+    if description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > 500)
+    {
+        return Err("description: at most 500 characters".into());
+    }
+    let workflow = text(o, "workflow")?.map(|w| w.trim_start_matches('@').to_owned());
+    if let Some(w) = &workflow
+        && crate::names::WorkflowRef::parse(&format!("@{w}")).is_err()
+    {
+        return Err(format!(
+            "workflow: {w:?} is not a workflow; write \"review\" (every instance) or \"review:pr-1\""
+        ));
+    }
+    let when = when(
+        o.get("when")
+            .ok_or("when: say which event, e.g. {event: tool_request, tool: shell}")?,
+    )
+    .map_err(|e| format!("when.{e}"))?;
+    let then = then(
+        o.get("then")
+            .ok_or("then: say what to do, e.g. {action: deny, reason: ...}")?,
+    )
+    .map_err(|e| format!("then.{e}"))?;
+    fits(&when, &then)?;
+    Ok(Contract {
+        name,
+        description,
+        workflow,
+        when,
+        then,
+    })
+}
+
+fn when(v: &Value) -> R<When> {
+    let o = object(v, "when")?;
+    let event = text(o, "event")?.ok_or(format!("event: name one of {EVENTS}"))?;
+    let agent = || glob_field(o, "agent");
+    Ok(match event.as_str() {
+        "tool_request" => {
+            only(o, "", &["event", "tool", "match", "agent"])?;
+            let tool = match text(o, "tool")?.as_deref() {
+                None => None,
+                Some("read") => Some(ToolClass::Read),
+                Some("edit") => Some(ToolClass::Edit),
+                Some("shell") => Some(ToolClass::Shell),
+                Some("web") => Some(ToolClass::Web),
+                Some("mcp") => Some(ToolClass::Mcp),
+                Some("team") => {
+                    return Err(
+                        "tool: team tools are governed by message and doc_write contracts, not tool_request"
+                            .into(),
+                    );
+                }
+                Some(t) => {
+                    return Err(format!(
+                        "tool: unknown tool class {t:?}; use read, edit, shell, web or mcp"
+                    ));
+                }
+            };
+            When::ToolRequest {
+                tool,
+                matches: glob_field(o, "match")?,
+                agent: agent()?,
+            }
+        }
+        "message" => {
+            only(o, "", &["event", "from", "to", "text"])?;
+            let text_re = text(o, "text")?;
+            if let Some(re) = &text_re {
+                regex::RegexBuilder::new(re)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| format!("text: not a regular expression ({e})"))?;
+            }
+            When::Message {
+                from: glob_field(o, "from")?,
+                to: glob_field(o, "to")?,
+                text: text_re,
+            }
+        }
+        "spend" => {
+            only(o, "", &["event", "usd", "tokens", "per", "agent"])?;
+            let usd = match o.get("usd") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_f64()
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        .ok_or("usd: a number of dollars, e.g. 5 or 0.5")?,
+                ),
+            };
+            let tokens = match o.get("tokens") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .ok_or("tokens: a whole number of tokens, e.g. 100000")?,
+                ),
+            };
+            if usd.is_none() && tokens.is_none() {
+                return Err("usd: a spend contract needs a threshold: usd or tokens".into());
+            }
+            let per = match text(o, "per")?.as_deref() {
+                None | Some("workflow") => Per::Workflow,
+                Some("agent") => Per::Agent,
+                Some(p) => return Err(format!("per: {p:?}; use agent or workflow")),
+            };
+            When::Spend {
+                usd,
+                tokens,
+                per,
+                agent: agent()?,
+            }
+        }
+        "run_end" => {
+            only(o, "", &["event", "status", "agent"])?;
+            let status = text(o, "status")?;
+            const STATUSES: &[&str] = &["succeeded", "failed", "cancelled", "timed_out", "lost"];
+            if let Some(s) = &status
+                && !STATUSES.contains(&s.as_str())
+            {
+                return Err(format!("status: {s:?}; use one of {}", STATUSES.join(", ")));
+            }
+            When::RunEnd {
+                status,
+                agent: agent()?,
+            }
+        }
+        "doc_write" => {
+            only(o, "", &["event", "file", "agent"])?;
+            When::DocWrite {
+                file: glob_field(o, "file")?,
+                agent: agent()?,
+            }
+        }
+        other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
+    })
+}
+
+fn then(v: &Value) -> R<Then> {
+    let o = object(v, "then")?;
+    let action = text(o, "action")?.ok_or(format!("action: name one of {ACTIONS}"))?;
+    let reason = || -> R<Option<String>> {
+        let r = text(o, "reason")?;
+        if r.as_ref()
+            .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+        {
+            return Err(format!("reason: at most {MAX_REASON_CHARS} characters"));
+        }
+        Ok(r)
+    };
+    Ok(match action.as_str() {
+        "allow" => {
+            only(o, "", &["action"])?;
+            Then::Allow
+        }
+        "deny" => {
+            only(o, "", &["action", "reason"])?;
+            Then::Deny { reason: reason()? }
+        }
+        "pause" => {
+            only(o, "", &["action", "reason"])?;
+            Then::Pause { reason: reason()? }
+        }
+        "require_approval" => {
+            only(
+                o,
+                "",
+                &["action", "approvers", "count", "timeout", "on_timeout"],
+            )?;
+            let approvers = match o.get("approvers") {
+                None | Some(Value::Null) => vec![crate::names::LEAD.to_owned()],
+                Some(v) => members(v, "approvers")?,
+            };
+            let count = match o.get("count") {
+                None | Some(Value::Null) => 1,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .ok_or("count: how many approvers must approve, at least 1")?
+                    as usize,
+            };
+            if count > approvers.len() {
+                return Err(format!(
+                    "count: {count} approvals needed but only {} approver(s) named; lower count or name more approvers",
+                    approvers.len()
+                ));
+            }
+            let timeout = match text(o, "timeout")? {
+                None => DEFAULT_APPROVAL_TIMEOUT,
+                Some(t) => humantime::parse_duration(&t).map_err(|_| {
+                    format!("timeout: {t:?} is not a duration; write e.g. \"10m\" or \"1h\"")
+                })?,
+            };
+            if timeout < Duration::from_secs(1) || timeout > MAX_APPROVAL_TIMEOUT {
+                return Err("timeout: between 1s and 24h".into());
+            }
+            let on_timeout = match text(o, "on_timeout")?.as_deref() {
+                None | Some("deny") => OnTimeout::Deny,
+                Some("allow") => OnTimeout::Allow,
+                Some(x) => return Err(format!("on_timeout: {x:?}; use deny or allow")),
+            };
+            Then::RequireApproval {
+                approvers,
+                count,
+                timeout,
+                on_timeout,
+            }
+        }
+        "notify" => {
+            only(o, "", &["action", "to"])?;
+            let to = match o.get("to") {
+                None | Some(Value::Null) => vec![crate::names::LEAD.to_owned()],
+                Some(v) => members(v, "to")?,
+            };
+            Then::Notify { to }
+        }
+        "route" => {
+            only(o, "", &["action", "to"])?;
+            let to = members(
+                o.get("to")
+                    .ok_or("to: the member who gets the message first")?,
+                "to",
+            )?;
+            let [to] = <[String; 1]>::try_from(to)
+                .map_err(|_| "to: route names exactly one member".to_owned())?;
+            Then::Route { to }
+        }
+        other => return Err(format!("action: unknown action {other:?}; use {ACTIONS}")),
+    })
+}
+
+/// Which actions make sense for which event (the table in the module docs).
+fn fits(when: &When, then: &Then) -> R<()> {
+    let ok: &[&str] = match when {
+        When::ToolRequest { .. } => &["allow", "deny", "require_approval", "notify", "pause"],
+        When::Message { .. } => &["allow", "deny", "notify", "route"],
+        When::Spend { .. } => &["require_approval", "notify", "pause"],
+        When::RunEnd { .. } => &["notify", "pause"],
+        When::DocWrite { .. } => &["allow", "deny", "notify"],
+    };
+    if ok.contains(&then.action()) {
+        return Ok(());
+    }
+    let hint = match (when, then) {
+        (When::Message { .. }, Then::RequireApproval { .. }) => {
+            " (to have messages reviewed, route them to the reviewer: {action: route, to: reviewer})"
+        }
+        (When::Spend { .. }, Then::Deny { .. }) => " (pause stops the agent until agent_resume)",
+        _ => "",
+    };
+    Err(format!(
+        "then.action: a {} contract can {}, not {}{hint}",
+        when.event(),
+        ok.join(", "),
+        then.action()
+    ))
+}
+
+fn object<'a>(v: &'a Value, what: &str) -> R<&'a Map<String, Value>> {
+    v.as_object()
+        .ok_or_else(|| format!("{what}: write an object with named fields"))
+}
+
+fn only(o: &Map<String, Value>, at: &str, known: &[&str]) -> R<()> {
+    match o.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "{at}{k}: unknown field; the fields here are {}",
+            known.join(", ")
+        )),
+    }
+}
+
+fn text(o: &Map<String, Value>, k: &str) -> R<Option<String>> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(_) => Err(format!("{k}: write text")),
+    }
+}
+
+fn glob_field(o: &Map<String, Value>, k: &str) -> R<Option<String>> {
+    let g = text(o, k)?;
+    if g.as_ref().is_some_and(|g| g.len() > 500) {
+        return Err(format!("{k}: at most 500 characters"));
+    }
+    Ok(g.map(|g| g.trim_start_matches('@').to_owned()))
+}
+
+/// One member name or a list of them (`@` optional).
+fn members(v: &Value, k: &str) -> R<Vec<String>> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        one => vec![one],
+    };
+    let mut out = Vec::new();
+    for i in items {
+        let s = i
+            .as_str()
+            .map(|s| s.trim().trim_start_matches('@'))
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| format!("{k}: member names, e.g. [user, reviewer]"))?;
+        if s != crate::names::LEAD {
+            crate::names::check_agent_name(s).map_err(|e| format!("{k}: {e}"))?;
+        }
+        if !out.iter().any(|x: &String| x.eq_ignore_ascii_case(s)) {
+            out.push(s.to_owned());
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{k}: name at least one member"));
+    }
+    if out.len() > 20 {
+        return Err(format!("{k}: at most 20 members"));
+    }
+    Ok(out)
+}

@@ -1,0 +1,208 @@
+use super::*;
+use serde_json::json;
+
+fn c(v: serde_json::Value) -> Contract {
+    parse(&v).unwrap()
+}
+
+fn shell(cmd: &str) -> Request {
+    Request::Shell {
+        command: cmd.into(),
+    }
+}
+
+fn tool<'a>(agent: &'a str, r: &'a Request) -> Event<'a> {
+    Event::Tool {
+        agent,
+        request: r,
+        relative: None,
+    }
+}
+
+#[test]
+fn errors_name_the_field() {
+    let cases = [
+        (
+            json!({"when": {"event": "message"}, "then": {"action": "deny"}}),
+            "name:",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "tool"}, "then": {"action": "deny"}}),
+            "when.event: unknown event",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "tool_request", "tool": "exec"}, "then": {"action": "deny"}}),
+            "when.tool: unknown tool class",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "tool_request", "tol": "shell"}, "then": {"action": "deny"}}),
+            "when.tol: unknown field",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message", "text": "("}, "then": {"action": "deny"}}),
+            "when.text: not a regular expression",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "spend"}, "then": {"action": "pause"}}),
+            "when.usd",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "require_approval"}}),
+            "route",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "tool_request"}, "then": {"action": "require_approval", "count": 2}}),
+            "then.count",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "tool_request"}, "then": {"action": "require_approval", "timeout": "soon"}}),
+            "then.timeout",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "route", "to": ["a", "b"]}}),
+            "exactly one",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "run_end", "status": "ok"}, "then": {"action": "notify"}}),
+            "when.status",
+        ),
+        (
+            json!({"name": "x", "extra": 1, "when": {"event": "run_end"}, "then": {"action": "notify"}}),
+            "extra: unknown field",
+        ),
+    ];
+    for (v, want) in cases {
+        let e = parse(&v).unwrap_err();
+        assert!(e.contains(want), "{v}: {e:?} should mention {want:?}");
+    }
+}
+
+#[test]
+fn a_deny_on_rm_catches_it_inside_a_compound_command() {
+    let k = c(
+        json!({"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
+        "then": {"action": "deny", "reason": "nobody deletes files"}}),
+    );
+    for cmd in ["rm -f a.txt", "cd x && rm y", "echo $(rm z)"] {
+        let r = shell(cmd);
+        let v = decide([&k], &tool("alice", &r));
+        let (name, reason, pause) = v.deny.expect(cmd);
+        assert_eq!(name, "no-rm");
+        assert!(reason.contains("nobody deletes files"), "{reason}");
+        assert!(!pause);
+    }
+    let r = shell("ls -l");
+    assert!(!decide([&k], &tool("alice", &r)).any());
+}
+
+#[test]
+fn deny_beats_allow_and_allow_exempts_from_approval() {
+    let approve = c(
+        json!({"name": "edits", "when": {"event": "tool_request", "tool": "edit"},
+        "then": {"action": "require_approval", "approvers": ["user", "reviewer"], "count": 1, "timeout": "5m"}}),
+    );
+    let approve2 = c(
+        json!({"name": "edits2", "when": {"event": "tool_request", "tool": "edit", "agent": "bob"},
+        "then": {"action": "require_approval", "approvers": "reviewer", "timeout": "1m", "on_timeout": "allow"}}),
+    );
+    let notes = c(
+        json!({"name": "notes", "when": {"event": "tool_request", "tool": "edit", "match": "notes/*"},
+        "then": {"action": "allow"}}),
+    );
+    let secrets = c(
+        json!({"name": "secrets", "when": {"event": "tool_request", "match": "*.env"},
+        "then": {"action": "deny"}}),
+    );
+    let tell = c(
+        json!({"name": "tell", "when": {"event": "tool_request"}, "then": {"action": "notify", "to": "@ops"}}),
+    );
+    let all = [&approve, &approve2, &notes, &secrets, &tell];
+    let edit = |p: &str| Request::Edit { path: p.into() };
+
+    let r = edit("src/main.rs");
+    let v = decide(all, &tool("bob", &r));
+    let a = v.approval.expect("approval");
+    assert_eq!(a.contracts, ["edits", "edits2"]);
+    assert_eq!(a.approvers, ["user", "reviewer"]);
+    assert_eq!(a.timeout, Duration::from_secs(60));
+    assert_eq!(
+        a.on_timeout,
+        OnTimeout::Deny,
+        "deny on timeout if any says so"
+    );
+    assert_eq!(v.notify, [("tell".to_owned(), vec!["ops".to_owned()])]);
+
+    let r = edit("notes/today.md");
+    let v = decide(all, &tool("bob", &r));
+    assert_eq!(v.allowed_by.as_deref(), Some("notes"));
+    assert!(v.approval.is_none());
+
+    let r = edit("notes/x.env");
+    let v = decide(all, &tool("bob", &r));
+    assert_eq!(v.deny.as_ref().map(|d| d.0.as_str()), Some("secrets"));
+    assert_eq!(v.notify.len(), 1, "notify fires whatever the outcome");
+}
+
+#[test]
+fn spend_compares_the_right_total() {
+    let k = c(
+        json!({"name": "budget", "when": {"event": "spend", "usd": 5},
+        "then": {"action": "require_approval"}}),
+    );
+    let per_agent = c(
+        json!({"name": "tokens", "when": {"event": "spend", "tokens": 1000, "per": "agent"},
+        "then": {"action": "pause"}}),
+    );
+    let e = |wu: f64, at: u64| Event::Spend {
+        agent: "a",
+        agent_usd: 0.0,
+        agent_tokens: at,
+        workflow_usd: wu,
+        workflow_tokens: 0,
+    };
+    assert!(decide([&k], &e(4.9, 0)).approval.is_none());
+    assert!(decide([&k], &e(5.1, 0)).approval.is_some());
+    let v = decide([&per_agent], &e(0.0, 1001));
+    assert_eq!(v.pause.len(), 1);
+    assert!(v.deny.is_none(), "after the fact: a pause, not a refusal");
+}
+
+#[test]
+fn messages_route_and_scope() {
+    let k = c(
+        json!({"name": "via-review", "workflow": "@ship", "when": {"event": "message", "to": "deployer"},
+        "then": {"action": "route", "to": "@reviewer"}}),
+    );
+    let to = vec!["deployer".to_owned()];
+    let v = decide(
+        [&k],
+        &Event::Message {
+            from: "alice",
+            to: &to,
+            text: "@deployer ship it",
+        },
+    );
+    assert_eq!(v.routes, [("via-review".to_owned(), "reviewer".to_owned())]);
+    assert!(k.in_scope("ship", "main") && k.in_scope("ship", "v2") && !k.in_scope("other", "main"));
+}
+
+#[test]
+fn every_contract_reads_as_a_sentence() {
+    let k = c(
+        json!({"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
+        "then": {"action": "deny", "reason": "nobody deletes files"}}),
+    );
+    assert_eq!(
+        sentence(&k),
+        "When any agent asks to run a command matching \"rm *\", refuse it: \"nobody deletes files\"."
+    );
+    let k = c(
+        json!({"name": "cost", "workflow": "review:pr-1", "when": {"event": "spend", "usd": 5},
+        "then": {"action": "require_approval", "timeout": "1h"}}),
+    );
+    assert_eq!(
+        sentence(&k),
+        "When the workflow has spent more than $5, hold the agent's next runs until you (the lead) approve; \
+         if nobody decides within 1h, refuse it (in @review:pr-1)."
+    );
+}
