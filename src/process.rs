@@ -34,7 +34,7 @@ pub const MAX_LINE: usize = 1024 * 1024;
 pub const STDERR_TAIL: usize = 16 * 1024;
 
 /// Time limits for one supervised process.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Until the first stdout line.
     pub startup: Duration,
@@ -44,6 +44,30 @@ pub struct Limits {
     pub total: Duration,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// While this says the process is held (waiting for a person's approval), its
+    /// silence is not idleness: the idle limit waits. The total limit still holds.
+    pub held: Held,
+}
+
+/// Whether a supervised process is waiting on someone else: a flag the kernel sets
+/// for a run, or a file it creates in the run's scratch folder (seen by the worker,
+/// which supervises its CLI in another process).
+#[derive(Debug, Clone, Default)]
+pub enum Held {
+    #[default]
+    Never,
+    Flag(std::sync::Arc<std::sync::atomic::AtomicBool>),
+    File(std::path::PathBuf),
+}
+
+impl Held {
+    pub fn is_held(&self) -> bool {
+        match self {
+            Held::Never => false,
+            Held::Flag(f) => f.load(std::sync::atomic::Ordering::Relaxed),
+            Held::File(p) => p.exists(),
+        }
+    }
 }
 
 impl Default for Limits {
@@ -53,6 +77,7 @@ impl Default for Limits {
             idle: Duration::from_secs(10 * 60),
             total: Duration::from_secs(60 * 60),
             grace: Duration::from_secs(5),
+            held: Held::Never,
         }
     }
 }
@@ -270,6 +295,10 @@ pub async fn supervise(
                     break;
                 }
                 _ = tokio::time::sleep_until(deadline) => {
+                    if deadline != total_deadline && !first_line && limits.held.is_held() {
+                        line_deadline = Instant::now() + limits.idle;
+                        continue;
+                    }
                     ended = if deadline == total_deadline {
                         Ended::TotalTimeout
                     } else if first_line {

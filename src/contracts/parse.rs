@@ -168,7 +168,7 @@ fn when(v: &Value) -> R<When> {
         "run_end" => {
             only(o, "", &["event", "status", "agent"])?;
             let status = text(o, "status")?;
-            const STATUSES: &[&str] = &["succeeded", "failed", "cancelled", "timed_out", "lost"];
+            const STATUSES: &[&str] = &["succeeded", "failed", "stopped", "lost"];
             if let Some(s) = &status
                 && !STATUSES.contains(&s.as_str())
             {

@@ -46,6 +46,10 @@ pub enum Event {
     /// The kernel told the lead something in an instance's channel (an agent
     /// paused or failed, a guard tripped): what the lead's clients are told too.
     Notice { workflow_id: i64, text: String },
+    /// A contract asked for an approval (approval_list shows it).
+    ApprovalAsked { workflow_id: i64, id: i64 },
+    /// An approval was decided, timed out or lost.
+    ApprovalClosed { workflow_id: i64, id: i64 },
     /// An agent failed for good (its fourth failure in a row): its workflow run
     /// fails with this reason.
     AgentFailed { workflow_id: i64, reason: String },

@@ -10,6 +10,7 @@
 pub mod clock;
 pub mod context;
 pub mod events;
+pub mod governance;
 pub mod messaging;
 pub mod registry;
 pub mod runtime;
@@ -83,6 +84,10 @@ pub struct Kernel {
     /// When a client last made a request (ms since the epoch): a background kernel
     /// exits only after a while without one (see [`runtime::idle`]).
     pub(crate) last_client: std::sync::atomic::AtomicI64,
+    /// The contracts in force (hot-loaded on every change).
+    pub(crate) contracts: governance::contracts::Set,
+    /// Tool requests waiting for an approval, by approval id: woken when it is decided.
+    pub(crate) approval_waits: Mutex<HashMap<i64, Arc<tokio::sync::Notify>>>,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -119,7 +124,10 @@ impl Kernel {
             ),
             scheduler: runtime::scheduler::Scheduler::new(),
             last_client: std::sync::atomic::AtomicI64::new(clock::now_ms()),
+            contracts: Default::default(),
+            approval_waits: Mutex::new(HashMap::new()),
         });
+        kernel.reload_contracts().await?;
         let lost = kernel.recover_runs().await?;
         if lost > 0 {
             tracing::warn!(
@@ -134,6 +142,7 @@ impl Kernel {
                 "deliveries read but not acked before the restart are pending again"
             );
         }
+        kernel.recover_approvals().await?;
         kernel.start_proposal_timer();
         Ok(kernel)
     }

@@ -98,7 +98,13 @@ impl Tools {
     fn visible_to(&self, caller: &Caller) -> Vec<Tool> {
         self.listed
             .iter()
-            .filter(|t| caller.is_lead() || !self.is_management(&t.name))
+            .filter(|t| {
+                if caller.is_lead() {
+                    t.name != tools::contracts::PERMISSION_TOOL
+                } else {
+                    !self.is_management(&t.name)
+                }
+            })
             .cloned()
             .collect()
     }

@@ -292,7 +292,9 @@ async fn changed(
         | Event::AgentChanged { workflow_id, .. }
         | Event::RunEnded { workflow_id, .. }
         | Event::WorkflowSettled { workflow_id, .. }
-        | Event::DocumentChanged { workflow_id, .. } => *workflow_id,
+        | Event::DocumentChanged { workflow_id, .. }
+        | Event::ApprovalAsked { workflow_id, .. }
+        | Event::ApprovalClosed { workflow_id, .. } => *workflow_id,
         Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } | Event::Notice { .. } => {
             return None;
         }
@@ -321,6 +323,9 @@ async fn changed(
             false,
         ),
         Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
+        Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => {
+            (vec![resources::status_uri(&w)], false)
+        }
         Event::DocumentChanged { file, created, .. } => {
             (vec![resources::document_uri(&w, file)], *created)
         }

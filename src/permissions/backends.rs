@@ -64,6 +64,65 @@ pub fn claude(p: &Permissions, servers: &[&str]) -> Claude {
     }
 }
 
+/// Claude Code when contracts govern some tool classes for the agent: those
+/// classes are taken out of its rules and its mode, so that Claude Code asks its
+/// permission prompt tool (the kernel's `permission_request`) before each such call,
+/// and the kernel answers from the profile and the contracts. What the profile
+/// denies stays in `--disallowedTools`; what it allows in other classes stays allowed.
+pub fn claude_governed(p: &Permissions, servers: &[&str], governed: &[Kind]) -> Claude {
+    let mut rules = claude(p, servers);
+    let team = format!("mcp__{}", crate::worker::protocol::TEAM_SERVER);
+    let kind_of = |rule: &str| -> Option<Kind> {
+        let head = rule.split('(').next().unwrap_or(rule);
+        if CLAUDE_READ.contains(&head) {
+            Some(Kind::Read)
+        } else if CLAUDE_EDIT.contains(&head) {
+            Some(Kind::Edit)
+        } else if CLAUDE_WEB.contains(&head) {
+            Some(Kind::Web)
+        } else if head == "Bash" {
+            Some(Kind::Shell)
+        } else if head.starts_with("mcp__") && head != team {
+            Some(Kind::Mcp)
+        } else {
+            None
+        }
+    };
+    rules
+        .allowed
+        .retain(|r| kind_of(r).is_none_or(|k| !governed.contains(&k)));
+    let mut grant = |names: &[&str]| {
+        for n in names {
+            if !rules.allowed.iter().any(|a| a == n) {
+                rules.allowed.push((*n).to_owned());
+            }
+        }
+    };
+    match rules.mode {
+        "bypassPermissions" => {
+            // Full, minus what is governed: the rest stays allowed by rule.
+            rules.mode = "default";
+            for (kind, names) in [
+                (Kind::Read, CLAUDE_READ),
+                (Kind::Edit, CLAUDE_EDIT),
+                (Kind::Web, CLAUDE_WEB),
+                (Kind::Shell, &["Bash"][..]),
+            ] {
+                if !governed.contains(&kind) {
+                    grant(names);
+                }
+            }
+            if !governed.contains(&Kind::Mcp) {
+                let own: Vec<String> = servers.iter().map(|s| format!("mcp__{s}")).collect();
+                grant(&own.iter().map(String::as_str).collect::<Vec<_>>());
+            }
+        }
+        "acceptEdits" if governed.contains(&Kind::Edit) => rules.mode = "default",
+        _ => {}
+    }
+    rules
+}
+
 /// Codex: a sandbox for every command it runs, and its shell tools on or off.
 /// Codex reads files by running commands, so commands run under every profile,
 /// inside the sandbox: `read-only`, `workspace-write` (writes in its folder only,
@@ -426,7 +485,7 @@ pub fn check_agent(backend: &str, p: &Permissions, servers: &[&str]) -> Result<(
             "mcp_servers: at most {MAX_SERVERS} servers per agent"
         ));
     }
-    if !servers.is_empty() && matches!(backend, "mock" | "external") {
+    if !servers.is_empty() && matches!(backend, "mock" | "external" | "human") {
         return Err(format!(
             "mcp_servers: a {backend} agent has no backend to give them to; leave them out"
         ));
@@ -451,7 +510,7 @@ pub fn check_agent(backend: &str, p: &Permissions, servers: &[&str]) -> Result<(
 /// What each profile becomes on `backend`, in words (backend_list shows it).
 pub fn profiles(backend: &str) -> std::collections::BTreeMap<String, String> {
     let (read, edit, full) = match backend {
-        "mock" | "external" => (
+        "mock" | "external" | "human" => (
             "its script only uses the team tools",
             "its script only uses the team tools",
             "its script only uses the team tools",

@@ -19,7 +19,7 @@ pub const PROBE_MODE: &str = "__probe";
 
 /// Every backend, in the order they are listed.
 pub const BACKENDS: &[&str] = &[
-    "claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external",
+    "claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external", "human",
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -66,6 +66,13 @@ pub async fn probe(backend: &str) -> BackendReport {
         "mock" => {}
         "external" => {
             r.fix = Some("no worker: connect a client to act as the agent (agent_join)".into());
+        }
+        "human" => {
+            r.fix = Some(
+                "a person: no worker; they act through an MCP client of their own (agent_join) and decide \
+                 approvals with approval_decide"
+                    .into(),
+            );
         }
         "sdk" => {
             let has = |k: &str| cli::env_set(k);

@@ -19,6 +19,10 @@ pub const TEAM_SERVER: &str = "team";
 /// A run's private scratch folder under the worker's temp dir (a CLI's system prompt
 /// and MCP config, which holds the run's token). The worker removes it; the kernel
 /// removes it again when the run ends, in case the worker was killed first.
+/// The file the kernel keeps in a run's scratch folder while the run waits for an
+/// approval: the worker's supervision of its CLI then does not count the silence.
+pub const HELD_FILE: &str = "held";
+
 pub fn scratch_dir(temp: &std::path::Path, run_id: &str) -> PathBuf {
     temp.join(format!("agent-worker-run-{run_id}"))
 }
@@ -66,6 +70,11 @@ pub struct RunConfig {
     /// The agent's own MCP servers, given to its backend beside the team server.
     #[serde(default)]
     pub mcp_servers: std::collections::BTreeMap<String, McpServer>,
+    /// Tool classes (read, edit, shell, web, mcp) a contract governs for this agent:
+    /// a CLI with a permission hook brings those requests to the kernel
+    /// (permission_request) instead of deciding them by its own rules.
+    #[serde(default)]
+    pub governed: Vec<String>,
 }
 
 /// An MCP server of an agent's own: a command it starts (stdio) or a URL.

@@ -62,6 +62,9 @@ pub struct Workflow {
     pub kickoff: Option<String>,
     /// Top-level `budget:`: guards for the whole workflow instance.
     pub budget: Option<Budget>,
+    /// `contracts:`: rules for this instance only, as given (each parsed and checked),
+    /// with its name.
+    pub contracts: Vec<(String, serde_json::Value)>,
 }
 
 #[derive(Debug, Clone)]

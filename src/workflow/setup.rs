@@ -58,6 +58,7 @@ async fn run_step(command: &str, timeout: Duration, cwd: &Path) -> Result<String
         idle: timeout,
         total: timeout,
         grace: Duration::from_secs(1),
+        held: Default::default(),
     };
     let stop = CancellationToken::new();
     let mut out = String::new();

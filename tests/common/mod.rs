@@ -25,6 +25,8 @@ pub type Client = RunningService<RoleClient, ()>;
 
 /// What an agent session sees.
 pub const CONTEXT_TOOLS: &[&str] = &[
+    "approval_decide",
+    "approval_list",
     "channel_read",
     "channel_send",
     "document_suggest",
@@ -32,6 +34,7 @@ pub const CONTEXT_TOOLS: &[&str] = &[
     "my_inbox_ack",
     "my_inbox_defer",
     "my_status_set",
+    "permission_request",
     "resource_create",
     "resource_read",
     "team_doc_append",
@@ -57,6 +60,8 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "agent_resume",
     "agent_update",
     "backend_list",
+    "contract_list",
+    "contract_set",
     "schedule_clear",
     "schedule_set",
     "workflow_context_set",
@@ -71,6 +76,8 @@ pub fn lead_tools() -> Vec<String> {
     let mut all: Vec<String> = CONTEXT_TOOLS
         .iter()
         .chain(MANAGEMENT_TOOLS)
+        // How a worker run asks before a tool runs: never the lead's.
+        .filter(|t| **t != "permission_request")
         .map(|t| t.to_string())
         .collect();
     all.sort();

@@ -11,6 +11,7 @@
 //! - the send guard: when others posted since the sender last read, the send still
 //!   succeeds and the result lists what was missed (unless `force`).
 
+mod governed;
 pub mod inbox;
 pub mod mentions;
 pub mod resources;
@@ -148,6 +149,8 @@ pub(crate) struct Posted {
     /// The kernel's own message to the lead (a pause, a failure, a guard): what
     /// MCP logging tells the lead's clients.
     notice: Option<String>,
+    /// The kernel's messages written with this one (a contract's notes).
+    extra: Vec<Posted>,
 }
 
 /// Posts the kernel's own message (`from: system`, kind `system`) inside a store job,
@@ -175,6 +178,7 @@ pub(crate) fn post_system(
             to: None,
             force: true,
         },
+        &governed::Rules::none(),
     )?;
     if posted.recipients.iter().any(|r| r == LEAD) {
         posted.notice = Some(text);
@@ -183,7 +187,7 @@ pub(crate) fn post_system(
 }
 
 /// Writes one message and its deliveries. Runs inside a store job.
-fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
+fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules) -> Result<Posted> {
     let (content, resource) = prepare_content(scope, &send.message)?;
     let agents = agent_names(c, scope.workflow_id)?;
     let mut members = agents.clone();
@@ -210,10 +214,13 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
 
     let parsed = mentions::parse(&send.message);
     let (mut recipients, unknown) = mentions::recipients(&parsed, &members, &agents, me);
+    let mut to = to;
     if let Some(t) = &to {
         // A DM reaches only its addressee, whatever it mentions.
         recipients = vec![t.clone()];
     }
+    // Contracts on messages: refuse, re-route, tell (see `governed`).
+    let governed = rules.apply(scope, &send.message, &members, &mut recipients, &mut to)?;
     let priority = mentions::priority(&parsed, &send.message);
     let id = uuid::Uuid::now_v7().to_string();
     let now = now_ms();
@@ -285,13 +292,18 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Posted> {
             members.join(", ")
         ));
     }
-    if recipients.is_empty() && to.is_none() {
+    if let Some(n) = &governed.note {
+        notes.push(n.clone());
+    }
+    if recipients.is_empty() && to.is_none() && governed.note.is_none() {
         notes.push(
             "nobody was mentioned, so no inbox got this; start with @name to address someone"
                 .into(),
         );
     }
+    let extra = governed.after(c, scope, &id, &send.message)?;
     Ok(Posted {
+        extra,
         recipients: recipients.clone(),
         result: SendResult {
             id,
@@ -390,15 +402,11 @@ impl Kernel {
         sends: Vec<Outgoing>,
     ) -> Result<Vec<SendResult>> {
         let s = scope.clone();
+        let rules = governed::Rules::of(self, scope);
         let posted = self
             .store
-            .write(move |c| {
-                sends
-                    .iter()
-                    .map(|m| post(c, &s, m))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .await?;
+            .write(move |c| governed::post_all(c, &s, &sends, &rules, post))
+            .await??;
         for p in &posted {
             self.announce(scope.workflow_id, p);
         }
@@ -407,6 +415,9 @@ impl Kernel {
 
     /// Publishes a committed message's events (the wake source for recipients).
     pub(crate) fn announce(&self, workflow_id: i64, posted: &Posted) {
+        for p in &posted.extra {
+            self.announce(workflow_id, p);
+        }
         let message_id = &posted.result.id;
         self.events.publish(Event::Posted {
             workflow_id,

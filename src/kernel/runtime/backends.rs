@@ -60,7 +60,7 @@ impl Kernel {
         env: &BTreeMap<String, String>,
         permissions: &crate::permissions::Permissions,
     ) -> Option<String> {
-        if matches!(backend, "mock" | "external") {
+        if matches!(backend, "mock" | "external" | "human") {
             return None;
         }
         let mut notes = Vec::new();

@@ -31,7 +31,7 @@ impl Kernel {
                 let owed: bool = c.query_row(
                     "SELECT EXISTS (SELECT 1 FROM schedules)
                          OR EXISTS (SELECT 1 FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL)
-                         OR EXISTS (SELECT 1 FROM agents a WHERE a.backend <> 'external' AND EXISTS (
+                         OR EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human') AND EXISTS (
                                SELECT 1 FROM deliveries d
                                 WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
                                   AND d.state <> 'acked'))",

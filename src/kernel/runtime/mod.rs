@@ -10,6 +10,7 @@ pub mod agents;
 pub mod ask;
 pub mod backends;
 pub mod idle;
+pub mod requests;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;

@@ -24,7 +24,8 @@ impl Kernel {
         progress: broadcast::Sender<String>,
         done: watch::Sender<bool>,
     ) {
-        let mut limits = self.workers.limits;
+        let mut limits = self.workers.limits.clone();
+        limits.held = process::Held::Flag(spec.held.clone());
         limits.idle = self.idle_limit(&spec);
         let mut end = RunEnd::default();
         let mut outcome = None;
@@ -43,7 +44,7 @@ impl Kernel {
         });
         let finished = process::supervise(
             cmd,
-            limits,
+            limits.clone(),
             process::Group::Own,
             stop,
             |s| {
@@ -137,6 +138,14 @@ impl Kernel {
                 }
             }
         }
+        {
+            let mut kept = spec.denials.lock().unwrap();
+            for d in kept.drain(..) {
+                if end.denials.len() < runs::MAX_DENIALS {
+                    end.denials.push(d);
+                }
+            }
+        }
         let (rid, aid, wid, name) = (
             run_id.clone(),
             spec.agent_id,
@@ -152,6 +161,7 @@ impl Kernel {
             tracing::error!(run = %run_id, "cannot record the end of the run: {e}");
         }
         self.tokens.forget_agent(spec.agent_id);
+        self.lose_approvals_of(&run_id).await;
         tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
         let again = self
             .workers
@@ -166,6 +176,19 @@ impl Kernel {
             run_id: run_id.clone(),
             ok: end.ok,
         });
+        let status = if end.ok {
+            "succeeded"
+        } else if end.stopped() {
+            "stopped"
+        } else {
+            "failed"
+        };
+        if let Err(e) = self
+            .run_end_contracts(spec.agent_id, &spec.name, &spec.workflow, spec.workflow_id, status)
+            .await
+        {
+            tracing::warn!(run = %run_id, "run_end contracts: {e}");
+        }
         // The scheduler settles the outcome (retry, pause, guards) and, unless the
         // run failed (its retry serves the wake), starts the remembered run before this
         // one reports done, so a waiter that wants "the run after this one" finds it.

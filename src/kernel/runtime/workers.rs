@@ -19,6 +19,7 @@ use crate::worker::protocol::{self, RunConfig};
 use rusqlite::OptionalExtension;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -45,6 +46,9 @@ pub(super) struct Active {
     pub(super) progress: broadcast::Sender<String>,
     /// A wake arrived during the run: run once more when it ends (trigger, prompt).
     pub(super) wake_again: Option<(String, Option<String>)>,
+    /// The run's [`Spec::held`] and [`Spec::denials`].
+    pub(super) held: Arc<AtomicBool>,
+    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
 }
 
 impl Active {
@@ -111,10 +115,14 @@ pub(super) struct Spec {
     pub(super) session_usage: Option<protocol::Usage>,
     /// The instance's state: a stopped or failed workflow starts no runs.
     pub(super) workflow_state: String,
+    /// Set while the run waits for an approval (its silence is not idleness).
+    pub(super) held: Arc<AtomicBool>,
+    /// What the kernel refused the run (tool requests), kept with the run at its end.
+    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
 }
 
 impl Kernel {
-    async fn spec(&self, agent_id: i64) -> Result<Spec> {
+    pub(super) async fn spec(&self, agent_id: i64) -> Result<Spec> {
         self.store
             .read(move |c| {
                 c.query_row(
@@ -142,6 +150,8 @@ impl Kernel {
                             state: r.get(11)?,
                             session_id: r.get(12)?,
                             workflow_state: r.get(13)?,
+                            held: Default::default(),
+                            denials: Default::default(),
                             session_usage: r
                                 .get::<_, Option<String>>(14)?
                                 .and_then(|u| serde_json::from_str(&u).ok()),
@@ -216,11 +226,11 @@ impl Kernel {
                 spec.name
             )));
         }
-        if spec.backend == crate::kernel::registry::EXTERNAL {
+        if crate::kernel::registry::has_no_worker(&spec.backend) {
             return Err(Error::invalid(format!(
-                "{} has no worker (backend external): the client connected with agent_join acts as it and \
+                "{} has no worker (backend {}): the client connected with agent_join acts as it and \
                  reads its inbox itself",
-                spec.name
+                spec.name, spec.backend
             )));
         }
         if matches!(spec.workflow_state.as_str(), "stopped" | "failed") {
@@ -249,6 +259,8 @@ impl Kernel {
                 done: done_rx,
                 progress: progress.clone(),
                 wake_again: None,
+                held: spec.held.clone(),
+                denials: spec.denials.clone(),
             };
             let h = a.handle();
             active.insert(agent_id, a);
@@ -333,6 +345,16 @@ impl Kernel {
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
             permissions: spec.config.permissions.clone(),
             mcp_servers: spec.config.mcp_servers.clone(),
+            governed: {
+                let all = self.contracts.all();
+                crate::contracts::governed_kinds(
+                    crate::kernel::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow),
+                    &spec.name,
+                )
+                .into_iter()
+                .map(|k| k.as_str().to_owned())
+                .collect()
+            },
         };
         let mut cmd = tokio::process::Command::new(&self.workers.exe);
         cmd.arg(WORKER_MODE).current_dir(&cwd);

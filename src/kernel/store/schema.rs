@@ -287,4 +287,56 @@ CREATE INDEX deliveries_deferred ON deliveries (workflow_id, recipient, defer_un
     r#"
 ALTER TABLE runs ADD COLUMN prompt_summary TEXT;
 "#,
+    // 11: contracts (rules the kernel applies), what they decided, and approvals.
+    r#"
+CREATE TABLE contracts (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    name              TEXT NOT NULL,
+    -- NULL: the lead's (its `workflow` field says where it applies); else the
+    -- instance whose workflow YAML declared it.
+    owner_workflow_id INTEGER REFERENCES workflows(id),
+    spec              TEXT NOT NULL,
+    source            TEXT NOT NULL,
+    created_at        INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX contracts_by_name ON contracts (COALESCE(owner_workflow_id, 0), name);
+
+CREATE TABLE contract_decisions (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    at          INTEGER NOT NULL,
+    workflow_id INTEGER NOT NULL,
+    agent       TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    detail      TEXT NOT NULL,
+    contracts   TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    approval_id INTEGER,
+    decided_by  TEXT,
+    reason      TEXT
+);
+CREATE INDEX decisions_by_workflow ON contract_decisions (workflow_id, id);
+
+CREATE TABLE approvals (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id INTEGER NOT NULL,
+    agent_id    INTEGER NOT NULL,
+    agent       TEXT NOT NULL,
+    run_id      TEXT,
+    event       TEXT NOT NULL,
+    detail      TEXT NOT NULL,
+    contracts   TEXT NOT NULL,
+    approvers   TEXT NOT NULL,
+    needed      INTEGER NOT NULL,
+    votes       TEXT NOT NULL DEFAULT '[]',
+    on_timeout  TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'pending',
+    reason      TEXT,
+    decided_by  TEXT,
+    created_at  INTEGER NOT NULL,
+    deadline    INTEGER NOT NULL,
+    decided_at  INTEGER
+);
+CREATE INDEX approvals_open ON approvals (deadline) WHERE state = 'pending';
+CREATE INDEX approvals_by_workflow ON approvals (workflow_id, id);
+"#,
 ];

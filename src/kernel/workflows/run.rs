@@ -157,10 +157,16 @@ impl Kernel {
             .filter(|a| a.backend == "mock")
             .map(|a| a.name.clone())
             .collect();
+        let contracts = wf.contracts.clone();
         let (wid, armed) = self
             .store
             .write(move |c| {
                 let wid = workflow_id_tx(c, &w, true)?.expect("created");
+                // The instance's own contracts are those of the file it runs now.
+                c.execute("DELETE FROM contracts WHERE owner_workflow_id = ?1", [wid])?;
+                for (name, spec) in &contracts {
+                    crate::kernel::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name)?;
+                }
                 let now = now_ms();
                 c.execute(
                     "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,
@@ -205,6 +211,7 @@ impl Kernel {
             })
             .await?;
         self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
+        self.reload_contracts().await?;
         // A run starts mock scripts afresh: their `times` counters live in the agent's
         // own folder.
         for name in mocks {

@@ -25,9 +25,10 @@ pub const DEFAULT_JOIN_TTL: &str = "24h";
 pub struct AgentNewArgs {
     /// The agent's name: starts with a letter, then letters, digits, '_' or '-'. Others @mention it by this name.
     pub name: String,
-    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk, mock, or external (no
-    /// worker: a client connected with agent_join acts as the agent).
-    #[schemars(extend("enum" = ["claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external"]))]
+    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk, mock, external (no
+    /// worker: a client connected with agent_join acts as the agent) or human (a person: no
+    /// worker; contracts may name them as approvers or route messages to them).
+    #[schemars(extend("enum" = ["claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external", "human"]))]
     pub backend: String,
     /// Model for the backend, e.g. "sonnet" or "gpt-5.5" (default: the backend's own).
     #[serde(default)]

@@ -10,6 +10,7 @@
 mod agents;
 mod backends;
 mod channel;
+pub(crate) mod contracts;
 mod documents;
 mod inbox;
 mod lifecycle;
@@ -161,6 +162,7 @@ impl AgentWorker {
             + Self::document_tools()
             + Self::proposal_tools()
             + Self::resource_tools()
+            + Self::approval_tools()
     }
 
     /// Management tools: the lead only.
@@ -171,5 +173,6 @@ impl AgentWorker {
             + Self::workflow_tools()
             + Self::workflow_run_tools()
             + Self::schedule_tools()
+            + Self::contract_tools()
     }
 }

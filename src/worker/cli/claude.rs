@@ -69,7 +69,16 @@ pub fn invocation(
     // The file holds the run's token and the servers' secrets: private to this user.
     let mcp_file = scratch.write("mcp.json", &json!({ "mcpServers": servers }).to_string())?;
     let names: Vec<&str> = own.iter().map(|(n, _)| n.as_str()).collect();
-    let rules = permissions::backends::claude(&cfg.permissions, &names);
+    let governed: Vec<permissions::Kind> = cfg
+        .governed
+        .iter()
+        .filter_map(|k| permissions::Kind::parse(k))
+        .collect();
+    let rules = if governed.is_empty() {
+        permissions::backends::claude(&cfg.permissions, &names)
+    } else {
+        permissions::backends::claude_governed(&cfg.permissions, &names, &governed)
+    };
     let mut args: Vec<String> = vec![
         "-p".into(),
         prompt::task(cfg, run.context),
@@ -88,6 +97,13 @@ pub fn invocation(
     ];
     if let Some(m) = &cfg.model {
         args.extend(["--model".into(), m.clone()]);
+    }
+    if !governed.is_empty() {
+        // Contracts govern some of its tools: Claude Code asks the kernel first.
+        args.extend([
+            "--permission-prompt-tool".into(),
+            format!("mcp__{SERVER}__permission_request"),
+        ]);
     }
     if let Some(s) = session {
         args.extend(["--resume".into(), s.to_owned()]);

@@ -225,6 +225,10 @@ fn cli_limits(cfg: &RunConfig) -> Limits {
         idle: idle.saturating_sub((idle / 10).min(Duration::from_secs(30))),
         total: k.total.saturating_sub(Duration::from_secs(60)),
         grace: Duration::from_secs(3),
+        held: process::Held::File(
+            super::protocol::scratch_dir(&std::env::temp_dir(), &cfg.run_id)
+                .join(super::protocol::HELD_FILE),
+        ),
     }
 }
 
@@ -394,6 +398,7 @@ async fn drive(
     cmd.envs(inv.env.iter().map(|(k, v)| (k, v)));
     let report = run.report;
     let limits = cli_limits(run.cfg);
+    let described = limits.clone();
     // Every event of the CLI (text, thinking, a command it runs) is a sign of life,
     // not only the ones we report: without this the kernel's idle limit would stop a
     // CLI that is busy streaming an answer.
@@ -431,7 +436,7 @@ async fn drive(
     };
     Err(Failure::new(
         class,
-        format!("{} {}", inv.program, done.ended.describe(&limits)),
+        format!("{} {}", inv.program, done.ended.describe(&described)),
     ))
 }
 

@@ -45,6 +45,7 @@ pub async fn run_command(
         idle: limit,
         total: limit,
         grace: Duration::from_secs(2),
+        held: Default::default(),
     };
     let mut head = String::new();
     let mut tail = std::collections::VecDeque::<String>::new();

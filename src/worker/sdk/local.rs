@@ -114,6 +114,8 @@ fn request(name: &str, args: &Value) -> Option<Request> {
 pub struct Local<'a> {
     pub root: Root,
     pub permissions: &'a Permissions,
+    /// The kernel, asked before a tool runs (its contracts).
+    pub client: &'a crate::worker::client::Kernel,
     pub stop: &'a CancellationToken,
     pub report: &'a Reporter,
 }
@@ -124,6 +126,9 @@ impl Local<'_> {
     pub async fn call(&self, name: &str, args: &Value) -> Option<(String, bool)> {
         let req = request(name, args)?;
         if let Some(why) = self.ask(req, name) {
+            return Some((why, true));
+        }
+        if let Some(why) = self.govern(name, args).await {
             return Some((why, true));
         }
         let s = |k: &str| args.get(k).and_then(Value::as_str);
@@ -177,6 +182,34 @@ impl Local<'_> {
         }
     }
 }
+
+impl Local<'_> {
+    /// Asks the team's contracts (after the profile allowed it): None to go on, or
+    /// the reason it is refused. A request the kernel cannot answer is refused:
+    /// nothing runs unasked. It may wait for a person's approval.
+    pub async fn govern(&self, tool: &str, args: &Value) -> Option<String> {
+        let ask = serde_json::json!({"tool_name": tool, "input": args});
+        match self.client.call(PERMISSION_TOOL, ask).await {
+            Ok(Ok(v)) if v["behavior"] == "allow" => None,
+            Ok(Ok(v)) => Some(
+                v["message"]
+                    .as_str()
+                    .unwrap_or("refused by the team's contracts")
+                    .to_owned(),
+            ),
+            Ok(Err(crate::worker::client::ToolFailed(e))) => Some(format!(
+                "refused: the team's contracts could not be asked ({e})"
+            )),
+            Err(e) => Some(format!(
+                "refused: the team's contracts could not be asked ({})",
+                e.message
+            )),
+        }
+    }
+}
+
+/// The kernel's tool a run asks through (never offered to the model).
+pub const PERMISSION_TOOL: &str = "permission_request";
 
 fn file_call(dir: &std::path::Path, name: &str, args: &Value) -> Result<String, String> {
     let root = Root::new(dir)?;

@@ -196,7 +196,7 @@ async fn tool_loop(
 ) -> Result<Option<String>, Failure> {
     let mut tools = local::tools();
     for t in run.client.tools().await? {
-        if local::NAMES.contains(&t.name.as_ref()) {
+        if local::NAMES.contains(&t.name.as_ref()) || t.name == local::PERMISSION_TOOL {
             continue;
         }
         tools.push(ToolDef {
@@ -209,6 +209,7 @@ async fn tool_loop(
     let local = local::Local {
         root: fs::Root::new(&run.cfg.cwd).map_err(|e| Failure::new(ErrorClass::Other, e))?,
         permissions: &run.cfg.permissions,
+        client: run.client,
         stop: run.stop,
         report: run.report,
     };
@@ -279,7 +280,10 @@ async fn tool_loop(
                                 &call.name,
                             ) {
                                 Some(why) => (why, true),
-                                None => servers.call(&server, tool, args).await,
+                                None => match local.govern(&call.name, &args).await {
+                                    Some(why) => (why, true),
+                                    None => servers.call(&server, tool, args).await,
+                                },
                             }
                         }
                         None => match run.client.call(&call.name, args).await? {

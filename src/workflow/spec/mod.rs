@@ -42,7 +42,7 @@ const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_STEPS: i128 = 500;
 
 const TOP_KEYS: &[&str] = &[
-    "name", "agents", "context", "params", "setup", "kickoff", "budget",
+    "name", "agents", "context", "params", "setup", "kickoff", "budget", "contracts",
 ];
 const AGENT_KEYS: &[&str] = &[
     "backend",
@@ -252,7 +252,12 @@ impl Doc<'_> {
             Some((i, n)) => self.budget(n, &[Step::Entry(i)])?,
             None => None,
         };
+        let contracts = match get("contracts") {
+            Some((_, Node::Null)) | None => Vec::new(),
+            Some((i, n)) => self.contracts(n, &[Step::Entry(i)], &agent_names)?,
+        };
         Ok(Workflow {
+            contracts,
             name,
             file: file.map(Path::to_path_buf),
             source_dir: self.source_dir.clone(),
@@ -299,6 +304,65 @@ impl Doc<'_> {
                 "add e.g. `name: my-workflow` (A-Z a-z 0-9 . _ -) at the top",
             )),
         }
+    }
+
+    /// `contracts:` a list of contracts, as contract_set takes them, for this
+    /// instance only (`workflow:` is not theirs to set).
+    fn contracts(
+        &self,
+        n: &Node,
+        path: &[Step],
+        agents: &[&str],
+    ) -> Result<Vec<(String, serde_json::Value)>, SpecError> {
+        let items = self.list(
+            n,
+            path,
+            "contracts must be a list",
+            "write contracts: [ { name: no-rm, when: { event: tool_request, tool: shell, match: \"rm *\" }, then: { action: deny } } ]",
+        )?;
+        let mut out: Vec<(String, serde_json::Value)> = Vec::new();
+        for i in 0..items.len() {
+            let mut at = path.to_vec();
+            at.push(Step::Item(i));
+            let v: serde_json::Value =
+                extract(self.text, &at).map_err(|e| self.typed_error(&e, &at))?;
+            if v.get("workflow").is_some() {
+                return Err(self.err(
+                    &at,
+                    "a workflow's contract applies to its own instance; it has no `workflow`",
+                    "remove `workflow:` (contract_set takes it, for contracts set by the lead)",
+                ));
+            }
+            let c = crate::contracts::parse(&v).map_err(|e| {
+                self.err(
+                    &at,
+                    format!("contract: {e}"),
+                    "see the Contracts section of the README for each event's filters and actions",
+                )
+            })?;
+            if out.iter().any(|(name, _)| *name == c.name) {
+                return Err(self.err(&at, format!("contract {:?} is named twice", c.name), "give each its own name"));
+            }
+            // A member a contract names must be one of this workflow's (or the lead).
+            let named: Vec<&String> = match &c.then {
+                crate::contracts::Then::RequireApproval { approvers, .. } => approvers.iter().collect(),
+                crate::contracts::Then::Notify { to } => to.iter().collect(),
+                crate::contracts::Then::Route { to } => vec![to],
+                _ => Vec::new(),
+            };
+            if let Some(m) = named
+                .into_iter()
+                .find(|m| m.as_str() != crate::names::LEAD && !agents.iter().any(|a| a.eq_ignore_ascii_case(m)))
+            {
+                return Err(self.err(
+                    &at,
+                    format!("contract {:?} names {m:?}, who is not an agent of this workflow", c.name),
+                    &format!("name one of: user, {}", agents.join(", ")),
+                ));
+            }
+            out.push((c.name.clone(), v));
+        }
+        Ok(out)
     }
 
     /// The items of a top-level list (`params`, `setup`); absent or null is empty.

@@ -305,6 +305,9 @@ impl Kernel {
                 scope.workflow
             )));
         }
+        if !scope.lead {
+            self.doc_contracts(scope, &path.to_string()).await?;
+        }
         let edit = edit_for(path.clone(), mode, content);
         let (doc, created) = docs.update(&path, &scope.me, edit).await?;
         self.events
@@ -319,6 +322,53 @@ impl Kernel {
             version: doc.version,
             created,
         })
+    }
+
+    /// What doc_write contracts say about an agent's write: refused (with the
+    /// contract's reason, nothing written), or told to the members they name.
+    async fn doc_contracts(&self, scope: &Scope, file: &str) -> Result<()> {
+        use crate::contracts::{self, Event};
+        use crate::kernel::governance::contracts::{Decision, in_force, record_tx};
+        let all = self.contracts.all();
+        let v = contracts::decide(
+            in_force(&all, scope.workflow_id, &scope.workflow),
+            &Event::DocWrite {
+                agent: &scope.me,
+                file,
+            },
+        );
+        if !v.any() {
+            return Ok(());
+        }
+        let (s, f, v2) = (scope.clone(), file.to_owned(), v.clone());
+        let posted = self
+            .store
+            .write(move |c| {
+                record_tx(c, &Decision::of(s.workflow_id, &s.me, "doc_write", &f, &v2))?;
+                let mut out = Vec::new();
+                for (contract, to) in &v2.notify {
+                    let who: String = to.iter().map(|m| format!("@{m} ")).collect();
+                    out.push(crate::kernel::messaging::post_system(
+                        c,
+                        s.workflow_id,
+                        &s.workflow,
+                        format!(
+                            "{who}contract \"{contract}\": {} {} document {f}.",
+                            s.me,
+                            if v2.deny.is_some() { "tried to write" } else { "writes" }
+                        ),
+                    )?);
+                }
+                Ok(out)
+            })
+            .await?;
+        for p in &posted {
+            self.announce(scope.workflow_id, p);
+        }
+        match v.deny {
+            Some((_, why, _)) => Err(Error::forbidden(format!("{why} (nothing was written)"))),
+            None => Ok(()),
+        }
     }
 
     pub async fn doc_list(&self, scope: &Scope) -> Result<DocList> {

@@ -96,7 +96,7 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
     let (agent_tokens, agent_cost) = spent(&agent_budget, "agent_id", agent_id)?;
     let (workflow_tokens, workflow_cost) = spent(&workflow_budget, "workflow_id", wid)?;
     Ok(Some(GateFacts {
-        external: backend == crate::kernel::registry::EXTERNAL,
+        external: crate::kernel::registry::has_no_worker(&backend),
         name,
         workflow,
         workflow_id: wid,
@@ -261,6 +261,13 @@ impl Kernel {
                     None,
                 )
                 .await
+            }
+            Gate::Go
+                if self
+                    .spend_holds(agent_id, &facts.name, &facts.workflow, facts.workflow_id)
+                    .await? =>
+            {
+                Ok(())
             }
             Gate::Go => match self
                 .start_run(agent_id, wake.trigger(), prompt.clone())

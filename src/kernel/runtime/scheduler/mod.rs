@@ -241,13 +241,13 @@ impl Kernel {
                     ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL AND ?1 IS NOT NULL")?,
                     // Per agent, the first open delivery is enough (a join would visit
                     // every open delivery: millions after a bulk import).
-                    ids("SELECT a.id, NULL FROM agents a WHERE a.backend <> 'external' AND EXISTS (
+                    ids("SELECT a.id, NULL FROM agents a WHERE a.backend NOT IN ('external', 'human') AND EXISTS (
                            SELECT 1 FROM deliveries d
                             WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
                               AND d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1))")?,
                     ids("SELECT a.id, min(d.defer_until) FROM agents a JOIN deliveries d
                            ON d.workflow_id = a.workflow_id AND d.recipient = a.name
-                         WHERE d.state = 'deferred' AND d.defer_until > ?1 AND a.backend <> 'external'
+                         WHERE d.state = 'deferred' AND d.defer_until > ?1 AND a.backend NOT IN ('external', 'human')
                          GROUP BY a.id")?,
                     ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked') AND ?1 IS NOT NULL")?,
                 ))
@@ -292,7 +292,9 @@ impl Kernel {
                     }
                     Ok(Event::Posted { workflow_id, .. })
                     | Ok(Event::AgentChanged { workflow_id, .. })
-                    | Ok(Event::RunEnded { workflow_id, .. }) => {
+                    | Ok(Event::RunEnded { workflow_id, .. })
+                    | Ok(Event::ApprovalAsked { workflow_id, .. })
+                    | Ok(Event::ApprovalClosed { workflow_id, .. }) => {
                         k.scheduler.settle_soon(workflow_id);
                     }
                     Ok(
@@ -366,7 +368,7 @@ impl Kernel {
             .read(move |c| {
                 let mut st = c.prepare_cached(
                     "SELECT id, name FROM agents WHERE workflow_id = ?1
-                           AND backend <> 'external' AND state <> 'paused'",
+                           AND backend NOT IN ('external', 'human') AND state <> 'paused'",
                 )?;
                 // Recipients carry the members' stored names, so they match exactly.
                 let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();

@@ -172,7 +172,7 @@ impl Kernel {
 
     /// Pauses an agent and tells the lead why. With `auto_from`, the pause is an
     /// automatic one (auth, billing): it resumes by itself after a backoff.
-    pub(super) async fn pause_with_reason(
+    pub(crate) async fn pause_with_reason(
         self: &Arc<Self>,
         agent_id: i64,
         wf: &WorkflowRef,
