@@ -76,24 +76,36 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
     assert_eq!(r["status"], "succeeded", "{r}");
     assert!(victim.exists(), "the file was deleted despite the contract");
     let told = last_call(&llm);
-    assert!(told.contains("nobody deletes files"), "the model was not told why: {told}");
+    assert!(
+        told.contains("nobody deletes files"),
+        "the model was not told why: {told}"
+    );
 
     let list = call(&lead, "contract_list", json!({})).await.ok();
     let d = &list["decisions"][0];
     assert_eq!(d["outcome"], "denied", "{list}");
     assert_eq!(d["contracts"], json!(["no-rm"]));
     assert_eq!(d["agent"], "worker");
-    assert!(d["detail"].as_str().unwrap().contains("rm -f victim.txt"), "{d}");
     assert!(
-        list["built_in"].as_array().unwrap().iter().any(|g| g["says"]
-            .as_str()
+        d["detail"].as_str().unwrap().contains("rm -f victim.txt"),
+        "{d}"
+    );
+    assert!(
+        list["built_in"]
+            .as_array()
             .unwrap()
-            .contains("60 runs in the last hour")),
+            .iter()
+            .any(|g| g["says"]
+                .as_str()
+                .unwrap()
+                .contains("60 runs in the last hour")),
         "the guards are shown as contracts: {list}"
     );
     let i = info(&lead, "worker").await;
     assert!(
-        i["runs"][0]["denials"].to_string().contains("nobody deletes files"),
+        i["runs"][0]["denials"]
+            .to_string()
+            .contains("nobody deletes files"),
         "the refusal is kept with the run: {i}"
     );
 
@@ -109,9 +121,20 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
 }
 
 /// An sdk agent whose write needs the lead's approval, waiting on it.
-async fn held_write(timeout: &str) -> (tempfile::TempDir, tempfile::TempDir, FakeLlm, HttpServer, Client) {
+async fn held_write(
+    timeout: &str,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    FakeLlm,
+    HttpServer,
+    Client,
+) {
     let work = tempfile::tempdir().unwrap();
-    let write = [("write_file", json!({"path": "hello.txt", "content": "written"}))];
+    let write = [(
+        "write_file",
+        json!({"path": "hello.txt", "content": "written"}),
+    )];
     let llm = FakeLlm::start(Script::steps(&write, "done")).await;
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
@@ -123,9 +146,13 @@ async fn held_write(timeout: &str) -> (tempfile::TempDir, tempfile::TempDir, Fak
                "then": {"action": "require_approval", "approvers": ["user"], "timeout": timeout}}),
     )
     .await;
-    call(&lead, "channel_send", json!({"message": "@worker write hello.txt"}))
-        .await
-        .ok();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@worker write hello.txt"}),
+    )
+    .await
+    .ok();
     (work, dir, llm, s, lead)
 }
 
@@ -162,7 +189,13 @@ async fn an_approval_holds_the_run_until_the_lead_approves() {
         std::fs::read_to_string(work.path().join("hello.txt")).unwrap(),
         "written"
     );
-    let again = call(&lead, "approval_decide", json!({"id": id, "decision": "deny"})).await.err();
+    let again = call(
+        &lead,
+        "approval_decide",
+        json!({"id": id, "decision": "deny"}),
+    )
+    .await
+    .err();
     assert!(again.contains("already approved"), "{again}");
     let list = call(&lead, "contract_list", json!({})).await.ok();
     assert_eq!(list["decisions"][0]["outcome"], "approved", "{list}");
@@ -213,10 +246,17 @@ async fn a_restart_keeps_contracts_and_decisions_and_loses_the_killed_runs_appro
     assert_eq!(list["contracts"][0]["name"], "edits-need-me", "{list}");
     let lost = approval_in(&lead, "lost", 5).await;
     assert_eq!(lost["id"], a["id"]);
-    let e = call(&lead, "approval_decide", json!({"id": a["id"], "decision": "approve"}))
-        .await
-        .err();
-    assert!(e.contains("already lost"), "never approved after the fact: {e}");
+    let e = call(
+        &lead,
+        "approval_decide",
+        json!({"id": a["id"], "decision": "approve"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("already lost"),
+        "never approved after the fact: {e}"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!work.path().join("hello.txt").exists());
     s.stop().await;
@@ -238,19 +278,34 @@ async fn spending_past_a_threshold_waits_for_the_lead() {
                "then": {"action": "require_approval", "timeout": "10m"}}),
     )
     .await;
-    assert!(set["contract"]["says"].as_str().unwrap().contains("more than $0.0005"));
+    assert!(
+        set["contract"]["says"]
+            .as_str()
+            .unwrap()
+            .contains("more than $0.0005")
+    );
     let r = ask(&lead, "worker", "first", 40).await;
     assert_eq!(r["status"], "succeeded", "{r}");
-    call(&lead, "channel_send", json!({"message": "@worker second"})).await.ok();
+    call(&lead, "channel_send", json!({"message": "@worker second"}))
+        .await
+        .ok();
     let a = approval_in(&lead, "pending", 20).await;
     assert_eq!(a["event"], "spend");
     assert!(a["what"].as_str().unwrap().contains("$0.0005"), "{a}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let i = info(&lead, "worker").await;
-    assert_eq!(i["runs"].as_array().unwrap().len(), 1, "held: no second run yet: {i}");
-    call(&lead, "approval_decide", json!({"id": a["id"], "decision": "approve"}))
-        .await
-        .ok();
+    assert_eq!(
+        i["runs"].as_array().unwrap().len(),
+        1,
+        "held: no second run yet: {i}"
+    );
+    call(
+        &lead,
+        "approval_decide",
+        json!({"id": a["id"], "decision": "approve"}),
+    )
+    .await
+    .ok();
     let i = wait_info(&lead, "worker", 20, |i| {
         i["runs"].as_array().is_some_and(|r| r.len() == 2) && i.get("running").is_none()
     })
@@ -264,10 +319,18 @@ async fn messages_to_a_member_are_routed_through_a_reviewer_or_refused() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    for (name, backend) in [("alice", "external"), ("deployer", "human"), ("reviewer", "human")] {
-        call(&lead, "agent_new", json!({"name": name, "backend": backend}))
-            .await
-            .ok();
+    for (name, backend) in [
+        ("alice", "external"),
+        ("deployer", "human"),
+        ("reviewer", "human"),
+    ] {
+        call(
+            &lead,
+            "agent_new",
+            json!({"name": name, "backend": backend}),
+        )
+        .await
+        .ok();
     }
     contract(
         &lead,
@@ -285,27 +348,42 @@ async fn messages_to_a_member_are_routed_through_a_reviewer_or_refused() {
     let deployer = join(&s, &lead, "deployer", Proto::Legacy).await;
     let reviewer = join(&s, &lead, "reviewer", Proto::Legacy).await;
 
-    let sent = call(&alice, "channel_send", json!({"message": "@deployer ship v2 now"}))
-        .await
-        .ok();
+    let sent = call(
+        &alice,
+        "channel_send",
+        json!({"message": "@deployer ship v2 now"}),
+    )
+    .await
+    .ok();
     assert!(sent["note"].as_str().unwrap().contains("routed"), "{sent}");
     let d = call(&deployer, "my_inbox", json!({})).await.ok();
     assert_eq!(d["messages"].as_array().unwrap().len(), 0, "{d}");
     let r = call(&reviewer, "my_inbox", json!({})).await.ok();
     assert!(r.to_string().contains("ship v2 now"), "{r}");
     // The reviewer forwards it: its own message is not routed back.
-    call(&reviewer, "channel_send", json!({"message": "@deployer ship v2 now (reviewed)"}))
-        .await
-        .ok();
+    call(
+        &reviewer,
+        "channel_send",
+        json!({"message": "@deployer ship v2 now (reviewed)"}),
+    )
+    .await
+    .ok();
     let d = call(&deployer, "my_inbox", json!({})).await.ok();
     assert!(d.to_string().contains("(reviewed)"), "{d}");
 
-    let e = call(&alice, "channel_send", json!({"message": "@reviewer the password is hunter2"}))
-        .await
-        .err();
+    let e = call(
+        &alice,
+        "channel_send",
+        json!({"message": "@reviewer the password is hunter2"}),
+    )
+    .await
+    .err();
     assert!(e.contains("no secrets in the channel"), "{e}");
     let ch = call(&lead, "channel_read", json!({"limit": 50})).await.ok();
-    assert!(!ch.to_string().contains("hunter2"), "a refused message is not written: {ch}");
+    assert!(
+        !ch.to_string().contains("hunter2"),
+        "a refused message is not written: {ch}"
+    );
     let list = call(&lead, "contract_list", json!({})).await.ok();
     let outcomes: Vec<&str> = list["decisions"]
         .as_array()
@@ -313,7 +391,10 @@ async fn messages_to_a_member_are_routed_through_a_reviewer_or_refused() {
         .iter()
         .map(|d| d["outcome"].as_str().unwrap())
         .collect();
-    assert!(outcomes.contains(&"denied") && outcomes.contains(&"routed"), "{list}");
+    assert!(
+        outcomes.contains(&"denied") && outcomes.contains(&"routed"),
+        "{list}"
+    );
     s.stop().await;
 }
 
@@ -323,17 +404,37 @@ async fn contract_errors_name_the_field_and_change_nothing() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     for (spec, want) in [
-        (json!({"name": "x", "when": {"event": "tool_request", "tool": "exec"}, "then": {"action": "deny"}}), "contract.when.tool"),
-        (json!({"name": "x", "when": {"event": "message"}, "then": {"action": "require_approval"}}), "route"),
-        (json!({"name": "x", "when": {"event": "spend"}, "then": {"action": "pause"}}), "usd"),
-        (json!({"name": "x", "workflow": "@nope:never", "when": {"event": "run_end"}, "then": {"action": "notify"}}), "nope"),
+        (
+            json!({"name": "x", "when": {"event": "tool_request", "tool": "exec"}, "then": {"action": "deny"}}),
+            "contract.when.tool",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "require_approval"}}),
+            "route",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "spend"}, "then": {"action": "pause"}}),
+            "usd",
+        ),
+        (
+            json!({"name": "x", "workflow": "@nope:never", "when": {"event": "run_end"}, "then": {"action": "notify"}}),
+            "nope",
+        ),
     ] {
         let e = call(&lead, "contract_set", spec.clone()).await.err();
         assert!(e.contains(want), "{spec}: {e}");
     }
-    let e = call(&lead, "contract_set", json!({"name": "x", "remove": true})).await.err();
+    let e = call(&lead, "contract_set", json!({"name": "x", "remove": true}))
+        .await
+        .err();
     assert!(e.contains("no contract named"), "{e}");
-    let e = call(&lead, "contract_set", json!({"name": "x", "when": {}, "bogus": 1})).await.err();
+    let e = call(
+        &lead,
+        "contract_set",
+        json!({"name": "x", "when": {}, "bogus": 1}),
+    )
+    .await
+    .err();
     assert!(e.contains("bogus"), "unknown arguments are refused: {e}");
     let list = call(&lead, "contract_list", json!({})).await.ok();
     assert_eq!(list["contracts"], json!([]), "{list}");

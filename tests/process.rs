@@ -2,7 +2,7 @@
 //! a worker that ignores SIGTERM, one that forks a grandchild, bad UTF-8 and huge
 //! lines, a crash mid-run. After each, no process of the run is alive.
 
-use agent_worker::process::{Ended, Group, Limits, Spawned, proc_stat, supervise};
+use agent_worker::process::{Ended, Group, Held, Limits, Spawned, proc_stat, supervise};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,7 @@ fn limits(startup: u64, idle: u64, total: u64) -> Limits {
         idle: Duration::from_millis(idle),
         total: Duration::from_millis(total),
         grace: Duration::from_millis(500),
+        held: Held::Never,
     }
 }
 
@@ -120,6 +121,41 @@ async fn idle_timeout_after_the_first_line() {
     .await;
     assert_eq!(r.ended, Ended::IdleTimeout);
     assert_eq!(r.lines, vec!["hi"]);
+    assert_nothing_left(&r);
+}
+
+/// While held (waiting for an approval) silence is not idleness; once the hold
+/// ends, the idle limit applies again. The total limit holds throughout.
+#[tokio::test]
+async fn a_held_process_is_not_idle_until_the_hold_ends() {
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let f2 = flag.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        f2.store(false, std::sync::atomic::Ordering::Relaxed);
+    });
+    let mut l = limits(5000, 300, 10000);
+    l.held = Held::Flag(flag);
+    let r = sh("echo hi; sleep 30", l, CancellationToken::new()).await;
+    assert_eq!(r.ended, Ended::IdleTimeout);
+    assert!(
+        r.took >= Duration::from_millis(1500) && r.took < Duration::from_secs(5),
+        "held for 1.5 s, then idle after 0.3 s: took {:?}",
+        r.took
+    );
+    assert_nothing_left(&r);
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("held");
+    std::fs::write(&file, "").unwrap();
+    let mut l = limits(5000, 300, 1500);
+    l.held = Held::File(file);
+    let r = sh("echo hi; sleep 30", l, CancellationToken::new()).await;
+    assert_eq!(
+        r.ended,
+        Ended::TotalTimeout,
+        "a hold never outlasts the total limit"
+    );
     assert_nothing_left(&r);
 }
 

@@ -306,10 +306,15 @@ fn tool_detail_matches(g: &str, r: &Request, relative: Option<&str>, then: &Then
 
 /// The tool classes whose requests `agent` must bring to the kernel: those a
 /// `tool_request` contract in force could act on (an `allow` alone needs nothing).
-pub fn governed_kinds<'c>(contracts: impl IntoIterator<Item = &'c Contract>, agent: &str) -> Vec<Kind> {
+pub fn governed_kinds<'c>(
+    contracts: impl IntoIterator<Item = &'c Contract>,
+    agent: &str,
+) -> Vec<Kind> {
     let mut out = Vec::new();
     for c in contracts {
-        let When::ToolRequest { tool, .. } = &c.when else { continue };
+        let When::ToolRequest { tool, .. } = &c.when else {
+            continue;
+        };
         if matches!(c.then, Then::Allow) || !c.agent_matches(agent) {
             continue;
         }

@@ -10,6 +10,7 @@
 
 pub mod client_configs;
 pub mod complete;
+pub mod elicit;
 pub mod http;
 pub mod jsonrpc;
 pub mod prompts;

@@ -28,6 +28,8 @@ EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
 CONTEXT_TOOLS = sorted(
     [
+        "approval_decide",
+        "approval_list",
         "channel_read",
         "channel_send",
         "my_inbox",
@@ -62,6 +64,8 @@ LEAD_TOOLS = sorted(
         "agent_resume",
         "agent_update",
         "backend_list",
+        "contract_list",
+        "contract_set",
         "schedule_clear",
         "schedule_set",
         "workflow_context_set",
@@ -141,6 +145,11 @@ async def tool_names(client: Client) -> list[str]:
         page = await client.list_tools(cursor=cursor)
         names.extend(t.name for t in page.tools)
         for t in page.tools:
+            if t.name == "permission_request":
+                # Its answer is one text block of JSON, the shape Claude Code's
+                # permission prompt tool requires: no structured content.
+                check(t.output_schema is None, "permission_request declares no outputSchema")
+                continue
             schema = t.output_schema
             check(
                 isinstance(schema, dict) and schema.get("type") == "object",
@@ -325,7 +334,8 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
                 agent.protocol_version,
             )
             names = await tool_names(agent)
-            check(names == CONTEXT_TOOLS, f"agent session sees only the {len(CONTEXT_TOOLS)} context tools", names)
+            want = sorted(CONTEXT_TOOLS + ["permission_request"])
+            check(names == want, f"agent session sees only the {len(want)} context tools", names)
             agent_prompts = (await agent.list_prompts()).prompts
             check(agent_prompts == [], "an agent session lists no prompts", agent_prompts)
 

@@ -177,9 +177,16 @@ pub fn get(c: &Connection, id: i64) -> Result<Option<Row>> {
 
 /// Pending approvals and the latest closed ones, of one instance or all; for an
 /// agent, only those it asked for or may decide.
-pub fn list(c: &Connection, workflow_id: Option<i64>, member: Option<&str>) -> Result<Vec<ApprovalView>> {
+pub fn list(
+    c: &Connection,
+    workflow_id: Option<i64>,
+    member: Option<&str>,
+) -> Result<Vec<ApprovalView>> {
     let mut out = Vec::new();
-    for (cond, limit) in [("a.state = 'pending'", 1000), ("a.state <> 'pending'", RECENT_CLOSED)] {
+    for (cond, limit) in [
+        ("a.state = 'pending'", 1000),
+        ("a.state <> 'pending'", RECENT_CLOSED),
+    ] {
         let mut st = c.prepare(&format!(
             "SELECT {COLUMNS} FROM approvals a JOIN workflows w ON w.id = a.workflow_id
              WHERE {cond} AND (?1 IS NULL OR a.workflow_id = ?1) ORDER BY a.id DESC LIMIT ?2"
@@ -244,14 +251,19 @@ pub fn decide_tx(
     approve: bool,
     reason: Option<&str>,
 ) -> Result<Row> {
-    let r = get(c, id)?.ok_or_else(|| Error::not_found(format!("no approval {id}; approval_list shows them")))?;
+    let r = get(c, id)?
+        .ok_or_else(|| Error::not_found(format!("no approval {id}; approval_list shows them")))?;
     expire_tx(c, &r)?;
     let r = get(c, id)?.expect("just read");
     if r.view.state != "pending" {
         return Err(Error::conflict(format!(
             "approval {id} is already {}{}; nothing to decide",
             r.view.state,
-            r.view.reason.as_deref().map(|x| format!(" ({x})")).unwrap_or_default()
+            r.view
+                .reason
+                .as_deref()
+                .map(|x| format!(" ({x})"))
+                .unwrap_or_default()
         )));
     }
     let is_lead = who == LEAD;
@@ -269,7 +281,10 @@ pub fn decide_tx(
         reason: reason.map(str::to_owned),
         at: fmt_ms(now_ms()),
     });
-    c.execute("UPDATE approvals SET votes = ?2 WHERE id = ?1", (id, json(&votes)))?;
+    c.execute(
+        "UPDATE approvals SET votes = ?2 WHERE id = ?1",
+        (id, json(&votes)),
+    )?;
     let why = |verb: &str| match reason {
         Some(x) => format!("{verb} by {who}: {x}"),
         None => format!("{verb} by {who}"),
@@ -289,8 +304,18 @@ pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
     if r.view.state != "pending" || r.deadline_ms > now_ms() {
         return Ok(false);
     }
-    let then = if r.view.on_timeout == "allow" { "allowed" } else { "refused" };
-    close_tx(c, r, "timed_out", None, &format!("nobody decided in time, so it was {then}"))?;
+    let then = if r.view.on_timeout == "allow" {
+        "allowed"
+    } else {
+        "refused"
+    };
+    close_tx(
+        c,
+        r,
+        "timed_out",
+        None,
+        &format!("nobody decided in time, so it was {then}"),
+    )?;
     Ok(true)
 }
 
@@ -300,9 +325,17 @@ pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
         "SELECT {COLUMNS} FROM approvals a JOIN workflows w ON w.id = a.workflow_id
          WHERE a.state = 'pending' AND a.run_id = ?1"
     ))?;
-    let rows: Vec<Row> = st.query_map([run_id], row)?.collect::<rusqlite::Result<_>>()?;
+    let rows: Vec<Row> = st
+        .query_map([run_id], row)?
+        .collect::<rusqlite::Result<_>>()?;
     for r in &rows {
-        close_tx(c, r, "lost", None, "the run that asked ended before a decision; it was not done")?;
+        close_tx(
+            c,
+            r,
+            "lost",
+            None,
+            "the run that asked ended before a decision; it was not done",
+        )?;
     }
     Ok(rows.iter().map(|r| r.view.id).collect())
 }
@@ -325,18 +358,22 @@ pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
 
 /// The earliest deadline of a pending approval (for the timer).
 pub fn next_deadline(c: &Connection) -> Result<Option<(i64, i64)>> {
-    Ok(c
-        .query_row(
-            "SELECT id, deadline FROM approvals WHERE state = 'pending' ORDER BY deadline LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
+    Ok(c.query_row(
+        "SELECT id, deadline FROM approvals WHERE state = 'pending' ORDER BY deadline LIMIT 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()?)
 }
 
 /// Whether a spend approval for these contracts was granted to this agent (or, for
 /// a workflow-wide contract, to anyone in the instance), and whether one is open.
-pub fn spend_state(c: &Connection, workflow_id: i64, agent_id: Option<i64>, contracts: &[String]) -> Result<(bool, bool)> {
+pub fn spend_state(
+    c: &Connection,
+    workflow_id: i64,
+    agent_id: Option<i64>,
+    contracts: &[String],
+) -> Result<(bool, bool)> {
     let key = json(contracts);
     let q = |state_cond: &str| -> Result<bool> {
         Ok(c.query_row(

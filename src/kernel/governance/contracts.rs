@@ -8,8 +8,8 @@
 
 use crate::contracts::{self, Contract, Verdict};
 use crate::error::{Error, Result};
-use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::Kernel;
+use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use crate::names::WorkflowRef;
 use rusqlite::Connection;
@@ -93,7 +93,13 @@ pub fn load(c: &Connection) -> Result<Vec<Stored>> {
 }
 
 /// Inserts or replaces one contract (by owner and name) inside a store job.
-pub fn put_tx(c: &Connection, owner: Option<i64>, source: &str, spec: &Value, name: &str) -> Result<()> {
+pub fn put_tx(
+    c: &Connection,
+    owner: Option<i64>,
+    source: &str,
+    spec: &Value,
+    name: &str,
+) -> Result<()> {
     c.execute(
         "DELETE FROM contracts WHERE COALESCE(owner_workflow_id, 0) = COALESCE(?1, 0) AND name = ?2",
         (owner, name),
@@ -123,17 +129,33 @@ impl Decision {
     /// The decision a verdict stands for, with its outcome word.
     pub fn of(workflow_id: i64, agent: &str, event: &str, detail: &str, v: &Verdict) -> Self {
         let (outcome, contracts, reason) = if let Some((c, r, pause)) = &v.deny {
-            (if *pause { "paused" } else { "denied" }, vec![c.clone()], Some(r.clone()))
+            (
+                if *pause { "paused" } else { "denied" },
+                vec![c.clone()],
+                Some(r.clone()),
+            )
         } else if let Some(c) = &v.allowed_by {
             ("allowed", vec![c.clone()], None)
         } else if let Some(a) = &v.approval {
             ("approval_requested", a.contracts.clone(), None)
         } else if !v.routes.is_empty() {
-            ("routed", v.routes.iter().map(|r| r.0.clone()).collect(), None)
+            (
+                "routed",
+                v.routes.iter().map(|r| r.0.clone()).collect(),
+                None,
+            )
         } else if !v.pause.is_empty() {
-            ("paused", v.pause.iter().map(|p| p.0.clone()).collect(), Some(v.pause[0].1.clone()))
+            (
+                "paused",
+                v.pause.iter().map(|p| p.0.clone()).collect(),
+                Some(v.pause[0].1.clone()),
+            )
         } else {
-            ("notified", v.notify.iter().map(|n| n.0.clone()).collect(), None)
+            (
+                "notified",
+                v.notify.iter().map(|n| n.0.clone()).collect(),
+                None,
+            )
         };
         Decision {
             workflow_id,
@@ -182,6 +204,7 @@ pub struct ContractView {
     pub workflow: Option<String>,
     /// The contract as given (absent for built-in guards).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub spec: Option<Value>,
 }
 
@@ -229,10 +252,14 @@ fn guards(workflow: &str, b: &Budget) -> Vec<ContractView> {
         ),
     ];
     if let Some(t) = b.max_tokens {
-        out.push(format!("When an agent has used more than {t} tokens, pause it until agent_resume."));
+        out.push(format!(
+            "When an agent has used more than {t} tokens, pause it until agent_resume."
+        ));
     }
     if let Some(c) = b.max_cost_usd {
-        out.push(format!("When an agent has spent more than ${c}, pause it until agent_resume."));
+        out.push(format!(
+            "When an agent has spent more than ${c}, pause it until agent_resume."
+        ));
     }
     out.into_iter()
         .enumerate()
@@ -314,7 +341,11 @@ impl Kernel {
                 .collect();
             return Err(Error::not_found(format!(
                 "no contract named {name:?} (contracts of a workflow file go with its instance); contracts: {}",
-                if names.is_empty() { "none".into() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
             )));
         }
         self.reload_contracts().await
@@ -335,13 +366,22 @@ impl Kernel {
                 let mut names = std::collections::HashMap::new();
                 let mut st = c.prepare("SELECT id, name, tag FROM workflows")?;
                 for r in st.query_map([], |r| {
-                    Ok((r.get::<_, i64>(0)?, WorkflowRef { name: r.get(1)?, tag: r.get(2)? }))
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        WorkflowRef {
+                            name: r.get(1)?,
+                            tag: r.get(2)?,
+                        },
+                    ))
                 })? {
                     let (id, wf) = r?;
                     names.insert(id, wf);
                 }
                 let budget = |id: i64| -> Result<Budget> {
-                    let b: String = c.query_row("SELECT budget FROM workflows WHERE id = ?1", [id], |r| r.get(0))?;
+                    let b: String =
+                        c.query_row("SELECT budget FROM workflows WHERE id = ?1", [id], |r| {
+                            r.get(0)
+                        })?;
                     Ok(serde_json::from_str(&b).unwrap_or_default())
                 };
                 let id = match &scope2 {

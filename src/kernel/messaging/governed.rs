@@ -73,7 +73,11 @@ impl Rules {
         if self.contracts.is_empty() || scope.me == SYSTEM || scope.lead {
             return Ok(Governed::default());
         }
-        let addressed: Vec<String> = to.iter().cloned().chain(recipients.iter().cloned()).collect();
+        let addressed: Vec<String> = to
+            .iter()
+            .cloned()
+            .chain(recipients.iter().cloned())
+            .collect();
         let v = contracts::decide(
             &self.contracts,
             &Ev::Message {
@@ -99,10 +103,14 @@ impl Rules {
             let Some(member) = members.iter().find(|m| m.eq_ignore_ascii_case(member)) else {
                 continue;
             };
-            let pattern = self.contracts.iter().find(|c| c.name == *name).and_then(|c| match &c.when {
-                When::Message { to, .. } => to.clone(),
-                _ => None,
-            });
+            let pattern = self
+                .contracts
+                .iter()
+                .find(|c| c.name == *name)
+                .and_then(|c| match &c.when {
+                    When::Message { to, .. } => to.clone(),
+                    _ => None,
+                });
             let taken: Vec<String> = addressed
                 .iter()
                 .filter(|r| !r.eq_ignore_ascii_case(member))
@@ -146,7 +154,13 @@ impl Rules {
 
 impl Governed {
     /// Once the message is written: the decision and the kernel's notes.
-    pub(super) fn after(&self, c: &Connection, scope: &Scope, id: &str, text: &str) -> Result<Vec<Posted>> {
+    pub(super) fn after(
+        &self,
+        c: &Connection,
+        scope: &Scope,
+        id: &str,
+        text: &str,
+    ) -> Result<Vec<Posted>> {
         let Some(d) = &self.decision else {
             return Ok(Vec::new());
         };
@@ -164,11 +178,20 @@ impl Governed {
         }
         for (contract, to) in &self.notify {
             let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-            out.push(post_system(c, scope.workflow_id, &scope.workflow, format!(
-                "{who}contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
-                scope.me,
-                if self.recipients.is_empty() { "nobody".into() } else { self.recipients.join(", ") }
-            ))?);
+            out.push(post_system(
+                c,
+                scope.workflow_id,
+                &scope.workflow,
+                format!(
+                    "{who}contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
+                    scope.me,
+                    if self.recipients.is_empty() {
+                        "nobody".into()
+                    } else {
+                        self.recipients.join(", ")
+                    }
+                ),
+            )?);
         }
         Ok(out)
     }
@@ -185,7 +208,11 @@ pub(super) fn post_all(
     post: fn(&Connection, &Scope, &Outgoing, &Rules) -> Result<Posted>,
 ) -> Result<Result<Vec<Posted>>> {
     if rules.contracts.is_empty() {
-        return sends.iter().map(|m| post(c, scope, m, rules)).collect::<Result<Vec<_>>>().map(Ok);
+        return sends
+            .iter()
+            .map(|m| post(c, scope, m, rules))
+            .collect::<Result<Vec<_>>>()
+            .map(Ok);
     }
     c.execute_batch("SAVEPOINT governed_sends")?;
     let mut out = Vec::new();

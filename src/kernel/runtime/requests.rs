@@ -45,7 +45,14 @@ struct Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.kernel.approval_waits.lock().unwrap().remove(&self.id);
-        if let Some(a) = self.kernel.workers.active.lock().unwrap().get(&self.agent_id) {
+        if let Some(a) = self
+            .kernel
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .get(&self.agent_id)
+        {
             a.held.store(false, Ordering::Relaxed);
         }
         if let Some(f) = &self.held_file {
@@ -73,7 +80,11 @@ fn relative(req: &Request, cwd: &Path) -> Option<String> {
             _ => return None,
         }
     }
-    Some(if parts.is_empty() { ".".into() } else { parts.join("/") })
+    Some(if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    })
 }
 
 fn clip(s: &str) -> String {
@@ -112,10 +123,10 @@ impl Kernel {
             return Ok(Answer::Allow);
         }
         let spec = self.spec(who.agent_id).await?;
-        let cwd = spec
-            .cwd
-            .as_ref()
-            .map_or_else(|| self.workspace_dir(&spec.workflow, &spec.name), PathBuf::from);
+        let cwd = spec.cwd.as_ref().map_or_else(
+            || self.workspace_dir(&spec.workflow, &spec.name),
+            PathBuf::from,
+        );
         let rel = relative(&req, &cwd);
         let perms = &spec.config.permissions;
         if let crate::permissions::Decision::Deny(why) = perms.decide(&req) {
@@ -145,7 +156,11 @@ impl Kernel {
         if !verdict.any() {
             return Ok(Answer::Allow);
         }
-        let what = format!("{tool_name} ({}): {}", req.kind().as_str(), clip(req.detail()));
+        let what = format!(
+            "{tool_name} ({}): {}",
+            req.kind().as_str(),
+            clip(req.detail())
+        );
         let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
         let v2 = verdict.clone();
         let w2 = what.clone();
@@ -295,11 +310,13 @@ impl Kernel {
         let row = self
             .store
             .write(move |c| {
-                let Some(r) = approvals::get(c, id)? else { return Ok(None) };
+                let Some(r) = approvals::get(c, id)? else {
+                    return Ok(None);
+                };
                 if !approvals::expire_tx(c, &r)? {
                     return Ok(None);
                 }
-                Ok(approvals::get(c, id)?)
+                approvals::get(c, id)
             })
             .await?;
         if let Some(r) = row {
@@ -315,14 +332,19 @@ impl Kernel {
             .store
             .write(|c| {
                 let lost = approvals::lose_orphans_tx(c)?;
-                let mut st = c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
-                let open: Vec<(i64, i64)> =
-                    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+                let mut st =
+                    c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
+                let open: Vec<(i64, i64)> = st
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
                 Ok((lost, open))
             })
             .await?;
         if lost > 0 {
-            tracing::warn!(lost, "approvals asked by runs that ended with the previous kernel are lost");
+            tracing::warn!(
+                lost,
+                "approvals asked by runs that ended with the previous kernel are lost"
+            );
         }
         let now = now_ms();
         for (id, deadline) in open {
@@ -334,7 +356,11 @@ impl Kernel {
     /// A run ended: approvals it still waited for can no longer be granted.
     pub(super) async fn lose_approvals_of(&self, run_id: &str) {
         let rid = run_id.to_owned();
-        match self.store.write(move |c| approvals::lose_run_tx(c, &rid)).await {
+        match self
+            .store
+            .write(move |c| approvals::lose_run_tx(c, &rid))
+            .await
+        {
             Ok(ids) => {
                 let waits = self.approval_waits.lock().unwrap();
                 for id in ids {
@@ -355,7 +381,10 @@ impl Kernel {
         approve: bool,
         reason: Option<String>,
     ) -> Result<ApprovalView> {
-        if reason.as_ref().is_some_and(|r| r.chars().count() > contracts::MAX_REASON_CHARS) {
+        if reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > contracts::MAX_REASON_CHARS)
+        {
             return Err(Error::invalid(format!(
                 "reason is at most {} characters",
                 contracts::MAX_REASON_CHARS
@@ -371,17 +400,24 @@ impl Kernel {
                 if let Some(wid) = only
                     && approvals::get(c, id)?.is_some_and(|r| r.workflow_id != wid)
                 {
-                    return Err(Error::not_found(format!("no approval {id} in your workflow")));
+                    return Err(Error::not_found(format!(
+                        "no approval {id} in your workflow"
+                    )));
                 }
                 let r = approvals::decide_tx(c, id, &who, approve, reason.as_deref())?;
                 let posted = if r.view.state != "pending" {
-                    Some(messaging::post_system(c, r.workflow_id, &r.workflow, format!(
-                        "approval {id} ({} asked to use {}) is {}: {}.",
-                        r.view.agent,
-                        r.view.what,
-                        r.view.state,
-                        r.view.reason.clone().unwrap_or_default()
-                    ))?)
+                    Some(messaging::post_system(
+                        c,
+                        r.workflow_id,
+                        &r.workflow,
+                        format!(
+                            "approval {id} ({} asked to use {}) is {}: {}.",
+                            r.view.agent,
+                            r.view.what,
+                            r.view.state,
+                            r.view.reason.clone().unwrap_or_default()
+                        ),
+                    )?)
                 } else {
                     None
                 };
@@ -400,7 +436,11 @@ impl Kernel {
 
     /// approval_list: pending and recent approvals (an agent sees those it asked
     /// for or may decide, in its own instance).
-    pub async fn approval_list(&self, caller: &Caller, workflow: Option<&WorkflowRef>) -> Result<Vec<ApprovalView>> {
+    pub async fn approval_list(
+        &self,
+        caller: &Caller,
+        workflow: Option<&WorkflowRef>,
+    ) -> Result<Vec<ApprovalView>> {
         let (wid, member) = match (caller, workflow) {
             (Caller::Agent(a), _) => (Some(a.workflow_id), Some(a.name.clone())),
             (Caller::Lead, Some(wf)) => (Some(self.workflow_id(wf).await?), None),
@@ -431,7 +471,9 @@ impl Kernel {
                     .store
                     .read(move |c| {
                         let mut st = c.prepare("SELECT id FROM agents WHERE workflow_id = ?1")?;
-                        Ok(st.query_map([wid], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)
+                        Ok(st
+                            .query_map([wid], |r| r.get(0))?
+                            .collect::<rusqlite::Result<_>>()?)
                     })
                     .await?;
                 for a in agents {
@@ -559,7 +601,8 @@ impl Kernel {
             self.announce(workflow_id, p);
         }
         if let Some((id, timeout)) = asked {
-            self.events.publish(Event::ApprovalAsked { workflow_id, id });
+            self.events
+                .publish(Event::ApprovalAsked { workflow_id, id });
             self.arm_approval(id, timeout);
         }
         if let Some(why) = pause {
@@ -581,19 +624,36 @@ impl Kernel {
         let all = self.contracts.all();
         let v = contracts::decide(
             in_force(&all, workflow_id, workflow),
-            &Ev::RunEnd { agent: name, status },
+            &Ev::RunEnd {
+                agent: name,
+                status,
+            },
         );
         if !v.any() {
             return Ok(());
         }
-        let (wf, n, st, v2) = (workflow.clone(), name.to_owned(), status.to_owned(), v.clone());
+        let (wf, n, st, v2) = (
+            workflow.clone(),
+            name.to_owned(),
+            status.to_owned(),
+            v.clone(),
+        );
         let posted = self
             .store
             .write(move |c| {
-                record_tx(c, &Decision::of(workflow_id, &n, "run_end", &format!("a run {st}"), &v2))?;
+                record_tx(
+                    c,
+                    &Decision::of(workflow_id, &n, "run_end", &format!("a run {st}"), &v2),
+                )?;
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(tell(c, workflow_id, &wf, to, format!("contract \"{contract}\": a run of {n} ended {st}."))?);
+                    posted.push(tell(
+                        c,
+                        workflow_id,
+                        &wf,
+                        to,
+                        format!("contract \"{contract}\": a run of {n} ended {st}."),
+                    )?);
                 }
                 Ok(posted)
             })
@@ -602,8 +662,15 @@ impl Kernel {
             self.announce(workflow_id, p);
         }
         if let Some((contract, why)) = v.pause.first() {
-            self.pause_with_reason(agent_id, workflow, workflow_id, name, &format!("contract \"{contract}\": {why}"), None)
-                .await?;
+            self.pause_with_reason(
+                agent_id,
+                workflow,
+                workflow_id,
+                name,
+                &format!("contract \"{contract}\": {why}"),
+                None,
+            )
+            .await?;
         }
         Ok(())
     }

@@ -184,7 +184,13 @@ impl Kernel {
             "failed"
         };
         if let Err(e) = self
-            .run_end_contracts(spec.agent_id, &spec.name, &spec.workflow, spec.workflow_id, status)
+            .run_end_contracts(
+                spec.agent_id,
+                &spec.name,
+                &spec.workflow,
+                spec.workflow_id,
+                status,
+            )
             .await
         {
             tracing::warn!(run = %run_id, "run_end contracts: {e}");

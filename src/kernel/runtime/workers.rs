@@ -348,7 +348,11 @@ impl Kernel {
             governed: {
                 let all = self.contracts.all();
                 crate::contracts::governed_kinds(
-                    crate::kernel::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow),
+                    crate::kernel::governance::contracts::in_force(
+                        &all,
+                        spec.workflow_id,
+                        &spec.workflow,
+                    ),
                     &spec.name,
                 )
                 .into_iter()

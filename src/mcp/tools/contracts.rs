@@ -4,10 +4,10 @@
 
 use super::params::Parameters;
 use super::{ToolError, caller, given};
+use crate::kernel::Caller;
 use crate::kernel::governance::approvals::ApprovalView;
 use crate::kernel::governance::contracts::{ContractList, ContractView};
 use crate::kernel::runtime::requests::Answer;
-use crate::kernel::Caller;
 use crate::mcp::AgentWorker;
 use crate::names::WorkflowRef;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
@@ -102,8 +102,9 @@ pub struct ApprovalsOut {
     pub approvals: Vec<ApprovalView>,
 }
 
-/// The answer in the shape Claude Code's permission prompt tool reads.
-#[derive(Debug, Serialize, JsonSchema)]
+/// The answer in the shape Claude Code's permission prompt tool reads: one text
+/// block holding this as JSON (Claude Code refuses structured content here).
+#[derive(Debug, Serialize)]
 pub struct PermissionOut {
     /// "allow" or "deny".
     pub behavior: String,
@@ -264,7 +265,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<PermissionArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<PermissionOut>, ToolError> {
+    ) -> Result<String, ToolError> {
         let Caller::Agent(who) = caller(&ctx)? else {
             return Err(ToolError("permission_request is for worker runs".into()));
         };
@@ -272,7 +273,7 @@ impl AgentWorker {
             .kernel
             .tool_request(&who, &a.tool_name, &a.input)
             .await?;
-        Ok(Json(match answer {
+        let out = match answer {
             Answer::Allow => PermissionOut {
                 behavior: "allow".into(),
                 updated_input: Some(a.input),
@@ -283,6 +284,7 @@ impl AgentWorker {
                 updated_input: None,
                 message: Some(why),
             },
-        }))
+        };
+        serde_json::to_string(&out).map_err(|e| ToolError(e.to_string()))
     }
 }

@@ -61,6 +61,7 @@ impl AgentWorker {
         let deadline = Instant::now() + wait;
         let asking = self.kernel.ask(&a.target, &a.message).await?;
         let progress = Progress::start(&ctx);
+        let _inline = crate::mcp::elicit::while_waiting(&self.kernel, &ctx);
         let answer = self
             .kernel
             .await_answer(asking, deadline, &ctx.ct, |m| progress.send(m));

@@ -172,6 +172,8 @@ impl AgentWorker {
             .workflow_start(source, given(&a.tag), &a.params)
             .await?;
         let progress = Progress::start(&ctx);
+        let _inline =
+            (!wait.is_zero()).then(|| crate::mcp::elicit::while_waiting(&self.kernel, &ctx));
         Ok(Json(
             self.kernel
                 .workflow_wait(&wref.to_string(), wait, |m| progress.send(m))
@@ -201,6 +203,8 @@ impl AgentWorker {
         caller(&ctx)?;
         let wait = wait_seconds(a.wait_seconds, 0, "workflow_status")?;
         let progress = Progress::start(&ctx);
+        let _inline =
+            (!wait.is_zero()).then(|| crate::mcp::elicit::while_waiting(&self.kernel, &ctx));
         Ok(Json(
             self.kernel
                 .workflow_wait(&a.workflow, wait, |m| progress.send(m))

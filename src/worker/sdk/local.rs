@@ -189,7 +189,17 @@ impl Local<'_> {
     /// nothing runs unasked. It may wait for a person's approval.
     pub async fn govern(&self, tool: &str, args: &Value) -> Option<String> {
         let ask = serde_json::json!({"tool_name": tool, "input": args});
-        match self.client.call(PERMISSION_TOOL, ask).await {
+        // The answer is one text block holding JSON (Claude Code's shape).
+        let parsed = |v: Value| match v {
+            Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::Null),
+            other => other,
+        };
+        match self
+            .client
+            .call(PERMISSION_TOOL, ask)
+            .await
+            .map(|r| r.map(parsed))
+        {
             Ok(Ok(v)) if v["behavior"] == "allow" => None,
             Ok(Ok(v)) => Some(
                 v["message"]

@@ -42,7 +42,14 @@ const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_STEPS: i128 = 500;
 
 const TOP_KEYS: &[&str] = &[
-    "name", "agents", "context", "params", "setup", "kickoff", "budget", "contracts",
+    "name",
+    "agents",
+    "context",
+    "params",
+    "setup",
+    "kickoff",
+    "budget",
+    "contracts",
 ];
 const AGENT_KEYS: &[&str] = &[
     "backend",
@@ -341,23 +348,32 @@ impl Doc<'_> {
                 )
             })?;
             if out.iter().any(|(name, _)| *name == c.name) {
-                return Err(self.err(&at, format!("contract {:?} is named twice", c.name), "give each its own name"));
+                return Err(self.err(
+                    &at,
+                    format!("contract {:?} is named twice", c.name),
+                    "give each its own name",
+                ));
             }
             // A member a contract names must be one of this workflow's (or the lead).
             let named: Vec<&String> = match &c.then {
-                crate::contracts::Then::RequireApproval { approvers, .. } => approvers.iter().collect(),
+                crate::contracts::Then::RequireApproval { approvers, .. } => {
+                    approvers.iter().collect()
+                }
                 crate::contracts::Then::Notify { to } => to.iter().collect(),
                 crate::contracts::Then::Route { to } => vec![to],
                 _ => Vec::new(),
             };
-            if let Some(m) = named
-                .into_iter()
-                .find(|m| m.as_str() != crate::names::LEAD && !agents.iter().any(|a| a.eq_ignore_ascii_case(m)))
-            {
+            if let Some(m) = named.into_iter().find(|m| {
+                m.as_str() != crate::names::LEAD
+                    && !agents.iter().any(|a| a.eq_ignore_ascii_case(m))
+            }) {
                 return Err(self.err(
                     &at,
-                    format!("contract {:?} names {m:?}, who is not an agent of this workflow", c.name),
-                    &format!("name one of: user, {}", agents.join(", ")),
+                    format!(
+                        "contract {:?} names {m:?}, who is not an agent of this workflow",
+                        c.name
+                    ),
+                    format!("name one of: user, {}", agents.join(", ")),
                 ));
             }
             out.push((c.name.clone(), v));

@@ -355,7 +355,11 @@ impl Kernel {
                         format!(
                             "{who}contract \"{contract}\": {} {} document {f}.",
                             s.me,
-                            if v2.deny.is_some() { "tried to write" } else { "writes" }
+                            if v2.deny.is_some() {
+                                "tried to write"
+                            } else {
+                                "writes"
+                            }
                         ),
                     )?);
                 }

@@ -1,0 +1,140 @@
+//! Approvals asked inline: while the lead waits inside a call (agent_ask,
+//! workflow_run, workflow_status with wait_seconds) and its client declared the
+//! elicitation capability, each approval the lead may decide is put to the person
+//! in the chat window (approve or deny, with a reason) and their answer decides it.
+//!
+//! Declining or dismissing the form decides nothing: the approval stays pending
+//! for approval_decide. Requests from server to client exist only up to protocol
+//! 2025-11-25; a client on a later protocol decides with approval_decide.
+
+use crate::kernel::events::Event;
+use crate::kernel::{Caller, Kernel};
+use crate::names::LEAD;
+use rmcp::RoleServer;
+use rmcp::service::{ElicitationError, ElicitationMode, Peer, RequestContext};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// What the person answers.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Answer {
+    /// approve or deny
+    pub decision: Choice,
+    /// Why (optional; the agent is told).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Choice {
+    Approve,
+    Deny,
+}
+
+rmcp::elicit_safe!(Answer);
+
+/// Stops asking when the waiting call ends.
+pub struct Asking(Option<JoinHandle<()>>);
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.abort();
+        }
+    }
+}
+
+/// Starts asking, if the caller is the lead and its client can be asked.
+pub fn while_waiting(kernel: &Arc<Kernel>, ctx: &RequestContext<RoleServer>) -> Asking {
+    let lead = super::caller(ctx).is_ok_and(|c| c.is_lead());
+    if !lead
+        || !ctx
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+    {
+        return Asking(None);
+    }
+    let (kernel, peer) = (kernel.clone(), ctx.peer.clone());
+    Asking(Some(tokio::spawn(ask_loop(kernel, peer))))
+}
+
+async fn ask_loop(kernel: Arc<Kernel>, peer: Peer<RoleServer>) {
+    // Subscribe before reading what is pending, so nothing falls in between.
+    let mut events = kernel.events.subscribe();
+    let mut asked = HashSet::new();
+    let mut queue: Vec<i64> = pending_for_lead(&kernel).await;
+    loop {
+        while let Some(id) = queue.pop() {
+            if asked.insert(id) {
+                ask_one(&kernel, &peer, id).await;
+            }
+        }
+        match events.recv().await {
+            Ok(Event::ApprovalAsked { id, .. }) => queue.push(id),
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                queue = pending_for_lead(&kernel).await;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
+    kernel
+        .approval_list(&Caller::Lead, None)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a.state == "pending" && a.approvers.iter().any(|m| m == LEAD))
+        .map(|a| a.id)
+        .rev()
+        .collect()
+}
+
+async fn ask_one(kernel: &Arc<Kernel>, peer: &Peer<RoleServer>, id: i64) {
+    let Some(a) = kernel
+        .approval_list(&Caller::Lead, None)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .find(|a| a.id == id && a.state == "pending")
+    else {
+        return;
+    };
+    if !a.approvers.iter().any(|m| m == LEAD) {
+        return;
+    }
+    let message = format!(
+        "Approval {id} in {}: {} asks to use {} (contract {}). Approve or deny? If nobody decides by {}, it is {}.",
+        a.workflow,
+        a.agent,
+        a.what,
+        a.contracts.join(", "),
+        a.deadline,
+        if a.on_timeout == "allow" {
+            "allowed"
+        } else {
+            "refused"
+        }
+    );
+    match peer.elicit::<Answer>(message).await {
+        Ok(Some(ans)) => {
+            let approve = ans.decision == Choice::Approve;
+            let reason = ans.reason.filter(|r| !r.trim().is_empty());
+            if let Err(e) = kernel
+                .approval_decide(&Caller::Lead, id, approve, reason)
+                .await
+            {
+                tracing::info!(id, "an inline decision was not taken: {e}");
+            }
+        }
+        Ok(None) | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {}
+        Err(e) => tracing::info!(id, "could not ask inline: {e}"),
+    }
+}

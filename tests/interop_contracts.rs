@@ -1,0 +1,142 @@
+//! Contracts on the real Claude Code CLI, offline against a fake model: with a
+//! tool_request contract in force, Claude Code asks the kernel through its
+//! permission prompt tool before the governed tool runs. A deny on `rm *` keeps the
+//! file and the model reads the contract's reason; a required approval holds the
+//! write until the lead approves it, and then the file appears.
+
+mod common;
+use common::clis::*;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+async fn claude_agent(
+    lead: &Client,
+    work: &std::path::Path,
+    home: &std::path::Path,
+    bin: &std::path::Path,
+    llm: &FakeLlm,
+    permissions: &str,
+) {
+    let mut args = json!({
+        "name": "worker", "backend": "claude", "env": cli_env("claude", bin, home, &llm.url),
+        "cwd": work.display().to_string(), "permissions": permissions,
+    });
+    if let Some(m) = model_for("claude") {
+        args["model"] = json!(m);
+    }
+    call(lead, "agent_new", args).await.ok();
+}
+
+#[tokio::test]
+async fn claude_code_asks_the_kernel_and_a_deny_keeps_the_file() {
+    let Some(bin) = cli_bin() else { return };
+    let (home, work, dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let victim = work.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let steps = [(
+        "Bash",
+        json!({"command": format!("rm -f {}", victim.display()), "description": "clean up"}),
+    )];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    claude_agent(&lead, work.path(), home.path(), &bin, &llm, "full").await;
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
+               "then": {"action": "deny", "reason": "nobody deletes files"}}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "worker", "clean up", 50).await;
+    let told = llm
+        .model_calls()
+        .last()
+        .map(|c| c["body"].to_string())
+        .unwrap_or_default();
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert!(
+        victim.exists(),
+        "Claude Code deleted the file despite the contract"
+    );
+    assert!(
+        told.contains("nobody deletes files"),
+        "the model was not told why: {told}"
+    );
+    let list = call(&lead, "contract_list", json!({})).await.ok();
+    assert_eq!(list["decisions"][0]["outcome"], "denied", "{list}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn claude_code_waits_for_an_approval_then_writes() {
+    let Some(bin) = cli_bin() else { return };
+    let (home, work, dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let file = work.path().join("hello.txt");
+    let steps = [(
+        "Write",
+        json!({"file_path": file.display().to_string(), "content": "written"}),
+    )];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    claude_agent(&lead, work.path(), home.path(), &bin, &llm, "edit").await;
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
+               "then": {"action": "require_approval", "timeout": "2m"}}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@worker write hello.txt"}),
+    )
+    .await
+    .ok();
+    let end = Instant::now() + Duration::from_secs(60);
+    let pending: Value = loop {
+        let l = call(&lead, "approval_list", json!({})).await.ok();
+        if let Some(a) = l["approvals"]
+            .as_array()
+            .and_then(|v| v.iter().find(|a| a["state"] == "pending"))
+        {
+            break a.clone();
+        }
+        assert!(Instant::now() < end, "Claude Code never asked: {l}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        pending["what"].as_str().unwrap().starts_with("Write"),
+        "{pending}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!file.exists(), "written before the approval");
+    call(
+        &lead,
+        "approval_decide",
+        json!({"id": pending["id"], "decision": "approve"}),
+    )
+    .await
+    .ok();
+    let i = wait_info(&lead, "worker", 60, |i| {
+        i.get("running").is_none() && i["runs"].as_array().is_some_and(|r| !r.is_empty())
+    })
+    .await;
+    assert_eq!(i["runs"][0]["status"], "succeeded", "{i}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "written");
+    s.stop().await;
+}
