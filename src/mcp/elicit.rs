@@ -18,21 +18,15 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
-/// What the person answers.
+/// What the person answers (flat primitives: what an elicitation form may hold).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Answer {
     /// approve or deny
-    pub decision: Choice,
+    #[schemars(extend("enum" = ["approve", "deny"]))]
+    pub decision: String,
     /// Why (optional; the agent is told).
     #[serde(default)]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Choice {
-    Approve,
-    Deny,
+    pub reason: String,
 }
 
 rmcp::elicit_safe!(Answer);
@@ -125,8 +119,12 @@ async fn ask_one(kernel: &Arc<Kernel>, peer: &Peer<RoleServer>, id: i64) {
     );
     match peer.elicit::<Answer>(message).await {
         Ok(Some(ans)) => {
-            let approve = ans.decision == Choice::Approve;
-            let reason = ans.reason.filter(|r| !r.trim().is_empty());
+            let approve = match ans.decision.as_str() {
+                "approve" => true,
+                "deny" => false,
+                _ => return,
+            };
+            let reason = Some(ans.reason).filter(|r| !r.trim().is_empty());
             if let Err(e) = kernel
                 .approval_decide(&Caller::Lead, id, approve, reason)
                 .await

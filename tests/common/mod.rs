@@ -147,7 +147,14 @@ impl HttpServer {
         .await
         .expect("server did not start in time");
         // Keep draining stderr so the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let echo = std::env::var_os("AW_TEST_SERVER_LOG").is_some();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = lines.next_line().await {
+                if echo {
+                    eprintln!("server: {l}");
+                }
+            }
+        });
         let given = args
             .iter()
             .position(|a| *a == "--token")

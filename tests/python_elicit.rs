@@ -1,0 +1,61 @@
+//! An approval answered inline by a person: the official Python MCP SDK as the
+//! lead's client declares elicitation and answers it (tests/python/elicit_check.py);
+//! the sdk agent's write, held by a contract, then happens.
+
+mod common;
+use common::HttpServer;
+use common::fake_llm::{FakeLlm, Script};
+use serde_json::json;
+use std::path::Path;
+use std::process::Stdio;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+#[tokio::test]
+async fn the_lead_approves_inline_from_the_python_sdk() {
+    let py = std::process::Command::new(Path::new(REPO).join("scripts/py-env"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/py-env");
+    assert!(py.status.success(), "scripts/py-env failed: {py:?}");
+    let python = String::from_utf8_lossy(&py.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let work = tempfile::tempdir().unwrap();
+    let write = [(
+        "write_file",
+        json!({"path": "hello.txt", "content": "written"}),
+    )];
+    let llm = FakeLlm::start(Script::steps(&write, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new(&python)
+            .arg(Path::new(REPO).join("tests/python/elicit_check.py"))
+            .args([&s.url, &s.admin, &llm.url])
+            .arg(work.path())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("elicit_check.py finished in time")
+    .expect("run elicit_check.py");
+    let report = format!(
+        "{}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{report}");
+    println!("{report}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("hello.txt")).unwrap(),
+        "written"
+    );
+    s.stop().await;
+}
