@@ -140,3 +140,71 @@ async fn claude_code_waits_for_an_approval_then_writes() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "written");
     s.stop().await;
 }
+
+/// Codex, Gemini CLI and OpenCode have no hook to ask the kernel in a headless
+/// run: a deny contract reaches them as a deny rule of the profile, and the CLI
+/// refuses the command itself (Codex, which cannot match commands, loses its shell).
+async fn hookless_deny(backend: &str) {
+    let Some(bin) = cli_bin() else { return };
+    let (home, work, dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let victim = work.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let command = format!("rm -f {}", victim.display());
+    let step = match backend {
+        "gemini" => (
+            "run_shell_command",
+            json!({"command": command, "description": "clean up"}),
+        ),
+        "opencode" => (
+            "bash",
+            json!({"command": command, "description": "clean up"}),
+        ),
+        "codex" => ("exec_command", json!({"cmd": command})),
+        _ => unreachable!(),
+    };
+    let llm = FakeLlm::start(Script::steps(&[step], "done")).await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let mut args = json!({
+        "name": "worker", "backend": backend, "env": cli_env(backend, &bin, home.path(), &llm.url),
+        "cwd": work.path().display().to_string(), "permissions": "full",
+    });
+    if let Some(m) = model_for(backend) {
+        args["model"] = json!(m);
+    }
+    call(&lead, "agent_new", args).await.ok();
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
+               "then": {"action": "deny", "reason": "nobody deletes files"}}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "worker", "clean up", 50).await;
+    assert_eq!(r["status"], "succeeded", "{backend}: {r}");
+    assert!(
+        victim.exists(),
+        "{backend} deleted the file despite the contract"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn gemini_cli_holds_a_deny_contract_through_its_profile() {
+    hookless_deny("gemini").await;
+}
+
+#[tokio::test]
+async fn opencode_holds_a_deny_contract_through_its_profile() {
+    hookless_deny("opencode").await;
+}
+
+#[tokio::test]
+async fn codex_holds_a_deny_contract_through_its_profile() {
+    hookless_deny("codex").await;
+}

@@ -331,6 +331,66 @@ pub fn governed_kinds<'c>(
     out
 }
 
+/// Backends that bring tool requests to the kernel before the tool runs: the sdk
+/// backend's local tools ask directly, Claude Code through its permission prompt
+/// tool. Codex, Gemini CLI, OpenCode and Cursor offer no such hook in headless runs.
+pub const ASKING_BACKENDS: &[&str] = &["sdk", "claude"];
+
+/// For a backend without a hook, what `tool_request` contracts that refuse, pause
+/// or need an approval become in the agent's profile: `deny` classes, so the CLI
+/// itself refuses them (fail closed: with nobody to ask, an approval is a refusal).
+/// A `match` the profile cannot hold (a path glob) refuses the whole class;
+/// `notify` and `allow` have no effect there. `servers` are the agent's own.
+pub fn profile_denials<'c>(
+    contracts: impl IntoIterator<Item = &'c Contract>,
+    agent: &str,
+    servers: &[&str],
+) -> Vec<crate::permissions::Class> {
+    use crate::permissions::Class;
+    let mut out: Vec<Class> = Vec::new();
+    for c in contracts {
+        let When::ToolRequest { tool, matches, .. } = &c.when else {
+            continue;
+        };
+        if matches!(c.then, Then::Allow | Then::Notify { .. }) || !c.agent_matches(agent) {
+            continue;
+        }
+        let mcp = |m: Option<&String>| -> Vec<Class> {
+            match m.and_then(|m| m.split_once(':')) {
+                Some((s, t)) if servers.contains(&s) && !t.contains('*') => vec![Class::Mcp {
+                    server: s.into(),
+                    tool: Some(t.into()),
+                }],
+                _ => servers
+                    .iter()
+                    .map(|s| Class::Mcp {
+                        server: (*s).into(),
+                        tool: None,
+                    })
+                    .collect(),
+            }
+        };
+        let classes = match tool {
+            Some(ToolClass::Shell) => vec![Class::Shell(matches.clone())],
+            Some(ToolClass::Edit) => vec![Class::Edit],
+            Some(ToolClass::Read) => vec![Class::Read],
+            Some(ToolClass::Web) => vec![Class::Web],
+            Some(ToolClass::Mcp) => mcp(matches.as_ref()),
+            None => {
+                let mut all = vec![Class::Read, Class::Edit, Class::Shell(None), Class::Web];
+                all.extend(mcp(None));
+                all
+            }
+        };
+        for k in classes {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
 /// What the contracts say about one event.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Verdict {

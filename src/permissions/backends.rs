@@ -249,7 +249,7 @@ pub fn gemini(p: &Permissions) -> Result<Gemini, String> {
             Class::Web => web = true,
             Class::Shell(None) => rules.push(rule(&["run_shell_command"], "", "allow", 500, "")),
             Class::Shell(Some(pat)) => {
-                let prefix = gemini_prefix(pat)?;
+                let prefix = gemini_prefix(pat, false)?;
                 rules.push(rule(
                     &["run_shell_command"],
                     &format!("commandPrefix = {prefix:?}\n"),
@@ -275,7 +275,7 @@ pub fn gemini(p: &Permissions) -> Result<Gemini, String> {
                 &denied("shell"),
             )),
             Class::Shell(Some(pat)) => {
-                let prefix = gemini_prefix(pat)?;
+                let prefix = gemini_prefix(pat, true)?;
                 rules.push(rule(
                     &["run_shell_command"],
                     &format!("commandPrefix = {prefix:?}\n"),
@@ -324,9 +324,26 @@ pub fn gemini(p: &Permissions) -> Result<Gemini, String> {
 }
 
 /// Gemini matches commands by prefix: a glob must be `<prefix>*` to mean the same.
-fn gemini_prefix(pat: &str) -> Result<String, String> {
+/// Gemini's prefix must be followed by a space or the end of the command (its rule
+/// is `"command":"<prefix>` then whitespace or a quote), so `rm *` becomes `rm`
+/// (the same commands, and bare `rm`). A prefix ending inside a word (`rm*`) would
+/// match less than the glob: fine to allow, not to deny, so a deny must end at a
+/// word (`rm *`).
+fn gemini_prefix(pat: &str, deny: bool) -> Result<String, String> {
     match pat.strip_suffix('*') {
-        Some(prefix) if !prefix.contains('*') && !prefix.trim().is_empty() => Ok(prefix.to_owned()),
+        Some(prefix) if !prefix.contains('*') && !prefix.trim().is_empty() => {
+            if prefix.ends_with(char::is_whitespace) {
+                Ok(prefix.trim_end().to_owned())
+            } else if deny {
+                Err(format!(
+                    "the gemini backend matches whole words at the start of a command: deny shell:{pat:?} \
+                     as \"{} *\" (a word, a space, then *), or use another backend",
+                    prefix.trim_end()
+                ))
+            } else {
+                Ok(prefix.to_owned())
+            }
+        }
         _ => Err(format!(
             "the gemini backend matches commands by their start only: write shell:{pat:?} as \
              \"<command start>*\" (e.g. \"npm test*\"), or use another backend"

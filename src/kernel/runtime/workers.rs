@@ -343,7 +343,7 @@ impl Kernel {
             prompt,
             mock: spec.config.mock.clone(),
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
-            permissions: spec.config.permissions.clone(),
+            permissions: self.permissions_for_run(spec),
             mcp_servers: spec.config.mcp_servers.clone(),
             governed: {
                 let all = self.contracts.all();
@@ -371,6 +371,42 @@ impl Kernel {
             serde_json::to_string(&config).map_err(|e| Error::internal(e.to_string()))?,
         );
         Ok(cmd)
+    }
+
+    /// The agent's permissions for this run: on a backend that cannot ask the kernel
+    /// before a tool runs, the contracts that would refuse or hold a tool become
+    /// `deny` rules of the profile (see `contracts::profile_denials`); a pattern the
+    /// backend cannot hold refuses the whole class instead.
+    fn permissions_for_run(&self, spec: &Spec) -> crate::permissions::Permissions {
+        use crate::permissions::{Class, backends};
+        let mut p = spec.config.permissions.clone();
+        if crate::contracts::ASKING_BACKENDS.contains(&spec.backend.as_str())
+            || crate::kernel::registry::has_no_worker(&spec.backend)
+            || spec.backend == "mock"
+        {
+            return p;
+        }
+        let servers: Vec<&str> = spec.config.mcp_servers.keys().map(String::as_str).collect();
+        let all = self.contracts.all();
+        let extra = crate::contracts::profile_denials(
+            crate::kernel::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow),
+            &spec.name,
+            &servers,
+        );
+        for c in extra {
+            if !p.deny.contains(&c) {
+                p.deny.push(c);
+            }
+        }
+        if backends::check_agent(&spec.backend, &p, &servers).is_err() {
+            for c in p.deny.iter_mut() {
+                if matches!(c, Class::Shell(Some(_))) {
+                    *c = Class::Shell(None);
+                }
+            }
+            p.deny.dedup();
+        }
+        p
     }
 
     /// Where an agent without a configured `cwd` works.
