@@ -440,3 +440,188 @@ async fn contract_errors_name_the_field_and_change_nothing() {
     assert_eq!(list["contracts"], json!([]), "{list}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn an_agent_drafts_a_contract_and_only_the_leads_approve_puts_it_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    for name in ["alice", "bob"] {
+        call(
+            &lead,
+            "agent_new",
+            json!({"name": name, "backend": "external"}),
+        )
+        .await
+        .ok();
+    }
+    let alice = join(&s, &lead, "alice", Proto::Legacy).await;
+    let bob = join(&s, &lead, "bob", Proto::Legacy).await;
+    let draft = |name: &str, word: &str| {
+        json!({"type": "approval", "title": format!("ban {word}"),
+               "contract": {"name": name, "when": {"event": "message", "text": word},
+                            "then": {"action": "deny", "reason": format!("we agreed not to say {word}")}}})
+    };
+    let e = call(
+        &alice,
+        "team_proposal_create",
+        json!({"type": "decision", "title": "x", "options": ["a", "b"],
+        "contract": {"name": "x", "when": {"event": "run_end"}, "then": {"action": "notify"}}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("type approval"), "{e}");
+    let p = call(&alice, "team_proposal_create", draft("no-foo", "foo"))
+        .await
+        .ok();
+    assert!(
+        p["proposal"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Installs the contract"),
+        "{p}"
+    );
+    let id = p["proposal"]["id"].as_str().unwrap().to_owned();
+    // An agent's approve is advice; nothing is in force yet.
+    call(
+        &bob,
+        "team_vote",
+        json!({"proposal": id, "choice": "approve"}),
+    )
+    .await
+    .ok();
+    call(
+        &alice,
+        "channel_send",
+        json!({"message": "@bob foo is fine"}),
+    )
+    .await
+    .ok();
+    let list = call(&lead, "contract_list", json!({})).await.ok();
+    assert_eq!(list["contracts"], json!([]), "{list}");
+    let v = call(
+        &lead,
+        "team_vote",
+        json!({"proposal": id, "choice": "approve"}),
+    )
+    .await
+    .ok();
+    assert_eq!(v["resolved"], true, "{v}");
+    let list = call(&lead, "contract_list", json!({})).await.ok();
+    assert_eq!(list["contracts"][0]["name"], "no-foo", "{list}");
+    assert_eq!(list["contracts"][0]["source"], "proposal");
+    assert_eq!(list["contracts"][0]["workflow"], "@global:main");
+    let e = call(&alice, "channel_send", json!({"message": "@bob foo again"}))
+        .await
+        .err();
+    assert!(e.contains("we agreed not to say foo"), "{e}");
+
+    let p = call(&bob, "team_proposal_create", draft("no-bar", "bar"))
+        .await
+        .ok();
+    call(
+        &lead,
+        "team_vote",
+        json!({"proposal": p["proposal"]["id"], "choice": "reject"}),
+    )
+    .await
+    .ok();
+    let list = call(&lead, "contract_list", json!({})).await.ok();
+    assert_eq!(
+        list["contracts"].as_array().unwrap().len(),
+        1,
+        "rejected: {list}"
+    );
+    call(
+        &bob,
+        "channel_send",
+        json!({"message": "@alice bar is fine"}),
+    )
+    .await
+    .ok();
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_workflow_brings_its_own_contracts_and_the_lead_adds_one_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let yaml = r#"
+name: guarded
+agents:
+  alice: { backend: external }
+  bob: { backend: external }
+contracts:
+  - name: quiet
+    description: secrets stay out of the channel
+    when: { event: message, text: "(?i)secret" }
+    then: { action: deny, reason: keep it out of the channel }
+"#;
+    let bad = yaml.replace(
+        "action: deny, reason: keep it out of the channel",
+        "action: notify, to: carol",
+    );
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": bad, "wait_seconds": 0}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("carol") && e.contains("line"),
+        "names the member and the place: {e}"
+    );
+    call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml, "wait_seconds": 0}),
+    )
+    .await
+    .ok();
+    let list = call(&lead, "contract_list", json!({"workflow": "@guarded"}))
+        .await
+        .ok();
+    assert_eq!(list["contracts"][0]["name"], "quiet", "{list}");
+    assert_eq!(list["contracts"][0]["source"], "yaml");
+    let alice = join(&s, &lead, "alice@guarded", Proto::Legacy).await;
+    let e = call(
+        &alice,
+        "channel_send",
+        json!({"message": "@bob the SECRET is out"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("keep it out of the channel"), "{e}");
+    // Not in other instances.
+    let list = call(&lead, "contract_list", json!({"workflow": "@global"}))
+        .await
+        .ok();
+    assert_eq!(list["contracts"], json!([]), "{list}");
+
+    // While it runs, the lead adds a rule: the next send is decided by it.
+    call(
+        &alice,
+        "channel_send",
+        json!({"message": "@bob deploy friday"}),
+    )
+    .await
+    .ok();
+    contract(
+        &lead,
+        json!({"name": "no-friday", "workflow": "guarded",
+               "when": {"event": "message", "text": "friday"},
+               "then": {"action": "deny", "reason": "no deploys on friday"}}),
+    )
+    .await;
+    let e = call(
+        &alice,
+        "channel_send",
+        json!({"message": "@bob deploy friday"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("no deploys on friday"), "{e}");
+    s.stop().await;
+}

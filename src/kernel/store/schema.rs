@@ -338,5 +338,8 @@ CREATE TABLE approvals (
 );
 CREATE INDEX approvals_open ON approvals (deadline) WHERE state = 'pending';
 CREATE INDEX approvals_by_workflow ON approvals (workflow_id, id);
+
+-- A contract an agent drafted: an approval proposal the lead's approve installs.
+ALTER TABLE proposals ADD COLUMN contract TEXT;
 "#,
 ];

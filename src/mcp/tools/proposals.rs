@@ -49,6 +49,12 @@ pub struct CreateArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub timeout: Option<String>,
+    /// A contract to put in force in this workflow instance (type approval only; the
+    /// fields contract_set takes, without workflow). The lead's approve installs it at
+    /// once; the lead's reject drops it; other votes are advice to the lead.
+    #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    pub contract: Option<serde_json::Value>,
     #[serde(flatten)]
     pub scope: ScopeArg,
 }
@@ -119,6 +125,7 @@ impl AgentWorker {
             tie_breaker: given(&a.tie_breaker).map(str::to_owned),
             binding: a.binding,
             timeout: given(&a.timeout).map(str::to_owned),
+            contract: a.contract,
         };
         Ok(Json(self.kernel.proposal_create(&scope, new).await?))
     }

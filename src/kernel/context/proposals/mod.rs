@@ -19,6 +19,7 @@
 //! - `binding` is recorded and shown: a binding decision is one the team agreed to
 //!   follow; an advisory one informs. The kernel has nothing to enforce beyond that.
 
+pub mod drafts;
 mod expiry;
 mod ops;
 mod stored;
@@ -86,6 +87,8 @@ pub struct NewProposal {
     pub tie_breaker: Option<String>,
     pub binding: Option<bool>,
     pub timeout: Option<String>,
+    /// A contract the proposal would install (see [`drafts`]).
+    pub contract: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -193,6 +196,8 @@ struct Stored {
     expires_at: i64,
     closed_at: Option<i64>,
     votes: Vec<(Cast, Option<String>, i64)>,
+    /// The contract it would install, as drafted (JSON).
+    contract: Option<String>,
 }
 
 fn pick<'a>(what: &str, value: &str, allowed: &'a [&'a str]) -> Result<&'a str> {

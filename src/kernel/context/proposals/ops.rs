@@ -44,6 +44,17 @@ impl Kernel {
             )));
         }
         let binding = new.binding.unwrap_or(true);
+        let draft = match &new.contract {
+            None => None,
+            Some(v) => Some(drafts::check(&kind, binding, v)?),
+        };
+        let description = match (&draft, description) {
+            (Some((says, _)), d) => Some(format!(
+                "{}Installs the contract: {says} (the lead's approve installs it)",
+                d.map(|d| format!("{d}\n")).unwrap_or_default()
+            )),
+            (None, d) => d,
+        };
         let s = scope.clone();
         let (created, posted) = self
             .store
@@ -88,6 +99,12 @@ impl Kernel {
                         expires_at
                     ],
                 )?;
+                if let Some((_, spec)) = &draft {
+                    c.execute(
+                        "UPDATE proposals SET contract = ?3 WHERE workflow_id = ?1 AND num = ?2",
+                        (s.workflow_id, num, spec),
+                    )?;
+                }
                 let p = load(c, s.workflow_id, num)?;
                 let asked: Vec<String> = agents
                     .iter()
@@ -192,6 +209,19 @@ impl Kernel {
                     rusqlite::params![s.workflow_id, num, s.me, option, reason, now_ms()],
                 )?;
                 p = load(c, s.workflow_id, num)?;
+                if s.lead && p.contract.is_some() {
+                    // A drafted contract: the lead's vote decides it.
+                    posted.push((s.workflow_id, drafts::decide(c, &mut p, &s, &option)?));
+                    let view = p.view(&s.workflow, &agents);
+                    return Ok((
+                        Voted {
+                            resolved: true,
+                            winner: view.winner.clone(),
+                            proposal: view,
+                        },
+                        posted,
+                    ));
+                }
                 let outcome = p.outcome();
                 // Who must act after this vote: nobody, unless the proposal is stuck.
                 let (must_act, stuck): (Vec<String>, String) = match &outcome {
@@ -275,6 +305,10 @@ impl Kernel {
             })
             .await?;
         self.announce_all(&posted);
+        if voted.resolved {
+            // A drafted contract may have come into force.
+            self.reload_contracts().await?;
+        }
         Ok(voted)
     }
 

@@ -41,7 +41,7 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
     let mut p = c
         .prepare_cached(
             "SELECT type, title, description, options, resolution, quorum, tie_breaker, binding, creator,
-                    status, winner, closed_by, created_at, expires_at, closed_at
+                    status, winner, closed_by, created_at, expires_at, closed_at, contract
              FROM proposals WHERE workflow_id = ?1 AND num = ?2",
         )?
         .query_row((workflow_id, num), |r| {
@@ -65,6 +65,7 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
                 created_at: r.get(12)?,
                 expires_at: r.get(13)?,
                 closed_at: r.get(14)?,
+                contract: r.get(15)?,
                 votes: Vec::new(),
             })
         })?;
