@@ -10,6 +10,10 @@
 //! bridge.rs      a stdio launch relays to the data dir's kernel over HTTP (requests,
 //!                the session's own stream, a heartbeat; a new kernel if it died)
 //! config.rs      launch options, data dir and admin token resolution
+//! contracts/     contracts (pure): parsing whose errors name the field, matching an
+//!                event, precedence (deny > allow > approvals combine; notify always),
+//!                one English sentence each (english.rs), what a backend without a
+//!                hook holds of them as profile denials
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
 //! fsread.rs      reading a file someone named: regular files only, size first, bounded
@@ -30,20 +34,27 @@
 //!   registry/      workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, guards.rs budgets,
 //!                  tokens.rs admin and agent tokens (hash only), authentication
+//!   governance/    contracts.rs the contracts in force (rows, hot-loaded set,
+//!                  contract_set/list) and the decision log; approvals.rs approvals
+//!                  as rows (votes, deadline, lost with their run)
 //!   messaging/     channel_send / channel_read and the send guard (mod.rs),
+//!                  governed.rs message contracts inside the send's transaction,
 //!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
 //!                  pending -> seen -> acked | deferred, team.rs member status,
 //!                  resources.rs content-addressed blobs
 //!   context/       documents/ (rules, path rules, per-instance settings, file and
-//!                  sqlite providers), proposals/ (types, stored, ops, expiry on
-//!                  time, tally.rs the resolution rules, pure)
+//!                  sqlite providers, doc_write contracts), proposals/ (types, stored,
+//!                  ops, expiry on time, tally.rs the resolution rules, pure,
+//!                  drafts.rs contracts agents draft and the lead approves)
 //!   runtime/       agents as things that run: agents.rs create/update/delete/info,
 //!                  workers.rs the process manager, supervise.rs one run from spawn
 //!                  to settlement, runs.rs run records, ask.rs agent_ask,
 //!                  scheduler/ (state and timers, gate.rs admission and the queue,
 //!                  outcome.rs retries and pauses, wakes.rs deliveries to wakes in
 //!                  bounded batches), schedules.rs, backends.rs
-//!                  readiness; tells workflows through events
+//!                  readiness, requests.rs contracts at work: a run's tool request,
+//!                  approvals (decide, wait, deadline), spend before a run, run_end;
+//!                  tells workflows through events
 //!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
@@ -63,6 +74,7 @@
 //!   subscriptions.rs kernel events as resource updates, list changes and log messages
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)
 //!   tasks.rs       agent_ask and workflow_run as MCP tasks
+//!   elicit.rs      approvals asked inline while the lead waits (elicitation)
 //!   complete.rs    completion of prompt arguments and template variables
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
@@ -71,7 +83,8 @@
 //!                  guard.rs per-request checks, sessions.rs ownership, parking,
 //!                  expiry and caps, sse.rs priming by version, replay.rs resumable
 //!                  events
-//!   tools/         one file per tool group; shared plumbing in tools/mod.rs,
+//!   tools/         one file per tool group (contracts.rs: contracts, approvals and
+//!                  a run's permission_request); shared plumbing in tools/mod.rs,
 //!                  params.rs arguments whose errors name the field
 //! ```
 //!
@@ -79,8 +92,8 @@
 //!
 //! - Dependencies flow one way: `mcp -> kernel -> store`. Nothing in `kernel` knows MCP.
 //!   Inside the kernel, rooms use only the rooms below them (store < registry <
-//!   messaging < context < runtime < workflows); the runtime reaches workflows
-//!   only through events.
+//!   governance < messaging < context < runtime < workflows); the runtime reaches
+//!   workflows only through events.
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //! - Identity is resolved per request (stdio = the lead; HTTP = the bearer token),
@@ -111,6 +124,9 @@
 //!   running). Every start except agent_ask passes the scheduler's gate (paused,
 //!   stopped workflow, empty inbox, guards) and its worker limit. What must survive
 //!   a restart (schedules, automatic resumes, pending deliveries) is in the store.
+//! - Contracts never widen a permission profile: a tool request is asked of the
+//!   profile first. Nothing a contract holds for approval happens before it is
+//!   granted; an approval whose run ended is `lost`, never granted by default.
 //! - A workflow run is done only after a quiet debounce and a fresh read of the
 //!   store: no run, queue entry, retry or unread delivery of a live agent, no open
 //!   binding proposal, no scheduled run owed.

@@ -625,3 +625,54 @@ contracts:
     assert!(e.contains("no deploys on friday"), "{e}");
     s.stop().await;
 }
+
+/// The README's five worked examples are a valid `contracts:` block.
+#[tokio::test]
+async fn the_readmes_worked_examples_parse_and_read_back() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme
+        .find("```yaml\ncontracts:")
+        .expect("the examples block")
+        + "```yaml\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let yaml = format!(
+        "name: examples\nagents:\n  deployer: {{ backend: human }}\n  reviewer: {{ backend: human }}\n{block}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml, "wait_seconds": 0}),
+    )
+    .await
+    .ok();
+    let list = call(&lead, "contract_list", json!({"workflow": "@examples"}))
+        .await
+        .ok();
+    let says: Vec<&str> = list["contracts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["says"].as_str().unwrap())
+        .collect();
+    assert_eq!(says.len(), 7, "{says:#?}");
+    for quoted in [
+        "When any agent asks to run a command matching \"rm *\", refuse it",
+        "When the workflow has spent more than $5, hold the agent's next runs until you (the lead) approve; \
+         if nobody decides within 4h, refuse it",
+    ] {
+        assert!(
+            says.iter().any(|s| s.starts_with(quoted)),
+            "{quoted:?} not in {says:#?}"
+        );
+        let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(&quoted.replace('*', "\\*")),
+            "the README quotes {quoted:?}"
+        );
+    }
+    s.stop().await;
+}
