@@ -8,7 +8,7 @@ use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 async fn sdk_agent(lead: &Client, name: &str, work: &Path, llm: &FakeLlm, permissions: &str) {
     call(
@@ -32,22 +32,6 @@ fn last_call(llm: &FakeLlm) -> String {
         .last()
         .map(|c| c["body"].to_string())
         .unwrap_or_default()
-}
-
-/// Polls approval_list until an approval in `state` shows up.
-async fn approval_in(lead: &Client, state: &str, secs: u64) -> Value {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let l = call(lead, "approval_list", json!({})).await.ok();
-        if let Some(a) = l["approvals"]
-            .as_array()
-            .and_then(|v| v.iter().find(|a| a["state"] == state))
-        {
-            return a.clone();
-        }
-        assert!(Instant::now() < end, "no {state} approval in {secs} s: {l}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@ mod common;
 use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use serde_json::json;
+use std::time::Duration;
 
 async fn claude_agent(
     lead: &Client,
@@ -107,18 +107,7 @@ async fn claude_code_waits_for_an_approval_then_writes() {
     )
     .await
     .ok();
-    let end = Instant::now() + Duration::from_secs(60);
-    let pending: Value = loop {
-        let l = call(&lead, "approval_list", json!({})).await.ok();
-        if let Some(a) = l["approvals"]
-            .as_array()
-            .and_then(|v| v.iter().find(|a| a["state"] == "pending"))
-        {
-            break a.clone();
-        }
-        assert!(Instant::now() < end, "Claude Code never asked: {l}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let pending = approval_in(&lead, "pending", 60).await;
     assert!(
         pending["what"].as_str().unwrap().starts_with("Write"),
         "{pending}"

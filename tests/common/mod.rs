@@ -338,6 +338,22 @@ pub async fn wait_info(
     }
 }
 
+/// Polls approval_list until an approval in `state` shows up (contracts).
+pub async fn approval_in(lead: &Client, state: &str, secs: u64) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let l = call(lead, "approval_list", json!({})).await.ok();
+        if let Some(a) = l["approvals"]
+            .as_array()
+            .and_then(|v| v.iter().find(|a| a["state"] == state))
+        {
+            return a.clone();
+        }
+        assert!(Instant::now() < end, "no {state} approval in {secs} s: {l}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Registers agents in a workflow instance (as the lead).
 pub async fn new_agents(lead: &Client, workflow: &str, names: &[&str]) {
     for n in names {

@@ -249,6 +249,17 @@ impl RunEnd {
     pub fn stopped(&self) -> bool {
         self.error_class == Some(ErrorClass::Stopped)
     }
+
+    /// The run's final status: succeeded, stopped or failed.
+    pub fn status(&self) -> &'static str {
+        if self.ok {
+            "succeeded"
+        } else if self.stopped() {
+            "stopped"
+        } else {
+            "failed"
+        }
+    }
 }
 
 /// Closes a run and settles everything it touched, in one transaction.
@@ -261,13 +272,7 @@ pub fn finish_tx(
     end: &RunEnd,
 ) -> Result<()> {
     let now = now_ms();
-    let status = if end.ok {
-        "succeeded"
-    } else if end.stopped() {
-        "stopped"
-    } else {
-        "failed"
-    };
+    let status = end.status();
     c.execute(
         "UPDATE runs SET status = ?2, ended_at = ?3, exit_code = ?4, signal = ?5, error_class = ?6,
                 error = ?7, input_tokens = ?8, output_tokens = ?9, cost_usd = ?10, final_text = ?11,

@@ -176,20 +176,13 @@ impl Kernel {
             run_id: run_id.clone(),
             ok: end.ok,
         });
-        let status = if end.ok {
-            "succeeded"
-        } else if end.stopped() {
-            "stopped"
-        } else {
-            "failed"
-        };
         if let Err(e) = self
             .run_end_contracts(
                 spec.agent_id,
                 &spec.name,
                 &spec.workflow,
                 spec.workflow_id,
-                status,
+                end.status(),
             )
             .await
         {
