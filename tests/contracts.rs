@@ -184,6 +184,36 @@ async fn an_approval_holds_the_run_until_the_lead_approves() {
     let list = call(&lead, "contract_list", json!({})).await.ok();
     assert_eq!(list["decisions"][0]["outcome"], "approved", "{list}");
     assert_eq!(list["decisions"][0]["decided_by"], "user");
+    // The same, as the lead's resource; an agent's session cannot read it.
+    let r = lead
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "agent-worker://contracts",
+        ))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &r.contents[0] else {
+        panic!("{r:?}")
+    };
+    let v: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(v["approvals"][0]["state"], "approved", "{v}");
+    assert_eq!(v["contracts"][0]["name"], "edits-need-me");
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "peer", "backend": "external"}),
+    )
+    .await
+    .ok();
+    let peer = join(&s, &lead, "peer", Proto::Legacy).await;
+    assert!(
+        peer.peer()
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "agent-worker://contracts"
+            ))
+            .await
+            .is_err()
+    );
     drop(llm);
     s.stop().await;
 }

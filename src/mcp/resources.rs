@@ -10,6 +10,7 @@
 //! | `agent-worker://runs/{run_id}` | one run: status, final text, error, stderr tail, usage (JSON) | the lead |
 //! | `agent-worker://resources/{id}` | a content-addressed resource (resource_create) | everyone |
 //! | `agent-worker://backends` | backend_list (JSON) | the lead |
+//! | `agent-worker://contracts` | contract_list and approval_list together (JSON) | the lead |
 //!
 //! What a caller may not see reads as unknown, like what does not exist: an agent
 //! cannot probe for other instances.
@@ -183,6 +184,12 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
             "Every backend: found, version, logged in, the fix, what each profile becomes.",
             JSON,
         ));
+        out.push(resource(
+            contracts_uri(),
+            "contracts".into(),
+            "The contracts in force (each as a sentence), the built-in guards, the latest decisions and the approvals.",
+            JSON,
+        ));
     }
     out.truncate(MAX_LISTED);
     Ok(out)
@@ -195,7 +202,7 @@ pub async fn authorize(kernel: &Kernel, caller: &Caller, uri: &str) -> Result<()
     let rest = uri.strip_prefix(SCHEME).ok_or_else(unknown)?;
     let parts: Vec<&str> = rest.splitn(6, '/').collect();
     match parts.as_slice() {
-        ["backends"] | ["runs", _] if caller.is_lead() => Ok(()),
+        ["backends"] | ["contracts"] | ["runs", _] if caller.is_lead() => Ok(()),
         ["resources", _] => Ok(()),
         ["workflows", name, tag, what @ ..] => {
             kernel
@@ -242,6 +249,9 @@ pub fn document_uri(w: &WorkflowRef, file: &str) -> String {
 pub fn run_uri(id: &str) -> String {
     format!("{SCHEME}runs/{id}")
 }
+pub fn contracts_uri() -> String {
+    format!("{SCHEME}contracts")
+}
 
 /// Reads one resource as the caller.
 pub async fn read(
@@ -265,6 +275,16 @@ pub async fn read(
                 .await
                 .map_err(internal)?;
             json(serde_json::to_string_pretty(&r))
+        }
+        ["contracts"] if caller.is_lead() => {
+            let list = kernel.contract_list(None).await.map_err(internal)?;
+            let approvals = kernel.approval_list(caller, None).await.map_err(internal)?;
+            json(serde_json::to_string_pretty(&serde_json::json!({
+                "contracts": list.contracts,
+                "built_in": list.built_in,
+                "decisions": list.decisions,
+                "approvals": approvals,
+            })))
         }
         ["runs", id] if caller.is_lead() => {
             let r = kernel.run_view(id).await.map_err(|_| unknown())?;

@@ -323,9 +323,10 @@ async fn changed(
             false,
         ),
         Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
-        Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => {
-            (vec![resources::status_uri(&w)], false)
-        }
+        Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => (
+            vec![resources::status_uri(&w), resources::contracts_uri()],
+            false,
+        ),
         Event::DocumentChanged { file, created, .. } => {
             (vec![resources::document_uri(&w, file)], *created)
         }
