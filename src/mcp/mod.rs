@@ -99,12 +99,13 @@ impl Tools {
     fn visible_to(&self, caller: &Caller) -> Vec<Tool> {
         self.listed
             .iter()
-            .filter(|t| {
-                if caller.is_lead() {
-                    t.name != tools::contracts::PERMISSION_TOOL
-                } else {
-                    !self.is_management(&t.name)
+            .filter(|t| match caller {
+                // How a worker run asks before a tool runs: only runs see it.
+                _ if t.name == tools::contracts::PERMISSION_TOOL => {
+                    matches!(caller, Caller::Agent(a) if a.run_id.is_some())
                 }
+                Caller::Lead => true,
+                Caller::Agent(_) => !self.is_management(&t.name),
             })
             .cloned()
             .collect()

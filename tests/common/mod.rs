@@ -34,7 +34,6 @@ pub const CONTEXT_TOOLS: &[&str] = &[
     "my_inbox_ack",
     "my_inbox_defer",
     "my_status_set",
-    "permission_request",
     "resource_create",
     "resource_read",
     "team_doc_append",
@@ -76,8 +75,6 @@ pub fn lead_tools() -> Vec<String> {
     let mut all: Vec<String> = CONTEXT_TOOLS
         .iter()
         .chain(MANAGEMENT_TOOLS)
-        // How a worker run asks before a tool runs: never the lead's.
-        .filter(|t| **t != "permission_request")
         .map(|t| t.to_string())
         .collect();
     all.sort();

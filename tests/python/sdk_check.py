@@ -334,8 +334,7 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
                 agent.protocol_version,
             )
             names = await tool_names(agent)
-            want = sorted(CONTEXT_TOOLS + ["permission_request"])
-            check(names == want, f"agent session sees only the {len(want)} context tools", names)
+            check(names == CONTEXT_TOOLS, f"agent session sees only the {len(CONTEXT_TOOLS)} context tools", names)
             agent_prompts = (await agent.list_prompts()).prompts
             check(agent_prompts == [], "an agent session lists no prompts", agent_prompts)
 
