@@ -107,6 +107,7 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
 /// An sdk agent whose write needs the lead's approval, waiting on it.
 async fn held_write(
     timeout: &str,
+    approvers: Value,
 ) -> (
     tempfile::TempDir,
     tempfile::TempDir,
@@ -127,7 +128,7 @@ async fn held_write(
     contract(
         &lead,
         json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
-               "then": {"action": "require_approval", "approvers": ["user"], "timeout": timeout}}),
+               "then": {"action": "require_approval", "approvers": approvers, "timeout": timeout}}),
     )
     .await;
     call(
@@ -142,7 +143,7 @@ async fn held_write(
 
 #[tokio::test]
 async fn an_approval_holds_the_run_until_the_lead_approves() {
-    let (work, _dir, llm, s, lead) = held_write("60s").await;
+    let (work, _dir, llm, s, lead) = held_write("60s", json!(["user"])).await;
     let a = approval_in(&lead, "pending", 20).await;
     assert_eq!(a["agent"], "worker");
     assert_eq!(a["event"], "tool_request");
@@ -220,8 +221,36 @@ async fn an_approval_holds_the_run_until_the_lead_approves() {
 
 #[tokio::test]
 async fn a_refused_approval_writes_nothing_and_tells_the_model() {
-    let (work, _dir, llm, s, lead) = held_write("60s").await;
+    let (work, _dir, llm, s, lead) = held_write("60s", json!(["worker", "reviewer"])).await;
     let a = approval_in(&lead, "pending", 20).await;
+    // Named approvers decide, but never their own request; others are refused.
+    let me = join(&s, &lead, "worker", Proto::Legacy).await;
+    let e = call(
+        &me,
+        "approval_decide",
+        json!({"id": a["id"], "decision": "approve"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("your own request"), "{e}");
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "bystander", "backend": "external"}),
+    )
+    .await
+    .ok();
+    let other = join(&s, &lead, "bystander", Proto::Legacy).await;
+    let e = call(
+        &other,
+        "approval_decide",
+        json!({"id": a["id"], "decision": "approve"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not an approver"), "{e}");
+    let seen = call(&other, "approval_list", json!({})).await.ok();
+    assert_eq!(seen["approvals"], json!([]), "not its business: {seen}");
     call(
         &lead,
         "approval_decide",
@@ -239,7 +268,7 @@ async fn a_refused_approval_writes_nothing_and_tells_the_model() {
 
 #[tokio::test]
 async fn an_approval_nobody_decides_times_out_as_its_contract_says() {
-    let (work, _dir, llm, s, lead) = held_write("2s").await;
+    let (work, _dir, llm, s, lead) = held_write("2s", json!(["user"])).await;
     let a = approval_in(&lead, "timed_out", 20).await;
     assert!(a["reason"].as_str().unwrap().contains("refused"), "{a}");
     settled(&lead, "worker").await;
@@ -250,7 +279,7 @@ async fn an_approval_nobody_decides_times_out_as_its_contract_says() {
 
 #[tokio::test]
 async fn a_restart_keeps_contracts_and_decisions_and_loses_the_killed_runs_approval() {
-    let (work, dir, _llm, s, lead) = held_write("60s").await;
+    let (work, dir, _llm, s, lead) = held_write("60s", json!(["user"])).await;
     let a = approval_in(&lead, "pending", 20).await;
     drop(lead);
     s.kill().await;

@@ -267,6 +267,11 @@ pub fn decide_tx(
         )));
     }
     let is_lead = who == LEAD;
+    if !is_lead && r.view.agent.eq_ignore_ascii_case(who) {
+        return Err(Error::forbidden(format!(
+            "approval {id} is your own request; another approver decides it"
+        )));
+    }
     if !is_lead && !r.view.approvers.iter().any(|a| a.eq_ignore_ascii_case(who)) {
         return Err(Error::forbidden(format!(
             "you are not an approver of approval {id}; its approvers: {}",
