@@ -52,8 +52,9 @@
 //!                  scheduler/ (state and timers, gate.rs admission and the queue,
 //!                  outcome.rs retries and pauses, wakes.rs deliveries to wakes in
 //!                  bounded batches), schedules.rs, backends.rs
-//!                  readiness, requests.rs contracts at work: a run's tool request,
-//!                  approvals (decide, wait, deadline), spend before a run, run_end;
+//!                  readiness, requests.rs a run's tool request (profile, then
+//!                  contracts), approvals.rs waiting, deadlines, approval_decide,
+//!                  spending.rs spend before a run and run_end contracts;
 //!                  tells workflows through events
 //!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)

@@ -7,6 +7,7 @@
 //! from it through events (a workflow run that went quiet, an agent that failed).
 
 pub mod agents;
+pub mod approvals;
 pub mod ask;
 pub mod backends;
 pub mod idle;
@@ -14,5 +15,6 @@ pub mod requests;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;
+pub mod spending;
 mod supervise;
 pub mod workers;

@@ -1,6 +1,6 @@
-//! Contracts at work in the runtime: a worker run's tool request (asked before
-//! the tool runs), approvals (deciding, waiting, their deadlines), spending
-//! (checked before a run starts) and the end of a run.
+//! A worker run's tool request, asked before the tool runs (`permission_request`:
+//! the sdk backend's local tools, Claude Code's permission prompt tool). Approvals
+//! are in [`super::approvals`], spending and run ends in [`super::spending`].
 //!
 //! A tool request is answered in this order: the agent's permission profile
 //! (contracts never widen it), then the contracts in force (see `crate::contracts`
@@ -9,22 +9,18 @@
 //! the run ends first, the approval is `lost`, never granted by default.
 
 use super::runs::Denial;
-use super::scheduler::Wake;
-use crate::contracts::{self, Event as Ev, When};
+use crate::contracts::{self, Event as Ev};
 use crate::error::{Error, Result};
-use crate::kernel::clock::now_ms;
 use crate::kernel::events::Event;
-use crate::kernel::governance::approvals::{self, ApprovalView, Ended, NewApproval};
+use crate::kernel::governance::approvals::{self, Ended, NewApproval};
 use crate::kernel::governance::contracts::{Decision, in_force, record_tx};
 use crate::kernel::messaging::{self, Posted};
-use crate::kernel::{AgentIdentity, Caller, Kernel};
-use crate::names::{LEAD, WorkflowRef};
+use crate::kernel::{AgentIdentity, Kernel};
+use crate::names::WorkflowRef;
 use crate::permissions::{Kind, Profile, Request, request_of};
 use rusqlite::Connection;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 /// The answer to a tool request, in the shape Claude Code's permission prompt tool
 /// expects (`behavior` allow or deny, `message` the reason).
@@ -32,33 +28,6 @@ use std::time::Duration;
 pub enum Answer {
     Allow,
     Deny(String),
-}
-
-/// Keeps a run alive while it waits, and forgets the wait however it ends.
-struct Waiting<'a> {
-    kernel: &'a Kernel,
-    id: i64,
-    agent_id: i64,
-    held_file: Option<PathBuf>,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.kernel.approval_waits.lock().unwrap().remove(&self.id);
-        if let Some(a) = self
-            .kernel
-            .workers
-            .active
-            .lock()
-            .unwrap()
-            .get(&self.agent_id)
-        {
-            a.held.store(false, Ordering::Relaxed);
-        }
-        if let Some(f) = &self.held_file {
-            let _ = std::fs::remove_file(f);
-        }
-    }
 }
 
 /// The path of a read or edit relative to the agent's folder, when it is inside.
@@ -87,7 +56,7 @@ fn relative(req: &Request, cwd: &Path) -> Option<String> {
     })
 }
 
-fn clip(s: &str) -> String {
+pub(super) fn clip(s: &str) -> String {
     let mut out: String = s.chars().take(300).collect();
     if out.len() < s.len() {
         out.push('…');
@@ -96,7 +65,13 @@ fn clip(s: &str) -> String {
 }
 
 /// The kernel's own message about a contract, to the members it names.
-fn tell(c: &Connection, wid: i64, wf: &WorkflowRef, to: &[String], text: String) -> Result<Posted> {
+pub(super) fn tell(
+    c: &Connection,
+    wid: i64,
+    wf: &WorkflowRef,
+    to: &[String],
+    text: String,
+) -> Result<Posted> {
     let who: String = to.iter().map(|m| format!("@{m} ")).collect();
     messaging::post_system(c, wid, wf, format!("{who}{text}"))
 }
@@ -251,427 +226,5 @@ impl Kernel {
                 });
             }
         }
-    }
-
-    /// Waits until approval `id` is decided or its deadline passes, keeping the run
-    /// alive meanwhile.
-    async fn wait_approval(&self, id: i64, agent_id: i64, run_id: &str) -> Result<Ended> {
-        let notify = Arc::new(tokio::sync::Notify::new());
-        self.approval_waits
-            .lock()
-            .unwrap()
-            .insert(id, notify.clone());
-        let held_file = {
-            let dir = crate::worker::protocol::scratch_dir(&std::env::temp_dir(), run_id);
-            let f = dir.join(crate::worker::protocol::HELD_FILE);
-            dir.is_dir()
-                .then(|| std::fs::write(&f, b"").ok().map(|_| f))
-                .flatten()
-        };
-        if let Some(a) = self.workers.active.lock().unwrap().get(&agent_id) {
-            a.held.store(true, Ordering::Relaxed);
-        }
-        let _waiting = Waiting {
-            kernel: self,
-            id,
-            agent_id,
-            held_file,
-        };
-        loop {
-            let woken = notify.notified();
-            let row = self.store.read(move |c| approvals::get(c, id)).await?;
-            let Some(row) = row else {
-                return Ok(Ended::Refused("it is gone".into()));
-            };
-            match approvals::ended(&row) {
-                Ended::Pending => {}
-                done => return Ok(done),
-            }
-            // The timer closes it at the deadline and wakes us; re-read now and then
-            // in case a wake was missed.
-            let _ = tokio::time::timeout(Duration::from_secs(5), woken).await;
-        }
-    }
-
-    /// Closes approval `id` when its deadline passes (if nobody decided first).
-    fn arm_approval(self: &Arc<Self>, id: i64, after: Duration) {
-        let k = Arc::downgrade(self);
-        tokio::spawn(async move {
-            tokio::time::sleep(after + Duration::from_millis(20)).await;
-            if let Some(k) = k.upgrade()
-                && let Err(e) = k.expire_approval(id).await
-            {
-                tracing::warn!(id, "could not close an approval at its deadline: {e}");
-            }
-        });
-    }
-
-    async fn expire_approval(self: &Arc<Self>, id: i64) -> Result<()> {
-        let row = self
-            .store
-            .write(move |c| {
-                let Some(r) = approvals::get(c, id)? else {
-                    return Ok(None);
-                };
-                if !approvals::expire_tx(c, &r)? {
-                    return Ok(None);
-                }
-                approvals::get(c, id)
-            })
-            .await?;
-        if let Some(r) = row {
-            self.approval_closed(&r).await?;
-        }
-        Ok(())
-    }
-
-    /// At start: approvals of runs that did not survive the restart are lost; the
-    /// others (spending) get their deadline timers again.
-    pub(crate) async fn recover_approvals(self: &Arc<Self>) -> Result<()> {
-        let (lost, open) = self
-            .store
-            .write(|c| {
-                let lost = approvals::lose_orphans_tx(c)?;
-                let mut st =
-                    c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
-                let open: Vec<(i64, i64)> = st
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?;
-                Ok((lost, open))
-            })
-            .await?;
-        if lost > 0 {
-            tracing::warn!(
-                lost,
-                "approvals asked by runs that ended with the previous kernel are lost"
-            );
-        }
-        let now = now_ms();
-        for (id, deadline) in open {
-            self.arm_approval(id, Duration::from_millis((deadline - now).max(0) as u64));
-        }
-        Ok(())
-    }
-
-    /// A run ended: approvals it still waited for can no longer be granted.
-    pub(super) async fn lose_approvals_of(&self, run_id: &str) {
-        let rid = run_id.to_owned();
-        match self
-            .store
-            .write(move |c| approvals::lose_run_tx(c, &rid))
-            .await
-        {
-            Ok(ids) => {
-                let waits = self.approval_waits.lock().unwrap();
-                for id in ids {
-                    if let Some(n) = waits.get(&id) {
-                        n.notify_waiters();
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(run = run_id, "could not close the run's approvals: {e}"),
-        }
-    }
-
-    /// approval_decide: one approver's decision (the lead may decide any).
-    pub async fn approval_decide(
-        self: &Arc<Self>,
-        caller: &Caller,
-        id: i64,
-        approve: bool,
-        reason: Option<String>,
-    ) -> Result<ApprovalView> {
-        if reason
-            .as_ref()
-            .is_some_and(|r| r.chars().count() > contracts::MAX_REASON_CHARS)
-        {
-            return Err(Error::invalid(format!(
-                "reason is at most {} characters",
-                contracts::MAX_REASON_CHARS
-            )));
-        }
-        let (who, only) = match caller {
-            Caller::Lead => (LEAD.to_owned(), None),
-            Caller::Agent(a) => (a.name.clone(), Some(a.workflow_id)),
-        };
-        let row = self
-            .store
-            .write(move |c| {
-                if let Some(wid) = only
-                    && approvals::get(c, id)?.is_some_and(|r| r.workflow_id != wid)
-                {
-                    return Err(Error::not_found(format!(
-                        "no approval {id} in your workflow"
-                    )));
-                }
-                let r = approvals::decide_tx(c, id, &who, approve, reason.as_deref())?;
-                let posted = if r.view.state != "pending" {
-                    Some(messaging::post_system(
-                        c,
-                        r.workflow_id,
-                        &r.workflow,
-                        format!(
-                            "approval {id} ({} asked to use {}) is {}: {}.",
-                            r.view.agent,
-                            r.view.what,
-                            r.view.state,
-                            r.view.reason.clone().unwrap_or_default()
-                        ),
-                    )?)
-                } else {
-                    None
-                };
-                Ok((r, posted))
-            })
-            .await?;
-        let (r, posted) = row;
-        if let Some(p) = &posted {
-            self.announce(r.workflow_id, p);
-        }
-        if r.view.state != "pending" {
-            self.approval_closed(&r).await?;
-        }
-        Ok(r.view)
-    }
-
-    /// approval_list: pending and recent approvals (an agent sees those it asked
-    /// for or may decide, in its own instance).
-    pub async fn approval_list(
-        &self,
-        caller: &Caller,
-        workflow: Option<&WorkflowRef>,
-    ) -> Result<Vec<ApprovalView>> {
-        let (wid, member) = match (caller, workflow) {
-            (Caller::Agent(a), _) => (Some(a.workflow_id), Some(a.name.clone())),
-            (Caller::Lead, Some(wf)) => (Some(self.workflow_id(wf).await?), None),
-            (Caller::Lead, None) => (None, None),
-        };
-        self.store
-            .read(move |c| approvals::list(c, wid, member.as_deref()))
-            .await
-    }
-
-    /// What follows a closed approval: its waiter wakes; a spending approval lets
-    /// the held agent run, or pauses it when refused.
-    async fn approval_closed(self: &Arc<Self>, r: &approvals::Row) -> Result<()> {
-        if let Some(n) = self.approval_waits.lock().unwrap().get(&r.view.id) {
-            n.notify_waiters();
-        }
-        self.events.publish(Event::ApprovalClosed {
-            workflow_id: r.workflow_id,
-            id: r.view.id,
-        });
-        if r.view.event != "spend" {
-            return Ok(());
-        }
-        match approvals::ended(r) {
-            Ended::Allowed(_) => {
-                let wid = r.workflow_id;
-                let agents: Vec<i64> = self
-                    .store
-                    .read(move |c| {
-                        let mut st = c.prepare("SELECT id FROM agents WHERE workflow_id = ?1")?;
-                        Ok(st
-                            .query_map([wid], |r| r.get(0))?
-                            .collect::<rusqlite::Result<_>>()?)
-                    })
-                    .await?;
-                for a in agents {
-                    self.admit(a, Wake::Resume, None).await;
-                }
-            }
-            _ => {
-                self.pause_with_reason(
-                    r.agent_id,
-                    &r.workflow,
-                    r.workflow_id,
-                    &r.view.agent,
-                    &format!(
-                        "approval {} to go on spending was not given ({})",
-                        r.view.id,
-                        r.view.reason.clone().unwrap_or_default()
-                    ),
-                    None,
-                )
-                .await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Before a run starts: what spend contracts say. Returns true when the run
-    /// must wait (an approval is open or was just asked for, or the agent paused).
-    pub(super) async fn spend_holds(
-        self: &Arc<Self>,
-        agent_id: i64,
-        name: &str,
-        workflow: &WorkflowRef,
-        workflow_id: i64,
-    ) -> Result<bool> {
-        let all = self.contracts.all();
-        let spend: Vec<contracts::Contract> = in_force(&all, workflow_id, workflow)
-            .filter(|c| matches!(c.when, When::Spend { .. }))
-            .cloned()
-            .collect();
-        if spend.is_empty() {
-            return Ok(false);
-        }
-        let (wf, n) = (workflow.clone(), name.to_owned());
-        let out = self
-            .store
-            .write(move |c| {
-                let sum = |col: &str, id: i64| -> Result<(u64, f64)> {
-                    Ok(c.query_row(
-                        &format!("SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_usd), 0) FROM runs WHERE {col} = ?1"),
-                        [id],
-                        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, f64>(1)?)),
-                    )?)
-                };
-                let (at, au) = sum("agent_id", agent_id)?;
-                let (wt, wu) = sum("workflow_id", workflow_id)?;
-                let v = contracts::decide(&spend, &Ev::Spend {
-                    agent: &n,
-                    agent_usd: au,
-                    agent_tokens: at,
-                    workflow_usd: wu,
-                    workflow_tokens: wt,
-                });
-                let what = format!("spent ${au:.4} and {at} tokens (the workflow ${wu:.4} and {wt} tokens)");
-                let once = |contract: &str, outcome: &str| -> Result<bool> {
-                    Ok(!c.query_row(
-                        "SELECT EXISTS (SELECT 1 FROM contract_decisions WHERE workflow_id = ?1 AND agent = ?2
-                           AND event = 'spend' AND outcome = ?3 AND contracts = ?4)",
-                        (workflow_id, &n, outcome, serde_json::to_string(&[contract]).unwrap_or_default()),
-                        |r| r.get::<_, bool>(0),
-                    )?)
-                };
-                let mut posted = Vec::new();
-                for (contract, to) in &v.notify {
-                    if once(contract, "notified")? {
-                        let mut d = Decision::of(workflow_id, &n, "spend", &what, &contracts::Verdict::default());
-                        (d.contracts, d.outcome) = (vec![contract.clone()], "notified".into());
-                        record_tx(c, &d)?;
-                        posted.push(tell(c, workflow_id, &wf, to, format!("contract \"{contract}\": {n} has {what}."))?);
-                    }
-                }
-                let mut pause = None;
-                for (contract, why) in &v.pause {
-                    if once(contract, "paused")? {
-                        let mut d = Decision::of(workflow_id, &n, "spend", &what, &contracts::Verdict::default());
-                        (d.contracts, d.outcome, d.reason) = (vec![contract.clone()], "paused".into(), Some(why.clone()));
-                        record_tx(c, &d)?;
-                        pause = Some(format!("contract \"{contract}\": {n} has {what}"));
-                        break;
-                    }
-                }
-                let mut hold = pause.is_some();
-                if let Some(a) = &v.approval {
-                    let per_agent = a.contracts.iter().all(|x| {
-                        spend.iter().any(|s| s.name == *x && matches!(s.when, When::Spend { per: contracts::Per::Agent, .. }))
-                    });
-                    let (granted, open) =
-                        approvals::spend_state(c, workflow_id, per_agent.then_some(agent_id), &a.contracts)?;
-                    if !granted {
-                        hold = true;
-                        if !open {
-                            let id = approvals::insert_tx(c, &NewApproval {
-                                workflow_id,
-                                agent_id,
-                                agent: n.clone(),
-                                run_id: None,
-                                event: "spend".into(),
-                                detail: what.clone(),
-                                approval: a.clone(),
-                            })?;
-                            posted.push(tell(c, workflow_id, &wf, &a.approvers, format!(
-                                "approval {id}: {n} has {what} (contract {}); its next run waits until you decide with \
-                                 approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" (within {}).",
-                                a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
-                                humantime::format_duration(a.timeout)
-                            ))?);
-                            return Ok((posted, pause, hold, Some((id, a.timeout))));
-                        }
-                    }
-                }
-                Ok((posted, pause, hold, None))
-            })
-            .await?;
-        let (posted, pause, hold, asked) = out;
-        for p in &posted {
-            self.announce(workflow_id, p);
-        }
-        if let Some((id, timeout)) = asked {
-            self.events
-                .publish(Event::ApprovalAsked { workflow_id, id });
-            self.arm_approval(id, timeout);
-        }
-        if let Some(why) = pause {
-            self.pause_with_reason(agent_id, workflow, workflow_id, name, &why, None)
-                .await?;
-        }
-        Ok(hold)
-    }
-
-    /// After a run: what run_end contracts say (tell someone, pause the agent).
-    pub(super) async fn run_end_contracts(
-        self: &Arc<Self>,
-        agent_id: i64,
-        name: &str,
-        workflow: &WorkflowRef,
-        workflow_id: i64,
-        status: &str,
-    ) -> Result<()> {
-        let all = self.contracts.all();
-        let v = contracts::decide(
-            in_force(&all, workflow_id, workflow),
-            &Ev::RunEnd {
-                agent: name,
-                status,
-            },
-        );
-        if !v.any() {
-            return Ok(());
-        }
-        let (wf, n, st, v2) = (
-            workflow.clone(),
-            name.to_owned(),
-            status.to_owned(),
-            v.clone(),
-        );
-        let posted = self
-            .store
-            .write(move |c| {
-                record_tx(
-                    c,
-                    &Decision::of(workflow_id, &n, "run_end", &format!("a run {st}"), &v2),
-                )?;
-                let mut posted = Vec::new();
-                for (contract, to) in &v2.notify {
-                    posted.push(tell(
-                        c,
-                        workflow_id,
-                        &wf,
-                        to,
-                        format!("contract \"{contract}\": a run of {n} ended {st}."),
-                    )?);
-                }
-                Ok(posted)
-            })
-            .await?;
-        for p in &posted {
-            self.announce(workflow_id, p);
-        }
-        if let Some((contract, why)) = v.pause.first() {
-            self.pause_with_reason(
-                agent_id,
-                workflow,
-                workflow_id,
-                name,
-                &format!("contract \"{contract}\": {why}"),
-                None,
-            )
-            .await?;
-        }
-        Ok(())
     }
 }
