@@ -86,8 +86,9 @@ pub struct Kernel {
     pub(crate) last_client: std::sync::atomic::AtomicI64,
     /// The contracts in force (hot-loaded on every change).
     pub(crate) contracts: governance::contracts::Set,
-    /// Tool requests waiting for an approval, by approval id: woken when it is decided.
-    pub(crate) approval_waits: Mutex<HashMap<i64, Arc<tokio::sync::Notify>>>,
+    /// Tool requests waiting for an approval, by approval id (with the asking
+    /// agent): woken when it is decided.
+    pub(crate) approval_waits: Mutex<HashMap<i64, (i64, Arc<tokio::sync::Notify>)>>,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another

@@ -27,7 +27,16 @@ struct Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.kernel.approval_waits.lock().unwrap().remove(&self.id);
+        // A run may wait on several approvals at once (parallel tool calls): it is
+        // held until the last of them ends.
+        let others = {
+            let mut waits = self.kernel.approval_waits.lock().unwrap();
+            waits.remove(&self.id);
+            waits.values().any(|(agent, _)| *agent == self.agent_id)
+        };
+        if others {
+            return;
+        }
         if let Some(a) = self
             .kernel
             .workers
@@ -57,7 +66,7 @@ impl Kernel {
         self.approval_waits
             .lock()
             .unwrap()
-            .insert(id, notify.clone());
+            .insert(id, (agent_id, notify.clone()));
         let held_file = {
             let dir = crate::worker::protocol::scratch_dir(&std::env::temp_dir(), run_id);
             let f = dir.join(crate::worker::protocol::HELD_FILE);
@@ -161,7 +170,7 @@ impl Kernel {
             Ok(ids) => {
                 let waits = self.approval_waits.lock().unwrap();
                 for id in ids {
-                    if let Some(n) = waits.get(&id) {
+                    if let Some((_, n)) = waits.get(&id) {
                         n.notify_waiters();
                     }
                 }
@@ -251,7 +260,7 @@ impl Kernel {
     /// What follows a closed approval: its waiter wakes; a spending approval lets
     /// the held agent run, or pauses it when refused.
     async fn approval_closed(self: &Arc<Self>, r: &approvals::Row) -> Result<()> {
-        if let Some(n) = self.approval_waits.lock().unwrap().get(&r.view.id) {
+        if let Some((_, n)) = self.approval_waits.lock().unwrap().get(&r.view.id) {
             n.notify_waiters();
         }
         self.events.publish(Event::ApprovalClosed {
