@@ -197,3 +197,47 @@ async fn opencode_holds_a_deny_contract_through_its_profile() {
 async fn codex_holds_a_deny_contract_through_its_profile() {
     hookless_deny("codex").await;
 }
+
+/// Codex cannot refuse edits by rule: a contract holding edits for approval (with
+/// nobody to ask) puts it in its read-only sandbox for the run.
+#[tokio::test]
+async fn codex_holds_an_edit_approval_as_its_read_only_sandbox() {
+    let Some(bin) = cli_bin() else { return };
+    let (home, work, dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let file = work.path().join("hello.txt");
+    let patch = format!(
+        "*** Begin Patch\n*** Add File: {}\n+written\n*** End Patch\n",
+        file.display()
+    );
+    let llm = FakeLlm::start(Script::steps(
+        &[("apply_patch", json!({"input": patch}))],
+        "done",
+    ))
+    .await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let mut args = json!({
+        "name": "worker", "backend": "codex", "env": cli_env("codex", &bin, home.path(), &llm.url),
+        "cwd": work.path().display().to_string(), "permissions": "edit",
+    });
+    if let Some(m) = model_for("codex") {
+        args["model"] = json!(m);
+    }
+    call(&lead, "agent_new", args).await.ok();
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
+               "then": {"action": "require_approval"}}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "worker", "write hello.txt", 50).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert!(!file.exists(), "codex wrote the file despite the contract");
+    s.stop().await;
+}

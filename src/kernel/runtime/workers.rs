@@ -398,13 +398,32 @@ impl Kernel {
                 p.deny.push(c);
             }
         }
-        if backends::check_agent(&spec.backend, &p, &servers).is_err() {
+        // Narrow what the backend cannot hold: a command pattern becomes the whole
+        // shell; then a refused class the profile grants lowers the profile (Codex
+        // holds "no edits" only as its read-only sandbox).
+        let holds = |p: &crate::permissions::Permissions| {
+            backends::check_agent(&spec.backend, p, &servers).is_ok()
+        };
+        if !holds(&p) {
             for c in p.deny.iter_mut() {
                 if matches!(c, Class::Shell(Some(_))) {
                     *c = Class::Shell(None);
                 }
             }
             p.deny.dedup();
+        }
+        use crate::permissions::Profile;
+        if !holds(&p) && p.deny.contains(&Class::Edit) && p.profile > Profile::Read {
+            p.profile = Profile::Read;
+            p.deny
+                .retain(|c| !matches!(c, Class::Edit | Class::Shell(None) | Class::Web));
+            p.allow.clear();
+        }
+        if !holds(&p) && p.profile == Profile::Full {
+            p.profile = Profile::Edit;
+            p.deny
+                .retain(|c| !matches!(c, Class::Shell(None) | Class::Web));
+            p.allow.clear();
         }
         p
     }
