@@ -1,186 +1,193 @@
-//! Contracts on the real Claude Code CLI, offline against a fake model: with a
-//! tool_request contract in force, Claude Code asks the kernel through its
-//! permission prompt tool before the governed tool runs. A deny on `rm *` keeps the
-//! file and the model reads the contract's reason; a required approval holds the
-//! write until the lead approves it, and then the file appears.
+//! Contracts on the real worker CLIs, offline against a fake model. Claude Code,
+//! with a tool_request contract in force, asks the kernel through its permission
+//! prompt tool before the governed tool runs: a deny on `rm *` keeps the file and
+//! the model reads the contract's reason; a required approval holds the write until
+//! the lead approves it, and then the file appears. Codex, Gemini CLI and OpenCode,
+//! which have no such hook, hold the same contracts through their profile.
 
 mod common;
 use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::time::Duration;
 
-async fn claude_agent(
-    lead: &Client,
-    work: &std::path::Path,
-    home: &std::path::Path,
-    bin: &std::path::Path,
-    llm: &FakeLlm,
-    permissions: &str,
-) {
-    let mut args = json!({
-        "name": "worker", "backend": "claude", "env": cli_env("claude", bin, home, &llm.url),
-        "cwd": work.display().to_string(), "permissions": permissions,
-    });
-    if let Some(m) = model_for("claude") {
-        args["model"] = json!(m);
+/// One agent named `worker` on a real CLI with a fake model, and a contract.
+struct Team {
+    work: tempfile::TempDir,
+    llm: FakeLlm,
+    s: HttpServer,
+    lead: Client,
+    _home: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+const NO_RM: &str = r#"{"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
+    "then": {"action": "deny", "reason": "nobody deletes files"}}"#;
+
+impl Team {
+    /// None (skip) when the CLIs are not installed and not required. `step` makes
+    /// the model's one tool call from the agent's folder.
+    async fn start(
+        backend: &str,
+        permissions: &str,
+        contract: &str,
+        step: impl FnOnce(&std::path::Path) -> (&'static str, Value),
+    ) -> Option<Self> {
+        let bin = cli_bin()?;
+        let (home, work, dir) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let llm = FakeLlm::start(Script::steps(&[step(work.path())], "done")).await;
+        let s = HttpServer::start(dir.path()).await;
+        let lead = s.lead(Proto::Legacy).await;
+        let mut args = json!({
+            "name": "worker", "backend": backend, "env": cli_env(backend, &bin, home.path(), &llm.url),
+            "cwd": work.path().display().to_string(), "permissions": permissions,
+        });
+        if let Some(m) = model_for(backend) {
+            args["model"] = json!(m);
+        }
+        call(&lead, "agent_new", args).await.ok();
+        let spec: Value = serde_json::from_str(contract).unwrap();
+        call(&lead, "contract_set", spec).await.ok();
+        Some(Self {
+            work,
+            llm,
+            s,
+            lead,
+            _home: home,
+            _dir: dir,
+        })
     }
-    call(lead, "agent_new", args).await.ok();
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    /// What the model was told last.
+    fn told(&self) -> String {
+        self.llm
+            .model_calls()
+            .last()
+            .map(|c| c["body"].to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// A file the model will try to delete.
+fn victim(work: &std::path::Path) -> String {
+    let v = work.join("victim.txt");
+    std::fs::write(&v, "keep me").unwrap();
+    format!("rm -f {}", v.display())
 }
 
 #[tokio::test]
 async fn claude_code_asks_the_kernel_and_a_deny_keeps_the_file() {
-    let Some(bin) = cli_bin() else { return };
-    let (home, work, dir) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let victim = work.path().join("victim.txt");
-    std::fs::write(&victim, "keep me").unwrap();
-    let steps = [(
-        "Bash",
-        json!({"command": format!("rm -f {}", victim.display()), "description": "clean up"}),
-    )];
-    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    claude_agent(&lead, work.path(), home.path(), &bin, &llm, "full").await;
-    call(
-        &lead,
-        "contract_set",
-        json!({"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
-               "then": {"action": "deny", "reason": "nobody deletes files"}}),
-    )
+    let Some(t) = Team::start("claude", "full", NO_RM, |w| {
+        (
+            "Bash",
+            json!({"command": victim(w), "description": "clean up"}),
+        )
+    })
     .await
-    .ok();
-    let r = ask(&lead, "worker", "clean up", 50).await;
-    let told = llm
-        .model_calls()
-        .last()
-        .map(|c| c["body"].to_string())
-        .unwrap_or_default();
+    else {
+        return;
+    };
+    let r = ask(&t.lead, "worker", "clean up", 50).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     assert!(
-        victim.exists(),
+        t.file("victim.txt").exists(),
         "Claude Code deleted the file despite the contract"
     );
+    let told = t.told();
     assert!(
         told.contains("nobody deletes files"),
         "the model was not told why: {told}"
     );
-    let list = call(&lead, "contract_list", json!({})).await.ok();
+    let list = call(&t.lead, "contract_list", json!({})).await.ok();
     assert_eq!(list["decisions"][0]["outcome"], "denied", "{list}");
-    s.stop().await;
+    t.s.stop().await;
 }
 
 #[tokio::test]
 async fn claude_code_waits_for_an_approval_then_writes() {
-    let Some(bin) = cli_bin() else { return };
-    let (home, work, dir) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let file = work.path().join("hello.txt");
-    let steps = [(
-        "Write",
-        json!({"file_path": file.display().to_string(), "content": "written"}),
-    )];
-    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    claude_agent(&lead, work.path(), home.path(), &bin, &llm, "edit").await;
-    call(
-        &lead,
-        "contract_set",
-        json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
-               "then": {"action": "require_approval", "timeout": "2m"}}),
-    )
+    let edits = r#"{"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
+        "then": {"action": "require_approval", "timeout": "2m"}}"#;
+    let Some(t) = Team::start("claude", "edit", edits, |w| {
+        let f = w.join("hello.txt").display().to_string();
+        ("Write", json!({"file_path": f, "content": "written"}))
+    })
     .await
-    .ok();
+    else {
+        return;
+    };
     call(
-        &lead,
+        &t.lead,
         "channel_send",
         json!({"message": "@worker write hello.txt"}),
     )
     .await
     .ok();
-    let pending = approval_in(&lead, "pending", 60).await;
+    let pending = approval_in(&t.lead, "pending", 60).await;
     assert!(
         pending["what"].as_str().unwrap().starts_with("Write"),
         "{pending}"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!file.exists(), "written before the approval");
+    assert!(!t.file("hello.txt").exists(), "written before the approval");
     call(
-        &lead,
+        &t.lead,
         "approval_decide",
         json!({"id": pending["id"], "decision": "approve"}),
     )
     .await
     .ok();
-    let i = wait_info(&lead, "worker", 60, |i| {
+    let i = wait_info(&t.lead, "worker", 60, |i| {
         i.get("running").is_none() && i["runs"].as_array().is_some_and(|r| !r.is_empty())
     })
     .await;
     assert_eq!(i["runs"][0]["status"], "succeeded", "{i}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "written");
-    s.stop().await;
+    assert_eq!(
+        std::fs::read_to_string(t.file("hello.txt")).unwrap(),
+        "written"
+    );
+    t.s.stop().await;
 }
 
 /// Codex, Gemini CLI and OpenCode have no hook to ask the kernel in a headless
 /// run: a deny contract reaches them as a deny rule of the profile, and the CLI
 /// refuses the command itself (Codex, which cannot match commands, loses its shell).
-async fn hookless_deny(backend: &str) {
-    let Some(bin) = cli_bin() else { return };
-    let (home, work, dir) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let victim = work.path().join("victim.txt");
-    std::fs::write(&victim, "keep me").unwrap();
-    let command = format!("rm -f {}", victim.display());
-    let step = match backend {
-        "gemini" => (
-            "run_shell_command",
-            json!({"command": command, "description": "clean up"}),
-        ),
-        "opencode" => (
-            "bash",
-            json!({"command": command, "description": "clean up"}),
-        ),
-        "codex" => ("exec_command", json!({"cmd": command})),
-        _ => unreachable!(),
-    };
-    let llm = FakeLlm::start(Script::steps(&[step], "done")).await;
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    let mut args = json!({
-        "name": "worker", "backend": backend, "env": cli_env(backend, &bin, home.path(), &llm.url),
-        "cwd": work.path().display().to_string(), "permissions": "full",
-    });
-    if let Some(m) = model_for(backend) {
-        args["model"] = json!(m);
-    }
-    call(&lead, "agent_new", args).await.ok();
-    call(
-        &lead,
-        "contract_set",
-        json!({"name": "no-rm", "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
-               "then": {"action": "deny", "reason": "nobody deletes files"}}),
-    )
+async fn hookless_deny(backend: &'static str) {
+    let Some(t) = Team::start(backend, "full", NO_RM, |w| {
+        let command = victim(w);
+        match backend {
+            "gemini" => (
+                "run_shell_command",
+                json!({"command": command, "description": "clean up"}),
+            ),
+            "opencode" => (
+                "bash",
+                json!({"command": command, "description": "clean up"}),
+            ),
+            "codex" => ("exec_command", json!({"cmd": command})),
+            _ => unreachable!(),
+        }
+    })
     .await
-    .ok();
-    let r = ask(&lead, "worker", "clean up", 50).await;
+    else {
+        return;
+    };
+    let r = ask(&t.lead, "worker", "clean up", 50).await;
     assert_eq!(r["status"], "succeeded", "{backend}: {r}");
     assert!(
-        victim.exists(),
+        t.file("victim.txt").exists(),
         "{backend} deleted the file despite the contract"
     );
-    s.stop().await;
+    t.s.stop().await;
 }
 
 #[tokio::test]
@@ -202,42 +209,24 @@ async fn codex_holds_a_deny_contract_through_its_profile() {
 /// nobody to ask) puts it in its read-only sandbox for the run.
 #[tokio::test]
 async fn codex_holds_an_edit_approval_as_its_read_only_sandbox() {
-    let Some(bin) = cli_bin() else { return };
-    let (home, work, dir) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let file = work.path().join("hello.txt");
-    let patch = format!(
-        "*** Begin Patch\n*** Add File: {}\n+written\n*** End Patch\n",
-        file.display()
-    );
-    let llm = FakeLlm::start(Script::steps(
-        &[("apply_patch", json!({"input": patch}))],
-        "done",
-    ))
-    .await;
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    let mut args = json!({
-        "name": "worker", "backend": "codex", "env": cli_env("codex", &bin, home.path(), &llm.url),
-        "cwd": work.path().display().to_string(), "permissions": "edit",
-    });
-    if let Some(m) = model_for("codex") {
-        args["model"] = json!(m);
-    }
-    call(&lead, "agent_new", args).await.ok();
-    call(
-        &lead,
-        "contract_set",
-        json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
-               "then": {"action": "require_approval"}}),
-    )
+    let edits = r#"{"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
+        "then": {"action": "require_approval"}}"#;
+    let Some(t) = Team::start("codex", "edit", edits, |w| {
+        let patch = format!(
+            "*** Begin Patch\n*** Add File: {}\n+written\n*** End Patch\n",
+            w.join("hello.txt").display()
+        );
+        ("apply_patch", json!({"input": patch}))
+    })
     .await
-    .ok();
-    let r = ask(&lead, "worker", "write hello.txt", 50).await;
+    else {
+        return;
+    };
+    let r = ask(&t.lead, "worker", "write hello.txt", 50).await;
     assert_eq!(r["status"], "succeeded", "{r}");
-    assert!(!file.exists(), "codex wrote the file despite the contract");
-    s.stop().await;
+    assert!(
+        !t.file("hello.txt").exists(),
+        "codex wrote the file despite the contract"
+    );
+    t.s.stop().await;
 }
