@@ -92,15 +92,12 @@ async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
 }
 
 async fn ask_one(kernel: &Arc<Kernel>, peer: &Peer<RoleServer>, id: i64) {
-    let Some(a) = kernel
-        .approval_list(&Caller::Lead, None)
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .find(|a| a.id == id && a.state == "pending")
-    else {
+    let Ok(Some(a)) = kernel.approval_view(id).await else {
         return;
     };
+    if a.state != "pending" {
+        return;
+    }
     if !a.approvers.iter().any(|m| m == LEAD) {
         return;
     }

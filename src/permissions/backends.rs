@@ -123,6 +123,47 @@ pub fn claude_governed(p: &Permissions, servers: &[&str], governed: &[Kind]) -> 
     rules
 }
 
+/// `p` with `denials` added as deny rules, narrowed until `backend` can hold it
+/// (never widened): a command pattern it cannot match becomes the whole shell;
+/// then a denied class the profile grants lowers the profile (Codex holds "no
+/// edits" only as its read-only sandbox, "no shell" at full by turning it off).
+/// If even that cannot be held, the run fails with the backend's reason.
+pub fn with_denials(
+    backend: &str,
+    p: &Permissions,
+    denials: Vec<Class>,
+    servers: &[&str],
+) -> Permissions {
+    let mut p = p.clone();
+    for c in denials {
+        if !p.deny.contains(&c) {
+            p.deny.push(c);
+        }
+    }
+    let holds = |p: &Permissions| check_agent(backend, p, servers).is_ok();
+    if !holds(&p) {
+        for c in p.deny.iter_mut() {
+            if matches!(c, Class::Shell(Some(_))) {
+                *c = Class::Shell(None);
+            }
+        }
+        p.deny.dedup();
+    }
+    if !holds(&p) && p.deny.contains(&Class::Edit) && p.profile > Profile::Read {
+        p.profile = Profile::Read;
+        p.deny
+            .retain(|c| !matches!(c, Class::Edit | Class::Shell(None) | Class::Web));
+        p.allow.clear();
+    }
+    if !holds(&p) && p.profile == Profile::Full {
+        p.profile = Profile::Edit;
+        p.deny
+            .retain(|c| !matches!(c, Class::Shell(None) | Class::Web));
+        p.allow.clear();
+    }
+    p
+}
+
 /// Codex: a sandbox for every command it runs, and its shell tools on or off.
 /// Codex reads files by running commands, so commands run under every profile,
 /// inside the sandbox: `read-only`, `workspace-write` (writes in its folder only,

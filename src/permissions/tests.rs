@@ -139,3 +139,45 @@ fn glob_is_linear_and_exact() {
 }
 
 use serde_json::json;
+
+#[test]
+fn denials_are_narrowed_until_the_backend_holds_them() {
+    use backends::with_denials;
+    let edit = Permissions::profile(Profile::Edit);
+    let full = Permissions::profile(Profile::Full);
+    // Gemini holds a command prefix that ends at a word.
+    let p = with_denials(
+        "gemini",
+        &full,
+        vec![Class::parse("shell:rm *").unwrap()],
+        &[],
+    );
+    assert_eq!(p.deny, [Class::parse("shell:rm *").unwrap()]);
+    assert_eq!(p.profile, Profile::Full);
+    // Not one that ends inside a word: the whole shell goes.
+    let p = with_denials(
+        "gemini",
+        &full,
+        vec![Class::parse("shell:rm*").unwrap()],
+        &[],
+    );
+    assert_eq!(p.deny, [Class::Shell(None)]);
+    // Codex matches no commands and cannot refuse edits by rule: its sandbox does.
+    let p = with_denials(
+        "codex",
+        &full,
+        vec![Class::parse("shell:rm *").unwrap()],
+        &[],
+    );
+    assert_eq!(
+        (p.profile, p.deny.clone()),
+        (Profile::Full, vec![Class::Shell(None)])
+    );
+    let p = with_denials("codex", &edit, vec![Class::Edit], &[]);
+    assert_eq!((p.profile, p.deny.len()), (Profile::Read, 0));
+    for b in ["gemini", "codex", "opencode"] {
+        let p = with_denials(b, &edit, vec![Class::Edit], &[]);
+        assert!(backends::check_agent(b, &p, &[]).is_ok(), "{b}: {p:?}");
+        assert!(!p.may(Kind::Edit), "{b} may still edit: {p:?}");
+    }
+}

@@ -103,14 +103,15 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
     record_tx(
         c,
         &Decision {
-            workflow_id: a.workflow_id,
-            agent: a.agent.clone(),
-            event: a.event.clone(),
-            detail: a.detail.chars().take(500).collect(),
-            contracts: a.approval.contracts.clone(),
-            outcome: "approval_requested".into(),
             approval_id: Some(id),
-            ..Default::default()
+            ..Decision::new(
+                a.workflow_id,
+                &a.agent,
+                &a.event,
+                &a.detail,
+                a.approval.contracts.clone(),
+                "approval_requested",
+            )
         },
     )?;
     Ok(id)
@@ -229,15 +230,17 @@ fn close_tx(c: &Connection, r: &Row, state: &str, by: Option<&str>, reason: &str
     record_tx(
         c,
         &Decision {
-            workflow_id: r.workflow_id,
-            agent: r.view.agent.clone(),
-            event: r.view.event.clone(),
-            detail: r.view.what.chars().take(500).collect(),
-            contracts: r.view.contracts.clone(),
-            outcome: outcome.into(),
             approval_id: Some(r.view.id),
             decided_by: by.map(str::to_owned),
             reason: Some(reason.to_owned()),
+            ..Decision::new(
+                r.workflow_id,
+                &r.view.agent,
+                &r.view.event,
+                &r.view.what,
+                r.view.contracts.clone(),
+                outcome,
+            )
         },
     )?;
     Ok(())

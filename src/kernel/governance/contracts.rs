@@ -125,7 +125,30 @@ pub struct Decision {
     pub reason: Option<String>,
 }
 
+/// How much of what a decision was about is kept.
+const DETAIL_CHARS: usize = 500;
+
 impl Decision {
+    /// One decision: `contracts` led to `outcome` about `detail` (kept in part).
+    pub fn new(
+        workflow_id: i64,
+        agent: &str,
+        event: &str,
+        detail: &str,
+        contracts: Vec<String>,
+        outcome: &str,
+    ) -> Self {
+        Decision {
+            workflow_id,
+            agent: agent.to_owned(),
+            event: event.to_owned(),
+            detail: detail.chars().take(DETAIL_CHARS).collect(),
+            contracts,
+            outcome: outcome.to_owned(),
+            ..Default::default()
+        }
+    }
+
     /// The decision a verdict stands for, with its outcome word.
     pub fn of(workflow_id: i64, agent: &str, event: &str, detail: &str, v: &Verdict) -> Self {
         let (outcome, contracts, reason) = if let Some((c, r, pause)) = &v.deny {
@@ -158,14 +181,8 @@ impl Decision {
             )
         };
         Decision {
-            workflow_id,
-            agent: agent.to_owned(),
-            event: event.to_owned(),
-            detail: detail.chars().take(500).collect(),
-            contracts,
-            outcome: outcome.to_owned(),
             reason,
-            ..Default::default()
+            ..Decision::new(workflow_id, agent, event, detail, contracts, outcome)
         }
     }
 }

@@ -13,7 +13,7 @@
 //! Contracts govern agents: the lead's (and the kernel's) messages pass as sent.
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
-use super::{Outgoing, Posted, post_system, preview};
+use super::{Outgoing, Posted, post_system, post_system_to, preview};
 use crate::contracts::{self, Contract, Event as Ev, When};
 use crate::error::{Error, Result};
 use crate::kernel::governance::contracts::{Decision, in_force, record_tx};
@@ -177,13 +177,13 @@ impl Governed {
             ))?);
         }
         for (contract, to) in &self.notify {
-            let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-            out.push(post_system(
+            out.push(post_system_to(
                 c,
                 scope.workflow_id,
                 &scope.workflow,
-                format!(
-                    "{who}contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
+                to,
+                &format!(
+                    "contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
                     scope.me,
                     if self.recipients.is_empty() {
                         "nobody".into()

@@ -186,6 +186,19 @@ pub(crate) fn post_system(
     Ok(posted)
 }
 
+/// [`post_system`] addressed to `to`: their names lead the text, so their inboxes
+/// get it (the lead is `user`).
+pub(crate) fn post_system_to(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    to: &[String],
+    text: &str,
+) -> Result<Posted> {
+    let who: String = to.iter().map(|m| format!("@{m} ")).collect();
+    post_system(c, workflow_id, workflow, format!("{who}{text}"))
+}
+
 /// Writes one message and its deliveries. Runs inside a store job.
 fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules) -> Result<Posted> {
     let (content, resource) = prepare_content(scope, &send.message)?;

@@ -67,16 +67,20 @@ impl Kernel {
             .lock()
             .unwrap()
             .insert(id, (agent_id, notify.clone()));
-        let held_file = {
-            let dir = crate::worker::protocol::scratch_dir(&std::env::temp_dir(), run_id);
-            let f = dir.join(crate::worker::protocol::HELD_FILE);
-            dir.is_dir()
-                .then(|| std::fs::write(&f, b"").ok().map(|_| f))
-                .flatten()
-        };
-        if let Some(a) = self.workers.active.lock().unwrap().get(&agent_id) {
-            a.held.store(true, Ordering::Relaxed);
-        }
+        // Held for the kernel's supervision (a flag) and the worker's (a file in its
+        // scratch folder, when the worker made one: a CLI's run).
+        let held_file = self
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .get(&agent_id)
+            .filter(|a| a.run_id == run_id)
+            .map(|a| {
+                a.held.store(true, Ordering::Relaxed);
+                a.held_file.clone()
+            })
+            .filter(|f| f.parent().is_some_and(|d| d.is_dir()) && std::fs::write(f, b"").is_ok());
         let _waiting = Waiting {
             kernel: self,
             id,
@@ -238,6 +242,13 @@ impl Kernel {
             self.approval_closed(&r).await?;
         }
         Ok(r.view)
+    }
+
+    /// One approval as the lead sees it (None if there is no such approval).
+    pub async fn approval_view(&self, id: i64) -> Result<Option<ApprovalView>> {
+        self.store
+            .read(move |c| Ok(approvals::get(c, id)?.map(|r| r.view)))
+            .await
     }
 
     /// approval_list: pending and recent approvals (an agent sees those it asked

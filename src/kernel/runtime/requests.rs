@@ -14,11 +14,9 @@ use crate::error::{Error, Result};
 use crate::kernel::events::Event;
 use crate::kernel::governance::approvals::{self, Ended, NewApproval};
 use crate::kernel::governance::contracts::{Decision, in_force, record_tx};
-use crate::kernel::messaging::{self, Posted};
+use crate::kernel::messaging::{post_system_to, preview};
 use crate::kernel::{AgentIdentity, Kernel};
-use crate::names::WorkflowRef;
 use crate::permissions::{Kind, Profile, Request, request_of};
-use rusqlite::Connection;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -54,26 +52,6 @@ fn relative(req: &Request, cwd: &Path) -> Option<String> {
     } else {
         parts.join("/")
     })
-}
-
-pub(super) fn clip(s: &str) -> String {
-    let mut out: String = s.chars().take(300).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
-}
-
-/// The kernel's own message about a contract, to the members it names.
-pub(super) fn tell(
-    c: &Connection,
-    wid: i64,
-    wf: &WorkflowRef,
-    to: &[String],
-    text: String,
-) -> Result<Posted> {
-    let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-    messaging::post_system(c, wid, wf, format!("{who}{text}"))
 }
 
 impl Kernel {
@@ -113,7 +91,7 @@ impl Kernel {
         {
             let why = format!(
                 "refused: {:?} is outside this agent's folder ({}); the {} profile keeps files inside it",
-                clip(req.detail()),
+                preview(req.detail()),
                 cwd.display(),
                 perms.profile.as_str()
             );
@@ -134,7 +112,7 @@ impl Kernel {
         let what = format!(
             "{tool_name} ({}): {}",
             req.kind().as_str(),
-            clip(req.detail())
+            preview(req.detail())
         );
         let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
         let v2 = verdict.clone();
@@ -146,7 +124,7 @@ impl Kernel {
             .write(move |c| {
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(tell(c, wid, &wf, to, format!(
+                    posted.push(post_system_to(c, wid, &wf, to, &format!(
                         "contract \"{contract}\": {name} asks to use {w2}."
                     ))?);
                 }
@@ -163,7 +141,7 @@ impl Kernel {
                     detail: w2.clone(),
                     approval: a.clone(),
                 })?;
-                posted.push(tell(c, wid, &wf, &a.approvers, format!(
+                posted.push(post_system_to(c, wid, &wf, &a.approvers, &format!(
                     "approval {id}: {name} asks to use {w2} (contract {}). Decide with approval_decide {{\"id\": {id}, \
                      \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
                     a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
@@ -221,7 +199,7 @@ impl Kernel {
             if d.len() < super::runs::MAX_DENIALS {
                 d.push(Denial {
                     tool: tool.to_owned(),
-                    detail: clip(detail),
+                    detail: preview(detail),
                     reason: why.to_owned(),
                 });
             }

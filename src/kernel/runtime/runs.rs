@@ -262,6 +262,30 @@ impl RunEnd {
     }
 }
 
+/// Whose spending [`spent`] sums.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Spender {
+    Agent(i64),
+    Workflow(i64),
+}
+
+/// What runs have used so far: (input + output tokens, cost in US dollars).
+pub(crate) fn spent(c: &Connection, who: Spender) -> Result<(u64, f64)> {
+    let (sql, id) = match who {
+        Spender::Agent(id) => (
+            "SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id = ?1",
+            id,
+        ),
+        Spender::Workflow(id) => (
+            "SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_usd), 0) FROM runs WHERE workflow_id = ?1",
+            id,
+        ),
+    };
+    Ok(c.prepare_cached(sql)?.query_row([id], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, f64>(1)?))
+    })?)
+}
+
 /// Closes a run and settles everything it touched, in one transaction.
 pub fn finish_tx(
     c: &Connection,

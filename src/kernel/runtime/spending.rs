@@ -2,13 +2,14 @@
 //! a run starts (notify, pause, or hold the agent's runs until an approval), and
 //! how a run ended (notify, pause).
 
-use super::requests::tell;
+use super::runs::{Spender, spent};
 use crate::contracts::{self, Event as Ev, When};
 use crate::error::Result;
 use crate::kernel::Kernel;
 use crate::kernel::events::Event;
 use crate::kernel::governance::approvals::{self, NewApproval};
 use crate::kernel::governance::contracts::{Decision, in_force, record_tx};
+use crate::kernel::messaging::post_system_to;
 use crate::names::WorkflowRef;
 use std::sync::Arc;
 
@@ -34,15 +35,8 @@ impl Kernel {
         let out = self
             .store
             .write(move |c| {
-                let sum = |col: &str, id: i64| -> Result<(u64, f64)> {
-                    Ok(c.query_row(
-                        &format!("SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_usd), 0) FROM runs WHERE {col} = ?1"),
-                        [id],
-                        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, f64>(1)?)),
-                    )?)
-                };
-                let (at, au) = sum("agent_id", agent_id)?;
-                let (wt, wu) = sum("workflow_id", workflow_id)?;
+                let (at, au) = spent(c, Spender::Agent(agent_id))?;
+                let (wt, wu) = spent(c, Spender::Workflow(workflow_id))?;
                 let v = contracts::decide(&spend, &Ev::Spend {
                     agent: &n,
                     agent_usd: au,
@@ -62,18 +56,17 @@ impl Kernel {
                 let mut posted = Vec::new();
                 for (contract, to) in &v.notify {
                     if once(contract, "notified")? {
-                        let mut d = Decision::of(workflow_id, &n, "spend", &what, &contracts::Verdict::default());
-                        (d.contracts, d.outcome) = (vec![contract.clone()], "notified".into());
-                        record_tx(c, &d)?;
-                        posted.push(tell(c, workflow_id, &wf, to, format!("contract \"{contract}\": {n} has {what}."))?);
+                        record_tx(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"))?;
+                        posted.push(post_system_to(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."))?);
                     }
                 }
                 let mut pause = None;
                 for (contract, why) in &v.pause {
                     if once(contract, "paused")? {
-                        let mut d = Decision::of(workflow_id, &n, "spend", &what, &contracts::Verdict::default());
-                        (d.contracts, d.outcome, d.reason) = (vec![contract.clone()], "paused".into(), Some(why.clone()));
-                        record_tx(c, &d)?;
+                        record_tx(c, &Decision {
+                            reason: Some(why.clone()),
+                            ..Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "paused")
+                        })?;
                         pause = Some(format!("contract \"{contract}\": {n} has {what}"));
                         break;
                     }
@@ -97,7 +90,7 @@ impl Kernel {
                                 detail: what.clone(),
                                 approval: a.clone(),
                             })?;
-                            posted.push(tell(c, workflow_id, &wf, &a.approvers, format!(
+                            posted.push(post_system_to(c, workflow_id, &wf, &a.approvers, &format!(
                                 "approval {id}: {n} has {what} (contract {}); its next run waits until you decide with \
                                  approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" (within {}).",
                                 a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
@@ -161,12 +154,12 @@ impl Kernel {
                 )?;
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(tell(
+                    posted.push(post_system_to(
                         c,
                         workflow_id,
                         &wf,
                         to,
-                        format!("contract \"{contract}\": a run of {n} ended {st}."),
+                        &format!("contract \"{contract}\": a run of {n} ended {st}."),
                     )?);
                 }
                 Ok(posted)

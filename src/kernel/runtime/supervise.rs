@@ -8,8 +8,7 @@ use crate::kernel::Kernel;
 use crate::kernel::events::Event;
 use crate::kernel::runtime::runs::{self, RunEnd};
 use crate::process::{self, Ended};
-use crate::worker::protocol::{self, ErrorClass, Report};
-use std::path::PathBuf;
+use crate::worker::protocol::{ErrorClass, Report};
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -83,12 +82,7 @@ impl Kernel {
         }
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
-        let temp = spec
-            .env
-            .get("TMPDIR")
-            .filter(|t| !t.is_empty())
-            .map_or_else(std::env::temp_dir, PathBuf::from);
-        let _ = std::fs::remove_dir_all(protocol::scratch_dir(&temp, &run_id));
+        let _ = std::fs::remove_dir_all(spec.scratch_dir(&run_id));
         match finished {
             Err(e) => {
                 end.error_class = Some(ErrorClass::Crash);

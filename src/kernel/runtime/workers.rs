@@ -48,6 +48,8 @@ pub(super) struct Active {
     pub(super) wake_again: Option<(String, Option<String>)>,
     /// The run's [`Spec::held`] and [`Spec::denials`].
     pub(super) held: Arc<AtomicBool>,
+    /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
+    pub(super) held_file: PathBuf,
     pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
 }
 
@@ -119,6 +121,18 @@ pub(super) struct Spec {
     pub(super) held: Arc<AtomicBool>,
     /// What the kernel refused the run (tool requests), kept with the run at its end.
     pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
+}
+
+impl Spec {
+    /// The run's scratch folder as its worker sees it (under the agent's TMPDIR).
+    pub(super) fn scratch_dir(&self, run_id: &str) -> PathBuf {
+        let temp = self
+            .env
+            .get("TMPDIR")
+            .filter(|t| !t.is_empty())
+            .map_or_else(std::env::temp_dir, PathBuf::from);
+        protocol::scratch_dir(&temp, run_id)
+    }
 }
 
 impl Kernel {
@@ -260,6 +274,7 @@ impl Kernel {
                 progress: progress.clone(),
                 wake_again: None,
                 held: spec.held.clone(),
+                held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
                 denials: spec.denials.clone(),
             };
             let h = a.handle();
@@ -325,6 +340,7 @@ impl Kernel {
                 Ok(secret)
             })
             .await?;
+        let (governed, permissions) = self.governed_run(spec);
         let config = RunConfig {
             run_id: run_id.to_owned(),
             agent: spec.name.clone(),
@@ -343,22 +359,9 @@ impl Kernel {
             prompt,
             mock: spec.config.mock.clone(),
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
-            permissions: self.permissions_for_run(spec),
+            permissions,
             mcp_servers: spec.config.mcp_servers.clone(),
-            governed: {
-                let all = self.contracts.all();
-                crate::contracts::governed_kinds(
-                    crate::kernel::governance::contracts::in_force(
-                        &all,
-                        spec.workflow_id,
-                        &spec.workflow,
-                    ),
-                    &spec.name,
-                )
-                .into_iter()
-                .map(|k| k.as_str().to_owned())
-                .collect()
-            },
+            governed,
         };
         let mut cmd = tokio::process::Command::new(&self.workers.exe);
         cmd.arg(WORKER_MODE).current_dir(&cwd);
@@ -373,59 +376,30 @@ impl Kernel {
         Ok(cmd)
     }
 
-    /// The agent's permissions for this run: on a backend that cannot ask the kernel
-    /// before a tool runs, the contracts that would refuse or hold a tool become
-    /// `deny` rules of the profile (see `contracts::profile_denials`); a pattern the
-    /// backend cannot hold refuses the whole class instead.
-    fn permissions_for_run(&self, spec: &Spec) -> crate::permissions::Permissions {
-        use crate::permissions::{Class, backends};
-        let mut p = spec.config.permissions.clone();
-        if crate::contracts::ASKING_BACKENDS.contains(&spec.backend.as_str())
+    /// What the contracts in force change for this run: the tool classes a CLI with
+    /// a permission hook brings to the kernel, and, on a backend without one, the
+    /// profile with the contracts' refusals as deny rules it can hold.
+    fn governed_run(&self, spec: &Spec) -> (Vec<String>, crate::permissions::Permissions) {
+        use crate::contracts::{ASKING_BACKENDS, governed_kinds, profile_denials};
+        let all = self.contracts.all();
+        let in_force: Vec<&crate::contracts::Contract> =
+            crate::kernel::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow)
+                .collect();
+        let governed = governed_kinds(in_force.iter().copied(), &spec.name)
+            .into_iter()
+            .map(|k| k.as_str().to_owned())
+            .collect();
+        let p = &spec.config.permissions;
+        let asks = ASKING_BACKENDS.contains(&spec.backend.as_str())
             || crate::kernel::registry::has_no_worker(&spec.backend)
-            || spec.backend == "mock"
-        {
-            return p;
+            || spec.backend == "mock";
+        if asks {
+            return (governed, p.clone());
         }
         let servers: Vec<&str> = spec.config.mcp_servers.keys().map(String::as_str).collect();
-        let all = self.contracts.all();
-        let extra = crate::contracts::profile_denials(
-            crate::kernel::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow),
-            &spec.name,
-            &servers,
-        );
-        for c in extra {
-            if !p.deny.contains(&c) {
-                p.deny.push(c);
-            }
-        }
-        // Narrow what the backend cannot hold: a command pattern becomes the whole
-        // shell; then a refused class the profile grants lowers the profile (Codex
-        // holds "no edits" only as its read-only sandbox).
-        let holds = |p: &crate::permissions::Permissions| {
-            backends::check_agent(&spec.backend, p, &servers).is_ok()
-        };
-        if !holds(&p) {
-            for c in p.deny.iter_mut() {
-                if matches!(c, Class::Shell(Some(_))) {
-                    *c = Class::Shell(None);
-                }
-            }
-            p.deny.dedup();
-        }
-        use crate::permissions::Profile;
-        if !holds(&p) && p.deny.contains(&Class::Edit) && p.profile > Profile::Read {
-            p.profile = Profile::Read;
-            p.deny
-                .retain(|c| !matches!(c, Class::Edit | Class::Shell(None) | Class::Web));
-            p.allow.clear();
-        }
-        if !holds(&p) && p.profile == Profile::Full {
-            p.profile = Profile::Edit;
-            p.deny
-                .retain(|c| !matches!(c, Class::Shell(None) | Class::Web));
-            p.allow.clear();
-        }
-        p
+        let denials = profile_denials(in_force.iter().copied(), &spec.name, &servers);
+        let held = crate::permissions::backends::with_denials(&spec.backend, p, denials, &servers);
+        (governed, held)
     }
 
     /// Where an agent without a configured `cwd` works.

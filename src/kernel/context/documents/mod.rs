@@ -347,13 +347,13 @@ impl Kernel {
                 record_tx(c, &Decision::of(s.workflow_id, &s.me, "doc_write", &f, &v2))?;
                 let mut out = Vec::new();
                 for (contract, to) in &v2.notify {
-                    let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-                    out.push(crate::kernel::messaging::post_system(
+                    out.push(crate::kernel::messaging::post_system_to(
                         c,
                         s.workflow_id,
                         &s.workflow,
-                        format!(
-                            "{who}contract \"{contract}\": {} {} document {f}.",
+                        to,
+                        &format!(
+                            "contract \"{contract}\": {} {} document {f}.",
                             s.me,
                             if v2.deny.is_some() {
                                 "tried to write"

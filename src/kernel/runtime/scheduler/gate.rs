@@ -9,6 +9,7 @@ use crate::kernel::Kernel;
 use crate::kernel::clock::now_ms;
 use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
+use crate::kernel::runtime::runs::{Spender, spent};
 use crate::names::WorkflowRef;
 use rusqlite::{Connection, OptionalExtension};
 use std::sync::Arc;
@@ -81,20 +82,14 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
     let workflow_budget: Budget = serde_json::from_str(&wbudget).unwrap_or_default();
     // Spending is summed only for a budget that limits it: most agents have none, and
     // the sum grows with the history.
-    let spent = |budget: &Budget, column: &str, id: i64| -> Result<(u64, f64)> {
+    let limited = |budget: &Budget, who: Spender| -> Result<(u64, f64)> {
         if budget.max_tokens.is_none() && budget.max_cost_usd.is_none() {
             return Ok((0, 0.0));
         }
-        Ok(c.query_row(
-            &format!(
-                "SELECT coalesce(sum(input_tokens + output_tokens), 0), sum(cost_usd) FROM runs WHERE {column} = ?1"
-            ),
-            [id],
-            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<f64>>(1)?.unwrap_or(0.0))),
-        )?)
+        spent(c, who)
     };
-    let (agent_tokens, agent_cost) = spent(&agent_budget, "agent_id", agent_id)?;
-    let (workflow_tokens, workflow_cost) = spent(&workflow_budget, "workflow_id", wid)?;
+    let (agent_tokens, agent_cost) = limited(&agent_budget, Spender::Agent(agent_id))?;
+    let (workflow_tokens, workflow_cost) = limited(&workflow_budget, Spender::Workflow(wid))?;
     Ok(Some(GateFacts {
         external: crate::kernel::registry::has_no_worker(&backend),
         name,
