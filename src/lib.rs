@@ -20,7 +20,9 @@
 //! permissions/   permission profiles (pure): classes, allow/deny, decisions; backends.rs
 //!                each backend's terms for a profile (Claude's mode and tool rules,
 //!                Codex's sandbox, Gemini's policy, OpenCode's config, Cursor's
-//!                rules) and what it cannot hold
+//!                rules) and what it cannot hold; governed.rs a profile under
+//!                contracts (Claude's asked classes, denials a backend can hold);
+//!                requests.rs the request a tool call stands for
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps

@@ -82,7 +82,8 @@ impl Team {
 fn victim(work: &std::path::Path) -> String {
     let v = work.join("victim.txt");
     std::fs::write(&v, "keep me").unwrap();
-    format!("rm -f {}", v.display())
+    // Plain `rm`: Codex refuses `rm -f` by itself as dangerous, whatever the profile.
+    format!("rm {}", v.display())
 }
 
 #[tokio::test]
@@ -161,33 +162,41 @@ async fn claude_code_waits_for_an_approval_then_writes() {
 /// Codex, Gemini CLI and OpenCode have no hook to ask the kernel in a headless
 /// run: a deny contract reaches them as a deny rule of the profile, and the CLI
 /// refuses the command itself (Codex, which cannot match commands, loses its shell).
+/// The same run under a contract that refuses nothing deletes the file, so the
+/// model's call really is the deletion.
 async fn hookless_deny(backend: &'static str) {
-    let Some(t) = Team::start(backend, "full", NO_RM, |w| {
-        let command = victim(w);
-        match backend {
-            "gemini" => (
-                "run_shell_command",
-                json!({"command": command, "description": "clean up"}),
-            ),
-            "opencode" => (
-                "bash",
-                json!({"command": command, "description": "clean up"}),
-            ),
-            "codex" => ("exec_command", json!({"cmd": command})),
-            _ => unreachable!(),
-        }
-    })
-    .await
-    else {
-        return;
-    };
-    let r = ask(&t.lead, "worker", "clean up", 50).await;
-    assert_eq!(r["status"], "succeeded", "{backend}: {r}");
-    assert!(
-        t.file("victim.txt").exists(),
-        "{backend} deleted the file despite the contract"
-    );
-    t.s.stop().await;
+    let unrelated = r#"{"name": "tell-me", "when": {"event": "run_end", "status": "failed"},
+        "then": {"action": "notify"}}"#;
+    for (contract, kept) in [(unrelated, false), (NO_RM, true)] {
+        let Some(t) = Team::start(backend, "full", contract, |w| {
+            let command = victim(w);
+            match backend {
+                "gemini" => (
+                    "run_shell_command",
+                    json!({"command": command, "description": "clean up"}),
+                ),
+                "opencode" => (
+                    "bash",
+                    json!({"command": command, "description": "clean up"}),
+                ),
+                "codex" => ("exec_command", json!({"cmd": command})),
+                _ => unreachable!(),
+            }
+        })
+        .await
+        else {
+            return;
+        };
+        let r = ask(&t.lead, "worker", "clean up", 50).await;
+        assert_eq!(r["status"], "succeeded", "{backend}: {r}");
+        assert_eq!(
+            t.file("victim.txt").exists(),
+            kept,
+            "{backend} under {contract}: the file should {}",
+            if kept { "be kept" } else { "be deleted" }
+        );
+        t.s.stop().await;
+    }
 }
 
 #[tokio::test]
@@ -211,22 +220,27 @@ async fn codex_holds_a_deny_contract_through_its_profile() {
 async fn codex_holds_an_edit_approval_as_its_read_only_sandbox() {
     let edits = r#"{"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
         "then": {"action": "require_approval"}}"#;
-    let Some(t) = Team::start("codex", "edit", edits, |w| {
-        let patch = format!(
-            "*** Begin Patch\n*** Add File: {}\n+written\n*** End Patch\n",
-            w.join("hello.txt").display()
+    // First with a contract on something else: the same call does write.
+    for (contract, written) in [(NO_RM, true), (edits, false)] {
+        let Some(t) = Team::start("codex", "edit", contract, |w| {
+            let patch = format!(
+                "*** Begin Patch\n*** Add File: {}\n+written\n*** End Patch\n",
+                w.join("hello.txt").display()
+            );
+            ("apply_patch", json!({"input": patch}))
+        })
+        .await
+        else {
+            return;
+        };
+        let r = ask(&t.lead, "worker", "write hello.txt", 50).await;
+        assert_eq!(r["status"], "succeeded", "{r}");
+        assert_eq!(
+            t.file("hello.txt").exists(),
+            written,
+            "under {contract}: codex should {}write the file",
+            if written { "" } else { "not " }
         );
-        ("apply_patch", json!({"input": patch}))
-    })
-    .await
-    else {
-        return;
-    };
-    let r = ask(&t.lead, "worker", "write hello.txt", 50).await;
-    assert_eq!(r["status"], "succeeded", "{r}");
-    assert!(
-        !t.file("hello.txt").exists(),
-        "codex wrote the file despite the contract"
-    );
-    t.s.stop().await;
+        t.s.stop().await;
+    }
 }

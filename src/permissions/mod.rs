@@ -28,6 +28,7 @@
 //! How each backend expresses a profile, and what it cannot, is in [`backends`].
 
 pub mod backends;
+pub mod governed;
 mod requests;
 
 pub use requests::request_of;

@@ -142,7 +142,7 @@ use serde_json::json;
 
 #[test]
 fn denials_are_narrowed_until_the_backend_holds_them() {
-    use backends::with_denials;
+    use governed::with_denials;
     let edit = Permissions::profile(Profile::Edit);
     let full = Permissions::profile(Profile::Full);
     // Gemini holds a command prefix that ends at a word.

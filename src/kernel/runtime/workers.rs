@@ -398,7 +398,7 @@ impl Kernel {
         }
         let servers: Vec<&str> = spec.config.mcp_servers.keys().map(String::as_str).collect();
         let denials = profile_denials(in_force.iter().copied(), &spec.name, &servers);
-        let held = crate::permissions::backends::with_denials(&spec.backend, p, denials, &servers);
+        let held = crate::permissions::governed::with_denials(&spec.backend, p, denials, &servers);
         (governed, held)
     }
 

@@ -77,7 +77,7 @@ pub fn invocation(
     let rules = if governed.is_empty() {
         permissions::backends::claude(&cfg.permissions, &names)
     } else {
-        permissions::backends::claude_governed(&cfg.permissions, &names, &governed)
+        permissions::governed::claude_governed(&cfg.permissions, &names, &governed)
     };
     let mut args: Vec<String> = vec![
         "-p".into(),
