@@ -18,7 +18,8 @@
 //! Phase 4 (`--fanout-agents`, 200): the lead sends `@all` to that many agents, four
 //! clients at once: sends/s, deliveries/s and the memory it costs.
 //! Phase 5 (`--asks`, 20): agent_ask of a mock agent one after the other: the round
-//! trip (spawn a worker, its MCP calls, its exit).
+//! trip (spawn a worker, its MCP calls, its exit), and the wake latency (from the call
+//! that mentions the agent to its worker's process started).
 //! Memory: the process's RSS at the start, after the phases, and `--settle` seconds
 //! (60) later. `--json PATH` writes every figure as JSON, for scripts to compare runs.
 //!
@@ -31,6 +32,7 @@
 
 mod common;
 
+use agent_worker::kernel::events::Event;
 use agent_worker::kernel::messaging::Outgoing;
 use agent_worker::kernel::{Caller, Kernel};
 use common::{AnyClient, RawClient, call, connect, start_kernel};
@@ -38,6 +40,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -272,8 +275,22 @@ async fn asks(kernel: &Arc<Kernel>, url: &str, admin: &str, n: usize) -> serde_j
     kernel.agent_new(new).await.unwrap();
     let lead = RawClient::new(url, admin);
     let started = Instant::now();
-    let mut lat = Vec::new();
+    let (mut lat, mut woke) = (Vec::new(), Vec::new());
     for i in 0..n {
+        // The wake latency: from the call that mentions the agent to its worker's
+        // process started (the kernel's RunStarted event).
+        let mut events = kernel.events.subscribe();
+        let run_started = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(Event::RunStarted { agent, .. }) if agent == "echo" => {
+                        return Instant::now();
+                    }
+                    Err(RecvError::Closed) => panic!("the kernel's events closed"),
+                    _ => {}
+                }
+            }
+        });
         let t = Instant::now();
         let r = lead
             .call(
@@ -283,12 +300,14 @@ async fn asks(kernel: &Arc<Kernel>, url: &str, admin: &str, n: usize) -> serde_j
             .await;
         assert_eq!(r["status"], "succeeded", "{r}");
         lat.push(t.elapsed().as_micros() as u32);
+        let at = run_started.await.expect("the ask started a worker");
+        woke.push(at.duration_since(t).as_micros() as u32);
     }
     let secs = started.elapsed().as_secs_f64();
     println!("\nphase 5: agent_ask of a mock agent, {n} in a row, {secs:.1} s");
     report(
         "phase 5: agent_ask round trip",
-        BTreeMap::from([("agent_ask", lat)]),
+        BTreeMap::from([("agent_ask", lat), ("worker_started", woke)]),
         secs,
     )
 }
@@ -301,6 +320,8 @@ async fn main() {
     {
         std::process::exit(agent_worker::worker::main().await);
     }
+    // As the server binary does (see `no_huge_pages`), so memory figures match it.
+    agent_worker::process::no_huge_pages();
     let a = args();
     let mut phases = Vec::new();
     let tmp = tempfile::tempdir().unwrap();

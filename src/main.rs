@@ -7,6 +7,7 @@ use agent_worker::config::{Launch, USAGE, parse_args};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    agent_worker::process::no_huge_pages();
     let launch = match parse_args(std::env::args().skip(1)) {
         Ok(l) => l,
         Err(e) => {

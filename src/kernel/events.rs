@@ -24,6 +24,12 @@ pub enum Event {
     },
     /// An agent was created, changed or deleted.
     AgentChanged { workflow_id: i64, name: String },
+    /// A worker run's process was started (the wake latency ends here).
+    RunStarted {
+        workflow_id: i64,
+        agent: String,
+        run_id: String,
+    },
     /// A worker run ended and its row is final.
     RunEnded {
         workflow_id: i64,

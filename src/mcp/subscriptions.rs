@@ -290,6 +290,7 @@ async fn changed(
         Event::Delivered { workflow_id, .. }
         | Event::Posted { workflow_id, .. }
         | Event::AgentChanged { workflow_id, .. }
+        | Event::RunStarted { workflow_id, .. }
         | Event::RunEnded { workflow_id, .. }
         | Event::WorkflowSettled { workflow_id, .. }
         | Event::DocumentChanged { workflow_id, .. }
@@ -314,7 +315,7 @@ async fn changed(
             vec![resources::agent_uri(&w, name), resources::status_uri(&w)],
             true,
         ),
-        Event::RunEnded { agent, run_id, .. } => (
+        Event::RunStarted { agent, run_id, .. } | Event::RunEnded { agent, run_id, .. } => (
             vec![
                 resources::agent_uri(&w, agent),
                 resources::status_uri(&w),

@@ -47,6 +47,11 @@ impl Kernel {
             process::Group::Own,
             stop,
             |s| {
+                self.events.publish(Event::RunStarted {
+                    workflow_id: spec.workflow_id,
+                    agent: spec.name.clone(),
+                    run_id: run_id.clone(),
+                });
                 let _ = pid_tx.send(s);
             },
             |line| match Report::parse(&line) {

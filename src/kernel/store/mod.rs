@@ -13,9 +13,13 @@
 //! SAVEPOINT, so a failing job rolls back alone and never half-writes. A job's caller
 //! is answered only after the commit, so an acknowledged write is durable.
 
+mod checkpoint;
+mod queue;
 pub mod schema;
 
 use crate::error::{Error, Result};
+use checkpoint::Checkpointer;
+use queue::{Queue, Taken};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +29,8 @@ use std::time::Duration;
 const MAX_BATCH: usize = 512;
 /// Reader threads, each with one read connection (opened on its first read).
 const READERS: usize = 8;
+/// A store thread idle this long gives its connection's page cache back.
+const IDLE: Duration = Duration::from_secs(10);
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
@@ -37,8 +43,18 @@ pub struct Store {
 
 struct Inner {
     path: PathBuf,
-    writer: crossbeam_channel::Sender<Job>,
-    readers: crossbeam_channel::Sender<ReadJob>,
+    writer: Arc<Queue<Job>>,
+    readers: Arc<Queue<ReadJob>>,
+    checkpointer: Arc<Checkpointer>,
+}
+
+impl Drop for Inner {
+    /// The last handle is gone: the threads finish what is queued and stop.
+    fn drop(&mut self) {
+        self.writer.close();
+        self.readers.close();
+        self.checkpointer.close();
+    }
 }
 
 fn configure(c: &Connection) -> rusqlite::Result<()> {
@@ -68,26 +84,31 @@ impl Store {
                 path.display()
             )));
         }
+        let mut conn = conn;
         configure(&conn)?;
         migrate(&conn)?;
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let checkpointer = Checkpointer::start(path, &mut conn)
+            .map_err(|e| Error::internal(format!("cannot start the checkpoint thread: {e}")))?;
+        let writer = Arc::new(Queue::new());
+        let rx = writer.clone();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(conn, rx))
+            .spawn(move || writer_loop(conn, &rx))
             .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
-        let (read_tx, read_rx) = crossbeam_channel::unbounded::<ReadJob>();
+        let readers = Arc::new(Queue::new());
         for i in 0..READERS {
-            let (rx, path) = (read_rx.clone(), path.to_owned());
+            let (rx, path) = (readers.clone(), path.to_owned());
             std::thread::Builder::new()
                 .name(format!("store-reader-{i}"))
-                .spawn(move || reader_loop(&path, rx))
+                .spawn(move || reader_loop(&path, &rx))
                 .map_err(|e| Error::internal(format!("cannot start a reader thread: {e}")))?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                writer: tx,
-                readers: read_tx,
+                writer,
+                readers,
+                checkpointer,
             }),
         })
     }
@@ -114,10 +135,9 @@ impl Store {
                 let _ = tx.send(out);
             })
         });
-        self.inner
-            .writer
-            .send(job)
-            .map_err(|_| Error::internal("the store writer has stopped"))?;
+        if self.inner.writer.push(job).is_err() {
+            return Err(Error::internal("the store writer has stopped"));
+        }
         rx.await
             .map_err(|_| Error::internal("the store writer dropped a job"))?
     }
@@ -150,19 +170,28 @@ impl Store {
             };
             let _ = tx.send(out);
         });
-        self.inner
-            .readers
-            .send(job)
-            .map_err(|_| Error::internal("the store readers have stopped"))?;
+        if self.inner.readers.push(job).is_err() {
+            return Err(Error::internal("the store readers have stopped"));
+        }
         rx.await
             .map_err(|_| Error::internal("a store reader dropped a read"))?
     }
 }
 
 /// A reader thread: opens its connection on the first job and keeps it.
-fn reader_loop(path: &Path, rx: crossbeam_channel::Receiver<ReadJob>) {
+fn reader_loop(path: &Path, rx: &Queue<ReadJob>) {
     let mut conn: Option<rusqlite::Result<Connection>> = None;
-    while let Ok(job) = rx.recv() {
+    loop {
+        let job = match rx.take(1, Some(IDLE)) {
+            Taken::Closed => return,
+            Taken::Idle => {
+                if let Some(Ok(c)) = &conn {
+                    let _ = c.release_memory();
+                }
+                continue;
+            }
+            Taken::Items(mut jobs) => jobs.pop().expect("take gives at least one"),
+        };
         if !matches!(conn, Some(Ok(_))) {
             conn = Some(
                 Connection::open_with_flags(
@@ -179,8 +208,13 @@ fn reader_loop(path: &Path, rx: crossbeam_channel::Receiver<ReadJob>) {
     }
 }
 
+/// Runs one of the writer's cached statements (no parse per job).
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    conn.execute_batch("SAVEPOINT job")?;
+    exec(conn, "SAVEPOINT job")?;
     let out =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
             Err(Error::internal(
@@ -188,39 +222,36 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
             ))
         });
     match &out {
-        Ok(_) => conn.execute_batch("RELEASE job")?,
-        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job")?,
+        Ok(_) => exec(conn, "RELEASE job")?,
+        Err(_) => {
+            exec(conn, "ROLLBACK TO job")?;
+            exec(conn, "RELEASE job")?;
+        }
     }
     out
 }
 
-fn writer_loop(conn: Connection, rx: crossbeam_channel::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => batch.push(j),
-                Err(_) => break,
+fn writer_loop(conn: Connection, rx: &Queue<Job>) {
+    loop {
+        let batch = match rx.take(MAX_BATCH, Some(IDLE)) {
+            Taken::Closed => return,
+            Taken::Idle => {
+                let _ = conn.release_memory();
+                continue;
             }
-        }
-        if let Err(e) = conn
-            .prepare_cached("BEGIN IMMEDIATE")
-            .and_then(|mut s| s.execute([]))
-        {
+            Taken::Items(batch) => batch,
+        };
+        if let Err(e) = exec(&conn, "BEGIN IMMEDIATE") {
             // Run nothing; dropping the jobs answers each caller with an error.
             tracing::error!("store transaction could not begin: {e}");
             drop(batch);
             continue;
         }
         let finishers: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
-        let committed = conn
-            .prepare_cached("COMMIT")
-            .and_then(|mut s| s.execute([]))
-            .map(|_| ())
-            .map_err(|e| {
-                let _ = conn.execute_batch("ROLLBACK");
-                e.to_string()
-            });
+        let committed = exec(&conn, "COMMIT").map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            e.to_string()
+        });
         if let Err(e) = &committed {
             tracing::error!("store commit failed: {e}");
         }

@@ -299,6 +299,7 @@ impl Kernel {
                     }
                     Ok(
                         Event::WorkflowSettled { .. }
+                        | Event::RunStarted { .. }
                         | Event::WorkflowQuiet { .. }
                         | Event::AgentFailed { .. }
                         | Event::DocumentChanged { .. }
