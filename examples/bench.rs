@@ -383,6 +383,9 @@ async fn main() {
             .unwrap();
         let batch = 10_000;
         let mut done = 0;
+        // The rate of each 100,000 messages, to show whether it stays flat as the
+        // history grows.
+        let (mut chunk_start, mut chunks) = (Instant::now(), Vec::new());
         while done < a.preload {
             let k = batch.min(a.preload - done);
             let sends = (done..done + k)
@@ -394,12 +397,22 @@ async fn main() {
                 .collect();
             kernel.channel_send_many(&scope, sends).await.unwrap();
             done += k;
+            if done % 100_000 == 0 || done == a.preload {
+                let n = done - 100_000 * chunks.len();
+                chunks.push((n as f64 / chunk_start.elapsed().as_secs_f64()).round());
+                chunk_start = Instant::now();
+            }
         }
         let secs = t.elapsed().as_secs_f64();
         println!(
-            "\npreloaded {} messages in {secs:.1} s ({:.0}/s)",
+            "\npreloaded {} messages in {secs:.1} s ({:.0}/s; per 100,000: {})",
             a.preload,
-            a.preload as f64 / secs
+            a.preload as f64 / secs,
+            chunks
+                .iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
         // The history was handled: every agent works through its inbox, acking page by page.
         let t = Instant::now();
@@ -419,7 +432,7 @@ async fn main() {
         let backlog = t.elapsed().as_secs_f64();
         println!("agents acked their backlog in {backlog:.1} s");
         preload = json!({"messages": a.preload, "seconds": secs, "per_second": a.preload as f64 / secs,
-                         "backlog_ack_seconds": backlog});
+                         "per_100k_per_second": chunks, "backlog_ack_seconds": backlog});
         let p2 = phase(
             &format!(
                 "phase 2: the same with {} messages in the channel",

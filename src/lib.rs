@@ -32,6 +32,8 @@
 //!   clock.rs       time: now, formats, durations (bounded)
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   store/         SQLite: one writer thread with group commit, fixed reader threads;
+//!                  queue.rs their job queues (sleep when idle, never spin),
+//!                  checkpoint.rs WAL checkpoints on their own thread,
 //!                  schema.rs numbered migrations (PRAGMA user_version)
 //!   registry/      workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, guards.rs budgets,

@@ -178,20 +178,40 @@ impl Store {
     }
 }
 
+/// Gives an idle connection's page cache back, to SQLite's allocator and from there
+/// to the OS.
+///
+/// Why both: SQLite allocates with the C library's malloc, not the Rust allocator,
+/// and glibc keeps freed memory in per-thread arenas; after a busy minute the ten
+/// connections' caches (2 MiB each at most) stayed resident, 20 MiB over idle.
+fn release(conn: &Connection) {
+    let _ = conn.release_memory();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the OS; it takes glibc's
+    // own locks and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// A reader thread: opens its connection on the first job and keeps it.
 fn reader_loop(path: &Path, rx: &Queue<ReadJob>) {
     let mut conn: Option<rusqlite::Result<Connection>> = None;
+    let mut worked = false;
     loop {
         let job = match rx.take(1, Some(IDLE)) {
             Taken::Closed => return,
             Taken::Idle => {
-                if let Some(Ok(c)) = &conn {
-                    let _ = c.release_memory();
+                if let Some(Ok(c)) = &conn
+                    && std::mem::take(&mut worked)
+                {
+                    release(c);
                 }
                 continue;
             }
             Taken::Items(mut jobs) => jobs.pop().expect("take gives at least one"),
         };
+        worked = true;
         if !matches!(conn, Some(Ok(_))) {
             conn = Some(
                 Connection::open_with_flags(
@@ -232,15 +252,19 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
 }
 
 fn writer_loop(conn: Connection, rx: &Queue<Job>) {
+    let mut worked = false;
     loop {
         let batch = match rx.take(MAX_BATCH, Some(IDLE)) {
             Taken::Closed => return,
             Taken::Idle => {
-                let _ = conn.release_memory();
+                if std::mem::take(&mut worked) {
+                    release(&conn);
+                }
                 continue;
             }
             Taken::Items(batch) => batch,
         };
+        worked = true;
         if let Err(e) = exec(&conn, "BEGIN IMMEDIATE") {
             // Run nothing; dropping the jobs answers each caller with an error.
             tracing::error!("store transaction could not begin: {e}");
