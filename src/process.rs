@@ -165,7 +165,8 @@ impl ProcStat {
 ///
 /// Why: mimalloc commits its arena in large spans, and where the OS grants huge
 /// pages to such spans a few touched bytes become 2 MiB: the idle kernel held 18 MiB
-/// of huge pages it never used (22 MiB of anonymous memory, 12 MiB without them).
+/// of huge pages it never used (22 MiB of anonymous memory; 15 MiB with this, the
+/// rest of the huge pages being touched before `main` runs).
 /// Best effort: where the setting does not exist nothing changes.
 pub fn no_huge_pages() {
     let _ = nix::sys::prctl::set_thp_disable(true);
