@@ -177,6 +177,50 @@ async fn a_2026_client_listens_for_updates() {
     s.stop().await;
 }
 
+/// A worker's start changes its agent's resource (state running, the run in
+/// progress): a subscriber hears it while the run still works, not only at its end.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn a_subscriber_hears_that_a_run_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "slow", "backend": "mock", "mock": [{"sleep": "20s"}]}),
+    )
+    .await
+    .ok();
+    let (watcher, mut rx) = watch(&s).await;
+    let uri = "agent-worker://workflows/global/main/agents/slow";
+    watcher
+        .peer()
+        .subscribe(SubscribeRequestParams::new(uri))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@slow take your time"}),
+    )
+    .await
+    .ok();
+    let at = tokio::time::timeout(Duration::from_secs(10), wait_for(&mut rx, uri))
+        .await
+        .expect("no update of the agent while its 20 s run works");
+    println!(
+        "resources/updated for the run's start {:?} after the send",
+        at - sent
+    );
+    call(&lead, "agent_pause", json!({"target": "slow"}))
+        .await
+        .ok();
+    s.stop().await;
+}
+
 #[tokio::test]
 #[allow(deprecated)] // logging is the legacy protocol's, on purpose
 async fn the_lead_hears_what_it_should_notice() {
