@@ -10,7 +10,7 @@
 //! A passive checkpoint never waits for the writer, so under a write load it never
 //! quite catches up and the log would grow forever (SQLite restarts the log only when
 //! a checkpoint copied all of it). Past [`HARD_LIMIT`] pages the writer therefore
-//! checkpoints itself, as SQLite would have, which bounds the log.
+//! checkpoints itself, waiting until the log can restart, which bounds it.
 
 use super::configure;
 use rusqlite::{Connection, OpenFlags};
@@ -48,7 +48,11 @@ impl Checkpointer {
         // Replaces SQLite's automatic checkpoint (which is itself a WAL hook).
         let hooked = writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
             if pages >= HARD_LIMIT {
-                if let Err(e) = wal.checkpoint() {
+                // RESTART waits (busy handler) for the checkpointer's pass to end and for
+                // readers to leave the log, so this pass completes and the next write
+                // starts the log over; a passive one could lose to the checkpointer's and
+                // let the log grow on.
+                if let Err(e) = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART) {
                     tracing::warn!("inline checkpoint of a {pages}-page log failed: {e}");
                 }
             } else if pages >= SOFT_LIMIT {
