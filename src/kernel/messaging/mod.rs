@@ -354,6 +354,8 @@ fn missed_since_last_read(
             AND (m.to_member IS NULL OR m.to_member = ?4)
             AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
                             AND d.message_id = m.id AND d.state <> 'pending')
+            AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
+                            AND d.message_id = m.id)
           ORDER BY m.id DESC LIMIT {MISSED_COUNT_CAP}"
     ))?;
     let mut newest = Vec::new();

@@ -112,10 +112,12 @@ impl Kernel {
                     "UPDATE tokens SET revoked_at = ?2 WHERE agent_id = ?1 AND revoked_at IS NULL",
                     (id, now_ms()),
                 )?;
-                c.execute(
-                    "DELETE FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2",
-                    (wid, &name),
-                )?;
+                for table in ["deliveries", "deliveries_done"] {
+                    c.execute(
+                        &format!("DELETE FROM {table} WHERE workflow_id = ?1 AND recipient = ?2"),
+                        (wid, &name),
+                    )?;
+                }
                 c.execute(
                     "DELETE FROM member_status WHERE workflow_id = ?1 AND member = ?2",
                     (wid, &name),
@@ -290,10 +292,14 @@ impl Kernel {
                     match state.as_str() {
                         "pending" => inbox.pending = n,
                         "seen" => inbox.seen = n,
-                        "deferred" => inbox.deferred = n,
-                        _ => inbox.acked = n,
+                        _ => inbox.deferred = n,
                     }
                 }
+                inbox.acked = c.query_row(
+                    "SELECT count(*) FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2",
+                    (wid, &name),
+                    |r| r.get(0),
+                )?;
                 let tokens: i64 = c.query_row(
                     "SELECT count(*) FROM tokens WHERE agent_id = ?1 AND revoked_at IS NULL AND expires_at > ?2",
                     (id, now_ms()),

@@ -106,7 +106,9 @@ impl Kernel {
                 use rusqlite::OptionalExtension;
                 let reader: Option<String> = c
                     .prepare_cached(
-                        "SELECT read_by FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+                        "SELECT COALESCE(
+                           (SELECT read_by FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3),
+                           (SELECT read_by FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3))",
                     )?
                     .query_row((wid, &name, &id), |r| r.get(0))
                     .optional()?

@@ -7,6 +7,7 @@
 
 use crate::error::Result;
 use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::messaging::inbox::{Settle, settle};
 use crate::worker::protocol::{ErrorClass, Usage};
 use rusqlite::{Connection, Row};
 use schemars::JsonSchema;
@@ -326,12 +327,15 @@ pub fn finish_tx(
     )?;
     // What the run read is settled by its outcome: acked after success, pending
     // again otherwise. Only one run per agent is ever active, so these are its own.
-    let next = if end.ok { "acked" } else { "pending" };
-    c.execute(
-        "UPDATE deliveries SET state = ?3, updated_at = ?4
-         WHERE workflow_id = ?1 AND recipient = ?2 AND state = 'seen'",
-        rusqlite::params![workflow_id, agent, next, now],
-    )?;
+    if end.ok {
+        settle(c, workflow_id, agent, Settle::Seen, now)?;
+    } else {
+        c.execute(
+            "UPDATE deliveries SET state = 'pending', updated_at = ?3
+             WHERE workflow_id = ?1 AND recipient = ?2 AND state = 'seen'",
+            rusqlite::params![workflow_id, agent, now],
+        )?;
+    }
     c.execute(
         "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
         [agent_id],

@@ -309,3 +309,45 @@ fn migrate(conn: &Connection) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Migration 12 moves acked deliveries out of `deliveries` and keeps the rest.
+    #[tokio::test]
+    async fn acked_deliveries_move_to_their_own_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            for (i, sql) in schema::MIGRATIONS[..11].iter().enumerate() {
+                c.execute_batch(sql).unwrap();
+                c.pragma_update(None, "user_version", i as i64 + 1).unwrap();
+            }
+            c.execute_batch(
+                "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at, read_by)
+                 VALUES (1, 'a', 'm1', 'acked', 5, 'run-1'), (1, 'a', 'm2', 'pending', 6, NULL),
+                        (1, 'b', 'm1', 'deferred', 7, NULL)",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let (open, done) = store
+            .read(|c| {
+                let open: Vec<String> = c
+                    .prepare("SELECT recipient || ':' || message_id || ':' || state FROM deliveries ORDER BY 1")?
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let done: Vec<String> = c
+                    .prepare("SELECT recipient || ':' || message_id || ':' || read_by || ':' || updated_at FROM deliveries_done")?
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((open, done))
+            })
+            .await
+            .unwrap();
+        assert_eq!(open, vec!["a:m2:pending", "b:m1:deferred"]);
+        assert_eq!(done, vec!["a:m1:run-1:5"]);
+    }
+}

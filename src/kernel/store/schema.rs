@@ -342,4 +342,23 @@ CREATE INDEX approvals_by_workflow ON approvals (workflow_id, id);
 -- A contract an agent drafted: an approval proposal the lead's approve installs.
 ALTER TABLE proposals ADD COLUMN contract TEXT;
 "#,
+    // 12: acked deliveries move to their own table. `deliveries` then holds only open
+    // ones (pending, seen, deferred), so its primary key serves the inbox and the
+    // partial index that duplicated every open row (deliveries_open) goes: a
+    // delivery costs one b-tree entry at send time instead of two, which is what an
+    // `@all` to hundreds of agents is made of.
+    r#"
+CREATE TABLE deliveries_done (
+    workflow_id INTEGER NOT NULL,
+    recipient   TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    read_by     TEXT,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (workflow_id, recipient, message_id)
+) WITHOUT ROWID;
+INSERT INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
+    SELECT workflow_id, recipient, message_id, read_by, updated_at FROM deliveries WHERE state = 'acked';
+DELETE FROM deliveries WHERE state = 'acked';
+DROP INDEX deliveries_open;
+"#,
 ];
