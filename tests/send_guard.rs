@@ -1,0 +1,128 @@
+//! The send guard through real MCP sessions over HTTP: a send still goes out when
+//! others posted since the sender last read, and the result says what was missed.
+
+mod common;
+use common::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn send_guard_reports_missed_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["alice", "bob"]).await;
+    let alice = join(&s, &lead, "alice", Proto::Modern).await;
+    let bob = join(&s, &lead, "bob", Proto::Modern).await;
+
+    call(&alice, "channel_read", json!({})).await.ok();
+    call(
+        &bob,
+        "channel_send",
+        json!({"message": "I changed the plan: use branch b"}),
+    )
+    .await
+    .ok();
+    let r = call(
+        &alice,
+        "channel_send",
+        json!({"message": "@bob starting on branch a"}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["missed_count"], 1);
+    assert_eq!(r["missed"][0]["from"], "bob");
+    assert!(
+        r["missed"][0]["preview"]
+            .as_str()
+            .unwrap()
+            .contains("branch b")
+    );
+    assert!(r["note"].as_str().unwrap().contains("channel_read"));
+    // The note was given; the next send is clean.
+    let r = call(&alice, "channel_send", json!({"message": "@bob ok"}))
+        .await
+        .ok();
+    assert_eq!(r["missed_count"], 0);
+    // force suppresses the check.
+    call(
+        &bob,
+        "channel_send",
+        json!({"message": "another change", "force": true}),
+    )
+    .await
+    .ok();
+    let r = call(
+        &alice,
+        "channel_send",
+        json!({"message": "@bob fine", "force": true}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["missed"], json!([]));
+    // A message already seen in the inbox is not "missed".
+    call(
+        &bob,
+        "channel_send",
+        json!({"message": "@alice look at this", "force": true}),
+    )
+    .await
+    .ok();
+    call(&alice, "my_inbox", json!({})).await.ok();
+    let r = call(&alice, "channel_send", json!({"message": "@bob looked"}))
+        .await
+        .ok();
+    assert_eq!(r["missed_count"], 0, "{r}");
+}
+
+/// The guard lists the newest ten missed messages, oldest first, and counts up to
+/// a hundred; a DM to someone else is not missed.
+#[tokio::test]
+async fn send_guard_lists_the_newest_ten_and_caps_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["alice", "bob", "carol"]).await;
+    let alice = join(&s, &lead, "alice", Proto::Modern).await;
+    let bob = join(&s, &lead, "bob", Proto::Modern).await;
+    call(&alice, "channel_read", json!({})).await.ok();
+    for i in 1..=12 {
+        call(
+            &bob,
+            "channel_send",
+            json!({"message": format!("note {i}"), "force": true}),
+        )
+        .await
+        .ok();
+    }
+    call(
+        &bob,
+        "channel_send",
+        json!({"message": "private", "to": "carol", "force": true}),
+    )
+    .await
+    .ok();
+    let r = call(&alice, "channel_send", json!({"message": "@bob hi"}))
+        .await
+        .ok();
+    assert_eq!(r["missed_count"], 12, "{r}");
+    let previews: Vec<&str> = r["missed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["preview"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (3..=12).map(|i| format!("note {i}")).collect();
+    assert_eq!(previews, expected, "{r}");
+    let texts: Vec<String> = (0..105).map(|i| format!("more {i}")).collect();
+    for t in &texts {
+        call(&bob, "channel_send", json!({"message": t, "force": true}))
+            .await
+            .ok();
+    }
+    let r = call(&alice, "channel_send", json!({"message": "@bob back"}))
+        .await
+        .ok();
+    assert_eq!(r["missed_count"], 100, "counted up to a hundred: {r}");
+    assert_eq!(r["missed"][9]["preview"], "more 104", "{r}");
+    assert_eq!(r["missed"][0]["preview"], "more 95", "{r}");
+}
