@@ -44,7 +44,8 @@
 //!   messaging/     channel_send / channel_read and the send guard (mod.rs),
 //!                  governed.rs message contracts inside the send's transaction,
 //!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
-//!                  pending -> seen -> acked | deferred, team.rs member status,
+//!                  pending -> seen -> acked | deferred (open ones in `deliveries`,
+//!                  acked ones moved to `deliveries_done`), team.rs member status,
 //!                  resources.rs content-addressed blobs
 //!   context/       documents/ (rules, path rules, per-instance settings, file and
 //!                  sqlite providers, doc_write contracts), proposals/ (types, stored,

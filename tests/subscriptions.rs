@@ -74,6 +74,21 @@ async fn watch(s: &HttpServer) -> (rmcp::service::RunningService<RoleClient, Wat
     (client, rx)
 }
 
+/// Subscribes `client` to `uri` and gives the session's notification stream a moment
+/// to be open.
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn subscribe<H: ClientHandler>(
+    client: &rmcp::service::RunningService<RoleClient, H>,
+    uri: &str,
+) {
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(uri))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
 #[tokio::test]
 #[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
 async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
@@ -84,13 +99,7 @@ async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
 
     let (watcher, mut rx) = watch(&s).await;
     watcher.peer().list_all_resources().await.unwrap();
-    watcher
-        .peer()
-        .subscribe(SubscribeRequestParams::new(CHANNEL))
-        .await
-        .unwrap();
-    // Give the session's notification stream a moment to be open.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    subscribe(&watcher, CHANNEL).await;
 
     let sent = Instant::now();
     call(
@@ -180,7 +189,6 @@ async fn a_2026_client_listens_for_updates() {
 /// A worker's start changes its agent's resource (state running, the run in
 /// progress): a subscriber hears it while the run still works, not only at its end.
 #[tokio::test]
-#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
 async fn a_subscriber_hears_that_a_run_started() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
@@ -194,12 +202,7 @@ async fn a_subscriber_hears_that_a_run_started() {
     .ok();
     let (watcher, mut rx) = watch(&s).await;
     let uri = "agent-worker://workflows/global/main/agents/slow";
-    watcher
-        .peer()
-        .subscribe(SubscribeRequestParams::new(uri))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    subscribe(&watcher, uri).await;
     let sent = Instant::now();
     call(
         &lead,

@@ -29,11 +29,11 @@ const HARD_LIMIT: i32 = 4_000;
 pub(super) struct Checkpointer {
     state: Mutex<(bool, bool)>, // (owed, closed)
     wake: Condvar,
-    /// The log's size in pages when the last checkpoint began. A pass is owed only
+    /// The log's size in pages when the last pass was asked for. A pass is owed only
     /// once another [`SOFT_LIMIT`] pages were written (or the log restarted): a page
     /// written over and over is then copied once per thousand commits, not once per
     /// commit, which is what a checkpoint after every commit cost.
-    passed_at: AtomicI32,
+    owed_at: AtomicI32,
 }
 
 impl Checkpointer {
@@ -56,7 +56,7 @@ impl Checkpointer {
                     tracing::warn!("inline checkpoint of a {pages}-page log failed: {e}");
                 }
             } else if pages >= SOFT_LIMIT {
-                let last = hook_me.passed_at.load(Ordering::Relaxed);
+                let last = hook_me.owed_at.load(Ordering::Relaxed);
                 if pages < last || pages - last >= SOFT_LIMIT {
                     hook_me.owe(pages);
                 }
@@ -71,7 +71,7 @@ impl Checkpointer {
     }
 
     fn owe(&self, pages: i32) {
-        self.passed_at.store(pages, Ordering::Relaxed);
+        self.owed_at.store(pages, Ordering::Relaxed);
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if !s.0 {
             s.0 = true;
