@@ -312,8 +312,13 @@ async fn asks(kernel: &Arc<Kernel>, url: &str, admin: &str, n: usize) -> serde_j
     )
 }
 
-#[tokio::main]
-async fn main() {
+/// On the server's runtime (see `memory::runtime`), so memory figures match it.
+fn main() {
+    let rt = agent_worker::memory::runtime().build().expect("runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
     // The kernel starts workers (phase 5) as `<exe> __worker`: serve that mode here too.
     if std::env::args().nth(1).as_deref()
         == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
@@ -321,13 +326,15 @@ async fn main() {
         std::process::exit(agent_worker::worker::main().await);
     }
     // As the server binary does (see `no_huge_pages`), so memory figures match it.
-    agent_worker::process::no_huge_pages();
+    agent_worker::memory::no_huge_pages();
     let a = args();
     let mut phases = Vec::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = a.data_dir.clone().unwrap_or_else(|| tmp.path().to_owned());
     let admin = "awadmin_bench_token_0123456789".to_string();
     let (kernel, url) = start_kernel(&dir, &admin).await;
+    // As the server does once started: the start's temporaries go back to the OS.
+    agent_worker::memory::collect_thread();
     let rss_start = rss_kib();
     println!(
         "agent-worker bench: kernel at {url}, data dir {}, client {}",

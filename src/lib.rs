@@ -23,6 +23,8 @@
 //!                rules) and what it cannot hold; governed.rs a profile under
 //!                contracts (Claude's asked classes, denials a backend can hold);
 //!                requests.rs the request a tool call stands for
+//! memory.rs      giving freed memory back to the OS: allocator collections when threads
+//!                run out of work, no transparent huge pages
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
@@ -145,6 +147,7 @@ pub mod error;
 pub mod fsread;
 pub mod kernel;
 pub mod mcp;
+pub mod memory;
 pub mod names;
 pub mod permissions;
 pub mod process;

@@ -7,7 +7,7 @@ use agent_worker::config::{Launch, USAGE, parse_args};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    agent_worker::process::no_huge_pages();
+    agent_worker::memory::no_huge_pages();
     let launch = match parse_args(std::env::args().skip(1)) {
         Ok(l) => l,
         Err(e) => {
@@ -30,8 +30,7 @@ fn main() -> std::process::ExitCode {
     };
     // Blocking work (file I/O) is bounded: a burst queues instead of holding hundreds
     // of threads (the store's reads have their own fixed threads).
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
+    let rt = match agent_worker::memory::runtime()
         .max_blocking_threads(32)
         .build()
     {

@@ -160,18 +160,6 @@ impl ProcStat {
     }
 }
 
-/// Asks the OS not to back this process's memory with transparent huge pages
-/// (inherited by the workers it starts).
-///
-/// Why: mimalloc commits its arena in large spans, and where the OS grants huge
-/// pages to such spans a few touched bytes become 2 MiB: the idle kernel held 18 MiB
-/// of huge pages it never used (22 MiB of anonymous memory; 15 MiB with this, the
-/// rest of the huge pages being touched before `main` runs).
-/// Best effort: where the setting does not exist nothing changes.
-pub fn no_huge_pages() {
-    let _ = nix::sys::prctl::set_thp_disable(true);
-}
-
 pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses; the fields after
