@@ -486,3 +486,50 @@ async fn own_mcp_server_on_opencode() {
 async fn own_mcp_server_on_codex() {
     own_server_row("codex").await;
 }
+
+/// On Codex an agent's own server is required, as on the sdk backend: one that
+/// cannot start fails the run with the server's name, instead of a run that goes
+/// on without its tools (and the model's call to them).
+#[tokio::test]
+async fn own_mcp_server_that_cannot_start_fails_the_codex_run() {
+    let Some(bin) = bin_for("codex") else { return };
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(Script::tool_then_text(
+        "file_issue",
+        json!({"title": "crash on start"}),
+        "filed it",
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let env = agent_env("codex", &bin, home.path(), &llm.url);
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "worker", "backend": "codex", "env": env, "model": model_for("codex"),
+               "cwd": work.path().display().to_string(),
+               "mcp_servers": {"tracker": {"command": work.path().join("no-such-server").display().to_string()}}}),
+    )
+    .await
+    .ok();
+    let r = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "worker", "message": "file the crash", "wait_seconds": 50}),
+    )
+    .await
+    .ok();
+    let info = call(&lead, "agent_info", json!({"target": "worker"}))
+        .await
+        .ok();
+    assert_eq!(r["status"], "failed", "{r}\n{}", info["runs"][0]);
+    let error = info["runs"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("tracker"),
+        "the error names no server: {}",
+        info["runs"][0]
+    );
+    s.stop().await;
+}

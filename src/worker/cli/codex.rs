@@ -121,6 +121,13 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
                 key("default_tools_approval_mode"),
                 toml_str("approve")
             ),
+            // Codex starts servers that are not required in the background and runs
+            // the turn without them: a slow one's tools were missing from the model's
+            // first call, and one that cannot start was skipped without a word. As on
+            // the sdk backend, the agent's servers are part of the run: it waits for
+            // them, and one that cannot start fails the run with its name.
+            "-c".into(),
+            format!("{}=true", key("required")),
         ]);
     }
     if let Some(m) = &cfg.model {
