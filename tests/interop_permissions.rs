@@ -389,22 +389,25 @@ async fn profiles_a_backend_cannot_hold_are_refused() {
     s.stop().await;
 }
 
-/// An agent's own stdio MCP server (a tiny server in tests/python) is started for
-/// its run, with the env the lead gave it, and the model's call to its tool reaches
-/// it, on the sdk backend and on the CLIs. The secret in its env is shown back
-/// nowhere: not in agent_info, not in the channel.
-async fn own_server_row(backend: &str) {
-    let Some(bin) = bin_for(backend) else { return };
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "the Python venv is missing: run scripts/py-env"
-    );
-    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/tracker_server.py");
+/// A kernel, a fake model that calls `file_issue`, and `worker` on `backend` with
+/// `servers` as its own MCP servers, asked to file the crash. What the ask and
+/// agent_info said; the rest is kept alive for more calls.
+struct Asked {
+    r: Value,
+    info: Value,
+    lead: Client,
+    s: HttpServer,
+    _keep: (
+        tempfile::TempDir,
+        tempfile::TempDir,
+        tempfile::TempDir,
+        FakeLlm,
+    ),
+}
+
+async fn ask_with_own_servers(backend: &str, bin: &Path, servers: Value) -> Asked {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let marks = tempfile::tempdir().unwrap();
-    let mark = marks.path().join("issues");
     let llm = FakeLlm::start(Script::tool_then_text(
         "file_issue",
         json!({"title": "crash on start"}),
@@ -414,17 +417,13 @@ async fn own_server_row(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let env = agent_env(backend, &bin, home.path(), &llm.url);
+    let env = agent_env(backend, bin, home.path(), &llm.url);
     let model = model_for(backend).unwrap_or("claude-sonnet-4-5");
     call(
         &lead,
         "agent_new",
         json!({"name": "worker", "backend": backend, "env": env, "model": model,
-               "cwd": work.path().display().to_string(),
-               "mcp_servers": {"tracker": {
-                   "command": python.display().to_string(),
-                   "args": [server.display().to_string()],
-                   "env": {"TRACKER_MARK": mark.display().to_string(), "TRACKER_KEY": "tk-secret-42"}}}}),
+               "cwd": work.path().display().to_string(), "mcp_servers": servers}),
     )
     .await
     .ok();
@@ -438,6 +437,40 @@ async fn own_server_row(backend: &str) {
     let info = call(&lead, "agent_info", json!({"target": "worker"}))
         .await
         .ok();
+    Asked {
+        r,
+        info,
+        lead,
+        s,
+        _keep: (home, work, dir, llm),
+    }
+}
+
+/// An agent's own stdio MCP server (a tiny server in tests/python) is started for
+/// its run, with the env the lead gave it, and the model's call to its tool reaches
+/// it, on the sdk backend and on the CLIs. The secret in its env is shown back
+/// nowhere: not in agent_info, not in the channel.
+async fn own_server_row(backend: &str) {
+    let Some(bin) = bin_for(backend) else { return };
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python venv is missing: run scripts/py-env"
+    );
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/tracker_server.py");
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("issues");
+    let Asked {
+        r, info, lead, s, ..
+    } = ask_with_own_servers(
+        backend,
+        &bin,
+        json!({"tracker": {
+            "command": python.display().to_string(),
+            "args": [server.display().to_string()],
+            "env": {"TRACKER_MARK": mark.display().to_string(), "TRACKER_KEY": "tk-secret-42"}}}),
+    )
+    .await;
     assert_eq!(
         r["status"], "succeeded",
         "{backend}: {r}\n{}",
@@ -493,37 +526,12 @@ async fn own_mcp_server_on_codex() {
 #[tokio::test]
 async fn own_mcp_server_that_cannot_start_fails_the_codex_run() {
     let Some(bin) = bin_for("codex") else { return };
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let llm = FakeLlm::start(Script::tool_then_text(
-        "file_issue",
-        json!({"title": "crash on start"}),
-        "filed it",
-    ))
+    let Asked { r, info, s, .. } = ask_with_own_servers(
+        "codex",
+        &bin,
+        json!({"tracker": {"command": "/nonexistent/agent-worker-test-server"}}),
+    )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    let env = agent_env("codex", &bin, home.path(), &llm.url);
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "worker", "backend": "codex", "env": env, "model": model_for("codex"),
-               "cwd": work.path().display().to_string(),
-               "mcp_servers": {"tracker": {"command": work.path().join("no-such-server").display().to_string()}}}),
-    )
-    .await
-    .ok();
-    let r = call(
-        &lead,
-        "agent_ask",
-        json!({"target": "worker", "message": "file the crash", "wait_seconds": 50}),
-    )
-    .await
-    .ok();
-    let info = call(&lead, "agent_info", json!({"target": "worker"}))
-        .await
-        .ok();
     assert_eq!(r["status"], "failed", "{r}\n{}", info["runs"][0]);
     let error = info["runs"][0]["error"].as_str().unwrap_or_default();
     assert!(
