@@ -9,8 +9,9 @@
 //!
 //! So every thread that does the kernel's work collects when it runs out of work:
 //! tokio's workers when they park ([`runtime`]), the store's threads when they go
-//! idle ([`collect_thread`]). Where the allocator is not mimalloc (the test binaries)
-//! these calls find an empty mimalloc heap and return.
+//! idle ([`give_back_with_c_heap`], with SQLite's C heap). Where the allocator is
+//! not mimalloc (the test binaries) these calls find an empty mimalloc heap and
+//! return.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -44,6 +45,19 @@ pub fn collect_thread() {
     // any thread at any time, and returns at once where mimalloc is unused.
     unsafe { libmimalloc_sys::mi_collect(true) };
     LAST_COLLECT.with(|c| c.set(Some(Instant::now())));
+}
+
+/// [`collect_thread`], and also the C library's free heap pages, for threads that
+/// run C code which allocates with glibc's malloc (SQLite): glibc keeps freed memory
+/// in per-thread arenas, which `malloc_trim` returns.
+pub fn give_back_with_c_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the OS; it takes glibc's
+    // own locks and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    collect_thread();
 }
 
 /// The multi-threaded runtime the server (and the bench) runs on: its workers

@@ -236,20 +236,22 @@ pub(crate) fn settle(
             "message_id <= ?3 AND NOT (state = 'deferred' AND defer_until > ?4)",
             id,
         ),
-        Settle::Seen => ("state = 'seen' AND ?3 = ''", ""),
+        Settle::Seen => ("state = 'seen'", ""),
     };
-    // Every variant binds the same four parameters, so one call shape serves all.
-    let which = format!("workflow_id = ?1 AND recipient = ?2 AND {cond} AND ?4 IS NOT NULL");
-    let params = rusqlite::params![workflow_id, recipient, id, now];
-    c.prepare_cached(&format!(
+    let which = format!("workflow_id = ?1 AND recipient = ?2 AND {cond}");
+    // Parameters are numbered in this order; a statement binds as many as it names
+    // (the delete of `Seen` names two, the copy that stamps `?4` four).
+    let params: [&dyn rusqlite::ToSql; 4] = [&workflow_id, &recipient, &id, &now];
+    let run = |sql: String| -> Result<usize> {
+        let mut st = c.prepare_cached(&sql)?;
+        let n = st.parameter_count();
+        Ok(st.execute(&params[..n])?)
+    };
+    run(format!(
         "INSERT OR REPLACE INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
          SELECT workflow_id, recipient, message_id, read_by, ?4 FROM deliveries WHERE {which}"
-    ))?
-    .execute(params)?;
-    Ok(
-        c.prepare_cached(&format!("DELETE FROM deliveries WHERE {which}"))?
-            .execute(params)?,
-    )
+    ))?;
+    run(format!("DELETE FROM deliveries WHERE {which}"))
 }
 
 /// The caller's due deliveries, oldest first, with counts; `mark` records them as

@@ -18,6 +18,7 @@ mod queue;
 pub mod schema;
 
 use crate::error::{Error, Result};
+use crate::memory;
 use checkpoint::Checkpointer;
 use queue::{Queue, Taken};
 use rusqlite::{Connection, OpenFlags};
@@ -184,21 +185,10 @@ impl Store {
 /// Why both: SQLite allocates with the C library's malloc, not the Rust allocator,
 /// and glibc keeps freed memory in per-thread arenas; after a busy minute the ten
 /// connections' caches (2 MiB each at most) stayed resident, 20 MiB over idle. The
-/// thread's own Rust allocations are collected too (`memory::collect_thread`).
+/// thread's own Rust allocations are collected too.
 fn release(conn: &Connection) {
     let _ = conn.release_memory();
-    give_back();
-}
-
-/// Returns this thread's freed memory, glibc's (SQLite's) and the Rust allocator's.
-fn give_back() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the OS; it takes glibc's
-    // own locks and touches no memory in use.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    crate::memory::collect_thread();
+    memory::give_back_with_c_heap();
 }
 
 /// A reader thread: opens its connection on the first job and closes it when idle.
@@ -213,7 +203,7 @@ fn reader_loop(path: &Path, rx: &Queue<ReadJob>) {
             Taken::Closed => return,
             Taken::Idle => {
                 if conn.take().is_some() {
-                    give_back();
+                    memory::give_back_with_c_heap();
                 }
                 continue;
             }
