@@ -427,16 +427,8 @@ async fn ask_with_own_servers(backend: &str, bin: &Path, servers: Value) -> Aske
     )
     .await
     .ok();
-    let r = call(
-        &lead,
-        "agent_ask",
-        json!({"target": "worker", "message": "file the crash", "wait_seconds": 50}),
-    )
-    .await
-    .ok();
-    let info = call(&lead, "agent_info", json!({"target": "worker"}))
-        .await
-        .ok();
+    let r = ask(&lead, "worker", "file the crash", 50).await;
+    let info = info(&lead, "worker").await;
     Asked {
         r,
         info,

@@ -3,7 +3,12 @@
 
 mod common;
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// channel_send as `who`; its result.
+async fn send(who: &Client, args: Value) -> Value {
+    call(who, "channel_send", args).await.ok()
+}
 
 #[tokio::test]
 async fn send_guard_reports_missed_messages() {
@@ -15,20 +20,8 @@ async fn send_guard_reports_missed_messages() {
     let bob = join(&s, &lead, "bob", Proto::Modern).await;
 
     call(&alice, "channel_read", json!({})).await.ok();
-    call(
-        &bob,
-        "channel_send",
-        json!({"message": "I changed the plan: use branch b"}),
-    )
-    .await
-    .ok();
-    let r = call(
-        &alice,
-        "channel_send",
-        json!({"message": "@bob starting on branch a"}),
-    )
-    .await
-    .ok();
+    send(&bob, json!({"message": "I changed the plan: use branch b"})).await;
+    let r = send(&alice, json!({"message": "@bob starting on branch a"})).await;
     assert_eq!(r["missed_count"], 1);
     assert_eq!(r["missed"][0]["from"], "bob");
     assert!(
@@ -39,38 +32,20 @@ async fn send_guard_reports_missed_messages() {
     );
     assert!(r["note"].as_str().unwrap().contains("channel_read"));
     // The note was given; the next send is clean.
-    let r = call(&alice, "channel_send", json!({"message": "@bob ok"}))
-        .await
-        .ok();
+    let r = send(&alice, json!({"message": "@bob ok"})).await;
     assert_eq!(r["missed_count"], 0);
     // force suppresses the check.
-    call(
-        &bob,
-        "channel_send",
-        json!({"message": "another change", "force": true}),
-    )
-    .await
-    .ok();
-    let r = call(
-        &alice,
-        "channel_send",
-        json!({"message": "@bob fine", "force": true}),
-    )
-    .await
-    .ok();
+    send(&bob, json!({"message": "another change", "force": true})).await;
+    let r = send(&alice, json!({"message": "@bob fine", "force": true})).await;
     assert_eq!(r["missed"], json!([]));
     // A message already seen in the inbox is not "missed".
-    call(
+    send(
         &bob,
-        "channel_send",
         json!({"message": "@alice look at this", "force": true}),
     )
-    .await
-    .ok();
+    .await;
     call(&alice, "my_inbox", json!({})).await.ok();
-    let r = call(&alice, "channel_send", json!({"message": "@bob looked"}))
-        .await
-        .ok();
+    let r = send(&alice, json!({"message": "@bob looked"})).await;
     assert_eq!(r["missed_count"], 0, "{r}");
 }
 
@@ -86,24 +61,14 @@ async fn send_guard_lists_the_newest_ten_and_caps_the_count() {
     let bob = join(&s, &lead, "bob", Proto::Modern).await;
     call(&alice, "channel_read", json!({})).await.ok();
     for i in 1..=12 {
-        call(
-            &bob,
-            "channel_send",
-            json!({"message": format!("note {i}"), "force": true}),
-        )
-        .await
-        .ok();
+        send(&bob, json!({"message": format!("note {i}"), "force": true})).await;
     }
-    call(
+    send(
         &bob,
-        "channel_send",
         json!({"message": "private", "to": "carol", "force": true}),
     )
-    .await
-    .ok();
-    let r = call(&alice, "channel_send", json!({"message": "@bob hi"}))
-        .await
-        .ok();
+    .await;
+    let r = send(&alice, json!({"message": "@bob hi"})).await;
     assert_eq!(r["missed_count"], 12, "{r}");
     let previews: Vec<&str> = r["missed"]
         .as_array()
@@ -115,13 +80,9 @@ async fn send_guard_lists_the_newest_ten_and_caps_the_count() {
     assert_eq!(previews, expected, "{r}");
     let texts: Vec<String> = (0..105).map(|i| format!("more {i}")).collect();
     for t in &texts {
-        call(&bob, "channel_send", json!({"message": t, "force": true}))
-            .await
-            .ok();
+        send(&bob, json!({"message": t, "force": true})).await;
     }
-    let r = call(&alice, "channel_send", json!({"message": "@bob back"}))
-        .await
-        .ok();
+    let r = send(&alice, json!({"message": "@bob back"})).await;
     assert_eq!(r["missed_count"], 100, "counted up to a hundred: {r}");
     assert_eq!(r["missed"][9]["preview"], "more 104", "{r}");
     assert_eq!(r["missed"][0]["preview"], "more 95", "{r}");
