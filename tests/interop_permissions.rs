@@ -438,9 +438,9 @@ async fn ask_with_own_servers(backend: &str, bin: &Path, servers: Value) -> Aske
     }
 }
 
-/// An agent's own stdio MCP server (a tiny server in tests/python) is started for
-/// its run, with the env the lead gave it, and the model's call to its tool reaches
-/// it, on the sdk backend and on the CLIs. The secret in its env is shown back
+/// An agent's own stdio MCP server (a tiny server in tests/python, two seconds slow
+/// to start) is started for its run, with the env the lead gave it, and the model's
+/// call to its tool reaches it, on the sdk backend and on the CLIs. The secret in its env is shown back
 /// nowhere: not in agent_info, not in the channel.
 async fn own_server_row(backend: &str) {
     let Some(bin) = bin_for(backend) else { return };
@@ -458,8 +458,10 @@ async fn own_server_row(backend: &str) {
         backend,
         &bin,
         json!({"tracker": {
-            "command": python.display().to_string(),
-            "args": [server.display().to_string()],
+            // Two seconds slow to start, as a server that installs or builds is: each
+            // backend must wait for it, not run the turn without its tools.
+            "command": "sh",
+            "args": ["-c", "sleep 2; exec \"$0\" \"$1\"", python.display().to_string(), server.display().to_string()],
             "env": {"TRACKER_MARK": mark.display().to_string(), "TRACKER_KEY": "tk-secret-42"}}}),
     )
     .await;

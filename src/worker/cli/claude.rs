@@ -54,15 +54,20 @@ pub fn invocation(
             "headers": { "Authorization": format!("Bearer {}", cfg.token) },
         }),
     );
+    // In print mode Claude Code connects servers in the background and runs the turn
+    // without those not ready yet: a slow stdio server's tools were missing from the
+    // model's first request. `alwaysLoad` servers it waits for (up to
+    // MCP_CONNECT_TIMEOUT_MS), so the agent's own servers are part of the run.
     let own = own_servers(cfg);
     for (name, server) in &own {
         servers.insert(
             (*name).clone(),
             match server {
-                McpServer::Stdio(s) => {
-                    json!({"type": "stdio", "command": s.command, "args": s.args, "env": s.env})
+                McpServer::Stdio(s) => json!({"type": "stdio", "command": s.command,
+                    "args": s.args, "env": s.env, "alwaysLoad": true}),
+                McpServer::Http(h) => {
+                    json!({"type": "http", "url": h.url, "headers": h.headers, "alwaysLoad": true})
                 }
-                McpServer::Http(h) => json!({"type": "http", "url": h.url, "headers": h.headers}),
             },
         );
     }
@@ -126,6 +131,11 @@ pub fn invocation(
     }
     if !env_set("CLAUDE_CODE_MAX_RETRIES") {
         env.push(("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()));
+    }
+    // Its default wait for those servers is 5 s; a server that installs or builds on
+    // first start (npx, uvx) takes longer.
+    if !own.is_empty() && !env_set("MCP_CONNECT_TIMEOUT_MS") {
+        env.push(("MCP_CONNECT_TIMEOUT_MS".into(), "30000".into()));
     }
     Ok(Invocation {
         program: "claude".into(),
