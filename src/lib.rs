@@ -47,7 +47,9 @@
 //!                  governed.rs message contracts inside the send's transaction,
 //!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
 //!                  pending -> seen -> acked | deferred (open ones in `deliveries`,
-//!                  acked ones moved to `deliveries_done`), team.rs member status,
+//!                  acked ones moved to `deliveries_done`), broadcast.rs a message
+//!                  to every other agent as one row, written per agent on first
+//!                  read or change, team.rs member status,
 //!                  resources.rs content-addressed blobs
 //!   context/       documents/ (rules, path rules, per-instance settings, file and
 //!                  sqlite providers, doc_write contracts), proposals/ (types, stored,
@@ -107,8 +109,12 @@
 //! - Identity is resolved per request (stdio = the lead; HTTP = the bearer token),
 //!   never from a session or a handler instance: rmcp makes handlers per session or
 //!   per request depending on the protocol version.
-//! - A delivery row per recipient is written in the same transaction as its message;
-//!   acks only move forward; a restart turns `seen` back into `pending`.
+//! - A delivery row per recipient is written in the same transaction as its message,
+//!   except that a message to every agent but its sender is one `broadcasts` row, and
+//!   an agent's own row for it is written before anything reads or changes that
+//!   agent's delivery states (`messaging/broadcast.rs`); counts of open deliveries
+//!   add the unwritten broadcasts. Acks only move forward; a restart turns `seen`
+//!   back into `pending`.
 //! - Domain failures are tool results with `isError: true`; JSON-RPC errors are for
 //!   protocol faults only.
 //! - Nothing writes to stdout except the stdio transport.

@@ -17,10 +17,13 @@
 //! `deliveries` holds only open deliveries (pending, seen, deferred); an ack moves
 //! the row to `deliveries_done`. So the inbox is a range of the primary key that does
 //! not grow with history (before the split, a partial index did that job and every
-//! delivery cost two b-tree entries).
+//! delivery cost two b-tree entries). A broadcast's delivery becomes a row here when
+//! its recipient's inbox is first read or changed (`broadcast.rs`): every entry point
+//! below writes those rows first, so the state machine only ever sees rows.
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms, parse_when};
+use crate::kernel::messaging::broadcast;
 use crate::kernel::{Kernel, Scope};
 use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
@@ -112,7 +115,10 @@ impl Kernel {
         }
         let s = scope.clone();
         self.store
-            .write(move |c| read_inbox(c, &s, limit, true))
+            .write(move |c| {
+                broadcast::write_own(c, s.workflow_id, &s.me, now_ms())?;
+                read_inbox(c, &s, limit, true)
+            })
             .await
     }
 
@@ -120,8 +126,25 @@ impl Kernel {
     /// resource shows: looking is not reading).
     pub async fn inbox_peek(&self, scope: &Scope, limit: i64) -> Result<Inbox> {
         let s = scope.clone();
+        let peeked = self
+            .store
+            .read(move |c| {
+                if broadcast::unwritten(c, s.workflow_id, &s.me)? > 0 {
+                    return Ok(None);
+                }
+                read_inbox(c, &s, limit, false).map(Some)
+            })
+            .await?;
+        if let Some(inbox) = peeked {
+            return Ok(inbox);
+        }
+        // Broadcasts that are not its rows yet: write them (they stay pending), then look.
+        let s = scope.clone();
         self.store
-            .read(move |c| read_inbox(c, &s, limit, false))
+            .write(move |c| {
+                broadcast::write_own(c, s.workflow_id, &s.me, now_ms())?;
+                read_inbox(c, &s, limit, false)
+            })
             .await
     }
 
@@ -136,8 +159,9 @@ impl Kernel {
         let id = message_id.trim().to_owned();
         self.store
             .write(move |c| {
-                delivery_state(c, &s, &id)?;
                 let now = now_ms();
+                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
+                delivery_state(c, &s, &id)?;
                 let which = if through {
                     Settle::Through(&id)
                 } else {
@@ -174,6 +198,7 @@ impl Kernel {
         let id = message_id.trim().to_owned();
         self.store
             .write(move |c| {
+                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
                 if delivery_state(c, &s, &id)? == "acked" {
                     return Err(Error::conflict(format!(
                         "message {id} is already acked; acks are final, so it cannot be deferred"

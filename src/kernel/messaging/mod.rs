@@ -5,12 +5,14 @@
 //!   rule picks the recipients; `@all` is every agent but the sender;
 //! - `to` makes a direct message: only sender and `to` see it in `channel_read`, and
 //!   only `to` gets a delivery, whatever it mentions;
-//! - one delivery row per recipient is written in the same transaction as the message;
+//! - one delivery row per recipient is written in the same transaction as the message,
+//!   or, for a message to every agent but the sender, one broadcast row (`broadcast`);
 //! - a message over [`MAX_MESSAGE_CHARS`] is refused for agents; the lead's long
 //!   messages are stored as a resource and the channel keeps a short pointer;
 //! - the send guard: when others posted since the sender last read, the send still
 //!   succeeds and the result lists what was missed (unless `force`).
 
+pub(crate) mod broadcast;
 mod governed;
 pub mod inbox;
 pub mod mentions;
@@ -258,10 +260,17 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
         now
     ])?;
     {
+        // To every agent but the sender: one broadcast row; only the recipients it
+        // does not cover (the lead) get their rows now.
+        let broadcast = to.is_none() && broadcast::covers_all(&recipients, &agents, me);
+        if broadcast {
+            broadcast::record(c, scope.workflow_id, &id, me)?;
+        }
         let mut ins = c.prepare_cached(
             "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
         )?;
-        for r in &recipients {
+        // The members are the agents and the lead, so the lead is all a broadcast leaves.
+        for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
             ins.execute(rusqlite::params![scope.workflow_id, r, id, now])?;
         }
     }

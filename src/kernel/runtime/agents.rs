@@ -295,6 +295,8 @@ impl Kernel {
                         _ => inbox.deferred = n,
                     }
                 }
+                // Broadcasts not yet written as its rows are pending too.
+                inbox.pending += crate::kernel::messaging::broadcast::unwritten(c, wid, &name)?;
                 inbox.acked = c.query_row(
                     "SELECT count(*) FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2",
                     (wid, &name),

@@ -5,6 +5,7 @@
 //! kernel-run agent has not acknowledged.
 
 use crate::error::Result;
+use crate::kernel::messaging::broadcast::UNWRITTEN_EXISTS;
 use crate::kernel::{Kernel, clock::now_ms};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -29,12 +30,14 @@ impl Kernel {
         self.store
             .read(|c| {
                 let owed: bool = c.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM schedules)
-                         OR EXISTS (SELECT 1 FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL)
-                         OR EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human') AND EXISTS (
-                               SELECT 1 FROM deliveries d
-                                WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
-                                  AND d.state <> 'acked'))",
+                    &format!(
+                        "SELECT EXISTS (SELECT 1 FROM schedules)
+                             OR EXISTS (SELECT 1 FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL)
+                             OR EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human') AND (EXISTS (
+                                   SELECT 1 FROM deliveries d
+                                    WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
+                                      AND d.state <> 'acked') OR {UNWRITTEN_EXISTS}))"
+                    ),
                     [],
                     |r| r.get(0),
                 )?;

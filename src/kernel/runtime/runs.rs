@@ -7,6 +7,7 @@
 
 use crate::error::Result;
 use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::messaging::broadcast;
 use crate::kernel::messaging::inbox::{Settle, settle};
 use crate::worker::protocol::{ErrorClass, Usage};
 use rusqlite::{Connection, Row};
@@ -162,6 +163,8 @@ pub struct NewRun<'a> {
 }
 
 pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
+    // The run reads its inbox: its broadcasts become rows it can mark and settle.
+    broadcast::write_own(c, r.workflow_id, r.agent, now_ms())?;
     let summary = prompt_summary_tx(c, r)?;
     c.execute(
         "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary)

@@ -361,4 +361,24 @@ INSERT INTO deliveries_done (workflow_id, recipient, message_id, read_by, update
 DELETE FROM deliveries WHERE state = 'acked';
 DROP INDEX deliveries_open;
 "#,
+    // 13: broadcasts. A message to every agent of an instance but its sender is one
+    // row here instead of a delivery row per agent (see messaging/broadcast.rs); an
+    // agent's own row is written when its inbox changes state. `broadcast_mark` is
+    // the newest broadcast an agent has as a row, or that came before it joined: the
+    // trigger sets it when an agent is created, so broadcasts sent before an agent
+    // existed are never its.
+    r#"
+CREATE TABLE broadcasts (
+    workflow_id INTEGER NOT NULL,
+    message_id  TEXT NOT NULL,
+    sender      TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, message_id)
+) WITHOUT ROWID;
+ALTER TABLE agents ADD COLUMN broadcast_mark TEXT NOT NULL DEFAULT '';
+CREATE TRIGGER agents_broadcast_mark AFTER INSERT ON agents BEGIN
+    UPDATE agents SET broadcast_mark =
+        COALESCE((SELECT max(message_id) FROM broadcasts WHERE workflow_id = NEW.workflow_id), '')
+     WHERE id = NEW.id;
+END;
+"#,
 ];

@@ -7,6 +7,7 @@ use super::{Queued, Timer, Wake};
 use crate::error::Result;
 use crate::kernel::Kernel;
 use crate::kernel::clock::now_ms;
+use crate::kernel::messaging::broadcast;
 use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use crate::kernel::runtime::runs::{Spender, spent};
@@ -109,18 +110,21 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
     }))
 }
 
-/// Deliveries an agent should handle now: pending, seen, or deferred and due.
+/// Deliveries an agent should handle now: pending, seen, or deferred and due, and
+/// the broadcasts not yet written as its rows (pending).
 pub(crate) fn open_deliveries(
     c: &Connection,
     workflow_id: i64,
     name: &str,
     now: i64,
 ) -> Result<i64> {
-    Ok(c.prepare_cached(
-        "SELECT count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND state <> 'acked'
-           AND (state <> 'deferred' OR defer_until <= ?3)",
-    )?
-    .query_row((workflow_id, name, now), |r| r.get(0))?)
+    let rows: i64 = c
+        .prepare_cached(
+            "SELECT count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND state <> 'acked'
+               AND (state <> 'deferred' OR defer_until <= ?3)",
+        )?
+        .query_row((workflow_id, name, now), |r| r.get(0))?;
+    Ok(rows + broadcast::unwritten(c, workflow_id, name)?)
 }
 
 impl GateFacts {

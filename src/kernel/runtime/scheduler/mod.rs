@@ -28,6 +28,7 @@ mod wakes;
 
 use crate::error::Result;
 use crate::kernel::events::Event;
+use crate::kernel::messaging::broadcast::UNWRITTEN_EXISTS;
 use crate::kernel::{Kernel, clock::now_ms};
 pub(crate) use gate::open_deliveries;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -241,10 +242,11 @@ impl Kernel {
                     ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL AND ?1 IS NOT NULL")?,
                     // Per agent, the first open delivery is enough (a join would visit
                     // every open delivery: millions after a bulk import).
-                    ids("SELECT a.id, NULL FROM agents a WHERE a.backend NOT IN ('external', 'human') AND EXISTS (
+                    ids(&format!("SELECT a.id, NULL FROM agents a WHERE a.backend NOT IN ('external', 'human') AND (EXISTS (
                            SELECT 1 FROM deliveries d
                             WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
-                              AND d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1))")?,
+                              AND d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1))
+                           OR {UNWRITTEN_EXISTS})"))?,
                     ids("SELECT a.id, min(d.defer_until) FROM agents a JOIN deliveries d
                            ON d.workflow_id = a.workflow_id AND d.recipient = a.name
                          WHERE d.state = 'deferred' AND d.defer_until > ?1 AND a.backend NOT IN ('external', 'human')
