@@ -87,3 +87,41 @@ async fn send_guard_lists_the_newest_ten_and_caps_the_count() {
     assert_eq!(r["missed"][9]["preview"], "more 104", "{r}");
     assert_eq!(r["missed"][0]["preview"], "more 95", "{r}");
 }
+
+/// Messages delivered to the sender count as missed until its inbox has shown them
+/// (or it acked them), whether they were its own rows or a broadcast's.
+#[tokio::test]
+async fn delivered_messages_are_missed_until_the_inbox_showed_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["alice", "bob", "carol"]).await;
+    let alice = join(&s, &lead, "alice", Proto::Modern).await;
+    let bob = join(&s, &lead, "bob", Proto::Modern).await;
+    let to_alice = |m: &str| json!({"message": m, "force": true});
+
+    send(&bob, to_alice("@alice only you, unread")).await;
+    send(&bob, to_alice("@all everyone, unread")).await;
+    let r = send(&alice, json!({"message": "@bob hi"})).await;
+    assert_eq!(r["missed_count"], 2, "{r}");
+    let previews: Vec<&str> = r["missed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["preview"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        previews,
+        ["@alice only you, unread", "@all everyone, unread"]
+    );
+
+    send(&bob, to_alice("@alice only you, read")).await;
+    send(&bob, to_alice("@all everyone, read")).await;
+    call(&alice, "my_inbox", json!({})).await.ok();
+    let acked = send(&bob, to_alice("@all everyone, acked unread")).await;
+    call(&alice, "my_inbox_ack", json!({"message_id": acked["id"]}))
+        .await
+        .ok();
+    let r = send(&alice, json!({"message": "@bob seen them"})).await;
+    assert_eq!(r["missed_count"], 0, "{r}");
+}
