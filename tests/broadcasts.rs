@@ -7,16 +7,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-async fn mock(lead: &Client, name: &str, rules: Value) {
-    call(
-        lead,
-        "agent_new",
-        json!({"name": name, "backend": "mock", "mock": rules}),
-    )
-    .await
-    .ok();
-}
-
 fn succeeded(i: &Value) -> usize {
     i["runs"]
         .as_array()
@@ -39,7 +29,7 @@ async fn an_all_wakes_every_agent_and_each_run_settles_its_copy() {
     let lead = s.lead(Proto::Legacy).await;
     let names = ["w1", "w2", "w3"];
     for n in names {
-        mock(&lead, n, json!([{"send": "@user {name} done"}])).await;
+        new_mock(&lead, n, json!([{"send": "@user {name} done"}])).await;
     }
     let sent = call(&lead, "channel_send", json!({"message": "@all go"}))
         .await
@@ -70,7 +60,7 @@ async fn an_unread_broadcast_is_owed_after_kill_9() {
     let s = HttpServer::start_with_env(dir.path(), &env).await;
     let lead = s.lead(Proto::Legacy).await;
     for n in ["w1", "w2"] {
-        mock(
+        new_mock(
             &lead,
             n,
             json!([{"sleep": "2s"}, {"send": "@user {name} done"}]),

@@ -8,16 +8,6 @@ use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-async fn mock(lead: &Client, name: &str, rules: Value) {
-    call(
-        lead,
-        "agent_new",
-        json!({"name": name, "backend": "mock", "mock": rules}),
-    )
-    .await
-    .ok();
-}
-
 async fn send(lead: &Client, message: &str) -> Value {
     call(lead, "channel_send", json!({"message": message}))
         .await
@@ -45,7 +35,7 @@ async fn a_mention_wakes_its_agent_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    mock(&lead, "bob", json!([{"send": "@user pong"}])).await;
+    new_mock(&lead, "bob", json!([{"send": "@user pong"}])).await;
     let mut latencies = Vec::new();
     for n in 0..3 {
         let sent = send(&lead, &format!("@bob ping {n}")).await;
@@ -87,14 +77,14 @@ async fn a_failed_run_is_retried_with_backoff_and_succeeds() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     // Fails its first two runs, then answers.
-    mock(
+    new_mock(
         &lead,
         "carol",
         json!([{"fail": "flaky network", "times": 2}, {"send": "@user done at last"}]),
     )
     .await;
     // Always fails: three retries, then it is marked failed.
-    mock(&lead, "dave", json!([{"fail": "always broken"}])).await;
+    new_mock(&lead, "dave", json!([{"fail": "always broken"}])).await;
     send(&lead, "@carol @dave please work").await;
     let i = wait_info(&lead, "carol", 30, |i| {
         runs(i).first().is_some_and(|r| r["status"] == "succeeded")
@@ -152,7 +142,7 @@ async fn an_auth_error_pauses_the_agent_and_tells_the_lead() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    mock(
+    new_mock(
         &lead,
         "erin",
         json!([{"fail": "401 Unauthorized: invalid x-api-key"}]),
@@ -323,7 +313,7 @@ async fn cron_fires_at_the_next_minute() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    mock(
+    new_mock(
         &lead,
         "clock",
         json!([{"when": "chime", "send": "it is {message}"}]),
@@ -374,7 +364,7 @@ async fn the_worker_limit_queues_runs_fairly() {
     let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_MAX_WORKERS", "1")]).await;
     let lead = s.lead(Proto::Legacy).await;
     for n in ["w1", "w2", "w3"] {
-        mock(
+        new_mock(
             &lead,
             n,
             json!([{"sleep": "300ms"}, {"send": "{name} done"}]),

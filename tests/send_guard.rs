@@ -10,6 +10,39 @@ async fn send(who: &Client, args: Value) -> Value {
     call(who, "channel_send", args).await.ok()
 }
 
+/// The previews a send's result lists as missed, oldest first.
+fn previews(r: &Value) -> Vec<String> {
+    r["missed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["preview"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A server with agents alice, bob and carol, and sessions of the first two.
+struct Team {
+    _dir: tempfile::TempDir,
+    _server: HttpServer,
+    alice: Client,
+    bob: Client,
+}
+
+async fn team() -> Team {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["alice", "bob", "carol"]).await;
+    let alice = join(&s, &lead, "alice", Proto::Modern).await;
+    let bob = join(&s, &lead, "bob", Proto::Modern).await;
+    Team {
+        _dir: dir,
+        _server: s,
+        alice,
+        bob,
+    }
+}
+
 #[tokio::test]
 async fn send_guard_reports_missed_messages() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,36 +86,29 @@ async fn send_guard_reports_missed_messages() {
 /// a hundred; a DM to someone else is not missed.
 #[tokio::test]
 async fn send_guard_lists_the_newest_ten_and_caps_the_count() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    new_agents(&lead, "@global:main", &["alice", "bob", "carol"]).await;
-    let alice = join(&s, &lead, "alice", Proto::Modern).await;
-    let bob = join(&s, &lead, "bob", Proto::Modern).await;
-    call(&alice, "channel_read", json!({})).await.ok();
+    let t = team().await;
+    call(&t.alice, "channel_read", json!({})).await.ok();
     for i in 1..=12 {
-        send(&bob, json!({"message": format!("note {i}"), "force": true})).await;
+        send(
+            &t.bob,
+            json!({"message": format!("note {i}"), "force": true}),
+        )
+        .await;
     }
     send(
-        &bob,
+        &t.bob,
         json!({"message": "private", "to": "carol", "force": true}),
     )
     .await;
-    let r = send(&alice, json!({"message": "@bob hi"})).await;
+    let r = send(&t.alice, json!({"message": "@bob hi"})).await;
     assert_eq!(r["missed_count"], 12, "{r}");
-    let previews: Vec<&str> = r["missed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["preview"].as_str().unwrap())
-        .collect();
     let expected: Vec<String> = (3..=12).map(|i| format!("note {i}")).collect();
-    assert_eq!(previews, expected, "{r}");
+    assert_eq!(previews(&r), expected, "{r}");
     let texts: Vec<String> = (0..105).map(|i| format!("more {i}")).collect();
-    for t in &texts {
-        send(&bob, json!({"message": t, "force": true})).await;
+    for text in &texts {
+        send(&t.bob, json!({"message": text, "force": true})).await;
     }
-    let r = send(&alice, json!({"message": "@bob back"})).await;
+    let r = send(&t.alice, json!({"message": "@bob back"})).await;
     assert_eq!(r["missed_count"], 100, "counted up to a hundred: {r}");
     assert_eq!(r["missed"][9]["preview"], "more 104", "{r}");
     assert_eq!(r["missed"][0]["preview"], "more 95", "{r}");
@@ -92,36 +118,25 @@ async fn send_guard_lists_the_newest_ten_and_caps_the_count() {
 /// (or it acked them), whether they were its own rows or a broadcast's.
 #[tokio::test]
 async fn delivered_messages_are_missed_until_the_inbox_showed_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    new_agents(&lead, "@global:main", &["alice", "bob", "carol"]).await;
-    let alice = join(&s, &lead, "alice", Proto::Modern).await;
-    let bob = join(&s, &lead, "bob", Proto::Modern).await;
+    let t = team().await;
     let to_alice = |m: &str| json!({"message": m, "force": true});
 
-    send(&bob, to_alice("@alice only you, unread")).await;
-    send(&bob, to_alice("@all everyone, unread")).await;
-    let r = send(&alice, json!({"message": "@bob hi"})).await;
+    send(&t.bob, to_alice("@alice only you, unread")).await;
+    send(&t.bob, to_alice("@all everyone, unread")).await;
+    let r = send(&t.alice, json!({"message": "@bob hi"})).await;
     assert_eq!(r["missed_count"], 2, "{r}");
-    let previews: Vec<&str> = r["missed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["preview"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        previews,
+        previews(&r),
         ["@alice only you, unread", "@all everyone, unread"]
     );
 
-    send(&bob, to_alice("@alice only you, read")).await;
-    send(&bob, to_alice("@all everyone, read")).await;
-    call(&alice, "my_inbox", json!({})).await.ok();
-    let acked = send(&bob, to_alice("@all everyone, acked unread")).await;
-    call(&alice, "my_inbox_ack", json!({"message_id": acked["id"]}))
+    send(&t.bob, to_alice("@alice only you, read")).await;
+    send(&t.bob, to_alice("@all everyone, read")).await;
+    call(&t.alice, "my_inbox", json!({})).await.ok();
+    let acked = send(&t.bob, to_alice("@all everyone, acked unread")).await;
+    call(&t.alice, "my_inbox_ack", json!({"message_id": acked["id"]}))
         .await
         .ok();
-    let r = send(&alice, json!({"message": "@bob seen them"})).await;
+    let r = send(&t.alice, json!({"message": "@bob seen them"})).await;
     assert_eq!(r["missed_count"], 0, "{r}");
 }

@@ -364,6 +364,17 @@ pub async fn new_agents(lead: &Client, workflow: &str, names: &[&str]) {
     }
 }
 
+/// Registers a mock agent in the lead's default instance, driven by `rules`.
+pub async fn new_mock(lead: &Client, name: &str, rules: Value) {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": name, "backend": "mock", "mock": rules}),
+    )
+    .await
+    .ok();
+}
+
 /// An agent session through an agent_join token.
 pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) -> Client {
     let j = call(lead, "agent_join", json!({"target": target}))
