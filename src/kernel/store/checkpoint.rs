@@ -34,6 +34,12 @@ pub(super) struct Checkpointer {
     /// written over and over is then copied once per thousand commits, not once per
     /// commit, which is what a checkpoint after every commit cost.
     owed_at: AtomicI32,
+    /// Held by whoever checkpoints: the thread's passive pass, or the writer's
+    /// inline one. SQLite refuses a checkpoint at once (SQLITE_BUSY, no busy handler)
+    /// while another connection runs one, so without this the writer's checkpoint at
+    /// the hard limit failed whenever it met the thread's pass, and the log grew on
+    /// for as long as that pass took (past 11,000 pages under a loaded CPU).
+    pass: Mutex<()>,
 }
 
 impl Checkpointer {
@@ -48,10 +54,10 @@ impl Checkpointer {
         // Replaces SQLite's automatic checkpoint (which is itself a WAL hook).
         let hooked = writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
             if pages >= HARD_LIMIT {
-                // RESTART waits (busy handler) for the checkpointer's pass to end and for
-                // readers to leave the log, so this pass completes and the next write
-                // starts the log over; a passive one could lose to the checkpointer's and
-                // let the log grow on.
+                // First wait for the thread's pass, if one runs; then RESTART waits (busy
+                // handler) for readers to leave the log, so this pass completes and the
+                // next write starts the log over.
+                let _pass = hook_me.pass.lock().unwrap_or_else(|p| p.into_inner());
                 if let Err(e) = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART) {
                     tracing::warn!("inline checkpoint of a {pages}-page log failed: {e}");
                 }
@@ -108,6 +114,7 @@ impl Checkpointer {
                 .ok();
             }
             if let Some(c) = &conn {
+                let _pass = self.pass.lock().unwrap_or_else(|p| p.into_inner());
                 let done = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                 if let Err(e) = done {
                     tracing::warn!("checkpoint failed: {e}");
