@@ -105,6 +105,24 @@ fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<Str
 }
 
 impl Kernel {
+    /// Runs `f` in a store write job once the member's broadcasts are rows of its own
+    /// (`broadcast::write_own`): the one way into the inbox's state machine, so no
+    /// entry point can forget them. `f` gets the connection, the scope and `now`.
+    async fn in_own_inbox<T: Send + 'static>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(&Connection, &Scope, i64) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let s = scope.clone();
+        self.store
+            .write(move |c| {
+                let now = now_ms();
+                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
+                f(c, &s, now)
+            })
+            .await
+    }
+
     /// Returns the open inbox, oldest first, and marks the returned deliveries seen.
     pub async fn my_inbox(&self, scope: &Scope, limit: Option<i64>) -> Result<Inbox> {
         let limit = limit.unwrap_or(DEFAULT_INBOX_LIMIT);
@@ -113,12 +131,7 @@ impl Kernel {
                 "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
             )));
         }
-        let s = scope.clone();
-        self.store
-            .write(move |c| {
-                broadcast::write_own(c, s.workflow_id, &s.me, now_ms())?;
-                read_inbox(c, &s, limit, true)
-            })
+        self.in_own_inbox(scope, move |c, s, _| read_inbox(c, s, limit, true))
             .await
     }
 
@@ -139,12 +152,7 @@ impl Kernel {
             return Ok(inbox);
         }
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
-        let s = scope.clone();
-        self.store
-            .write(move |c| {
-                broadcast::write_own(c, s.workflow_id, &s.me, now_ms())?;
-                read_inbox(c, &s, limit, false)
-            })
+        self.in_own_inbox(scope, move |c, s, _| read_inbox(c, s, limit, false))
             .await
     }
 
@@ -155,24 +163,20 @@ impl Kernel {
         message_id: &str,
         through: bool,
     ) -> Result<AckResult> {
-        let s = scope.clone();
         let id = message_id.trim().to_owned();
-        self.store
-            .write(move |c| {
-                let now = now_ms();
-                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
-                delivery_state(c, &s, &id)?;
-                let which = if through {
-                    Settle::Through(&id)
-                } else {
-                    Settle::One(&id)
-                };
-                let acked = settle(c, s.workflow_id, &s.me, which, now)?;
-                Ok(AckResult {
-                    acked: acked as i64,
-                })
+        self.in_own_inbox(scope, move |c, s, now| {
+            delivery_state(c, s, &id)?;
+            let which = if through {
+                Settle::Through(&id)
+            } else {
+                Settle::One(&id)
+            };
+            let acked = settle(c, s.workflow_id, &s.me, which, now)?;
+            Ok(AckResult {
+                acked: acked as i64,
             })
-            .await
+        })
+        .await
     }
 
     /// Puts a delivery off until a duration from now or a time (default 10 minutes).
@@ -194,33 +198,24 @@ impl Kernel {
                 "until is more than 30 days away; defer for less",
             ));
         }
-        let s = scope.clone();
         let id = message_id.trim().to_owned();
-        self.store
-            .write(move |c| {
-                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
-                if delivery_state(c, &s, &id)? == "acked" {
-                    return Err(Error::conflict(format!(
-                        "message {id} is already acked; acks are final, so it cannot be deferred"
-                    )));
-                }
-                c.prepare_cached(
-                    "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
+        self.in_own_inbox(scope, move |c, s, now| {
+            if delivery_state(c, s, &id)? == "acked" {
+                return Err(Error::conflict(format!(
+                    "message {id} is already acked; acks are final, so it cannot be deferred"
+                )));
+            }
+            c.prepare_cached(
+                "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
                      WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
-                )?
-                .execute(rusqlite::params![
-                    s.workflow_id,
-                    s.me,
-                    id,
-                    until_ms,
-                    now
-                ])?;
-                Ok(DeferResult {
-                    message_id: id,
-                    deferred_until: fmt_ms(until_ms),
-                })
+            )?
+            .execute(rusqlite::params![s.workflow_id, s.me, id, until_ms, now])?;
+            Ok(DeferResult {
+                message_id: id,
+                deferred_until: fmt_ms(until_ms),
             })
-            .await
+        })
+        .await
     }
 
     /// Restart recovery: deliveries read but not acked become pending again.
