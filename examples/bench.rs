@@ -327,6 +327,10 @@ async fn run() {
     }
     // As the server binary does (see `no_huge_pages`), so memory figures match it.
     agent_worker::memory::no_huge_pages();
+    assert!(
+        agent_worker::memory::sqlite_on_mimalloc(),
+        "SQLite was initialised before the bench could give it mimalloc"
+    );
     let a = args();
     let mut phases = Vec::new();
     let tmp = tempfile::tempdir().unwrap();

@@ -8,6 +8,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     agent_worker::memory::no_huge_pages();
+    // Before anything opens a database (SQLite takes an allocator only before it
+    // initialises); the debug build says so if a change ever moves that earlier.
+    let sqlite_on_mimalloc = agent_worker::memory::sqlite_on_mimalloc();
+    debug_assert!(
+        sqlite_on_mimalloc,
+        "SQLite initialised before main could configure it"
+    );
     let launch = match parse_args(std::env::args().skip(1)) {
         Ok(l) => l,
         Err(e) => {

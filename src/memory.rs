@@ -9,9 +9,10 @@
 //!
 //! So every thread that does the kernel's work collects when it runs out of work:
 //! tokio's workers when they park ([`runtime`]), the store's threads when they go
-//! idle ([`give_back_with_c_heap`], with SQLite's C heap). Where the allocator is
-//! not mimalloc (the test binaries) these calls find an empty mimalloc heap and
-//! return.
+//! idle ([`give_back_with_c_heap`]). SQLite allocates from mimalloc too
+//! ([`sqlite_on_mimalloc`]), so its freed page caches go back the same way. Where
+//! the Rust allocator is not mimalloc (the test binaries) these calls find a nearly
+//! empty mimalloc heap and return.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -47,9 +48,72 @@ pub fn collect_thread() {
     LAST_COLLECT.with(|c| c.set(Some(Instant::now())));
 }
 
+/// Has SQLite allocate from mimalloc instead of the C library's malloc. Call it
+/// first thing in `main`, before any database is opened: SQLite accepts a new
+/// allocator only before it initialises. Returns false (and changes nothing) when
+/// it is too late.
+///
+/// Why: glibc gives each thread that allocates its own arena, and SQLite allocates on
+/// ten threads (the writer, the checkpointer, eight readers); what they freed stays
+/// in those arenas until a `malloc_trim`, which returns only whole free pages.
+/// Through mimalloc SQLite's memory is purged with the rest when the store's threads
+/// collect (see [`give_back_with_c_heap`]).
+pub fn sqlite_on_mimalloc() -> bool {
+    use rusqlite::ffi;
+    use std::ffi::{c_int, c_void};
+
+    unsafe extern "C" fn malloc(n: c_int) -> *mut c_void {
+        // SAFETY: SQLite asks for n > 0 bytes and frees them with `free` below.
+        unsafe { libmimalloc_sys::mi_malloc(n.max(0) as usize) }
+    }
+    unsafe extern "C" fn free(p: *mut c_void) {
+        // SAFETY: p came from `malloc` or `realloc` below (or is null).
+        unsafe { libmimalloc_sys::mi_free(p) }
+    }
+    unsafe extern "C" fn realloc(p: *mut c_void, n: c_int) -> *mut c_void {
+        // SAFETY: as for `free`; SQLite never asks for a size below 1.
+        unsafe { libmimalloc_sys::mi_realloc(p, n.max(0) as usize) }
+    }
+    unsafe extern "C" fn size(p: *mut c_void) -> c_int {
+        // SAFETY: p came from `malloc` or `realloc` above.
+        let n = unsafe { libmimalloc_sys::mi_usable_size(p) };
+        c_int::try_from(n).unwrap_or(c_int::MAX)
+    }
+    unsafe extern "C" fn roundup(n: c_int) -> c_int {
+        // SAFETY: a pure function of its argument.
+        let good = unsafe { libmimalloc_sys::mi_good_size(n.max(0) as usize) };
+        c_int::try_from(good).unwrap_or(n)
+    }
+    unsafe extern "C" fn init(_: *mut c_void) -> c_int {
+        ffi::SQLITE_OK
+    }
+    unsafe extern "C" fn shutdown(_: *mut c_void) {}
+
+    let methods = ffi::sqlite3_mem_methods {
+        xMalloc: Some(malloc),
+        xFree: Some(free),
+        xRealloc: Some(realloc),
+        xSize: Some(size),
+        xRoundup: Some(roundup),
+        xInit: Some(init),
+        xShutdown: Some(shutdown),
+        pAppData: std::ptr::null_mut(),
+    };
+    // SAFETY: SQLITE_CONFIG_MALLOC takes a pointer to the methods and copies them; it
+    // fails with SQLITE_MISUSE (and changes nothing) once SQLite has initialised.
+    let rc = unsafe {
+        ffi::sqlite3_config(
+            ffi::SQLITE_CONFIG_MALLOC,
+            &methods as *const ffi::sqlite3_mem_methods,
+        )
+    };
+    rc == ffi::SQLITE_OK
+}
+
 /// [`collect_thread`], and also the C library's free heap pages, for threads that
-/// run C code which allocates with glibc's malloc (SQLite): glibc keeps freed memory
-/// in per-thread arenas, which `malloc_trim` returns.
+/// run C code (SQLite): where [`sqlite_on_mimalloc`] did not run (the test binaries,
+/// or a caller that opened a database first), SQLite allocates with glibc's malloc,
+/// which keeps freed memory in per-thread arenas until `malloc_trim`.
 pub fn give_back_with_c_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages to the OS; it takes glibc's
