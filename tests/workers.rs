@@ -15,15 +15,14 @@ async fn agent_ask_returns_the_reply_and_acks_after_success() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
+    new_mock(
         &lead,
-        "agent_new",
-        json!({"name": "bob", "backend": "mock", "mock": [
+        "bob",
+        json!([
             {"when": "capital", "send": "@user the capital is Paris (asked: {message})", "reply": "answered {from}"},
-        ]}),
+        ]),
     )
-    .await
-    .ok();
+    .await;
     // A plain mock: no rules, it acknowledges its inbox without any @.
     call(
         &lead,
@@ -75,17 +74,16 @@ async fn a_failing_run_leaves_the_inbox_pending_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    call(
+    new_mock(
         &lead,
-        "agent_new",
-        json!({"name": "dave", "backend": "mock", "mock": [
+        "dave",
+        json!([
             {"when": "quota", "fail": "Quota exceeded. Check your plan and billing details."},
             {"when": "boom", "fail": "simulated failure"},
             {"reply": "fine"},
-        ]}),
+        ]),
     )
-    .await
-    .ok();
+    .await;
     let r = ask(&lead, "dave", "boom", 30).await;
     assert_eq!(r["status"], "failed", "{r}");
     assert_eq!(r["error_class"], "other");
@@ -102,15 +100,14 @@ async fn a_failing_run_leaves_the_inbox_pending_and_says_why() {
 
     // A classified failure: billing words make it billing_quota. (A new agent: dave's
     // next run would meet "boom" first again, as it is still pending.)
-    call(
+    new_mock(
         &lead,
-        "agent_new",
-        json!({"name": "erin", "backend": "mock", "mock": [
+        "erin",
+        json!([
             {"when": "quota", "fail": "Quota exceeded. Check your plan and billing details."},
-        ]}),
+        ]),
     )
-    .await
-    .ok();
+    .await;
     let r = ask(&lead, "erin", "quota", 30).await;
     assert_eq!(r["error_class"], "billing_quota", "{r}");
     let r = ask(&lead, "dave", "second", 30).await;
@@ -131,16 +128,15 @@ async fn pause_stops_a_running_worker_and_resume_lets_it_run_again() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
+    new_mock(
         &lead,
-        "agent_new",
-        json!({"name": "slow", "backend": "mock", "mock": [
+        "slow",
+        json!([
             {"when": "wait", "sleep": "60s"},
             {"reply": "woke"},
-        ]}),
+        ]),
     )
-    .await
-    .ok();
+    .await;
     let r = ask(&lead, "slow", "please wait", 1).await;
     assert_eq!(r["status"], "running", "{r}");
     assert!(r.get("reply").is_none());
@@ -292,17 +288,16 @@ async fn a_busy_agent_takes_the_question_in_its_next_run() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
+    new_mock(
         &lead,
-        "agent_new",
-        json!({"name": "eve", "backend": "mock", "mock": [
+        "eve",
+        json!([
             {"when": "first", "sleep": "2s"},
             {"when": "first", "send": "@user first done"},
             {"when": "second", "send": "@user second done"},
-        ]}),
+        ]),
     )
-    .await
-    .ok();
+    .await;
     let first = ask(&lead, "eve", "first", 0).await;
     assert_eq!(first["status"], "running");
     // Ask again once the first run has read its inbox (and sleeps).
@@ -333,17 +328,16 @@ async fn a_question_behind_a_failing_run_is_answered_by_the_retry() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
+    new_mock(
         &lead,
-        "agent_new",
-        json!({"name": "fay", "backend": "mock", "mock": [
+        "fay",
+        json!([
             {"when": "first", "sleep": "1s"},
             {"when": "first", "fail": "flaky disk", "times": 1},
             {"when": "second", "send": "@user second done"},
-        ]}),
+        ]),
     )
-    .await
-    .ok();
+    .await;
     let first = ask(&lead, "fay", "first", 0).await;
     assert_eq!(first["status"], "running");
     wait_info(&lead, "fay", 10, |i| i["inbox"]["seen"] == 1).await;
@@ -380,13 +374,7 @@ async fn a_worker_killed_mid_run_is_a_crash_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "frank", "backend": "mock", "mock": [{"sleep": "60s"}]}),
-    )
-    .await
-    .ok();
+    new_mock(&lead, "frank", json!([{"sleep": "60s"}])).await;
     let r = ask(&lead, "frank", "work", 1).await;
     assert_eq!(r["status"], "running");
     let w = workers_of(s.child.id().unwrap());
@@ -413,13 +401,7 @@ async fn a_kernel_restart_closes_runs_as_lost_and_kills_their_workers() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "gina", "backend": "mock", "mock": [{"sleep": "60s"}]}),
-    )
-    .await
-    .ok();
+    new_mock(&lead, "gina", json!([{"sleep": "60s"}])).await;
     let r = ask(&lead, "gina", "work", 1).await;
     assert_eq!(r["status"], "running");
     let w = workers_of(s.child.id().unwrap());
@@ -469,13 +451,7 @@ async fn stopping_the_kernel_stops_its_workers() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "hal", "backend": "mock", "mock": [{"sleep": "60s"}]}),
-    )
-    .await
-    .ok();
+    new_mock(&lead, "hal", json!([{"sleep": "60s"}])).await;
     ask(&lead, "hal", "work", 1).await;
     let w = workers_of(s.child.id().unwrap());
     assert_eq!(w.len(), 1);
