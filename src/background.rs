@@ -133,6 +133,10 @@ impl Launcher {
         if let Some(t) = &self.opts.token {
             cmd.arg("--token").arg(t);
         }
+        // By environment, not on the command line: a URL may carry a password.
+        if let Some(s) = &self.opts.store {
+            cmd.env(crate::config::STORE_ENV, s);
+        }
         cmd.env_remove("AGENT_WORKER_FOREGROUND")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -5,9 +5,12 @@
 //! agent-worker --http 127.0.0.1:PORT    streamable HTTP at /mcp (PORT 0 picks one)
 //!   --data-dir DIR    state directory (default: the OS data dir; AGENT_WORKER_HOME overrides)
 //!   --token TOKEN     admin token (default: AGENT_WORKER_TOKEN, else created in the data dir)
+//!   --store STORE     sqlite (default: a file in the data dir) or a postgres:// URL
+//!                     (default: AGENT_WORKER_STORE)
 //!   --log LEVEL       error, warn, info (default), debug, trace
 //! ```
 
+use crate::kernel::store::Location;
 use std::net::SocketAddr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -20,6 +23,8 @@ pub struct Options {
     pub http: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
     pub token: Option<String>,
+    /// `--store`: `sqlite` or a PostgreSQL URL (else `AGENT_WORKER_STORE`).
+    pub store: Option<String>,
     pub log: Option<String>,
     /// How long a background kernel waits without clients, with nothing owed,
     /// before it stops (None: never). Default 10 minutes.
@@ -39,6 +44,11 @@ pub const KERNEL_JSON: &str = "kernel.json";
 /// The internal flag of the background kernel a stdio launch starts.
 pub const BACKGROUND_KERNEL: &str = "--background-kernel";
 
+/// The environment variable that names the store when `--store` does not. The
+/// better place for a URL with a password: a command line is visible to every user
+/// of the machine.
+pub const STORE_ENV: &str = "AGENT_WORKER_STORE";
+
 /// The default of `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -54,6 +64,9 @@ options:
   --data-dir DIR   where state lives (default: the OS data dir; env AGENT_WORKER_HOME overrides)
   --token TOKEN    admin bearer token for HTTP (default: env AGENT_WORKER_TOKEN, else the
                    admin.token file in the data dir, created on first start)
+  --store STORE    where the kernel's state lives: sqlite (default, a file in the data dir)
+                   or postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: env
+                   AGENT_WORKER_STORE, the better place for a password)
   --log LEVEL      error | warn | info | debug | trace (default info); logs go to stderr and
                    DATA_DIR/logs/agent-worker.log
   --idle-exit D    stdio: the background kernel stops after D without clients once nothing is
@@ -111,6 +124,11 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
             }
             "--data-dir" => o.data_dir = Some(PathBuf::from(value("--data-dir")?)),
             "--token" => o.token = Some(value("--token")?),
+            "--store" => {
+                let v = value("--store")?;
+                store_location(&v, Path::new("."))?;
+                o.store = Some(v);
+            }
             "--log" => {
                 let v = value("--log")?;
                 if !["error", "warn", "info", "debug", "trace"].contains(&v.as_str()) {
@@ -157,6 +175,42 @@ pub fn data_dir(o: &Options) -> Result<PathBuf, String> {
     directories::ProjectDirs::from("dev", "agent-worker", "agent-worker")
         .map(|p| p.data_dir().to_owned())
         .ok_or_else(|| "cannot find a home directory for the data dir: pass --data-dir DIR".into())
+}
+
+/// `--store`, else `AGENT_WORKER_STORE`, else SQLite in the data dir.
+pub fn store(o: &Options, data_dir: &Path) -> Result<Location, String> {
+    match o.store.clone().or_else(|| {
+        std::env::var(STORE_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    }) {
+        Some(s) => store_location(&s, data_dir),
+        None => Ok(Location::Sqlite(data_dir.join(crate::kernel::DB_FILE))),
+    }
+}
+
+fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("sqlite") {
+        return Ok(Location::Sqlite(data_dir.join(crate::kernel::DB_FILE)));
+    }
+    if crate::kernel::store::postgres::is_url(s) {
+        s.parse::<postgres::Config>().map_err(|e| {
+            format!(
+                "--store {}: not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                crate::kernel::store::postgres::redacted(s)
+            )
+        })?;
+        return Ok(Location::Postgres(s.to_owned()));
+    }
+    Err(format!(
+        "--store {:?}: use sqlite (the default) or a URL postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+        if s.contains('@') {
+            "(a value with credentials)"
+        } else {
+            s
+        }
+    ))
 }
 
 /// `--token`, else `AGENT_WORKER_TOKEN`, else the token file if it exists; never

@@ -20,13 +20,20 @@ pub enum Error {
     Forbidden(String),
     /// A storage fault: not the caller's fault.
     #[error("storage error: {0}")]
-    Store(#[from] rusqlite::Error),
+    Store(#[from] crate::kernel::store::sql::Error),
     /// Something inside the kernel broke; the message is for the logs and the caller.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The store's own upkeep (opening, migrating) still speaks rusqlite directly.
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(e.into())
+    }
+}
 
 impl Error {
     pub fn invalid(msg: impl Into<String>) -> Self {

@@ -33,10 +33,15 @@
 //!   mod.rs         the hub: Kernel, who is calling (Caller, Scope), open and start
 //!   clock.rs       time: now, formats, durations (bounded)
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
-//!   store/         SQLite: one writer thread with group commit, fixed reader threads;
-//!                  queue.rs their job queues (sleep when idle, never spin),
-//!                  checkpoint.rs WAL checkpoints on their own thread,
-//!                  schema.rs numbered migrations (PRAGMA user_version)
+//!   store/         one writer thread with group commit, fixed reader threads, on
+//!                  either engine; queue.rs their job queues (sleep when idle, never
+//!                  spin); sql/ the one vocabulary jobs speak (connection, statements,
+//!                  rows, params: rusqlite's shapes), whose PostgreSQL side converts
+//!                  SQLite's dynamic values to declared types; sqlite.rs the default
+//!                  engine (a WAL file in the data dir), checkpoint.rs its WAL
+//!                  checkpoints on their own thread, schema.rs its numbered
+//!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
+//!                  the write and one-kernel locks, schema.rs its migrations)
 //!   registry/      workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, guards.rs budgets,
 //!                  tokens.rs admin and agent tokens (hash only), authentication
@@ -106,6 +111,12 @@
 //!   workflows only through events.
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
+//!   On PostgreSQL every write transaction takes the database's write lock first, and
+//!   the writer's connection holds its kernel lock: one kernel per database.
+//! - The kernel's SQL is written once, in what SQLite and PostgreSQL both accept
+//!   (`ON CONFLICT`, `RETURNING`, `IS NOT DISTINCT FROM`, `CAST(sum(..) AS BIGINT)`);
+//!   the two functions it borrows from SQLite (`instr`, `group_concat`) are defined
+//!   in the PostgreSQL schema. Nothing outside `store/` names an engine.
 //! - Identity is resolved per request (stdio = the lead; HTTP = the bearer token),
 //!   never from a session or a handler instance: rmcp makes handlers per session or
 //!   per request depending on the protocol version.

@@ -179,7 +179,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         return crate::bridge::run(target.map_err(|e| format!("{e:#}")), None).await;
     };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
-    let kernel = Kernel::open(&dir, admin).await?;
+    let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
+    let kernel = Kernel::open_at(&dir, admin, &store).await?;
     let tools = Tools::new();
     let ct = CancellationToken::new();
 
@@ -200,7 +201,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         dir.display()
     );
-    tracing::info!(%url, data_dir = %dir.display(), stdio, "kernel started");
+    tracing::info!(%url, data_dir = %dir.display(), %store, stdio, "kernel started");
     // The start's temporaries (migrations, recovery, tool schemas) were freed on this
     // thread, which from here on only waits: give their pages back now.
     crate::memory::collect_thread();

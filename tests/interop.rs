@@ -132,15 +132,12 @@ async fn drive(backend: &str) {
 
     // A conversation the CLI no longer has (its files were wiped, another machine):
     // the run starts a new one instead of failing for good.
-    let db = rusqlite::Connection::open(dir.path().join(agent_worker::kernel::DB_FILE)).unwrap();
-    let changed = db
-        .execute(
-            "UPDATE agents SET session_id = ?1 WHERE name = 'worker'",
-            ["0199a3b2-7c1d-7e00-9000-0000000000aa"],
-        )
-        .unwrap();
+    let changed = common::store::execute(
+        dir.path(),
+        "UPDATE agents SET session_id = ?1 WHERE name = 'worker'",
+        "0199a3b2-7c1d-7e00-9000-0000000000aa",
+    );
     assert_eq!(changed, 1);
-    drop(db);
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let fresh = ask_worker(&lead, "are you still there?").await;

@@ -18,9 +18,10 @@ pub mod store;
 pub mod workflows;
 
 use crate::error::{Error, Result};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::OptionalExtension;
 use crate::names::{LEAD, WorkflowRef};
 use events::Events;
-use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -104,13 +105,27 @@ impl Kernel {
     /// Opens the data dir's database and recovers from the previous run: deliveries
     /// that were read but not acked go back to pending, so nothing is lost.
     pub async fn open(data_dir: &Path, admin_token: String) -> Result<Arc<Self>> {
+        let store = store::Location::Sqlite(data_dir.join(DB_FILE));
+        Self::open_at(data_dir, admin_token, &store).await
+    }
+
+    /// [`Kernel::open`] with the state at `store` (SQLite or PostgreSQL); the data dir
+    /// still holds the logs, document folders and workers' scratch space.
+    pub async fn open_at(
+        data_dir: &Path,
+        admin_token: String,
+        store: &store::Location,
+    ) -> Result<Arc<Self>> {
         std::fs::create_dir_all(data_dir).map_err(|e| {
             Error::internal(format!(
                 "cannot create data dir {}: {e}",
                 data_dir.display()
             ))
         })?;
-        let store = Store::open(&data_dir.join(DB_FILE))?;
+        let location = store.clone();
+        let store = tokio::task::spawn_blocking(move || Store::open_at(&location))
+            .await
+            .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
         let kernel = Arc::new(Self {
             tokens: registry::tokens::Tokens::new(admin_token),
             store,
@@ -209,14 +224,10 @@ impl Kernel {
                             "SELECT name, tag FROM workflows ORDER BY name, tag LIMIT 20",
                         )?;
                         let known = st
-                            .query_map([], |r| {
-                                Ok(format!(
-                                    "@{}:{}",
-                                    r.get::<_, String>(0)?,
-                                    r.get::<_, String>(1)?
-                                ))
+                            .query_map((), |r| {
+                                Ok(format!("@{}:{}", r.get::<String>(0)?, r.get::<String>(1)?))
                             })?
-                            .collect::<rusqlite::Result<Vec<_>>>()?;
+                            .collect::<sql::Result<Vec<_>>>()?;
                         Ok(Err(known))
                     }
                 }

@@ -3,6 +3,7 @@
 
 pub mod clis;
 pub mod fake_llm;
+pub mod store;
 
 use rmcp::{
     RoleClient,
@@ -124,6 +125,7 @@ impl HttpServer {
             .args(["--http", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(args)
+            .envs(store::env_for(data_dir))
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -212,6 +214,7 @@ pub async fn stdio_client(data_dir: &Path, p: Proto) -> Client {
     // In this process: the session is the kernel's life (tests/background.rs covers
     // the default, a kernel in the background).
     cmd.arg("--data-dir").arg(data_dir).arg("--foreground");
+    cmd.envs(store::env_for(data_dir));
     let (t, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()

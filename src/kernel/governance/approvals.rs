@@ -8,8 +8,9 @@ use crate::contracts::{Approval, OnTimeout};
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::governance::contracts::{Decision, record_tx};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::names::{LEAD, WorkflowRef};
-use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -77,11 +78,11 @@ pub enum Ended {
 
 pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
     let deadline = now_ms() + a.approval.timeout.as_millis() as i64;
-    c.execute(
+    let id: i64 = c.query_row(
         "INSERT INTO approvals (workflow_id, agent_id, agent, run_id, event, detail, contracts, approvers, needed,
                                 on_timeout, created_at, deadline)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        rusqlite::params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+        sql::params![
             a.workflow_id,
             a.agent_id,
             a.agent,
@@ -98,8 +99,8 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
             now_ms(),
             deadline
         ],
+        |r| r.get(0),
     )?;
-    let id = c.last_insert_rowid();
     record_tx(
         c,
         &Decision {
@@ -134,7 +135,7 @@ pub struct Row {
     deadline_ms: i64,
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
     let wf = WorkflowRef {
         name: r.get(1)?,
         tag: r.get(2)?,
@@ -147,16 +148,16 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
             agent: r.get(3)?,
             event: r.get(4)?,
             what: r.get(5)?,
-            contracts: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or_default(),
-            approvers: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default(),
-            needed: r.get::<_, i64>(8)? as usize,
-            votes: serde_json::from_str(&r.get::<_, String>(9)?).unwrap_or_default(),
+            contracts: serde_json::from_str(&r.get::<String>(6)?).unwrap_or_default(),
+            approvers: serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default(),
+            needed: r.get::<i64>(8)? as usize,
+            votes: serde_json::from_str(&r.get::<String>(9)?).unwrap_or_default(),
             state: r.get(10)?,
             on_timeout: r.get(11)?,
             reason: r.get(12)?,
             since: fmt_ms(r.get(13)?),
             deadline: fmt_ms(deadline_ms),
-            decided_at: r.get::<_, Option<i64>>(15)?.map(fmt_ms),
+            decided_at: r.get::<Option<i64>>(15)?.map(fmt_ms),
         },
         workflow_id: r.get(16)?,
         workflow: wf,
@@ -190,7 +191,7 @@ pub fn list(
     ] {
         let mut st = c.prepare(&format!(
             "SELECT {COLUMNS} FROM approvals a JOIN workflows w ON w.id = a.workflow_id
-             WHERE {cond} AND (?1 IS NULL OR a.workflow_id = ?1) ORDER BY a.id DESC LIMIT ?2"
+             WHERE {cond} AND (a.workflow_id = ?1 OR ?1 IS NULL) ORDER BY a.id DESC LIMIT ?2"
         ))?;
         for r in st.query_map((workflow_id, limit), row)? {
             let r = r?;
@@ -333,9 +334,7 @@ pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
         "SELECT {COLUMNS} FROM approvals a JOIN workflows w ON w.id = a.workflow_id
          WHERE a.state = 'pending' AND a.run_id = ?1"
     ))?;
-    let rows: Vec<Row> = st
-        .query_map([run_id], row)?
-        .collect::<rusqlite::Result<_>>()?;
+    let rows: Vec<Row> = st.query_map([run_id], row)?.collect::<sql::Result<_>>()?;
     for r in &rows {
         close_tx(
             c,
@@ -355,8 +354,8 @@ pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
             "SELECT DISTINCT a.run_id FROM approvals a WHERE a.state = 'pending' AND a.run_id IS NOT NULL
                AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = a.run_id AND r.status = 'running')",
         )?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .query_map((), |r| r.get(0))?
+        .collect::<sql::Result<_>>()?;
     let mut n = 0;
     for r in runs {
         n += lose_run_tx(c, &r)?.len();
@@ -368,7 +367,7 @@ pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
 pub fn next_deadline(c: &Connection) -> Result<Option<(i64, i64)>> {
     Ok(c.query_row(
         "SELECT id, deadline FROM approvals WHERE state = 'pending' ORDER BY deadline LIMIT 1",
-        [],
+        (),
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .optional()?)
@@ -387,9 +386,9 @@ pub fn spend_state(
         Ok(c.query_row(
             &format!(
                 "SELECT EXISTS (SELECT 1 FROM approvals WHERE workflow_id = ?1 AND event = 'spend' AND contracts = ?2
-                   AND (?3 IS NULL OR agent_id = ?3) AND {state_cond})"
+                   AND (agent_id = ?3 OR ?3 IS NULL) AND {state_cond})"
             ),
-            rusqlite::params![workflow_id, key, agent_id],
+            sql::params![workflow_id, key, agent_id],
             |r| r.get(0),
         )?)
     };

@@ -11,8 +11,9 @@ use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::Connection;
 use crate::names::WorkflowRef;
-use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -64,12 +65,12 @@ pub fn in_force<'a>(
 pub fn load(c: &Connection) -> Result<Vec<Stored>> {
     let mut st =
         c.prepare("SELECT id, owner_workflow_id, source, spec FROM contracts ORDER BY id")?;
-    let rows = st.query_map([], |r| {
+    let rows = st.query_map((), |r| {
         Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, Option<i64>>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, String>(3)?,
+            r.get::<i64>(0)?,
+            r.get::<Option<i64>>(1)?,
+            r.get::<String>(2)?,
+            r.get::<String>(3)?,
         ))
     })?;
     let mut out = Vec::new();
@@ -191,9 +192,9 @@ pub fn record_tx(c: &Connection, d: &Decision) -> Result<i64> {
     c.prepare_cached(
         "INSERT INTO contract_decisions (at, workflow_id, agent, event, detail, contracts, outcome, approval_id,
                                          decided_by, reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
     )?
-    .execute(rusqlite::params![
+    .query_row(sql::params![
         now_ms(),
         d.workflow_id,
         d.agent,
@@ -204,8 +205,8 @@ pub fn record_tx(c: &Connection, d: &Decision) -> Result<i64> {
         d.approval_id,
         d.decided_by,
         d.reason
-    ])?;
-    Ok(c.last_insert_rowid())
+    ], |r| r.get(0))
+    .map_err(Into::into)
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -382,9 +383,9 @@ impl Kernel {
             .read(move |c| {
                 let mut names = std::collections::HashMap::new();
                 let mut st = c.prepare("SELECT id, name, tag FROM workflows")?;
-                for r in st.query_map([], |r| {
+                for r in st.query_map((), |r| {
                     Ok((
-                        r.get::<_, i64>(0)?,
+                        r.get::<i64>(0)?,
                         WorkflowRef {
                             name: r.get(1)?,
                             tag: r.get(2)?,
@@ -460,21 +461,21 @@ impl Kernel {
 fn recent(c: &Connection, workflow_id: Option<i64>) -> Result<Vec<DecisionView>> {
     let mut st = c.prepare(
         "SELECT at, workflow_id, agent, event, detail, contracts, outcome, approval_id, decided_by, reason
-         FROM contract_decisions WHERE ?1 IS NULL OR workflow_id = ?1 ORDER BY id DESC LIMIT ?2",
+         FROM contract_decisions WHERE (workflow_id = ?1 OR ?1 IS NULL) ORDER BY id DESC LIMIT ?2",
     )?;
     let rows = st.query_map((workflow_id, RECENT_DECISIONS), |r| {
         Ok(DecisionView {
             at: fmt_ms(r.get(0)?),
-            workflow: r.get::<_, i64>(1)?.to_string(),
+            workflow: r.get::<i64>(1)?.to_string(),
             agent: r.get(2)?,
             event: r.get(3)?,
             detail: r.get(4)?,
-            contracts: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
+            contracts: serde_json::from_str(&r.get::<String>(5)?).unwrap_or_default(),
             outcome: r.get(6)?,
             approval_id: r.get(7)?,
             decided_by: r.get(8)?,
             reason: r.get(9)?,
         })
     })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    Ok(rows.collect::<sql::Result<_>>()?)
 }

@@ -23,7 +23,8 @@
 //!   [`MIN_AGENTS`] agents, and never for a direct message.
 
 use crate::error::Result;
-use rusqlite::{Connection, OptionalExtension};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use std::collections::HashSet;
 
 /// Below this many agents a message keeps one delivery row per recipient: nothing
@@ -93,11 +94,12 @@ pub(crate) fn write_own(c: &Connection, workflow_id: i64, name: &str, now: i64) 
     };
     let written = c
         .prepare_cached(
-            "INSERT OR IGNORE INTO deliveries (workflow_id, recipient, message_id, state, updated_at)
+            "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at)
              SELECT workflow_id, ?2, message_id, 'pending', ?4 FROM broadcasts
-              WHERE workflow_id = ?1 AND message_id > ?3 AND message_id <= ?5 AND sender <> ?2",
+              WHERE workflow_id = ?1 AND message_id > ?3 AND message_id <= ?5 AND sender <> ?2
+             ON CONFLICT DO NOTHING",
         )?
-        .execute(rusqlite::params![workflow_id, name, mark, now, newest])?;
+        .execute(sql::params![workflow_id, name, mark, now, newest])?;
     c.prepare_cached("UPDATE agents SET broadcast_mark = ?3 WHERE workflow_id = ?1 AND name = ?2")?
         .execute((workflow_id, name, &newest))?;
     Ok(written)
@@ -167,7 +169,7 @@ mod tests {
         k.store
             .read(|c| {
                 let n = |t: &str| -> crate::error::Result<i64> {
-                    Ok(c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?)
+                    Ok(c.query_row(&format!("SELECT count(*) FROM {t}"), (), |r| r.get(0))?)
                 };
                 Ok((n("broadcasts")?, n("deliveries")?))
             })

@@ -17,10 +17,10 @@ use super::{Outgoing, Posted, post_system, post_system_to, preview};
 use crate::contracts::{self, Contract, Event as Ev, When};
 use crate::error::{Error, Result};
 use crate::kernel::governance::contracts::{Decision, in_force, record_tx};
+use crate::kernel::store::sql::Connection;
 use crate::kernel::{Kernel, Scope};
 use crate::names::SYSTEM;
 use crate::permissions::glob;
-use rusqlite::Connection;
 use std::cell::RefCell;
 
 /// The message contracts in force for one send.

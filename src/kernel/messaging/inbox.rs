@@ -24,8 +24,9 @@
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms, parse_when};
 use crate::kernel::messaging::broadcast;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::kernel::{Kernel, Scope};
-use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -209,7 +210,7 @@ impl Kernel {
                 "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
                      WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
             )?
-            .execute(rusqlite::params![s.workflow_id, s.me, id, until_ms, now])?;
+            .execute(sql::params![s.workflow_id, s.me, id, until_ms, now])?;
             Ok(DeferResult {
                 message_id: id,
                 deferred_until: fmt_ms(until_ms),
@@ -224,7 +225,7 @@ impl Kernel {
             .write(|c| {
                 Ok(c.execute(
                     "UPDATE deliveries SET state = 'pending' WHERE state = 'seen'",
-                    [],
+                    (),
                 )?)
             })
             .await
@@ -261,36 +262,39 @@ pub(crate) fn settle(
     let which = format!("workflow_id = ?1 AND recipient = ?2 AND {cond}");
     // Parameters are numbered in this order; a statement binds as many as it names
     // (the delete of `Seen` names two, the copy that stamps `?4` four).
-    let params: [&dyn rusqlite::ToSql; 4] = [&workflow_id, &recipient, &id, &now];
+    let params: [&dyn sql::ToSql; 4] = [&workflow_id, &recipient, &id, &now];
     let run = |sql: String| -> Result<usize> {
         let mut st = c.prepare_cached(&sql)?;
         let n = st.parameter_count();
         Ok(st.execute(&params[..n])?)
     };
     run(format!(
-        "INSERT OR REPLACE INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
-         SELECT workflow_id, recipient, message_id, read_by, ?4 FROM deliveries WHERE {which}"
+        "INSERT INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
+         SELECT workflow_id, recipient, message_id, read_by, ?4 FROM deliveries WHERE {which}
+         ON CONFLICT (workflow_id, recipient, message_id)
+         DO UPDATE SET read_by = excluded.read_by, updated_at = excluded.updated_at"
     ))?;
     run(format!("DELETE FROM deliveries WHERE {which}"))
 }
 
 /// The caller's due deliveries, oldest first, with counts; `mark` records them as
 /// seen by the caller (and its run).
-fn read_inbox(c: &rusqlite::Connection, s: &Scope, limit: i64, mark: bool) -> Result<Inbox> {
+fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<Inbox> {
     let now = now_ms();
     const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2
                        AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
     let mut st = c.prepare_cached(&format!(
         "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
-                d.read_by IS ?5
+                d.read_by IS NOT DISTINCT FROM ?5
          FROM deliveries d
-         CROSS JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
-         WHERE {DUE} ORDER BY d.message_id LIMIT ?4"
+         CROSS JOIN messages m
+         WHERE m.workflow_id = d.workflow_id AND m.id = d.message_id AND {DUE}
+         ORDER BY d.message_id LIMIT ?4"
     ))?;
     let mut to_mark = Vec::new();
     let messages = st
         .query_map(
-            rusqlite::params![s.workflow_id, s.me, now, limit, s.run_id],
+            sql::params![s.workflow_id, s.me, now, limit, s.run_id],
             |r| {
                 let state: String = r.get(6)?;
                 let read_by_me: bool = r.get(7)?;
@@ -305,7 +309,7 @@ fn read_inbox(c: &rusqlite::Connection, s: &Scope, limit: i64, mark: bool) -> Re
                 Ok((m, state, read_by_me))
             },
         )?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+        .collect::<sql::Result<Vec<_>>>()?
         .into_iter()
         .map(|(m, state, read_by_me)| {
             if state != "seen" || !read_by_me {
@@ -320,18 +324,18 @@ fn read_inbox(c: &rusqlite::Connection, s: &Scope, limit: i64, mark: bool) -> Re
              WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
         )?;
         for id in &to_mark {
-            st.execute(rusqlite::params![s.workflow_id, s.me, id, now, s.run_id])?;
+            st.execute(sql::params![s.workflow_id, s.me, id, now, s.run_id])?;
         }
     }
     let open: i64 = c
         .prepare_cached(&format!("SELECT count(*) FROM deliveries d WHERE {DUE}"))?
-        .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+        .query_row(sql::params![s.workflow_id, s.me, now], |r| r.get(0))?;
     let deferred: i64 = c
         .prepare_cached(
             "SELECT count(*) FROM deliveries d WHERE d.workflow_id = ?1
              AND d.recipient = ?2 AND d.state = 'deferred' AND d.defer_until > ?3",
         )?
-        .query_row(rusqlite::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+        .query_row(sql::params![s.workflow_id, s.me, now], |r| r.get(0))?;
     Ok(Inbox {
         remaining: open - messages.len() as i64,
         messages,

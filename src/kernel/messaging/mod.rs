@@ -25,9 +25,10 @@ use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::events::Event;
 use crate::kernel::messaging::resources::{resource_id, store_resource};
 use crate::kernel::registry::agent_names;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::kernel::{Kernel, Scope};
 use crate::names::{LEAD, SYSTEM, WorkflowRef};
-use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -248,7 +249,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
         "INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
-    .execute(rusqlite::params![
+    .execute(sql::params![
         scope.workflow_id,
         id,
         me,
@@ -271,7 +272,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
         )?;
         // The members are the agents and the lead, so the lead is all a broadcast leaves.
         for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
-            ins.execute(rusqlite::params![scope.workflow_id, r, id, now])?;
+            ins.execute(sql::params![scope.workflow_id, r, id, now])?;
         }
     }
 
@@ -382,7 +383,7 @@ fn missed_since_last_read(
             listed.push(MissedMessage {
                 id: r.get(0)?,
                 from: r.get(1)?,
-                preview: preview(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?),
+                preview: preview(r.get_ref(2)?.as_str().map_err(sql::Error::from)?),
             });
         }
     }
@@ -394,13 +395,14 @@ fn missed_since_last_read(
 fn set_cursor(c: &Connection, workflow_id: i64, reader: &str, id: &str) -> Result<()> {
     c.prepare_cached(
         "INSERT INTO read_cursors (workflow_id, reader, last_read) VALUES (?1, ?2, ?3)
-         ON CONFLICT (workflow_id, reader) DO UPDATE SET last_read = max(last_read, excluded.last_read)",
+         ON CONFLICT (workflow_id, reader) DO UPDATE SET last_read =
+             CASE WHEN excluded.last_read > read_cursors.last_read THEN excluded.last_read ELSE read_cursors.last_read END",
     )?
     .execute((workflow_id, reader, id))?;
     Ok(())
 }
 
-fn message_row(r: &rusqlite::Row) -> rusqlite::Result<ChannelMessage> {
+fn message_row(r: &sql::Row) -> sql::Result<ChannelMessage> {
     let mentions: String = r.get(6)?;
     Ok(ChannelMessage {
         id: r.get(0)?,
@@ -500,8 +502,8 @@ impl Kernel {
                             "SELECT {COLS} FROM messages WHERE {VISIBLE} AND id > ?3 ORDER BY id LIMIT ?4"
                         ))?;
                         let mut rows = st
-                            .query_map(rusqlite::params![s.workflow_id, s.me, since, limit + 1], message_row)?
-                            .collect::<rusqlite::Result<Vec<_>>>()?;
+                            .query_map(sql::params![s.workflow_id, s.me, since, limit + 1], message_row)?
+                            .collect::<sql::Result<Vec<_>>>()?;
                         let more = rows.len() as i64 > limit;
                         rows.truncate(limit as usize);
                         (rows, more)
@@ -511,8 +513,8 @@ impl Kernel {
                             "SELECT {COLS} FROM messages WHERE {VISIBLE} ORDER BY id DESC LIMIT ?3"
                         ))?;
                         let mut rows = st
-                            .query_map(rusqlite::params![s.workflow_id, s.me, limit], message_row)?
-                            .collect::<rusqlite::Result<Vec<_>>>()?;
+                            .query_map(sql::params![s.workflow_id, s.me, limit], message_row)?
+                            .collect::<sql::Result<Vec<_>>>()?;
                         rows.reverse();
                         (rows, false)
                     }

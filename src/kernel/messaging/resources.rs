@@ -3,8 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::kernel::{Kernel, Scope};
-use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -33,7 +34,7 @@ pub(crate) fn store_resource(
     let inserted = c.execute(
         "INSERT INTO resources (id, type, content, size, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (id) DO NOTHING",
-        rusqlite::params![id, kind, content, content.len() as i64, by, now_ms()],
+        sql::params![id, kind, content, content.len() as i64, by, now_ms()],
     )?;
     Ok(inserted == 1)
 }

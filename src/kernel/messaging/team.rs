@@ -5,9 +5,10 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::kernel::{Kernel, Scope};
 use crate::names::LEAD;
-use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -53,7 +54,7 @@ pub(crate) fn read_status(
     c: &Connection,
     workflow_id: i64,
     member: &str,
-) -> rusqlite::Result<Option<Status>> {
+) -> sql::Result<Option<Status>> {
     c.prepare_cached(
         "SELECT member, state, task, note, updated_at FROM member_status WHERE workflow_id = ?1 AND member = ?2",
     )?
@@ -114,7 +115,7 @@ impl Kernel {
                     "INSERT INTO member_status (workflow_id, member, state, task, note, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT (workflow_id, member) DO UPDATE SET state = excluded.state, task = excluded.task,
                        note = excluded.note, updated_at = excluded.updated_at",
-                    rusqlite::params![s.workflow_id, s.me, state, task, note, now],
+                    sql::params![s.workflow_id, s.me, state, task, note, now],
                 )?;
                 Ok(Status { member: s.me.clone(), state, task, note, updated_at: fmt_ms(now) })
             })
@@ -132,9 +133,9 @@ impl Kernel {
                 )?;
                 let mut rows = st
                     .query_map([s.workflow_id], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                     })?
-                    .collect::<rusqlite::Result<Vec<(String, String, Option<String>, Option<String>, Option<String>)>>>()?;
+                    .collect::<sql::Result<Vec<(String, String, Option<String>, Option<String>, Option<String>)>>>()?;
                 let lead = read_status(c, s.workflow_id, LEAD)?;
                 let (ls, lt, ln) = lead.map(|l| (Some(l.state), l.task, l.note)).unwrap_or_default();
                 rows.push((LEAD.into(), "lead".into(), ls, lt, ln));

@@ -10,9 +10,10 @@ pub mod tokens;
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension, Row};
 use crate::kernel::{Caller, Kernel};
 use crate::names::{AgentRef, WorkflowRef, check_agent_name};
-use rusqlite::{Connection, OptionalExtension, Row};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -98,7 +99,7 @@ pub struct AgentView {
 
 const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at";
 
-fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
+fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
     let name: String = r.get(1)?;
     let workflow = WorkflowRef {
         name: r.get(2)?,
@@ -126,7 +127,7 @@ fn agent_row(r: &Row) -> rusqlite::Result<(i64, AgentView)> {
             env: env.into_keys().collect(),
             state: r.get(9)?,
             reason: r.get(12)?,
-            resume_at: r.get::<_, Option<i64>>(13)?.map(fmt_ms),
+            resume_at: r.get::<Option<i64>>(13)?.map(fmt_ms),
             budget: config.budget,
             created_at: fmt_ms(r.get(10)?),
             mock: config.mock,
@@ -155,11 +156,13 @@ pub(crate) fn workflow_id_tx(
         return Ok(id);
     }
     let now = now_ms();
-    c.execute(
-        "INSERT INTO workflows (name, tag, state, created_at, updated_at) VALUES (?1, ?2, 'active', ?3, ?3)",
+    let id = c.query_row(
+        "INSERT INTO workflows (name, tag, state, created_at, updated_at) VALUES (?1, ?2, 'active', ?3, ?3)
+         RETURNING id",
         (&wf.name, &wf.tag, now),
+        |r| r.get(0),
     )?;
-    Ok(Some(c.last_insert_rowid()))
+    Ok(Some(id))
 }
 
 /// The agent names of a workflow instance, in their canonical spelling.
@@ -168,7 +171,7 @@ pub(crate) fn agent_names(c: &Connection, workflow_id: i64) -> Result<Vec<String
         c.prepare_cached("SELECT name FROM agents WHERE workflow_id = ?1 ORDER BY name")?;
     let names = st
         .query_map([workflow_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
+        .collect::<sql::Result<Vec<String>>>()?;
     Ok(names)
 }
 
@@ -283,12 +286,12 @@ pub(crate) fn insert_agent_tx(
     }
     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
-    c.execute(
+    let id: i64 = c.query_row(
         "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
+        |r| r.get(0),
     )?;
-    let id = c.last_insert_rowid();
     let (_, view) = c.query_row(
         &format!("SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1"),
         [id],
@@ -318,12 +321,12 @@ impl Kernel {
             .read(move |c| {
                 let sql = format!(
                     "SELECT {AGENT_COLUMNS} FROM agents a JOIN workflows w ON w.id = a.workflow_id
-                     WHERE ?1 IS NULL OR a.workflow_id = ?1 ORDER BY w.name, w.tag, a.name"
+                     WHERE (a.workflow_id = ?1 OR ?1 IS NULL) ORDER BY w.name, w.tag, a.name"
                 );
                 let mut st = c.prepare(&sql)?;
                 let rows = st
                     .query_map([filter], agent_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                    .collect::<sql::Result<Vec<_>>>()?;
                 Ok(rows.into_iter().map(|(_, v)| v).collect())
             })
             .await

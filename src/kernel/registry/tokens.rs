@@ -7,8 +7,9 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::clock::now_ms;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::OptionalExtension;
 use crate::kernel::{Caller, Kernel};
-use rusqlite::OptionalExtension;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -117,10 +118,10 @@ impl Kernel {
                     [&h2],
                     |r| {
                         Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, Option<i64>>(2)?,
-                            r.get::<_, Option<String>>(3)?,
+                            r.get::<i64>(0)?,
+                            r.get::<i64>(1)?,
+                            r.get::<Option<i64>>(2)?,
+                            r.get::<Option<String>>(3)?,
                         ))
                     },
                 )
@@ -173,7 +174,7 @@ impl Kernel {
 /// Mints an agent token inside a write transaction (a run's token is written with its
 /// run row, so neither exists without the other).
 pub(crate) fn mint_tx(
-    c: &rusqlite::Connection,
+    c: &sql::Connection,
     agent_id: i64,
     ttl: Duration,
     purpose: &str,
@@ -190,7 +191,7 @@ pub(crate) fn mint_tx(
     let expires_at = now + ttl.as_millis() as i64;
     c.execute(
         "INSERT INTO tokens (hash, agent_id, purpose, run_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        rusqlite::params![hash(&secret), agent_id, purpose, run_id, now, expires_at],
+        sql::params![hash(&secret), agent_id, purpose, run_id, now, expires_at],
     )?;
     Ok((secret, expires_at))
 }

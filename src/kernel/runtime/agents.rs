@@ -18,10 +18,11 @@ use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::Budget;
 use crate::kernel::registry::{AgentView, NewAgent, insert_agent_tx, validate};
 use crate::kernel::runtime::schedules;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::OptionalExtension;
 use crate::names::WorkflowRef;
 use crate::permissions::Permissions;
 use crate::worker::protocol::McpServer;
-use rusqlite::OptionalExtension;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -227,7 +228,7 @@ impl Kernel {
                        session_id = CASE WHEN ?7 THEN NULL ELSE session_id END,
                        session_usage = CASE WHEN ?7 THEN NULL ELSE session_usage END
                      WHERE id = ?1",
-                    rusqlite::params![id, model, system, cwd, env, config, moved],
+                    sql::params![id, model, system, cwd, env, config, moved],
                 )?;
                 Ok(())
             })
@@ -287,7 +288,7 @@ impl Kernel {
                 let mut st = c.prepare(
                     "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",
                 )?;
-                for row in st.query_map((wid, &name), |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+                for row in st.query_map((wid, &name), |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)))? {
                     let (state, n) = row?;
                     match state.as_str() {
                         "pending" => inbox.pending = n,

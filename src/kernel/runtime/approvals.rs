@@ -10,6 +10,7 @@ use crate::kernel::clock::now_ms;
 use crate::kernel::events::Event;
 use crate::kernel::governance::approvals::{self, ApprovalView, Ended};
 use crate::kernel::messaging;
+use crate::kernel::store::sql;
 use crate::kernel::{Caller, Kernel};
 use crate::names::{LEAD, WorkflowRef};
 use std::path::PathBuf;
@@ -145,8 +146,8 @@ impl Kernel {
                 let mut st =
                     c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
                 let open: Vec<(i64, i64)> = st
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?;
+                    .query_map((), |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<sql::Result<_>>()?;
                 Ok((lost, open))
             })
             .await?;
@@ -290,7 +291,7 @@ impl Kernel {
                         let mut st = c.prepare("SELECT id FROM agents WHERE workflow_id = ?1")?;
                         Ok(st
                             .query_map([wid], |r| r.get(0))?
-                            .collect::<rusqlite::Result<_>>()?)
+                            .collect::<sql::Result<_>>()?)
                     })
                     .await?;
                 for a in agents {

@@ -86,7 +86,7 @@ impl Kernel {
                 },
             )
             .await?;
-        let run = self.wake(agent.id, "ask").await?;
+        let run = self.wake_to_answer(&agent, &sent.id).await?;
         Ok(Asking {
             agent,
             message_id: sent.id,
@@ -94,16 +94,47 @@ impl Kernel {
         })
     }
 
+    /// The run that will answer: the one in progress (it, or the one it remembers to
+    /// start next, reads the question), else one that already did, else a new one.
+    ///
+    /// Why look before starting: the question's delivery wakes the agent by itself,
+    /// and a quick run can read it and end before this runs; a run started now would
+    /// find the inbox empty and answer nothing.
+    async fn wake_to_answer(
+        self: &Arc<Self>,
+        agent: &AgentRecord,
+        message_id: &str,
+    ) -> Result<RunHandle> {
+        if let Some(h) = self.remember_wake(agent.id, "ask", None) {
+            return Ok(h);
+        }
+        if let Some(done) = self.serving_run_of(agent, message_id).await? {
+            return Ok(self
+                .active_run(agent.id)
+                .filter(|h| h.run_id == done)
+                .unwrap_or_else(|| RunHandle::ended(done)));
+        }
+        self.wake(agent.id, "ask").await
+    }
+
     /// The run that answers the question, once there is one: the run that read it
     /// (recorded with its delivery when a run reads its inbox: a run that was busy
     /// when the question came may read it too), else the first run that started
     /// after it (it reads it, or fails before it could and says why).
     async fn serving_run(&self, a: &Asking) -> Result<Option<String>> {
-        let (wid, aid) = (a.agent.workflow_id, a.agent.id);
-        let (name, id) = (a.agent.view.name.clone(), a.message_id.clone());
+        self.serving_run_of(&a.agent, &a.message_id).await
+    }
+
+    async fn serving_run_of(
+        &self,
+        agent: &AgentRecord,
+        message_id: &str,
+    ) -> Result<Option<String>> {
+        let (wid, aid) = (agent.workflow_id, agent.id);
+        let (name, id) = (agent.view.name.clone(), message_id.to_owned());
         self.store
             .read(move |c| {
-                use rusqlite::OptionalExtension;
+                use crate::kernel::store::sql::OptionalExtension;
                 let reader: Option<String> = c
                     .prepare_cached(
                         "SELECT COALESCE(

@@ -38,7 +38,7 @@ impl Kernel {
                                     WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
                                       AND d.state <> 'acked') OR {UNWRITTEN_EXISTS}))"
                     ),
-                    [],
+                    (),
                     |r| r.get(0),
                 )?;
                 Ok(!owed)

@@ -9,8 +9,9 @@ use crate::error::Result;
 use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::messaging::broadcast;
 use crate::kernel::messaging::inbox::{Settle, settle};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, Row};
 use crate::worker::protocol::{ErrorClass, Usage};
-use rusqlite::{Connection, Row};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -70,7 +71,7 @@ pub const MAX_DENIALS: usize = 50;
 
 pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials, prompt_summary";
 
-pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
+pub fn run_row(r: &Row) -> sql::Result<RunView> {
     let started: i64 = r.get(3)?;
     let ended: Option<i64> = r.get(4)?;
     let status: String = r.get(2)?;
@@ -85,14 +86,14 @@ pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
         error_class: r.get(6)?,
         error: r.get(7)?,
         usage: Usage {
-            input_tokens: r.get::<_, i64>(8)? as u64,
-            output_tokens: r.get::<_, i64>(9)? as u64,
+            input_tokens: r.get::<i64>(8)? as u64,
+            output_tokens: r.get::<i64>(9)? as u64,
             cost_usd: r.get(10)?,
         },
         final_text: r.get(11)?,
         stderr: stderr.filter(|s| !s.is_empty() && status != "succeeded"),
         denials: r
-            .get::<_, Option<String>>(13)?
+            .get::<Option<String>>(13)?
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default(),
         prompt_summary: r.get(14)?,
@@ -101,7 +102,7 @@ pub fn run_row(r: &Row) -> rusqlite::Result<RunView> {
 }
 
 pub fn get_run(c: &Connection, id: &str) -> Result<Option<RunView>> {
-    use rusqlite::OptionalExtension;
+    use crate::kernel::store::sql::OptionalExtension;
     Ok(
         c.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
             .query_row([id], run_row)
@@ -115,7 +116,7 @@ pub fn recent_runs(c: &Connection, agent_id: i64, limit: i64) -> Result<Vec<RunV
     ))?;
     let rows = st
         .query_map((agent_id, limit), run_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     Ok(rows)
 }
 
@@ -132,7 +133,7 @@ pub fn totals(c: &Connection, agent_id: i64) -> Result<RunTotals> {
     Ok(c.query_row(
         "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
                 count(*) FILTER (WHERE status IN ('failed', 'lost')),
-                coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), sum(cost_usd)
+                CAST(coalesce(sum(input_tokens), 0) AS BIGINT), CAST(coalesce(sum(output_tokens), 0) AS BIGINT), sum(cost_usd)
          FROM runs WHERE agent_id = ?1",
         [agent_id],
         |r| {
@@ -141,8 +142,8 @@ pub fn totals(c: &Connection, agent_id: i64) -> Result<RunTotals> {
                 succeeded: r.get(1)?,
                 failed: r.get(2)?,
                 usage: Usage {
-                    input_tokens: r.get::<_, i64>(3)? as u64,
-                    output_tokens: r.get::<_, i64>(4)? as u64,
+                    input_tokens: r.get::<i64>(3)? as u64,
+                    output_tokens: r.get::<i64>(4)? as u64,
                     cost_usd: r.get(5)?,
                 },
             })
@@ -169,7 +170,7 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
     c.execute(
         "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        rusqlite::params![
+        sql::params![
             r.id,
             r.agent_id,
             r.workflow_id,
@@ -210,7 +211,7 @@ fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
            FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
           WHERE d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
             AND (d.state <> 'deferred' OR d.defer_until <= ?3)",
-        rusqlite::params![r.workflow_id, r.agent, now_ms()],
+        sql::params![r.workflow_id, r.agent, now_ms()],
         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
     )?;
     Ok((n > 0).then(|| {
@@ -226,7 +227,7 @@ fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
 pub fn set_pid_tx(c: &Connection, id: &str, pid: u32, start: Option<u64>) -> Result<()> {
     c.execute(
         "UPDATE runs SET pid = ?2, pid_start = ?3 WHERE id = ?1",
-        rusqlite::params![id, pid, start.map(|s| s as i64)],
+        sql::params![id, pid, start.map(|s| s as i64)],
     )?;
     Ok(())
 }
@@ -277,17 +278,16 @@ pub(crate) enum Spender {
 pub(crate) fn spent(c: &Connection, who: Spender) -> Result<(u64, f64)> {
     let (sql, id) = match who {
         Spender::Agent(id) => (
-            "SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id = ?1",
+            "SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT), coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id = ?1",
             id,
         ),
         Spender::Workflow(id) => (
-            "SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_usd), 0) FROM runs WHERE workflow_id = ?1",
+            "SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT), coalesce(sum(cost_usd), 0) FROM runs WHERE workflow_id = ?1",
             id,
         ),
     };
-    Ok(c.prepare_cached(sql)?.query_row([id], |r| {
-        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, f64>(1)?))
-    })?)
+    Ok(c.prepare_cached(sql)?
+        .query_row([id], |r| Ok((r.get::<i64>(0)? as u64, r.get::<f64>(1)?)))?)
 }
 
 /// Closes a run and settles everything it touched, in one transaction.
@@ -306,7 +306,7 @@ pub fn finish_tx(
                 error = ?7, input_tokens = ?8, output_tokens = ?9, cost_usd = ?10, final_text = ?11,
                 stderr_tail = ?12, denials = ?13
          WHERE id = ?1",
-        rusqlite::params![
+        sql::params![
             run_id,
             status,
             now,
@@ -336,7 +336,7 @@ pub fn finish_tx(
         c.execute(
             "UPDATE deliveries SET state = 'pending', updated_at = ?3
              WHERE workflow_id = ?1 AND recipient = ?2 AND state = 'seen'",
-            rusqlite::params![workflow_id, agent, now],
+            sql::params![workflow_id, agent, now],
         )?;
     }
     c.execute(
@@ -367,14 +367,14 @@ pub struct Orphan {
 pub fn orphans(c: &Connection) -> Result<Vec<Orphan>> {
     let mut st = c.prepare("SELECT id, pid, pid_start FROM runs WHERE status = 'running'")?;
     let rows = st
-        .query_map([], |r| {
+        .query_map((), |r| {
             Ok(Orphan {
                 id: r.get(0)?,
-                pid: r.get::<_, Option<i64>>(1)?.map(|p| p as u32),
-                pid_start: r.get::<_, Option<i64>>(2)?.map(|p| p as u64),
+                pid: r.get::<Option<i64>>(1)?.map(|p| p as u32),
+                pid_start: r.get::<Option<i64>>(2)?.map(|p| p as u64),
             })
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     Ok(rows)
 }
 
@@ -396,7 +396,7 @@ pub fn close_lost_tx(c: &Connection, ids: &[String]) -> Result<()> {
     }
     c.execute(
         "UPDATE agents SET state = 'idle' WHERE state = 'running'",
-        [],
+        (),
     )?;
     Ok(())
 }

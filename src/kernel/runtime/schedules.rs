@@ -9,9 +9,10 @@
 use crate::error::{Error, Result};
 use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::runtime::scheduler::Wake;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::kernel::{Kernel, events::Event};
 use crate::schedule::Trigger;
-use rusqlite::{Connection, OptionalExtension};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
@@ -77,7 +78,7 @@ pub(crate) fn set_tx(
         "INSERT INTO schedules (agent_id, kind, spec, prompt, next_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (agent_id) DO UPDATE SET kind = excluded.kind, spec = excluded.spec,
            prompt = excluded.prompt, next_at = excluded.next_at",
-        rusqlite::params![agent_id, trigger.kind(), trigger.spec(), prompt, next, now],
+        sql::params![agent_id, trigger.kind(), trigger.spec(), prompt, next, now],
     )?;
     Ok(next)
 }

@@ -50,7 +50,7 @@ impl Kernel {
                         "SELECT EXISTS (SELECT 1 FROM contract_decisions WHERE workflow_id = ?1 AND agent = ?2
                            AND event = 'spend' AND outcome = ?3 AND contracts = ?4)",
                         (workflow_id, &n, outcome, serde_json::to_string(&[contract]).unwrap_or_default()),
-                        |r| r.get::<_, bool>(0),
+                        |r| r.get::<bool>(0),
                     )?)
                 };
                 let mut posted = Vec::new();

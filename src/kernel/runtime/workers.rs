@@ -12,11 +12,12 @@
 use crate::error::{Error, Result};
 use crate::kernel::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
 use crate::kernel::runtime::runs::{self, NewRun, RunView};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::OptionalExtension;
 use crate::kernel::{Kernel, registry::tokens};
 use crate::names::WorkflowRef;
 use crate::process::{self, Limits};
 use crate::worker::protocol::{self, RunConfig};
-use rusqlite::OptionalExtension;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -28,9 +29,14 @@ use tokio_util::sync::CancellationToken;
 /// The internal command-line mode that makes this binary a worker.
 pub const WORKER_MODE: &str = "__worker";
 /// Environment variables a worker must never inherit from the kernel: the admin
-/// token would make any agent the lead.
-pub(crate) const SCRUBBED_ENV: &[&str] =
-    &["AGENT_WORKER_TOKEN", "AGENT_WORKER_HOME", protocol::RUN_ENV];
+/// token would make any agent the lead, and the store's URL carries the database's
+/// password (an agent with it could rewrite any inbox).
+pub(crate) const SCRUBBED_ENV: &[&str] = &[
+    "AGENT_WORKER_TOKEN",
+    "AGENT_WORKER_HOME",
+    crate::config::STORE_ENV,
+    protocol::RUN_ENV,
+];
 
 /// The kernel's table of runs in progress.
 pub struct Workers {
@@ -71,6 +77,17 @@ pub struct RunHandle {
 }
 
 impl RunHandle {
+    /// A run that has already ended: waiting on it returns at once.
+    pub(crate) fn ended(run_id: String) -> Self {
+        let (_, done) = watch::channel(true);
+        let (_, progress) = broadcast::channel(1);
+        Self {
+            run_id,
+            done,
+            progress,
+        }
+    }
+
     /// Waits until the run has ended (its row is final) or `timeout` passes.
     pub fn wait(&self, timeout: Duration) -> impl Future<Output = bool> + Send + 'static {
         let mut done = self.done.clone();
@@ -167,7 +184,7 @@ impl Kernel {
                             held: Default::default(),
                             denials: Default::default(),
                             session_usage: r
-                                .get::<_, Option<String>>(14)?
+                                .get::<Option<String>>(14)?
                                 .and_then(|u| serde_json::from_str(&u).ok()),
                         })
                     },
@@ -488,12 +505,12 @@ impl Kernel {
                 let mut st = c.prepare_cached(
                     "SELECT content FROM messages
                      WHERE workflow_id = ?1 AND sender = ?2 AND id > ?3
-                       AND (to_member = 'user' OR EXISTS (SELECT 1 FROM json_each(mentions) WHERE value = 'user'))
+                       AND (to_member = 'user' OR instr(mentions, '\"user\"') > 0)
                      ORDER BY id",
                 )?;
                 let rows = st
                     .query_map((workflow_id, &agent, &after), |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<String>>>()?;
+                    .collect::<sql::Result<Vec<String>>>()?;
                 Ok(rows)
             })
             .await

@@ -1,6 +1,8 @@
-//! The SQLite store: one writer thread that owns the write connection and
-//! group-commits whatever is queued, plus a fixed set of reader threads, each with
-//! its own read connection.
+//! The store: one writer thread that owns the write connection and group-commits
+//! whatever is queued, plus a fixed set of reader threads, each with its own read
+//! connection. The engine underneath is SQLite (`sqlite.rs`, the default: a file in
+//! the data dir) or PostgreSQL (`postgres/`, shared by several kernels); jobs see
+//! neither, only `sql::Connection`.
 //!
 //! Why fixed reader threads rather than the async runtime's blocking pool: a burst
 //! of reads (a fan-out to hundreds of agents reads once per recipient) took a
@@ -11,17 +13,22 @@
 //! through one thread removes lock contention, and committing a queue of jobs in one
 //! transaction turns N fsyncs into one (group commit). Each job runs inside its own
 //! SAVEPOINT, so a failing job rolls back alone and never half-writes. A job's caller
-//! is answered only after the commit, so an acknowledged write is durable.
+//! is answered only after the commit, so an acknowledged write is durable. On
+//! PostgreSQL the same loop serves, and the transaction's advisory lock keeps the
+//! writes of every kernel on the database in one order.
 
 mod checkpoint;
+pub mod postgres;
 mod queue;
 pub mod schema;
+pub mod sql;
+mod sqlite;
 
 use crate::error::{Error, Result};
 use crate::memory;
 use checkpoint::Checkpointer;
 use queue::{Queue, Taken};
-use rusqlite::{Connection, OpenFlags};
+use sql::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +42,34 @@ const IDLE: Duration = Duration::from_secs(10);
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
-type ReadJob = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) + Send>;
+type ReadJob = Box<dyn FnOnce(Result<&Connection, &Error>, &'static str) + Send>;
+type Open = Arc<dyn Fn() -> Result<Connection> + Send + Sync>;
+
+/// Where the kernel's state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file (the data dir's, unless a test says otherwise).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by URL (`postgres://USER:PASSWORD@HOST:PORT/DB`).
+    Postgres(String),
+}
+
+impl std::fmt::Display for Location {
+    /// For logs: a path, or the URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(p) => write!(f, "SQLite at {}", p.display()),
+            Self::Postgres(url) => write!(f, "PostgreSQL at {}", postgres::redacted(url)),
+        }
+    }
+}
+
+/// The statements that begin a write and a read on one engine.
+#[derive(Clone, Copy)]
+struct Begin {
+    write: &'static str,
+    read: &'static str,
+}
 
 #[derive(Clone)]
 pub struct Store {
@@ -43,10 +77,10 @@ pub struct Store {
 }
 
 struct Inner {
-    path: PathBuf,
+    location: Location,
     writer: Arc<Queue<Job>>,
     readers: Arc<Queue<ReadJob>>,
-    checkpointer: Arc<Checkpointer>,
+    checkpointer: Option<Arc<Checkpointer>>,
 }
 
 impl Drop for Inner {
@@ -54,59 +88,82 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.writer.close();
         self.readers.close();
-        self.checkpointer.close();
+        if let Some(c) = &self.checkpointer {
+            c.close();
+        }
     }
 }
 
-fn configure(c: &Connection) -> rusqlite::Result<()> {
-    c.busy_timeout(Duration::from_secs(10))?;
-    c.pragma_update(None, "synchronous", "NORMAL")?;
-    c.pragma_update(None, "foreign_keys", "ON")?;
-    c.set_prepared_statement_cache_capacity(64);
-    // Query-planner stability: without it SQLite peeks at bound values (e.g. `LIMIT ?`)
-    // and then re-prepares the statement on every new binding, which cost ~15% of the
-    // writer's CPU in the benchmark. Our plans never depend on parameter values.
-    c.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )?;
-    Ok(())
-}
-
 impl Store {
-    /// Opens (creating if needed) the database, applies migrations, and starts the
-    /// writer thread.
+    /// Opens (creating if needed) a SQLite database file.
     pub fn open(path: &Path) -> Result<Self> {
-        let conn = Connection::open(path)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::internal(format!(
-                "could not switch {} to WAL (got {mode})",
-                path.display()
-            )));
-        }
-        let mut conn = conn;
-        configure(&conn)?;
-        migrate(&conn)?;
-        let checkpointer = Checkpointer::start(path, &mut conn)
-            .map_err(|e| Error::internal(format!("cannot start the checkpoint thread: {e}")))?;
+        Self::open_at(&Location::Sqlite(path.to_owned()))
+    }
+
+    /// Opens the store at `location`, applies migrations, and starts the writer and
+    /// reader threads. On PostgreSQL the writer connects (and migrates) on its own
+    /// thread, and this waits for it.
+    pub fn open_at(location: &Location) -> Result<Self> {
+        let (writer_conn, checkpointer, reopen, reconnect, begin): (_, _, Open, Open, _) =
+            match location {
+                Location::Sqlite(path) => {
+                    let (conn, checkpointer) = sqlite::open_writer(path)?;
+                    let path = path.clone();
+                    let open: Open = Arc::new(move || Ok(sqlite::open_reader(&path)?));
+                    // A SQLite connection never breaks, so the writer never reopens it.
+                    let never: Open =
+                        Arc::new(|| Err(Error::internal("the SQLite writer is never reopened")));
+                    let begin = Begin {
+                        write: sqlite::BEGIN_WRITE,
+                        read: sqlite::BEGIN_READ,
+                    };
+                    (Some(conn), Some(checkpointer), open, never, begin)
+                }
+                Location::Postgres(url) => {
+                    let (u, w) = (url.clone(), url.clone());
+                    let open: Open = Arc::new(move || postgres::connect(&u));
+                    let writer: Open = Arc::new(move || postgres::connect_writer(&w));
+                    let begin = Begin {
+                        write: postgres::BEGIN_WRITE,
+                        read: postgres::BEGIN_READ,
+                    };
+                    (None, None, open, writer, begin)
+                }
+            };
         let writer = Arc::new(Queue::new());
         let rx = writer.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(conn, &rx))
+            .spawn(move || {
+                let conn = match writer_conn {
+                    Some(c) => c,
+                    None => match reconnect().and_then(|c| postgres::migrate(&c).map(|()| c)) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    },
+                };
+                let _ = ready_tx.send(Ok(()));
+                writer_loop(conn, &rx, begin, &*reconnect)
+            })
             .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
+        ready_rx
+            .recv()
+            .map_err(|_| Error::internal("the store writer stopped while starting"))??;
         let readers = Arc::new(Queue::new());
         for i in 0..READERS {
-            let (rx, path) = (readers.clone(), path.to_owned());
+            let (rx, open) = (readers.clone(), reopen.clone());
             std::thread::Builder::new()
                 .name(format!("store-reader-{i}"))
-                .spawn(move || reader_loop(&path, &rx))
+                .spawn(move || reader_loop(&*open, &rx, begin))
                 .map_err(|e| Error::internal(format!("cannot start a reader thread: {e}")))?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
-                path: path.to_owned(),
+                location: location.clone(),
                 writer,
                 readers,
                 checkpointer,
@@ -114,8 +171,9 @@ impl Store {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+    /// Where the state lives.
+    pub fn location(&self) -> &Location {
+        &self.inner.location
     }
 
     /// Runs `f` in its own savepoint inside the writer's next transaction and answers
@@ -151,7 +209,7 @@ impl Store {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
-        let job: ReadJob = Box::new(move |conn| {
+        let job: ReadJob = Box::new(move |conn, begin: &'static str| {
             let out = match conn {
                 Err(e) => Err(Error::internal(format!(
                     "cannot open a read connection: {e}"
@@ -160,7 +218,7 @@ impl Store {
                 // snapshot and never half of a commit that landed between them.
                 Ok(conn) => {
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        conn.execute_batch("BEGIN DEFERRED")
+                        conn.execute_batch(begin)
                             .map_err(Error::from)
                             .and_then(|()| f(conn))
                     }))
@@ -187,17 +245,20 @@ impl Store {
 /// connections' caches (2 MiB each at most) stayed resident, 20 MiB over idle. The
 /// thread's own Rust allocations are collected too.
 fn release(conn: &Connection) {
-    let _ = conn.release_memory();
+    if let Some(c) = conn.sqlite() {
+        let _ = c.release_memory();
+    }
     memory::give_back_with_c_heap();
 }
 
-/// A reader thread: opens its connection on the first job and closes it when idle.
+/// A reader thread: opens its connection on the first job and closes it when idle
+/// (or when it broke: a PostgreSQL server restarted).
 ///
 /// Why close: an open connection holds its parsed schema and cached statements
 /// (about 200 KiB each, eight readers) for as long as the kernel is idle; opening
 /// one again costs well under a millisecond, once per reader per busy spell.
-fn reader_loop(path: &Path, rx: &Queue<ReadJob>) {
-    let mut conn: Option<rusqlite::Result<Connection>> = None;
+fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin: Begin) {
+    let mut conn: Option<Result<Connection>> = None;
     loop {
         let job = match rx.take(1, Some(IDLE)) {
             Taken::Closed => return,
@@ -209,25 +270,24 @@ fn reader_loop(path: &Path, rx: &Queue<ReadJob>) {
             }
             Taken::Items(mut jobs) => jobs.pop().expect("take gives at least one"),
         };
-        if !matches!(conn, Some(Ok(_))) {
-            conn = Some(
-                Connection::open_with_flags(
-                    path,
-                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-                .and_then(|c| configure(&c).map(|()| c)),
-            );
+        if !matches!(&conn, Some(Ok(c)) if !c.is_closed()) {
+            conn = Some(open());
         }
         match conn.as_ref().expect("opened above") {
-            Ok(c) => job(Ok(c)),
-            Err(e) => job(Err(e)),
+            Ok(c) => job(Ok(c), begin.read),
+            Err(e) => job(Err(e), begin.read),
         }
     }
 }
 
-/// Runs one of the writer's cached statements (no parse per job).
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+/// Runs one of the writer's own statements: from SQLite's statement cache (no parse
+/// per job), or as one simple query on PostgreSQL (transaction control).
+fn exec(conn: &Connection, sql: &str) -> sql::Result<()> {
+    if conn.sqlite().is_some() {
+        conn.prepare_cached(sql)?.execute(()).map(|_| ())
+    } else {
+        conn.execute_batch(sql)
+    }
 }
 
 fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
@@ -248,7 +308,12 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
     out
 }
 
-fn writer_loop(conn: Connection, rx: &Queue<Job>) {
+fn writer_loop(
+    mut conn: Connection,
+    rx: &Queue<Job>,
+    begin: Begin,
+    reopen: &dyn Fn() -> Result<Connection>,
+) {
     let mut worked = false;
     loop {
         let batch = match rx.take(MAX_BATCH, Some(IDLE)) {
@@ -262,7 +327,17 @@ fn writer_loop(conn: Connection, rx: &Queue<Job>) {
             Taken::Items(batch) => batch,
         };
         worked = true;
-        if let Err(e) = exec(&conn, "BEGIN IMMEDIATE") {
+        if conn.is_closed() {
+            match reopen() {
+                Ok(c) => conn = c,
+                Err(e) => {
+                    tracing::error!("the store's connection broke and cannot be opened again: {e}");
+                    drop(batch);
+                    continue;
+                }
+            }
+        }
+        if let Err(e) = exec(&conn, begin.write) {
             // Run nothing; dropping the jobs answers each caller with an error.
             tracing::error!("store transaction could not begin: {e}");
             drop(batch);
@@ -282,31 +357,6 @@ fn writer_loop(conn: Connection, rx: &Queue<Job>) {
     }
 }
 
-fn migrate(conn: &Connection) -> Result<()> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let target = schema::MIGRATIONS.len() as i64;
-    if version > target {
-        return Err(Error::internal(format!(
-            "the database schema is version {version} but this agent-worker knows only up to {target}: \
-             use a newer agent-worker or another --data-dir"
-        )));
-    }
-    for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let applied = conn
-            .execute_batch(sql)
-            .and_then(|_| conn.pragma_update(None, "user_version", i as i64 + 1));
-        match applied {
-            Ok(()) => conn.execute_batch("COMMIT")?,
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(Error::internal(format!("migration {} failed: {e}", i + 1)));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,7 +367,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         {
-            let c = Connection::open(&path).unwrap();
+            let c = rusqlite::Connection::open(&path).unwrap();
             for (i, sql) in schema::MIGRATIONS[..11].iter().enumerate() {
                 c.execute_batch(sql).unwrap();
                 c.pragma_update(None, "user_version", i as i64 + 1).unwrap();
@@ -334,12 +384,12 @@ mod tests {
             .read(|c| {
                 let open: Vec<String> = c
                     .prepare("SELECT recipient || ':' || message_id || ':' || state FROM deliveries ORDER BY 1")?
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<_>>()?;
                 let done: Vec<String> = c
                     .prepare("SELECT recipient || ':' || message_id || ':' || read_by || ':' || updated_at FROM deliveries_done")?
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<_>>()?;
                 Ok((open, done))
             })
             .await

@@ -22,10 +22,11 @@ use crate::error::Result;
 use crate::kernel::clock::{fmt_ms, now_ms};
 use crate::kernel::events::Event;
 use crate::kernel::runtime::scheduler::open_deliveries;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::Connection;
 use crate::kernel::{Caller, Kernel, messaging};
 use crate::names::WorkflowRef;
 use crate::worker::protocol::Usage;
-use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
@@ -150,8 +151,8 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 s.agent_id IS NOT NULL,
                 (SELECT count(*) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT count(*) FROM runs r WHERE r.agent_id = a.id AND r.status IN ('failed', 'lost')),
-                (SELECT coalesce(sum(input_tokens), 0) FROM runs r WHERE r.agent_id = a.id),
-                (SELECT coalesce(sum(output_tokens), 0) FROM runs r WHERE r.agent_id = a.id),
+                (SELECT CAST(coalesce(sum(input_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
+                (SELECT CAST(coalesce(sum(output_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT sum(cost_usd) FROM runs r WHERE r.agent_id = a.id)
          FROM agents a LEFT JOIN schedules s ON s.agent_id = a.id
          WHERE a.workflow_id = ?1 ORDER BY a.id",
@@ -164,25 +165,25 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 backend: r.get(2)?,
                 state: r.get(3)?,
                 reason: r.get(4)?,
-                resume_at: r.get::<_, Option<i64>>(5)?.map(fmt_ms),
-                next_wake: r.get::<_, Option<i64>>(6)?.map(fmt_ms),
+                resume_at: r.get::<Option<i64>>(5)?.map(fmt_ms),
+                next_wake: r.get::<Option<i64>>(6)?.map(fmt_ms),
                 runs: r.get(9)?,
                 failed_runs: r.get(10)?,
                 pending: 0,
                 usage: Usage {
-                    input_tokens: r.get::<_, i64>(11)? as u64,
-                    output_tokens: r.get::<_, i64>(12)? as u64,
+                    input_tokens: r.get::<i64>(11)? as u64,
+                    output_tokens: r.get::<i64>(12)? as u64,
                     cost_usd: r.get(13)?,
                 },
             };
             Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, Option<String>>(7)?,
-                r.get::<_, bool>(8)?,
+                r.get::<i64>(0)?,
+                r.get::<Option<String>>(7)?,
+                r.get::<bool>(8)?,
                 summary,
             ))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     let mut out = Vec::new();
     for (id, seen_upto, scheduled, mut summary) in rows {
         summary.pending = open_deliveries(c, wid, &summary.name, now)?;
@@ -380,8 +381,8 @@ impl Kernel {
                     "SELECT id FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked')",
                 )?;
                 let ids = st
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<i64>>>()?;
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<Vec<i64>>>()?;
                 Ok(ids)
             })
             .await?;
@@ -466,7 +467,7 @@ impl Kernel {
                 c.execute(
                     "UPDATE workflows SET state = ?2, reason = ?3, ended_at = ?4, updated_at = ?5 WHERE id = ?1
                        AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    rusqlite::params![wid, state, r2, ended, now_ms()],
+                    sql::params![wid, state, r2, ended, now_ms()],
                 )?;
                 Ok(())
             })
@@ -489,7 +490,7 @@ impl Kernel {
                 Ok(c.execute(
                     "UPDATE workflows SET state = 'failed', reason = ?2, ended_at = ?3, updated_at = ?3
                      WHERE id = ?1 AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    rusqlite::params![wid, r, now_ms()],
+                    sql::params![wid, r, now_ms()],
                 )? > 0)
             })
             .await?;
@@ -513,7 +514,7 @@ impl Kernel {
                 let mut st = c.prepare("SELECT id FROM agents WHERE workflow_id = ?1")?;
                 let ids = st
                     .query_map([wid], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<i64>>>()?;
+                    .collect::<sql::Result<Vec<i64>>>()?;
                 Ok(ids)
             })
             .await?;
@@ -581,7 +582,7 @@ impl Kernel {
                      FROM workflows w ORDER BY coalesce(w.started_at, w.created_at) DESC, w.id DESC",
                 )?;
                 let rows = st
-                    .query_map([], |r| {
+                    .query_map((), |r| {
                         Ok(WorkflowListed {
                             workflow: WorkflowRef {
                                 name: r.get(0)?,
@@ -591,12 +592,12 @@ impl Kernel {
                             status: r.get(2)?,
                             reason: r.get(3)?,
                             source: r.get(4)?,
-                            started_at: r.get::<_, Option<i64>>(5)?.map(fmt_ms),
-                            ended_at: r.get::<_, Option<i64>>(6)?.map(fmt_ms),
+                            started_at: r.get::<Option<i64>>(5)?.map(fmt_ms),
+                            ended_at: r.get::<Option<i64>>(6)?.map(fmt_ms),
                             agents: r.get(7)?,
                         })
                     })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                    .collect::<sql::Result<Vec<_>>>()?;
                 Ok(rows)
             })
             .await

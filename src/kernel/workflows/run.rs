@@ -12,12 +12,13 @@ use crate::kernel::context::documents::settings::ContextChange;
 use crate::kernel::messaging::Outgoing;
 use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::workflow_id_tx;
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::OptionalExtension;
 use crate::kernel::{Caller, clock::now_ms, runtime::schedules};
 use crate::names::{WorkflowRef, check_name};
 use crate::schedule::Trigger;
 use crate::worker::protocol::MockRule;
 use crate::workflow::{self, Vars, Workflow};
-use rusqlite::OptionalExtension;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -171,7 +172,7 @@ impl Kernel {
                 c.execute(
                     "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,
                        started_at = ?5, ended_at = NULL, hops = 0, updated_at = ?5 WHERE id = ?1",
-                    rusqlite::params![wid, params, budget, source, now],
+                    sql::params![wid, params, budget, source, now],
                 )?;
                 let mut armed = Vec::new();
                 for a in &agents {
@@ -182,14 +183,16 @@ impl Kernel {
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                          ON CONFLICT (workflow_id, name) DO UPDATE SET
                            -- a conversation belongs to one CLI in one folder
-                           session_id = CASE WHEN agents.backend IS excluded.backend AND agents.cwd IS excluded.cwd
+                           session_id = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
+                                               AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
                                         THEN agents.session_id END,
-                           session_usage = CASE WHEN agents.backend IS excluded.backend AND agents.cwd IS excluded.cwd
+                           session_usage = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
+                                                  AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
                                         THEN agents.session_usage END,
                            backend = excluded.backend,
                            model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
                            config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0",
-                        rusqlite::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now],
+                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now],
                     )?;
                     let id: i64 = c.query_row(
                         "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",

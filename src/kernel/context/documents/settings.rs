@@ -7,9 +7,9 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::registry::{agent_names, workflow_id_tx};
+use crate::kernel::store::sql::OptionalExtension;
 use crate::kernel::{Kernel, Scope};
 use crate::names::WorkflowRef;
-use rusqlite::OptionalExtension;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,8 @@
 use super::{BoxFuture, Doc, DocEntry, DocPath, Edit, MAX_LISTED, Provider, version_of};
 use crate::kernel::clock::now_ms;
 use crate::kernel::store::Store;
-use rusqlite::{Connection, OptionalExtension};
+use crate::kernel::store::sql;
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 
 pub struct SqliteProvider {
     store: Store,
@@ -18,7 +19,7 @@ impl SqliteProvider {
     }
 }
 
-fn read_row(c: &Connection, workflow_id: i64, path: &str) -> rusqlite::Result<Option<Doc>> {
+fn read_row(c: &Connection, workflow_id: i64, path: &str) -> sql::Result<Option<Doc>> {
     c.prepare_cached(
         "SELECT content, version, updated_at FROM documents WHERE workflow_id = ?1 AND path = ?2",
     )?
@@ -59,7 +60,7 @@ impl Provider for SqliteProvider {
                  ON CONFLICT (workflow_id, path) DO UPDATE SET content = excluded.content,
                    version = excluded.version, updated_at = excluded.updated_at, updated_by = excluded.updated_by",
             )?
-            .execute(rusqlite::params![wid, path, doc.content, doc.version, doc.updated_at, by])?;
+            .execute(sql::params![wid, path, doc.content, doc.version, doc.updated_at, by])?;
             Ok((doc, current.is_none()))
         }))
     }
@@ -68,18 +69,18 @@ impl Provider for SqliteProvider {
         let wid = self.workflow_id;
         Box::pin(self.store.read(move |c| {
             let mut st = c.prepare_cached(
-                "SELECT path, length(CAST(content AS BLOB)), updated_at FROM documents
+                "SELECT path, octet_length(content), updated_at FROM documents
                  WHERE workflow_id = ?1 ORDER BY path LIMIT ?2",
             )?;
             let rows = st
                 .query_map((wid, MAX_LISTED as i64 + 1), |r| {
                     Ok(DocEntry {
                         path: r.get(0)?,
-                        size: r.get::<_, i64>(1)? as u64,
+                        size: r.get::<i64>(1)? as u64,
                         updated_at: r.get(2)?,
                     })
                 })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                .collect::<sql::Result<Vec<_>>>()?;
             Ok(rows)
         }))
     }

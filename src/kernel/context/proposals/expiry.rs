@@ -2,6 +2,7 @@
 //! even with nobody looking (and at start, for deadlines passed while down).
 
 use super::*;
+use crate::kernel::store::sql;
 
 /// System messages written in a job, with their workflow instance, to announce after commit.
 pub(super) type Announcements = Vec<(i64, Posted)>;
@@ -16,7 +17,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
              WHERE p.status = 'open' AND p.expires_at <= ?1",
         )?
         .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     let mut posted = Vec::new();
     for (wid, num, name, tag) in due {
         let wf = WorkflowRef { name, tag };
@@ -42,7 +43,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
     }
     let next: Option<i64> = c
         .prepare_cached("SELECT min(expires_at) FROM proposals WHERE status = 'open'")?
-        .query_row([], |r| r.get(0))?;
+        .query_row((), |r| r.get(0))?;
     Ok((posted, next))
 }
 

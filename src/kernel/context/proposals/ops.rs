@@ -2,6 +2,7 @@
 
 use super::expiry::Announcements;
 use super::*;
+use crate::kernel::store::sql;
 
 impl Kernel {
     pub async fn proposal_create(&self, scope: &Scope, new: NewProposal) -> Result<Created> {
@@ -83,7 +84,7 @@ impl Kernel {
                     "INSERT INTO proposals (workflow_id, num, type, title, description, options, resolution, quorum,
                         tie_breaker, binding, creator, created_at, expires_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                    rusqlite::params![
+                    sql::params![
                         s.workflow_id,
                         num,
                         kind,
@@ -206,7 +207,7 @@ impl Kernel {
                     "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT (workflow_id, num, voter) DO UPDATE SET choice = excluded.choice,
                        reason = excluded.reason, voted_at = excluded.voted_at",
-                    rusqlite::params![s.workflow_id, num, s.me, option, reason, now_ms()],
+                    sql::params![s.workflow_id, num, s.me, option, reason, now_ms()],
                 )?;
                 p = load(c, s.workflow_id, num)?;
                 if s.lead && p.contract.is_some() {
@@ -343,11 +344,11 @@ impl Kernel {
                             "SELECT num FROM proposals WHERE workflow_id = ?1 AND status = 'open'
                              UNION ALL
                              SELECT num FROM (SELECT num FROM proposals WHERE workflow_id = ?1 AND status <> 'open'
-                                              ORDER BY num DESC LIMIT ?2)",
+                                              ORDER BY num DESC LIMIT ?2) recent",
                         )?;
                         let mut n = st
                             .query_map((s.workflow_id, RECENT_CLOSED), |r| r.get(0))?
-                            .collect::<rusqlite::Result<Vec<i64>>>()?;
+                            .collect::<sql::Result<Vec<i64>>>()?;
                         n.sort_unstable_by(|a, b| b.cmp(a));
                         n
                     }

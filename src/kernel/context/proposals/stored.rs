@@ -1,6 +1,7 @@
 //! A proposal as stored: its row and votes, read back, and what follows from them.
 
 use super::*;
+use crate::kernel::store::sql;
 
 /// Parses `prop-3`, `3` or `latest` (the newest open proposal, else the newest).
 pub(super) fn proposal_num(c: &Connection, workflow_id: i64, id: &str) -> Result<i64> {
@@ -53,10 +54,10 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
                 title: r.get(1)?,
                 description: r.get(2)?,
                 options: serde_json::from_str(&options).unwrap_or_default(),
-                resolution: Resolution::parse(&r.get::<_, String>(4)?)
+                resolution: Resolution::parse(&r.get::<String>(4)?)
                     .unwrap_or(Resolution::Plurality),
-                quorum: r.get::<_, i64>(5)? as usize,
-                tie_breaker: TieBreaker::parse(&r.get::<_, String>(6)?).unwrap_or(TieBreaker::First),
+                quorum: r.get::<i64>(5)? as usize,
+                tie_breaker: TieBreaker::parse(&r.get::<String>(6)?).unwrap_or(TieBreaker::First),
                 binding: r.get(7)?,
                 creator: r.get(8)?,
                 status: r.get(9)?,
@@ -83,7 +84,7 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
                 r.get(3)?,
             ))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     Ok(p)
 }
 
@@ -237,7 +238,7 @@ impl Stored {
         c.execute(
             "UPDATE proposals SET status = ?3, winner = ?4, closed_by = ?5, closed_at = ?6
              WHERE workflow_id = ?1 AND num = ?2",
-            rusqlite::params![self.workflow_id, self.num, status, winner, by, now],
+            sql::params![self.workflow_id, self.num, status, winner, by, now],
         )?;
         self.status = status.into();
         self.winner = winner;

@@ -11,8 +11,8 @@ use crate::kernel::messaging::broadcast;
 use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use crate::kernel::runtime::runs::{Spender, spent};
+use crate::kernel::store::sql::{Connection, OptionalExtension};
 use crate::names::WorkflowRef;
-use rusqlite::{Connection, OptionalExtension};
 use std::sync::Arc;
 
 /// What the gate decided for one wake.
@@ -51,18 +51,18 @@ fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
             [agent_id],
             |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
+                    r.get::<String>(0)?,
                     WorkflowRef {
                         name: r.get(1)?,
                         tag: r.get(2)?,
                     },
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, i64>(6)?,
-                    r.get::<_, String>(7)?,
-                    r.get::<_, String>(8)?,
-                    r.get::<_, String>(9)?,
+                    r.get::<i64>(3)?,
+                    r.get::<String>(4)?,
+                    r.get::<String>(5)?,
+                    r.get::<i64>(6)?,
+                    r.get::<String>(7)?,
+                    r.get::<String>(8)?,
+                    r.get::<String>(9)?,
                 ))
             },
         )

@@ -29,6 +29,7 @@ mod wakes;
 use crate::error::Result;
 use crate::kernel::events::Event;
 use crate::kernel::messaging::broadcast::UNWRITTEN_EXISTS;
+use crate::kernel::store::sql;
 use crate::kernel::{Kernel, clock::now_ms};
 pub(crate) use gate::open_deliveries;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -230,16 +231,19 @@ impl Kernel {
         let owed = self
             .store
             .read(move |c| {
+                // `?1` is now, in the queries that name it.
                 let ids = |sql: &str| -> Result<Vec<(i64, Option<i64>)>> {
                     let mut st = c.prepare(sql)?;
+                    let params: [&dyn sql::ToSql; 1] = [&now];
+                    let n = st.parameter_count();
                     let rows = st
-                        .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
-                        .collect::<rusqlite::Result<Vec<_>>>()?;
+                        .query_map(&params[..n], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<sql::Result<Vec<_>>>()?;
                     Ok(rows)
                 };
                 Ok((
-                    ids("SELECT agent_id, next_at FROM schedules WHERE ?1 IS NOT NULL")?,
-                    ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL AND ?1 IS NOT NULL")?,
+                    ids("SELECT agent_id, next_at FROM schedules")?,
+                    ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL")?,
                     // Per agent, the first open delivery is enough (a join would visit
                     // every open delivery: millions after a bulk import).
                     ids(&format!("SELECT a.id, NULL FROM agents a WHERE a.backend NOT IN ('external', 'human') AND (EXISTS (
@@ -251,7 +255,7 @@ impl Kernel {
                            ON d.workflow_id = a.workflow_id AND d.recipient = a.name
                          WHERE d.state = 'deferred' AND d.defer_until > ?1 AND a.backend NOT IN ('external', 'human')
                          GROUP BY a.id")?,
-                    ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked') AND ?1 IS NOT NULL")?,
+                    ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked')")?,
                 ))
             })
             .await?;

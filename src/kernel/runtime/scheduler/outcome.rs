@@ -8,10 +8,10 @@ use super::{PAUSE_FIRST, PAUSE_MAX, RETRY_DELAYS, Timer, Wake};
 use crate::error::Result;
 use crate::kernel::events::Event;
 use crate::kernel::runtime::runs::RunEnd;
+use crate::kernel::store::sql::OptionalExtension;
 use crate::kernel::{Kernel, clock::now_ms, messaging};
 use crate::names::WorkflowRef;
 use crate::worker::protocol::ErrorClass;
-use rusqlite::OptionalExtension;
 use std::sync::Arc;
 
 impl Kernel {
