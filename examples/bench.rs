@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release --example bench -- [--sessions 16] [--seconds 10] [--preload 1000000]
 //!                                        [--client raw|rmcp] [--proto modern|legacy] [--data-dir DIR]
+//!                                        [--store postgres://USER:PASSWORD@HOST:PORT/DB]
 //! ```
 //!
 //! Phase 1a: `--sessions` agent sessions (each with its own agent_join token) loop
@@ -27,15 +28,16 @@
 //! keep-alive HTTP, so the figures show the server; `--client rmcp` uses rmcp's own
 //! client (with `--proto` choosing the protocol generation), which costs more CPU on
 //! the shared cores and opens a TCP connection for almost every call.
-//! The kernel runs in this process (SQLite in a temp dir unless --data-dir) and is
-//! reached only over loopback HTTP; client and server share the machine's cores.
+//! The kernel runs in this process (SQLite in a temp dir unless --data-dir, or the
+//! PostgreSQL database `--store` names, which should be empty) and is reached only
+//! over loopback HTTP; client and server share the machine's cores.
 
 mod common;
 
 use agent_worker::kernel::events::Event;
 use agent_worker::kernel::messaging::Outgoing;
 use agent_worker::kernel::{Caller, Kernel};
-use common::{AnyClient, RawClient, call, connect, start_kernel};
+use common::{AnyClient, RawClient, call, connect, start_kernel_at};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,6 +54,7 @@ struct Args {
     modern: bool,
     raw: bool,
     data_dir: Option<std::path::PathBuf>,
+    store: Option<String>,
     fanout_agents: usize,
     asks: usize,
     settle: u64,
@@ -66,6 +69,7 @@ fn args() -> Args {
         modern: true,
         raw: true,
         data_dir: None,
+        store: None,
         fanout_agents: 200,
         asks: 20,
         settle: 60,
@@ -81,6 +85,7 @@ fn args() -> Args {
             "--proto" => a.modern = v() != "legacy",
             "--client" => a.raw = v() != "rmcp",
             "--data-dir" => a.data_dir = Some(v().into()),
+            "--store" => a.store = Some(v()),
             "--fanout-agents" => a.fanout_agents = v().parse().expect("--fanout-agents N"),
             "--asks" => a.asks = v().parse().expect("--asks N"),
             "--settle" => a.settle = v().parse().expect("--settle SECONDS"),
@@ -336,12 +341,18 @@ async fn run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = a.data_dir.clone().unwrap_or_else(|| tmp.path().to_owned());
     let admin = "awadmin_bench_token_0123456789".to_string();
-    let (kernel, url) = start_kernel(&dir, &admin).await;
+    let store = match &a.store {
+        Some(url) => agent_worker::kernel::store::Location::Postgres(url.clone()),
+        None => {
+            agent_worker::kernel::store::Location::Sqlite(dir.join(agent_worker::kernel::DB_FILE))
+        }
+    };
+    let (kernel, url) = start_kernel_at(&dir, &admin, &store).await;
     // As the server does once started: the start's temporaries go back to the OS.
     agent_worker::memory::collect_thread();
     let rss_start = rss_kib();
     println!(
-        "agent-worker bench: kernel at {url}, data dir {}, client {}",
+        "agent-worker bench: kernel at {url}, data dir {}, store {store}, client {}",
         dir.display(),
         match (a.raw, a.modern) {
             (true, _) => "lean keep-alive HTTP, MCP 2026-07-28",

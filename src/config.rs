@@ -203,14 +203,11 @@ fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
         })?;
         return Ok(Location::Postgres(s.to_owned()));
     }
-    Err(format!(
-        "--store {:?}: use sqlite (the default) or a URL postgres://USER:PASSWORD@HOST:PORT/DATABASE",
-        if s.contains('@') {
-            "(a value with credentials)"
-        } else {
-            s
-        }
-    ))
+    // Not echoed: it may be a connection string with a password in it.
+    Err(
+        "--store: use sqlite (the default) or a URL postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+            .into(),
+    )
 }
 
 /// `--token`, else `AGENT_WORKER_TOKEN`, else the token file if it exists; never

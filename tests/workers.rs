@@ -47,7 +47,12 @@ async fn agent_ask_returns_the_reply_and_acks_after_success() {
     assert_eq!(i["runs"].as_array().unwrap().len(), 1);
     let run = &i["runs"][0];
     assert_eq!(run["status"], "succeeded");
-    assert_eq!(run["trigger"], "ask");
+    // The ask's own run, or the one the question's delivery woke first (a slower
+    // store gives the scheduler that head start): either way one run answers.
+    assert!(
+        run["trigger"] == "ask" || run["trigger"] == "message",
+        "{run}"
+    );
     assert_eq!(run["id"], r["run_id"]);
     assert_eq!(i["usage"]["runs"], 1);
     // The run's token died with the run.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use agent_worker::kernel::Kernel;
+use agent_worker::kernel::store::Location;
 use agent_worker::mcp::{Tools, http};
 use rmcp::{
     RoleClient,
@@ -20,7 +21,13 @@ pub type Client = RunningService<RoleClient, ()>;
 
 /// A kernel on `dir`, served at the returned loopback URL until the process ends.
 pub async fn start_kernel(dir: &Path, admin: &str) -> (Arc<Kernel>, String) {
-    let kernel = Kernel::open(dir, admin.to_owned())
+    let store = Location::Sqlite(dir.join(agent_worker::kernel::DB_FILE));
+    start_kernel_at(dir, admin, &store).await
+}
+
+/// [`start_kernel`] with its state at `store` (SQLite or PostgreSQL).
+pub async fn start_kernel_at(dir: &Path, admin: &str, store: &Location) -> (Arc<Kernel>, String) {
+    let kernel = Kernel::open_at(dir, admin.to_owned(), store)
         .await
         .expect("open kernel");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

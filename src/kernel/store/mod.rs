@@ -42,16 +42,22 @@ const IDLE: Duration = Duration::from_secs(10);
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
-type ReadJob = Box<dyn FnOnce(Result<&Connection, &Error>, &'static str) + Send>;
+type ReadJob = Box<dyn FnOnce(Result<&Connection, &Error>) + Send>;
 type Open = Arc<dyn Fn() -> Result<Connection> + Send + Sync>;
 
-/// Where the kernel's state lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the kernel's state lives. Its `Debug` and `Display` never show a password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Location {
     /// A SQLite file (the data dir's, unless a test says otherwise).
     Sqlite(PathBuf),
     /// A PostgreSQL database, by URL (`postgres://USER:PASSWORD@HOST:PORT/DB`).
     Postgres(String),
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Location({self})")
+    }
 }
 
 impl std::fmt::Display for Location {
@@ -120,9 +126,12 @@ impl Store {
                     (Some(conn), Some(checkpointer), open, never, begin)
                 }
                 Location::Postgres(url) => {
-                    let (u, w) = (url.clone(), url.clone());
-                    let open: Open = Arc::new(move || postgres::connect(&u));
-                    let writer: Open = Arc::new(move || postgres::connect_writer(&w));
+                    // Every connection of this store says which kernel it serves, so
+                    // the writer can tell its own stale session from another kernel's.
+                    let me = format!("agent-worker/{}", uuid::Uuid::now_v7().simple());
+                    let (u, w, a, b) = (url.clone(), url.clone(), me.clone(), me);
+                    let open: Open = Arc::new(move || postgres::connect(&u, &a));
+                    let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b));
                     let begin = Begin {
                         write: postgres::BEGIN_WRITE,
                         read: postgres::BEGIN_READ,
@@ -209,23 +218,16 @@ impl Store {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
-        let job: ReadJob = Box::new(move |conn, begin: &'static str| {
+        let job: ReadJob = Box::new(move |conn| {
             let out = match conn {
                 Err(e) => Err(Error::internal(format!(
-                    "cannot open a read connection: {e}"
+                    "the store could not begin a read: {e}"
                 ))),
-                // One read transaction, so a reader that runs several queries sees one
-                // snapshot and never half of a commit that landed between them.
-                Ok(conn) => {
-                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        conn.execute_batch(begin)
-                            .map_err(Error::from)
-                            .and_then(|()| f(conn))
-                    }))
-                    .unwrap_or_else(|_| Err(Error::internal("a store read panicked")));
-                    let _ = conn.execute_batch("COMMIT");
-                    out
-                }
+                // Inside one read transaction (begun by the reader), so a reader that
+                // runs several queries sees one snapshot and never half of a commit
+                // that landed between them.
+                Ok(conn) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
+                    .unwrap_or_else(|_| Err(Error::internal("a store read panicked"))),
             };
             let _ = tx.send(out);
         });
@@ -251,6 +253,32 @@ fn release(conn: &Connection) {
     memory::give_back_with_c_heap();
 }
 
+/// Begins a transaction on `conn`. A connection found broken on the way (PostgreSQL
+/// restarted, or dropped it) is opened again and the begin tried once more: no job
+/// has run yet, so nothing is lost or done twice. A begin that failed half way (its
+/// lock timed out) is rolled back, so the next one starts clean.
+fn begin_on(
+    conn: &mut Connection,
+    sql: &str,
+    reopen: &dyn Fn() -> Result<Connection>,
+) -> Result<()> {
+    for attempt in 0..2 {
+        if conn.is_closed() {
+            *conn = reopen()?;
+        }
+        match exec(conn, sql) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                if attempt == 1 || !conn.is_closed() {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 /// A reader thread: opens its connection on the first job and closes it when idle
 /// (or when it broke: a PostgreSQL server restarted).
 ///
@@ -258,7 +286,7 @@ fn release(conn: &Connection) {
 /// (about 200 KiB each, eight readers) for as long as the kernel is idle; opening
 /// one again costs well under a millisecond, once per reader per busy spell.
 fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin: Begin) {
-    let mut conn: Option<Result<Connection>> = None;
+    let mut conn: Option<Connection> = None;
     loop {
         let job = match rx.take(1, Some(IDLE)) {
             Taken::Closed => return,
@@ -270,12 +298,26 @@ fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin
             }
             Taken::Items(mut jobs) => jobs.pop().expect("take gives at least one"),
         };
-        if !matches!(&conn, Some(Ok(c)) if !c.is_closed()) {
-            conn = Some(open());
-        }
-        match conn.as_ref().expect("opened above") {
-            Ok(c) => job(Ok(c), begin.read),
-            Err(e) => job(Err(e), begin.read),
+        let begun = match conn.as_mut() {
+            Some(c) => begin_on(c, begin.read, open),
+            None => open().and_then(|mut c| {
+                let out = begin_on(&mut c, begin.read, open);
+                conn = Some(c);
+                out
+            }),
+        };
+        match (begun, conn.as_ref()) {
+            (Ok(()), Some(c)) => {
+                job(Ok(c));
+                let _ = c.execute_batch("COMMIT");
+            }
+            (Err(e), _) => {
+                job(Err(&e));
+                if conn.as_ref().is_some_and(Connection::is_closed) {
+                    conn = None;
+                }
+            }
+            (Ok(()), None) => unreachable!("a begun read has its connection"),
         }
     }
 }
@@ -327,17 +369,7 @@ fn writer_loop(
             Taken::Items(batch) => batch,
         };
         worked = true;
-        if conn.is_closed() {
-            match reopen() {
-                Ok(c) => conn = c,
-                Err(e) => {
-                    tracing::error!("the store's connection broke and cannot be opened again: {e}");
-                    drop(batch);
-                    continue;
-                }
-            }
-        }
-        if let Err(e) = exec(&conn, begin.write) {
+        if let Err(e) = begin_on(&mut conn, begin.write, reopen) {
             // Run nothing; dropping the jobs answers each caller with an error.
             tracing::error!("store transaction could not begin: {e}");
             drop(batch);

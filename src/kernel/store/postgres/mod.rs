@@ -36,25 +36,47 @@ pub fn is_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
 }
 
-/// The URL without its password, for logs and errors.
+/// The URL without its password, for logs and errors: rebuilt from what it names
+/// (user, hosts, ports, database), so a password anywhere in it (before the `@`, or
+/// as `?password=`) never appears.
 pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "(not a URL)".into();
+    let Ok(c) = url.parse::<postgres::Config>() else {
+        return "(an unreadable PostgreSQL URL)".into();
     };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some((auth, host)) => (Some(auth), host),
-        None => (None, rest),
-    };
-    match auth.map(|a| a.split_once(':')) {
-        Some(Some((user, _))) => format!("{scheme}://{user}:***@{host}"),
-        Some(None) => format!("{scheme}://{}@{host}", auth.unwrap_or_default()),
-        None => format!("{scheme}://{host}"),
-    }
+    let hosts: Vec<String> = c
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                postgres::config::Host::Tcp(h) => h.clone(),
+                postgres::config::Host::Unix(p) => p.display().to_string(),
+            };
+            match c.get_ports().get(i).or(c.get_ports().first()) {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            }
+        })
+        .collect();
+    let user = c.get_user().map(|u| {
+        let pw = if c.get_password().is_some() {
+            ":***"
+        } else {
+            ""
+        };
+        format!("{u}{pw}@")
+    });
+    format!(
+        "postgres://{}{}/{}",
+        user.unwrap_or_default(),
+        hosts.join(","),
+        c.get_dbname().unwrap_or_default()
+    )
 }
 
 /// Opens a connection. Runs on a store thread: the blocking client must never be
 /// driven from the async runtime's threads.
-pub(super) fn connect(url: &str) -> Result<Connection> {
+pub(super) fn connect(url: &str, application: &str) -> Result<Connection> {
     let mut config: postgres::Config = url.parse().map_err(|e| {
         Error::invalid(format!(
             "--store {}: not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
@@ -64,7 +86,16 @@ pub(super) fn connect(url: &str) -> Result<Connection> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
     }
-    config.application_name("agent-worker");
+    // A server that went away without closing the connection (a cable, a failover)
+    // is noticed in seconds, not after the system's two hours: every store call
+    // blocks until then.
+    config
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10))
+        .keepalives_interval(Duration::from_secs(5))
+        .keepalives_retries(3)
+        .tcp_user_timeout(Duration::from_secs(30))
+        .application_name(application);
     let client = config.connect(postgres::NoTls).map_err(|e| {
         Error::internal(format!(
             "cannot connect to PostgreSQL at {}: {e}",
@@ -76,39 +107,62 @@ pub(super) fn connect(url: &str) -> Result<Connection> {
 
 /// The writer's connection: [`connect`], then the database's kernel lock, which
 /// it keeps (taken again after a reconnect, unless another kernel took it).
-pub(super) fn connect_writer(url: &str) -> Result<Connection> {
-    let c = connect(url)?;
-    let mine: bool = c.query_row("SELECT pg_try_advisory_lock(?1)", [KERNEL_LOCK], |r| {
-        r.get(0)
-    })?;
-    if !mine {
-        let by: Option<String> = sql::OptionalExtension::optional(c.query_row(
-            "SELECT client_addr::text || ' pid ' || pid FROM pg_stat_activity
-              WHERE pid = (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-                              AND objid = ?1 AND classid = ?2 LIMIT 1)",
-            (KERNEL_LOCK & 0xffff_ffff, KERNEL_LOCK >> 32),
-            |r| r.get(0),
-        ))?
-        .flatten();
-        return Err(Error::conflict(format!(
-            "the PostgreSQL database at {} is in use by another agent-worker kernel ({}): \
-             connect to that kernel, stop it, or give this one another database",
-            redacted(url),
-            by.as_deref().unwrap_or("connection unknown")
-        )));
+pub(super) fn connect_writer(url: &str, application: &str) -> Result<Connection> {
+    let c = connect(url, application)?;
+    for _ in 0..2 {
+        let mine: bool = c.query_row("SELECT pg_try_advisory_lock(?1)", [KERNEL_LOCK], |r| {
+            r.get(0)
+        })?;
+        if mine {
+            return Ok(c);
+        }
+        let holder: Option<(i64, String, Option<String>)> =
+            sql::OptionalExtension::optional(c.query_row(
+                "SELECT a.pid, a.application_name, a.client_addr::text FROM pg_stat_activity a
+                  WHERE a.pid = (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+                                  AND objid = ?1 AND classid = ?2 LIMIT 1)",
+                (KERNEL_LOCK & 0xffff_ffff, KERNEL_LOCK >> 32),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            ))?;
+        match holder {
+            // This kernel's own earlier session, which the server has not noticed is
+            // gone (the reason this connection is new): end it and take the lock.
+            Some((pid, app, _)) if app == application => {
+                tracing::warn!(pid, "ending this kernel's stale database session");
+                c.query_row("SELECT pg_terminate_backend(?1)", [pid], |_| Ok(()))?;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // Another kernel holds the database: this one must not write to it.
+            other => {
+                let by = other.map_or_else(
+                    || "connection unknown".to_owned(),
+                    |(pid, _, addr)| format!("{} pid {pid}", addr.as_deref().unwrap_or("local")),
+                );
+                return Err(Error::conflict(format!(
+                    "the PostgreSQL database at {} is in use by another agent-worker kernel ({by}): \
+                     connect to that kernel, stop it, or give this one another database",
+                    redacted(url),
+                )));
+            }
+        }
     }
-    Ok(c)
+    Err(Error::conflict(format!(
+        "could not take the PostgreSQL database at {} from this kernel's own stale session",
+        redacted(url)
+    )))
 }
 
 /// Applies the migrations the database has not seen, under a lock so that kernels
 /// starting together do it once.
 pub(super) fn migrate(c: &Connection) -> Result<()> {
-    c.execute_batch("CREATE TABLE IF NOT EXISTS agent_worker_schema (version BIGINT NOT NULL)")?;
     c.execute_batch("BEGIN")?;
     let applied = (|| -> Result<()> {
         c.query_row("SELECT pg_advisory_xact_lock(?1)", [MIGRATE_LOCK], |_| {
             Ok(())
         })?;
+        c.execute_batch(
+            "CREATE TABLE IF NOT EXISTS agent_worker_schema (version BIGINT NOT NULL)",
+        )?;
         let version: Option<i64> = sql::OptionalExtension::optional(c.query_row(
             "SELECT version FROM agent_worker_schema",
             (),

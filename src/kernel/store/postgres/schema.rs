@@ -8,9 +8,12 @@
 //! - keys SQLite assigns (`INTEGER PRIMARY KEY`, `AUTOINCREMENT`) are identities,
 //!   never reused;
 //! - names compare ignoring case through the `nocase` collation made here, so the
-//!   kernel's `COLLATE NOCASE` means the same on both engines;
-//! - message ids (UUIDv7 text, compared by order: `through`, the read cursor, the
-//!   broadcast mark) use the `C` collation, byte order as in SQLite, whatever the
+//!   kernel's `COLLATE NOCASE` means the same on both engines; a delivery's
+//!   recipient has it too, so that joining deliveries to agents by name (which
+//!   takes the name's collation) still uses the deliveries' key;
+//! - message and run ids (UUIDv7 text, compared by order: `through`, the read
+//!   cursor, the broadcast mark, the run that follows a question) use the `C`
+//!   collation, byte order as in SQLite, whatever the
 //!   database's locale; other text sorts by the database's collation;
 //! - the broadcast mark is set by a trigger function instead of a trigger body;
 //! - SQLite's `instr` and `group_concat`, which the kernel's queries use, are made
@@ -104,7 +107,7 @@ CREATE UNIQUE INDEX messages_by_workflow ON messages (workflow_id, id);
 
 CREATE TABLE deliveries (
     workflow_id BIGINT NOT NULL,
-    recipient   TEXT NOT NULL,
+    recipient   TEXT COLLATE nocase NOT NULL,
     message_id  TEXT COLLATE "C" NOT NULL,
     state       TEXT NOT NULL DEFAULT 'pending',
     defer_until BIGINT,
@@ -116,7 +119,7 @@ CREATE INDEX deliveries_deferred ON deliveries (workflow_id, recipient, defer_un
 
 CREATE TABLE deliveries_done (
     workflow_id BIGINT NOT NULL,
-    recipient   TEXT NOT NULL,
+    recipient   TEXT COLLATE nocase NOT NULL,
     message_id  TEXT COLLATE "C" NOT NULL,
     read_by     TEXT,
     updated_at  BIGINT NOT NULL,
@@ -194,7 +197,7 @@ CREATE TABLE votes (
 );
 
 CREATE TABLE runs (
-    id             TEXT PRIMARY KEY,
+    id             TEXT COLLATE "C" PRIMARY KEY,
     agent_id       BIGINT NOT NULL,
     workflow_id    BIGINT NOT NULL,
     agent          TEXT NOT NULL,

@@ -144,7 +144,7 @@ impl Connection {
         Ok(Statement {
             inner: match &self.engine {
                 Engine::Sqlite(c) => Prepared::Once(c.prepare(sql)?),
-                Engine::Postgres(c) => Prepared::Postgres(c, c.prepare(sql)?),
+                Engine::Postgres(c) => Prepared::Postgres(c, c.prepare(sql)?, sql.to_owned()),
             },
         })
     }
@@ -154,7 +154,7 @@ impl Connection {
         Ok(Statement {
             inner: match &self.engine {
                 Engine::Sqlite(c) => Prepared::Cached(c.prepare_cached(sql)?),
-                Engine::Postgres(c) => Prepared::Postgres(c, c.prepare(sql)?),
+                Engine::Postgres(c) => Prepared::Postgres(c, c.prepare(sql)?, sql.to_owned()),
             },
         })
     }
@@ -163,7 +163,8 @@ impl Connection {
 enum Prepared<'c> {
     Once(rusqlite::Statement<'c>),
     Cached(rusqlite::CachedStatement<'c>),
-    Postgres(&'c postgres::Conn, ::postgres::Statement),
+    /// The statement's text is kept for errors.
+    Postgres(&'c postgres::Conn, ::postgres::Statement, String),
 }
 
 /// A prepared statement.
@@ -177,7 +178,7 @@ impl Statement<'_> {
         match &self.inner {
             Prepared::Once(s) => s.parameter_count(),
             Prepared::Cached(s) => s.parameter_count(),
-            Prepared::Postgres(_, s) => s.params().len(),
+            Prepared::Postgres(_, s, _) => s.params().len(),
         }
     }
 
@@ -186,7 +187,7 @@ impl Statement<'_> {
         match &mut self.inner {
             Prepared::Once(s) => Ok(params.with_slice(|p| s.execute(p))?),
             Prepared::Cached(s) => Ok(params.with_slice(|p| s.execute(p))?),
-            Prepared::Postgres(c, s) => params.with_slice(|p| c.execute(s, p)),
+            Prepared::Postgres(c, s, sql) => params.with_slice(|p| c.execute(s, p, sql)),
         }
     }
 
@@ -219,8 +220,8 @@ impl Statement<'_> {
         let inner = match &mut self.inner {
             Prepared::Once(s) => RowsInner::Sqlite(params.with_slice(|p| s.query(p))?),
             Prepared::Cached(s) => RowsInner::Sqlite(params.with_slice(|p| s.query(p))?),
-            Prepared::Postgres(c, s) => RowsInner::Postgres {
-                rows: params.with_slice(|p| c.query(s, p))?.into_iter(),
+            Prepared::Postgres(c, s, sql) => RowsInner::Postgres {
+                rows: params.with_slice(|p| c.query(s, p, sql))?.into_iter(),
                 current: None,
             },
         };

@@ -110,18 +110,20 @@ impl Conn {
         &self,
         st: &postgres::Statement,
         params: &[&dyn rusqlite::ToSql],
+        sql: &str,
     ) -> Result<usize> {
         let values = bind(params)?;
         let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
             values.iter().map(|v| v as _).collect();
         let n = self.client.borrow_mut().execute(st, &refs);
-        Ok(n.map_err(|e| error(e, None))? as usize)
+        Ok(n.map_err(|e| error(e, Some(sql)))? as usize)
     }
 
     pub(super) fn query(
         &self,
         st: &postgres::Statement,
         params: &[&dyn rusqlite::ToSql],
+        sql: &str,
     ) -> Result<Vec<postgres::Row>> {
         let values = bind(params)?;
         let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -129,7 +131,7 @@ impl Conn {
         self.client
             .borrow_mut()
             .query(st, &refs)
-            .map_err(|e| error(e, None))
+            .map_err(|e| error(e, Some(sql)))
     }
 }
 
@@ -171,7 +173,7 @@ pub(super) fn error(e: postgres::Error, sql: Option<&str>) -> Error {
 }
 
 /// SQLite's placeholders (`?N`, and `?` meaning the next number) as PostgreSQL's
-/// (`$N`), leaving quoted text and identifiers alone.
+/// (`$N`), leaving quoted text and identifiers and comments alone.
 pub(super) fn placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
     let mut chars = sql.chars().peekable();
@@ -188,6 +190,26 @@ pub(super) fn placeholders(sql: &str) -> String {
             (None, '\'' | '"') => {
                 quote = Some(ch);
                 out.push(ch);
+            }
+            (None, '-') if chars.peek() == Some(&'-') => {
+                out.push(ch);
+                for c in chars.by_ref() {
+                    out.push(c);
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            (None, '/') if chars.peek() == Some(&'*') => {
+                out.push(ch);
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    out.push(c);
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
             }
             (None, '?') => {
                 let mut digits = String::new();
@@ -359,5 +381,9 @@ mod tests {
             "SELECT '?1 is text', \"col?\" FROM t WHERE x = $1"
         );
         assert_eq!(placeholders("?10 ?11"), "$10 $11");
+        assert_eq!(
+            placeholders("SET a = ?1 -- it's ?2\n, b = ?2 /* isn't ?3 */ WHERE c = ?3"),
+            "SET a = $1 -- it's ?2\n, b = $2 /* isn't ?3 */ WHERE c = $3"
+        );
     }
 }
