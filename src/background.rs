@@ -105,6 +105,7 @@ impl Launcher {
         let (Some(url), true) = (v["url"].as_str(), alive) else {
             return Ok(None);
         };
+        crate::config::check_store(&self.opts, &self.dir, v["store"].as_str())?;
         let token = v["token"]
             .as_str()
             .map(str::to_owned)

@@ -189,6 +189,25 @@ pub fn store(o: &Options, data_dir: &Path) -> Result<Location, String> {
     }
 }
 
+/// A launch that names a store (`--store` or `AGENT_WORKER_STORE`) relays only to a
+/// kernel keeping its state there: `running` is what the running kernel wrote in
+/// `kernel.json` (its store, shown without a password).
+pub fn check_store(o: &Options, data_dir: &Path, running: Option<&str>) -> Result<(), String> {
+    let asked = o.store.is_some() || std::env::var(STORE_ENV).is_ok_and(|s| !s.trim().is_empty());
+    if !asked {
+        return Ok(());
+    }
+    let wanted = store(o, data_dir)?.to_string();
+    match running {
+        Some(r) if r != wanted => Err(format!(
+            "the kernel running on {} keeps its state in {r}, not in {wanted}: stop it first, or \
+             give this launch another --data-dir",
+            data_dir.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
     let s = s.trim();
     if s.eq_ignore_ascii_case("sqlite") {

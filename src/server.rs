@@ -44,6 +44,8 @@ pub fn lock_data_dir(dir: &Path) -> anyhow::Result<Option<DataDirLock>> {
 pub struct RunningKernel {
     pub url: String,
     pub token: Option<String>,
+    /// Where it keeps its state, as its logs show it.
+    pub store: Option<String>,
 }
 
 fn running_kernel(dir: &Path) -> anyhow::Result<RunningKernel> {
@@ -64,6 +66,7 @@ fn running_kernel(dir: &Path) -> anyhow::Result<RunningKernel> {
     Ok(RunningKernel {
         url,
         token: v["token"].as_str().map(str::to_owned),
+        store: v["store"].as_str().map(str::to_owned),
     })
 }
 
@@ -104,11 +107,22 @@ fn init_logging(
 
 /// `kernel.json`: where the kernel is and its local lead credential, readable by
 /// its owner only (mode 0600, written whole and renamed into place).
-fn write_kernel_json(dir: &Path, url: &str, token: &str) -> anyhow::Result<PathBuf> {
+fn write_kernel_json(
+    dir: &Path,
+    url: &str,
+    token: &str,
+    store: &crate::kernel::store::Location,
+) -> anyhow::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(KERNEL_JSON);
-    let body = serde_json::json!({ "pid": std::process::id(), "url": url, "token": token });
+    // The store as shown in logs (no password): a launch that names a store checks it.
+    let body = serde_json::json!({
+        "pid": std::process::id(),
+        "url": url,
+        "token": token,
+        "store": store.to_string(),
+    });
     let tmp = dir.join(format!("{KERNEL_JSON}.tmp"));
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
@@ -162,6 +176,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         // now would not be the running kernel's). Whatever goes wrong is the answer
         // to the client's first request, so it never waits for a reply that won't come.
         let target = running_kernel(&dir).and_then(|k| {
+            config::check_store(&opts, &dir, k.store.as_deref()).map_err(|e| anyhow!(e))?;
             let token = k
                 .token
                 .or_else(|| config::existing_admin_token(&opts, &dir))
@@ -195,7 +210,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // Workers need the URL, so what the store says is owed (schedules, pending
     // deliveries, workflow runs in progress) is served only from here.
     kernel.start().await.context("cannot start the scheduler")?;
-    let kernel_json = write_kernel_json(&dir, &url, kernel.local_token())?;
+    let kernel_json = write_kernel_json(&dir, &url, kernel.local_token(), &store)?;
     eprintln!(
         "agent-worker {} serving MCP at {url} (data dir {})",
         env!("CARGO_PKG_VERSION"),

@@ -151,3 +151,38 @@ async fn a_bridged_client_survives_its_session_expiring() {
     bridged.cancel().await.unwrap();
     s.stop().await;
 }
+
+/// A launch that names a store relays only to a kernel keeping its state there: one
+/// naming another database is answered with the mismatch (and no password) instead
+/// of reaching a team it did not ask for.
+#[tokio::test]
+async fn a_launch_naming_another_store_is_refused_not_relayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(dir.path())
+        .arg("--store")
+        .arg("postgres://aw:hunter2@127.0.0.1:1/another_team")
+        .env_remove("AGENT_WORKER_FOREGROUND");
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use rmcp::service::ServiceExt;
+    let err = tokio::time::timeout(std::time::Duration::from_secs(10), ().serve(t))
+        .await
+        .expect("an answer, not a hang")
+        .expect_err("initialize fails");
+    let text = format!("{err:?}");
+    assert!(text.contains("keeps its state in"), "{text}");
+    assert!(text.contains("another_team"), "{text}");
+    assert!(
+        !text.contains("hunter2"),
+        "the password reached the client: {text}"
+    );
+    // The running kernel's own clients are untouched.
+    let lead = s.lead(Proto::Modern).await;
+    call(&lead, "agent_list", json!({})).await.ok();
+    s.stop().await;
+}
