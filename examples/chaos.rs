@@ -17,7 +17,8 @@
 //!
 //! The example is its own kernel (`__kernel`) and worker (`__worker`), so it needs
 //! nothing else built. Flags: `--cycles N` (50), `--senders N` (4), `--seed N`,
-//! `--data-dir DIR` (a temp dir).
+//! `--data-dir DIR` (a temp dir), `--store postgres://…` (an empty PostgreSQL
+//! database instead of SQLite in the data dir).
 
 mod common;
 
@@ -60,6 +61,7 @@ struct Args {
     senders: usize,
     seed: u64,
     data_dir: Option<PathBuf>,
+    store: Option<String>,
 }
 
 fn args() -> Args {
@@ -68,6 +70,7 @@ fn args() -> Args {
         senders: 4,
         seed: rand::random(),
         data_dir: None,
+        store: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(f) = it.next() {
@@ -77,6 +80,7 @@ fn args() -> Args {
             "--senders" => a.senders = v().parse().expect("--senders N"),
             "--seed" => a.seed = v().parse().expect("--seed N"),
             "--data-dir" => a.data_dir = Some(PathBuf::from(v())),
+            "--store" => a.store = Some(v()),
             other => panic!("unknown argument {other}; see the top of examples/chaos.rs"),
         }
     }
@@ -136,8 +140,9 @@ struct Kernel {
     token: String,
 }
 
-async fn start_kernel(dir: &Path) -> Kernel {
+async fn start_kernel(dir: &Path, store: Option<&str>) -> Kernel {
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .envs(store.map(|s| (agent_worker::config::STORE_ENV, s)))
         .arg(KERNEL_MODE)
         .args(["--http", "127.0.0.1:0", "--log", "warn", "--data-dir"])
         .arg(dir)
@@ -214,8 +219,12 @@ async fn chaos(a: Args) -> bool {
         &dir
     })
     .unwrap();
+    let store = match &a.store {
+        Some(url) => agent_worker::kernel::store::Location::Postgres(url.clone()).to_string(),
+        None => "SQLite in the data dir".into(),
+    };
     println!(
-        "chaos: {} cycles, {} senders, seed {}, data dir {}",
+        "chaos: {} cycles, {} senders, seed {}, data dir {}, store {store}",
         a.cycles,
         a.senders,
         a.seed,
@@ -224,7 +233,7 @@ async fn chaos(a: Args) -> bool {
     let mut rng = StdRng::seed_from_u64(a.seed);
     let tally = Arc::new(Mutex::new(Tally::default()));
     let begun = Instant::now();
-    let mut k = start_kernel(&dir).await;
+    let mut k = start_kernel(&dir, a.store.as_deref()).await;
     let lead = RawClient::new(&k.url, &k.token);
     lead.call(
         "agent_new",
@@ -268,7 +277,7 @@ async fn chaos(a: Args) -> bool {
         for s in senders {
             let _ = s.await;
         }
-        k = start_kernel(&dir).await;
+        k = start_kernel(&dir, a.store.as_deref()).await;
         let kernel_pid = k.child.id().unwrap_or(0);
         // The new kernel kills what the old one left before it serves.
         let left: Vec<_> = workers_in(&dir)
