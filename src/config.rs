@@ -216,7 +216,8 @@ fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
     if crate::kernel::store::postgres::is_url(s) {
         s.parse::<postgres::Config>().map_err(|e| {
             format!(
-                "--store {}: not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                "--store (or AGENT_WORKER_STORE) {}: not a PostgreSQL URL ({e}); write \
+                 postgres://USER:PASSWORD@HOST:PORT/DATABASE",
                 crate::kernel::store::postgres::redacted(s)
             )
         })?;
@@ -224,7 +225,8 @@ fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
     }
     // Not echoed: it may be a connection string with a password in it.
     Err(
-        "--store: use sqlite (the default) or a URL postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+        "--store (or AGENT_WORKER_STORE): use sqlite (the default) or a URL \
+         postgres://USER:PASSWORD@HOST:PORT/DATABASE"
             .into(),
     )
 }
@@ -291,6 +293,36 @@ mod tests {
     fn parse(v: &[&str]) -> Result<Launch, String> {
         parse_args(v.iter().map(|s| s.to_string()))
     }
+    /// `--store` takes sqlite or a PostgreSQL URL, and its errors never repeat a
+    /// password, whatever shape the value has.
+    #[test]
+    fn store_flag() {
+        let dir = Path::new("/tmp/d");
+        let Ok(Launch::Serve(o)) = parse(&["--store", "sqlite"]) else {
+            panic!()
+        };
+        assert_eq!(
+            store(&o, dir).unwrap(),
+            Location::Sqlite(dir.join(crate::kernel::DB_FILE))
+        );
+        let url = "postgres://aw:s3cret@127.0.0.1:5432/team";
+        let Ok(Launch::Serve(o)) = parse(&["--store", url]) else {
+            panic!()
+        };
+        let at = store(&o, dir).unwrap();
+        assert_eq!(at, Location::Postgres(url.into()));
+        assert!(!format!("{at} {at:?}").contains("s3cret"), "{at}");
+        for bad in [
+            "mysql://aw:s3cret@h/db",
+            "host=h password=s3cret",
+            "postgres://aw:s3cret@h:notaport/db",
+        ] {
+            let err = parse(&["--store", bad]).unwrap_err();
+            assert!(err.contains("--store"), "{err}");
+            assert!(!err.contains("s3cret"), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn flags() {
         let Ok(Launch::Serve(o)) = parse(&["--http", "127.0.0.1:0", "--data-dir=/tmp/x"]) else {

@@ -97,8 +97,15 @@ pub(super) fn connect(url: &str, application: &str) -> Result<Connection> {
         .tcp_user_timeout(Duration::from_secs(30))
         .application_name(application);
     let client = config.connect(postgres::NoTls).map_err(|e| {
+        // The client's own words are "error connecting to server"; the why is below.
+        let mut why = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            why = format!("{why}: {c}");
+            cause = c.source();
+        }
         Error::internal(format!(
-            "cannot connect to PostgreSQL at {}: {e}",
+            "cannot connect to PostgreSQL at {}: {why}",
             redacted(url)
         ))
     })?;
