@@ -13,16 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A stdio client of the default launch (no --foreground).
 async fn launch(dir: &Path, idle_exit: &str) -> Client {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("--data-dir")
-        .arg(dir)
-        .arg("--idle-exit")
-        .arg(idle_exit)
-        .env_remove("AGENT_WORKER_FOREGROUND");
-    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn the stdio launch");
+    let t = stdio_launch(dir, &["--idle-exit", idle_exit]);
     ().serve(t).await.expect("initialize through the relay")
 }
 

@@ -119,12 +119,7 @@ async fn a_bridge_without_a_credential_answers_initialize_with_the_fix() {
         format!("{{\"pid\": 1, \"url\": \"{}\"}}", s.url),
     )
     .unwrap();
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("--data-dir").arg(dir.path());
-    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let t = stdio_launch(dir.path(), &[]);
     let started = std::time::Instant::now();
     use rmcp::service::ServiceExt;
     let err = tokio::time::timeout(std::time::Duration::from_secs(10), ().serve(t))
@@ -159,16 +154,10 @@ async fn a_bridged_client_survives_its_session_expiring() {
 async fn a_launch_naming_another_store_is_refused_not_relayed() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("--data-dir")
-        .arg(dir.path())
-        .arg("--store")
-        .arg("postgres://aw:hunter2@127.0.0.1:1/another_team")
-        .env_remove("AGENT_WORKER_FOREGROUND");
-    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let t = stdio_launch(
+        dir.path(),
+        &["--store", "postgres://aw:hunter2@127.0.0.1:1/another_team"],
+    );
     use rmcp::service::ServiceExt;
     let err = tokio::time::timeout(std::time::Duration::from_secs(10), ().serve(t))
         .await

@@ -283,16 +283,7 @@ async fn the_lead_hears_what_it_should_notice() {
 #[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
 async fn updates_reach_a_client_through_the_stdio_relay() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("--data-dir")
-        .arg(dir.path())
-        .arg("--idle-exit")
-        .arg("1s")
-        .env_remove("AGENT_WORKER_FOREGROUND");
-    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let t = stdio_launch(dir.path(), &["--idle-exit", "1s"]);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let client = Watcher(tx)
         .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)

@@ -208,6 +208,22 @@ pub async fn http_client(url: &str, token: &str, p: Proto) -> Client {
         .expect("connect over HTTP")
 }
 
+/// The transport of a default stdio launch (relayed to the data dir's kernel, not in
+/// the foreground) with extra launch flags, for a test that connects or expects the
+/// connection to be refused.
+pub fn stdio_launch(data_dir: &Path, args: &[&str]) -> TokioChildProcess {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("AGENT_WORKER_FOREGROUND");
+    let (t, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the stdio launch");
+    t
+}
+
 /// A lead session over stdio: the binary spawned as a child process.
 pub async fn stdio_client(data_dir: &Path, p: Proto) -> Client {
     let mut cmd = tokio::process::Command::new(BIN);

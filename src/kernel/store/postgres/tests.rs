@@ -37,6 +37,17 @@ fn open(url: &str) -> Store {
     Store::open_at(&Location::Postgres(url.to_owned())).expect("open the store on PostgreSQL")
 }
 
+/// A store on a fresh database with one table made by `ddl`, and the database's URL.
+async fn store_with(ddl: &'static str) -> Option<(String, Store)> {
+    let url = fresh_database()?;
+    let store = open(&url);
+    store
+        .write(move |c| Ok(c.execute_batch(ddl)?))
+        .await
+        .expect("create the test's table");
+    Some((url, store))
+}
+
 /// Values go in and come out as SQLite would give them, whatever PostgreSQL's
 /// types: integers as BIGINT, INTEGER and boolean, text, bytes, NULL.
 #[tokio::test]
@@ -135,12 +146,9 @@ async fn missing_rows_and_values_that_do_not_fit() {
 /// transaction on an error unless the savepoint is rolled back).
 #[tokio::test]
 async fn a_failing_job_rolls_back_alone() {
-    let Some(url) = fresh_database() else { return };
-    let store = open(&url);
-    store
-        .write(|c| Ok(c.execute_batch("CREATE TABLE j (k TEXT PRIMARY KEY)")?))
-        .await
-        .unwrap();
+    let Some((_, store)) = store_with("CREATE TABLE j (k TEXT PRIMARY KEY)").await else {
+        return;
+    };
     let jobs = (0..20).map(|i| {
         let store = store.clone();
         async move {
@@ -219,12 +227,9 @@ async fn one_kernel_per_database() {
 /// costs nothing: the next write and each reader's next read connect again.
 #[tokio::test]
 async fn dropped_connections_are_opened_again() {
-    let Some(url) = fresh_database() else { return };
-    let store = open(&url);
-    store
-        .write(|c| Ok(c.execute_batch("CREATE TABLE r (v BIGINT)")?))
-        .await
-        .unwrap();
+    let Some((url, store)) = store_with("CREATE TABLE r (v BIGINT)").await else {
+        return;
+    };
     store
         .read(|c| Ok(c.query_row("SELECT count(*) FROM r", (), |r| r.get::<i64>(0))?))
         .await
