@@ -94,8 +94,9 @@ impl Kernel {
         })
     }
 
-    /// The run that will answer: the one in progress (it, or the one it remembers to
-    /// start next, reads the question), else one that already did, else a new one.
+    /// The run that will answer: the one in progress (if it started before the
+    /// question, one more is remembered to follow it and read it), else one that
+    /// already read it, else a new one.
     ///
     /// Why look before starting: the question's delivery wakes the agent by itself,
     /// and a quick run can read it and end before this runs; a run started now would
@@ -105,7 +106,7 @@ impl Kernel {
         agent: &AgentRecord,
         message_id: &str,
     ) -> Result<RunHandle> {
-        if let Some(h) = self.remember_wake(agent.id, "ask", None) {
+        if let Some(h) = self.remember_wake_before(agent.id, "ask", message_id) {
             return Ok(h);
         }
         if let Some(done) = self.serving_run_of(agent, message_id).await? {
@@ -114,7 +115,14 @@ impl Kernel {
                 .filter(|h| h.run_id == done)
                 .unwrap_or_else(|| RunHandle::ended(done)));
         }
-        self.wake(agent.id, "ask").await
+        match self.start_run(agent.id, "ask", None).await {
+            Ok(h) => Ok(h),
+            // The scheduler, woken by the question's delivery, claimed the agent
+            // between the look and the claim: that run reads the question.
+            Err(e) => self
+                .remember_wake_before(agent.id, "ask", message_id)
+                .ok_or(e),
+        }
     }
 
     /// The run that answers the question, once there is one: the run that read it

@@ -200,20 +200,6 @@ impl Kernel {
         self.workers.handle(agent_id)
     }
 
-    /// Wakes an agent: starts a run now, or, if one is in progress, remembers to run
-    /// once more when it ends (so a message that arrived mid-run is never missed).
-    /// Returns the run in progress (a new one, or the one the wake waits behind).
-    pub async fn wake(self: &Arc<Self>, agent_id: i64, trigger: &str) -> Result<RunHandle> {
-        if let Some(h) = self.remember_wake(agent_id, trigger, None) {
-            return Ok(h);
-        }
-        match self.start_run(agent_id, trigger, None).await {
-            Ok(h) => Ok(h),
-            // The scheduler started it between the check and the claim.
-            Err(e) => self.remember_wake(agent_id, trigger, None).ok_or(e),
-        }
-    }
-
     /// If the agent is running, remembers a wake for when the run ends and returns
     /// the run. A remembered prompt (a schedule's) is kept over a prompt-less wake.
     pub(crate) fn remember_wake(
@@ -228,6 +214,28 @@ impl Kernel {
             (Some(w), Some(p)) if w.1.is_none() => *w = (trigger.to_owned(), Some(p.to_owned())),
             (Some(_), _) => {}
             (None, p) => a.wake_again = Some((trigger.to_owned(), p.map(str::to_owned))),
+        }
+        Some(a.handle())
+    }
+
+    /// Like [`Self::remember_wake`] for a message posted as `message_id`, except that a
+    /// run started after it is returned without remembering anything: that run reads
+    /// the message (its worker reads the inbox after the message was committed), so
+    /// one more run would read nothing, or read a failing message a second time.
+    ///
+    /// One lock for the look and the remembering, so a run claimed in between cannot
+    /// be mistaken for one that started before the message.
+    pub(crate) fn remember_wake_before(
+        &self,
+        agent_id: i64,
+        trigger: &str,
+        message_id: &str,
+    ) -> Option<RunHandle> {
+        let mut active = self.workers.active.lock().unwrap();
+        let a = active.get_mut(&agent_id)?;
+        // Run and message ids are both UUIDv7 from one clock: time-ordered.
+        if a.run_id.as_str() <= message_id && a.wake_again.is_none() {
+            a.wake_again = Some((trigger.to_owned(), None));
         }
         Some(a.handle())
     }
