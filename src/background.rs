@@ -106,6 +106,7 @@ impl Launcher {
             return Ok(None);
         };
         crate::config::check_store(&self.opts, &self.dir, v["store"].as_str())?;
+        crate::config::check_node(&self.opts, &self.dir, v["node"].as_str())?;
         let token = v["token"]
             .as_str()
             .map(str::to_owned)
@@ -133,6 +134,9 @@ impl Launcher {
         }
         if let Some(t) = &self.opts.token {
             cmd.arg("--token").arg(t);
+        }
+        if let Some(n) = &self.opts.node {
+            cmd.arg("--node").arg(n);
         }
         // By environment, not on the command line: a URL may carry a password.
         if let Some(s) = &self.opts.store {

@@ -7,6 +7,7 @@
 //!   --token TOKEN     admin token (default: AGENT_WORKER_TOKEN, else created in the data dir)
 //!   --store STORE     sqlite (default: a file in the data dir) or a postgres:// URL
 //!                     (default: AGENT_WORKER_STORE)
+//!   --node NAME       this kernel's node name (default: AGENT_WORKER_NODE, else the host name)
 //!   --log LEVEL       error, warn, info (default), debug, trace
 //! ```
 
@@ -25,6 +26,8 @@ pub struct Options {
     pub token: Option<String>,
     /// `--store`: `sqlite` or a PostgreSQL URL (else `AGENT_WORKER_STORE`).
     pub store: Option<String>,
+    /// `--node`: this kernel's node name (else `AGENT_WORKER_NODE`, else the host name).
+    pub node: Option<String>,
     pub log: Option<String>,
     /// How long a background kernel waits without clients, with nothing owed,
     /// before it stops (None: never). Default 10 minutes.
@@ -49,6 +52,9 @@ pub const BACKGROUND_KERNEL: &str = "--background-kernel";
 /// of the machine.
 pub const STORE_ENV: &str = "AGENT_WORKER_STORE";
 
+/// The environment variable that names the node when `--node` does not.
+pub const NODE_ENV: &str = "AGENT_WORKER_NODE";
+
 /// The default of `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -67,6 +73,8 @@ options:
   --store STORE    where the kernel's state lives: sqlite (default, a file in the data dir)
                    or postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: env
                    AGENT_WORKER_STORE, the better place for a password)
+  --node NAME      this kernel's name among the nodes that share a store; it runs the agents
+                   leased to it (default: env AGENT_WORKER_NODE, else the host name)
   --log LEVEL      error | warn | info | debug | trace (default info); logs go to stderr and
                    DATA_DIR/logs/agent-worker.log
   --idle-exit D    stdio: the background kernel stops after D without clients once nothing is
@@ -129,6 +137,12 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
                 store_location(&v, Path::new("."))?;
                 o.store = Some(v);
             }
+            "--node" => {
+                let v = value("--node")?;
+                crate::kernel::runtime::nodes::validate_name(&v)
+                    .map_err(|e| format!("--node: {e}"))?;
+                o.node = Some(v);
+            }
             "--log" => {
                 let v = value("--log")?;
                 if !["error", "warn", "info", "debug", "trace"].contains(&v.as_str()) {
@@ -186,6 +200,41 @@ pub fn store(o: &Options, data_dir: &Path) -> Result<Location, String> {
     }) {
         Some(s) => store_location(&s, data_dir),
         None => Ok(Location::Sqlite(data_dir.join(crate::kernel::DB_FILE))),
+    }
+}
+
+/// `--node`, else `AGENT_WORKER_NODE`, else the host name.
+pub fn node(o: &Options) -> Result<String, String> {
+    match o.node.clone().or_else(|| {
+        std::env::var(NODE_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    }) {
+        Some(n) => {
+            let n = n.trim().to_owned();
+            crate::kernel::runtime::nodes::validate_name(&n)
+                .map_err(|e| format!("--node (or {NODE_ENV}): {e}"))?;
+            Ok(n)
+        }
+        None => Ok(crate::kernel::runtime::nodes::default_name()),
+    }
+}
+
+/// A launch that names a node relays only to a kernel of that name (`running`:
+/// the node the running kernel wrote in `kernel.json`).
+pub fn check_node(o: &Options, data_dir: &Path, running: Option<&str>) -> Result<(), String> {
+    let asked = o.node.is_some() || std::env::var(NODE_ENV).is_ok_and(|s| !s.trim().is_empty());
+    if !asked {
+        return Ok(());
+    }
+    let wanted = node(o)?;
+    match running {
+        Some(r) if r != wanted => Err(format!(
+            "the kernel running on {} is node {r}, not {wanted}: stop it first, or give this \
+             launch another --data-dir",
+            data_dir.display()
+        )),
+        _ => Ok(()),
     }
 }
 

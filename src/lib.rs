@@ -68,8 +68,9 @@
 //!                  bounded batches), schedules.rs, backends.rs
 //!                  readiness, requests.rs a run's tool request (profile, then
 //!                  contracts), approvals.rs waiting, deadlines, approval_decide,
-//!                  spending.rs spend before a run and run_end contracts;
-//!                  tells workflows through events
+//!                  spending.rs spend before a run and run_end contracts,
+//!                  nodes.rs the kernels of a store (name, heartbeat, which agents
+//!                  each runs); tells workflows through events
 //!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out

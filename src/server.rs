@@ -46,6 +46,8 @@ pub struct RunningKernel {
     pub token: Option<String>,
     /// Where it keeps its state, as its logs show it.
     pub store: Option<String>,
+    /// Its node name.
+    pub node: Option<String>,
 }
 
 fn running_kernel(dir: &Path) -> anyhow::Result<RunningKernel> {
@@ -67,6 +69,7 @@ fn running_kernel(dir: &Path) -> anyhow::Result<RunningKernel> {
         url,
         token: v["token"].as_str().map(str::to_owned),
         store: v["store"].as_str().map(str::to_owned),
+        node: v["node"].as_str().map(str::to_owned),
     })
 }
 
@@ -112,16 +115,19 @@ fn write_kernel_json(
     url: &str,
     token: &str,
     store: &crate::kernel::store::Location,
+    node: &str,
 ) -> anyhow::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(KERNEL_JSON);
-    // The store as shown in logs (no password): a launch that names a store checks it.
+    // The store as shown in logs (no password), and the node: a launch that names
+    // either checks it.
     let body = serde_json::json!({
         "pid": std::process::id(),
         "url": url,
         "token": token,
         "store": store.to_string(),
+        "node": node,
     });
     let tmp = dir.join(format!("{KERNEL_JSON}.tmp"));
     let _ = std::fs::remove_file(&tmp);
@@ -177,6 +183,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         // to the client's first request, so it never waits for a reply that won't come.
         let target = running_kernel(&dir).and_then(|k| {
             config::check_store(&opts, &dir, k.store.as_deref()).map_err(|e| anyhow!(e))?;
+            config::check_node(&opts, &dir, k.node.as_deref()).map_err(|e| anyhow!(e))?;
             let token = k
                 .token
                 .or_else(|| config::existing_admin_token(&opts, &dir))
@@ -195,7 +202,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
-    let kernel = Kernel::open_at(&dir, admin, &store).await?;
+    let node = config::node(&opts).map_err(|e| anyhow!(e))?;
+    let kernel = Kernel::open_at(&dir, admin, &store, &node).await?;
     let tools = Tools::new();
     let ct = CancellationToken::new();
 
@@ -210,13 +218,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // Workers need the URL, so what the store says is owed (schedules, pending
     // deliveries, workflow runs in progress) is served only from here.
     kernel.start().await.context("cannot start the scheduler")?;
-    let kernel_json = write_kernel_json(&dir, &url, kernel.local_token(), &store)?;
+    let kernel_json = write_kernel_json(&dir, &url, kernel.local_token(), &store, &node)?;
     eprintln!(
         "agent-worker {} serving MCP at {url} (data dir {})",
         env!("CARGO_PKG_VERSION"),
         dir.display()
     );
-    tracing::info!(%url, data_dir = %dir.display(), %store, stdio, "kernel started");
+    tracing::info!(%url, data_dir = %dir.display(), %store, node, stdio, "kernel started");
     // The start's temporaries (migrations, recovery, tool schemas) were freed on this
     // thread, which from here on only waits: give their pages back now.
     crate::memory::collect_thread();

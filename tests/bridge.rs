@@ -175,3 +175,32 @@ async fn a_launch_naming_another_store_is_refused_not_relayed() {
     call(&lead, "agent_list", json!({})).await.ok();
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_launch_naming_another_node_is_refused_not_relayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(dir.path(), &["--node", "alpha"], &[]).await;
+    use rmcp::service::ServiceExt;
+    let t = stdio_launch(dir.path(), &["--node", "beta"]);
+    let err = tokio::time::timeout(std::time::Duration::from_secs(10), ().serve(t))
+        .await
+        .expect("an answer, not a hang")
+        .expect_err("initialize fails");
+    let text = format!("{err:?}");
+    assert!(text.contains("is node alpha, not beta"), "{text}");
+    // Naming the running node relays as usual.
+    let c = ().serve(stdio_launch(dir.path(), &["--node", "alpha"])).await.unwrap();
+    let r = c
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "agent-worker://nodes",
+        ))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &r.contents[0] else {
+        panic!("not text: {r:?}");
+    };
+    assert!(text.contains("\"this\": \"alpha\""), "{text}");
+    c.cancel().await.ok();
+    s.stop().await;
+}

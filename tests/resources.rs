@@ -83,6 +83,7 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
         "agent-worker://workflows/team/main/agents/alice/inbox",
         "agent-worker://workflows/other/main/channel",
         "agent-worker://backends",
+        "agent-worker://nodes",
     ] {
         assert!(listed.iter().any(|l| l == u), "{u} not listed: {listed:?}");
     }
@@ -144,6 +145,7 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
         listed.iter().all(|u| !u.contains("/other/")
             && !u.contains("/bob")
             && !u.contains("backends")
+            && !u.contains("nodes")
             && !u.contains("/echo")),
         "{listed:?}"
     );
@@ -163,6 +165,7 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
         "agent-worker://workflows/team/main/agents/bob/inbox",
         "agent-worker://workflows/team/main/agents/bob",
         "agent-worker://backends",
+        "agent-worker://nodes",
         &format!("agent-worker://runs/{run_id}"),
         "agent-worker://workflows/nope/main/status",
         "https://example.com/",

@@ -71,6 +71,9 @@ pub struct Kernel {
     pub events: Events,
     pub(crate) tokens: registry::tokens::Tokens,
     data_dir: PathBuf,
+    /// This kernel's node name (see [`runtime::nodes`]): the agents it runs are
+    /// leased to it.
+    node: String,
     /// The loopback MCP endpoint, once the HTTP listener is bound.
     url: OnceLock<String>,
     /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
@@ -106,16 +109,25 @@ impl Kernel {
     /// that were read but not acked go back to pending, so nothing is lost.
     pub async fn open(data_dir: &Path, admin_token: String) -> Result<Arc<Self>> {
         let store = store::Location::Sqlite(data_dir.join(DB_FILE));
-        Self::open_at(data_dir, admin_token, &store).await
+        Self::open_at(
+            data_dir,
+            admin_token,
+            &store,
+            &runtime::nodes::default_name(),
+        )
+        .await
     }
 
-    /// [`Kernel::open`] with the state at `store` (SQLite or PostgreSQL); the data dir
-    /// still holds the logs, document folders and workers' scratch space.
+    /// [`Kernel::open`] with the state at `store` (SQLite or PostgreSQL), as node
+    /// `node`; the data dir still holds the logs, document folders and workers'
+    /// scratch space.
     pub async fn open_at(
         data_dir: &Path,
         admin_token: String,
         store: &store::Location,
+        node: &str,
     ) -> Result<Arc<Self>> {
+        runtime::nodes::validate_name(node).map_err(Error::invalid)?;
         std::fs::create_dir_all(data_dir).map_err(|e| {
             Error::internal(format!(
                 "cannot create data dir {}: {e}",
@@ -131,6 +143,7 @@ impl Kernel {
             store,
             events: Events::default(),
             data_dir: data_dir.to_owned(),
+            node: node.to_owned(),
             url: OnceLock::new(),
             workflow_ids: Mutex::new(HashMap::new()),
             proposal_wake: Arc::default(),
@@ -144,6 +157,14 @@ impl Kernel {
             approval_waits: Mutex::new(HashMap::new()),
         });
         kernel.reload_contracts().await?;
+        let me = node.to_owned();
+        let moved = kernel
+            .store
+            .write(move |c| runtime::nodes::register_and_take_over(c, &me))
+            .await?;
+        if moved > 0 {
+            tracing::info!(moved, node, "agents of other nodes are run by this one now");
+        }
         let lost = kernel.recover_runs().await?;
         if lost > 0 {
             tracing::warn!(
@@ -167,6 +188,7 @@ impl Kernel {
     /// URL): the scheduler, which serves what the store says is owed, and the
     /// workflows room's watch on it.
     pub async fn start(self: &Arc<Self>) -> Result<()> {
+        self.start_heartbeat().await?;
         self.start_workflow_watch();
         self.start_scheduler().await
     }

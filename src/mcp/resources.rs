@@ -11,6 +11,7 @@
 //! | `agent-worker://resources/{id}` | a content-addressed resource (resource_create) | everyone |
 //! | `agent-worker://backends` | backend_list (JSON) | the lead |
 //! | `agent-worker://contracts` | contract_list and approval_list together (JSON) | the lead |
+//! | `agent-worker://nodes` | the nodes (kernels) of this store: alive, agents, runs (JSON) | the lead |
 //!
 //! What a caller may not see reads as unknown, like what does not exist: an agent
 //! cannot probe for other instances.
@@ -190,6 +191,12 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
             "The contracts in force (each as a sentence), the built-in guards, the latest decisions and the approvals.",
             JSON,
         ));
+        out.push(resource(
+            nodes_uri(),
+            "nodes".into(),
+            "The nodes (kernels) keeping their state in this store: which one answers, alive or not, agents leased to each, runs in progress.",
+            JSON,
+        ));
     }
     out.truncate(MAX_LISTED);
     Ok(out)
@@ -202,7 +209,7 @@ pub async fn authorize(kernel: &Kernel, caller: &Caller, uri: &str) -> Result<()
     let rest = uri.strip_prefix(SCHEME).ok_or_else(unknown)?;
     let parts: Vec<&str> = rest.splitn(6, '/').collect();
     match parts.as_slice() {
-        ["backends"] | ["contracts"] | ["runs", _] if caller.is_lead() => Ok(()),
+        ["backends"] | ["contracts"] | ["nodes"] | ["runs", _] if caller.is_lead() => Ok(()),
         ["resources", _] => Ok(()),
         ["workflows", name, tag, what @ ..] => {
             kernel
@@ -252,6 +259,9 @@ pub fn run_uri(id: &str) -> String {
 pub fn contracts_uri() -> String {
     format!("{SCHEME}contracts")
 }
+pub fn nodes_uri() -> String {
+    format!("{SCHEME}nodes")
+}
 
 /// Reads one resource as the caller.
 pub async fn read(
@@ -284,6 +294,13 @@ pub async fn read(
                 "built_in": list.built_in,
                 "decisions": list.decisions,
                 "approvals": approvals,
+            })))
+        }
+        ["nodes"] if caller.is_lead() => {
+            let nodes = kernel.node_list().await.map_err(internal)?;
+            json(serde_json::to_string_pretty(&serde_json::json!({
+                "this": kernel.node(),
+                "nodes": nodes,
             })))
         }
         ["runs", id] if caller.is_lead() => {

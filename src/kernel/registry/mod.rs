@@ -94,10 +94,14 @@ pub struct AgentView {
     /// Its own MCP servers (env and header values are not shown).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, crate::worker::protocol::McpServerView>,
+    /// The node (kernel) that runs it; absent for an agent without a worker (the
+    /// lead's `agent-worker://nodes` resource lists the nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub created_at: String,
 }
 
-const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at";
+const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at, a.node";
 
 fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
     let name: String = r.get(1)?;
@@ -130,6 +134,7 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
             resume_at: r.get::<Option<i64>>(13)?.map(fmt_ms),
             budget: config.budget,
             created_at: fmt_ms(r.get(10)?),
+            node: r.get(14)?,
             mock: config.mock,
             max_steps: config.max_steps.unwrap_or(config::DEFAULT_MAX_STEPS),
             permissions: (&config.permissions).into(),
@@ -264,12 +269,14 @@ pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Re
         .map_err(Error::invalid)
 }
 
-/// Registers an agent inside a write transaction (its instance created if new).
-/// Returns the instance id, the agent's id and its view.
+/// Registers an agent inside a write transaction (its instance created if new),
+/// leased to `node` (None for an agent without a worker). Returns the instance id,
+/// the agent's id and its view.
 pub(crate) fn insert_agent_tx(
     c: &Connection,
     a: &NewAgent,
     wf: &WorkflowRef,
+    node: Option<&str>,
 ) -> Result<(i64, i64, AgentView)> {
     let wid = workflow_id_tx(c, wf, true)?.expect("created");
     let existing: Option<String> = c
@@ -287,9 +294,9 @@ pub(crate) fn insert_agent_tx(
     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
     let id: i64 = c.query_row(
-        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
-        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms()],
+        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms(), node],
         |r| r.get(0),
     )?;
     let (_, view) = c.query_row(

@@ -78,10 +78,12 @@ impl Kernel {
             Some(w) if !w.trim().is_empty() => WorkflowRef::parse(w)?,
             _ => WorkflowRef::global(),
         };
+        // Placement: the one kernel on the store runs every agent with a worker.
+        let node = (!crate::kernel::registry::has_no_worker(&a.backend)).then(|| self.node.clone());
         let (workflow_id, id, view, next) = self
             .store
             .write(move |c| {
-                let (wid, id, view) = insert_agent_tx(c, &a, &wf)?;
+                let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref())?;
                 let next = match &a.schedule {
                     Some((t, prompt)) => Some(schedules::set_tx(c, id, t, prompt.as_deref())?),
                     None => None,

@@ -1,7 +1,7 @@
 //! The runtime: agents as things that run. Their lifecycle (create, change,
 //! delete, what they did), the process manager and its run records, the
 //! scheduler that decides when they run, their schedules and guards, agent_ask,
-//! and backend readiness.
+//! backend readiness, and the nodes that run them.
 //!
 //! It sits on messaging and the registry (below); workflows sit above it and hear
 //! from it through events (a workflow run that went quiet, an agent that failed).
@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod ask;
 pub mod backends;
 pub mod idle;
+pub mod nodes;
 pub mod requests;
 pub mod runs;
 pub mod scheduler;

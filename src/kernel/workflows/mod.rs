@@ -55,6 +55,9 @@ pub struct AgentSummary {
     /// Its schedule's next fire, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_wake: Option<String>,
+    /// The node that runs it (absent for an agent without a worker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -153,7 +156,8 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 (SELECT count(*) FROM runs r WHERE r.agent_id = a.id AND r.status IN ('failed', 'lost')),
                 (SELECT CAST(coalesce(sum(input_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT CAST(coalesce(sum(output_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
-                (SELECT sum(cost_usd) FROM runs r WHERE r.agent_id = a.id)
+                (SELECT sum(cost_usd) FROM runs r WHERE r.agent_id = a.id),
+                a.node
          FROM agents a LEFT JOIN schedules s ON s.agent_id = a.id
          WHERE a.workflow_id = ?1 ORDER BY a.id",
     )?;
@@ -170,6 +174,7 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 runs: r.get(9)?,
                 failed_runs: r.get(10)?,
                 pending: 0,
+                node: r.get(14)?,
                 usage: Usage {
                     input_tokens: r.get::<i64>(11)? as u64,
                     output_tokens: r.get::<i64>(12)? as u64,

@@ -11,7 +11,7 @@ use crate::kernel::Kernel;
 use crate::kernel::context::documents::settings::ContextChange;
 use crate::kernel::messaging::Outgoing;
 use crate::kernel::registry::config::AgentConfig;
-use crate::kernel::registry::workflow_id_tx;
+use crate::kernel::registry::{has_no_worker, workflow_id_tx};
 use crate::kernel::store::sql;
 use crate::kernel::store::sql::OptionalExtension;
 use crate::kernel::{Caller, clock::now_ms, runtime::schedules};
@@ -159,6 +159,8 @@ impl Kernel {
             .map(|a| a.name.clone())
             .collect();
         let contracts = wf.contracts.clone();
+        // Placement: the one kernel on the store runs every agent with a worker.
+        let node = self.node().to_owned();
         let (wid, armed) = self
             .store
             .write(move |c| {
@@ -179,8 +181,8 @@ impl Kernel {
                     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
                     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
                     c.execute(
-                        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                          ON CONFLICT (workflow_id, name) DO UPDATE SET
                            -- a conversation belongs to one CLI in one folder
                            session_id = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
@@ -191,8 +193,10 @@ impl Kernel {
                                         THEN agents.session_usage END,
                            backend = excluded.backend,
                            model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
-                           config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0",
-                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now],
+                           config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
+                           node = excluded.node",
+                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now,
+                                     (!has_no_worker(&a.backend)).then_some(node.as_str())],
                     )?;
                     let id: i64 = c.query_row(
                         "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",

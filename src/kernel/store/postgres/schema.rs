@@ -19,7 +19,8 @@
 //! - SQLite's `instr` and `group_concat`, which the kernel's queries use, are made
 //!   here (PostgreSQL's own are `strpos` and `string_agg`, which SQLite lacks).
 //!
-//! A later change to the schema adds a migration to both lists.
+//! A later change to the schema adds a migration to both lists (PostgreSQL's 2 is
+//! SQLite's 14, and so on).
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -299,5 +300,17 @@ END;
 $$;
 CREATE TRIGGER agents_broadcast_mark AFTER INSERT ON agents
     FOR EACH ROW EXECUTE FUNCTION agents_broadcast_mark();
+"#,
+    // 2: SQLite's migration 14, nodes.
+    r#"
+CREATE TABLE nodes (
+    name         TEXT COLLATE "C" PRIMARY KEY,
+    url          TEXT,
+    pid          BIGINT NOT NULL,
+    started_at   BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL
+);
+ALTER TABLE agents ADD COLUMN node TEXT COLLATE "C";
+CREATE INDEX agents_by_node ON agents (node);
 "#,
 ];
