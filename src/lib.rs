@@ -41,7 +41,8 @@
 //!                  engine (a WAL file in the data dir), checkpoint.rs its WAL
 //!                  checkpoints on their own thread, schema.rs its numbered
 //!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
-//!                  the write and one-kernel locks, schema.rs its migrations)
+//!                  the write and node locks, schema.rs its migrations, bus.rs
+//!                  LISTEN/NOTIFY between the kernels of a database)
 //!   registry/      workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, guards.rs budgets,
 //!                  tokens.rs admin and agent tokens (hash only), authentication
@@ -69,8 +70,9 @@
 //!                  readiness, requests.rs a run's tool request (profile, then
 //!                  contracts), approvals.rs waiting, deadlines, approval_decide,
 //!                  spending.rs spend before a run and run_end contracts,
-//!                  nodes.rs the kernels of a store (name, heartbeat, which agents
-//!                  each runs); tells workflows through events
+//!                  nodes/ the kernels of a store (name, heartbeat, placement,
+//!                  takeover; bus.rs their events to each other); tells workflows
+//!                  through events
 //!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
@@ -112,8 +114,12 @@
 //!   workflows only through events.
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
-//!   On PostgreSQL every write transaction takes the database's write lock first, and
-//!   the writer's connection holds its kernel lock: one kernel per database.
+//!   On PostgreSQL every write transaction takes the database's write lock first, so
+//!   the writes of every kernel (node) on it are in one order; the writer's
+//!   connection holds its node's lock: one kernel per node name.
+//! - An agent with a worker is leased to one node, and only that node starts its
+//!   runs (the scheduler's reads and `start_run` check); a lease moves only in a write
+//!   transaction that finds its node's heartbeat older than the lease.
 //! - The kernel's SQL is written once, in what SQLite and PostgreSQL both accept
 //!   (`ON CONFLICT`, `RETURNING`, `IS NOT DISTINCT FROM`, `CAST(sum(..) AS BIGINT)`);
 //!   the two functions it borrows from SQLite (`instr`, `group_concat`) are defined

@@ -155,3 +155,231 @@ async fn a_bad_node_name_is_refused_at_launch() {
         "nothing was written"
     );
 }
+
+const RELAY: &str = r#"
+name: relay
+agents:
+  a1:
+    backend: mock
+    mock:
+      - when: "start"
+        sleep: "2s"
+        send: "@a2 step one"
+  a2:
+    backend: mock
+    mock:
+      - when: "step one"
+        sleep: "1s"
+        send: "@a3 step two"
+  a3:
+    backend: mock
+    mock:
+      - when: "step two"
+        send: "@user relay finished"
+kickoff: "@a1 start"
+"#;
+
+async fn node_of(lead: &Client, target: &str) -> String {
+    info(lead, target).await["agent"]["node"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Three kernels (three data dirs) on one PostgreSQL database: an agent on node b
+/// answers a question asked through node a; a kill -9 of b moves its agents to a or
+/// c within the lease, the workflow b was running completes there with each of its
+/// messages once, every send acknowledged by a or c reaches its inbox exactly once,
+/// and a token minted on one node works on another.
+#[tokio::test]
+async fn three_nodes_share_a_postgresql_database() {
+    if store::cluster().is_none() {
+        return;
+    }
+    let dirs = [
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    ];
+    let url = store::database(&format!("three-nodes {}", dirs[0].path().display()));
+    let lease = [("AGENT_WORKER_NODE_LEASE", "2s")];
+    let start = |i: usize, name: &'static str| {
+        let url = url.clone();
+        let dir = dirs[i].path().to_owned();
+        async move { HttpServer::start_with(&dir, &["--node", name, "--store", &url], &lease).await }
+    };
+    let a = start(0, "a").await;
+    let b = start(1, "b").await;
+    let c = start(2, "c").await;
+    let (la, lb, lc) = (
+        a.lead(Proto::Modern).await,
+        b.lead(Proto::Modern).await,
+        c.lead(Proto::Legacy).await,
+    );
+    let n = nodes(&la).await;
+    assert_eq!(node_names(&n), ["a", "b", "c"], "{n}");
+    assert!(
+        n["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["alive"] == true),
+        "{n}"
+    );
+
+    // Placement: asked for, or the least loaded (a tie goes to the node asked).
+    let bob = call(
+        &la,
+        "agent_new",
+        json!({"name": "bob", "backend": "mock", "node": "b", "mock": [{"reply": "bob here"}]}),
+    )
+    .await
+    .ok();
+    assert_eq!(bob["agent"]["node"], "b", "{bob}");
+    let e = call(
+        &la,
+        "agent_new",
+        json!({"name": "x", "backend": "mock", "node": "nowhere"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("not a live node") && e.contains("a, b, c"),
+        "{e}"
+    );
+    new_mock(&lc, "carl", json!([{"reply": "carl here"}])).await;
+    assert_eq!(node_of(&la, "carl").await, "c", "c had none, b had one");
+    call(
+        &la,
+        "agent_new",
+        json!({"name": "sink", "backend": "external"}),
+    )
+    .await
+    .ok();
+
+    // A question through a, answered by b's worker (the delivery wakes it there).
+    let r = ask(&la, "bob", "hello from a", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "bob here", "{r}");
+    let on_b = info(&lb, "bob").await;
+    assert_eq!(on_b["runs"][0]["id"], r["run_id"], "{on_b}");
+
+    // A pause through a stops a run on c, and waits until it is recorded.
+    call(
+        &lc,
+        "agent_new",
+        json!({"name": "slow", "backend": "mock", "node": "c", "mock": [{"sleep": "30s", "reply": "late"}]}),
+    )
+    .await
+    .ok();
+    let r = ask(&la, "slow", "take your time", 1).await;
+    assert_eq!(r["status"], "running", "{r}");
+    let paused_at = std::time::Instant::now();
+    let p = call(&la, "agent_pause", json!({"target": "slow"}))
+        .await
+        .ok();
+    assert_eq!(p["agent"]["state"], "paused", "{p}");
+    assert!(paused_at.elapsed() < std::time::Duration::from_secs(5));
+    let slow = info(&lc, "slow").await;
+    assert_eq!(slow["runs"][0]["status"], "stopped", "{slow}");
+    assert!(slow.get("running").is_none(), "{slow}");
+
+    // b runs a workflow; it is killed while a1 sleeps in its first run.
+    let w = call(&lb, "workflow_run", json!({"yaml": RELAY})).await.ok();
+    assert_eq!(w["status"], "running", "{w}");
+    for x in ["a1@relay", "a2@relay", "a3@relay"] {
+        assert_eq!(node_of(&lb, x).await, "b", "{x}");
+    }
+    // A token minted through a, used on c.
+    let j = call(&la, "agent_join", json!({"target": "sink"}))
+        .await
+        .ok();
+    let sink = c.client(j["token"].as_str().unwrap(), Proto::Modern).await;
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        let text = format!("before {i}");
+        call(&la, "channel_send", json!({"message": text, "to": "sink"}))
+            .await
+            .ok();
+        acked.push(text);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let killed = std::time::Instant::now();
+    b.kill().await;
+    for i in 0..10 {
+        let text = format!("after {i}");
+        let lead = if i % 2 == 0 { &la } else { &lc };
+        call(lead, "channel_send", json!({"message": text, "to": "sink"}))
+            .await
+            .ok();
+        acked.push(text);
+    }
+
+    // Within the lease (2 s, and a beat to notice), b's agents run elsewhere.
+    let moved = loop {
+        let nodes: Vec<String> = futures::future::join_all(
+            ["bob", "a1@relay", "a2@relay", "a3@relay"].map(|t| node_of(&la, t)),
+        )
+        .await;
+        if nodes.iter().all(|n| n == "a" || n == "c") {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(15),
+            "b's agents were not taken over: {nodes:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(moved < std::time::Duration::from_secs(6), "took {moved:?}");
+    let n = nodes(&lc).await;
+    assert_eq!(
+        node_names(&n),
+        ["c", "a"],
+        "b left the list once taken over: {n}"
+    );
+
+    // The workflow completes on its new node, each message once.
+    let s = call(
+        &la,
+        "workflow_status",
+        json!({"workflow": "@relay:main", "wait_seconds": 40}),
+    )
+    .await
+    .ok();
+    assert_eq!(s["status"], "completed", "{s}");
+    let ch = call(
+        &lc,
+        "channel_read",
+        json!({"workflow": "@relay:main", "limit": 100}),
+    )
+    .await
+    .ok();
+    let texts = contents(&ch);
+    for m in ["@a2 step one", "@a3 step two", "@user relay finished"] {
+        assert_eq!(
+            texts.iter().filter(|t| t.as_str() == m).count(),
+            1,
+            "{m:?} once: {texts:?}"
+        );
+    }
+    let a1 = info(&la, "a1@relay").await;
+    let statuses: Vec<&str> = a1["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert!(statuses.contains(&"lost"), "a1's run on b was lost: {a1}");
+
+    // Every acknowledged send reached the sink once, read through c with a's token.
+    let inbox = call(&sink, "my_inbox", json!({"limit": 100})).await.ok();
+    let got = contents(&inbox);
+    for t in &acked {
+        assert_eq!(got.iter().filter(|g| *g == t).count(), 1, "{t:?}: {got:?}");
+    }
+    // bob answers on its new node.
+    let r = ask(&lc, "bob", "still there?", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    a.stop().await;
+    c.stop().await;
+}

@@ -28,7 +28,17 @@ pub async fn start_kernel(dir: &Path, admin: &str) -> (Arc<Kernel>, String) {
 /// [`start_kernel`] with its state at `store` (SQLite or PostgreSQL).
 pub async fn start_kernel_at(dir: &Path, admin: &str, store: &Location) -> (Arc<Kernel>, String) {
     let node = agent_worker::kernel::runtime::nodes::default_name();
-    let kernel = Kernel::open_at(dir, admin.to_owned(), store, &node)
+    start_node(dir, admin, store, &node).await
+}
+
+/// [`start_kernel_at`] as node `node` (several nodes may share a PostgreSQL store).
+pub async fn start_node(
+    dir: &Path,
+    admin: &str,
+    store: &Location,
+    node: &str,
+) -> (Arc<Kernel>, String) {
+    let kernel = Kernel::open_at(dir, admin.to_owned(), store, node)
         .await
         .expect("open kernel");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

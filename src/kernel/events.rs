@@ -5,9 +5,14 @@
 //! subscriber loses old events (`RecvError::Lagged`) and must re-read the store,
 //! which is always the truth.
 
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 
-#[derive(Debug, Clone)]
+/// Serialised (for the other kernels of a store: see `runtime::nodes::bus`) as
+/// `{"kind": ..., fields}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// A message was delivered to `recipients` in workflow `workflow_id`: one event
     /// per message, however many recipients (an `@all` to hundreds of agents is one
@@ -59,24 +64,46 @@ pub enum Event {
     /// An agent failed for good (its fourth failure in a row): its workflow run
     /// fails with this reason.
     AgentFailed { workflow_id: i64, reason: String },
+    /// The contracts changed (any of them): the set in force is read again.
+    ContractsChanged,
 }
+
+/// What publishing also hands an event to (the bus to other kernels).
+type Forward = Box<dyn Fn(&Event) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Events {
     tx: broadcast::Sender<Event>,
+    forward: Arc<OnceLock<Forward>>,
 }
 
 impl Default for Events {
     fn default() -> Self {
         Self {
             tx: broadcast::channel(4096).0,
+            forward: Arc::default(),
         }
     }
 }
 
 impl Events {
+    /// Publishes an event of this kernel: to its subscribers and, when the store
+    /// is shared, to the other kernels.
     pub fn publish(&self, e: Event) {
+        if let Some(f) = self.forward.get() {
+            f(&e);
+        }
         let _ = self.tx.send(e); // no subscriber is fine
+    }
+
+    /// Publishes an event another kernel sent: to this kernel's subscribers only.
+    pub fn publish_remote(&self, e: Event) {
+        let _ = self.tx.send(e);
+    }
+
+    /// Hands every event published from now on to `f` as well (set once).
+    pub fn forward_to(&self, f: Forward) {
+        let _ = self.forward.set(f);
     }
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.tx.subscribe()

@@ -93,6 +93,10 @@ pub struct Kernel {
     /// Tool requests waiting for an approval, by approval id (with the asking
     /// agent): woken when it is decided.
     pub(crate) approval_waits: Mutex<HashMap<i64, (i64, Arc<tokio::sync::Notify>)>>,
+    /// The bus to the other kernels of the store, once joined (PostgreSQL only).
+    pub(crate) bus: OnceLock<Arc<store::postgres::bus::Bus>>,
+    /// Set when the node leaves the store (a clean stop): no more heartbeats.
+    pub(crate) leaving: std::sync::atomic::AtomicBool,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -134,8 +138,8 @@ impl Kernel {
                 data_dir.display()
             ))
         })?;
-        let location = store.clone();
-        let store = tokio::task::spawn_blocking(move || Store::open_at(&location))
+        let (location, me) = (store.clone(), node.to_owned());
+        let store = tokio::task::spawn_blocking(move || Store::open_as(&location, &me))
             .await
             .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
         let kernel = Arc::new(Self {
@@ -155,15 +159,32 @@ impl Kernel {
             last_client: std::sync::atomic::AtomicI64::new(clock::now_ms()),
             contracts: Default::default(),
             approval_waits: Mutex::new(HashMap::new()),
+            bus: OnceLock::new(),
+            leaving: std::sync::atomic::AtomicBool::new(false),
         });
         kernel.reload_contracts().await?;
-        let me = node.to_owned();
-        let moved = kernel
+        // This node's agents, and those no live node holds (every other node's, on
+        // SQLite), are recovered below as after a restart.
+        let (me, exclusive) = (node.to_owned(), kernel.store.is_exclusive());
+        let taken = kernel
             .store
-            .write(move |c| runtime::nodes::register_and_take_over(c, &me))
+            .write(move |c| {
+                runtime::nodes::register_tx(c, &me)?;
+                let alive_since = if exclusive {
+                    i64::MAX
+                } else {
+                    clock::now_ms() - runtime::nodes::lease().as_millis() as i64
+                };
+                runtime::nodes::take_over_tx(c, &me, alive_since)
+            })
             .await?;
-        if moved > 0 {
-            tracing::info!(moved, node, "agents of other nodes are run by this one now");
+        if !taken.agents.is_empty() {
+            tracing::info!(
+                agents = taken.agents.len(),
+                lost_runs = taken.lost_runs,
+                node,
+                "agents of nodes that are gone are run by this one now"
+            );
         }
         let lost = kernel.recover_runs().await?;
         if lost > 0 {
@@ -188,6 +209,7 @@ impl Kernel {
     /// URL): the scheduler, which serves what the store says is owed, and the
     /// workflows room's watch on it.
     pub async fn start(self: &Arc<Self>) -> Result<()> {
+        self.start_bus()?;
         self.start_heartbeat().await?;
         self.start_workflow_watch();
         self.start_scheduler().await

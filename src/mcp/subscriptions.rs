@@ -296,7 +296,10 @@ async fn changed(
         | Event::DocumentChanged { workflow_id, .. }
         | Event::ApprovalAsked { workflow_id, .. }
         | Event::ApprovalClosed { workflow_id, .. } => *workflow_id,
-        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } | Event::Notice { .. } => {
+        Event::WorkflowQuiet { .. }
+        | Event::AgentFailed { .. }
+        | Event::Notice { .. }
+        | Event::ContractsChanged => {
             return None;
         }
     };
@@ -331,7 +334,10 @@ async fn changed(
         Event::DocumentChanged { file, created, .. } => {
             (vec![resources::document_uri(&w, file)], *created)
         }
-        Event::WorkflowQuiet { .. } | Event::AgentFailed { .. } | Event::Notice { .. } => {
+        Event::WorkflowQuiet { .. }
+        | Event::AgentFailed { .. }
+        | Event::Notice { .. }
+        | Event::ContractsChanged => {
             return None;
         }
     };

@@ -299,6 +299,15 @@ impl Kernel {
         Ok(())
     }
 
+    /// After a change to the contracts: reads them again, and tells the other
+    /// kernels of the store to do the same.
+    pub(crate) async fn contracts_changed(&self) -> Result<()> {
+        self.reload_contracts().await?;
+        self.events
+            .publish(crate::kernel::events::Event::ContractsChanged);
+        Ok(())
+    }
+
     /// contract_set: creates or replaces the lead's contract of this name.
     pub async fn contract_set(&self, spec: Value) -> Result<ContractView> {
         let c = contracts::parse(&spec).map_err(|e| Error::invalid(format!("contract.{e}")))?;
@@ -327,7 +336,7 @@ impl Kernel {
                 put_tx(tx, None, "lead", &spec2, &name)
             })
             .await?;
-        self.reload_contracts().await?;
+        self.contracts_changed().await?;
         Ok(ContractView {
             says: contracts::sentence(&c),
             name: c.name,
@@ -366,7 +375,7 @@ impl Kernel {
                 }
             )));
         }
-        self.reload_contracts().await
+        self.contracts_changed().await
     }
 
     /// contract_list: the contracts (all, or those in force in one instance), the

@@ -219,13 +219,17 @@ impl Kernel {
         .await
     }
 
-    /// Restart recovery: deliveries read but not acked become pending again.
+    /// Restart recovery: deliveries read but not acked become pending again, except
+    /// those of agents another node runs (their runs are that node's).
     pub(crate) async fn requeue_seen(&self) -> Result<usize> {
+        let node = self.node().to_owned();
         self.store
-            .write(|c| {
+            .write(move |c| {
                 Ok(c.execute(
-                    "UPDATE deliveries SET state = 'pending' WHERE state = 'seen'",
-                    (),
+                    "UPDATE deliveries SET state = 'pending' WHERE state = 'seen'
+                       AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = deliveries.workflow_id
+                                         AND a.name = deliveries.recipient AND a.node <> ?1)",
+                    [node],
                 )?)
             })
             .await

@@ -53,6 +53,8 @@ pub struct NewAgent {
     pub config: config::AgentConfig,
     /// A schedule to set with it, and its prompt.
     pub schedule: Option<(crate::schedule::Trigger, Option<String>)>,
+    /// The node to run it on (default: the least loaded live node).
+    pub node: Option<String>,
 }
 
 /// An agent as tools show it.

@@ -83,6 +83,17 @@ impl Tokens {
             .unwrap()
             .retain(|_, c| c.agent_id != agent_id);
     }
+
+    /// Evicts the cached tokens of the agent `name` of an instance (deleted through
+    /// another kernel of the store, which knows it by name).
+    pub(crate) fn forget_named(&self, workflow_id: i64, name: &str) {
+        self.cache.lock().unwrap().retain(|_, c| match &c.caller {
+            Caller::Agent(a) => {
+                !(a.workflow_id == workflow_id && a.name.eq_ignore_ascii_case(name))
+            }
+            Caller::Lead => true,
+        });
+    }
 }
 
 impl Kernel {

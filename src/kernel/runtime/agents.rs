@@ -78,11 +78,23 @@ impl Kernel {
             Some(w) if !w.trim().is_empty() => WorkflowRef::parse(w)?,
             _ => WorkflowRef::global(),
         };
-        // Placement: the one kernel on the store runs every agent with a worker.
-        let node = (!crate::kernel::registry::has_no_worker(&a.backend)).then(|| self.node.clone());
+        if let Some(n) = &a.node {
+            super::nodes::validate_name(n).map_err(|e| Error::invalid(format!("node: {e}")))?;
+            if crate::kernel::registry::has_no_worker(&a.backend) {
+                return Err(Error::invalid(format!(
+                    "node: a {} agent has no worker, so it runs on no node; leave node out",
+                    a.backend
+                )));
+            }
+        }
+        let me = self.node.clone();
         let (workflow_id, id, view, next) = self
             .store
             .write(move |c| {
+                let node = match crate::kernel::registry::has_no_worker(&a.backend) {
+                    true => None,
+                    false => Some(super::nodes::place_tx(c, &me, a.node.as_deref())?),
+                };
                 let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref())?;
                 let next = match &a.schedule {
                     Some((t, prompt)) => Some(schedules::set_tx(c, id, t, prompt.as_deref())?),
@@ -215,6 +227,7 @@ impl Kernel {
             env,
             config,
             schedule: None,
+            node: v.node.clone(),
         };
         crate::kernel::registry::validate(&merged)?;
         let moved = merged.cwd != v.cwd;

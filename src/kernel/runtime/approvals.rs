@@ -269,6 +269,16 @@ impl Kernel {
             .await
     }
 
+    /// An approval was closed through another node: a run of this node that waits
+    /// for it wakes, and a spending approval's agent is served (the store says
+    /// whether it may run).
+    pub(crate) fn approval_closed_elsewhere(self: &Arc<Self>, id: i64) {
+        if let Some((_, n)) = self.approval_waits.lock().unwrap().get(&id) {
+            n.notify_waiters();
+        }
+        self.request_rescan();
+    }
+
     /// What follows a closed approval: its waiter wakes; a spending approval lets
     /// the held agent run, or pauses it when refused.
     async fn approval_closed(self: &Arc<Self>, r: &approvals::Row) -> Result<()> {

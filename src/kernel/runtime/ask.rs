@@ -86,7 +86,12 @@ impl Kernel {
                 },
             )
             .await?;
-        let run = self.wake_to_answer(&agent, &sent.id).await?;
+        let run = match agent.view.node.as_deref() {
+            // Another node runs it: the question's delivery wakes it there (the bus
+            // carries it), and the answer is followed through the store.
+            Some(n) if n != self.node() => RunHandle::ended(String::new()),
+            _ => self.wake_to_answer(&agent, &sent.id).await?,
+        };
         Ok(Asking {
             agent,
             message_id: sent.id,
@@ -221,7 +226,21 @@ impl Kernel {
                 }
                 None => false,
             };
-        if follow {
+        if !follow {
+            // A run of another node (or one that has ended): its row says when it is over.
+            loop {
+                let r = self.ask_result(&a.agent, &a.message_id, &run_id).await?;
+                let left = deadline.saturating_duration_since(Instant::now());
+                if r.status != "running" || left.is_zero() || cancel.is_cancelled() {
+                    return Ok(r);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(READER_POLL.min(left)) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+        }
+        {
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 tokio::select! {

@@ -364,10 +364,13 @@ pub struct Orphan {
     pub pid_start: Option<u64>,
 }
 
-pub fn orphans(c: &Connection) -> Result<Vec<Orphan>> {
-    let mut st = c.prepare("SELECT id, pid, pid_start FROM runs WHERE status = 'running'")?;
+pub fn orphans(c: &Connection, node: &str) -> Result<Vec<Orphan>> {
+    let mut st = c.prepare(
+        "SELECT r.id, r.pid, r.pid_start FROM runs r JOIN agents a ON a.id = r.agent_id
+          WHERE r.status = 'running' AND a.node = ?1",
+    )?;
     let rows = st
-        .query_map((), |r| {
+        .query_map([node], |r| {
             Ok(Orphan {
                 id: r.get(0)?,
                 pid: r.get::<Option<i64>>(1)?.map(|p| p as u32),
@@ -378,14 +381,20 @@ pub fn orphans(c: &Connection) -> Result<Vec<Orphan>> {
     Ok(rows)
 }
 
-/// Closes runs left by a previous kernel as `lost`. Their deliveries were already
-/// returned to pending by the restart rule; their tokens die with them.
+/// Closes runs left by a kernel that stopped (this node's previous life, or a node
+/// taken over) as `lost`. Their deliveries go back to pending by the restart rule;
+/// their tokens die with them; their agents are idle.
 pub fn close_lost_tx(c: &Connection, ids: &[String]) -> Result<()> {
     let now = now_ms();
     for id in ids {
         c.execute(
+            "UPDATE agents SET state = 'idle'
+              WHERE state = 'running' AND id = (SELECT agent_id FROM runs WHERE id = ?1)",
+            [id],
+        )?;
+        c.execute(
             "UPDATE runs SET status = 'lost', ended_at = ?2, error_class = 'lost',
-                    error = 'the kernel stopped while this run was in progress'
+                    error = 'the kernel running it stopped while this run was in progress'
              WHERE id = ?1",
             (id, now),
         )?;
@@ -394,9 +403,5 @@ pub fn close_lost_tx(c: &Connection, ids: &[String]) -> Result<()> {
             (id, now),
         )?;
     }
-    c.execute(
-        "UPDATE agents SET state = 'idle' WHERE state = 'running'",
-        (),
-    )?;
     Ok(())
 }

@@ -134,6 +134,8 @@ pub(super) struct Spec {
     pub(super) session_usage: Option<protocol::Usage>,
     /// The instance's state: a stopped or failed workflow starts no runs.
     pub(super) workflow_state: String,
+    /// The node that runs it: only that node starts its runs.
+    pub(super) node: Option<String>,
     /// Set while the run waits for an approval (its silence is not idleness).
     pub(super) held: Arc<AtomicBool>,
     /// What the kernel refused the run (tool requests), kept with the run at its end.
@@ -158,7 +160,7 @@ impl Kernel {
             .read(move |c| {
                 c.query_row(
                     "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,
-                            a.env, a.config, a.state, a.session_id, w.state, a.session_usage
+                            a.env, a.config, a.state, a.session_id, w.state, a.session_usage, a.node
                      FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
                     [agent_id],
                     |r| {
@@ -181,6 +183,7 @@ impl Kernel {
                             state: r.get(11)?,
                             session_id: r.get(12)?,
                             workflow_state: r.get(13)?,
+                            node: r.get(15)?,
                             held: Default::default(),
                             denials: Default::default(),
                             session_usage: r
@@ -270,6 +273,14 @@ impl Kernel {
                 "{} has no worker (backend {}): the client connected with agent_join acts as it and \
                  reads its inbox itself",
                 spec.name, spec.backend
+            )));
+        }
+        if spec.node.as_deref() != Some(self.node()) {
+            return Err(Error::conflict(format!(
+                "{} runs on node {}, not on {}",
+                spec.name,
+                spec.node.as_deref().unwrap_or("(none)"),
+                self.node()
             )));
         }
         if matches!(spec.workflow_state.as_str(), "stopped" | "failed") {
@@ -472,7 +483,8 @@ impl Kernel {
     /// At start: runs a previous kernel left `running` are closed as lost, and any of
     /// their processes still alive are killed by group.
     pub(crate) async fn recover_runs(&self) -> Result<usize> {
-        let orphans = self.store.read(runs::orphans).await?;
+        let node = self.node().to_owned();
+        let orphans = self.store.read(move |c| runs::orphans(c, &node)).await?;
         if orphans.is_empty() {
             return Ok(0);
         }
@@ -527,19 +539,25 @@ impl Kernel {
     /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
     pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
         let sql = if paused {
-            "UPDATE agents SET state = 'paused' WHERE id = ?1"
+            "UPDATE agents SET state = 'paused' WHERE id = ?1 RETURNING workflow_id, name"
         } else {
-            "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'paused'"
+            "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'paused' RETURNING workflow_id, name"
         };
-        self.store
+        let changed: Option<(i64, String)> = self
+            .store
             .write(move |c| {
-                c.execute(sql, [agent_id])?;
-                Ok(())
+                Ok(c.query_row(sql, [agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?)
             })
             .await?;
+        // The node that runs it hears of it (a resume there serves its inbox).
+        if let Some((workflow_id, name)) = changed {
+            self.events
+                .publish(crate::kernel::events::Event::AgentChanged { workflow_id, name });
+        }
         if paused {
             self.scheduler_forget(agent_id);
-            self.stop_run(agent_id).await;
+            self.stop_run_anywhere(agent_id).await?;
         } else {
             self.resumed(agent_id).await?;
         }

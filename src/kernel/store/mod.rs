@@ -84,6 +84,8 @@ pub struct Store {
 
 struct Inner {
     location: Location,
+    /// What this store's PostgreSQL connections call themselves (see `open_as`).
+    application: String,
     writer: Arc<Queue<Job>>,
     readers: Arc<Queue<ReadJob>>,
     checkpointer: Option<Arc<Checkpointer>>,
@@ -106,10 +108,19 @@ impl Store {
         Self::open_at(&Location::Sqlite(path.to_owned()))
     }
 
-    /// Opens the store at `location`, applies migrations, and starts the writer and
-    /// reader threads. On PostgreSQL the writer connects (and migrates) on its own
-    /// thread, and this waits for it.
+    /// [`Store::open_as`] for a node of the default name.
     pub fn open_at(location: &Location) -> Result<Self> {
+        Self::open_as(location, crate::kernel::runtime::nodes::FALLBACK_NODE)
+    }
+
+    /// Opens the store at `location` for node `node`, applies migrations, and starts
+    /// the writer and reader threads. On PostgreSQL the writer connects (and
+    /// migrates) on its own thread, and this waits for it; its connection holds the
+    /// node's lock, so a second kernel of the same name on the database is refused.
+    pub fn open_as(location: &Location, node: &str) -> Result<Self> {
+        // Every connection of this store says which kernel it serves, so the writer
+        // can tell its own stale session from another kernel's.
+        let application = format!("agent-worker/{}", uuid::Uuid::now_v7().simple());
         let (writer_conn, checkpointer, reopen, reconnect, begin): (_, _, Open, Open, _) =
             match location {
                 Location::Sqlite(path) => {
@@ -126,12 +137,15 @@ impl Store {
                     (Some(conn), Some(checkpointer), open, never, begin)
                 }
                 Location::Postgres(url) => {
-                    // Every connection of this store says which kernel it serves, so
-                    // the writer can tell its own stale session from another kernel's.
-                    let me = format!("agent-worker/{}", uuid::Uuid::now_v7().simple());
-                    let (u, w, a, b) = (url.clone(), url.clone(), me.clone(), me);
+                    let (u, w, a, b) = (
+                        url.clone(),
+                        url.clone(),
+                        application.clone(),
+                        application.clone(),
+                    );
+                    let n = node.to_owned();
                     let open: Open = Arc::new(move || postgres::connect(&u, &a));
-                    let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b));
+                    let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b, &n));
                     let begin = Begin {
                         write: postgres::BEGIN_WRITE,
                         read: postgres::BEGIN_READ,
@@ -173,6 +187,7 @@ impl Store {
         Ok(Self {
             inner: Arc::new(Inner {
                 location: location.clone(),
+                application,
                 writer,
                 readers,
                 checkpointer,
@@ -183,6 +198,24 @@ impl Store {
     /// Where the state lives.
     pub fn location(&self) -> &Location {
         &self.inner.location
+    }
+
+    /// Whether one kernel has the store to itself (SQLite: a file one process
+    /// opens), so that no other node can be alive.
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self.inner.location, Location::Sqlite(_))
+    }
+
+    /// Starts this store's end of the bus between the kernels that share it: on
+    /// PostgreSQL, LISTEN/NOTIFY on connections of its own; on SQLite, which one
+    /// kernel has to itself, nothing (None).
+    pub fn bus(&self, handlers: postgres::bus::Handlers) -> Result<Option<postgres::bus::Bus>> {
+        match &self.inner.location {
+            Location::Sqlite(_) => Ok(None),
+            Location::Postgres(url) => {
+                postgres::bus::Bus::start(url, &self.inner.application, handlers).map(Some)
+            }
+        }
     }
 
     /// Runs `f` in its own savepoint inside the writer's next transaction and answers

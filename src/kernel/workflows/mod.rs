@@ -145,6 +145,8 @@ struct AgentFacts {
     summary: AgentSummary,
     /// A scheduled run is owed: others posted since its schedule last fired.
     schedule_owed: bool,
+    /// A run of it is in progress, on whichever node runs it (by the store).
+    running: bool,
 }
 
 fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
@@ -157,11 +159,12 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 (SELECT CAST(coalesce(sum(input_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT CAST(coalesce(sum(output_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT sum(cost_usd) FROM runs r WHERE r.agent_id = a.id),
-                a.node
+                a.node,
+                EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = a.id AND r.status = 'running')
          FROM agents a LEFT JOIN schedules s ON s.agent_id = a.id
          WHERE a.workflow_id = ?1 ORDER BY a.id",
     )?;
-    // (id, seen_upto, scheduled, summary without the pending count)
+    // (id, seen_upto, scheduled, running, summary without the pending count)
     let rows = st
         .query_map([wid], |r| {
             let summary = AgentSummary {
@@ -185,12 +188,13 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 r.get::<i64>(0)?,
                 r.get::<Option<String>>(7)?,
                 r.get::<bool>(8)?,
+                r.get::<bool>(15)?,
                 summary,
             ))
         })?
         .collect::<sql::Result<Vec<_>>>()?;
     let mut out = Vec::new();
-    for (id, seen_upto, scheduled, mut summary) in rows {
+    for (id, seen_upto, scheduled, running, mut summary) in rows {
         summary.pending = open_deliveries(c, wid, &summary.name, now)?;
         let schedule_owed = scheduled && {
             let posted_after: i64 = c.query_row(
@@ -203,6 +207,7 @@ fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
         out.push(AgentFacts {
             id,
             schedule_owed,
+            running,
             summary,
         });
     }
@@ -418,7 +423,9 @@ impl Kernel {
         }
         let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
         let live = |a: &&AgentFacts| a.summary.state != "paused";
+        // This node's runs and owed work from memory; every node's runs from the store.
         let work_left = self.any_active(&ids)
+            || agents.iter().any(|a| a.running)
             || self.owes_runs(&ids)
             || binding > 0
             || agents
@@ -527,7 +534,7 @@ impl Kernel {
         for id in ids {
             self.scheduler_forget(id);
             self.arm_schedule(id, None);
-            if self.stop_run(id).await.is_some() {
+            if self.stop_run_anywhere(id).await? {
                 stopped += 1;
             }
         }

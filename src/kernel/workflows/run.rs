@@ -194,7 +194,9 @@ impl Kernel {
                            backend = excluded.backend,
                            model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
                            config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
-                           node = excluded.node",
+                           -- a lease moves only when no run holds it
+                           node = CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = agents.id AND r.status = 'running')
+                                       THEN agents.node ELSE excluded.node END",
                         sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now,
                                      (!has_no_worker(&a.backend)).then_some(node.as_str())],
                     )?;
@@ -218,7 +220,7 @@ impl Kernel {
             })
             .await?;
         self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
-        self.reload_contracts().await?;
+        self.contracts_changed().await?;
         // A run starts mock scripts afresh: their `times` counters live in the agent's
         // own folder.
         for name in mocks {
@@ -340,6 +342,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 env: r.env.clone(),
                 config: r.config.clone(),
                 schedule: None,
+                node: None,
             })
             .map_err(|e| Error::invalid(format!("agents.{}: {e}", r.name)))?;
             Ok(r)

@@ -42,6 +42,12 @@ pub struct AgentNewArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
+    /// The node (kernel) to run it on, when several share the store (the lead's
+    /// agent-worker://nodes resource lists them; default: the live node with the
+    /// fewest agents).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub node: Option<String>,
     /// Absolute working directory for the agent's worker (must exist).
     #[serde(default)]
     #[schemars(with = "String")]
@@ -224,6 +230,7 @@ impl AgentWorker {
                 mcp_servers: a.mcp_servers,
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
+            node: given(&a.node).map(str::to_owned),
         };
         let (env, perms) = (new.env.clone(), new.config.permissions.clone());
         let agent = self.kernel.agent_new(new).await?;

@@ -308,7 +308,7 @@ impl Kernel {
         self.announce_all(&posted);
         if voted.resolved {
             // A drafted contract may have come into force.
-            self.reload_contracts().await?;
+            self.contracts_changed().await?;
         }
         Ok(voted)
     }

@@ -11,7 +11,7 @@ use crate::kernel::messaging::broadcast;
 use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use crate::kernel::runtime::runs::{Spender, spent};
-use crate::kernel::store::sql::{Connection, OptionalExtension};
+use crate::kernel::store::sql::{self, Connection, OptionalExtension};
 use crate::names::WorkflowRef;
 use std::sync::Arc;
 
@@ -42,13 +42,15 @@ struct GateFacts {
     workflow_cost: f64,
 }
 
-fn gate_facts(c: &Connection, agent_id: i64) -> Result<Option<GateFacts>> {
+/// What decides whether an agent of this node (`node`) runs now; None if it is
+/// gone or another node's.
+fn gate_facts(c: &Connection, agent_id: i64, node: &str) -> Result<Option<GateFacts>> {
     let now = now_ms();
     let row = c
         .query_row(
             "SELECT a.name, w.name, w.tag, w.id, a.state, w.state, w.hops, a.config, w.budget, a.backend
-             FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
-            [agent_id],
+             FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1 AND a.node = ?2",
+            sql::params![agent_id, node],
             |r| {
                 Ok((
                     r.get::<String>(0)?,
@@ -245,8 +247,13 @@ impl Kernel {
         wake: Wake,
         prompt: Option<String>,
     ) -> Result<()> {
-        let Some(facts) = self.store.read(move |c| gate_facts(c, agent_id)).await? else {
-            return Ok(()); // deleted
+        let me = self.node().to_owned();
+        let Some(facts) = self
+            .store
+            .read(move |c| gate_facts(c, agent_id, &me))
+            .await?
+        else {
+            return Ok(()); // deleted, or another node's
         };
         match facts.decide(wake) {
             Gate::Skip => Ok(()),

@@ -192,6 +192,15 @@ impl Scheduler {
         }
     }
 
+    /// Drops every agent's queued work and timers (this node was taken over: its
+    /// agents run elsewhere now). Workflow settle checks stay.
+    pub(crate) fn forget_all_agents(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.queue.clear();
+        st.attempts.clear();
+        st.timers.retain(|t, _| matches!(t, Timer::Settle(_)));
+    }
+
     pub(crate) fn forget_agent(&self, agent_id: i64) {
         let mut st = self.state.lock().unwrap();
         st.queue.retain(|q| q.agent_id != agent_id);
@@ -224,38 +233,43 @@ impl Kernel {
         self.serve_owed().await
     }
 
-    /// Arms and serves everything the store says is owed. Idempotent (a deadline
-    /// set again replaces itself), so it also recovers from missed events.
+    /// Arms and serves everything the store says is owed to this node's agents.
+    /// Idempotent (a deadline set again replaces itself), so it also recovers from
+    /// missed events.
     async fn serve_owed(self: &Arc<Self>) -> Result<()> {
         let now = now_ms();
+        let me = self.node().to_owned();
         let owed = self
             .store
             .read(move |c| {
-                // `?1` is now, in the queries that name it.
+                // `?1` is this node, `?2` now: every query names both.
                 let ids = |sql: &str| -> Result<Vec<(i64, Option<i64>)>> {
-                    let mut st = c.prepare(sql)?;
-                    let params: [&dyn sql::ToSql; 1] = [&now];
-                    let n = st.parameter_count();
-                    let rows = st
-                        .query_map(&params[..n], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    let rows = c
+                        .prepare(sql)?
+                        .query_map(sql::params![me, now], |r| Ok((r.get(0)?, r.get(1)?)))?
                         .collect::<sql::Result<Vec<_>>>()?;
                     Ok(rows)
                 };
                 Ok((
-                    ids("SELECT agent_id, next_at FROM schedules")?,
-                    ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL")?,
+                    ids("SELECT s.agent_id, s.next_at FROM schedules s JOIN agents a ON a.id = s.agent_id
+                          WHERE a.node = ?1 AND CAST(?2 AS BIGINT) > 0")?,
+                    ids("SELECT id, resume_at FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL
+                           AND node = ?1 AND CAST(?2 AS BIGINT) > 0")?,
                     // Per agent, the first open delivery is enough (a join would visit
                     // every open delivery: millions after a bulk import).
-                    ids(&format!("SELECT a.id, NULL FROM agents a WHERE a.backend NOT IN ('external', 'human') AND (EXISTS (
+                    ids(&format!("SELECT a.id, NULL FROM agents a WHERE a.node = ?1 AND (EXISTS (
                            SELECT 1 FROM deliveries d
                             WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
-                              AND d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?1))
+                              AND d.state <> 'acked' AND (d.state <> 'deferred' OR d.defer_until <= ?2))
                            OR {UNWRITTEN_EXISTS})"))?,
                     ids("SELECT a.id, min(d.defer_until) FROM agents a JOIN deliveries d
                            ON d.workflow_id = a.workflow_id AND d.recipient = a.name
-                         WHERE d.state = 'deferred' AND d.defer_until > ?1 AND a.backend NOT IN ('external', 'human')
+                         WHERE d.state = 'deferred' AND d.defer_until > ?2 AND a.node = ?1
                          GROUP BY a.id")?,
-                    ids("SELECT id, NULL FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked')")?,
+                    // The runs of workflows whose agents this node runs.
+                    ids("SELECT w.id, NULL FROM workflows w WHERE w.state IN ('running', 'completed', 'scheduled', 'blocked')
+                           AND EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = w.id AND a.node = ?1)
+                           AND CAST(?2 AS BIGINT) > 0")?,
                 ))
             })
             .await?;
@@ -309,7 +323,8 @@ impl Kernel {
                         | Event::WorkflowQuiet { .. }
                         | Event::AgentFailed { .. }
                         | Event::DocumentChanged { .. }
-                        | Event::Notice { .. },
+                        | Event::Notice { .. }
+                        | Event::ContractsChanged,
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         // Missed events: the store is the truth, so serve every open inbox.
@@ -371,16 +386,18 @@ impl Kernel {
     /// lead), not external, not paused. One read per message, however many
     /// recipients. (The gate checks again; this only spares it the common cases.)
     async fn wakeable_agents(&self, workflow_id: i64, names: Vec<String>) -> Result<Vec<i64>> {
+        let me = self.node().to_owned();
         self.store
             .read(move |c| {
+                // This node's agents only: another node wakes its own (it hears of the
+                // delivery from the bus).
                 let mut st = c.prepare_cached(
-                    "SELECT id, name FROM agents WHERE workflow_id = ?1
-                           AND backend NOT IN ('external', 'human') AND state <> 'paused'",
+                    "SELECT id, name FROM agents WHERE workflow_id = ?1 AND node = ?2 AND state <> 'paused'",
                 )?;
                 // Recipients carry the members' stored names, so they match exactly.
                 let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
                 let mut ids = Vec::new();
-                let mut rows = st.query([workflow_id])?;
+                let mut rows = st.query(sql::params![workflow_id, me])?;
                 while let Some(r) = rows.next()? {
                     if wanted.contains(r.get_ref(1)?.as_str().unwrap_or_default()) {
                         ids.push(r.get(0)?);
@@ -395,6 +412,11 @@ impl Kernel {
     /// deleted or registered anew.
     pub(crate) fn scheduler_forget(&self, agent_id: i64) {
         self.scheduler.forget_agent(agent_id);
+    }
+
+    /// Drops every agent's queued work and timers (this node was taken over).
+    pub(crate) fn scheduler_forget_all(&self) {
+        self.scheduler.forget_all_agents();
     }
 
     pub(crate) fn arm_schedule(&self, agent_id: i64, at: Option<i64>) {

@@ -98,7 +98,7 @@ impl Kernel {
     }
 
     /// Re-reads everything owed (after missed events), never two rescans at once.
-    pub(super) fn request_rescan(self: &Arc<Self>) {
+    pub(crate) fn request_rescan(self: &Arc<Self>) {
         if !self.scheduler.wakes.begin_rescan() {
             return;
         }

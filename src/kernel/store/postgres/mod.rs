@@ -8,11 +8,13 @@
 //! (an inbox read then marked, a proposal counted then closed) hold unchanged.
 //! Group commit keeps the lock's cost to one round trip per batch.
 //!
-//! One kernel per database, for now: the writer's connection holds a session lock
-//! ([`KERNEL_LOCK`]) for as long as it lives, so a second kernel on the same database
-//! is refused at start, as a second kernel on a data dir is. (Several kernels sharing
-//! a database need each agent leased to one of them, so that no agent runs twice.)
+//! One kernel per node name: the writer's connection holds a session lock on its
+//! node's name ([`NODE_LOCK`]) for as long as it lives, so a second kernel of the
+//! same name on the database is refused at start, as a second kernel on a data dir
+//! is. Kernels of different names share the database (`runtime::nodes`); the bus
+//! (`bus.rs`) carries their events to each other.
 
+pub mod bus;
 pub mod schema;
 
 use super::sql::{self, Connection};
@@ -23,8 +25,9 @@ use std::time::Duration;
 const WRITE_LOCK: i64 = 0x6167_656e_7477_726b;
 /// Taken while migrating, so kernels starting together migrate once.
 const MIGRATE_LOCK: i64 = WRITE_LOCK + 1;
-/// Held by the one kernel on a database, by its writer's connection.
-const KERNEL_LOCK: i64 = WRITE_LOCK + 2;
+/// The class of the lock each node's writer connection holds, keyed by the node
+/// name's hash ("agwk" in ASCII).
+const NODE_LOCK: i32 = 0x6167_776b;
 
 /// How a write transaction begins.
 pub(super) const BEGIN_WRITE: &str = "BEGIN; SELECT pg_advisory_xact_lock(7018690069355000427)";
@@ -77,6 +80,12 @@ pub fn redacted(url: &str) -> String {
 /// Opens a connection. Runs on a store thread: the blocking client must never be
 /// driven from the async runtime's threads.
 pub(super) fn connect(url: &str, application: &str) -> Result<Connection> {
+    Ok(Connection::postgres_engine(client(url, application)?))
+}
+
+/// A client of the `postgres` crate itself (for the bus, which needs what the
+/// store's vocabulary does not say: LISTEN and notifications).
+pub(super) fn client(url: &str, application: &str) -> Result<postgres::Client> {
     let mut config: postgres::Config = url.parse().map_err(|e| {
         Error::invalid(format!(
             "--store {}: not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
@@ -109,17 +118,19 @@ pub(super) fn connect(url: &str, application: &str) -> Result<Connection> {
             redacted(url)
         ))
     })?;
-    Ok(Connection::postgres_engine(client))
+    Ok(client)
 }
 
-/// The writer's connection: [`connect`], then the database's kernel lock, which
-/// it keeps (taken again after a reconnect, unless another kernel took it).
-pub(super) fn connect_writer(url: &str, application: &str) -> Result<Connection> {
+/// The writer's connection: [`connect`], then the node's lock, which it keeps
+/// (taken again after a reconnect, unless another kernel of that name took it).
+pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result<Connection> {
     let c = connect(url, application)?;
     for _ in 0..2 {
-        let mine: bool = c.query_row("SELECT pg_try_advisory_lock(?1)", [KERNEL_LOCK], |r| {
-            r.get(0)
-        })?;
+        let mine: bool = c.query_row(
+            "SELECT pg_try_advisory_lock(CAST(?1 AS INTEGER), hashtext(?2))",
+            (NODE_LOCK, node),
+            |r| r.get(0),
+        )?;
         if mine {
             return Ok(c);
         }
@@ -127,8 +138,9 @@ pub(super) fn connect_writer(url: &str, application: &str) -> Result<Connection>
             sql::OptionalExtension::optional(c.query_row(
                 "SELECT a.pid, a.application_name, a.client_addr::text FROM pg_stat_activity a
                   WHERE a.pid = (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-                                  AND objid = ?1 AND classid = ?2 LIMIT 1)",
-                (KERNEL_LOCK & 0xffff_ffff, KERNEL_LOCK >> 32),
+                                  AND classid = CAST(CAST(?1 AS INTEGER) AS OID)
+                                  AND objid = CAST(hashtext(?2) AS OID) AND objsubid = 2 LIMIT 1)",
+                (NODE_LOCK, node),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             ))?;
         match holder {
@@ -139,22 +151,22 @@ pub(super) fn connect_writer(url: &str, application: &str) -> Result<Connection>
                 c.query_row("SELECT pg_terminate_backend(?1)", [pid], |_| Ok(()))?;
                 std::thread::sleep(Duration::from_millis(100));
             }
-            // Another kernel holds the database: this one must not write to it.
+            // Another kernel of this name holds it: this one must not write.
             other => {
                 let by = other.map_or_else(
                     || "connection unknown".to_owned(),
                     |(pid, _, addr)| format!("{} pid {pid}", addr.as_deref().unwrap_or("local")),
                 );
                 return Err(Error::conflict(format!(
-                    "the PostgreSQL database at {} is in use by another agent-worker kernel ({by}): \
-                     connect to that kernel, stop it, or give this one another database",
+                    "node {node} is already running on the PostgreSQL database at {} ({by}): \
+                     connect to that kernel, stop it, or give this one another name with --node",
                     redacted(url),
                 )));
             }
         }
     }
     Err(Error::conflict(format!(
-        "could not take the PostgreSQL database at {} from this kernel's own stale session",
+        "could not take node {node} on the PostgreSQL database at {} from this kernel's own stale session",
         redacted(url)
     )))
 }

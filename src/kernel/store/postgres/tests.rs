@@ -174,22 +174,28 @@ async fn a_failing_job_rolls_back_alone() {
     assert_eq!(keys, 13);
 }
 
-/// One kernel per database: a second store on it is refused and says why, and once
-/// the first is gone the database opens again, its migrations already applied.
+/// One kernel per node name: a second store of the same node on the database is
+/// refused and says why, one of another name opens beside it, and once the first is
+/// gone its name opens again, the migrations already applied.
 #[tokio::test]
-async fn one_kernel_per_database() {
+async fn one_kernel_per_node_name() {
     let Some(url) = fresh_database() else { return };
     let first = open(&url);
     let Err(refused) = Store::open_at(&Location::Postgres(url.clone())) else {
-        panic!("a second kernel opened the same database")
+        panic!("a second kernel of the same node opened the database")
     };
     let msg = refused.to_string();
     assert!(matches!(refused, Error::Conflict(_)), "{msg}");
-    assert!(
-        msg.contains("in use by another agent-worker kernel"),
-        "{msg}"
-    );
+    assert!(msg.contains("is already running"), "{msg}");
+    assert!(msg.contains("--node"), "{msg}");
     assert!(!msg.contains(&url), "the password reached an error: {msg}");
+    let other = Store::open_as(&Location::Postgres(url.clone()), "other-node")
+        .expect("a node of another name shares the database");
+    let seen: i64 = other
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM workflows", (), |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(seen, 1, "both see one store");
     drop(first);
     // The first store's writer lets go of its connection as it stops.
     let mut again = None;

@@ -1,0 +1,211 @@
+//! Several kernels on one PostgreSQL database, measured: how soon a message sent
+//! through one node starts the worker of an agent leased to another, against the
+//! same on one node, and how many sends per second the nodes take together.
+//!
+//! ```text
+//! cargo run --release --example nodes -- --store postgres://USER:PASSWORD@HOST:PORT/DB
+//!                                        [--nodes 3] [--wakes 50] [--seconds 5] [--tasks 8]
+//! ```
+//!
+//! The database should be empty. The nodes run in this process (each with its own
+//! data dir, store connections, bus and HTTP endpoint, as separate kernels would);
+//! workers are this program in its worker mode. Wakes: a mock agent on the last node
+//! and one on the first; the first node's lead sends each a direct message, one at a
+//! time, and the time to the worker's process started (the `RunStarted` event on the
+//! agent's node) is taken. Sends: `--tasks` tasks per node call `channel_send` on
+//! their node's kernel for `--seconds`, then the same number of tasks on one node.
+
+mod common;
+
+use agent_worker::kernel::events::Event;
+use agent_worker::kernel::messaging::Outgoing;
+use agent_worker::kernel::registry::NewAgent;
+use agent_worker::kernel::store::Location;
+use agent_worker::kernel::{Caller, Kernel};
+use common::start_node;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Args {
+    store: String,
+    nodes: usize,
+    wakes: usize,
+    seconds: u64,
+    tasks: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        store: String::new(),
+        nodes: 3,
+        wakes: 50,
+        seconds: 5,
+        tasks: 8,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut v = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--store" => a.store = v(),
+            "--nodes" => a.nodes = v().parse().expect("--nodes N"),
+            "--wakes" => a.wakes = v().parse().expect("--wakes N"),
+            "--seconds" => a.seconds = v().parse().expect("--seconds S"),
+            "--tasks" => a.tasks = v().parse().expect("--tasks N"),
+            other => panic!("unknown argument {other}; see the file's header"),
+        }
+    }
+    assert!(
+        a.store.starts_with("postgres"),
+        "--store postgres://… (an empty database) is required"
+    );
+    assert!(a.nodes >= 2, "--nodes: at least 2");
+    a
+}
+
+fn pct(v: &mut [u32], p: f64) -> f64 {
+    v.sort_unstable();
+    v[((v.len() as f64 * p) as usize).min(v.len() - 1)] as f64 / 1000.0
+}
+
+/// Sends DMs through `from` to `agent` (a mock on `on`), one at a time, each after
+/// the previous run ended; returns the microseconds from each send to its worker
+/// started.
+async fn wakes(from: &Arc<Kernel>, on: &Arc<Kernel>, agent: &str, n: usize) -> Vec<u32> {
+    let scope = from.scope(&Caller::Lead, None).await.unwrap();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut events = on.events.subscribe();
+        let t = Instant::now();
+        from.channel_send(
+            &scope,
+            Outgoing {
+                message: format!("ping {i}"),
+                to: Some(agent.to_owned()),
+                force: true,
+            },
+        )
+        .await
+        .unwrap();
+        let mut started = None;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Ok(Event::RunStarted { agent: a, .. })) if a == agent && started.is_none() => {
+                    started = Some(t.elapsed());
+                }
+                Ok(Ok(Event::RunEnded { agent: a, .. })) if a == agent && started.is_some() => {
+                    break;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("events: {e}"),
+                Err(_) => panic!("{agent} did not run within 30 s"),
+            }
+        }
+        out.push(started.unwrap().as_micros() as u32);
+    }
+    out
+}
+
+/// `tasks` tasks on each kernel send for `secs` seconds; returns sends per second.
+async fn sends(kernels: &[Arc<Kernel>], tasks: usize, secs: u64) -> f64 {
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let mut handles = Vec::new();
+    for k in kernels {
+        for t in 0..tasks {
+            let k = k.clone();
+            handles.push(tokio::spawn(async move {
+                let scope = k.scope(&Caller::Lead, Some("@load:main")).await.unwrap();
+                let mut n = 0u64;
+                while Instant::now() < stop {
+                    k.channel_send(
+                        &scope,
+                        Outgoing {
+                            message: format!("load {t} {n}"),
+                            to: None,
+                            force: true,
+                        },
+                    )
+                    .await
+                    .unwrap();
+                    n += 1;
+                }
+                n
+            }));
+        }
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    total as f64 / secs as f64
+}
+
+fn main() {
+    let rt = agent_worker::memory::runtime().build().expect("runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
+    // The kernels start workers as `<exe> __worker`: serve that mode here too.
+    if std::env::args().nth(1).as_deref()
+        == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
+    {
+        std::process::exit(agent_worker::worker::main().await);
+    }
+    let a = args();
+    let store = Location::Postgres(a.store.clone());
+    let dirs: Vec<tempfile::TempDir> = (0..a.nodes).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut kernels = Vec::new();
+    for (i, d) in dirs.iter().enumerate() {
+        let name = format!("n{}", i + 1);
+        let (k, _) = start_node(d.path(), "awadmin_nodes_token_0123456789", &store, &name).await;
+        kernels.push(k);
+    }
+    println!("agent-worker nodes: {} kernels on {store}", a.nodes);
+    let (first, last) = (&kernels[0], &kernels[a.nodes - 1]);
+    for (name, node) in [("far", last.node()), ("near", first.node())] {
+        first
+            .agent_new(NewAgent {
+                name: name.into(),
+                backend: "mock".into(),
+                node: Some(node.to_owned()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    first
+        .agent_new(NewAgent {
+            name: "sink".into(),
+            backend: "external".into(),
+            workflow: Some("@load:main".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut far = wakes(first, last, "far", a.wakes).await;
+    let mut near = wakes(first, first, "near", a.wakes).await;
+    println!(
+        "\nwake, send through {} → worker started (ms, {} each):",
+        first.node(),
+        a.wakes
+    );
+    println!("  {:<34} {:>8} {:>8}", "", "p50", "p99");
+    for (label, v) in [
+        (format!("agent on {} (another node)", last.node()), &mut far),
+        (
+            format!("agent on {} (the same node)", first.node()),
+            &mut near,
+        ),
+    ] {
+        println!("  {label:<34} {:>8.1} {:>8.1}", pct(v, 0.5), pct(v, 0.99));
+    }
+    let all = sends(&kernels, a.tasks, a.seconds).await;
+    let one = sends(&kernels[..1], a.tasks * a.nodes, a.seconds).await;
+    println!(
+        "\nchannel_send through the kernel API, {} tasks in all, {} s:\n  {} nodes: {all:.0}/s\n  1 node:  {one:.0}/s",
+        a.tasks * a.nodes,
+        a.seconds,
+        a.nodes
+    );
+}
