@@ -118,8 +118,11 @@
 //!   the writes of every kernel (node) on it are in one order; the writer's
 //!   connection holds its node's lock: one kernel per node name.
 //! - An agent with a worker is leased to one node, and only that node starts its
-//!   runs (the scheduler's reads and `start_run` check); a lease moves only in a write
-//!   transaction that finds its node's heartbeat older than the lease.
+//!   runs: the write that records a run checks the lease and that no other run of
+//!   the agent is in progress, and a run closed as lost by a takeover settles
+//!   nothing when its worker ends. A lease moves only in a write transaction: a
+//!   takeover that finds its node's heartbeat older than its lease (by the store's
+//!   clock), or a workflow_run when no run of the agent is in progress.
 //! - The kernel's SQL is written once, in what SQLite and PostgreSQL both accept
 //!   (`ON CONFLICT`, `RETURNING`, `IS NOT DISTINCT FROM`, `CAST(sum(..) AS BIGINT)`);
 //!   the two functions it borrows from SQLite (`instr`, `group_concat`) are defined

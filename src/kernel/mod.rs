@@ -170,12 +170,7 @@ impl Kernel {
             .store
             .write(move |c| {
                 runtime::nodes::register_tx(c, &me)?;
-                let alive_since = if exclusive {
-                    i64::MAX
-                } else {
-                    clock::now_ms() - runtime::nodes::lease().as_millis() as i64
-                };
-                runtime::nodes::take_over_tx(c, &me, alive_since)
+                runtime::nodes::take_over_tx(c, &me, exclusive)
             })
             .await?;
         if !taken.agents.is_empty() {

@@ -84,6 +84,12 @@ impl Tokens {
             .retain(|_, c| c.agent_id != agent_id);
     }
 
+    /// Evicts every cached token (after a gap in what the other kernels of the
+    /// store said): each is checked against the store again at its next use.
+    pub(crate) fn forget_all(&self) {
+        self.cache.lock().unwrap().clear();
+    }
+
     /// Evicts the cached tokens of the agent `name` of an instance (deleted through
     /// another kernel of the store, which knows it by name).
     pub(crate) fn forget_named(&self, workflow_id: i64, name: &str) {

@@ -145,6 +145,9 @@ impl Kernel {
     ) -> Result<Option<String>> {
         let (wid, aid) = (agent.workflow_id, agent.id);
         let (name, id) = (agent.view.name.clone(), message_id.to_owned());
+        // Another node's runs have ids from its clock, not comparable with this
+        // node's message id: only the run that read the question answers it.
+        let by_time = agent.view.node.as_deref().is_none_or(|n| n == self.node());
         self.store
             .read(move |c| {
                 use crate::kernel::store::sql::OptionalExtension;
@@ -157,7 +160,7 @@ impl Kernel {
                     .query_row((wid, &name, &id), |r| r.get(0))
                     .optional()?
                     .flatten();
-                if reader.is_some() {
+                if reader.is_some() || !by_time {
                     return Ok(reader);
                 }
                 // Run and message ids are both UUIDv7 from one clock: time-ordered.

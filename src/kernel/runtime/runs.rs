@@ -161,9 +161,25 @@ pub struct NewRun<'a> {
     pub trigger: &'a str,
     /// The prompt it is started with, if any (else its inbox is summarised).
     pub prompt: Option<&'a str>,
+    /// The node starting it: it must hold the agent's lease.
+    pub node: &'a str,
 }
 
 pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
+    // The lease, checked where it counts: in the write that records the run, after
+    // every other node's writes (one write lock). An agent runs on one node, once.
+    let mine: bool = c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM agents WHERE id = ?1 AND node = ?2)
+            AND NOT EXISTS (SELECT 1 FROM runs WHERE agent_id = ?1 AND status = 'running')",
+        sql::params![r.agent_id, r.node],
+        |row| row.get(0),
+    )?;
+    if !mine {
+        return Err(crate::error::Error::conflict(format!(
+            "{} is not node {}'s to run now (its lease moved, or a run of it is in progress)",
+            r.agent, r.node
+        )));
+    }
     // The run reads its inbox: its broadcasts become rows it can mark and settle.
     broadcast::write_own(c, r.workflow_id, r.agent, now_ms())?;
     let summary = prompt_summary_tx(c, r)?;
@@ -301,11 +317,11 @@ pub fn finish_tx(
 ) -> Result<()> {
     let now = now_ms();
     let status = end.status();
-    c.execute(
+    let ended = c.execute(
         "UPDATE runs SET status = ?2, ended_at = ?3, exit_code = ?4, signal = ?5, error_class = ?6,
                 error = ?7, input_tokens = ?8, output_tokens = ?9, cost_usd = ?10, final_text = ?11,
                 stderr_tail = ?12, denials = ?13
-         WHERE id = ?1",
+         WHERE id = ?1 AND status = 'running'",
         sql::params![
             run_id,
             status,
@@ -328,6 +344,11 @@ pub fn finish_tx(
         "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
         (run_id, now),
     )?;
+    if ended == 0 {
+        // Closed as lost already: its node was taken over, and what it had read is
+        // another node's to settle now.
+        return Ok(());
+    }
     // What the run read is settled by its outcome: acked after success, pending
     // again otherwise. Only one run per agent is ever active, so these are its own.
     if end.ok {

@@ -357,6 +357,7 @@ impl Kernel {
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
         let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
         let asked = prompt.clone();
+        let node = self.node().to_owned();
         let token = self
             .store
             .write(move |c| {
@@ -370,6 +371,7 @@ impl Kernel {
                         backend: &backend,
                         trigger: &trig,
                         prompt: asked.as_deref(),
+                        node: &node,
                     },
                 )?;
                 let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;

@@ -381,16 +381,18 @@ CREATE TRIGGER agents_broadcast_mark AFTER INSERT ON agents BEGIN
      WHERE id = NEW.id;
 END;
 "#,
-    // 14: nodes (see runtime/nodes.rs). Each kernel registers under its name with a
-    // heartbeat; an agent's `node` is the one that runs it (NULL for agents without
-    // a worker, and until a kernel takes it over).
+    // 14: nodes (see runtime/nodes/). Each kernel registers under its name with a
+    // heartbeat (by the database's clock) and its lease; an agent's `node` is the one
+    // that runs it (NULL for agents without a worker, and until a kernel takes it
+    // over).
     r#"
 CREATE TABLE nodes (
     name         TEXT PRIMARY KEY,
     url          TEXT,
     pid          INTEGER NOT NULL,
     started_at   INTEGER NOT NULL,
-    heartbeat_at INTEGER NOT NULL
+    heartbeat_at INTEGER NOT NULL,
+    lease_ms     INTEGER NOT NULL
 );
 ALTER TABLE agents ADD COLUMN node TEXT;
 CREATE INDEX agents_by_node ON agents (node);

@@ -32,6 +32,8 @@ enum Wire {
     /// Node `to`: stop the run of this agent (it was paused, deleted or its
     /// workflow stopped through another node).
     StopRun { to: String, agent_id: i64 },
+    /// A sender dropped notifications: read the store again.
+    Resync,
 }
 
 /// An agent as another node's change leaves it: id, node, state, its workflow's
@@ -94,12 +96,7 @@ impl Kernel {
             while let Some(m) = rx.recv().await {
                 let Some(k) = weak.upgrade() else { return };
                 match m {
-                    Incoming::Gap => {
-                        k.request_rescan();
-                        if let Err(e) = k.reload_contracts().await {
-                            tracing::warn!("contracts not read again after a bus gap: {e}");
-                        }
-                    }
+                    Incoming::Gap => k.resync().await,
                     Incoming::Payload(p) => match serde_json::from_str::<Wire>(&p) {
                         Ok(w) => k.on_wire(w).await,
                         Err(e) => tracing::debug!("unreadable bus message ignored: {e}"),
@@ -110,8 +107,19 @@ impl Kernel {
         Ok(())
     }
 
+    /// After notifications may have been missed: everything this node keeps from
+    /// them is read again (what its agents are owed, the contracts, tokens).
+    async fn resync(self: &Arc<Self>) {
+        self.request_rescan();
+        self.tokens.forget_all();
+        if let Err(e) = self.reload_contracts().await {
+            tracing::warn!("contracts not read again after a bus gap: {e}");
+        }
+    }
+
     async fn on_wire(self: &Arc<Self>, w: Wire) {
         match w {
+            Wire::Resync => self.resync().await,
             Wire::Event { from, .. } if from == self.node => {}
             Wire::Event { event, .. } => {
                 self.on_remote_event(&event).await;
@@ -168,14 +176,17 @@ impl Kernel {
                 .optional()?)
             })
             .await?;
+        // Whatever changed (deleted, or deleted and made again under its name), its
+        // cached tokens are read again from the store.
+        self.tokens.forget_named(workflow_id, name);
         let Some((id, node, state, wstate, next)) = row else {
-            self.tokens.forget_named(workflow_id, name);
             return Ok(());
         };
         if node.as_deref() != Some(self.node()) {
-            // Not (or no longer) this node's.
+            // Not (or no longer) this node's: a run still here must not go on.
             self.scheduler_forget(id);
             self.arm_schedule(id, None);
+            self.stop_run(id).await;
             return Ok(());
         }
         if state == "paused" || matches!(wstate.as_str(), "stopped" | "failed") {
@@ -211,9 +222,14 @@ impl Kernel {
             agent_id,
         })
         .map_err(|e| crate::error::Error::internal(e.to_string()))?;
-        bus.send(ask);
         let deadline = tokio::time::Instant::now() + super::lease() * 2;
+        let mut asked_at: Option<tokio::time::Instant> = None;
         while self.running_on(agent_id).await?.is_some() {
+            // Asked again every second: a notification may be dropped.
+            if asked_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                bus.send(ask.clone());
+                asked_at = Some(tokio::time::Instant::now());
+            }
             if tokio::time::Instant::now() >= deadline {
                 return Err(crate::error::Error::internal(format!(
                     "node {node} did not stop the agent's run; try again (once its lease runs out, \

@@ -5,15 +5,20 @@
 //! lives; the lead's `agent-worker://nodes` resource lists them. Every agent with a
 //! worker is leased to one node, its `node` column: that node runs it (its runs,
 //! schedule, retries and worker limit live there) and the agent's views show it.
-//! A lease holds while its node's heartbeat is younger than [`lease`].
+//! A lease holds while its node's heartbeat is younger than the node's lease
+//! ([`lease`], stored with the node), both by the store's clock, so machines whose
+//! clocks disagree still agree on who is alive.
 //!
 //! Takeover: a node whose heartbeat is older than the lease is gone. Every live
 //! node looks at each beat; the first to commit (writes are serialised) takes the
-//! gone node's agents with the recovery a restart does (its runs closed `lost`,
-//! what they had read pending again) and drops the node's row. A node that cannot
-//! renew its lease for half of it stops its workers itself, so that once others may
-//! take its agents, none of them still runs there; one that finds its row gone (it
-//! was taken over) has stopped them and registers again, with no agents.
+//! gone node's agents with the recovery a restart does (its runs closed `lost`
+//! with the approvals they waited for, what they had read pending again, its CLI
+//! conversations started afresh) and drops the node's row. A node that cannot
+//! renew its lease for half of it (a heartbeat failing or hanging) stops its
+//! workers itself, so that once others may take its agents, none of them still
+//! runs there; one that finds its row gone (it was taken over) stops them and
+//! registers again, with no agents. Underneath, the store refuses a run the
+//! node's lease does not cover, and a run closed as lost settles nothing.
 //!
 //! SQLite has one kernel at a time (a file lock), so a kernel opening it takes
 //! over every agent at once, whatever node ran it before. On PostgreSQL a kernel
@@ -24,7 +29,7 @@ mod bus;
 
 use crate::error::Result;
 use crate::kernel::Kernel;
-use crate::kernel::clock::{fmt_ms, now_ms};
+use crate::kernel::clock::fmt_ms;
 use crate::kernel::store::sql;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -62,7 +67,8 @@ pub struct NodeView {
     pub name: String,
     /// True for the node that answered this call.
     pub this: bool,
-    /// Whether its heartbeat is recent (within the lease, 15 s by default).
+    /// Whether its heartbeat is recent (within its lease, 15 s by default), by the
+    /// store's clock.
     pub alive: bool,
     /// Its loopback MCP endpoint, once it had one (reachable from its own machine).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,14 +112,20 @@ pub fn default_name() -> String {
         .unwrap_or_else(|| FALLBACK_NODE.into())
 }
 
-/// Registers `node`: started now, alive.
+/// The lease in milliseconds, as stored with each node (each node is judged by its
+/// own).
+fn lease_ms() -> i64 {
+    lease().as_millis() as i64
+}
+
+/// Registers `node`: started now, alive, with this kernel's lease.
 pub(crate) fn register_tx(c: &sql::Connection, node: &str) -> Result<()> {
-    let now = now_ms();
+    let now = c.now_ms()?;
     c.execute(
-        "INSERT INTO nodes (name, pid, started_at, heartbeat_at) VALUES (?1, ?2, ?3, ?3)
-         ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, url = NULL,
+        "INSERT INTO nodes (name, pid, started_at, heartbeat_at, lease_ms) VALUES (?1, ?2, ?3, ?3, ?4)
+         ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, url = NULL, lease_ms = excluded.lease_ms,
              started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
-        sql::params![node, i64::from(std::process::id()), now],
+        sql::params![node, i64::from(std::process::id()), now, lease_ms()],
     )?;
     Ok(())
 }
@@ -130,21 +142,25 @@ pub(crate) struct Taken {
 }
 
 /// Takes over, for node `me`, every agent with a worker that no live node holds:
-/// those of nodes whose heartbeat is older than `alive_since` (or that are not in
-/// the table) and those never leased. Their runs in progress are closed as lost and
-/// what they had read is pending again, and the gone nodes' rows are dropped.
-/// `alive_since` = `i64::MAX` takes over from every other node (SQLite's one
-/// kernel).
-pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, alive_since: i64) -> Result<Taken> {
+/// those of nodes whose heartbeat is older than their lease by the store's clock
+/// (or that are not in the table) and those never leased. Their runs in progress
+/// are closed as lost (with the approvals they waited for), what they had read is
+/// pending again, their CLI conversations (files on the old machine) start afresh,
+/// and the gone nodes' rows are dropped. `exclusive` (SQLite's one kernel) takes
+/// over from every other node.
+pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, exclusive: bool) -> Result<Taken> {
+    // A node is alive while heartbeat_at + lease_ms >= cutoff.
+    let cutoff = if exclusive { i64::MAX } else { c.now_ms()? };
     let mut taken = Taken::default();
     {
         let mut st = c.prepare(
-            "UPDATE agents SET node = ?1
+            "UPDATE agents SET node = ?1, session_id = NULL, session_usage = NULL
               WHERE backend NOT IN ('external', 'human') AND node IS DISTINCT FROM ?1
-                AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = agents.node AND n.heartbeat_at >= ?2)
+                AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = agents.node
+                                  AND n.heartbeat_at + n.lease_ms >= ?2)
              RETURNING id, workflow_id, name",
         )?;
-        let rows = st.query_map(sql::params![me, alive_since], |r| {
+        let rows = st.query_map(sql::params![me, cutoff], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
         for r in rows {
@@ -157,6 +173,9 @@ pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, alive_since: i64) -> R
             .query_map([id], |r| r.get(0))?
             .collect::<sql::Result<_>>()?;
         taken.lost_runs += runs.len();
+        for r in &runs {
+            crate::kernel::governance::approvals::lose_run_tx(c, r)?;
+        }
         crate::kernel::runtime::runs::close_lost_tx(c, &runs)?;
         c.execute(
             "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
@@ -168,10 +187,11 @@ pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, alive_since: i64) -> R
             (wid, name),
         )?;
     }
-    let mut st =
-        c.prepare("DELETE FROM nodes WHERE name <> ?1 AND heartbeat_at < ?2 RETURNING name")?;
+    let mut st = c.prepare(
+        "DELETE FROM nodes WHERE name <> ?1 AND heartbeat_at + lease_ms < ?2 RETURNING name",
+    )?;
     taken.nodes = st
-        .query_map(sql::params![me, alive_since], |r| r.get(0))?
+        .query_map(sql::params![me, cutoff], |r| r.get(0))?
         .collect::<sql::Result<_>>()?;
     Ok(taken)
 }
@@ -180,19 +200,19 @@ pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, alive_since: i64) -> R
 /// with the fewest agents (this one `me` on a tie). Inside the write that registers
 /// the agent, so two placements at once see each other.
 pub(crate) fn place_tx(c: &sql::Connection, me: &str, wanted: Option<&str>) -> Result<String> {
-    let alive_since = now_ms() - lease().as_millis() as i64;
+    let now = c.now_ms()?;
     if let Some(w) = wanted {
         let alive: bool = c.query_row(
-            "SELECT EXISTS (SELECT 1 FROM nodes WHERE name = ?1 AND heartbeat_at >= ?2)",
-            sql::params![w, alive_since],
+            "SELECT EXISTS (SELECT 1 FROM nodes WHERE name = ?1 AND heartbeat_at + lease_ms >= ?2)",
+            sql::params![w, now],
             |r| r.get(0),
         )?;
         if alive {
             return Ok(w.to_owned());
         }
         let names: Vec<String> = c
-            .prepare("SELECT name FROM nodes WHERE heartbeat_at >= ?1 ORDER BY name")?
-            .query_map([alive_since], |r| r.get(0))?
+            .prepare("SELECT name FROM nodes WHERE heartbeat_at + lease_ms >= ?1 ORDER BY name")?
+            .query_map([now], |r| r.get(0))?
             .collect::<sql::Result<_>>()?;
         return Err(crate::error::Error::invalid(format!(
             "node: {w:?} is not a live node of this store; live nodes: {} (or leave node out to place \
@@ -201,25 +221,24 @@ pub(crate) fn place_tx(c: &sql::Connection, me: &str, wanted: Option<&str>) -> R
         )));
     }
     let least: Option<String> = sql::OptionalExtension::optional(c.query_row(
-        "SELECT n.name FROM nodes n WHERE n.heartbeat_at >= ?2
+        "SELECT n.name FROM nodes n WHERE n.heartbeat_at + n.lease_ms >= ?2
           ORDER BY (SELECT count(*) FROM agents a WHERE a.node = n.name), n.name <> ?1, n.name LIMIT 1",
-        sql::params![me, alive_since],
+        sql::params![me, now],
         |r| r.get(0),
     ))?;
     Ok(least.unwrap_or_else(|| me.to_owned()))
 }
 
-fn node_row(r: &sql::Row, this: &str, now: i64) -> sql::Result<NodeView> {
+fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {
     let name: String = r.get(0)?;
-    let heartbeat: i64 = r.get(4)?;
     Ok(NodeView {
         this: name == this,
-        alive: now - heartbeat <= lease().as_millis() as i64,
+        alive: r.get(7)?,
         name,
         url: r.get(1)?,
         pid: r.get(2)?,
         started_at: fmt_ms(r.get(3)?),
-        heartbeat_at: fmt_ms(heartbeat),
+        heartbeat_at: fmt_ms(r.get(4)?),
         agents: r.get(5)?,
         running: r.get(6)?,
     })
@@ -236,16 +255,17 @@ impl Kernel {
         let me = self.node.clone();
         self.store
             .read(move |c| {
+                let now = c.now_ms()?;
                 let mut st = c.prepare(
                     "SELECT n.name, n.url, n.pid, n.started_at, n.heartbeat_at,
                             (SELECT count(*) FROM agents a WHERE a.node = n.name),
                             (SELECT count(*) FROM runs r JOIN agents a ON a.id = r.agent_id
-                              WHERE a.node = n.name AND r.status = 'running')
+                              WHERE a.node = n.name AND r.status = 'running'),
+                            n.heartbeat_at + n.lease_ms >= ?2
                        FROM nodes n ORDER BY n.name <> ?1, n.name",
                 )?;
-                let now = now_ms();
                 let rows = st
-                    .query_map([&me], |r| node_row(r, &me, now))?
+                    .query_map(sql::params![me, now], |r| node_row(r, &me))?
                     .collect::<sql::Result<Vec<_>>>()?;
                 Ok(rows)
             })
@@ -255,10 +275,16 @@ impl Kernel {
     /// Writes this node's heartbeat and URL now (so the nodes resource shows them
     /// from the first request), then five times per lease while the kernel lives,
     /// each time taking over from nodes that are gone (see the module docs).
+    ///
+    /// Fencing (a shared store only): a heartbeat that fails or hangs counts as not
+    /// renewed; after half the lease without one, this node stops its workers, since
+    /// others may take its agents once the lease is out. The first heartbeat that
+    /// gets through again serves what the stopped runs left pending.
     pub(crate) async fn start_heartbeat(self: &Arc<Self>) -> Result<()> {
         self.beat().await?;
         let weak: Weak<Self> = Arc::downgrade(self);
         let every = heartbeat();
+        let exclusive = self.store.is_exclusive();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -270,26 +296,27 @@ impl Kernel {
                 if k.leaving.load(std::sync::atomic::Ordering::Relaxed) {
                     return;
                 }
-                match k.beat().await {
-                    Ok(()) => {
+                match tokio::time::timeout(every, k.beat()).await {
+                    Ok(Ok(())) => {
                         renewed = tokio::time::Instant::now();
-                        fenced = false;
+                        if std::mem::take(&mut fenced) {
+                            k.request_rescan();
+                        }
                         if let Err(e) = k.take_over_gone().await {
                             tracing::warn!("takeover of gone nodes failed: {e}");
                         }
+                        continue;
                     }
-                    Err(e) => {
-                        tracing::warn!("node heartbeat not written: {e}");
-                        // Half the lease without a heartbeat: others may soon take
-                        // this node's agents, so none of them may still run here.
-                        if !fenced && renewed.elapsed() > lease() / 2 {
-                            fenced = true;
-                            tracing::error!(
-                                "the lease could not be renewed for half its time: stopping this node's workers"
-                            );
-                            k.stop_all_runs().await;
-                        }
-                    }
+                    Ok(Err(e)) => tracing::warn!("node heartbeat not written: {e}"),
+                    Err(_) => tracing::warn!("node heartbeat not written within {every:?}"),
+                }
+                // One kernel on its store (SQLite): nobody else could take its agents.
+                if !exclusive && !fenced && renewed.elapsed() > lease() / 2 {
+                    fenced = true;
+                    tracing::error!(
+                        "the lease could not be renewed for half its time: stopping this node's workers"
+                    );
+                    k.stop_all_runs().await;
                 }
             }
         });
@@ -303,9 +330,10 @@ impl Kernel {
         let found = self
             .store
             .write(move |c| {
+                let now = c.now_ms()?;
                 Ok(c.execute(
                     "UPDATE nodes SET heartbeat_at = ?2, url = ?3 WHERE name = ?1",
-                    sql::params![node, now_ms(), url],
+                    sql::params![node, now, url],
                 )?)
             })
             .await?;
@@ -337,18 +365,19 @@ impl Kernel {
         if self.store.is_exclusive() {
             return Ok(());
         }
-        let alive_since = now_ms() - lease().as_millis() as i64;
         let me = self.node.clone();
         // A read first: the common case (nobody is gone) writes nothing.
         let gone: bool = self
             .store
             .read(move |c| {
+                let now = c.now_ms()?;
                 Ok(c.query_row(
                     "SELECT EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human')
                         AND a.node IS DISTINCT FROM ?1
-                        AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = a.node AND n.heartbeat_at >= ?2))
-                     OR EXISTS (SELECT 1 FROM nodes WHERE name <> ?1 AND heartbeat_at < ?2)",
-                    sql::params![me, alive_since],
+                        AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = a.node
+                                          AND n.heartbeat_at + n.lease_ms >= ?2))
+                     OR EXISTS (SELECT 1 FROM nodes WHERE name <> ?1 AND heartbeat_at + lease_ms < ?2)",
+                    sql::params![me, now],
                     |r| r.get(0),
                 )?)
             })
@@ -359,14 +388,16 @@ impl Kernel {
         let me = self.node.clone();
         let taken = self
             .store
-            .write(move |c| take_over_tx(c, &me, alive_since))
+            .write(move |c| take_over_tx(c, &me, false))
             .await?;
-        self.after_takeover(&taken);
+        self.after_takeover(&taken).await;
         Ok(())
     }
 
-    /// Tells the lead and the scheduler about agents this node took over.
-    pub(crate) fn after_takeover(self: &Arc<Self>, taken: &Taken) {
+    /// Tells the lead and the scheduler about agents this node took over, and arms
+    /// the deadlines of the approvals they wait for (those timers were the gone
+    /// node's).
+    pub(crate) async fn after_takeover(self: &Arc<Self>, taken: &Taken) {
         if taken.agents.is_empty() && taken.nodes.is_empty() {
             return;
         }
@@ -382,6 +413,9 @@ impl Kernel {
                     workflow_id: *wid,
                     name: name.clone(),
                 });
+        }
+        if let Err(e) = self.recover_approvals().await {
+            tracing::warn!("approvals not re-armed after a takeover: {e}");
         }
         self.request_rescan();
     }

@@ -5,9 +5,10 @@
 //! for the store's jobs nor they for it: the sender batches what this node publishes
 //! into one `pg_notify` statement per batch; the listener waits for what the others
 //! publish. A notification is a hint, never the truth: what it says is in the store.
-//! A notification can be missed (the listener reconnecting, the sender's queue
-//! full), so after every (re)connect the listener says so (`on_gap`) and the node
-//! reads the store again for what it owes.
+//! A notification can be missed: the listener reconnecting says so itself
+//! (`on_gap`); a sender that had to drop some (its queue full, its connection lost)
+//! sends [`RESYNC`] with its next batch. Either way the nodes read the store again
+//! for what they owe.
 
 use crate::error::Result;
 use postgres::fallible_iterator::FallibleIterator;
@@ -25,6 +26,9 @@ pub const MAX_PAYLOAD: usize = 7_900;
 const QUEUE: usize = 16_384;
 /// Most notifications in one statement.
 const BATCH: usize = 256;
+/// What a sender that dropped notifications sends next: every node reads the store
+/// again.
+pub const RESYNC: &str = r#"{"t":"resync"}"#;
 /// How long a lost connection waits before connecting again.
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -39,6 +43,8 @@ pub struct Handlers {
 pub struct Bus {
     tx: SyncSender<String>,
     stop: Arc<AtomicBool>,
+    /// Set when a notification was dropped: the next batch carries [`RESYNC`].
+    dropped: Arc<AtomicBool>,
 }
 
 impl Bus {
@@ -48,17 +54,18 @@ impl Bus {
     pub fn start(url: &str, application: &str, handlers: Handlers) -> Result<Self> {
         let (tx, rx) = sync_channel::<String>(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
-        let (u, a) = (url.to_owned(), application.to_owned());
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (u, a, d) = (url.to_owned(), application.to_owned(), dropped.clone());
         std::thread::Builder::new()
             .name("bus-send".into())
-            .spawn(move || send_loop(&u, &a, &rx))
+            .spawn(move || send_loop(&u, &a, &rx, &d))
             .map_err(|e| crate::error::Error::internal(format!("cannot start the bus: {e}")))?;
         let (u, a, s) = (url.to_owned(), application.to_owned(), stop.clone());
         std::thread::Builder::new()
             .name("bus-listen".into())
             .spawn(move || listen_loop(&u, &a, &s, &handlers))
             .map_err(|e| crate::error::Error::internal(format!("cannot start the bus: {e}")))?;
-        Ok(Self { tx, stop })
+        Ok(Self { tx, stop, dropped })
     }
 
     /// Queues a payload for the other kernels; never blocks. A payload over
@@ -67,10 +74,12 @@ impl Bus {
     pub fn send(&self, payload: String) {
         if payload.len() > MAX_PAYLOAD {
             tracing::debug!(len = payload.len(), "bus payload too long; dropped");
+            self.dropped.store(true, Ordering::Relaxed);
             return;
         }
         if let Err(TrySendError::Full(_)) = self.tx.try_send(payload) {
             tracing::debug!("bus queue full; a notification was dropped");
+            self.dropped.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -81,11 +90,14 @@ impl Drop for Bus {
     }
 }
 
-fn send_loop(url: &str, application: &str, rx: &Receiver<String>) {
+fn send_loop(url: &str, application: &str, rx: &Receiver<String>, dropped: &AtomicBool) {
     let mut client: Option<postgres::Client> = None;
     // Ends when the Bus (the only sender) is dropped.
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
+        if dropped.swap(false, Ordering::Relaxed) {
+            batch.push(RESYNC.to_owned());
+        }
         while batch.len() < BATCH {
             match rx.try_recv() {
                 Ok(p) => batch.push(p),
@@ -98,6 +110,9 @@ fn send_loop(url: &str, application: &str, rx: &Receiver<String>) {
                     Ok(c) => client = Some(c),
                     Err(e) => {
                         tracing::warn!("bus: {e}");
+                        if attempt == 1 {
+                            dropped.store(true, Ordering::Relaxed);
+                        }
                         std::thread::sleep(RETRY);
                         continue;
                     }
@@ -113,6 +128,7 @@ fn send_loop(url: &str, application: &str, rx: &Receiver<String>) {
                     client = None;
                     if attempt == 1 {
                         tracing::warn!(lost = batch.len(), "bus: notifications not sent: {e}");
+                        dropped.store(true, Ordering::Relaxed);
                     }
                 }
             }

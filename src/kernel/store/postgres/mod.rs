@@ -104,7 +104,16 @@ pub(super) fn client(url: &str, application: &str) -> Result<postgres::Client> {
         .keepalives_interval(Duration::from_secs(5))
         .keepalives_retries(3)
         .tcp_user_timeout(Duration::from_secs(30))
-        .application_name(application);
+        .application_name(application)
+        // The server's side of the same: a kernel cut off in the middle of a write
+        // transaction holds the database's write lock, which every kernel waits
+        // for. The server ends such a session after 5 s idle in its transaction (a
+        // job's statements follow each other within milliseconds), and notices a
+        // silent peer by its own keepalives.
+        .options(
+            "-c idle_in_transaction_session_timeout=5000 -c tcp_keepalives_idle=10 \
+             -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
+        );
     let client = config.connect(postgres::NoTls).map_err(|e| {
         // The client's own words are "error connecting to server"; the why is below.
         let mut why = e.to_string();

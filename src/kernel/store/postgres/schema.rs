@@ -308,7 +308,8 @@ CREATE TABLE nodes (
     url          TEXT,
     pid          BIGINT NOT NULL,
     started_at   BIGINT NOT NULL,
-    heartbeat_at BIGINT NOT NULL
+    heartbeat_at BIGINT NOT NULL,
+    lease_ms     BIGINT NOT NULL
 );
 ALTER TABLE agents ADD COLUMN node TEXT COLLATE "C";
 CREATE INDEX agents_by_node ON agents (node);

@@ -115,6 +115,20 @@ impl Connection {
         }
     }
 
+    /// The time now in milliseconds since the epoch, by the database's clock on
+    /// PostgreSQL (one clock for every kernel on it, whatever their machines' clocks
+    /// say), by this machine's on SQLite (one kernel).
+    pub fn now_ms(&self) -> Result<i64> {
+        match &self.engine {
+            Engine::Sqlite(_) => Ok(crate::kernel::clock::now_ms()),
+            Engine::Postgres(_) => self.query_row(
+                "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                (),
+                |r| r.get(0),
+            ),
+        }
+    }
+
     /// Runs one statement; answers how many rows it changed.
     pub fn execute(&self, sql: &str, params: impl Params) -> Result<usize> {
         self.prepare(sql)?.execute(params)
