@@ -98,7 +98,13 @@ async fn wakes(from: &Arc<Kernel>, on: &Arc<Kernel>, agent: &str, n: usize) -> V
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => panic!("events: {e}"),
-                Err(_) => panic!("{agent} did not run within 30 s"),
+                Err(_) => {
+                    let info = on
+                        .agent_info(agent)
+                        .await
+                        .map(|i| serde_json::to_string(&i).unwrap());
+                    panic!("{agent} did not run within 30 s (ping {i}); on its node: {info:?}")
+                }
             }
         }
         out.push(started.unwrap().as_micros() as u32);
@@ -151,6 +157,12 @@ async fn run() {
         == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
     {
         std::process::exit(agent_worker::worker::main().await);
+    }
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
     }
     let a = args();
     let store = Location::Postgres(a.store.clone());

@@ -36,6 +36,16 @@ agents:
 kickoff: "@a start"
 "#;
 
+/// The entry of `agents` named `name` in a tool's result.
+fn agent_named<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no agent {name}: {v}"))
+}
+
 fn node_names(v: &Value) -> Vec<String> {
     v["nodes"]
         .as_array()
@@ -77,13 +87,7 @@ async fn agents_show_their_node_and_a_renamed_kernel_takes_them_over() {
     );
     assert_eq!(info(&lead, "bob").await["agent"]["node"], "alpha");
     let list = call(&lead, "agent_list", json!({})).await.ok();
-    let bob = list["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == "bob")
-        .unwrap();
-    assert_eq!(bob["node"], "alpha", "{list}");
+    assert_eq!(agent_named(&list, "bob")["node"], "alpha", "{list}");
     let st = call(
         &lead,
         "workflow_status",
@@ -91,13 +95,7 @@ async fn agents_show_their_node_and_a_renamed_kernel_takes_them_over() {
     )
     .await
     .ok();
-    let bob = st["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == "bob")
-        .unwrap();
-    assert_eq!(bob["node"], "alpha", "{st}");
+    assert_eq!(agent_named(&st, "bob")["node"], "alpha", "{st}");
     let r = ask(&lead, "bob", "hello", 30).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     // A workflow's agents are placed too.

@@ -197,20 +197,38 @@ fn over_budget(who: &str, budget: &Budget, tokens: u64, cost: f64) -> Option<Str
 impl Kernel {
     /// Asks for a run of an agent; see the module docs for what may happen instead.
     pub(crate) async fn admit(self: &Arc<Self>, agent_id: i64, wake: Wake, prompt: Option<String>) {
+        let (mut wake, mut prompt) = (wake, prompt);
+        // Once more for a message that came while this admission was under way.
+        while self.admit_once(agent_id, wake, prompt).await {
+            (wake, prompt) = (Wake::Message, None);
+        }
+    }
+
+    /// One admission; true if a message reached the agent meanwhile and it must
+    /// be looked at again.
+    async fn admit_once(
+        self: &Arc<Self>,
+        agent_id: i64,
+        wake: Wake,
+        prompt: Option<String>,
+    ) -> bool {
         if self
             .remember_wake(agent_id, wake.trigger(), prompt.as_deref())
             .is_some()
         {
-            return;
+            return false;
         }
         {
             let mut st = self.scheduler.state.lock().unwrap();
-            // A retry, or a start under way, will read the inbox: nothing to add.
-            if wake == Wake::Message
-                && (st.timers.contains_key(&Timer::Retry(agent_id))
-                    || st.starting.contains(&agent_id))
-            {
-                return;
+            // A retry will read the inbox: nothing to add.
+            if wake == Wake::Message && st.timers.contains_key(&Timer::Retry(agent_id)) {
+                return false;
+            }
+            // A start under way may have looked at the inbox before this message
+            // was in it: it looks again when it is done.
+            if wake == Wake::Message && st.starting.contains(&agent_id) {
+                st.recheck.insert(agent_id);
+                return false;
             }
             if self.runs_in_progress() + st.starting.len() >= self.scheduler.limit {
                 match st.queue.iter_mut().find(|q| q.agent_id == agent_id) {
@@ -225,20 +243,20 @@ impl Kernel {
                         prompt,
                     }),
                 }
-                return;
+                return false;
             }
             st.starting.insert(agent_id);
         }
         let r = self.gate_and_start(agent_id, wake, prompt).await;
-        self.scheduler
-            .state
-            .lock()
-            .unwrap()
-            .starting
-            .remove(&agent_id);
+        let again = {
+            let mut st = self.scheduler.state.lock().unwrap();
+            st.starting.remove(&agent_id);
+            st.recheck.remove(&agent_id)
+        };
         if let Err(e) = r {
             tracing::warn!(agent_id, "could not start a run: {e}");
         }
+        again
     }
 
     async fn gate_and_start(

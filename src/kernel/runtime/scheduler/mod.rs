@@ -94,6 +94,10 @@ struct State {
     queue: VecDeque<Queued>,
     /// Admitted but not yet registered with the process manager.
     starting: HashSet<i64>,
+    /// Agents a message reached while they were `starting`: their admission looks
+    /// again once it is done (it may have read the inbox before the message was
+    /// there, and decided there was nothing to run).
+    recheck: HashSet<i64>,
     /// Failed runs in a row per agent.
     attempts: HashMap<i64, usize>,
     timers: HashMap<Timer, i64>,

@@ -84,9 +84,16 @@ impl Kernel {
                 let Some(k) = weak.upgrade() else { return };
                 for (workflow_id, names) in wakes.take() {
                     let names: Vec<String> = names.into_iter().collect();
-                    let Ok(ids) = k.wakeable_agents(workflow_id, names).await else {
-                        continue;
+                    let ids = match k.wakeable_agents(workflow_id, names).await {
+                        Ok(ids) => ids,
+                        Err(e) => {
+                            // The store is the truth: read everything owed again.
+                            tracing::warn!("deliveries not turned into wakes: {e}; rescanning");
+                            k.request_rescan();
+                            continue;
+                        }
                     };
+                    tracing::trace!(node = %k.node(), ?ids, "wakes");
                     for id in ids {
                         // A new message gives a failed agent fresh attempts.
                         k.scheduler.state.lock().unwrap().attempts.remove(&id);
