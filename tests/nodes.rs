@@ -154,6 +154,23 @@ async fn a_bad_node_name_is_refused_at_launch() {
     );
 }
 
+const SPLIT: &str = r#"
+name: split
+agents:
+  here:
+    backend: mock
+    mock:
+      - when: "start"
+        send: "@there over to you"
+  there:
+    backend: mock
+    node: c
+    mock:
+      - when: "over to you"
+        send: "@user done on c"
+kickoff: "@here start"
+"#;
+
 const RELAY: &str = r#"
 name: relay
 agents:
@@ -261,6 +278,29 @@ async fn three_nodes_share_a_postgresql_database() {
     assert_eq!(r["reply"]["final_text"], "bob here", "{r}");
     let on_b = info(&lb, "bob").await;
     assert_eq!(on_b["runs"][0]["id"], r["run_id"], "{on_b}");
+
+    // A workflow run through a with one agent placed on c by its YAML.
+    let w = call(
+        &la,
+        "workflow_run",
+        json!({"yaml": SPLIT, "wait_seconds": 30}),
+    )
+    .await
+    .ok();
+    assert_eq!(w["status"], "completed", "{w}");
+    assert_eq!(agent_named(&w, "here")["node"], "a", "{w}");
+    assert_eq!(agent_named(&w, "there")["node"], "c", "{w}");
+    let e = call(
+        &la,
+        "workflow_run",
+        json!({"yaml": SPLIT.replace("node: c", "node: nowhere"), "tag": "bad"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("agents.there.node") && e.contains("not a live node"),
+        "{e}"
+    );
 
     // A pause through a stops a run on c, and waits until it is recorded.
     call(

@@ -78,6 +78,9 @@ pub struct AgentDef {
     /// Absolute: relative paths are resolved against the YAML's folder, `~` expanded.
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
+    /// The node (kernel) to run it on, when several share the store (default: the
+    /// node that runs the workflow).
+    pub node: Option<String>,
     /// As written; valid for [`crate::schedule::Trigger::wakeup`].
     pub wakeup: Option<String>,
     pub wakeup_prompt: Option<String>,

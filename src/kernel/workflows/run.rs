@@ -39,6 +39,8 @@ struct Registered {
     env: BTreeMap<String, String>,
     config: AgentConfig,
     wakeup: Option<(Trigger, Option<String>)>,
+    /// The node asked for (`node:`), if any.
+    node: Option<String>,
 }
 
 impl Kernel {
@@ -159,7 +161,12 @@ impl Kernel {
             .map(|a| a.name.clone())
             .collect();
         let contracts = wf.contracts.clone();
-        // Placement: the one kernel on the store runs every agent with a worker.
+        let placed_by_name: Vec<String> = agents
+            .iter()
+            .filter(|a| a.node.is_some())
+            .map(|a| a.name.clone())
+            .collect();
+        // Placement: this node runs the workflow's agents, unless one names another.
         let node = self.node().to_owned();
         let (wid, armed) = self
             .store
@@ -180,6 +187,15 @@ impl Kernel {
                 for a in &agents {
                     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
                     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
+                    // Placement: the node it names, which must be alive, else this one.
+                    let placed = match (&a.node, has_no_worker(&a.backend)) {
+                        (_, true) => None,
+                        (Some(n), false) => Some(
+                            crate::kernel::runtime::nodes::place_tx(c, &node, Some(n))
+                                .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?,
+                        ),
+                        (None, false) => Some(node.clone()),
+                    };
                     c.execute(
                         "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
@@ -197,8 +213,7 @@ impl Kernel {
                            -- a lease moves only when no run holds it
                            node = CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = agents.id AND r.status = 'running')
                                        THEN agents.node ELSE excluded.node END",
-                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now,
-                                     (!has_no_worker(&a.backend)).then_some(node.as_str())],
+                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed],
                     )?;
                     let id: i64 = c.query_row(
                         "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
@@ -235,6 +250,14 @@ impl Kernel {
         for (id, next) in armed {
             self.scheduler_forget(id);
             self.arm_schedule(id, next);
+        }
+        // An agent placed on another node: that node arms its schedule and serves it.
+        for name in placed_by_name {
+            self.events
+                .publish(crate::kernel::events::Event::AgentChanged {
+                    workflow_id: wid,
+                    name,
+                });
         }
         Ok(wid)
     }
@@ -308,6 +331,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 })?;
             }
             let r = Registered {
+                node: a.node.clone(),
                 name: a.name.clone(),
                 backend: a.backend.clone(),
                 model: a.model.clone(),

@@ -223,6 +223,10 @@ impl Doc<'_> {
             None => Vec::new(),
             Some((mp, mn)) => self.mock(mn, &mp, scope)?,
         };
+        let node = match set("node") {
+            None => None,
+            Some((np, nn)) => Some(self.non_empty_text(nn, &np, "build-1")?.to_owned()),
+        };
         let max_steps = match set("max_steps") {
             None => None,
             Some((_, Node::Int(s))) if (1..=MAX_STEPS).contains(s) => u32::try_from(*s).ok(),
@@ -278,6 +282,7 @@ impl Doc<'_> {
             system_prompt,
             cwd,
             env,
+            node,
             wakeup,
             wakeup_prompt,
             budget,

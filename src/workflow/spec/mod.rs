@@ -60,6 +60,7 @@ const AGENT_KEYS: &[&str] = &[
     "system_prompt",
     "cwd",
     "env",
+    "node",
     "wakeup",
     "wakeup_prompt",
     "budget",
