@@ -324,12 +324,7 @@ fn main() {
 }
 
 async fn run() {
-    // The kernel starts workers (phase 5) as `<exe> __worker`: serve that mode here too.
-    if std::env::args().nth(1).as_deref()
-        == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
-    {
-        std::process::exit(agent_worker::worker::main().await);
-    }
+    common::serve_worker_mode().await;
     // As the server binary does (see `no_huge_pages`), so memory figures match it.
     agent_worker::memory::no_huge_pages();
     assert!(

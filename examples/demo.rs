@@ -21,12 +21,7 @@ use std::time::Duration;
 
 #[tokio::main]
 async fn main() {
-    // The kernel starts workers as `<exe> __worker`: serve that mode here too.
-    if std::env::args().nth(1).as_deref()
-        == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
-    {
-        std::process::exit(agent_worker::worker::main().await);
-    }
+    common::serve_worker_mode().await;
     let name = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "review-loop".into());

@@ -152,12 +152,7 @@ fn main() {
 }
 
 async fn run() {
-    // The kernels start workers as `<exe> __worker`: serve that mode here too.
-    if std::env::args().nth(1).as_deref()
-        == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
-    {
-        std::process::exit(agent_worker::worker::main().await);
-    }
+    common::serve_worker_mode().await;
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())

@@ -73,7 +73,8 @@
 //!                  nodes/ the kernels of a store (name, heartbeat, placement,
 //!                  takeover; bus.rs their events to each other); tells workflows
 //!                  through events
-//!   workflows/     workflow runs: start (run.rs), status, completion, stop, list
+//!   workflows/     workflow runs: start (run.rs), status, completion, stop, list;
+//!                  facts.rs what a status and the idle check read
 //! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
 //!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in

@@ -56,6 +56,16 @@ pub async fn start_node(
     (kernel, url)
 }
 
+/// Kernels started in an example run workers as `<exe> __worker`: an example whose
+/// agents run calls this first, so it serves that mode too (and exits there).
+pub async fn serve_worker_mode() {
+    if std::env::args().nth(1).as_deref()
+        == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
+    {
+        std::process::exit(agent_worker::worker::main().await);
+    }
+}
+
 pub async fn connect(url: &str, token: &str, modern: bool) -> Client {
     let t = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
