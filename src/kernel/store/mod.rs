@@ -31,13 +31,13 @@ use queue::{Queue, Taken};
 use sql::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The most jobs one transaction may carry; bounds the latency a burst adds.
 const MAX_BATCH: usize = 512;
 /// Reader threads, each with one read connection (opened on its first read).
 const READERS: usize = 8;
-/// A store thread idle this long gives its connection's page cache back.
+/// A reader idle this long closes its connection.
 const IDLE: Duration = Duration::from_secs(10);
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -389,19 +389,20 @@ fn writer_loop(
     begin: Begin,
     reopen: &dyn Fn() -> Result<Connection>,
 ) {
-    let mut worked = false;
+    // Not "after some seconds without a job": the node's heartbeat writes every
+    // few seconds, so the writer kept a burst's page cache and heap for good.
+    let mut give_back = memory::GiveBack::new(Instant::now());
     loop {
-        let batch = match rx.take(MAX_BATCH, Some(IDLE)) {
+        let batch = match rx.take(MAX_BATCH, give_back.wait(Instant::now())) {
             Taken::Closed => return,
             Taken::Idle => {
-                if std::mem::take(&mut worked) {
-                    release(&conn);
-                }
+                release(&conn);
+                give_back.given(Instant::now());
                 continue;
             }
             Taken::Items(batch) => batch,
         };
-        worked = true;
+        give_back.worked();
         if let Err(e) = begin_on(&mut conn, begin.write, reopen) {
             // Run nothing; dropping the jobs answers each caller with an error.
             tracing::error!("store transaction could not begin: {e}");
