@@ -24,7 +24,8 @@
 //!                contracts (Claude's asked classes, denials a backend can hold);
 //!                requests.rs the request a tool call stands for
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
-//!                run out of work, no transparent huge pages, SQLite on the same allocator
+//!                run out of work or a burst ends (GiveBack, the store's writer), no
+//!                transparent huge pages, SQLite on the same allocator
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps

@@ -389,8 +389,8 @@ fn writer_loop(
     begin: Begin,
     reopen: &dyn Fn() -> Result<Connection>,
 ) {
-    // Not "after some seconds without a job": the node's heartbeat writes every
-    // few seconds, so the writer kept a burst's page cache and heap for good.
+    // Memory goes back when a burst is over, not after some seconds without any
+    // job: the node's heartbeat writes every few seconds (see `GiveBack`).
     let mut give_back = memory::GiveBack::new(Instant::now());
     loop {
         let batch = match rx.take(MAX_BATCH, give_back.wait(Instant::now())) {
