@@ -36,16 +36,6 @@ agents:
 kickoff: "@a start"
 "#;
 
-/// The entry of `agents` named `name` in a tool's result.
-fn agent_named<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == name)
-        .unwrap_or_else(|| panic!("no agent {name}: {v}"))
-}
-
 fn node_names(v: &Value) -> Vec<String> {
     v["nodes"]
         .as_array()
@@ -298,7 +288,9 @@ async fn three_nodes_share_a_postgresql_database() {
     .await
     .err();
     assert!(
-        e.contains("agents.there.node") && e.contains("not a live node"),
+        e.contains("agents.there.node")
+            && e.contains("not a live node")
+            && e.contains("the node that runs the workflow"),
         "{e}"
     );
 

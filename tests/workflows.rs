@@ -59,15 +59,6 @@ fn from<'a>(msgs: &'a [Value], sender: &str) -> Vec<&'a str> {
         .collect()
 }
 
-fn agent<'a>(status: &'a Value, name: &str) -> &'a Value {
-    status["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == name)
-        .unwrap()
-}
-
 #[tokio::test]
 async fn the_review_loop_example_runs_to_completion() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,8 +81,8 @@ async fn the_review_loop_example_runs_to_completion() {
     ] {
         assert!(doc.contains(part), "{part} missing from {doc}");
     }
-    assert_eq!(agent(&r, "coder")["runs"], 2, "{r}");
-    assert_eq!(agent(&r, "reviewer")["runs"], 2, "{r}");
+    assert_eq!(agent_named(&r, "coder")["runs"], 2, "{r}");
+    assert_eq!(agent_named(&r, "reviewer")["runs"], 2, "{r}");
     assert_eq!(r["pending"], 0);
     let msgs = channel(&lead, "@review-loop:main").await;
     assert_eq!(
@@ -169,7 +160,7 @@ async fn the_scheduled_digest_example_is_scheduled_not_completed_after_its_sched
         reason.contains("editor at") && reason.contains("workflow_stop"),
         "{reason}"
     );
-    let editor = agent(&r, "editor");
+    let editor = agent_named(&r, "editor");
     assert!(
         editor["next_wake"].is_string(),
         "the schedule stays armed: {r}"
@@ -208,7 +199,7 @@ async fn the_scheduled_digest_example_is_scheduled_not_completed_after_its_sched
             .unwrap()
             .contains("## Digest")
     );
-    let runs = agent(&after, "editor")["runs"].as_i64().unwrap();
+    let runs = agent_named(&after, "editor")["runs"].as_i64().unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
     let later = call(
         &lead,
@@ -218,7 +209,7 @@ async fn the_scheduled_digest_example_is_scheduled_not_completed_after_its_sched
     .await
     .ok();
     assert_eq!(
-        agent(&later, "editor")["runs"].as_i64().unwrap(),
+        agent_named(&later, "editor")["runs"].as_i64().unwrap(),
         runs,
         "no fire after stop"
     );
@@ -447,7 +438,7 @@ kickoff: "@a go"
     let r = run(&lead, json!({"yaml": yaml, "wait_seconds": 30})).await;
     assert_eq!(r["status"], "failed", "{r}");
     assert!(r["reason"].as_str().unwrap().contains("disk full"), "{r}");
-    assert_eq!(agent(&r, "a")["runs"], 4, "{r}");
+    assert_eq!(agent_named(&r, "a")["runs"], 4, "{r}");
     s.stop().await;
 }
 

@@ -423,6 +423,17 @@ pub async fn agent_sessions(
     out
 }
 
+/// The entry of `agents` named `name` in a tool's result (agent_list,
+/// workflow_status, workflow_run).
+pub fn agent_named<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["agents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no agents in {v}"))
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no agent {name}: {v}"))
+}
+
 pub fn ids(v: &Value) -> Vec<String> {
     v["messages"]
         .as_array()

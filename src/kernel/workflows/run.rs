@@ -161,14 +161,9 @@ impl Kernel {
             .map(|a| a.name.clone())
             .collect();
         let contracts = wf.contracts.clone();
-        let placed_by_name: Vec<String> = agents
-            .iter()
-            .filter(|a| a.node.is_some())
-            .map(|a| a.name.clone())
-            .collect();
         // Placement: this node runs the workflow's agents, unless one names another.
         let node = self.node().to_owned();
-        let (wid, armed) = self
+        let (wid, armed, elsewhere) = self
             .store
             .write(move |c| {
                 let wid = workflow_id_tx(c, &w, true)?.expect("created");
@@ -183,17 +178,25 @@ impl Kernel {
                        started_at = ?5, ended_at = NULL, hops = 0, updated_at = ?5 WHERE id = ?1",
                     sql::params![wid, params, budget, source, now],
                 )?;
-                let mut armed = Vec::new();
+                let (mut armed, mut elsewhere) = (Vec::new(), Vec::new());
                 for a in &agents {
                     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
                     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
                     // Placement: the node it names, which must be alive, else this one.
                     let placed = match (&a.node, has_no_worker(&a.backend)) {
                         (_, true) => None,
-                        (Some(n), false) => Some(
-                            crate::kernel::runtime::nodes::place_tx(c, &node, Some(n))
-                                .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?,
-                        ),
+                        (Some(n), false) => {
+                            crate::kernel::runtime::nodes::require_live_tx(
+                                c,
+                                n,
+                                "or leave node out to run it on the node that runs the workflow",
+                            )
+                            .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?;
+                            if *n != node {
+                                elsewhere.push(a.name.clone());
+                            }
+                            Some(n.clone())
+                        }
                         (None, false) => Some(node.clone()),
                     };
                     c.execute(
@@ -231,7 +234,7 @@ impl Kernel {
                         }
                     }
                 }
-                Ok((wid, armed))
+                Ok((wid, armed, elsewhere))
             })
             .await?;
         self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
@@ -252,7 +255,7 @@ impl Kernel {
             self.arm_schedule(id, next);
         }
         // An agent placed on another node: that node arms its schedule and serves it.
-        for name in placed_by_name {
+        for name in elsewhere {
             self.events
                 .publish(crate::kernel::events::Event::AgentChanged {
                     workflow_id: wid,

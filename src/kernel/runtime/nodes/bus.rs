@@ -97,13 +97,10 @@ impl Kernel {
                 let Some(k) = weak.upgrade() else { return };
                 match m {
                     Incoming::Gap => k.resync().await,
-                    Incoming::Payload(p) => {
-                        tracing::trace!(node = %k.node, payload = %p, "bus message");
-                        match serde_json::from_str::<Wire>(&p) {
-                            Ok(w) => k.on_wire(w).await,
-                            Err(e) => tracing::debug!("unreadable bus message ignored: {e}"),
-                        }
-                    }
+                    Incoming::Payload(p) => match serde_json::from_str::<Wire>(&p) {
+                        Ok(w) => k.on_wire(w).await,
+                        Err(e) => tracing::debug!("unreadable bus message ignored: {e}"),
+                    },
                 }
             }
         });

@@ -196,30 +196,19 @@ pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, exclusive: bool) -> Re
     Ok(taken)
 }
 
-/// Where a new agent runs: `wanted` if that node is alive, else the alive node
-/// with the fewest agents (this one `me` on a tie). Inside the write that registers
-/// the agent, so two placements at once see each other.
+/// Where a new agent runs: `wanted` if given (it must be alive), else the alive
+/// node with the fewest agents (this one, `me`, on a tie). Inside the write that
+/// registers the agent, so two placements at once see each other.
 pub(crate) fn place_tx(c: &sql::Connection, me: &str, wanted: Option<&str>) -> Result<String> {
-    let now = c.now_ms()?;
     if let Some(w) = wanted {
-        let alive: bool = c.query_row(
-            "SELECT EXISTS (SELECT 1 FROM nodes WHERE name = ?1 AND heartbeat_at + lease_ms >= ?2)",
-            sql::params![w, now],
-            |r| r.get(0),
+        require_live_tx(
+            c,
+            w,
+            "or leave node out to place the agent on the least loaded",
         )?;
-        if alive {
-            return Ok(w.to_owned());
-        }
-        let names: Vec<String> = c
-            .prepare("SELECT name FROM nodes WHERE heartbeat_at + lease_ms >= ?1 ORDER BY name")?
-            .query_map([now], |r| r.get(0))?
-            .collect::<sql::Result<_>>()?;
-        return Err(crate::error::Error::invalid(format!(
-            "node: {w:?} is not a live node of this store; live nodes: {} (or leave node out to place \
-             the agent on the least loaded)",
-            names.join(", ")
-        )));
+        return Ok(w.to_owned());
     }
+    let now = c.now_ms()?;
     let least: Option<String> = sql::OptionalExtension::optional(c.query_row(
         "SELECT n.name FROM nodes n WHERE n.heartbeat_at + n.lease_ms >= ?2
           ORDER BY (SELECT count(*) FROM agents a WHERE a.node = n.name), n.name <> ?1, n.name LIMIT 1",
@@ -227,6 +216,28 @@ pub(crate) fn place_tx(c: &sql::Connection, me: &str, wanted: Option<&str>) -> R
         |r| r.get(0),
     ))?;
     Ok(least.unwrap_or_else(|| me.to_owned()))
+}
+
+/// Refuses a `node` that is not a live node of this store, naming the live ones
+/// and `fix` (what the caller's user can do instead).
+pub(crate) fn require_live_tx(c: &sql::Connection, node: &str, fix: &str) -> Result<()> {
+    let now = c.now_ms()?;
+    let alive: bool = c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM nodes WHERE name = ?1 AND heartbeat_at + lease_ms >= ?2)",
+        sql::params![node, now],
+        |r| r.get(0),
+    )?;
+    if alive {
+        return Ok(());
+    }
+    let names: Vec<String> = c
+        .prepare("SELECT name FROM nodes WHERE heartbeat_at + lease_ms >= ?1 ORDER BY name")?
+        .query_map([now], |r| r.get(0))?
+        .collect::<sql::Result<_>>()?;
+    Err(crate::error::Error::invalid(format!(
+        "node: {node:?} is not a live node of this store; live nodes: {} ({fix})",
+        names.join(", ")
+    )))
 }
 
 fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {

@@ -196,8 +196,12 @@ fn over_budget(who: &str, budget: &Budget, tokens: u64, cost: f64) -> Option<Str
 
 impl Kernel {
     /// Asks for a run of an agent; see the module docs for what may happen instead.
-    pub(crate) async fn admit(self: &Arc<Self>, agent_id: i64, wake: Wake, prompt: Option<String>) {
-        let (mut wake, mut prompt) = (wake, prompt);
+    pub(crate) async fn admit(
+        self: &Arc<Self>,
+        agent_id: i64,
+        mut wake: Wake,
+        mut prompt: Option<String>,
+    ) {
         // Once more for a message that came while this admission was under way.
         while self.admit_once(agent_id, wake, prompt).await {
             (wake, prompt) = (Wake::Message, None);
