@@ -322,3 +322,154 @@ async fn updates_reach_a_client_through_the_stdio_relay() {
         "the background kernel did not stop"
     );
 }
+
+/// The lead's `channel_read`, timed every 20 ms until `stop` is set: the slowest.
+fn time_the_lead(
+    lead: std::sync::Arc<Client>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Duration> {
+    tokio::spawn(async move {
+        let mut slowest = Duration::ZERO;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let t = Instant::now();
+            call(&lead, "channel_read", json!({"workflow": "@team"}))
+                .await
+                .ok();
+            slowest = slowest.max(t.elapsed());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        slowest
+    })
+}
+
+/// The error a refused listen ends with (rmcp acknowledges before the handler runs,
+/// so a refusal may come as the listen's answer or as its end).
+async fn listen_refusal(agent: &Client, uris: Vec<String>) -> String {
+    let mut filter = SubscriptionFilter::new();
+    filter.resource_subscriptions = Some(uris);
+    let mut sub = match agent.peer().listen(filter).await {
+        Err(e) => return e.to_string(),
+        Ok(sub) => sub,
+    };
+    match tokio::time::timeout(Duration::from_secs(30), sub.next()).await {
+        Ok(Err(e)) => e.to_string(),
+        other => panic!("the listen was not refused: {other:?}"),
+    }
+}
+
+/// A hostile pass: five listens of one agent, each naming 60,000 of its own
+/// documents (3.6 MB of filter), held the lead's channel_read up to 31.6 s and took
+/// the server from 29 to 247 MB. Now each is refused before the store is read,
+/// naming the limit, and the lead keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_cannot_stall_the_server_with_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = std::sync::Arc::new(s.lead(Proto::Modern).await);
+    new_agents(&lead, "@team", &["alice"]).await;
+    let alice = std::sync::Arc::new(join(&s, &lead, "alice@team", Proto::Modern).await);
+    let pid = s.child.id().unwrap();
+    let rss_before = rss_kib(pid);
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let timing = time_the_lead(lead.clone(), stop.clone());
+    let floods = (0..5).map(|i| {
+        let alice = alice.clone();
+        let uris = (0..60_000)
+            .map(|n| format!("agent-worker://workflows/team/main/documents/f{i}-{n}.md"))
+            .collect();
+        async move { listen_refusal(&alice, uris).await }
+    });
+    for e in futures::future::join_all(floods).await {
+        assert!(
+            e.contains("60000 URIs in one subscription: at most 1024"),
+            "{e}"
+        );
+    }
+    // Bounded in number too: 32 listens of one identity, not 33.
+    let mut open = Vec::new();
+    for _ in 0..32 {
+        let mut f = SubscriptionFilter::new();
+        f.resource_subscriptions = Some(vec![CHANNEL.to_owned()]);
+        open.push(alice.peer().listen(f).await.unwrap());
+    }
+    let e = listen_refusal(&alice, vec![CHANNEL.to_owned()]).await;
+    assert!(e.contains("at most 32"), "{e}");
+    // The lead is another identity: its listen is not held back.
+    let mut f = SubscriptionFilter::new();
+    f.resource_subscriptions = Some(vec![CHANNEL.to_owned()]);
+    let _lead_listen = lead.peer().listen(f).await.unwrap();
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let slowest = timing.await.unwrap();
+    let grown = rss_kib(pid).saturating_sub(rss_before) / 1024;
+    println!(
+        "the lead's slowest channel_read during the floods: {slowest:?}; RSS grew {grown} MiB"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "the lead waited {slowest:?}"
+    );
+    assert!(grown < 100, "the server grew by {grown} MiB");
+    s.stop().await;
+}
+
+/// A hostile pass: one agent token, 8 sessions x 100 legacy subscriptions to
+/// `agent-worker://resources/<1 MiB>`: all accepted, RSS 29 -> 865 MB. Now a URI is
+/// checked before it is kept, and a session holds at most 1024 of them.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn an_agent_cannot_grow_the_server_with_subscriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@team", &["alice"]).await;
+    let pid = s.child.id().unwrap();
+    let rss_before = rss_kib(pid);
+    let huge = format!("agent-worker://resources/{}", "a".repeat(1024 * 1024));
+    let mut sessions = Vec::new();
+    for _ in 0..8 {
+        let alice = join(&s, &lead, "alice@team", Proto::Legacy).await;
+        for _ in 0..100 {
+            let e = alice
+                .peer()
+                .subscribe(SubscribeRequestParams::new(huge.as_str()))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("at most 1024"), "{e}");
+        }
+        sessions.push(alice);
+    }
+    let grown = rss_kib(pid).saturating_sub(rss_before) / 1024;
+    println!("RSS grew {grown} MiB after 800 refused subscriptions of 1 MiB URIs");
+    assert!(grown < 100, "the server grew by {grown} MiB");
+
+    // Well-formed URIs: at most 1024 in one session.
+    let alice = &sessions[0];
+    let doc = |n: usize| format!("agent-worker://workflows/team/main/documents/d{n}.md");
+    for n in 0..1024 {
+        alice
+            .peer()
+            .subscribe(SubscribeRequestParams::new(doc(n)))
+            .await
+            .unwrap();
+    }
+    let e = alice
+        .peer()
+        .subscribe(SubscribeRequestParams::new(doc(1024)))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("1025 URIs in one subscription: at most 1024"),
+        "{e}"
+    );
+    // A resource id is checked for its shape, not kept as given.
+    let e = alice
+        .peer()
+        .subscribe(SubscribeRequestParams::new("agent-worker://resources/nope"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown resource"), "{e}");
+    s.stop().await;
+}

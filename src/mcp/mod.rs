@@ -134,6 +134,11 @@ impl AgentWorker {
     }
 }
 
+/// A subscription refused for what it would hold: the limit, as invalid params.
+fn refused(e: subscriptions::budget::Refused) -> McpError {
+    McpError::invalid_params(e.to_string(), None)
+}
+
 /// Who sent this request. Over HTTP the auth layer has put a [`Caller`] into the
 /// request's extensions; over stdio there are no HTTP parts and the caller is the lead.
 /// Tasks are the lead's: an agent is told none exists.
@@ -306,8 +311,11 @@ impl ServerHandler for AgentWorker {
         let who = caller(&context)?;
         no_cursor("resources/list", request)?;
         // A session that lists resources hears when the list changes.
-        self.hub()
-            .watch_list(subscriptions::session_key(&context), context.peer.clone());
+        self.hub().watch_list(
+            subscriptions::watcher_key(&who, &context),
+            subscriptions::budget::owner(&who),
+            context.peer.clone(),
+        );
         Ok(ListResourcesResult::with_all_items(
             resources::list(&self.kernel, &who).await?,
         ))
@@ -363,12 +371,14 @@ impl ServerHandler for AgentWorker {
     ) -> Result<(), McpError> {
         let who = caller(&context)?;
         resources::authorize(&self.kernel, &who, &request.uri).await?;
-        self.hub().subscribe(
-            subscriptions::session_key(&context),
-            context.peer.clone(),
-            request.uri,
-        );
-        Ok(())
+        self.hub()
+            .subscribe(
+                subscriptions::watcher_key(&who, &context),
+                subscriptions::budget::owner(&who),
+                context.peer.clone(),
+                request.uri,
+            )
+            .map_err(refused)
     }
 
     async fn unsubscribe(
@@ -376,8 +386,9 @@ impl ServerHandler for AgentWorker {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let who = caller(&context)?;
         self.hub()
-            .unsubscribe(&subscriptions::session_key(&context), &request.uri);
+            .unsubscribe(&subscriptions::watcher_key(&who, &context), &request.uri);
         Ok(())
     }
 
@@ -387,13 +398,34 @@ impl ServerHandler for AgentWorker {
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut f = SubscriptionFilter::new();
-        f.resource_subscriptions = requested.resource_subscriptions.clone();
+        let asked = requested
+            .resource_subscriptions
+            .as_deref()
+            .unwrap_or_default();
+        // A filter over the limits is refused by `listen`, which knows who asks;
+        // until then none of it is accepted, so rmcp's intersection of the accepted
+        // with the requested (quadratic) stays cheap.
+        f.resource_subscriptions = match subscriptions::budget::check_filter(asked) {
+            Ok(_) => requested.resource_subscriptions.clone(),
+            Err(_) => Some(Vec::new()),
+        };
         f.resources_list_changed = requested.resources_list_changed;
         Some(f)
     }
 
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
         let who = caller(cx.request_context())?;
+        // Bounded before anything is read (what was asked, not only what rmcp
+        // accepted of it): held until the listen ends.
+        let _lease = subscriptions::budget::Lease::listen(
+            self.hub().budgets(),
+            subscriptions::budget::owner(&who),
+            cx.requested()
+                .resource_subscriptions
+                .as_deref()
+                .unwrap_or_default(),
+        )
+        .map_err(refused)?;
         let asked = cx
             .accepted()
             .resource_subscriptions

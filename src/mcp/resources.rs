@@ -20,7 +20,7 @@ use crate::kernel::{Caller, Kernel, Scope};
 use crate::names::WorkflowRef;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 const SCHEME: &str = "agent-worker://";
 const JSON: &str = "application/json";
@@ -205,19 +205,47 @@ pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, Mcp
 /// Whether the caller may read `uri` (without reading it): what subscriptions are
 /// checked against. The error is the same "unknown resource" a read gives.
 pub async fn authorize(kernel: &Kernel, caller: &Caller, uri: &str) -> Result<(), McpError> {
+    authorize_with(kernel, caller, uri, &mut HashMap::new()).await
+}
+
+/// [`authorize`], remembering in `instances` which instances the caller may see
+/// (for a filter naming many URIs of one instance). A URI not of this server's
+/// shapes is refused before anything is looked up.
+pub async fn authorize_with(
+    kernel: &Kernel,
+    caller: &Caller,
+    uri: &str,
+    instances: &mut HashMap<String, bool>,
+) -> Result<(), McpError> {
     let unknown = || unknown_resource(uri);
+    if uri.len() > super::subscriptions::budget::MAX_URI {
+        return Err(McpError::invalid_params(
+            super::subscriptions::budget::Refused::UriTooLong(uri.len()).to_string(),
+            None,
+        ));
+    }
     let rest = uri.strip_prefix(SCHEME).ok_or_else(unknown)?;
     let parts: Vec<&str> = rest.splitn(6, '/').collect();
     match parts.as_slice() {
-        ["backends"] | ["contracts"] | ["nodes"] | ["runs", _] if caller.is_lead() => Ok(()),
-        ["resources", _] => Ok(()),
+        ["backends"] | ["contracts"] | ["nodes"] if caller.is_lead() => Ok(()),
+        ["runs", id] if caller.is_lead() && is_token(id, 64) => Ok(()),
+        ["resources", id] if is_resource_id(id) => Ok(()),
         ["workflows", name, tag, what @ ..] => {
-            kernel
-                .scope(caller, Some(&format!("@{name}:{tag}")))
-                .await
-                .map_err(|_| unknown())?;
+            let key = format!("@{name}:{tag}");
+            let visible = match instances.get(&key) {
+                Some(v) => *v,
+                None => {
+                    let v = kernel.scope(caller, Some(&key)).await.is_ok();
+                    instances.insert(key, v);
+                    v
+                }
+            };
+            if !visible {
+                return Err(unknown());
+            }
             match what {
-                ["channel"] | ["status"] | ["documents", _] => Ok(()),
+                ["channel"] | ["status"] => Ok(()),
+                ["documents", file] if decode(file).is_some() => Ok(()),
                 ["agents", agent] | ["agents", agent, "inbox"] if may_see_agent(caller, agent) => {
                     Ok(())
                 }
@@ -226,6 +254,21 @@ pub async fn authorize(kernel: &Kernel, caller: &Caller, uri: &str) -> Result<()
         }
         _ => Err(unknown()),
     }
+}
+
+/// A content-addressed resource's id: `res_` and 32 hex digits.
+fn is_resource_id(id: &str) -> bool {
+    id.strip_prefix("res_")
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// An id of letters, digits, `-` and `_`, at most `max` long.
+fn is_token(id: &str, max: usize) -> bool {
+    !id.is_empty()
+        && id.len() <= max
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn unknown_resource(uri: &str) -> McpError {

@@ -23,6 +23,8 @@
 //! 2025-11-25 clients we serve still use it.)
 #![allow(deprecated)]
 
+pub mod budget;
+
 use super::resources;
 use crate::kernel::events::Event;
 use crate::kernel::{Caller, Kernel};
@@ -46,12 +48,29 @@ struct Watcher {
     peer: Peer<RoleServer>,
     uris: HashSet<String>,
     list_changed: bool,
+    /// Whose budget its URIs count against, and how many bytes they are.
+    owner: String,
+    bytes: usize,
+}
+
+impl Watcher {
+    fn new(peer: Peer<RoleServer>, owner: String) -> Self {
+        Self {
+            peer,
+            uris: HashSet::new(),
+            list_changed: true,
+            owner,
+            bytes: 0,
+        }
+    }
 }
 
 /// The server's subscriptions (shared by every session of one kernel).
 pub struct Hub {
-    /// Legacy sessions by key (`Mcp-Session-Id`, or `stdio`).
+    /// Legacy sessions by key (the owner and `Mcp-Session-Id`, or `stdio`).
     legacy: Mutex<HashMap<String, Watcher>>,
+    /// What each identity holds of its subscriptions.
+    budgets: Arc<budget::Budgets>,
     changes: broadcast::Sender<Change>,
     /// The last changes, for a listener that starts after the client was told
     /// it listens (rmcp acknowledges before the handler runs): replayed, a
@@ -70,6 +89,7 @@ impl Hub {
     pub fn start(kernel: &Arc<Kernel>) -> Arc<Hub> {
         let hub = Arc::new(Hub {
             legacy: Mutex::default(),
+            budgets: Arc::default(),
             changes: broadcast::channel(1024).0,
             recent: Mutex::default(),
             loggers: Mutex::default(),
@@ -155,35 +175,73 @@ impl Hub {
         }
     }
 
-    /// A legacy session watches `uri` (already authorized).
-    pub fn subscribe(&self, key: String, peer: Peer<RoleServer>, uri: String) {
+    /// A legacy session watches `uri` (already authorized), within its owner's
+    /// budget: at most [`budget::MAX_FILTER`] URIs a session.
+    pub fn subscribe(
+        &self,
+        key: String,
+        owner: String,
+        peer: Peer<RoleServer>,
+        uri: String,
+    ) -> Result<(), budget::Refused> {
         let mut w = self.legacy.lock().unwrap();
-        let entry = w.entry(key).or_insert_with(|| Watcher {
-            peer: peer.clone(),
-            uris: HashSet::new(),
-            list_changed: true,
-        });
+        self.drop_closed(&mut w);
+        let entry = w
+            .entry(key)
+            .or_insert_with(|| Watcher::new(peer.clone(), owner.clone()));
         entry.peer = peer;
+        if entry.uris.contains(&uri) {
+            return Ok(());
+        }
+        if entry.uris.len() >= budget::MAX_FILTER {
+            return Err(budget::Refused::TooManyUris(entry.uris.len() + 1));
+        }
+        budget::check_filter(std::slice::from_ref(&uri))?;
+        self.budgets.take(&entry.owner, 0, uri.len())?;
+        entry.bytes += uri.len();
         entry.uris.insert(uri);
+        Ok(())
     }
 
     pub fn unsubscribe(&self, key: &str, uri: &str) {
-        if let Some(w) = self.legacy.lock().unwrap().get_mut(key) {
-            w.uris.remove(uri);
+        if let Some(w) = self.legacy.lock().unwrap().get_mut(key)
+            && w.uris.remove(uri)
+        {
+            w.bytes -= uri.len();
+            self.budgets.give_back(&w.owner, 0, uri.len());
         }
     }
 
     /// A legacy session that listed resources hears when the list changes.
-    pub fn watch_list(&self, key: String, peer: Peer<RoleServer>) {
-        self.legacy
-            .lock()
-            .unwrap()
-            .entry(key)
-            .or_insert_with(|| Watcher {
-                peer,
-                uris: HashSet::new(),
-                list_changed: true,
-            });
+    pub fn watch_list(&self, key: String, owner: String, peer: Peer<RoleServer>) {
+        let mut w = self.legacy.lock().unwrap();
+        self.drop_closed(&mut w);
+        w.entry(key).or_insert_with(|| Watcher::new(peer, owner));
+    }
+
+    /// The budget of open listens (see [`budget::Lease`]).
+    pub fn budgets(&self) -> &Arc<budget::Budgets> {
+        &self.budgets
+    }
+
+    /// Forgets a legacy session and gives back what it held.
+    fn forget(&self, w: &mut HashMap<String, Watcher>, key: &str) {
+        if let Some(gone) = w.remove(key) {
+            self.budgets.give_back(&gone.owner, 0, gone.bytes);
+        }
+    }
+
+    /// Forgets the sessions whose client is gone (so what a closed session held
+    /// never counts against its owner).
+    fn drop_closed(&self, w: &mut HashMap<String, Watcher>) {
+        let closed: Vec<String> = w
+            .iter()
+            .filter(|(_, x)| x.peer.is_transport_closed())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in closed {
+            self.forget(w, &k);
+        }
     }
 
     async fn fan_out(&self, change: &Change) {
@@ -220,7 +278,7 @@ impl Hub {
                 ok &= peer.notify_resource_list_changed().await.is_ok();
             }
             if !ok {
-                self.legacy.lock().unwrap().remove(&key);
+                self.forget(&mut self.legacy.lock().unwrap(), &key);
             }
         }
     }
@@ -359,12 +417,23 @@ pub fn session_key(ctx: &rmcp::service::RequestContext<RoleServer>) -> String {
     }
 }
 
-/// Whether the caller may watch every one of `uris` (the ones it may not are
-/// left out, as if they did not exist).
+/// The key of a legacy session's subscriptions: its owner and its session (a
+/// session without an id is never shared between identities).
+pub fn watcher_key(caller: &Caller, ctx: &rmcp::service::RequestContext<RoleServer>) -> String {
+    format!("{} {}", budget::owner(caller), session_key(ctx))
+}
+
+/// Which of `uris` the caller may watch (the ones it may not are left out, as if
+/// they did not exist). Each instance named is looked up once, however many of
+/// its URIs the filter names.
 pub async fn authorized(kernel: &Kernel, caller: &Caller, uris: &[String]) -> HashSet<String> {
     let mut ok = HashSet::new();
+    let mut instances = HashMap::new();
     for u in uris {
-        if resources::authorize(kernel, caller, u).await.is_ok() {
+        if resources::authorize_with(kernel, caller, u, &mut instances)
+            .await
+            .is_ok()
+        {
             ok.insert(u.clone());
         }
     }
