@@ -279,3 +279,73 @@ async fn a_token_budget_pauses_the_agent_once_spent() {
     );
     s.stop().await;
 }
+
+/// A hostile pass: an sdk agent deleted and created again under its name got the
+/// old agent's conversation (its private messages) in its first model request, and
+/// a mock's `times` counters carried over. agent_delete now takes the agent's own
+/// folder with it, and a run claims that folder for its agent's id.
+#[tokio::test]
+async fn an_agent_made_again_under_a_deleted_name_starts_clean() {
+    let llm = FakeLlm::start(Script::text("noted")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let env = json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"});
+    sdk_agent(&lead, "keeper", "claude-sonnet-4-5", env.clone()).await;
+    let r = ask(&lead, "keeper", "the vault code is 4711", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let folder = s.data_dir.join("workspaces/global/main/keeper");
+    assert!(
+        folder.join("sdk-conversation.json").exists(),
+        "the conversation is kept between runs"
+    );
+    call(&lead, "agent_delete", json!({"target": "keeper"}))
+        .await
+        .ok();
+    assert!(
+        !folder.exists(),
+        "agent_delete leaves {} behind",
+        folder.display()
+    );
+
+    sdk_agent(&lead, "keeper", "claude-sonnet-4-5", env).await;
+    let r = ask(&lead, "keeper", "what do you know?", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let last = llm.model_calls().last().unwrap()["body"].to_string();
+    assert!(last.contains("what do you know?"), "{last}");
+    assert!(
+        !last.contains("4711"),
+        "the new agent got the old one's conversation: {last}"
+    );
+
+    // A mock's `times` counter is the agent's, not its name's.
+    let once = json!([{"reply": "first", "times": 1}, {"reply": "later"}]);
+    new_mock(&lead, "counter", once.clone()).await;
+    assert_eq!(
+        ask(&lead, "counter", "go", 30).await["reply"]["final_text"],
+        "first"
+    );
+    assert_eq!(
+        ask(&lead, "counter", "go", 30).await["reply"]["final_text"],
+        "later"
+    );
+    call(&lead, "agent_delete", json!({"target": "counter"}))
+        .await
+        .ok();
+    new_mock(&lead, "counter", once).await;
+    assert_eq!(
+        ask(&lead, "counter", "go", 30).await["reply"]["final_text"],
+        "first"
+    );
+
+    // A folder left by an earlier agent of the name (on a node that could not
+    // remove it) is emptied by the new agent's first run.
+    let stale = s.data_dir.join("workspaces/global/main/counter");
+    std::fs::write(stale.join(".agent-worker-agent-id"), "999999").unwrap();
+    std::fs::write(stale.join(".mock-rule-1.count"), "1").unwrap();
+    assert_eq!(
+        ask(&lead, "counter", "go", 30).await["reply"]["final_text"],
+        "first"
+    );
+    s.stop().await;
+}

@@ -366,7 +366,8 @@ fn missed_since_last_read(
     let mut st = c.prepare_cached(&format!(
         "SELECT m.id, m.sender, m.content FROM messages m
           WHERE m.workflow_id = ?1 AND m.id > ?2 AND m.id < ?3 AND m.sender <> ?4
-            AND (m.to_member IS NULL OR m.to_member = ?4)
+            AND (m.to_member IS NULL OR (m.to_member = ?4 AND m.created_at >= COALESCE(
+                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?4), 0)))
             AND (instr(m.mentions, '\"' || ?4 || '\"') = 0 OR (
                 NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
                             AND d.message_id = m.id AND d.state <> 'pending')
@@ -484,7 +485,10 @@ impl Kernel {
         self.store
             .write(move |c| {
                 const COLS: &str = "id, sender, content, created_at, kind, to_member, mentions";
-                const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR sender = ?2 OR to_member = ?2)";
+                // A direct message is its two members' only: not a later agent's
+                // that took one of their names (agent_delete, then agent_new).
+                const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR ((sender = ?2 OR to_member = ?2) \
+                    AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)))";
                 let (mut messages, has_more) = match &since {
                     Some(since) => {
                         let known: Option<i64> = c

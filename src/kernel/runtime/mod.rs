@@ -12,6 +12,7 @@ pub mod ask;
 pub mod backends;
 pub mod idle;
 pub mod nodes;
+pub mod own_folder;
 pub mod requests;
 pub mod runs;
 pub mod scheduler;

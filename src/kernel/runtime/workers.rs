@@ -345,14 +345,19 @@ impl Kernel {
     ) -> Result<tokio::process::Command> {
         let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
         let cwd = spec.cwd.as_ref().map_or(state_dir.clone(), PathBuf::from);
-        for d in [&state_dir, &cwd] {
-            std::fs::create_dir_all(d).map_err(|e| {
-                Error::internal(format!(
-                    "cannot create the working directory {}: {e}",
-                    d.display()
-                ))
-            })?;
-        }
+        let (dirs, id) = ([state_dir.clone(), cwd.clone()], spec.agent_id);
+        tokio::task::spawn_blocking(move || {
+            super::own_folder::claim(&dirs[0], id)?;
+            std::fs::create_dir_all(&dirs[1])
+        })
+        .await
+        .map_err(|e| Error::internal(e.to_string()))?
+        .map_err(|e| {
+            Error::internal(format!(
+                "cannot create the working directory {}: {e}",
+                cwd.display()
+            ))
+        })?;
         let ttl = self.workers.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
         let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
