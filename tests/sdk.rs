@@ -349,3 +349,111 @@ async fn an_agent_made_again_under_a_deleted_name_starts_clean() {
     );
     s.stop().await;
 }
+
+/// A hostile pass: a 5 MiB write_file got no result and no log line; the run sat
+/// until the silence limit (600 s). A call past the limit is refused at once,
+/// naming its size and the limit, and the model is told so.
+#[tokio::test]
+async fn an_oversized_local_tool_call_is_refused_at_once() {
+    let big = "x".repeat(5 * 1024 * 1024);
+    let llm = FakeLlm::start(Script::tool_then_text(
+        "write_file",
+        json!({"path": "big.txt", "content": big}),
+        "tried",
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let env = json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"});
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "writer", "backend": "sdk", "model": "claude-sonnet-4-5", "env": env,
+               "permissions": "edit"}),
+    )
+    .await
+    .ok();
+    let t = std::time::Instant::now();
+    let r = ask(&lead, "writer", "write it", 45).await;
+    let took = t.elapsed();
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let calls = llm.model_calls();
+    let result = calls.last().unwrap()["body"]["messages"][2]["content"][0].clone();
+    assert_eq!(result["is_error"], true, "{result}");
+    let text = result["content"].to_string();
+    assert!(
+        text.contains("5242") && text.contains("at most"),
+        "the refusal names the size and the limit: {text}"
+    );
+    println!("refused in {took:?}: {text}");
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    assert!(
+        !s.data_dir
+            .join("workspaces/global/main/writer/big.txt")
+            .exists()
+    );
+    s.stop().await;
+}
+
+/// An MCP server that completes `initialize` and then never answers (stdin is read
+/// and ignored), written with Python's standard library only.
+const SILENT_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        v = m["params"]["protocolVersion"]
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {
+            "protocolVersion": v, "capabilities": {"tools": {}},
+            "serverInfo": {"name": "silent", "version": "1"}}}), flush=True)
+"#;
+
+/// A hostile pass: an agent's MCP server that answers initialize but never
+/// tools/list held the run until the silence limit (over 239 s seen). Every request
+/// to a server is now bounded inside the run's limit and fails the run naming it.
+#[tokio::test]
+async fn a_silent_mcp_server_fails_the_run_naming_it() {
+    let llm = FakeLlm::start(Script::text("never asked")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    // A workflow, for the agent's `timeout` (its silence limit: 5 s).
+    let yaml = json!({
+        "name": "silent",
+        "agents": {"tooled": {
+            "backend": "sdk", "model": "claude-sonnet-4-5", "timeout": "5s",
+            "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
+            "mcp_servers": {"mute": {"command": "python3", "args": ["-c", SILENT_SERVER]}}}},
+        "kickoff": "@tooled list your tools"});
+    let t = std::time::Instant::now();
+    call(&lead, "workflow_run", json!({"yaml": yaml.to_string()}))
+        .await
+        .ok();
+    let i = wait_info(&lead, "tooled@silent", 30, |i| {
+        i["runs"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["status"] == "failed"))
+    })
+    .await;
+    let took = t.elapsed();
+    let run = i["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["status"] == "failed")
+        .unwrap();
+    println!("failed after {took:?}: {run}");
+    let e = run["error"].as_str().unwrap();
+    assert!(
+        e.contains("MCP server mute did not answer tools/list within 4s"),
+        "{e}"
+    );
+    assert_eq!(run["error_class"], "timeout", "{run}");
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    assert!(
+        llm.model_calls().is_empty(),
+        "the model was asked before the tools were known"
+    );
+    s.stop().await;
+}

@@ -12,6 +12,37 @@ use rmcp::{
 };
 use serde_json::Value;
 
+/// The most one request to the kernel may carry: the kernel's body limit
+/// (`mcp::http::MAX_BODY`; a test keeps the two equal). A larger request is
+/// refused by the kernel before rmcp's client would hear an answer.
+pub const MAX_REQUEST: usize = 4 * 1024 * 1024;
+/// The most a tool call's arguments may be, leaving room for the request around
+/// them (a permission request wraps a local call's arguments).
+pub const MAX_ARGS: usize = MAX_REQUEST - 64 * 1024;
+
+/// Why a call's arguments are too big to make, naming their size and the limit.
+pub fn oversized(tool: &str, args: &Value) -> Option<String> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = serde_json::to_writer(&mut n, args);
+    (n.0 > MAX_ARGS).then(|| {
+        format!(
+            "refused: the {tool} call's arguments are {} bytes, at most {MAX_ARGS}; make smaller calls \
+             (a big file in several smaller files, long content with resource_create in parts)",
+            n.0
+        )
+    })
+}
+
 /// A connected session, as the run's agent.
 pub struct Kernel {
     service: RunningService<RoleClient, ()>,
@@ -51,6 +82,9 @@ impl Kernel {
         tool: &str,
         args: Value,
     ) -> Result<Result<Value, ToolFailed>, Failure> {
+        if let Some(why) = oversized(tool, &args) {
+            return Ok(Err(ToolFailed(why)));
+        }
         let args = match args {
             Value::Object(m) => m,
             _ => Default::default(),
@@ -95,4 +129,23 @@ fn text_of(content: &[rmcp::model::ContentBlock]) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_request_limit_is_the_kernels() {
+        assert_eq!(super::MAX_REQUEST, crate::mcp::http::MAX_BODY);
+    }
+
+    #[test]
+    fn oversized_arguments_are_named_with_their_size() {
+        let big = serde_json::json!({"content": "x".repeat(super::MAX_ARGS)});
+        let why = super::oversized("write_file", &big).unwrap();
+        assert!(
+            why.contains(&format!("{} bytes", super::MAX_ARGS + 14)),
+            "{why}"
+        );
+        assert!(super::oversized("write_file", &serde_json::json!({"a": 1})).is_none());
+    }
 }

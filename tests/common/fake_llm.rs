@@ -120,7 +120,12 @@ impl FakeLlm {
         });
         // One fallback handler: Gemini paths put `:action` inside a segment,
         // and we want to record and answer unknown paths anyway.
-        let app = Router::new().fallback(handle).with_state(state.clone());
+        // Requests as big as a real provider takes (a conversation carrying a big
+        // tool call), not axum's default 2 MB.
+        let app = Router::new()
+            .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::max(32 * 1024 * 1024))
+            .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake LLM");

@@ -183,7 +183,9 @@ impl Endpoint {
 
 pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let ep = Endpoint::from_env(run.cfg.model.as_deref())?;
-    let servers = servers::Servers::connect(&run.cfg.mcp_servers, &run.cfg.cwd, run.report).await?;
+    let idle = std::time::Duration::from_millis(run.cfg.idle_ms);
+    let servers =
+        servers::Servers::connect(&run.cfg.mcp_servers, &run.cfg.cwd, run.report, idle).await?;
     let result = tool_loop(run, &ep, &servers).await;
     servers.close().await;
     result
@@ -260,15 +262,21 @@ async fn tool_loop(
         for call in turn.calls {
             run.report
                 .progress(format!("step {step}: calls {}", call.name));
-            let (text, is_error) = match call.args {
-                Err(e) => (
+            let refused = (call.args.as_ref().ok())
+                .and_then(|a| crate::worker::client::oversized(&call.name, a));
+            let (text, is_error) = match (call.args, refused) {
+                (_, Some(why)) => {
+                    run.report.progress(why.clone());
+                    (why, true)
+                }
+                (Err(e), None) => (
                     format!(
                         "your arguments were not a JSON object ({e}); call {} again with a JSON object",
                         call.name
                     ),
                     true,
                 ),
-                Ok(args) => match local.call(&call.name, &args).await {
+                (Ok(args), None) => match local.call(&call.name, &args).await {
                     Some(r) => r,
                     None => match servers.resolve(&call.name) {
                         Some((server, tool)) => {
@@ -282,7 +290,7 @@ async fn tool_loop(
                                 Some(why) => (why, true),
                                 None => match local.govern(&call.name, &args).await {
                                     Some(why) => (why, true),
-                                    None => servers.call(&server, tool, args).await,
+                                    None => servers.call(&server, tool, args).await?,
                                 },
                             }
                         }

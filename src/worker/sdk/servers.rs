@@ -21,11 +21,30 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-/// How long a server may take to start and answer `initialize`.
+/// How long a server may take to start and answer `initialize`, or to list its
+/// tools (at most: within the run's own limit, below).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest tool result passed to the model (as read_file's).
+const MAX_RESULT: usize = 256 * 1024;
 
 pub struct Servers {
     connected: Vec<(String, RunningService<RoleClient, ()>)>,
+    /// How long any request to a server may take: a little inside the run's
+    /// silence limit, so the run fails naming the server before the kernel stops
+    /// it for silence.
+    limit: Duration,
+}
+
+/// A request to a server that does not answer within its limit fails the run.
+fn silent(server: &str, what: &str, limit: Duration) -> Failure {
+    Failure::new(
+        ErrorClass::Timeout,
+        format!(
+            "the agent's MCP server {server} did not answer {what} within {}s; check that it \
+             works (run it by hand), or remove it from the agent's mcp_servers",
+            limit.as_secs()
+        ),
+    )
 }
 
 /// The model's name for a server's tool.
@@ -40,7 +59,10 @@ impl Servers {
         servers: &BTreeMap<String, McpServer>,
         cwd: &Path,
         report: &Reporter,
+        idle: Duration,
     ) -> Result<Self, Failure> {
+        let limit = idle.saturating_sub((idle / 10).min(Duration::from_secs(30)));
+        let start_limit = CONNECT_TIMEOUT.min(limit);
         let mut connected = Vec::new();
         for (name, spec) in servers {
             let fail = |e: String| {
@@ -63,7 +85,7 @@ impl Servers {
                         .stderr(std::process::Stdio::inherit())
                         .spawn()
                         .map_err(|e| fail(format!("{}: {e}", s.command)))?;
-                    tokio::time::timeout(CONNECT_TIMEOUT, ().serve(t)).await
+                    tokio::time::timeout(start_limit, ().serve(t)).await
                 }
                 McpServer::Http(h) => {
                     let mut headers = reqwest::header::HeaderMap::new();
@@ -84,28 +106,32 @@ impl Servers {
                         http,
                         StreamableHttpClientTransportConfig::with_uri(h.url.clone()),
                     );
-                    tokio::time::timeout(CONNECT_TIMEOUT, ().serve(t)).await
+                    tokio::time::timeout(start_limit, ().serve(t)).await
                 }
             };
             let service = service
-                .map_err(|_| fail(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs())))?
+                .map_err(|_| silent(name, "initialize", start_limit))?
                 .map_err(|e| fail(e.to_string()))?;
             report.progress(format!("connected to the MCP server {name}"));
             connected.push((name.clone(), service));
         }
-        Ok(Self { connected })
+        Ok(Self { connected, limit })
     }
 
     /// Every tool of every server, as the model sees it.
     pub async fn tools(&self) -> Result<Vec<ToolDef>, Failure> {
         let mut out = Vec::new();
+        let limit = CONNECT_TIMEOUT.min(self.limit);
         for (name, s) in &self.connected {
-            let tools = s.list_all_tools().await.map_err(|e| {
-                Failure::new(
-                    ErrorClass::Other,
-                    format!("listing the tools of the MCP server {name} failed: {e}"),
-                )
-            })?;
+            let tools = tokio::time::timeout(limit, s.list_all_tools())
+                .await
+                .map_err(|_| silent(name, "tools/list", limit))?
+                .map_err(|e| {
+                    Failure::new(
+                        ErrorClass::Other,
+                        format!("listing the tools of the MCP server {name} failed: {e}"),
+                    )
+                })?;
             for t in tools {
                 out.push(ToolDef {
                     name: tool_name(name, &t.name),
@@ -129,34 +155,46 @@ impl Servers {
         })
     }
 
-    /// Calls a tool; the text and whether it is an error, as the model gets it.
-    pub async fn call(&self, server: &str, tool: &str, args: Value) -> (String, bool) {
+    /// Calls a tool; the text and whether it is an error, as the model gets it. A
+    /// server that does not answer within the limit fails the run; a result over
+    /// [`MAX_RESULT`] is refused (the model is told its size).
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+    ) -> Result<(String, bool), Failure> {
         let Some((_, s)) = self.connected.iter().find(|(n, _)| n == server) else {
-            return (format!("no MCP server {server}"), true);
+            return Ok((format!("no MCP server {server}"), true));
         };
         let args = match args {
             Value::Object(m) => m,
             _ => Default::default(),
         };
-        match s
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-            .await
-        {
-            Err(e) => (format!("the call to {server} failed: {e}"), true),
-            Ok(r) => {
-                let text = r
-                    .structured_content
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| {
-                        r.content
-                            .iter()
-                            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    });
-                (text, r.is_error == Some(true))
-            }
+        let call = s.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args));
+        let r = match tokio::time::timeout(self.limit, call).await {
+            Err(_) => return Err(silent(server, &format!("a call of {tool}"), self.limit)),
+            Ok(Err(e)) => return Ok((format!("the call to {server} failed: {e}"), true)),
+            Ok(Ok(r)) => r,
+        };
+        let text = r
+            .structured_content
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| {
+                r.content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        if text.len() > MAX_RESULT {
+            let why = format!(
+                "refused: {server}'s {tool} answered {} bytes, at most {MAX_RESULT}; ask it for less",
+                text.len()
+            );
+            return Ok((why, true));
         }
+        Ok((text, r.is_error == Some(true)))
     }
 
     pub async fn close(self) {
