@@ -27,7 +27,7 @@ mod parse;
 pub use english::sentence;
 pub use parse::{parse, parse_list};
 
-use crate::permissions::{Kind, Request, glob, is_simple, simple_commands};
+use crate::permissions::{Kind, Request, glob, shell};
 use std::time::Duration;
 
 pub const MAX_CONTRACTS: usize = 200;
@@ -283,17 +283,18 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
     }
 }
 
-/// A `match` glob against what a tool request is about. Shell commands: a deny
-/// (or approval, notify, pause) matches when any simple command inside the line
-/// matches, so `rm *` catches `cd x && rm y`; an allow only exempts a single simple
-/// command that matches whole. Paths match as given or relative to the folder.
+/// A `match` glob against what a tool request is about. Shell commands are judged
+/// by what they run (`crate::permissions::shell`): a deny (or approval, notify,
+/// pause) matches when any program the line would run matches, or the line does
+/// not show what runs, so `rm *` catches `cd x && /bin/rm y` and `sh -c 'rm y'`;
+/// an allow only exempts a line whose every program matches.
 fn tool_detail_matches(g: &str, r: &Request, relative: Option<&str>, then: &Then) -> bool {
     match r {
         Request::Shell { command } => {
             if matches!(then, Then::Allow) {
-                is_simple(command) && glob(g, command.trim())
+                shell::allow_matches(&[g], command)
             } else {
-                simple_commands(command).iter().any(|c| glob(g, c))
+                shell::deny_matches(g, command)
             }
         }
         Request::Mcp { server, tool } => glob(g, &format!("{server}:{tool}")),
