@@ -19,11 +19,15 @@
 //! allowed; a matching `deny` refuses (deny beats allow); the profile or a matching
 //! `allow` grants; anything else is refused, with the reason.
 //!
-//! Shell patterns are globs on the whole command line (`*` matches anything). A
-//! command granted only by a pattern must be one simple command (no `;`, `&&`,
-//! `|`, redirections or substitutions), so `npm test*` never lets
-//! `npm test; rm -rf ~` through. A deny pattern is checked against every simple
-//! command inside the line, substitutions included.
+//! Shell patterns are globs on a command's words (`*` matches anything), judged on
+//! what the line runs, not its text ([`shell`]): a deny pattern refuses a line if
+//! any program it would run matches, through wrappers, `sh -c` and `find -exec`
+//! included (`rm *` also refuses `/bin/rm x`, `env rm x`, `unlink x`,
+//! `find . -delete`), and anything whose programs the line does not show; an
+//! allow pattern grants a line only if every program it runs matches an allowed
+//! pattern, with no redirections, substitutions or unknowns, so `npm test*` never
+//! lets `npm test; rm -rf ~` through. No pattern sees inside a script or a
+//! program that runs others its own way: the profile (no `shell`) is the fence.
 //!
 //! How each backend expresses a profile, and what it cannot, is in [`backends`].
 
