@@ -22,7 +22,9 @@
 //!                Codex's sandbox, Gemini's policy, OpenCode's config, Cursor's
 //!                rules) and what it cannot hold; governed.rs a profile under
 //!                contracts (Claude's asked classes, denials a backend can hold);
-//!                requests.rs the request a tool call stands for
+//!                requests.rs the request a tool call stands for; shell/ what a
+//!                command line runs (read as the shell does, wrappers and `sh -c`
+//!                unwrapped) and whether a command pattern covers it
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
 //!                transparent huge pages, SQLite on the same allocator

@@ -27,7 +27,7 @@ mod parse;
 pub use english::sentence;
 pub use parse::{parse, parse_list};
 
-use crate::permissions::{Kind, Request, glob, is_simple, simple_commands};
+use crate::permissions::{Kind, Request, glob, shell};
 use std::time::Duration;
 
 pub const MAX_CONTRACTS: usize = 200;
@@ -194,8 +194,9 @@ pub enum Event<'a> {
     Tool {
         agent: &'a str,
         request: &'a Request,
-        /// The path relative to the agent's folder, when the request is a path inside it.
-        relative: Option<&'a str>,
+        /// For a read or edit, the path it would reach (symlinks followed, as the
+        /// file system does): relative to the agent's folder when inside, else absolute.
+        reached: Option<&'a str>,
     },
     Message {
         from: &'a str,
@@ -228,7 +229,7 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
             Event::Tool {
                 agent,
                 request,
-                relative,
+                reached,
             },
         ) => {
             c.agent_matches(agent)
@@ -236,7 +237,7 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
                 && request.kind() != Kind::Team
                 && matches
                     .as_deref()
-                    .is_none_or(|g| tool_detail_matches(g, request, *relative, &c.then))
+                    .is_none_or(|g| tool_detail_matches(g, request, *reached, &c.then))
         }
         (
             When::Message { to, text, .. },
@@ -283,23 +284,28 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
     }
 }
 
-/// A `match` glob against what a tool request is about. Shell commands: a deny
-/// (or approval, notify, pause) matches when any simple command inside the line
-/// matches, so `rm *` catches `cd x && rm y`; an allow only exempts a single simple
-/// command that matches whole. Paths match as given or relative to the folder.
-fn tool_detail_matches(g: &str, r: &Request, relative: Option<&str>, then: &Then) -> bool {
+/// A `match` glob against what a tool request is about. Shell commands are judged
+/// by what they run (`crate::permissions::shell`): a deny (or approval, notify,
+/// pause) matches when any program the line would run matches, or the line does
+/// not show what runs, so `rm *` catches `cd x && /bin/rm y` and `sh -c 'rm y'`;
+/// an allow only exempts a line whose every program matches. Paths: an allow
+/// matches the path the request would reach (relative to the agent's folder when
+/// inside it), so a symlink cannot borrow an exempt folder's name; anything else
+/// matches that path or the path as given.
+fn tool_detail_matches(g: &str, r: &Request, reached: Option<&str>, then: &Then) -> bool {
     match r {
         Request::Shell { command } => {
             if matches!(then, Then::Allow) {
-                is_simple(command) && glob(g, command.trim())
+                shell::allow_matches(&[g], command)
             } else {
-                simple_commands(command).iter().any(|c| glob(g, c))
+                shell::deny_matches(g, command)
             }
         }
         Request::Mcp { server, tool } => glob(g, &format!("{server}:{tool}")),
-        Request::Read { path } | Request::Edit { path } => {
-            glob(g, path) || relative.is_some_and(|p| glob(g, p))
-        }
+        Request::Read { path } | Request::Edit { path } => match reached {
+            Some(p) if matches!(then, Then::Allow) => glob(g, p),
+            _ => glob(g, path) || reached.is_some_and(|p| glob(g, p)),
+        },
         other => glob(g, other.detail()),
     }
 }

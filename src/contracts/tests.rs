@@ -15,7 +15,7 @@ fn tool<'a>(agent: &'a str, r: &'a Request) -> Event<'a> {
     Event::Tool {
         agent,
         request: r,
-        relative: None,
+        reached: None,
     }
 }
 

@@ -19,17 +19,22 @@
 //! allowed; a matching `deny` refuses (deny beats allow); the profile or a matching
 //! `allow` grants; anything else is refused, with the reason.
 //!
-//! Shell patterns are globs on the whole command line (`*` matches anything). A
-//! command granted only by a pattern must be one simple command (no `;`, `&&`,
-//! `|`, redirections or substitutions), so `npm test*` never lets
-//! `npm test; rm -rf ~` through. A deny pattern is checked against every simple
-//! command inside the line, substitutions included.
+//! Shell patterns are globs on a command's words (`*` matches anything), judged on
+//! what the line runs, not its text ([`shell`]): a deny pattern refuses a line if
+//! any program it would run matches, through wrappers, `sh -c` and `find -exec`
+//! included (`rm *` also refuses `/bin/rm x`, `env rm x`, `unlink x`,
+//! `find . -delete`), and anything whose programs the line does not show; an
+//! allow pattern grants a line only if every program it runs matches an allowed
+//! pattern, with no redirections, substitutions or unknowns, so `npm test*` never
+//! lets `npm test; rm -rf ~` through. No pattern sees inside a script or a
+//! program that runs others its own way: the profile (no `shell`) is the fence.
 //!
 //! How each backend expresses a profile, and what it cannot, is in [`backends`].
 
 pub mod backends;
 pub mod governed;
 mod requests;
+pub mod shell;
 
 pub use requests::request_of;
 
@@ -203,9 +208,9 @@ impl Class {
             (Class::Shell(None), Request::Shell { .. }) => true,
             (Class::Shell(Some(p)), Request::Shell { command }) => {
                 if as_deny {
-                    simple_commands(command).iter().any(|c| glob(p, c))
+                    shell::deny_matches(p, command)
                 } else {
-                    is_simple(command) && glob(p, command.trim())
+                    shell::allow_matches(&[p], command)
                 }
             }
             (Class::Mcp { server, tool }, Request::Mcp { server: s, tool: t }) => {
@@ -303,13 +308,17 @@ impl Permissions {
                 clip(req.detail())
             ));
         }
-        if self.profile.grants(req.kind()) || self.allow.iter().any(|c| c.matches(req, false)) {
+        if self.profile.grants(req.kind())
+            || self.allow.iter().any(|c| c.matches(req, false))
+            || self.patterns_allow(req)
+        {
             return Decision::Allow;
         }
         let hint = match req {
-            Request::Shell { command } if !is_simple(command) && self.allows_some_shell() => {
-                " (commands allowed by a pattern must be one simple command: no ;, &&, |, \
-                 redirections or substitutions)"
+            Request::Shell { .. } if self.allows_some_shell() => {
+                " (with a command pattern, every command in the line, and every command it runs, \
+                 must match an allowed pattern as written, with no redirections, substitutions, \
+                 variables or globs, and nothing that deletes, writes or runs code by an option)"
             }
             _ => "",
         };
@@ -320,6 +329,23 @@ impl Permissions {
             req.kind().as_str(),
             clip(req.detail())
         ))
+    }
+
+    /// A line whose commands are each covered by some allowed pattern (`npm test*`
+    /// and `ls*` together allow `npm test && ls`).
+    fn patterns_allow(&self, req: &Request) -> bool {
+        let Request::Shell { command } = req else {
+            return false;
+        };
+        let patterns: Vec<&str> = self
+            .allow
+            .iter()
+            .filter_map(|c| match c {
+                Class::Shell(Some(p)) => Some(p.as_str()),
+                _ => None,
+            })
+            .collect();
+        !patterns.is_empty() && shell::allow_matches(&patterns, command)
     }
 
     fn allows_some_shell(&self) -> bool {
@@ -376,33 +402,6 @@ fn clip(s: &str) -> String {
         return s.to_owned();
     }
     format!("{}…", s.chars().take(200).collect::<String>())
-}
-
-/// Characters that make a command line more than one simple command.
-const CONTROL: &[&str] = &[";", "&", "|", "`", "$(", ">", "<", "\n", "\r"];
-
-/// Whether a command line is one simple command.
-pub fn is_simple(command: &str) -> bool {
-    !CONTROL.iter().any(|c| command.contains(c))
-}
-
-/// The simple commands inside a command line: split at control operators,
-/// substitutions and subshells (a deny pattern must see every one of them).
-pub fn simple_commands(command: &str) -> Vec<String> {
-    let mut parts = vec![command.to_owned()];
-    for sep in [
-        ";", "&&", "||", "|", "&", "`", "$(", "(", ")", "\n", "\r", "{", "}",
-    ] {
-        parts = parts
-            .iter()
-            .flat_map(|p| p.split(sep).map(str::to_owned).collect::<Vec<_>>())
-            .collect();
-    }
-    parts
-        .into_iter()
-        .map(|p| p.trim().trim_start_matches(['!', ' ']).trim().to_owned())
-        .filter(|p| !p.is_empty())
-        .collect()
 }
 
 /// A glob where `*` matches any run of characters (including none) and every other

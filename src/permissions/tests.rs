@@ -63,7 +63,7 @@ fn deny_beats_allow_and_patterns_cover_every_simple_command() {
 }
 
 #[test]
-fn an_allowed_pattern_admits_only_one_simple_command() {
+fn an_allowed_pattern_admits_only_lines_whose_every_command_matches() {
     let p = perms(json!({"profile": "edit", "allow": [{"shell": "npm test*"}]}));
     assert!(allowed(&p, &shell("npm test")));
     assert!(allowed(&p, &shell("npm test -- --watch")));
@@ -73,7 +73,10 @@ fn an_allowed_pattern_admits_only_one_simple_command() {
     let Decision::Deny(why) = p.decide(&shell("npm test && ls")) else {
         panic!()
     };
-    assert!(why.contains("one simple command"), "{why}");
+    assert!(why.contains("every command in the line"), "{why}");
+    let both = perms(json!({"profile": "read", "allow": ["shell:npm test*", "shell:ls*"]}));
+    assert!(allowed(&both, &shell("npm test && ls")));
+    assert!(!allowed(&both, &shell("npm test && ls > x")));
     assert!(p.may(Kind::Shell));
     assert!(!perms(json!("edit")).may(Kind::Shell));
 }

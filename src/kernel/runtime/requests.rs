@@ -28,30 +28,71 @@ pub enum Answer {
     Deny(String),
 }
 
-/// The path of a read or edit relative to the agent's folder, when it is inside.
-fn relative(req: &Request, cwd: &Path) -> Option<String> {
+/// Where a read or edit would land: the path the file system reaches (symlinks
+/// followed), relative to the agent's folder when inside it (`inside`), else absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reach {
+    path: String,
+    inside: bool,
+}
+
+/// Components of a path resolved at most (a longer one is matched as given).
+const MAX_COMPONENTS: usize = 256;
+
+/// The path a write or read of `given` reaches: its longest existing part
+/// canonicalized (as the file system follows its symlinks), then the rest.
+/// Blocking (file system): call off the async threads.
+fn reach(given: &str, cwd: &Path) -> Option<Reach> {
+    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_owned());
+    let p = Path::new(given);
+    let full = if p.is_absolute() {
+        p.to_owned()
+    } else {
+        cwd.join(p)
+    };
+    let parts: Vec<Component> = full.components().collect();
+    if parts.len() > MAX_COMPONENTS {
+        return None;
+    }
+    let (real, rest) = (1..=parts.len()).rev().find_map(|k| {
+        let prefix: PathBuf = parts[..k].iter().collect();
+        prefix.canonicalize().ok().map(|r| (r, &parts[k..]))
+    })?;
+    let mut out = real;
+    for c in rest {
+        match c {
+            Component::Normal(x) => out.push(x),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    Some(match out.strip_prefix(&cwd) {
+        Ok(rel) => Reach {
+            path: match rel.to_string_lossy().into_owned() {
+                r if r.is_empty() => ".".into(),
+                r => r,
+            },
+            inside: true,
+        },
+        Err(_) => Reach {
+            path: out.to_string_lossy().into_owned(),
+            inside: false,
+        },
+    })
+}
+
+/// [`reach`] for a read or edit, off the async threads.
+async fn reach_of(req: &Request, cwd: &Path) -> Option<Reach> {
     let (Request::Read { path } | Request::Edit { path }) = req else {
         return None;
     };
-    let p = Path::new(path);
-    let rel = if p.is_absolute() {
-        p.strip_prefix(cwd).ok()?
-    } else {
-        p
-    };
-    let mut parts = Vec::new();
-    for c in rel.components() {
-        match c {
-            Component::Normal(x) => parts.push(x.to_string_lossy().into_owned()),
-            Component::CurDir => {}
-            _ => return None,
-        }
-    }
-    Some(if parts.is_empty() {
-        ".".into()
-    } else {
-        parts.join("/")
-    })
+    let (path, cwd) = (path.clone(), cwd.to_owned());
+    tokio::task::spawn_blocking(move || reach(&path, &cwd))
+        .await
+        .ok()
+        .flatten()
 }
 
 impl Kernel {
@@ -80,17 +121,18 @@ impl Kernel {
             || self.workspace_dir(&spec.workflow, &spec.name),
             PathBuf::from,
         );
-        let rel = relative(&req, &cwd);
+        let reached = reach_of(&req, &cwd).await;
         let perms = &spec.config.permissions;
         if let crate::permissions::Decision::Deny(why) = perms.decide(&req) {
             return Ok(self.refuse(who, tool_name, req.detail(), why));
         }
         if matches!(req, Request::Read { .. } | Request::Edit { .. })
-            && rel.is_none()
+            && !reached.as_ref().is_some_and(|r| r.inside)
             && perms.profile != Profile::Full
         {
             let why = format!(
-                "refused: {:?} is outside this agent's folder ({}); the {} profile keeps files inside it",
+                "refused: {:?} is outside this agent's folder ({}), or leads outside it through a \
+                 symlink; the {} profile keeps files inside it",
                 preview(req.detail()),
                 cwd.display(),
                 perms.profile.as_str()
@@ -103,7 +145,7 @@ impl Kernel {
             &Ev::Tool {
                 agent: &spec.name,
                 request: &req,
-                relative: rel.as_deref(),
+                reached: reached.as_ref().map(|r| r.path.as_str()),
             },
         );
         if !verdict.any() {
@@ -204,5 +246,29 @@ impl Kernel {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_matched_where_it_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let outer = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        std::fs::create_dir(cwd.join("secrets")).unwrap();
+        std::os::unix::fs::symlink(cwd.join("secrets"), cwd.join("alias")).unwrap();
+        std::os::unix::fs::symlink(outer.path(), cwd.join("out")).unwrap();
+        let r = |p: &str| reach(p, cwd).unwrap();
+        assert_eq!(r("alias/e.txt").path, "secrets/e.txt");
+        assert_eq!(r("alias/new/deeper.txt").path, "secrets/new/deeper.txt");
+        assert_eq!(r("./docs/a.md").path, "docs/a.md");
+        assert_eq!(r(".").path, ".");
+        let abs = cwd.join("alias/x").display().to_string();
+        assert_eq!(r(&abs).path, "secrets/x");
+        let o = r("out/x");
+        assert!(!o.inside && o.path.ends_with("/x"), "{o:?}");
     }
 }

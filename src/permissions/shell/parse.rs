@@ -1,0 +1,364 @@
+//! A POSIX-shell-words reader, enough to see which commands a line runs (pure).
+//!
+//! It splits a command line into simple commands at control operators (`;`, `&`,
+//! `&&`, `|`, `||`, newlines, parentheses), removes quotes and backslashes the way
+//! the shell does, and reads every command substitution (`$(…)`, backticks,
+//! `<(…)`, `>(…)`) as commands of its own. A word whose value is only known when
+//! the line runs (a variable, a substitution, ANSI-C quoting, an unquoted glob or
+//! brace) is marked `dynamic`. A line it cannot read (an unterminated quote or
+//! substitution, nesting too deep) is `broken`.
+
+/// One word, quotes removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Word {
+    pub text: String,
+    /// Its value is only known when the line runs.
+    pub dynamic: bool,
+    /// Some of it was quoted or escaped (so it is never a keyword or assignment).
+    pub quoted: bool,
+}
+
+/// One simple command: its words (assignments included) and whether it redirects.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Simple {
+    pub words: Vec<Word>,
+    pub redirected: bool,
+}
+
+/// A command line as read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Line {
+    pub commands: Vec<Simple>,
+    /// It holds a command substitution (its commands are in `commands` too).
+    pub substituted: bool,
+    /// It could not be read.
+    pub broken: bool,
+}
+
+/// How deep substitutions may nest before a line counts as broken.
+const MAX_DEPTH: usize = 16;
+
+/// Reads a command line.
+pub fn parse(s: &str) -> Line {
+    let chars: Vec<char> = s.chars().collect();
+    let mut r = Reader::new(&chars, 0);
+    r.run(None);
+    if r.i < chars.len() {
+        r.line.broken = true;
+    }
+    r.line
+}
+
+struct Reader<'a> {
+    c: &'a [char],
+    i: usize,
+    line: Line,
+    cur: Simple,
+    word: Option<Word>,
+    /// The next word is a redirection's target, not an argument.
+    target: bool,
+    /// The word has an unquoted `{` (brace expansion if it also has `,` or `..`)
+    /// or `[` (a glob if a `]` follows).
+    brace: bool,
+    bracket: bool,
+    depth: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(c: &'a [char], depth: usize) -> Self {
+        Reader {
+            c,
+            i: 0,
+            line: Line::default(),
+            cur: Simple::default(),
+            word: None,
+            target: false,
+            brace: false,
+            bracket: false,
+            depth,
+        }
+    }
+
+    fn peek(&self, k: usize) -> Option<char> {
+        self.c.get(self.i + k).copied()
+    }
+
+    fn word(&mut self) -> &mut Word {
+        self.word.get_or_insert_with(Word::default)
+    }
+
+    fn end_word(&mut self) {
+        if let Some(mut w) = self.word.take() {
+            if std::mem::take(&mut self.brace) && (w.text.contains(',') || w.text.contains("..")) {
+                w.dynamic = true;
+            }
+            if std::mem::take(&mut self.bracket) && w.text.len() > 1 && w.text.contains(']') {
+                w.dynamic = true;
+            }
+            if std::mem::take(&mut self.target) {
+                return;
+            }
+            self.cur.words.push(w);
+        }
+    }
+
+    fn end_command(&mut self) {
+        self.end_word();
+        let c = std::mem::take(&mut self.cur);
+        if !c.words.is_empty() || c.redirected {
+            self.line.commands.push(c);
+        }
+    }
+
+    /// Reads until the end, or until `closer` at paren depth 0 (consumed).
+    fn run(&mut self, closer: Option<char>) {
+        let mut parens = 0usize;
+        while let Some(ch) = self.peek(0) {
+            if Some(ch) == closer && (ch == '`' || parens == 0) {
+                self.i += 1;
+                self.end_command();
+                return;
+            }
+            match ch {
+                ' ' | '\t' => {
+                    self.end_word();
+                    self.i += 1;
+                }
+                '(' | ')' if closer == Some(')') => {
+                    parens = if ch == '(' { parens + 1 } else { parens - 1 };
+                    self.end_command();
+                    self.i += 1;
+                }
+                '\n' | '\r' | ';' | '|' | '(' | ')' => {
+                    self.end_command();
+                    self.i += 1;
+                }
+                '&' if self.peek(1) == Some('>') => self.redirect(),
+                '&' => {
+                    self.end_command();
+                    self.i += 1;
+                }
+                '<' | '>' => self.redirect(),
+                '#' if self.word.is_none() => self.comment(),
+                _ => self.word_char(ch),
+            }
+            if self.line.broken {
+                return;
+            }
+        }
+        if closer.is_some() {
+            self.line.broken = true;
+        }
+        self.end_command();
+    }
+
+    fn comment(&mut self) {
+        while let Some(ch) = self.peek(0) {
+            if ch == '\n' {
+                break;
+            }
+            self.i += 1;
+        }
+    }
+
+    /// `>`, `>>`, `2>&1`, `&>`, `<<`, `<(…)`, …: marks the command; its target word is
+    /// dropped; a process substitution is read as commands.
+    fn redirect(&mut self) {
+        let fd = self
+            .word
+            .as_ref()
+            .is_some_and(|w| !w.quoted && w.text.chars().all(|c| c.is_ascii_digit()));
+        if fd {
+            self.word = None;
+        } else {
+            self.end_word();
+        }
+        self.cur.redirected = true;
+        if matches!(self.peek(1), Some('(')) && matches!(self.peek(0), Some('<' | '>')) {
+            self.i += 2;
+            self.substitution(')');
+            self.end_word();
+            return;
+        }
+        while matches!(self.peek(0), Some('<' | '>' | '&' | '|' | '-')) {
+            self.i += 1;
+        }
+        self.target = true;
+    }
+
+    fn word_char(&mut self, ch: char) {
+        match ch {
+            '\'' => self.single_quoted(),
+            '"' => self.double_quoted(),
+            '\\' => {
+                self.i += 1;
+                match self.peek(0) {
+                    Some('\n') => self.i += 1,
+                    Some(c) => {
+                        let w = self.word();
+                        w.text.push(c);
+                        w.quoted = true;
+                        self.i += 1;
+                    }
+                    None => self.word().text.push('\\'),
+                }
+            }
+            '$' => self.dollar(),
+            '`' => {
+                self.i += 1;
+                self.substitution('`');
+            }
+            _ => {
+                self.brace |= ch == '{';
+                self.bracket |= ch == '[';
+                let start = self.word.is_none();
+                let w = self.word();
+                if matches!(ch, '*' | '?') || (ch == '~' && start) {
+                    w.dynamic = true;
+                }
+                w.text.push(ch);
+                self.i += 1;
+            }
+        }
+    }
+
+    fn single_quoted(&mut self) {
+        self.i += 1;
+        self.word().quoted = true;
+        while let Some(ch) = self.peek(0) {
+            self.i += 1;
+            if ch == '\'' {
+                return;
+            }
+            self.word().text.push(ch);
+        }
+        self.line.broken = true;
+    }
+
+    fn double_quoted(&mut self) {
+        self.i += 1;
+        self.word().quoted = true;
+        while let Some(ch) = self.peek(0) {
+            match ch {
+                '"' => {
+                    self.i += 1;
+                    return;
+                }
+                '\\' if matches!(self.peek(1), Some('$' | '`' | '"' | '\\' | '\n')) => {
+                    let next = self.peek(1).unwrap_or('\\');
+                    if next != '\n' {
+                        self.word().text.push(next);
+                    }
+                    self.i += 2;
+                }
+                '$' => self.dollar(),
+                '`' => {
+                    self.i += 1;
+                    self.substitution('`');
+                }
+                _ => {
+                    self.word().text.push(ch);
+                    self.i += 1;
+                }
+            }
+            if self.line.broken {
+                return;
+            }
+        }
+        self.line.broken = true;
+    }
+
+    /// `$(…)`, `$((…))`, `${…}`, `$'…'`, `$"…"`, `$NAME`, or a plain `$`.
+    fn dollar(&mut self) {
+        let next = self.peek(1);
+        match next {
+            Some('(') => {
+                self.i += 2;
+                self.substitution(')');
+            }
+            Some('{') => {
+                self.i += 2;
+                self.parameter();
+            }
+            Some('\'') => {
+                self.i += 1;
+                self.single_quoted();
+                self.word().dynamic = true;
+            }
+            Some('"') => {
+                self.i += 1;
+                self.double_quoted();
+            }
+            Some(c) if c.is_ascii_alphanumeric() || "_@*#?$!-".contains(c) => {
+                self.i += 2;
+                if c.is_ascii_alphabetic() || c == '_' {
+                    while self
+                        .peek(0)
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    {
+                        self.i += 1;
+                    }
+                }
+                let w = self.word();
+                w.dynamic = true;
+                w.text.push('$');
+            }
+            _ => {
+                self.word().text.push('$');
+                self.i += 1;
+            }
+        }
+    }
+
+    /// The inside of `$(…)` or backticks, read as commands of their own; the word
+    /// holding it is dynamic.
+    fn substitution(&mut self, closer: char) {
+        let w = self.word();
+        w.dynamic = true;
+        w.text.push('$');
+        self.line.substituted = true;
+        if self.depth >= MAX_DEPTH {
+            self.line.broken = true;
+            return;
+        }
+        let mut inner = Reader::new(self.c, self.depth + 1);
+        inner.i = self.i;
+        inner.run(Some(closer));
+        self.i = inner.i;
+        self.merge(inner.line);
+    }
+
+    /// `${…}`: dynamic; its text is read too, for the substitutions it may hold
+    /// (at worst that finds a command that is not one).
+    fn parameter(&mut self) {
+        let w = self.word();
+        w.dynamic = true;
+        w.text.push('$');
+        let start = self.i;
+        let mut depth = 0usize;
+        while let Some(ch) = self.peek(0) {
+            self.i += 1;
+            match ch {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    if self.depth >= MAX_DEPTH {
+                        self.line.broken = true;
+                        return;
+                    }
+                    let mut inner = Reader::new(&self.c[start..self.i - 1], self.depth + 1);
+                    inner.run(None);
+                    return self.merge(inner.line);
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        self.line.broken = true;
+    }
+
+    fn merge(&mut self, inner: Line) {
+        self.line.broken |= inner.broken;
+        self.line.substituted |= inner.substituted;
+        self.line.commands.extend(inner.commands);
+    }
+}
