@@ -70,13 +70,42 @@ pub fn statement_bound(connect: Duration) -> Duration {
 }
 
 pub struct Client {
-    rt: tokio::runtime::Runtime,
+    /// Declared before `link`, so it is dropped first: the connection, seeing its
+    /// client gone, says goodbye to the server as `link` drops.
     client: tokio_postgres::Client,
-    /// None once the connection ended, failed, or a call ran past its deadline.
-    connection: Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    link: Link,
     notifications: VecDeque<Notification>,
     /// The deadline of each statement.
     bound: Duration,
+}
+
+/// The connection and the runtime that drives it.
+struct Link {
+    rt: tokio::runtime::Runtime,
+    /// None once the connection ended, failed, or a call ran past its deadline.
+    connection: Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+}
+
+impl Drop for Link {
+    /// Closes the connection politely (a Terminate message, as the `postgres`
+    /// crate does), but never waits more than a second for it.
+    fn drop(&mut self) {
+        let Some(mut connection) = self.connection.take() else {
+            return;
+        };
+        self.rt.block_on(async {
+            let done = std::future::poll_fn(|cx| {
+                loop {
+                    match connection.poll_message(cx) {
+                        Poll::Ready(Some(Ok(_))) => {}
+                        Poll::Ready(_) => return Poll::Ready(()),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+            });
+            let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
+        });
+    }
 }
 
 impl Client {
@@ -97,9 +126,11 @@ impl Client {
             })
             .map_err(|_| Fail::Silent(connect))??;
         Ok(Self {
-            rt,
             client,
-            connection: Some(connection),
+            link: Link {
+                rt,
+                connection: Some(connection),
+            },
             notifications: VecDeque::new(),
             bound,
         })
@@ -108,7 +139,7 @@ impl Client {
     /// Whether the connection is gone (closed by the server, broken, or given up
     /// on after a silent call).
     pub fn is_closed(&self) -> bool {
-        self.connection.is_none() || self.client.is_closed()
+        self.link.connection.is_none() || self.client.is_closed()
     }
 
     /// Sets the deadline of each statement from now on.
@@ -120,8 +151,8 @@ impl Client {
     pub fn batch_execute(&mut self, sql: &str) -> Result<()> {
         let fut = self.client.batch_execute(sql);
         drive(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             self.bound,
             fut,
@@ -132,8 +163,8 @@ impl Client {
     pub fn ping(&mut self, within: Duration) -> Result<()> {
         let fut = self.client.batch_execute("");
         drive(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             within,
             fut,
@@ -143,8 +174,8 @@ impl Client {
     pub fn prepare_typed(&mut self, sql: &str, types: &[Type]) -> Result<Statement> {
         let fut = self.client.prepare_typed(sql, types);
         drive(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             self.bound,
             fut,
@@ -154,8 +185,8 @@ impl Client {
     pub fn execute(&mut self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let fut = self.client.execute(st, params);
         drive(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             self.bound,
             fut,
@@ -166,8 +197,8 @@ impl Client {
     pub fn execute_sql(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let fut = self.client.execute(sql, params);
         drive(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             self.bound,
             fut,
@@ -177,8 +208,8 @@ impl Client {
     pub fn query(&mut self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let fut = self.client.query(st, params);
         drive(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             self.bound,
             fut,
@@ -198,8 +229,8 @@ impl Client {
         // A quiet wait is not a silent server: the deadline is past the sleep.
         let bound = wait + Duration::from_secs(1);
         drive_until(
-            &self.rt,
-            &mut self.connection,
+            &self.link.rt,
+            &mut self.link.connection,
             &mut self.notifications,
             bound,
             quiet,
