@@ -28,12 +28,15 @@ pub enum Fail {
     Pg(tokio_postgres::Error),
     /// Nothing came back within this long; the connection is closed.
     Silent(Duration),
+    /// The client could not even start (its runtime: out of file descriptors).
+    Io(std::io::Error),
 }
 
 impl std::fmt::Display for Fail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Pg(e) => write!(f, "{e}"),
+            Self::Io(e) => write!(f, "cannot start a PostgreSQL client: {e}"),
             Self::Silent(d) => write!(
                 f,
                 "the server did not answer within {} s (the connection was closed)",
@@ -119,7 +122,7 @@ impl Client {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("a current-thread runtime builds");
+            .map_err(Fail::Io)?;
         let (client, connection) = rt
             .block_on(async {
                 tokio::time::timeout(connect, config.connect(tokio_postgres::NoTls)).await

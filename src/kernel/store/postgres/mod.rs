@@ -159,6 +159,10 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
             redacted(url),
             client::secs(d),
         )),
+        client::Fail::Io(e) => Error::internal(format!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            redacted(url)
+        )),
         client::Fail::Pg(e) => {
             // The client's own words are "error connecting to server"; the why is below.
             let mut why = e.to_string();

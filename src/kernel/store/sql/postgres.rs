@@ -172,7 +172,7 @@ pub(super) fn error(e: Fail, sql: Option<&str>) -> Error {
             Some(db) => (Some(db.code().code().to_owned()), db.message().to_owned()),
             None => (None, e.to_string()),
         },
-        Fail::Silent(_) => (None, e.to_string()),
+        Fail::Silent(_) | Fail::Io(_) => (None, e.to_string()),
     };
     Error::Postgres {
         code,
