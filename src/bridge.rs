@@ -16,6 +16,17 @@
 //! session the kernel expired (404) is opened again with the client's own
 //! `initialize` and the request retried once, so a long-idle client carries on.
 //!
+//! A kernel that stops answering (stopped with SIGSTOP, hung) must not leave the
+//! client waiting in silence, yet a call may rightly take many minutes (an
+//! `agent_ask`, a stream, `subscriptions/listen`): so no request is cut for taking
+//! long. Instead, a request still waiting after a third of the bridge's timeout
+//! (`AGENT_WORKER_BRIDGE_TIMEOUT`, 10 s by default) has the bridge ask the kernel
+//! whether it answers at all (a quick GET), and again every third while it waits.
+//! A kernel that answers is left to finish; one that does not answer the probe
+//! within the rest of the timeout gets the request answered with a JSON-RPC error
+//! saying which kernel (URL, pid), that it is stopped if it is, and what to do;
+//! one that is gone is started again, as when a request finds it gone.
+//!
 //! Server-initiated messages outside a request (resource updates, log messages)
 //! come on a 2025-11-25 session's standalone stream (GET), which the bridge holds
 //! open and relays; a 2026-07-28 client's `subscriptions/listen` is a request whose
@@ -26,12 +37,36 @@ use crate::mcp::stdio::{Line, read_line};
 use anyhow::Context;
 use futures::StreamExt;
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// How often an attached client tells the kernel it is still there, at most.
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The environment variable that sets how long the kernel may leave a waiting
+/// request without a sign of life: seconds, or a duration such as `2s`.
+pub const TIMEOUT_ENV: &str = "AGENT_WORKER_BRIDGE_TIMEOUT";
+/// Its default.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`TIMEOUT_ENV`], else 10 s (at least 300 ms).
+fn timeout() -> Duration {
+    std::env::var(TIMEOUT_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| {
+            let v = v.trim();
+            humantime::parse_duration(v)
+                .ok()
+                .or_else(|| v.parse::<u64>().ok().map(Duration::from_secs))
+        })
+        .map_or(TIMEOUT, |d| {
+            d.clamp(Duration::from_millis(300), Duration::from_secs(3600))
+        })
+}
 
 struct Relay {
     http: reqwest::Client,
@@ -47,6 +82,19 @@ struct Relay {
     /// Serialises re-opening a session (one re-initialize, however many requests saw 404).
     reopening: tokio::sync::Mutex<()>,
     out: tokio::sync::Mutex<tokio::io::Stdout>,
+    /// The data dir (its kernel.json names the kernel's pid).
+    dir: PathBuf,
+    /// How long the kernel may leave a waiting request without a sign of life.
+    timeout: Duration,
+}
+
+/// What a watched wait ended with.
+enum Watched<T> {
+    Done(T),
+    /// The kernel did not answer a probe in time: what to tell the client.
+    Silent(String),
+    /// The kernel is gone (its URL refuses connections).
+    Gone,
 }
 
 /// What a POST came back with, before it is written to the client.
@@ -185,7 +233,17 @@ impl Relay {
             }
             sent_session = Some(sid);
         }
-        let resp = match req.json(msg).send().await {
+        let resp = match self.watched(&url, req.json(msg).send()).await {
+            Watched::Done(r) => r,
+            Watched::Gone => return Answer::KernelGone(url),
+            Watched::Silent(why) => {
+                if write {
+                    self.error(id, why).await;
+                }
+                return Answer::Done;
+            }
+        };
+        let resp = match resp {
             Ok(r) => r,
             // Refused, or a kept-alive connection to a kernel that has since died.
             Err(e)
@@ -229,10 +287,21 @@ impl Relay {
             return Answer::Done;
         }
         if is_sse {
-            self.relay_sse(resp, method, write).await;
+            match self
+                .watched(&url, self.relay_sse(resp, method, write))
+                .await
+            {
+                Watched::Silent(why) if write => self.error(id, why).await,
+                _ => {}
+            }
             return Answer::Done;
         }
-        let body = match resp.bytes().await {
+        let body = match self.watched(&url, resp.bytes()).await {
+            Watched::Done(b) => b.map_err(|e| e.to_string()),
+            Watched::Gone => Err(format!("the kernel at {url} went away")),
+            Watched::Silent(why) => Err(why),
+        };
+        let body = match body {
             Ok(b) => b,
             Err(e) => {
                 if write {
@@ -279,6 +348,73 @@ impl Relay {
             }
         }
         Answer::Done
+    }
+
+    /// Waits for `fut` (a request to the kernel at `url`) as long as it takes while
+    /// the kernel answers: after a third of the timeout, and every third after,
+    /// the kernel is probed (a GET); a probe it leaves unanswered for the rest of
+    /// the timeout ends the wait (`Silent`, with what to tell the client), one it
+    /// refuses says it is gone.
+    async fn watched<T>(&self, url: &str, fut: impl std::future::Future<Output = T>) -> Watched<T> {
+        let mut fut = std::pin::pin!(fut);
+        let patience = self.timeout / 3;
+        loop {
+            tokio::select! {
+                out = &mut fut => return Watched::Done(out),
+                () = tokio::time::sleep(patience) => {}
+            }
+            let token = self.target.lock().unwrap().1.clone();
+            let probe = self
+                .http
+                .get(url)
+                .bearer_auth(&token)
+                .timeout(self.timeout - patience)
+                .send();
+            tokio::select! {
+                out = &mut fut => return Watched::Done(out),
+                p = probe => match p {
+                    Ok(_) => {}
+                    Err(e) if e.is_timeout() => return Watched::Silent(self.silent(url)),
+                    Err(e) if e.is_connect() => return Watched::Gone,
+                    // Some other failure of the probe itself: the request decides.
+                    Err(e) => tracing::debug!("bridge: probing the kernel: {e}"),
+                },
+            }
+        }
+    }
+
+    /// What the client is told when the kernel at `url` does not answer.
+    fn silent(&self, url: &str) -> String {
+        let t = self.timeout.as_secs_f64();
+        let within = if t.fract() == 0.0 {
+            format!("{t:.0} s")
+        } else {
+            format!("{t:.1} s")
+        };
+        let pid = kernel_pid(&self.dir, url);
+        let Some(pid) = pid else {
+            return format!(
+                "the agent-worker kernel at {url} did not answer within {within}: it may be stopped \
+                 (SIGSTOP) or hung; resume or end that process, and a new launch starts a new kernel \
+                 once it is gone"
+            );
+        };
+        let stopped = if process_stopped(pid) {
+            " and is stopped (SIGSTOP, or a debugger holds it)"
+        } else {
+            ""
+        };
+        let next = if self.launcher.is_some() {
+            "this client's next request (or a new launch) starts a new kernel"
+        } else {
+            "a new launch starts a new kernel"
+        };
+        format!(
+            "the agent-worker kernel at {url} (pid {pid}) did not answer within {within}{stopped}: \
+             `kill -CONT {pid}` resumes a stopped kernel; if it is hung, `kill {pid}` (or \
+             `kill -9 {pid}`) ends it, and once it is gone {next} on the data dir {}",
+            self.dir.display()
+        )
     }
 
     /// Opens a new session with the client's own `initialize` after the kernel
@@ -380,6 +516,7 @@ impl Relay {
 pub async fn run(
     target: Result<(String, String), String>,
     launcher: Option<crate::background::Launcher>,
+    dir: PathBuf,
 ) -> anyhow::Result<()> {
     let target = match target {
         Ok(t) => t,
@@ -394,6 +531,8 @@ pub async fn run(
         initialize: Mutex::new(None),
         reopening: tokio::sync::Mutex::new(()),
         out: tokio::sync::Mutex::new(tokio::io::stdout()),
+        dir,
+        timeout: timeout(),
     });
     // The kernel counts a client as present while it calls; an idle client still
     // says it is there, so a background kernel never stops under it.
@@ -410,7 +549,13 @@ pub async fn run(
             loop {
                 tokio::time::sleep(every).await;
                 let (url, token) = r.target.lock().unwrap().clone();
-                let _ = r.http.get(&url).bearer_auth(&token).send().await;
+                let _ = r
+                    .http
+                    .get(&url)
+                    .bearer_auth(&token)
+                    .timeout(r.timeout)
+                    .send()
+                    .await;
             }
         })
     };
@@ -467,6 +612,24 @@ pub async fn run(
             .await;
     }
     Ok(())
+}
+
+/// The pid of the kernel at `url`, as the data dir's kernel.json records it.
+fn kernel_pid(dir: &std::path::Path, url: &str) -> Option<i32> {
+    let text = std::fs::read_to_string(dir.join(crate::config::KERNEL_JSON)).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    if v["url"].as_str() != Some(url) {
+        return None;
+    }
+    v["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
+}
+
+/// Whether process `pid` is stopped (state T: SIGSTOP; t: a debugger).
+fn process_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+    })
 }
 
 /// Answers each request with `why` (no kernel to relay to) until stdin closes.

@@ -8,7 +8,9 @@
 //! background.rs  the kernel a stdio launch starts in the background (it outlives the
 //!                client) and its exit when idle with nothing owed
 //! bridge.rs      a stdio launch relays to the data dir's kernel over HTTP (requests,
-//!                the session's own stream, a heartbeat; a new kernel if it died)
+//!                the session's own stream, a heartbeat; a new kernel if it died; a
+//!                kernel silent while a request waits is probed, then named with
+//!                what to do)
 //! config.rs      launch options, data dir and admin token resolution
 //! contracts/     contracts (pure): parsing whose errors name the field, matching an
 //!                event, precedence (deny > allow > approvals combine; notify always),
@@ -44,8 +46,9 @@
 //!                  engine (a WAL file in the data dir), checkpoint.rs its WAL
 //!                  checkpoints on their own thread, schema.rs its numbered
 //!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
-//!                  the write and node locks, schema.rs its migrations, bus.rs
-//!                  LISTEN/NOTIFY between the kernels of a database)
+//!                  the write and node locks, client.rs its client whose every wait
+//!                  is bounded, schema.rs its migrations, bus.rs LISTEN/NOTIFY
+//!                  between the kernels of a database)
 //!   registry/      workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, guards.rs budgets,
 //!                  tokens.rs admin and agent tokens (hash only), authentication

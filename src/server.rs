@@ -166,7 +166,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         let target = tokio::task::spawn_blocking(move || l.ensure())
             .await
             .map_err(|e| anyhow!("{e}"))?;
-        return crate::bridge::run(target, Some(launcher)).await;
+        return crate::bridge::run(target, Some(launcher), dir).await;
     }
     let Some(_lock) = lock_data_dir(&dir)? else {
         if !stdio {
@@ -198,7 +198,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             Ok((k.url, token))
         });
         tracing::info!("data dir in use: bridging stdio to the running kernel");
-        return crate::bridge::run(target.map_err(|e| format!("{e:#}")), None).await;
+        return crate::bridge::run(target.map_err(|e| format!("{e:#}")), None, dir).await;
     };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;

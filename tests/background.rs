@@ -147,3 +147,85 @@ async fn a_client_carries_on_when_its_kernel_is_killed() {
     stop(new_pid);
     assert!(until(Duration::from_secs(10), || !alive(new_pid)).await);
 }
+
+/// A kernel stopped with SIGSTOP: a new stdio client's initialize is answered
+/// within the bridge's timeout (`AGENT_WORKER_BRIDGE_TIMEOUT`, here 2 s) with
+/// which kernel, that it is stopped and what to do; it used to wait in silence
+/// for as long as the kernel stayed stopped.
+#[tokio::test]
+async fn a_new_client_of_a_stopped_kernel_is_told_what_to_do() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir().unwrap();
+    let first = launch(dir.path(), "10m").await;
+    let pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    /// Resumes and stops the kernel however the test ends.
+    struct Cleanup(i32);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = kill(Pid::from_raw(self.0), Signal::SIGCONT);
+            let _ = kill(Pid::from_raw(self.0), Signal::SIGTERM);
+        }
+    }
+    let _cleanup = Cleanup(pid as i32);
+    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
+
+    let t = launch_with_bridge_timeout(dir.path(), "2s");
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(20), ().serve(t)).await;
+    let took = started.elapsed();
+    kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+    let err = answer
+        .expect("an answer within the bridge's timeout, not silence")
+        .expect_err("initialize fails while the kernel is stopped");
+    let text = format!("{err:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    for part in [
+        format!("(pid {pid}) did not answer within 2 s and is stopped"),
+        format!("kill -CONT {pid}"),
+        format!("kill {pid}"),
+        "starts a new kernel".to_owned(),
+    ] {
+        assert!(text.contains(&part), "{part:?} not in {text}");
+    }
+    eprintln!("answered after {took:?}: {text}");
+    // Resumed, the kernel serves the first client again.
+    call(&first, "agent_list", json!({})).await.ok();
+    first.cancel().await.unwrap();
+    stop(pid);
+    assert!(until(Duration::from_secs(10), || !alive(pid)).await);
+}
+
+/// A stdio launch whose bridge gives the kernel `timeout` to show a sign of life.
+fn launch_with_bridge_timeout(dir: &Path, timeout: &str) -> rmcp::transport::TokioChildProcess {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(dir)
+        .args(["--idle-exit", "10m"])
+        .env_remove("AGENT_WORKER_FOREGROUND")
+        .env("AGENT_WORKER_BRIDGE_TIMEOUT", timeout);
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    t
+}
+
+/// The bridge's timeout bounds silence, not a call's length: a read that waits
+/// four times the timeout for a message is answered, not cut.
+#[tokio::test]
+async fn a_call_longer_than_the_bridge_timeout_is_not_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = ().serve(launch_with_bridge_timeout(dir.path(), "1s")).await.unwrap();
+    let pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    let started = Instant::now();
+    let r = call(&client, "channel_read", json!({"wait_seconds": 4}))
+        .await
+        .ok();
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(3900), "{took:?}: {r}");
+    assert_eq!(r["messages"], json!([]), "{r}");
+    client.cancel().await.unwrap();
+    stop(pid);
+    assert!(until(Duration::from_secs(10), || !alive(pid)).await);
+}

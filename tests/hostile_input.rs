@@ -164,3 +164,67 @@ async fn deep_or_aliased_yaml_is_refused_in_milliseconds_with_its_position() {
     assert_eq!(r["workflow"], "@big:main", "{r}");
     s.stop().await;
 }
+
+/// A "PostgreSQL" that accepts the connection and never says a word: the kernel
+/// gives up within its store timeout (`AGENT_WORKER_STORE_TIMEOUT`, here 2 s),
+/// exits non-zero saying why and what to check, and never shows the password. It
+/// used to wait forever, neither listening nor saying anything.
+#[tokio::test]
+async fn a_store_that_accepts_and_never_answers_is_given_up_on_with_the_cause() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    // Accepts every connection and keeps it open, saying nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("postgres://u:secret@127.0.0.1:{port}/db");
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--store", &url, "--http", "127.0.0.1:0"])
+        .env("AGENT_WORKER_STORE_TIMEOUT", "2")
+        .env_remove("AGENT_WORKER_STORE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the kernel exits, not waits forever")
+        .unwrap();
+    let took = started.elapsed();
+    use tokio::io::AsyncReadExt;
+    let (mut o, mut e) = (String::new(), String::new());
+    out.read_to_string(&mut o).await.unwrap();
+    err.read_to_string(&mut e).await.unwrap();
+    let log = std::fs::read_dir(dir.path().join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
+        .collect::<String>();
+    assert!(!status.success(), "{status:?}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert!(
+        e.contains(&format!(
+            "PostgreSQL at postgres://u:***@127.0.0.1:{port}/db"
+        )) && e.contains("did not answer within 2 s")
+            && e.contains("AGENT_WORKER_STORE_TIMEOUT"),
+        "{e}"
+    );
+    for text in [&o, &e, &log] {
+        assert!(!text.contains("secret"), "the password shows: {text}");
+    }
+    eprintln!("gave up after {took:?}: {e}");
+}

@@ -10,8 +10,8 @@
 //! sends [`RESYNC`] with its next batch. Either way the nodes read the store again
 //! for what they owe.
 
+use super::client::Client;
 use crate::error::Result;
-use postgres::fallible_iterator::FallibleIterator;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -91,7 +91,7 @@ impl Drop for Bus {
 }
 
 fn send_loop(url: &str, application: &str, rx: &Receiver<String>, dropped: &AtomicBool) {
-    let mut client: Option<postgres::Client> = None;
+    let mut client: Option<Client> = None;
     // Ends when the Bus (the only sender) is dropped.
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -119,7 +119,7 @@ fn send_loop(url: &str, application: &str, rx: &Receiver<String>, dropped: &Atom
                 }
             }
             let c = client.as_mut().expect("connected");
-            match c.execute(
+            match c.execute_sql(
                 "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
                 &[&CHANNEL, &batch],
             ) {
@@ -152,25 +152,21 @@ fn listen_loop(url: &str, application: &str, stop: &AtomicBool, h: &Handlers) {
         };
         // Whatever was sent while this was not listening is lost: say so.
         (h.on_gap)();
-        'listening: while !stop.load(Ordering::Relaxed) {
-            {
-                let mut n = client.notifications();
-                let mut it = n.timeout_iter(Duration::from_secs(1));
-                loop {
-                    match it.next() {
-                        Ok(Some(m)) => (h.on_message)(m.payload().to_owned()),
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::warn!("bus: the listening connection failed: {e}");
-                            break 'listening;
-                        }
+        while !stop.load(Ordering::Relaxed) {
+            match client.notification(Duration::from_secs(1)) {
+                Ok(Some(m)) => (h.on_message)(m.payload().to_owned()),
+                // A quiet second: make sure the connection is alive (a dead one errors,
+                // a silent one within the store's timeout).
+                Ok(None) => {
+                    if let Err(e) = client.ping(super::timeout()) {
+                        tracing::warn!("bus: the listening connection failed: {e}");
+                        break;
                     }
                 }
-            }
-            // A quiet second: make sure the connection is alive (a dead one errors).
-            if let Err(e) = client.batch_execute("") {
-                tracing::warn!("bus: the listening connection failed: {e}");
-                break;
+                Err(e) => {
+                    tracing::warn!("bus: the listening connection failed: {e}");
+                    break;
+                }
             }
         }
     }

@@ -15,11 +15,43 @@
 //! (`bus.rs`) carries their events to each other.
 
 pub mod bus;
+pub mod client;
 pub mod schema;
 
 use super::sql::{self, Connection};
 use crate::error::{Error, Result};
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The environment variable that bounds connecting to PostgreSQL (and the
+/// startup's first answer): seconds, or a duration such as `2s` or `500ms`.
+pub const TIMEOUT_ENV: &str = "AGENT_WORKER_STORE_TIMEOUT";
+/// Its default.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection to PostgreSQL may take, from TCP connect to the server's
+/// first "ready": [`TIMEOUT_ENV`], else 10 s. Every connection the kernel opens
+/// (the store's writer and readers, the bus) is bound by it.
+pub fn timeout() -> Duration {
+    static T: OnceLock<Duration> = OnceLock::new();
+    *T.get_or_init(|| {
+        let Some(v) = std::env::var(TIMEOUT_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        else {
+            return TIMEOUT;
+        };
+        let t = v.trim();
+        let d = humantime::parse_duration(t)
+            .ok()
+            .or_else(|| t.parse::<u64>().ok().map(Duration::from_secs))
+            .filter(|d| !d.is_zero() && *d <= Duration::from_secs(24 * 3600));
+        d.unwrap_or_else(|| {
+            tracing::warn!("{TIMEOUT_ENV}={v:?} is not a duration (say 10 or 10s); using 10 s");
+            TIMEOUT
+        })
+    })
+}
 
 /// The advisory lock every write transaction takes ("agentwrk" in ASCII).
 const WRITE_LOCK: i64 = 0x6167_656e_7477_726b;
@@ -83,17 +115,21 @@ pub(super) fn connect(url: &str, application: &str) -> Result<Connection> {
     Ok(Connection::postgres_engine(client(url, application)?))
 }
 
-/// A client of the `postgres` crate itself (for the bus, which needs what the
-/// store's vocabulary does not say: LISTEN and notifications).
-pub(super) fn client(url: &str, application: &str) -> Result<postgres::Client> {
-    let mut config: postgres::Config = url.parse().map_err(|e| {
+/// A bounded client of its own (also for the bus, which needs what the store's
+/// vocabulary does not say: LISTEN and notifications). Fails within [`timeout`]
+/// (TCP connect, startup and authentication), saying why.
+pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
         Error::invalid(format!(
             "--store {}: not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
             redacted(url)
         ))
     })?;
+    // The URL's own connect_timeout is kept for the TCP connect; the whole connect
+    // (the server's answers to the startup included) is bounded by `timeout()`.
+    let bound = timeout();
     if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(10));
+        config.connect_timeout(bound);
     }
     // A server that went away without closing the connection (a cable, a failover)
     // is noticed in seconds, not after the system's two hours: every store call
@@ -114,18 +150,32 @@ pub(super) fn client(url: &str, application: &str) -> Result<postgres::Client> {
             "-c idle_in_transaction_session_timeout=5000 -c tcp_keepalives_idle=10 \
              -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
         );
-    let client = config.connect(postgres::NoTls).map_err(|e| {
-        // The client's own words are "error connecting to server"; the why is below.
-        let mut why = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            why = format!("{why}: {c}");
-            cause = c.source();
-        }
-        Error::internal(format!(
-            "cannot connect to PostgreSQL at {}: {why}",
+    let statements = client::statement_bound(bound);
+    let client = client::Client::connect(&config, bound, statements).map_err(|e| match e {
+        client::Fail::Silent(d) => Error::internal(format!(
+            "cannot connect to PostgreSQL at {}: the server accepted the connection but did not \
+             answer within {} s: check that the URL names a PostgreSQL server and that it is not \
+             stopped or overloaded ({TIMEOUT_ENV} sets this limit)",
+            redacted(url),
+            client::secs(d),
+        )),
+        client::Fail::Io(e) => Error::internal(format!(
+            "cannot connect to PostgreSQL at {}: {e}",
             redacted(url)
-        ))
+        )),
+        client::Fail::Pg(e) => {
+            // The client's own words are "error connecting to server"; the why is below.
+            let mut why = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                why = format!("{why}: {c}");
+                cause = c.source();
+            }
+            Error::internal(format!(
+                "cannot connect to PostgreSQL at {}: {why}",
+                redacted(url)
+            ))
+        }
     })?;
     Ok(client)
 }
@@ -183,6 +233,17 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
 /// Applies the migrations the database has not seen, under a lock so that kernels
 /// starting together do it once.
 pub(super) fn migrate(c: &Connection) -> Result<()> {
+    // A migration of a large database may take a while; it still may not hang.
+    c.set_statement_bound(MIGRATION_BOUND);
+    let out = migrate_now(c);
+    c.set_statement_bound(client::statement_bound(timeout()));
+    out
+}
+
+/// How long a migration's statement may take.
+const MIGRATION_BOUND: Duration = Duration::from_secs(30 * 60);
+
+fn migrate_now(c: &Connection) -> Result<()> {
     c.execute_batch("BEGIN")?;
     let applied = (|| -> Result<()> {
         c.query_row("SELECT pg_advisory_xact_lock(?1)", [MIGRATE_LOCK], |_| {

@@ -306,3 +306,112 @@ fn urls_lose_their_password_in_logs() {
         );
     }
 }
+
+/// A loopback proxy to the cluster that can go silent: while `frozen`, it accepts
+/// connections and holds what it reads, forwarding nothing either way (a frozen
+/// server, a proxy whose backend is gone).
+struct Silencer {
+    port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Silencer {
+    fn start(target: std::net::SocketAddr) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = frozen.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(target) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let f = f.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buf = [0u8; 16 << 10];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            while f.load(Ordering::Relaxed) {
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Self { port, frozen }
+    }
+
+    fn freeze(&self, on: bool) {
+        self.frozen.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A database that goes silent after connecting fails each call within its bound
+/// and leaves the connection closed (so the store opens a new one); a connect
+/// whose startup is never answered fails within the connect bound; once the
+/// database answers again, connecting works.
+#[test]
+fn a_silent_database_fails_calls_within_their_bound() {
+    use super::client::{Client, Fail};
+    use std::time::{Duration, Instant};
+    let Some(url) = fresh_database() else { return };
+    let direct: tokio_postgres::Config = url.parse().unwrap();
+    let target = match (&direct.get_hosts()[0], direct.get_ports()[0]) {
+        (tokio_postgres::config::Host::Tcp(h), port) => format!("{h}:{port}")
+            .parse::<std::net::SocketAddr>()
+            .unwrap(),
+        _ => panic!("the test cluster listens on TCP"),
+    };
+    let proxy = Silencer::start(target);
+    let mut config = tokio_postgres::Config::new();
+    config
+        .user(direct.get_user().unwrap())
+        .password(direct.get_password().unwrap())
+        .dbname(direct.get_dbname().unwrap())
+        .host("127.0.0.1")
+        .port(proxy.port);
+    let (connect, bound) = (Duration::from_millis(1500), Duration::from_millis(500));
+
+    let mut c = Client::connect(&config, connect, bound).expect("connect through the proxy");
+    c.batch_execute("SELECT 1")
+        .expect("an answer while it answers");
+    proxy.freeze(true);
+    let t = Instant::now();
+    let e = c.batch_execute("SELECT 1").expect_err("no answer");
+    assert!(matches!(e, Fail::Silent(d) if d == bound), "{e}");
+    assert!(
+        t.elapsed() < bound + Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(c.is_closed(), "a silent connection is given up");
+    assert!(c.batch_execute("SELECT 1").is_err(), "and stays closed");
+
+    let t = Instant::now();
+    let e = Client::connect(&config, connect, bound)
+        .err()
+        .expect("a startup nobody answers fails");
+    assert!(matches!(e, Fail::Silent(d) if d == connect), "{e}");
+    assert!(
+        t.elapsed() < connect + Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+
+    proxy.freeze(false);
+    let mut c = Client::connect(&config, connect, bound).expect("connect again");
+    c.batch_execute("SELECT 1").expect("answers again");
+}

@@ -91,7 +91,9 @@ impl Connection {
         }
     }
 
-    pub(in crate::kernel::store) fn postgres_engine(client: ::postgres::Client) -> Self {
+    pub(in crate::kernel::store) fn postgres_engine(
+        client: crate::kernel::store::postgres::client::Client,
+    ) -> Self {
         Self {
             engine: Engine::Postgres(Box::new(postgres::Conn::new(client))),
         }
@@ -103,6 +105,14 @@ impl Connection {
         match &self.engine {
             Engine::Sqlite(c) => Some(c),
             Engine::Postgres(_) => None,
+        }
+    }
+
+    /// How long each PostgreSQL statement may go unanswered from now on (a
+    /// migration's may take longer than the kernel's own); nothing on SQLite.
+    pub(in crate::kernel::store) fn set_statement_bound(&self, bound: std::time::Duration) {
+        if let Engine::Postgres(c) = &self.engine {
+            c.set_bound(bound);
         }
     }
 

@@ -14,6 +14,7 @@
 //! (`FromSql`) serve both engines.
 
 use super::{Error, Result, ValueRef};
+use crate::kernel::store::postgres::client::Fail;
 use postgres::types::{IsNull, Type};
 use rusqlite::types::{ToSqlOutput, Value};
 use std::cell::{Cell, RefCell};
@@ -23,19 +24,23 @@ use std::collections::HashMap;
 const CACHE: usize = 256;
 
 pub(super) struct Conn {
-    client: RefCell<postgres::Client>,
+    client: RefCell<crate::kernel::store::postgres::client::Client>,
     prepared: RefCell<HashMap<String, postgres::Statement>>,
     /// Inside a transaction (the store begins and ends them through [`Conn::batch`]).
     in_tx: Cell<bool>,
 }
 
 impl Conn {
-    pub(super) fn new(client: postgres::Client) -> Self {
+    pub(super) fn new(client: crate::kernel::store::postgres::client::Client) -> Self {
         Self {
             client: RefCell::new(client),
             prepared: RefCell::new(HashMap::new()),
             in_tx: Cell::new(false),
         }
+    }
+
+    pub(super) fn set_bound(&self, bound: std::time::Duration) {
+        self.client.borrow_mut().set_bound(bound);
     }
 
     pub(super) fn is_closed(&self) -> bool {
@@ -136,7 +141,8 @@ impl Conn {
 }
 
 /// The parameter PostgreSQL could not type (SQLSTATE 42P18), by number.
-fn untyped_parameter(e: &postgres::Error) -> Option<usize> {
+fn untyped_parameter(e: &Fail) -> Option<usize> {
+    let Fail::Pg(e) = e else { return None };
     let db = e.as_db_error()?;
     if db.code() != &postgres::error::SqlState::INDETERMINATE_DATATYPE {
         return None;
@@ -160,10 +166,13 @@ fn unspecified() -> Type {
 
 /// PostgreSQL's error as the store's: its code and words, and the statement (on
 /// one line) when there is one to name.
-pub(super) fn error(e: postgres::Error, sql: Option<&str>) -> Error {
-    let (code, message) = match e.as_db_error() {
-        Some(db) => (Some(db.code().code().to_owned()), db.message().to_owned()),
-        None => (None, e.to_string()),
+pub(super) fn error(e: Fail, sql: Option<&str>) -> Error {
+    let (code, message) = match &e {
+        Fail::Pg(e) => match e.as_db_error() {
+            Some(db) => (Some(db.code().code().to_owned()), db.message().to_owned()),
+            None => (None, e.to_string()),
+        },
+        Fail::Silent(_) | Fail::Io(_) => (None, e.to_string()),
     };
     Error::Postgres {
         code,
@@ -359,7 +368,8 @@ fn get<'r, T: postgres::types::FromSql<'r>>(
     row: &'r postgres::Row,
     idx: usize,
 ) -> Result<Option<T>> {
-    row.try_get::<_, Option<T>>(idx).map_err(|e| error(e, None))
+    row.try_get::<_, Option<T>>(idx)
+        .map_err(|e| error(Fail::Pg(e), None))
 }
 
 #[cfg(test)]
