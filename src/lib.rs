@@ -7,10 +7,10 @@
 //! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners, kernel.json
 //! background.rs  the kernel a stdio launch starts in the background (it outlives the
 //!                client) and its exit when idle with nothing owed
-//! bridge.rs      a stdio launch relays to the data dir's kernel over HTTP (requests,
+//! bridge/        a stdio launch relays to the data dir's kernel over HTTP (requests,
 //!                the session's own stream, a heartbeat; a new kernel if it died; a
 //!                kernel silent while a request waits is probed, then named with
-//!                what to do)
+//!                what to do: liveness.rs)
 //! config.rs      launch options, data dir and admin token resolution
 //! contracts/     contracts (pure): parsing whose errors name the field, matching an
 //!                event, precedence (deny > allow > approvals combine; notify always),
@@ -68,6 +68,7 @@
 //!                  ops, expiry on time, tally.rs the resolution rules, pure,
 //!                  drafts.rs contracts agents draft and the lead approves)
 //!   runtime/       agents as things that run: agents.rs create/update/delete/info,
+//!                  own_folder.rs an agent's folder in the data dir (its alone),
 //!                  workers.rs the process manager, supervise.rs one run from spawn
 //!                  to settlement, runs.rs run records, ask.rs agent_ask,
 //!                  scheduler/ (state and timers, gate.rs admission and the queue,
@@ -96,7 +97,8 @@
 //!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
 //!   resources.rs   resources and templates per identity (channel, status, documents,
 //!                  agents, inboxes, runs, backends)
-//!   subscriptions.rs kernel events as resource updates, list changes and log messages
+//!   subscriptions/ kernel events as resource updates, list changes and log messages;
+//!                  budget.rs what one identity's subscriptions may hold
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)
 //!   tasks.rs       agent_ask and workflow_run as MCP tasks
 //!   elicit.rs      approvals asked inline while the lead waits (elicitation)
