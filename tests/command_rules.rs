@@ -8,19 +8,6 @@ mod common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
-use std::path::Path;
-
-async fn sdk_agent(lead: &Client, name: &str, work: &Path, llm: &FakeLlm, permissions: Value) {
-    call(
-        lead,
-        "agent_new",
-        json!({"name": name, "backend": "sdk", "model": "claude-sonnet-4-5",
-               "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
-               "cwd": work.display().to_string(), "permissions": permissions}),
-    )
-    .await
-    .ok();
-}
 
 /// Every model call's body, as text (the tool results the model read).
 fn conversation(llm: &FakeLlm) -> String {
@@ -96,7 +83,7 @@ async fn the_readmes_rm_rule_refuses_every_way_of_deleting_a_file() {
         // Commands that delete nothing still run.
         steps.push(("run_command", json!({"command": "ls > listed.txt"})));
         let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
-        sdk_agent(&lead, name, work.path(), &llm, permissions).await;
+        new_sdk_in(&lead, name, work.path(), &llm.url, permissions).await;
         let denials = run(&lead, name).await;
         for (file, command) in &cases {
             assert!(
@@ -141,11 +128,11 @@ async fn an_allowed_find_does_not_run_what_exec_names_or_delete() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    sdk_agent(
+    new_sdk_in(
         &lead,
         "reader",
         work.path(),
-        &llm,
+        &llm.url,
         json!({"profile": "read", "allow": ["shell:find *"]}),
     )
     .await;
@@ -172,7 +159,7 @@ async fn an_edit_deny_holds_through_a_symlink_in_the_agents_folder() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    sdk_agent(&lead, "writer", work.path(), &llm, json!("edit")).await;
+    new_sdk_in(&lead, "writer", work.path(), &llm.url, json!("edit")).await;
     call(
         &lead,
         "contract_set",

@@ -8,20 +8,7 @@ mod common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
-use std::path::Path;
 use std::time::Duration;
-
-async fn sdk_agent(lead: &Client, name: &str, work: &Path, llm: &FakeLlm, permissions: &str) {
-    call(
-        lead,
-        "agent_new",
-        json!({"name": name, "backend": "sdk", "model": "claude-sonnet-4-5",
-               "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
-               "cwd": work.display().to_string(), "permissions": permissions}),
-    )
-    .await
-    .ok();
-}
 
 async fn contract(lead: &Client, spec: Value) -> Value {
     call(lead, "contract_set", spec).await.ok()
@@ -45,7 +32,7 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    sdk_agent(&lead, "worker", work.path(), &llm, "full").await;
+    new_sdk_in(&lead, "worker", work.path(), &llm.url, json!("full")).await;
 
     let set = contract(
         &lead,
@@ -98,7 +85,7 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
     let removed = contract(&lead, json!({"name": "no-rm", "remove": true})).await;
     assert_eq!(removed["removed"], true);
     let llm2 = FakeLlm::start(Script::steps(&rm, "done")).await;
-    sdk_agent(&lead, "second", work.path(), &llm2, "full").await;
+    new_sdk_in(&lead, "second", work.path(), &llm2.url, json!("full")).await;
     let r = ask(&lead, "second", "clean up", 40).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     assert!(!victim.exists(), "with the contract gone, the command runs");
@@ -125,7 +112,7 @@ async fn held_write(
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    sdk_agent(&lead, "worker", work.path(), &llm, "edit").await;
+    new_sdk_in(&lead, "worker", work.path(), &llm.url, json!("edit")).await;
     contract(
         &lead,
         json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
@@ -315,7 +302,7 @@ async fn spending_past_a_threshold_waits_for_the_lead() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    sdk_agent(&lead, "worker", work.path(), &llm, "read").await;
+    new_sdk_in(&lead, "worker", work.path(), &llm.url, json!("read")).await;
     let set = contract(
         &lead,
         json!({"name": "budget", "when": {"event": "spend", "usd": 0.0005},

@@ -394,6 +394,19 @@ pub async fn new_mock(lead: &Client, name: &str, rules: Value) {
     .ok();
 }
 
+/// An sdk agent of the fake model at `llm_url`, working in `work` under `permissions`.
+pub async fn new_sdk_in(lead: &Client, name: &str, work: &Path, llm_url: &str, permissions: Value) {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": name, "backend": "sdk", "model": "claude-sonnet-4-5",
+               "env": {"ANTHROPIC_BASE_URL": llm_url, "ANTHROPIC_API_KEY": "sk-test"},
+               "cwd": work.display().to_string(), "permissions": permissions}),
+    )
+    .await
+    .ok();
+}
+
 /// An agent session through an agent_join token.
 pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) -> Client {
     let j = call(lead, "agent_join", json!({"target": target}))

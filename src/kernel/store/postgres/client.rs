@@ -77,7 +77,6 @@ pub struct Client {
     /// client gone, says goodbye to the server as `link` drops.
     client: tokio_postgres::Client,
     link: Link,
-    notifications: VecDeque<Notification>,
     /// The deadline of each statement.
     bound: Duration,
 }
@@ -87,6 +86,25 @@ struct Link {
     rt: tokio::runtime::Runtime,
     /// None once the connection ended, failed, or a call ran past its deadline.
     connection: Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    /// Notifications (LISTEN) the connection brought while a call was driven.
+    notifications: VecDeque<Notification>,
+}
+
+impl Link {
+    /// [`drive`] of this link.
+    fn drive<T>(
+        &mut self,
+        bound: Duration,
+        fut: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        drive(
+            &self.rt,
+            &mut self.connection,
+            &mut self.notifications,
+            bound,
+            fut,
+        )
+    }
 }
 
 impl Drop for Link {
@@ -133,8 +151,8 @@ impl Client {
             link: Link {
                 rt,
                 connection: Some(connection),
+                notifications: VecDeque::new(),
             },
-            notifications: VecDeque::new(),
             bound,
         })
     }
@@ -153,76 +171,40 @@ impl Client {
     /// Runs a simple query (several statements, no parameters).
     pub fn batch_execute(&mut self, sql: &str) -> Result<()> {
         let fut = self.client.batch_execute(sql);
-        drive(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
-            self.bound,
-            fut,
-        )
+        self.link.drive(self.bound, fut)
     }
 
     /// Whether the server answers within `within` (an empty query).
     pub fn ping(&mut self, within: Duration) -> Result<()> {
         let fut = self.client.batch_execute("");
-        drive(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
-            within,
-            fut,
-        )
+        self.link.drive(within, fut)
     }
 
     pub fn prepare_typed(&mut self, sql: &str, types: &[Type]) -> Result<Statement> {
         let fut = self.client.prepare_typed(sql, types);
-        drive(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
-            self.bound,
-            fut,
-        )
+        self.link.drive(self.bound, fut)
     }
 
     pub fn execute(&mut self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let fut = self.client.execute(st, params);
-        drive(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
-            self.bound,
-            fut,
-        )
+        self.link.drive(self.bound, fut)
     }
 
     /// [`Client::execute`] of a statement given as text.
     pub fn execute_sql(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let fut = self.client.execute(sql, params);
-        drive(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
-            self.bound,
-            fut,
-        )
+        self.link.drive(self.bound, fut)
     }
 
     pub fn query(&mut self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let fut = self.client.query(st, params);
-        drive(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
-            self.bound,
-            fut,
-        )
+        self.link.drive(self.bound, fut)
     }
 
     /// The next notification (LISTEN), waiting for one at most `wait`: None if none
     /// came. Fails if the connection does.
     pub fn notification(&mut self, wait: Duration) -> Result<Option<Notification>> {
-        if let Some(n) = self.notifications.pop_front() {
+        if let Some(n) = self.link.notifications.pop_front() {
             return Ok(Some(n));
         }
         let quiet = async {
@@ -231,15 +213,16 @@ impl Client {
         };
         // A quiet wait is not a silent server: the deadline is past the sleep.
         let bound = wait + Duration::from_secs(1);
+        let link = &mut self.link;
         drive_until(
-            &self.link.rt,
-            &mut self.link.connection,
-            &mut self.notifications,
+            &link.rt,
+            &mut link.connection,
+            &mut link.notifications,
             bound,
             quiet,
             true,
         )?;
-        Ok(self.notifications.pop_front())
+        Ok(link.notifications.pop_front())
     }
 }
 
