@@ -406,8 +406,10 @@ async fn an_agent_cannot_stall_the_server_with_listens() {
     println!(
         "the lead's slowest channel_read during the floods: {slowest:?}; RSS grew {grown} MiB"
     );
+    // Debug build on two cores: 0.21 s alone, 1.27 s beside a parallel compile;
+    // before the bounds it waited minutes (183 s here, 31.6 s on a release build).
     assert!(
-        slowest < Duration::from_secs(1),
+        slowest < Duration::from_secs(3),
         "the lead waited {slowest:?}"
     );
     assert!(grown < 100, "the server grew by {grown} MiB");
