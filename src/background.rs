@@ -27,9 +27,14 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 pub struct Launcher {
     dir: PathBuf,
     opts: Options,
+    /// The agent token this launch relays with (`--token-env`), instead of the
+    /// lead credential in kernel.json: what agent_join hands out, so it works with
+    /// whichever kernel serves the data dir.
+    agent_token: Option<String>,
 }
 
-/// Where a kernel is: its URL and the lead credential to use.
+/// Where a kernel is: its URL and the credential to relay with (the lead's from
+/// kernel.json, or the launch's agent token).
 pub type Target = (String, String);
 
 impl Launcher {
@@ -37,7 +42,19 @@ impl Launcher {
         Self {
             dir: dir.to_owned(),
             opts: opts.clone(),
+            agent_token: None,
         }
+    }
+
+    /// This launch relays as the agent whose token this is.
+    pub fn as_agent(mut self, token: String) -> Self {
+        self.agent_token = Some(token);
+        self
+    }
+
+    /// Whether this launch relays as an agent (with its agent_join token).
+    pub fn is_agent(&self) -> bool {
+        self.agent_token.is_some()
     }
 
     /// Whether the data dir's kernel (as its kernel.json names it) is running.
@@ -107,6 +124,9 @@ impl Launcher {
         };
         crate::config::check_store(&self.opts, &self.dir, v["store"].as_str())?;
         crate::config::check_node(&self.opts, &self.dir, v["node"].as_str())?;
+        if let Some(t) = &self.agent_token {
+            return Ok(Some((url.to_owned(), t.clone())));
+        }
         let token = v["token"]
             .as_str()
             .map(str::to_owned)

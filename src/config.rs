@@ -9,6 +9,7 @@
 //!                     (default: AGENT_WORKER_STORE)
 //!   --node NAME       this kernel's node name (default: AGENT_WORKER_NODE, else the host name)
 //!   --log LEVEL       error, warn, info (default), debug, trace
+//! agent-worker --token-env NAME         stdio as an agent (its agent_join token in $NAME)
 //! ```
 
 use crate::kernel::store::Location;
@@ -38,6 +39,9 @@ pub struct Options {
     pub background_kernel: bool,
     /// Whether `--idle-exit` was given (its default applies otherwise).
     pub idle_exit_given: bool,
+    /// `--token-env NAME`: stdio, relayed as the agent whose token (from agent_join)
+    /// is in the environment variable NAME, instead of as the lead.
+    pub token_env: Option<String>,
 }
 
 /// Where a running kernel says where it is (its URL, pid and local lead
@@ -55,6 +59,14 @@ pub const STORE_ENV: &str = "AGENT_WORKER_STORE";
 /// The environment variable that names the node when `--node` does not.
 pub const NODE_ENV: &str = "AGENT_WORKER_NODE";
 
+/// The variable the stdio configs agent_join hands out put the agent's token in
+/// (named by their `--token-env`).
+pub const AGENT_TOKEN_ENV: &str = "AGENT_WORKER_AGENT_TOKEN";
+
+/// Where a data dir remembers its kernel's loopback port, so that every kernel
+/// started on it (after an idle exit, a restart) serves the same URL.
+pub const PORT_FILE: &str = "kernel.port";
+
 /// The default of `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -64,6 +76,8 @@ usage:
   agent-worker [--data-dir DIR] [--token TOKEN] [--log LEVEL]        serve MCP on stdio (relayed to a
                                                                      kernel in the background)
   agent-worker --http 127.0.0.1:PORT [--data-dir DIR] [--token TOKEN] serve streamable HTTP at /mcp
+  agent-worker [--data-dir DIR] --token-env NAME                     serve MCP on stdio as the agent
+                                                                     whose agent_join token is in $NAME
 
 options:
   --http ADDR      loopback address to serve HTTP on; port 0 picks a free port (printed on stderr)
@@ -81,6 +95,8 @@ options:
                    owed (default 10m; `never` for a service)
   --foreground     stdio: run the kernel in this process; it stops when the client goes
                    (also AGENT_WORKER_FOREGROUND=1)
+  --token-env NAME stdio: act as the agent whose token (from agent_join) is in the environment
+                   variable NAME, relayed to the data dir's kernel (started if none runs)
   --help, --version";
 
 /// What the command line asked for.
@@ -163,6 +179,16 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
                 o.idle_exit_given = true;
             }
             "--foreground" => o.foreground = true,
+            "--token-env" => {
+                let v = value("--token-env")?;
+                if v.is_empty() || v.contains('=') {
+                    return Err(format!(
+                        "--token-env {v:?}: name the environment variable that holds the agent's token, \
+                         e.g. --token-env {AGENT_TOKEN_ENV}"
+                    ));
+                }
+                o.token_env = Some(v);
+            }
             BACKGROUND_KERNEL => o.background_kernel = true,
             "-h" | "--help" => return Ok(Launch::Help),
             "-V" | "--version" => return Ok(Launch::Version),
@@ -171,6 +197,17 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
     }
     if !o.idle_exit_given {
         o.idle_exit = Some(DEFAULT_IDLE_EXIT);
+    }
+    if o.token_env.is_some() {
+        // An agent's launch relays; the kernel it reaches serves the data dir.
+        if o.http.is_some() || o.foreground || o.background_kernel {
+            return Err(
+                "--token-env is a stdio launch relayed as an agent: it cannot go with --http or \
+                 --foreground"
+                    .into(),
+            );
+        }
+        return Ok(Launch::Serve(o));
     }
     if std::env::var("AGENT_WORKER_FOREGROUND").is_ok_and(|v| v == "1") {
         o.foreground = true;
@@ -278,6 +315,20 @@ fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
          postgres://USER:PASSWORD@HOST:PORT/DATABASE"
             .into(),
     )
+}
+
+/// The agent token a `--token-env` launch relays with (None: it relays as the lead).
+pub fn agent_token(o: &Options) -> Result<Option<String>, String> {
+    let Some(name) = &o.token_env else {
+        return Ok(None);
+    };
+    match std::env::var(name).map(|t| t.trim().to_owned()) {
+        Ok(t) if !t.is_empty() => Ok(Some(t)),
+        _ => Err(format!(
+            "--token-env {name}: the environment variable {name} is empty or unset; put the token \
+             agent_join returned in it (the configs agent_join returns do)"
+        )),
+    }
 }
 
 /// `--token`, else `AGENT_WORKER_TOKEN`, else the token file if it exists; never
@@ -391,5 +442,17 @@ mod tests {
                 .contains("unknown argument")
         );
         assert!(matches!(parse(&["--help"]), Ok(Launch::Help)));
+        let Ok(Launch::Serve(o)) = parse(&["--token-env", AGENT_TOKEN_ENV]) else {
+            panic!()
+        };
+        assert_eq!(o.token_env.as_deref(), Some(AGENT_TOKEN_ENV));
+        assert!(!o.foreground);
+        for bad in [
+            &["--token-env", "X", "--foreground"][..],
+            &["--token-env", "X", "--http", "127.0.0.1:0"],
+            &["--token-env", ""],
+        ] {
+            assert!(parse(bad).unwrap_err().contains("--token-env"), "{bad:?}");
+        }
     }
 }

@@ -4,10 +4,12 @@
 //!
 //! ```text
 //! main.rs        launch flags only -> server::run
-//! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners, kernel.json
+//! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners (the data
+//!                dir's remembered port, kernel.port), kernel.json
 //! background.rs  the kernel a stdio launch starts in the background (it outlives the
 //!                client) and its exit when idle with nothing owed
-//! bridge/        a stdio launch relays to the data dir's kernel over HTTP (requests,
+//! bridge/        a stdio launch relays to the data dir's kernel over HTTP, as the lead
+//!                or, with `--token-env`, as an agent (requests,
 //!                the session's own stream, a heartbeat; a new kernel if it died; a
 //!                kernel silent while a request waits is probed, then named with
 //!                what to do: liveness.rs)
@@ -94,7 +96,9 @@
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
 //! mcp/           the MCP interface: stateless translation onto the kernel
-//!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch
+//!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch,
+//!                  list pagination
+//!   client_configs.rs what agent_join hands out: HTTP and stdio client configs
 //!   resources.rs   resources and templates per identity (channel, status, documents,
 //!                  agents, inboxes, runs, backends)
 //!   subscriptions/ kernel events as resource updates, list changes and log messages;
@@ -147,7 +151,11 @@
 //!   back into `pending`.
 //! - Domain failures are tool results with `isError: true`; JSON-RPC errors are for
 //!   protocol faults only.
-//! - Nothing writes to stdout except the stdio transport.
+//! - In a launch that serves MCP on stdio (the bridge's relay or `--foreground`),
+//!   nothing writes to stdout except that transport. Launches that serve no stdio
+//!   write only their own output there: `--help` and `--version` (decided before
+//!   any transport runs; errors go to stderr), the worker's report lines (its
+//!   control channel to the kernel), the readiness probe's one JSON line.
 //! - The kernel's own channel posts (proposal events) are written in the same
 //!   transaction as the change they announce, from `system`; their leading @mentions
 //!   are who must act.

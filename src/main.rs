@@ -23,14 +23,10 @@ fn main() -> std::process::ExitCode {
         }
     };
     let opts = match launch {
-        Launch::Help => {
-            eprintln!("{USAGE}");
-            return std::process::ExitCode::SUCCESS;
-        }
-        Launch::Version => {
-            eprintln!("agent-worker {}", env!("CARGO_PKG_VERSION"));
-            return std::process::ExitCode::SUCCESS;
-        }
+        // Asked for, so the answer (on stdout, exit 0: `agent-worker --help | less`).
+        // No transport runs in such a launch; errors stay on stderr with exit 2.
+        Launch::Help => return answer(USAGE),
+        Launch::Version => return answer(&format!("agent-worker {}", env!("CARGO_PKG_VERSION"))),
         Launch::Worker => return worker(),
         Launch::Probe(backends) => return probe(&backends),
         Launch::Serve(o) => o,
@@ -53,6 +49,16 @@ fn main() -> std::process::ExitCode {
             eprintln!("agent-worker: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// `--help` or `--version`: the text on stdout, exit 0 (1 if stdout is closed).
+fn answer(text: &str) -> std::process::ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
     }
 }
 

@@ -1,9 +1,12 @@
 //! Process wiring: one kernel per data dir, logging, the stdio and HTTP listeners,
 //! `kernel.json`, and shutdown.
 //!
-//! The first process to take the data dir's lock is the kernel. In stdio mode it
-//! also listens on an ephemeral loopback HTTP port, because workers (and
-//! `agent_join` clients) reach the kernel over HTTP with their own tokens.
+//! The first process to take the data dir's lock is the kernel. Without `--http` it
+//! also listens on a loopback HTTP port, because workers (and `agent_join` clients)
+//! reach the kernel over HTTP with their own tokens: the data dir's port, remembered
+//! in `kernel.port` and taken again by every kernel started there, so the URL
+//! agent_join handed out outlives idle exits and restarts (a new port only when
+//! another program holds it, with a warning).
 
 use crate::config::{self, Options};
 use crate::kernel::Kernel;
@@ -143,6 +146,49 @@ fn write_kernel_json(
     Ok(path)
 }
 
+/// The loopback listener of a kernel without `--http`: the port the data dir
+/// remembers (`kernel.port`), else a free one, which is remembered from then on.
+/// A remembered port another program holds is said in the log: the URLs handed
+/// out for it no longer reach this kernel (the stdio configs still do).
+async fn bind_data_dir_port(dir: &Path) -> anyhow::Result<tokio::net::TcpListener> {
+    let path = dir.join(config::PORT_FILE);
+    let remembered = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u16>().ok())
+        .filter(|p| *p != 0);
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = match remembered {
+        Some(port) => {
+            match tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await {
+                Ok(l) => return Ok(l),
+                Err(e) => {
+                    let l = tokio::net::TcpListener::bind(any)
+                        .await
+                        .with_context(|| format!("cannot listen on {any}"))?;
+                    let now = l.local_addr()?.port();
+                    tracing::warn!(
+                        "the data dir's port {port} (remembered in {}) is not free ({e}): this kernel serves \
+                     on port {now} instead, remembered from now on; URLs agent_join handed out for port \
+                     {port} do not reach it (its stdio configs do), so join again for a new URL",
+                        path.display()
+                    );
+                    l
+                }
+            }
+        }
+        None => tokio::net::TcpListener::bind(any)
+            .await
+            .with_context(|| format!("cannot listen on {any}"))?,
+    };
+    let port = listener.local_addr()?.port();
+    // Written whole and renamed: a kernel starting later never reads half a number.
+    let tmp = dir.join(format!("{}.tmp", config::PORT_FILE));
+    std::fs::write(&tmp, format!("{port}\n"))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(listener)
+}
+
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
@@ -161,7 +207,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     if stdio && !opts.foreground {
         // The team outlives this client: relay to the data dir's kernel, started
         // in the background if none runs (see `background`).
-        let launcher = crate::background::Launcher::new(&opts, &dir);
+        let mut launcher = crate::background::Launcher::new(&opts, &dir);
+        match config::agent_token(&opts) {
+            Ok(Some(t)) => launcher = launcher.as_agent(t),
+            Ok(None) => {}
+            // Said to the client's first request, so it never waits in silence.
+            Err(e) => return crate::bridge::run(Err(e), None, dir).await,
+        }
         let l = launcher.clone();
         let target = tokio::task::spawn_blocking(move || l.ensure())
             .await
@@ -207,12 +259,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let tools = Tools::new();
     let ct = CancellationToken::new();
 
-    let addr = opts
-        .http
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let listener = match opts.http {
+        Some(addr) => tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?,
+        None => bind_data_dir_port(&dir).await?,
+    };
     let url = format!("http://{}{}", listener.local_addr()?, http::MCP_PATH);
     kernel.set_url(url.clone());
     // Workers need the URL, so what the store says is owed (schedules, pending

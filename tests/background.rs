@@ -229,3 +229,113 @@ async fn a_call_longer_than_the_bridge_timeout_is_not_cut() {
     stop(pid);
     assert!(until(Duration::from_secs(10), || !alive(pid)).await);
 }
+
+/// What agent_join hands out outlives the background kernel: after it is killed
+/// and a new stdio launch starts another, the URL it returned still reaches the
+/// agent's inbox with its token (the data dir's port is remembered), and so does
+/// its stdio launch, which starts a kernel itself when none runs.
+#[tokio::test]
+async fn what_agent_join_hands_out_outlives_the_kernel() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir().unwrap();
+    let lead = launch(dir.path(), "10m").await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "bob", "backend": "external"}),
+    )
+    .await
+    .ok();
+    let j = call(&lead, "agent_join", json!({"target": "bob"}))
+        .await
+        .ok();
+    let (url, token) = (j["url"].as_str().unwrap(), j["token"].as_str().unwrap());
+    assert!(j["lasts"].as_str().unwrap().contains("kernel.port"), "{j}");
+    call(&lead, "channel_send", json!({"message": "@bob before"}))
+        .await
+        .ok();
+    let pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    lead.cancel().await.unwrap();
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    assert!(until(Duration::from_secs(5), || !alive(pid)).await);
+
+    // A new stdio launch starts another kernel: on the same URL.
+    let lead = launch(dir.path(), "10m").await;
+    call(&lead, "channel_send", json!({"message": "@bob after"}))
+        .await
+        .ok();
+    let k = kernel_json(dir.path()).unwrap();
+    let pid = k["pid"].as_i64().unwrap();
+    assert_eq!(k["url"], url, "the kernel came back on another port");
+    let agent = http_client(url, token, Proto::Legacy).await;
+    let inbox = call(&agent, "my_inbox", json!({})).await.ok().to_string();
+    assert!(
+        inbox.contains("before") && inbox.contains("after"),
+        "{inbox}"
+    );
+    drop(agent);
+    lead.cancel().await.unwrap();
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    assert!(until(Duration::from_secs(5), || !alive(pid)).await);
+
+    // No kernel runs: the stdio launch starts one and acts as bob, not as the lead.
+    let s = &j["stdio"];
+    let mut cmd = tokio::process::Command::new(s["command"].as_str().unwrap());
+    cmd.args(
+        s["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    )
+    .env_remove("AGENT_WORKER_FOREGROUND");
+    for (k, v) in s["env"].as_object().unwrap() {
+        cmd.env(k, v.as_str().unwrap());
+    }
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let agent = ().serve(t).await.expect("the stdio launch agent_join returned");
+    let tools = tool_names(&agent).await;
+    assert!(!tools.iter().any(|t| t == "agent_new"), "{tools:?}");
+    let inbox = call(&agent, "my_inbox", json!({})).await.ok().to_string();
+    assert!(
+        inbox.contains("before") && inbox.contains("after"),
+        "{inbox}"
+    );
+    let pid = kernel_json(dir.path()).unwrap()["pid"].as_i64().unwrap();
+    agent.cancel().await.unwrap();
+    stop(pid);
+    assert!(until(Duration::from_secs(10), || !alive(pid)).await);
+}
+
+/// The data dir's port held by another program: the kernel serves on another,
+/// remembers that one from then on, and says so in its log.
+#[tokio::test]
+async fn a_taken_port_is_replaced_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap().port();
+    std::fs::write(dir.path().join("kernel.port"), format!("{taken}\n")).unwrap();
+    let lead = launch(dir.path(), "10m").await;
+    let k = kernel_json(dir.path()).unwrap();
+    let now: u16 = std::fs::read_to_string(dir.path().join("kernel.port"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(now, taken);
+    assert_eq!(k["url"], format!("http://127.0.0.1:{now}/mcp"));
+    let log = std::fs::read_to_string(dir.path().join("logs/agent-worker.log")).unwrap();
+    assert!(
+        log.contains(&format!("port {taken}")) && log.contains("is not free"),
+        "{log}"
+    );
+    drop(holder);
+    lead.cancel().await.unwrap();
+    let pid = k["pid"].as_i64().unwrap();
+    stop(pid);
+    assert!(until(Duration::from_secs(10), || !alive(pid)).await);
+}

@@ -260,3 +260,79 @@ async fn completion_offers_what_the_caller_may_see() {
     );
     s.stop().await;
 }
+
+/// One page of resources/list: its URIs and names, and the next cursor.
+async fn page(c: &Client, cursor: Option<String>) -> (Vec<(String, String)>, Option<String>) {
+    let r = c
+        .peer()
+        .list_resources(Some(
+            rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
+        ))
+        .await
+        .unwrap();
+    let items = r
+        .resources
+        .iter()
+        .map(|r| (r.uri.clone(), r.name.clone()))
+        .collect();
+    (items, r.next_cursor)
+}
+
+/// resources/list comes a page at a time (`nextCursor`), in URI order: paging
+/// through gives every resource once, even when one is added between pages.
+/// Names join an agent and its instance with one `@`. A cursor that is not one
+/// is an invalid-params error that names it.
+#[tokio::test]
+async fn resources_list_pages_through_every_resource_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    // 30 instances of channel, status, agent info and inbox, the global instance's
+    // channel and status, and the lead's three.
+    for i in 0..30 {
+        new_agents(&lead, &format!("@w{i:02}"), &["coder"]).await;
+    }
+    let (first, cursor) = page(&lead, None).await;
+    assert_eq!(first.len(), 100);
+    let cursor = cursor.expect("a second page");
+    // Added between pages, sorting before the cursor: the rest neither shifts
+    // nor repeats.
+    new_agents(&lead, "@a00", &["late"]).await;
+    let (second, last) = page(&lead, Some(cursor)).await;
+    assert_eq!(last, None);
+    let all: Vec<(String, String)> = first.into_iter().chain(second).collect();
+    assert_eq!(all.len(), 5 + 30 * 4, "{all:?}");
+    let paged: Vec<&str> = all.iter().map(|(u, _)| u.as_str()).collect();
+    let mut sorted = paged.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(paged, sorted, "in URI order, each once");
+    assert!(paged.contains(&"agent-worker://workflows/w29/main/agents/coder/inbox"));
+    let names: Vec<&str> = all.iter().map(|(_, n)| n.as_str()).collect();
+    assert!(names.iter().all(|n| !n.contains("@@")), "{names:?}");
+    for n in [
+        "coder@w07:main info",
+        "coder@w07:main inbox",
+        "@w07:main channel",
+    ] {
+        assert!(names.contains(&n), "{n} not in {names:?}");
+    }
+    // Listing again from the start shows the late one.
+    let listed = uris(&lead).await;
+    assert_eq!(listed.len(), 5 + 31 * 4);
+
+    for bad in ["bogus", "after:https://example.com/"] {
+        let e = lead
+            .peer()
+            .list_resources(Some(
+                rmcp::model::PaginatedRequestParams::default().with_cursor(Some(bad.into())),
+            ))
+            .await
+            .expect_err("an invalid cursor")
+            .to_string();
+        assert!(
+            e.contains(&format!("invalid cursor {bad:?}")) && e.contains("-32602"),
+            "{e}"
+        );
+    }
+}

@@ -3,7 +3,8 @@
 //! opening the database a second time (DESIGN "One kernel per data dir").
 //!
 //! It is a JSON-RPC relay, not a second server: each line from stdin is POSTed to the
-//! kernel's `/mcp` with the kernel's local credential (from `kernel.json`); JSON
+//! kernel's `/mcp` with the kernel's local credential (from `kernel.json`), or, for
+//! a launch with `--token-env`, with that agent's token (agent_join's stdio configs); JSON
 //! responses are written back as one line, SSE responses as one line per event
 //! (progress notifications included). It derives the per-request headers streamable
 //! HTTP wants from the message itself: the session id and protocol version from
@@ -297,11 +298,14 @@ impl Relay {
                 if status == reqwest::StatusCode::UNAUTHORIZED
                     && let Some(m) = v.pointer_mut("/error/message")
                 {
-                    *m = json!(format!(
-                        "{} (the running kernel refused this bridge's credential from kernel.json: restart \
-                         the kernel, or start this launch with its --token)",
-                        m.as_str().unwrap_or_default()
-                    ));
+                    let hint = if self.launcher.as_ref().is_some_and(|l| l.is_agent()) {
+                        "the kernel refused the agent token this launch relays with (--token-env): \
+                         ask the lead for a new one with agent_join"
+                    } else {
+                        "the running kernel refused this bridge's credential from kernel.json: restart \
+                         the kernel, or start this launch with its --token"
+                    };
+                    *m = json!(format!("{} ({hint})", m.as_str().unwrap_or_default()));
                 }
                 self.write(v.to_string().as_bytes()).await
             }

@@ -153,7 +153,8 @@ fn lead_only(context: &RequestContext<RoleServer>, task_id: &str) -> Result<(), 
     }
 }
 
-/// Every list we answer fits on one page: a cursor can only be a client's mistake.
+/// The tools, prompts and templates fit on one page: a cursor for them can only be a
+/// client's mistake (resources/list pages with its own cursor).
 fn no_cursor(method: &str, request: Option<PaginatedRequestParams>) -> Result<(), McpError> {
     match request.and_then(|r| r.cursor) {
         Some(cursor) => Err(McpError::invalid_params(
@@ -302,23 +303,25 @@ impl ServerHandler for AgentWorker {
         Ok(prompts::get(&request.name, request.arguments.as_ref())?.into())
     }
 
-    /// What the caller may read (its own instance and inbox for an agent).
+    /// What the caller may read (its own instance and inbox for an agent), a page
+    /// at a time (`nextCursor`).
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let who = caller(&context)?;
-        no_cursor("resources/list", request)?;
+        let cursor = request.and_then(|r| r.cursor);
+        let (page, next) = resources::list(&self.kernel, &who, cursor.as_deref()).await?;
         // A session that lists resources hears when the list changes.
         self.hub().watch_list(
             subscriptions::watcher_key(&who, &context),
             subscriptions::budget::owner(&who),
             context.peer.clone(),
         );
-        Ok(ListResourcesResult::with_all_items(
-            resources::list(&self.kernel, &who).await?,
-        ))
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn list_resource_templates(

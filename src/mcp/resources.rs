@@ -24,8 +24,6 @@ use std::collections::{BTreeMap, HashMap};
 
 const SCHEME: &str = "agent-worker://";
 const JSON: &str = "application/json";
-/// Most resources listed at once (the templates reach the rest).
-const MAX_LISTED: usize = 500;
 
 fn resource(uri: String, name: String, description: &str, mime: &str) -> Resource {
     Resource::new(uri, name)
@@ -129,76 +127,146 @@ pub async fn agents(
     })
 }
 
-/// The concrete resources the caller may read (at most 500).
-pub async fn list(kernel: &Kernel, caller: &Caller) -> Result<Vec<Resource>, McpError> {
+/// One page of the concrete resources the caller may read, in the order of their
+/// URIs, and the cursor of the next page (None: the last). The cursor is the last
+/// URI given: a page starts after it, so resources added or removed between pages
+/// never shift the rest (none is given twice, none skipped but the removed).
+pub async fn list(
+    kernel: &Kernel,
+    caller: &Caller,
+    cursor: Option<&str>,
+) -> Result<(Vec<Resource>, Option<String>), McpError> {
+    let after = cursor.map(read_cursor).transpose()?;
+    let beyond = |uri: &str| after.as_deref().is_none_or(|a| uri > a);
     let mut out = Vec::new();
-    let instances = instances(kernel, caller).await?;
+    // These sort before every workflows/ URI (b, c, n < w).
+    if caller.is_lead() {
+        out.extend(lead_resources().into_iter().filter(|r| beyond(&r.uri)));
+    }
+    let mut instances = instances(kernel, caller).await?;
+    // No prefix is another's ('/' ends each, names have none): instances in this
+    // order give their URIs in order.
+    instances.sort_by_cached_key(|w| format!("{}/", base(w)));
     for w in &instances {
-        out.push(resource(
-            channel_uri(w),
-            format!("{w} channel"),
-            "The latest 50 messages you may see.",
-            "text/markdown",
-        ));
-        out.push(resource(
-            status_uri(w),
-            format!("{w} status"),
-            "Status, agents, runs and usage.",
-            JSON,
-        ));
-        for a in agents(kernel, caller, w).await? {
-            out.push(resource(
-                agent_uri(w, &a),
-                format!("{a}@{} info", w),
-                "Configuration, state, inbox counts, recent runs.",
-                JSON,
-            ));
-            out.push(resource(
-                inbox_uri(w, &a),
-                format!("{a}@{} inbox", w),
-                "Unacknowledged messages.",
-                JSON,
-            ));
-        }
-        let scope = kernel
-            .scope(caller, Some(&w.to_string()))
-            .await
-            .map_err(internal)?;
-        if let Ok(docs) = kernel.doc_list(&scope).await {
-            for d in docs.files {
-                out.push(resource(
-                    document_uri(w, &d.file),
-                    format!("{} {}", w, d.file),
-                    "A document of the instance.",
-                    mime_of(&d.file),
-                ));
-            }
-        }
-        if out.len() >= MAX_LISTED {
+        if out.len() > PAGE {
             break;
         }
+        let prefix = format!("{}/", base(w));
+        // Every URI of this instance sorts before the cursor: nothing to read.
+        if after
+            .as_deref()
+            .is_some_and(|a| a > prefix.as_str() && !a.starts_with(&prefix))
+        {
+            continue;
+        }
+        let mut items = instance_resources(kernel, caller, w).await?;
+        items.sort_by(|a, b| a.uri.cmp(&b.uri));
+        out.extend(items.into_iter().filter(|r| beyond(&r.uri)));
     }
-    if caller.is_lead() {
-        out.push(resource(
+    if out.len() <= PAGE {
+        return Ok((out, None));
+    }
+    out.truncate(PAGE);
+    let next = out.last().map(|r| format!("{CURSOR}{}", r.uri));
+    Ok((out, next))
+}
+
+/// Most resources on one page of resources/list.
+pub const PAGE: usize = 100;
+/// What a cursor starts with (then the last URI of the page before).
+const CURSOR: &str = "after:";
+
+fn read_cursor(cursor: &str) -> Result<String, McpError> {
+    cursor
+        .strip_prefix(CURSOR)
+        .filter(|uri| uri.starts_with(SCHEME) && uri.len() <= super::subscriptions::budget::MAX_URI)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            let shown: String = cursor.chars().take(200).collect();
+            McpError::invalid_params(
+                format!(
+                    "invalid cursor {shown:?}: pass the nextCursor of the previous resources/list page, \
+                     or no cursor for the first page"
+                ),
+                None,
+            )
+        })
+}
+
+/// The store-wide resources only the lead lists, in URI order.
+fn lead_resources() -> Vec<Resource> {
+    vec![
+        resource(
             format!("{SCHEME}backends"),
             "backends".into(),
             "Every backend: found, version, logged in, the fix, what each profile becomes.",
             JSON,
-        ));
-        out.push(resource(
+        ),
+        resource(
             contracts_uri(),
             "contracts".into(),
             "The contracts in force (each as a sentence), the built-in guards, the latest decisions and the approvals.",
             JSON,
-        ));
-        out.push(resource(
+        ),
+        resource(
             nodes_uri(),
             "nodes".into(),
             "The nodes (kernels) keeping their state in this store: which one answers, alive or not, agents leased to each, runs in progress.",
             JSON,
+        ),
+    ]
+}
+
+/// An instance's resources the caller may read: channel, status, each agent's
+/// info and inbox (`alice@review:pr-1 info`), its documents.
+async fn instance_resources(
+    kernel: &Kernel,
+    caller: &Caller,
+    w: &WorkflowRef,
+) -> Result<Vec<Resource>, McpError> {
+    let mut out = vec![
+        resource(
+            channel_uri(w),
+            format!("{w} channel"),
+            "The latest 50 messages you may see.",
+            "text/markdown",
+        ),
+        resource(
+            status_uri(w),
+            format!("{w} status"),
+            "Status, agents, runs and usage.",
+            JSON,
+        ),
+    ];
+    for a in agents(kernel, caller, w).await? {
+        // The instance's own `@` joins the agent's name: alice@review:pr-1.
+        out.push(resource(
+            agent_uri(w, &a),
+            format!("{a}{w} info"),
+            "Configuration, state, inbox counts, recent runs.",
+            JSON,
+        ));
+        out.push(resource(
+            inbox_uri(w, &a),
+            format!("{a}{w} inbox"),
+            "Unacknowledged messages.",
+            JSON,
         ));
     }
-    out.truncate(MAX_LISTED);
+    let scope = kernel
+        .scope(caller, Some(&w.to_string()))
+        .await
+        .map_err(internal)?;
+    if let Ok(docs) = kernel.doc_list(&scope).await {
+        for d in docs.files {
+            out.push(resource(
+                document_uri(w, &d.file),
+                format!("{} {}", w, d.file),
+                "A document of the instance.",
+                mime_of(&d.file),
+            ));
+        }
+    }
     Ok(out)
 }
 

@@ -10,7 +10,7 @@ use crate::kernel::registry::{AgentView, NewAgent};
 use crate::kernel::runtime::agents::AgentInfo;
 use crate::kernel::runtime::agents::AgentUpdate;
 use crate::mcp::AgentWorker;
-use crate::mcp::client_configs::{ClientConfigs, for_http};
+use crate::mcp::client_configs::{ClientConfigs, StdioLaunch, for_http, for_stdio};
 use crate::permissions::PermissionsArg;
 use crate::worker::protocol::{McpServer, MockRule};
 use rmcp::{Json, tool, tool_router};
@@ -190,8 +190,13 @@ pub struct JoinOut {
     /// The bearer token. Shown once; treat it as a password.
     pub token: String,
     pub expires_at: String,
-    /// Ready-to-paste configuration for common MCP clients.
+    /// How long `url` and `stdio` keep working.
+    pub lasts: String,
+    /// Ready-to-paste configuration for common MCP clients: HTTP to `url`.
     pub configs: ClientConfigs,
+    /// The stdio launch as the agent (and its configs): it finds or starts the data
+    /// dir's kernel itself, so it works whatever port the kernel has.
+    pub stdio: StdioLaunch,
 }
 
 #[tool_router(router = agent_tools, vis = "pub(crate)")]
@@ -340,8 +345,12 @@ impl AgentWorker {
     }
 
     /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as this
-    /// agent: mints a bearer token with a time limit and returns the URL and ready-to-paste
-    /// client configuration. The client then sees only the context tools of that agent's team.
+    /// agent: mints a bearer token with a time limit and returns it two ways, with
+    /// ready-to-paste client configuration for each: `configs`, HTTP to the kernel's URL
+    /// (its port is the data dir's, kept across the kernel's idle exits and restarts), and
+    /// `stdio`, a launch of agent-worker with the token in its environment that reaches
+    /// whichever kernel serves the data dir, starting one if none runs (on this machine, as
+    /// the data dir's owner). The client then sees only the context tools of that agent's team.
     #[tool(
         title = "Join as an agent",
         annotations(
@@ -372,12 +381,51 @@ impl AgentWorker {
             .mint_agent_token(rec.id, ttl, "join", None)
             .await?;
         let server_name = format!("agent-worker-{}", rec.view.name);
+        let dir = std::path::absolute(self.kernel.data_dir())
+            .unwrap_or_else(|_| self.kernel.data_dir().to_owned());
+        let program = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "agent-worker".into());
+        let lasts = lasts(&dir, &url).await;
         Ok(Json(JoinOut {
             configs: for_http(&server_name, &url, &token),
+            stdio: for_stdio(&server_name, &program, &dir.display().to_string(), &token),
+            lasts,
             agent: rec.view.target,
             url,
             token,
             expires_at: fmt_ms(expires_at),
         }))
+    }
+}
+
+/// What a joined client may count on: the token until it expires; the URL across
+/// the kernel's restarts when it is the data dir's remembered port; the stdio
+/// launch always.
+async fn lasts(dir: &std::path::Path, url: &str) -> String {
+    let remembered = tokio::fs::read_to_string(dir.join(crate::config::PORT_FILE))
+        .await
+        .ok()
+        .map(|p| p.trim().to_owned());
+    let port = url
+        .strip_prefix("http://")
+        .and_then(|a| a.split('/').next())
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(_, p)| p.to_owned());
+    let stdio = "The stdio launch works whenever the token is valid: it finds the data dir's kernel, or \
+                 starts one, whatever its port.";
+    if remembered.is_some() && remembered == port {
+        format!(
+            "The token works until expires_at. The url is the data dir's port, remembered in {} and \
+             taken again by every kernel started on it, so it keeps working across the kernel's idle \
+             exits and restarts, unless another program takes the port meanwhile (the kernel's log \
+             says so then; join again for a new url). {stdio}",
+            dir.join(crate::config::PORT_FILE).display()
+        )
+    } else {
+        format!(
+            "The token works until expires_at. The url is the address this kernel was started with \
+             (--http): it works while a kernel serves it. {stdio}"
+        )
     }
 }
