@@ -5,7 +5,8 @@
 //!
 //! The round: the call waits as it always does; when an approval for the lead is
 //! pending that this call has not asked about yet, it stops waiting and returns
-//! the forms (key `approval-<id>`) with a request state. The retry decides the
+//! the forms (key `approval-<id>`, at most eight, oldest first) with a request
+//! state. A call run as a task is not asked: its result cannot be input_required. The retry decides the
 //! answered approvals first (accept with approve or deny; decline and cancel
 //! decide nothing), then resumes what the first round started (agent_ask follows
 //! the question it posted, workflow_run the instance it started: neither is done
@@ -78,6 +79,13 @@ struct State<S> {
     asked: Vec<i64>,
 }
 
+/// Marks a call run as a task: it is not asked inline.
+#[derive(Clone, Copy)]
+pub struct InTask;
+
+/// The most forms one round asks (the others come in the next rounds).
+const MAX_FORMS: usize = 8;
+
 /// Whether this request speaks 2026-07-28 or later (no server-to-client requests).
 pub fn modern(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.protocol_version()
@@ -117,7 +125,10 @@ impl<S: Serialize + DeserializeOwned> Round<S> {
         let lead = super::caller(ctx).is_ok_and(|c| c.is_lead());
         let mut round = Round {
             tool,
-            modern: lead && modern(ctx) && shows_forms(ctx),
+            modern: lead
+                && modern(ctx)
+                && shows_forms(ctx)
+                && ctx.extensions.get::<InTask>().is_none(),
             resumed: None,
             asked: BTreeSet::new(),
         };
@@ -257,6 +268,9 @@ async fn new_approvals(kernel: &Arc<Kernel>, asked: &BTreeSet<i64>) -> Vec<(i64,
                 && let Some(q) = elicit::question(kernel, id).await
             {
                 asks.push((id, q));
+                if asks.len() == MAX_FORMS {
+                    break;
+                }
             }
         }
         if !asks.is_empty() {
