@@ -105,7 +105,9 @@
 //!                  budget.rs what one identity's subscriptions may hold
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)
 //!   tasks.rs       agent_ask and workflow_run as MCP tasks
-//!   elicit.rs      approvals asked inline while the lead waits (elicitation)
+//!   elicit.rs      approvals asked inline while the lead waits: elicitation requests
+//!                  (2025-11-25); input_required.rs the same forms as `input_required`
+//!                  and the retry that answers them (2026-07-28), its state sealed
 //!   complete.rs    completion of prompt arguments and template variables
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused

@@ -1,11 +1,14 @@
 //! Approvals asked inline: while the lead waits inside a call (agent_ask,
-//! workflow_run, workflow_status with wait_seconds) and its client declared the
-//! elicitation capability, each approval the lead may decide is put to the person
-//! in the chat window (approve or deny, with a reason) and their answer decides it.
+//! workflow_run, workflow_status with wait_seconds) and its client can show a
+//! form, each approval the lead may decide is put to the person in the chat
+//! window (approve or deny, with a reason) and their answer decides it.
 //!
 //! Declining or dismissing the form decides nothing: the approval stays pending
-//! for approval_decide. Requests from server to client exist only up to protocol
-//! 2025-11-25; a client on a later protocol decides with approval_decide.
+//! for approval_decide. Each era asks its own way: up to protocol 2025-11-25 the
+//! server sends the client elicitation requests while the call waits (here); from
+//! 2026-07-28 on a server sends no requests, so the waiting call returns
+//! `input_required` with the same form and takes the answer on its retry
+//! (`input_required.rs`).
 
 use crate::kernel::events::Event;
 use crate::kernel::{Caller, Kernel};
@@ -42,10 +45,12 @@ impl Drop for Asking {
     }
 }
 
-/// Starts asking, if the caller is the lead and its client can be asked.
+/// Starts asking, if the caller is the lead and its client can be asked (by
+/// requests: before 2026-07-28).
 pub fn while_waiting(kernel: &Arc<Kernel>, ctx: &RequestContext<RoleServer>) -> Asking {
     let lead = super::caller(ctx).is_ok_and(|c| c.is_lead());
     if !lead
+        || super::input_required::modern(ctx)
         || !ctx
             .peer
             .supported_elicitation_modes()
@@ -79,7 +84,8 @@ async fn ask_loop(kernel: Arc<Kernel>, peer: Peer<RoleServer>) {
     }
 }
 
-async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
+/// The approvals pending now that the lead may decide, oldest last.
+pub(crate) async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
     kernel
         .approval_list(&Caller::Lead, None)
         .await
@@ -91,17 +97,15 @@ async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
         .collect()
 }
 
-async fn ask_one(kernel: &Arc<Kernel>, peer: &Peer<RoleServer>, id: i64) {
+/// What the person is asked about approval `id`, if it is still the lead's to decide.
+pub(crate) async fn question(kernel: &Kernel, id: i64) -> Option<String> {
     let Ok(Some(a)) = kernel.approval_view(id).await else {
-        return;
+        return None;
     };
-    if a.state != "pending" {
-        return;
+    if a.state != "pending" || !a.approvers.iter().any(|m| m == LEAD) {
+        return None;
     }
-    if !a.approvers.iter().any(|m| m == LEAD) {
-        return;
-    }
-    let message = format!(
+    Some(format!(
         "Approval {id} in {}: {} asks to use {} (contract {}). Approve or deny? If nobody decides by {}, it is {}.",
         a.workflow,
         a.agent,
@@ -113,22 +117,32 @@ async fn ask_one(kernel: &Arc<Kernel>, peer: &Peer<RoleServer>, id: i64) {
         } else {
             "refused"
         }
-    );
+    ))
+}
+
+/// Decides approval `id` as the person answered (approve or deny; anything else
+/// decides nothing).
+pub(crate) async fn decide(kernel: &Arc<Kernel>, id: i64, answer: Answer) {
+    let approve = match answer.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => return,
+    };
+    let reason = Some(answer.reason).filter(|r| !r.trim().is_empty());
+    if let Err(e) = kernel
+        .approval_decide(&Caller::Lead, id, approve, reason)
+        .await
+    {
+        tracing::info!(id, "an inline decision was not taken: {e}");
+    }
+}
+
+async fn ask_one(kernel: &Arc<Kernel>, peer: &Peer<RoleServer>, id: i64) {
+    let Some(message) = question(kernel, id).await else {
+        return;
+    };
     match peer.elicit::<Answer>(message).await {
-        Ok(Some(ans)) => {
-            let approve = match ans.decision.as_str() {
-                "approve" => true,
-                "deny" => false,
-                _ => return,
-            };
-            let reason = Some(ans.reason).filter(|r| !r.trim().is_empty());
-            if let Err(e) = kernel
-                .approval_decide(&Caller::Lead, id, approve, reason)
-                .await
-            {
-                tracing::info!(id, "an inline decision was not taken: {e}");
-            }
-        }
+        Ok(Some(answer)) => decide(kernel, id, answer).await,
         Ok(None) | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {}
         Err(e) => tracing::info!(id, "could not ask inline: {e}"),
     }

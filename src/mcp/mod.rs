@@ -12,6 +12,7 @@ pub mod client_configs;
 pub mod complete;
 pub mod elicit;
 pub mod http;
+pub mod input_required;
 pub mod jsonrpc;
 pub mod prompts;
 pub mod resources;

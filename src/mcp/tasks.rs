@@ -46,6 +46,9 @@ pub fn start(
     let mut context = context;
     let stop = tokio_util::sync::CancellationToken::new();
     context.ct = stop.clone();
+    // A task's result is its call's: it cannot be `input_required` (approvals are
+    // decided with approval_decide meanwhile).
+    context.extensions.insert(super::input_required::InTask);
     let me = worker.clone();
     let task = manager.spawn(
         TaskOptions::new()

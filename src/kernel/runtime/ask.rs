@@ -99,6 +99,21 @@ impl Kernel {
         })
     }
 
+    /// A question asked before (by an earlier round of the same call), to wait for
+    /// its answer again: nothing is sent and nothing is started. The run in
+    /// progress is followed if it is the one that serves it.
+    pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {
+        let agent = self.agent_get(target).await?;
+        let run = self
+            .active_run(agent.id)
+            .unwrap_or_else(|| RunHandle::ended(String::new()));
+        Ok(Asking {
+            agent,
+            message_id: message_id.to_owned(),
+            run,
+        })
+    }
+
     /// The run that will answer: the one in progress (if it started before the
     /// question, one more is remembered to follow it and read it), else one that
     /// already read it, else a new one.

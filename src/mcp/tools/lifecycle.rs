@@ -5,9 +5,11 @@ use super::params::Parameters;
 use super::{Progress, ToolError, caller, wait_seconds};
 use crate::kernel::runtime::ask::AskResult;
 use crate::mcp::AgentWorker;
+use crate::mcp::input_required::{Round, Waited};
+use rmcp::handler::server::tool::{InputResponses, RequestState};
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 pub const DEFAULT_ASK_WAIT: u64 = 30;
@@ -24,6 +26,13 @@ pub struct AgentAskArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
+}
+
+/// What a retry of agent_ask resumes: the question it posted (never posted twice).
+#[derive(Serialize, Deserialize)]
+struct Asked {
+    target: String,
+    message_id: String,
 }
 
 impl AgentWorker {
@@ -44,6 +53,7 @@ impl AgentWorker {
     /// the run id to poll with agent_info if it is still working.
     #[tool(
         title = "Ask an agent",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<AskResult>(),
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -54,18 +64,33 @@ impl AgentWorker {
     async fn agent_ask(
         &self,
         Parameters(a): Parameters<AgentAskArgs>,
+        RequestState(state): RequestState,
+        InputResponses(answers): InputResponses,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<AskResult>, ToolError> {
+    ) -> Result<Waited<AskResult>, ToolError> {
         caller(&ctx)?;
         let wait = wait_seconds(a.wait_seconds, DEFAULT_ASK_WAIT, "agent_info")?;
+        let round = Round::<Asked>::begin(&self.kernel, &ctx, "agent_ask", state, answers).await?;
         let deadline = Instant::now() + wait;
-        let asking = self.kernel.ask(&a.target, &a.message).await?;
+        let asking = match round.resumed() {
+            Some(q) => self.kernel.asked(&q.target, &q.message_id).await?,
+            None => self.kernel.ask(&a.target, &a.message).await?,
+        };
+        let resume = Asked {
+            target: asking.agent.view.target.clone(),
+            message_id: asking.message_id.clone(),
+        };
         let progress = Progress::start(&ctx);
-        let _inline = crate::mcp::elicit::while_waiting(&self.kernel, &ctx);
-        let answer = self
-            .kernel
-            .await_answer(asking, deadline, &ctx.ct, |m| progress.send(m));
-        Ok(Json(answer.await?))
+        let answer = async {
+            let answer = self
+                .kernel
+                .await_answer(asking, deadline, &ctx.ct, |m| progress.send(m));
+            Ok(answer.await?)
+        };
+        if wait.is_zero() {
+            return Ok(Waited::Done(answer.await?));
+        }
+        round.wait(&self.kernel, &ctx, answer, resume).await
     }
 
     /// Pause an agent: stops its running worker at once (the run is recorded as

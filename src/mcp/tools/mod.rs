@@ -3,7 +3,9 @@
 //!
 //! A tool handler is three lines: resolve the scope, call the kernel, wrap the result.
 //! Handlers spell out `Result<Json<T>, ToolError>` (no alias): rmcp's macro derives the
-//! output schema from that exact shape.
+//! output schema from that exact shape. The calls the lead waits in return
+//! `Result<Waited<T>, ToolError>` (their result, or `input_required`) and name their
+//! output schema in the `#[tool]` attribute.
 //! Domain failures become `isError: true` results whose text tells the model what to
 //! do next; only protocol faults are JSON-RPC errors.
 

@@ -12,6 +12,8 @@ use crate::kernel::context::documents::settings::{ContextChange, ContextView};
 use crate::kernel::workflows::run::Source;
 use crate::kernel::workflows::{WorkflowListed, WorkflowStatus};
 use crate::mcp::AgentWorker;
+use crate::mcp::input_required::{Round, Waited};
+use rmcp::handler::server::tool::{InputResponses, RequestState, schema_for_output};
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,32 @@ pub struct ContextArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub document_owner: Option<String>,
+}
+
+impl AgentWorker {
+    /// Waits up to `wait` for an instance to stop running, asking the lead about
+    /// approvals meanwhile (not when it does not wait).
+    async fn wait_for(
+        &self,
+        round: Round<String>,
+        ctx: &RequestContext<RoleServer>,
+        workflow: String,
+        wait: std::time::Duration,
+    ) -> Result<Waited<WorkflowStatus>, ToolError> {
+        let progress = Progress::start(ctx);
+        let status = async {
+            Ok(self
+                .kernel
+                .workflow_wait(&workflow, wait, |m| progress.send(m))
+                .await?)
+        };
+        if wait.is_zero() {
+            return Ok(Waited::Done(status.await?));
+        }
+        round
+            .wait(&self.kernel, ctx, status, workflow.clone())
+            .await
+    }
 }
 
 #[tool_router(router = workflow_tools, vis = "pub(crate)")]
@@ -138,6 +166,7 @@ impl AgentWorker {
     /// come back with file:line:column and a fix, and start nothing.
     #[tool(
         title = "Run a workflow",
+        output_schema = schema_for_output::<WorkflowStatus>(),
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -148,8 +177,10 @@ impl AgentWorker {
     async fn workflow_run(
         &self,
         Parameters(a): Parameters<WorkflowRunArgs>,
+        RequestState(state): RequestState,
+        InputResponses(answers): InputResponses,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<WorkflowStatus>, ToolError> {
+    ) -> Result<Waited<WorkflowStatus>, ToolError> {
         caller(&ctx)?;
         let wait = wait_seconds(a.wait_seconds, DEFAULT_RUN_WAIT, "workflow_status")?;
         let source = match (
@@ -167,18 +198,19 @@ impl AgentWorker {
                 ));
             }
         };
-        let (_, wref) = self
-            .kernel
-            .workflow_start(source, given(&a.tag), &a.params)
-            .await?;
-        let progress = Progress::start(&ctx);
-        let _inline =
-            (!wait.is_zero()).then(|| crate::mcp::elicit::while_waiting(&self.kernel, &ctx));
-        Ok(Json(
-            self.kernel
-                .workflow_wait(&wref.to_string(), wait, |m| progress.send(m))
-                .await?,
-        ))
+        // A retry resumes the instance its first round started (never started twice).
+        let round =
+            Round::<String>::begin(&self.kernel, &ctx, "workflow_run", state, answers).await?;
+        let wref = match round.resumed() {
+            Some(w) => w.clone(),
+            None => self
+                .kernel
+                .workflow_start(source, given(&a.tag), &a.params)
+                .await?
+                .1
+                .to_string(),
+        };
+        self.wait_for(round, &ctx, wref, wait).await
     }
 
     /// The status of a workflow instance: running, completed, scheduled (idle, but its
@@ -188,6 +220,7 @@ impl AgentWorker {
     /// not running. With wait_seconds, waits for it to stop running first.
     #[tool(
         title = "Workflow status",
+        output_schema = schema_for_output::<WorkflowStatus>(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -198,18 +231,15 @@ impl AgentWorker {
     async fn workflow_status(
         &self,
         Parameters(a): Parameters<WorkflowStatusArgs>,
+        RequestState(state): RequestState,
+        InputResponses(answers): InputResponses,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<WorkflowStatus>, ToolError> {
+    ) -> Result<Waited<WorkflowStatus>, ToolError> {
         caller(&ctx)?;
         let wait = wait_seconds(a.wait_seconds, 0, "workflow_status")?;
-        let progress = Progress::start(&ctx);
-        let _inline =
-            (!wait.is_zero()).then(|| crate::mcp::elicit::while_waiting(&self.kernel, &ctx));
-        Ok(Json(
-            self.kernel
-                .workflow_wait(&a.workflow, wait, |m| progress.send(m))
-                .await?,
-        ))
+        let round =
+            Round::<String>::begin(&self.kernel, &ctx, "workflow_status", state, answers).await?;
+        self.wait_for(round, &ctx, a.workflow, wait).await
     }
 
     /// Stop a workflow instance: stops its running workers and its schedules. The
