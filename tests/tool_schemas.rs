@@ -62,3 +62,44 @@ async fn tool_schema_files_match_the_server() {
         "tool-schemas/ does not match the server: {problems:?}\nregenerate with UPDATE_TOOL_SCHEMAS=1 cargo test --test tool_schemas"
     );
 }
+
+/// Whether a parameter's schema is more than a plain scalar: an object, a list, a
+/// choice of values or of shapes (what a model gets wrong without being told).
+fn structured(s: &serde_json::Value) -> bool {
+    let kind = s["type"].as_str().unwrap_or("");
+    matches!(kind, "object" | "array")
+        || s["type"].is_array()
+        || ["enum", "anyOf", "oneOf", "allOf", "$ref"]
+            .iter()
+            .any(|k| s.get(k).is_some())
+}
+
+/// Some clients (Codex among them) send the model a tool's description and not its
+/// parameters' descriptions: each tool's own description names, in backticks, every
+/// parameter it requires and every one whose shape is more than a plain value, so a
+/// model can call it right from the description alone.
+#[test]
+fn every_tool_description_stands_alone() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tool-schemas");
+    let mut unnamed = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let tool: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let (schema, description) = (&tool["inputSchema"], tool["description"].as_str().unwrap());
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        for (name, s) in schema["properties"].as_object().into_iter().flatten() {
+            if (required.contains(&name.as_str()) || structured(s))
+                && !description.contains(&format!("`{name}`"))
+            {
+                unnamed.push(format!("{}.{name}", tool["name"].as_str().unwrap()));
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "named in no tool description: {unnamed:?}"
+    );
+}

@@ -204,6 +204,15 @@ impl AgentWorker {
     /// Register a new agent: a named team member with a worker backend and a role. It joins
     /// the workflow instance's channel and can be @mentioned at once. Fails if the name is
     /// taken in that instance.
+    /// Required: `name` (a letter, then letters, digits, _ or -) and `backend` (claude,
+    /// codex, cursor, gemini, opencode, sdk, mock, external or human). Optional: `model`,
+    /// `system` (its role), `workflow` ("@name:tag", default "@global:main"), `cwd`
+    /// (absolute, existing), `env` (object of strings: API keys, base URLs), `permissions`
+    /// ("read", "edit" (default) or "full", or {profile, allow: [...], deny: [...]} with
+    /// classes like "shell:git *"), `schedule` ({every: "30m"} or {cron: "0 9 * * 1-5"},
+    /// optional prompt), `budget` ({max_runs_per_hour, max_hops, max_tokens,
+    /// max_cost_usd}), `mcp_servers` ({name: {command, args, env} or {url, headers}}),
+    /// `mock` (mock only: a list of rules {when, send, reply, ...}), `max_steps`, `node`.
     #[tool(
         title = "Create an agent",
         annotations(
@@ -249,7 +258,9 @@ impl AgentWorker {
     /// Change an agent after it was made: its permissions, model, system prompt, folder,
     /// environment, guards, own MCP servers or step cap. Only what you give changes; the
     /// result is checked as agent_new checks a new agent. A run in progress keeps what it
-    /// started with; the next run uses the change.
+    /// started with; the next run uses the change. `target` names the agent ("name" or
+    /// "name@workflow:tag"); `permissions`, `env`, `budget` and `mcp_servers` take the
+    /// shapes agent_new takes (`env` and `mcp_servers` replace the whole map).
     #[tool(
         title = "Change an agent",
         annotations(
@@ -306,9 +317,10 @@ impl AgentWorker {
         }))
     }
 
-    /// Everything about one agent: its configuration, lifecycle state, self-reported status,
-    /// how many messages wait in its inbox, its recent runs (status, errors in the
-    /// backend's own words, usage) and its total usage and cost.
+    /// Everything about one agent (`target`: "name" or "name@workflow:tag"): its
+    /// configuration, lifecycle state, self-reported status, how many messages wait in its
+    /// inbox, its recent runs (status, errors in the backend's own words, usage) and its
+    /// total usage and cost.
     #[tool(
         title = "Show an agent",
         annotations(
@@ -325,8 +337,9 @@ impl AgentWorker {
         Ok(Json(self.kernel.agent_info(&a.target).await?))
     }
 
-    /// Delete an agent: its running worker is stopped first, its tokens stop working and
-    /// its unread deliveries are dropped. The channel, its messages and documents stay.
+    /// Delete an agent (`target`: "name" or "name@workflow:tag"): its running worker is
+    /// stopped first, its tokens stop working, its unread deliveries are dropped and its own
+    /// folder in the data dir goes. The channel, its messages and documents stay.
     #[tool(
         title = "Delete an agent",
         annotations(
@@ -344,8 +357,8 @@ impl AgentWorker {
         Ok(Json(DeletedOut { deleted: v.target }))
     }
 
-    /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as this
-    /// agent: mints a bearer token with a time limit and returns it two ways, with
+    /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as the
+    /// agent `target` ("name" or "name@workflow:tag", made with backend external): mints a bearer token with a time limit and returns it two ways, with
     /// ready-to-paste client configuration for each: `configs`, HTTP to the kernel's URL
     /// (its port is the data dir's, kept across the kernel's idle exits and restarts), and
     /// `stdio`, a launch of agent-worker with the token in its environment that reaches

@@ -28,7 +28,7 @@ impl AgentWorker {
     /// may add keys or a PATH): for each CLI where its command was found (PATH or the
     /// usual install places) and its version, whether it is logged in, what to do if
     /// not, and what each permission profile becomes on it. Starts the CLIs' own checks,
-    /// so it takes a few seconds.
+    /// so it takes a few seconds. `backends` (a list of names) limits it to those.
     #[tool(
         title = "List backends",
         annotations(

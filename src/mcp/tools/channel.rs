@@ -47,7 +47,7 @@ pub struct ChannelReadArgs {
 
 #[tool_router(router = channel_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Post a message to your team's channel. Start with @name to address members (they get it
+    /// Post a `message` to your team's channel. Start with @name to address members (they get it
     /// in their inbox and are woken); use `to` for a private direct message. Returns the new
     /// message id, who received it, and any messages you missed since you last read the channel.
     #[tool(

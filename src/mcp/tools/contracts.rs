@@ -126,6 +126,12 @@ impl AgentWorker {
     /// commands matching "rm *", require your approval for edits, route messages to @deployer
     /// through @reviewer, ask you before a workflow spends more than $5. Applies from the next
     /// decision on, with no restart. With remove: true, deletes the contract of that name.
+    /// `name` is required. `when` is an object: {event: tool_request, tool: shell, match:
+    /// "rm *"}, {event: message, from, to, text}, {event: spend, usd, per}, or {event:
+    /// doc_write, file}. `then` is an object: {action: deny, reason}, {action:
+    /// require_approval, approvers: ["user"], timeout: "10m"}, {action: notify, to},
+    /// {action: route, to} or {action: allow}. Example: name "no-rm", when {event:
+    /// tool_request, tool: shell, match: "rm *"}, then {action: deny, reason: "ask first"}.
     #[tool(
         title = "Set a contract",
         annotations(
@@ -216,7 +222,8 @@ impl AgentWorker {
         }))
     }
 
-    /// Decide an approval: "approve" or "deny", with an optional reason. The agent waiting on it
+    /// Decide the approval `id` (a number, from approval_list): `decision` "approve" or
+    /// "deny", with an optional reason. The agent waiting on it
     /// goes on (or is told no, and nothing of it happens). The lead may decide any approval; an
     /// agent only those that name it as an approver.
     #[tool(

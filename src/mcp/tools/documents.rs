@@ -120,7 +120,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Replace a shared document's whole content (creating it if needed). With
+    /// Replace a shared document's whole `content` (creating it if needed). With
     /// expected_version, the write happens only if nobody changed it since you read it. If the
     /// team has a document owner, only the owner and the lead may write; others use
     /// document_suggest.
@@ -151,7 +151,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Add text at the end of a shared document (default notes.md), e.g. a finding or a log
+    /// Add `content` at the end of a shared document (default notes.md), e.g. a finding or a log
     /// line, without rewriting it. Creates the document if missing.
     #[tool(
         title = "Append to a document",
@@ -175,7 +175,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Create a new shared document; fails if it already exists (then read it and write or
+    /// Create a new shared document `file` (a relative path); fails if it already exists (then read it and write or
     /// append instead). Folders in the path are created.
     #[tool(
         title = "Create a document",
@@ -217,7 +217,7 @@ impl AgentWorker {
         Ok(Json(self.kernel.doc_list(&scope).await?))
     }
 
-    /// Propose a change to a document that only its owner may write: posts your suggestion to
+    /// Propose a change to a document that only its owner may write: posts your `suggestion` to
     /// @owner in the channel (it lands in their inbox) and returns the message id.
     #[tool(
         title = "Suggest a document change",

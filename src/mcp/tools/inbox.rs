@@ -77,7 +77,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Mark a message from your inbox as handled so it does not come back. With through: true,
+    /// Mark a message (`message_id`, from my_inbox) as handled so it does not come back. With through: true,
     /// also everything before it. Acknowledgements are final.
     #[tool(
         title = "Acknowledge a message",
@@ -101,7 +101,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Put a message from your inbox off until later: it leaves the inbox and comes back at
+    /// Put a message (`message_id`, from my_inbox) off until later: it leaves the inbox and comes back at
     /// the given time (default in 10 minutes).
     #[tool(
         title = "Defer a message",

@@ -47,7 +47,8 @@ impl AgentWorker {
 
 #[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Ask an agent something and get its answer: sends it a direct message from you
+    /// Ask an agent (`target`: "name" or "name@workflow:tag") something (`message`) and get
+    /// its answer: sends it a direct message from you
     /// (`user`), runs it now, and waits up to wait_seconds (progress notifications show
     /// what it does meanwhile). Returns the messages it sent you plus its final text, or
     /// the run id to poll with agent_info if it is still working.
@@ -93,7 +94,7 @@ impl AgentWorker {
         round.wait(&self.kernel, &ctx, answer, resume).await
     }
 
-    /// Pause an agent: stops its running worker at once (the run is recorded as
+    /// Pause an agent (`target`: "name" or "name@workflow:tag"): stops its running worker at once (the run is recorded as
     /// stopped and what it had read goes back to its inbox) and keeps it from running
     /// until agent_resume.
     #[tool(
@@ -112,7 +113,8 @@ impl AgentWorker {
         self.set_paused(&a.target, true).await
     }
 
-    /// Resume a paused agent so it runs again when asked or woken.
+    /// Resume a paused agent (`target`: "name" or "name@workflow:tag") so it runs again when
+    /// asked or woken.
     #[tool(
         title = "Resume an agent",
         annotations(

@@ -99,7 +99,11 @@ impl AgentWorker {
     /// Ask the team to decide something by vote: an election, a decision, an approval or an
     /// assignment. The team is told in the channel (@mentioned, so it reaches their inboxes);
     /// it resolves when the votes meet the rule, or expires at its timeout with the plurality
-    /// winner. Returns the proposal with its id.
+    /// winner. Returns the proposal with its id. Required: `type` (election, decision,
+    /// approval or assignment) and `title`. `options` is a list of strings or {id, label}
+    /// (a decision needs them; the others have defaults); `resolution` is plurality
+    /// (default), majority or unanimous; `tie_breaker` first (default), random or
+    /// creator-decides; `contract` (approval only) is a contract_set object without workflow.
     #[tool(
         title = "Propose a vote",
         annotations(
@@ -130,7 +134,8 @@ impl AgentWorker {
         Ok(Json(self.kernel.proposal_create(&scope, new).await?))
     }
 
-    /// Vote on an open proposal (a revote replaces your earlier vote). Returns the proposal's
+    /// Vote on an open `proposal` ("prop-3" or "latest") for `choice` (an option id or label;
+    /// a revote replaces your earlier vote). Returns the proposal's
     /// tally and, if your vote settled it, the winner.
     #[tool(
         title = "Vote",
@@ -178,7 +183,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Withdraw an open proposal you created (the lead may cancel any). The team is told that
+    /// Withdraw an open `proposal` ("prop-3") you created (the lead may cancel any). The team is told that
     /// no vote is needed.
     #[tool(
         title = "Cancel a proposal",

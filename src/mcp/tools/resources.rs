@@ -30,8 +30,9 @@ pub struct ReadArgs {
 
 #[tool_router(router = resource_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Store long content (a report, a diff, JSON data) and get a short id for it; send the id
-    /// in a channel message instead of the content. Identical content always gets the same id.
+    /// Store long `content` (a report, a diff, JSON data; at most 1 MiB) and get a short id
+    /// for it; send the id in a channel message instead of the content. Identical content
+    /// always gets the same id. `type` is text (default), markdown, json or diff.
     #[tool(
         title = "Store a resource",
         annotations(
@@ -54,7 +55,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Read a resource by its id (res_...), e.g. one quoted in a channel message.
+    /// Read a resource by its `id` (res_...), e.g. one quoted in a channel message.
     #[tool(
         title = "Read a resource",
         annotations(

@@ -61,7 +61,8 @@ pub struct ClearedOut {
 
 #[tool_router(router = schedule_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Give an agent a schedule (replacing any): it then also runs every interval after
+    /// Give an agent (`target`) a schedule (replacing any), with `every` ("30m") or `cron`
+    /// ("0 9 * * 1-5", local time): it then also runs every interval after
     /// it was last idle, or at cron times, with an optional prompt. Returns the next fire
     /// time. A paused agent's schedule waits until agent_resume.
     #[tool(
@@ -85,7 +86,7 @@ impl AgentWorker {
         }))
     }
 
-    /// Remove an agent's schedule; it still runs when messaged.
+    /// Remove an agent's (`target`) schedule; it still runs when messaged.
     #[tool(
         title = "Clear a schedule",
         annotations(

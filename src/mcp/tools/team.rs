@@ -50,7 +50,7 @@ pub struct MembersOut {
 
 #[tool_router(router = team_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Tell the team what you are doing: your task, your state (idle, busy, blocked) and a
+    /// Tell the team what you are doing: your task, your `state` (idle, busy or blocked) and a
     /// short note. Others see it in team_members.
     #[tool(
         title = "Set my status",

@@ -70,7 +70,7 @@ impl AgentWorker {
 
 #[tool_router(router = workflow_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Set how a workflow instance keeps its shared documents: the provider (file or sqlite), a
+    /// Set how a workflow instance keeps its shared documents: `documents` (file or sqlite), a
     /// folder to bind, and a document owner. Leave an argument out to keep its setting. Returns
     /// the settings now in force.
     #[tool(
@@ -163,7 +163,9 @@ impl AgentWorker {
     /// instance @name:tag, runs its setup steps, posts the kickoff as you (`user`), and
     /// lets the agents work. Returns the status; once done (idle), also a summary (runs,
     /// messages, usage and cost per agent) and the main document. Mistakes in the YAML
-    /// come back with file:line:column and a fix, and start nothing.
+    /// come back with file:line:column and a fix, and start nothing. Give `file` (a path)
+    /// or `yaml` (the text), `params` as an object ({"pr": 123}), `tag` for a side-by-side
+    /// instance, and `wait_seconds` (at most 50) to wait for it to finish.
     #[tool(
         title = "Run a workflow",
         output_schema = schema_for_output::<WorkflowStatus>(),
@@ -213,7 +215,7 @@ impl AgentWorker {
         self.wait_for(round, &ctx, wref, wait).await
     }
 
-    /// The status of a workflow instance: running, completed, scheduled (idle, but its
+    /// The status of a `workflow` instance ("@name:tag" or "name:tag"): running, completed, scheduled (idle, but its
     /// schedules will run agents again until workflow_stop), blocked (an agent is paused
     /// by a guard or an auth error, with the reason), failed (with the reason) or
     /// stopped; each agent's state, runs, inbox and usage; the main document once it is
@@ -242,7 +244,7 @@ impl AgentWorker {
         self.wait_for(round, &ctx, a.workflow, wait).await
     }
 
-    /// Stop a workflow instance: stops its running workers and its schedules. The
+    /// Stop a `workflow` instance ("@name:tag"): stops its running workers and its schedules. The
     /// channel, documents and unread messages stay; workflow_run starts it again.
     #[tool(
         title = "Stop a workflow",
