@@ -410,17 +410,7 @@ async fn the_relay_exits_when_its_client_closes_stdin_during_a_listen() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
-    let mut child = tokio::process::Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--foreground")
-        .envs(common::store::env_for(dir.path()))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = foreground_kernel(dir.path());
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {

@@ -55,23 +55,6 @@ impl Raw {
     }
 }
 
-/// The JSON-RPC messages in an SSE body, or the JSON body itself.
-fn messages(body: &str) -> Vec<Value> {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return vec![v];
-    }
-    body.split("\n\n")
-        .filter_map(|ev| {
-            let data: String = ev
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            serde_json::from_str(&data).ok()
-        })
-        .collect()
-}
-
 fn error_code(v: &Value) -> i64 {
     v["error"]["code"]
         .as_i64()

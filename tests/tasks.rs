@@ -150,23 +150,6 @@ async fn a_modern_client_gets_agent_ask_and_workflow_run_as_tasks() {
     s.stop().await;
 }
 
-/// The JSON-RPC messages in an SSE body, or the JSON body itself.
-fn messages(body: &str) -> Vec<Value> {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return vec![v];
-    }
-    body.split("\n\n")
-        .filter_map(|ev| {
-            let data: String = ev
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            serde_json::from_str(&data).ok()
-        })
-        .collect()
-}
-
 /// A 2025-11-25 initialize that declares the tasks extension.
 fn init_with_tasks() -> Value {
     let mut init = raw_init("2025-11-25");
@@ -266,17 +249,7 @@ async fn a_legacy_client_gets_a_task_only_when_its_request_asks_for_one() {
 #[tokio::test]
 async fn over_stdio_a_legacy_task_is_only_what_the_request_asked_for() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--foreground")
-        .envs(common::store::env_for(dir.path()))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = foreground_kernel(dir.path());
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut send = async |msg: Value| {

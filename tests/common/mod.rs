@@ -408,6 +408,39 @@ pub async fn new_sdk_in(lead: &Client, name: &str, work: &Path, llm_url: &str, p
     .ok();
 }
 
+/// The JSON-RPC messages in an SSE body, or the JSON body itself.
+pub fn messages(body: &str) -> Vec<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return vec![v];
+    }
+    body.split("\n\n")
+        .filter_map(|ev| {
+            let data: String = ev
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            serde_json::from_str(&data).ok()
+        })
+        .collect()
+}
+
+/// A kernel in the foreground on `dir`, its stdin and stdout piped (raw stdio
+/// lines, no client library in between).
+pub fn foreground_kernel(dir: &Path) -> tokio::process::Child {
+    tokio::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--foreground")
+        .envs(store::env_for(dir))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn a foreground kernel")
+}
+
 /// An agent session through an agent_join token.
 pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) -> Client {
     let j = call(lead, "agent_join", json!({"target": target}))
