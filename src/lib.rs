@@ -12,7 +12,8 @@
 //!                or, with `--token-env`, as an agent (requests,
 //!                the session's own stream, a heartbeat; a new kernel if it died; a
 //!                kernel silent while a request waits is probed, then named with
-//!                what to do: liveness.rs)
+//!                what to do: liveness.rs; the headers a 2026-07-28 message needs:
+//!                headers.rs)
 //! config.rs      launch options, data dir and admin token resolution
 //! contracts/     contracts (pure): parsing whose errors name the field, matching an
 //!                event, precedence (deny > allow > approvals combine; notify always),

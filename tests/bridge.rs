@@ -1,8 +1,18 @@
 //! A second stdio launch on a data dir with a running kernel relays to it over HTTP
-//! (one database, one kernel), in both protocol generations.
+//! (one database, one kernel), in both protocol generations, with the headers each
+//! generation requires for every method family (tools, prompts, resources, tasks,
+//! subscriptions).
 
 mod common;
 use common::*;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    GetPromptRequestParams, GetTaskParams, Implementation, ProtocolVersion,
+    ReadResourceRequestParams, ServerNotification, SubscribeRequestParams, SubscriptionFilter,
+    TaskPayload, TaskStatus, UnsubscribeRequestParams, UpdateTaskParams,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
 #[tokio::test]
@@ -202,5 +212,191 @@ async fn a_launch_naming_another_node_is_refused_not_relayed() {
     };
     assert!(text.contains("\"this\": \"alpha\""), "{text}");
     c.cancel().await.ok();
+    s.stop().await;
+}
+
+/// A 2026-07-28 client of a relayed stdio launch that declares the tasks extension.
+async fn bridged_modern(dir: &std::path::Path) -> RunningService<rmcp::RoleClient, ClientConfig> {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir").arg(dir).arg("--foreground");
+    cmd.envs(common::store::env_for(dir));
+    let (t, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::from_build_env(),
+    )
+    .serve_with_lifecycle(
+        t,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("a relayed 2026-07-28 session")
+}
+
+/// What the relay must never answer with: a request the kernel refused for its
+/// headers, or one the relay could not send.
+#[track_caller]
+fn not_a_header_fault(what: &str, e: &impl std::fmt::Display) {
+    let e = e.to_string();
+    assert!(
+        !e.contains("header") && !e.contains("unreachable"),
+        "{what}: {e}"
+    );
+}
+
+/// Tools, prompts and resources: each names its tool, prompt or resource in
+/// `Mcp-Name` (Base64 when the name is not plain ASCII).
+#[tokio::test]
+async fn a_bridged_2026_client_calls_tools_prompts_and_resources() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let c = bridged_modern(dir.path()).await;
+    let r = c
+        .peer()
+        .call_tool(CallToolRequestParams::new("agent_list"))
+        .await
+        .unwrap();
+    assert!(r.structured_content.unwrap()["agents"].is_array());
+    let e = c
+        .peer()
+        .call_tool(CallToolRequestParams::new("outil_été"))
+        .await
+        .unwrap_err();
+    not_a_header_fault("a tool named in Base64", &e);
+    assert!(e.to_string().contains("tool not found"), "{e}");
+    let mut args = serde_json::Map::new();
+    args.insert("goal".into(), json!("ship it"));
+    let p = c
+        .peer()
+        .get_prompt(GetPromptRequestParams::new("start-team").with_arguments(args))
+        .await
+        .unwrap();
+    assert!(!p.messages.is_empty());
+    let r = c
+        .peer()
+        .read_resource(ReadResourceRequestParams::new("agent-worker://backends"))
+        .await
+        .unwrap();
+    assert!(!r.contents.is_empty());
+    c.cancel().await.ok();
+    s.stop().await;
+}
+
+/// The tasks extension: tasks/get, tasks/update and tasks/cancel each name their
+/// task in `Mcp-Name` (the relay used to drop it: "missing required Mcp-Name
+/// header for `tasks/get`").
+#[tokio::test]
+async fn a_bridged_2026_client_follows_updates_and_cancels_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_mock(&lead, "echo", json!([])).await;
+    new_mock(&lead, "slow", json!([{"sleep": "5s"}])).await;
+    let c = bridged_modern(dir.path()).await;
+    let task = async |target: &str| {
+        let args = json!({"target": target, "message": "hi"});
+        match c
+            .call_tool_once(
+                CallToolRequestParams::new("agent_ask")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap()
+        {
+            CallToolResponse::Task(t) => t.task.task_id,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    };
+    let id = task("echo").await;
+    let mut done = None;
+    for _ in 0..100 {
+        let got = c.peer().get_task(GetTaskParams::new(id.clone())).await;
+        let got = got.unwrap_or_else(|e| panic!("tasks/get: {e}"));
+        if got.task.status().is_terminal() {
+            done = Some(got.task.payload);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let Some(TaskPayload::Completed { result }) = done else {
+        panic!("the task did not complete: {done:?}")
+    };
+    assert_eq!(
+        result["structuredContent"]["reply"]["final_text"], "echo done",
+        "{result:?}"
+    );
+    c.peer()
+        .update_task(UpdateTaskParams::new(id, Default::default()))
+        .await
+        .unwrap_or_else(|e| panic!("tasks/update: {e}"));
+    let slow = task("slow").await;
+    c.peer()
+        .cancel_task(CancelTaskParams::new(slow.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("tasks/cancel: {e}"));
+    let mut status = None;
+    for _ in 0..50 {
+        let got = c.peer().get_task(GetTaskParams::new(slow.clone())).await;
+        status = Some(got.unwrap().task.status());
+        if status.is_some_and(|s| s.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, Some(TaskStatus::Cancelled));
+    c.cancel().await.ok();
+    s.stop().await;
+}
+
+/// Subscriptions: a 2026-07-28 `subscriptions/listen` through the relay hears a
+/// channel post; a 2025-11-25 session subscribes and unsubscribes by URI.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is 2025-11-25's, still served
+async fn bridged_clients_of_both_eras_subscribe() {
+    const CHANNEL: &str = "agent-worker://workflows/global/main/channel";
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let c = bridged_modern(dir.path()).await;
+    let mut filter = SubscriptionFilter::new();
+    filter.resource_subscriptions = Some(vec![CHANNEL.to_owned()]);
+    let mut sub = c.peer().listen(filter).await.unwrap();
+    call(&lead, "channel_send", json!({"message": "hello"}))
+        .await
+        .ok();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match sub.next().await {
+                Ok(Some(ServerNotification::ResourceUpdatedNotification(u))) => {
+                    return u.params.uri;
+                }
+                Ok(Some(_)) => continue,
+                other => panic!("the listen ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("an update within 10 s");
+    assert_eq!(heard, CHANNEL);
+    drop(sub);
+    c.cancel().await.ok();
+
+    let legacy = stdio_client(dir.path(), Proto::Legacy).await;
+    legacy
+        .peer()
+        .subscribe(SubscribeRequestParams::new(CHANNEL))
+        .await
+        .unwrap_or_else(|e| panic!("resources/subscribe: {e}"));
+    legacy
+        .peer()
+        .unsubscribe(UnsubscribeRequestParams::new(CHANNEL))
+        .await
+        .unwrap_or_else(|e| panic!("resources/unsubscribe: {e}"));
+    legacy.cancel().await.ok();
     s.stop().await;
 }

@@ -9,7 +9,7 @@
 //! (progress notifications included). It derives the per-request headers streamable
 //! HTTP wants from the message itself: the session id and protocol version from
 //! `initialize`, and for 2026-07-28 messages the `MCP-Protocol-Version`, `Mcp-Method`
-//! and `Mcp-Name` headers.
+//! and `Mcp-Name` headers of every method that has them (headers.rs).
 //!
 //! Every request gets an answer with its own id: an HTTP error from the kernel (a
 //! refused credential, say) becomes a JSON-RPC error saying what to do, and if the
@@ -38,6 +38,7 @@ use crate::mcp::stdio::{Line, read_line};
 use anyhow::Context;
 use futures::StreamExt;
 use serde_json::{Value, json};
+mod headers;
 mod liveness;
 
 use liveness::{Watched, timeout};
@@ -185,17 +186,8 @@ impl Relay {
             .and_then(Value::as_str);
         let mut sent_session = None;
         if let Some(v) = per_request {
-            req = req
-                .header("mcp-protocol-version", v)
-                .header("mcp-method", method);
-            let name = msg
-                .pointer("/params/name")
-                .or_else(|| msg.pointer("/params/uri"))
-                .and_then(Value::as_str);
-            if let Some(name) =
-                name.filter(|_| matches!(method, "tools/call" | "resources/read" | "prompts/get"))
-            {
-                req = req.header("mcp-name", name);
+            for (name, value) in headers::standard(v, msg) {
+                req = req.header(name, value);
             }
         } else if method != "initialize"
             && let Some((sid, ver)) = self.session.lock().unwrap().clone()

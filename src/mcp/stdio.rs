@@ -5,8 +5,10 @@
 //! that never came. Here each line is checked first ([`super::jsonrpc`]): a line
 //! that is not a JSON-RPC message gets the JSON-RPC error on stdout at once (a
 //! notification, which gets no answer by the protocol, is only logged), and only
-//! good lines reach rmcp. rmcp's output and these errors share one writer, so
-//! lines never interleave. A line is at most [`MAX_BODY`] bytes, like an HTTP body.
+//! good lines reach rmcp (a `tools/call` that asked for a task marked for the
+//! handler: [`super::tasks::mark`]). rmcp's output and these errors share one
+//! writer, so lines never interleave. A line is at most [`MAX_BODY`] bytes, like an
+//! HTTP body.
 
 use super::http::MAX_BODY;
 use super::jsonrpc::{self, INVALID_REQUEST};
@@ -103,8 +105,12 @@ where
             continue;
         }
         match jsonrpc::check_bytes(&line) {
-            Ok(_) => {
-                let mut l = line;
+            Ok(mut message) => {
+                let mut l = if super::tasks::mark(&mut message) {
+                    serde_json::to_vec(&message).unwrap_or(line)
+                } else {
+                    line
+                };
                 l.push(b'\n');
                 if to_rmcp.write_all(&l).await.is_err() {
                     break;

@@ -1,7 +1,21 @@
-//! MCP Tasks (SEP-2663): agent_ask and workflow_run as tasks, for clients that
-//! declare the tasks extension. The call returns a task at once; the work goes
-//! on in the kernel whether or not the client stays, and `tasks/get` gives its
-//! state and, once done, the tool's result (the same result a plain call gives).
+//! MCP Tasks: agent_ask and workflow_run as tasks. The call returns a task at
+//! once; the work goes on in the kernel whether or not the client stays, and
+//! `tasks/get` gives its state and, once done, the tool's result (the same
+//! result a plain call gives).
+//!
+//! When a call becomes a task depends on the request's era ([`wanted`]):
+//! - 2026-07-28 (the tasks extension, SEP-2663 `io.modelcontextprotocol/tasks`):
+//!   a request that declares the extension in its capabilities may be answered
+//!   with a task, and these two tools always are.
+//! - 2025-11-25 and older: only a request that asked for one with the era's task
+//!   augmentation (`params.task`), from a client that declared the extension (it
+//!   must, to poll `tasks/get`). Declaring it at `initialize` alone asks for
+//!   nothing: such a client gets the plain result with its structured content.
+//!
+//! rmcp's parameters have no `task` field, so the transports mark a request that
+//! carries one before rmcp parses it ([`mark`]): its `params.task` is copied into
+//! `_meta` under [`ASKED`], which is otherwise removed from what a client sends.
+//!
 //! Run as a task, a call waits as long as a call may (50 s) unless it says
 //! otherwise; work that takes longer ends the task with the same `running`
 //! answer and run id a plain call gives, to follow with agent_info or
@@ -12,9 +26,10 @@ use super::AgentWorker;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::handler::server::tool::ToolCallContext;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult, ProtocolVersion};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use serde_json::Value;
 
 /// The tools a client may run as tasks.
 pub const TASK_TOOLS: &[&str] = &["agent_ask", "workflow_run"];
@@ -22,13 +37,57 @@ pub const TASK_TOOLS: &[&str] = &["agent_ask", "workflow_run"];
 /// How long a finished task stays readable.
 const TTL_MS: u64 = 3_600_000;
 
+/// The `_meta` key that says a request asked for a task (`params.task`, moved
+/// here by [`mark`]).
+pub const ASKED: &str = "agent-worker/task";
+
+/// Marks a `tools/call` that asked for a task (2025-11-25 task augmentation) so
+/// the handler can tell once rmcp has dropped `params.task`; an [`ASKED`] key
+/// a client put in `_meta` itself is removed. True when the message changed.
+pub fn mark(message: &mut Value) -> bool {
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return false;
+    }
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let asked = params.get("task").filter(|t| t.is_object()).cloned();
+    let stale = match params.get_mut("_meta") {
+        Some(Value::Object(m)) => m.remove(ASKED).is_some(),
+        _ => false,
+    };
+    let Some(task) = asked else {
+        return stale;
+    };
+    match params.get_mut("_meta") {
+        None => {
+            params.insert("_meta".into(), serde_json::json!({ ASKED: task }));
+        }
+        Some(Value::Object(m)) => {
+            m.insert(ASKED.into(), task);
+        }
+        // Not an object: rmcp refuses the request as it stands.
+        Some(_) => return stale,
+    }
+    true
+}
+
 /// Whether this call should become a task: a task tool, from a client that
-/// declared the tasks extension.
+/// declared the tasks extension, and in a 2025-11-25 (or older) session only if
+/// the request itself asked for a task.
 pub fn wanted(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
     TASK_TOOLS.contains(&request.name.as_ref())
         && context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks())
+        && (modern(context) || context.meta.contains_key(ASKED))
+}
+
+/// A 2026-07-28 (or later) request, where the tasks extension is the rule.
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
 }
 
 /// Starts the call as a task and answers with it.
@@ -76,4 +135,40 @@ pub fn start(
         },
     );
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_call_that_asks_for_a_task_is_marked() {
+        let mut m =
+            json!({"method": "tools/call", "params": {"name": "agent_ask", "task": {"ttl": 5}}});
+        assert!(mark(&mut m));
+        assert_eq!(m["params"]["_meta"][ASKED], json!({"ttl": 5}));
+        let mut m = json!({"method": "tools/call", "params": {"name": "agent_ask",
+            "task": {}, "_meta": {"progressToken": 1}}});
+        assert!(mark(&mut m));
+        assert_eq!(m["params"]["_meta"], json!({"progressToken": 1, ASKED: {}}));
+    }
+
+    #[test]
+    fn nothing_else_is_marked_and_a_forged_mark_is_removed() {
+        for mut m in [
+            json!({"method": "tools/call", "params": {"name": "agent_ask"}}),
+            json!({"method": "tools/call", "params": {"name": "agent_ask", "task": true}}),
+            json!({"method": "prompts/get", "params": {"name": "x", "task": {}}}),
+            json!({"method": "tools/call", "params": {"name": "x", "task": {}, "_meta": 3}}),
+        ] {
+            let before = m.clone();
+            assert!(!mark(&mut m), "{before}");
+            assert_eq!(m, before);
+        }
+        let mut m = json!({"method": "tools/call", "params": {"name": "agent_ask",
+            "_meta": {ASKED: {}, "progressToken": 1}}});
+        assert!(mark(&mut m));
+        assert_eq!(m["params"]["_meta"], json!({"progressToken": 1}));
+    }
 }

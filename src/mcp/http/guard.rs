@@ -2,7 +2,8 @@
 //!
 //! - the body is read up to the size limit (413 with `Connection: close` past it)
 //!   and checked as one JSON-RPC message ([`crate::mcp::jsonrpc`]): a bad one is
-//!   answered here, with the error the specification names;
+//!   answered here, with the error the specification names; a `tools/call`
+//!   that asked for a task is marked for the handler ([`tasks::mark`]);
 //! - a request naming a session must come from the token that opened it, else it
 //!   gets the same 404 as an unknown session ([`super::sessions`]);
 //! - a new session is claimed for its token (and the caps applied);
@@ -15,6 +16,7 @@
 use super::sessions::{Active, Owner, Refused, Sessions};
 use super::sse;
 use crate::mcp::jsonrpc::{self, INVALID_PARAMS};
+use crate::mcp::tasks;
 use axum::{
     body::Body,
     extract::{Request, State},
@@ -65,12 +67,12 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
 
     // The body of a POST, checked; other methods carry none.
     let (req, message) = if method == Method::POST && is_json(&req) {
-        let (parts, body) = req.into_parts();
-        let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        let (mut parts, body) = req.into_parts();
+        let mut bytes = match axum::body::to_bytes(body, MAX_BODY).await {
             Ok(b) => b,
             Err(_) => return too_large(),
         };
-        let message = match jsonrpc::check_bytes(&bytes) {
+        let mut message = match jsonrpc::check_bytes(&bytes) {
             Ok(m) => m,
             Err(r) => {
                 let status = if r.code == INVALID_PARAMS && r.id.is_some() {
@@ -81,6 +83,10 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
                 return json_error(status, r.to_json());
             }
         };
+        if tasks::mark(&mut message) {
+            bytes = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
         (Request::from_parts(parts, Body::from(bytes)), Some(message))
     } else {
         (req, None)
