@@ -400,3 +400,55 @@ async fn bridged_clients_of_both_eras_subscribe() {
     legacy.cancel().await.ok();
     s.stop().await;
 }
+
+/// A client that closes stdin while its `subscriptions/listen` is open (the MCP
+/// Inspector does after each call) sees the relay exit at once: the listen ends
+/// with its client. It used to wait for the stream, so the client waited too
+/// (2.5 s per Inspector call) and then killed it.
+#[tokio::test]
+async fn the_relay_exits_when_its_client_closes_stdin_during_a_listen() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let mut child = tokio::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--foreground")
+        .envs(common::store::env_for(dir.path()))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}},
+        "notifications": {"resourcesListChanged": true}}});
+    stdin
+        .write_all(format!("{listen}\n").as_bytes())
+        .await
+        .unwrap();
+    let ack = tokio::time::timeout(std::time::Duration::from_secs(10), stdout.next_line())
+        .await
+        .expect("the listen is acknowledged")
+        .unwrap()
+        .unwrap();
+    assert!(ack.contains("subscriptions/acknowledged"), "{ack}");
+    drop(stdin);
+    let started = std::time::Instant::now();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("the relay exits")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    s.stop().await;
+}

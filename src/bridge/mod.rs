@@ -468,6 +468,9 @@ pub async fn run(
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
+    // Streams that end only when their client goes (a 2026-07-28 client's
+    // `subscriptions/listen`): the relay exits when stdin closes without them.
+    let mut streams = tokio::task::JoinSet::new();
     loop {
         let line = match read_line(&mut stdin).await {
             Line::End => break,
@@ -491,13 +494,19 @@ pub async fn run(
             }
         };
         // The handshake must finish before anything else is sent (it sets the session).
-        if msg.get("method").and_then(Value::as_str) == Some("initialize") {
+        let method = msg.get("method").and_then(Value::as_str);
+        if method == Some("initialize") {
             relay.forward(msg).await;
+        } else if method == Some("subscriptions/listen") {
+            let r = relay.clone();
+            streams.spawn(async move { r.forward(msg).await });
         } else {
             let r = relay.clone();
             tasks.spawn(async move { r.forward(msg).await });
         }
     }
+    // What the client asked before closing stdin is still answered; its listens end.
+    streams.abort_all();
     while tasks.join_next().await.is_some() {}
     heartbeat.abort();
     listener.abort();

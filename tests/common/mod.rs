@@ -3,6 +3,7 @@
 
 pub mod clis;
 pub mod fake_llm;
+pub mod inspector;
 pub mod store;
 
 use rmcp::{

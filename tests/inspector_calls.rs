@@ -1,0 +1,132 @@
+//! The MCP Inspector CLI calls the tools that need no real model, over HTTP and
+//! over stdio (the default launch: relayed to a background kernel), in both
+//! protocol eras it can choose (`--protocol-era legacy`: 2025-11-25 with an
+//! `initialize` that declares the tasks extension; `--protocol-era modern`:
+//! 2026-07-28), and every answer carries its structured content. It used to get
+//! a task for a plain agent_ask or workflow_run in a 2025-11-25 session ("declares
+//! an output schema but returned no structured content"), and over stdio in
+//! 2026-07-28 its tasks/get lost its Mcp-Name header in the relay.
+//! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
+
+mod common;
+use common::inspector::{inspector, inspector_cli};
+use common::*;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// One tool call through the Inspector: the result, checked to be a success
+/// with structured content.
+fn call_tool(target: &[String], era: &str, tool: &str, args: Value) -> Value {
+    let args = args.to_string();
+    let mut argv: Vec<&str> = vec!["--protocol-era", era, "--format", "json"];
+    argv.extend(target.iter().map(String::as_str));
+    argv.extend([
+        "--method",
+        "tools/call",
+        "--tool-name",
+        tool,
+        "--tool-args-json",
+        &args,
+    ]);
+    let (code, out, err) = inspector_cli(&argv).expect("the inspector is installed");
+    let what = format!("{} {era} {tool}", target[0]);
+    assert_eq!(code, 0, "{what}: exit {code}\n{out}\n{err}");
+    let v: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{what}: the answer is not JSON ({e}): {out}"));
+    let result = &v["result"];
+    assert_ne!(result["isError"], true, "{what}: {result}");
+    assert!(
+        result["structuredContent"].is_object(),
+        "{what}: no structured content: {v}"
+    );
+    result["structuredContent"].clone()
+}
+
+/// Every tool of the list, in one era through one target.
+fn every_tool(target: &[String], era: &str) {
+    let call = |tool: &str, args: Value| call_tool(target, era, tool, args);
+    let echo = format!("echo-{era}");
+    let r = call("agent_new", json!({"name": echo, "backend": "mock"}));
+    assert_eq!(r["agent"]["name"], echo.as_str(), "{r}");
+    let r = call(
+        "agent_ask",
+        json!({"target": echo, "message": "hi", "wait_seconds": 30}),
+    );
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], format!("{echo} done"), "{r}");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows/review-loop.yaml");
+    let r = call(
+        "workflow_run",
+        json!({"file": example.display().to_string(), "tag": era, "wait_seconds": 40}),
+    );
+    assert_eq!(r["status"], "completed", "{r}");
+    let workflow = format!("@review-loop:{era}");
+    let r = call("workflow_status", json!({ "workflow": workflow }));
+    assert_eq!(r["status"], "completed", "{r}");
+    let r = call("channel_send", json!({"message": format!("@{echo} hello")}));
+    assert_eq!(r["recipients"], json!([echo]), "{r}");
+    let r = call("my_inbox", json!({}));
+    assert!(r["messages"].is_array(), "{r}");
+    let file = format!("inspector-{era}.md");
+    call(
+        "team_doc_write",
+        json!({"file": file, "content": format!("written in the {era} era")}),
+    );
+    let r = call("team_doc_read", json!({ "file": file }));
+    assert!(
+        r.to_string().contains(&format!("written in the {era} era")),
+        "{r}"
+    );
+    let r = call(
+        "contract_set",
+        json!({"name": format!("no-rm-{era}"),
+               "when": {"event": "tool_request", "tool": "shell", "match": "rm *"},
+               "then": {"action": "deny", "reason": "no rm"}}),
+    );
+    assert_eq!(r["contract"]["name"], format!("no-rm-{era}"), "{r}");
+    let r = call("approval_list", json!({}));
+    assert!(r["approvals"].is_array(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_calls_every_tool_in_both_eras_over_http_and_stdio() {
+    if inspector().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(&dir.path().join("http")).await;
+    let http: Vec<String> = [
+        "--transport",
+        "http",
+        "--server-url",
+        &s.url,
+        "--header",
+        &format!("Authorization: Bearer {}", s.admin),
+    ]
+    .map(String::from)
+    .to_vec();
+    let data = dir.path().join("stdio");
+    let stdio: Vec<String> = [
+        BIN,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--idle-exit",
+        "3s",
+    ]
+    .map(String::from)
+    .to_vec();
+    let started = std::time::Instant::now();
+    // One server per transport, both at once; each takes both eras in turn.
+    let runs = [http, stdio].map(|target| {
+        tokio::task::spawn_blocking(move || {
+            for era in ["legacy", "modern"] {
+                every_tool(&target, era);
+            }
+        })
+    });
+    for r in runs {
+        r.await.unwrap();
+    }
+    eprintln!("40 Inspector calls in {:.1?}", started.elapsed());
+    s.stop().await;
+}
