@@ -101,11 +101,14 @@ try {
     tasks_capability: caps.tasks !== undefined,
     structured: JSON.parse(text),
   };
-  // For the screenshot: the end of the result (its workflow and status) in view.
-  await structured.locator(".ace_editor").evaluate((el) => {
-    const editor = el.env.editor;
-    editor.scrollToLine(editor.session.getLength(), false, false, () => {});
-  });
+  // For the screenshot: the end of the structured output (its workflow and
+  // status) in view.
+  await structured.scrollIntoViewIfNeeded();
+  await structured
+    .locator(".mantine-ScrollArea-viewport")
+    .first()
+    .evaluate((el) => el.scrollTo(0, el.scrollHeight));
+  await page.waitForTimeout(200);
 } catch (e) {
   failure = e;
 } finally {
