@@ -1,0 +1,238 @@
+//! The MCP Inspector's web UI (`@modelcontextprotocol/inspector` 2.12 without
+//! `--cli`) in headless Chromium: launched for our HTTP server with the admin
+//! token as its Authorization header, it connects, and its Tools page runs
+//! `workflow_run` on the bundled review loop (mock agents) to a successful
+//! result with the structured content, not "Tool Call Failed – Invalid
+//! Parameters" (what a task answer to a session that never asked for one
+//! showed). The page is driven by tests/browser/inspector_web.mjs
+//! (playwright-core, on the Inspector's Node).
+//!
+//! Needs scripts/inspector-setup and scripts/browser-setup (Debian's chromium,
+//! playwright-core in .interop/browser). With INTEROP_REQUIRED=1 (scripts/test)
+//! anything missing fails the test. AW_TEST_SCREENSHOT=/some/file.png keeps the
+//! screenshot of the page at the end.
+
+mod common;
+use common::*;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const TOKEN: &str = "inspector-web-admin-token";
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// What the test runs: the Inspector's Node and launcher, Chromium, playwright-core.
+struct Tools {
+    node: PathBuf,
+    launcher: PathBuf,
+    chromium: PathBuf,
+    playwright: PathBuf,
+}
+
+/// The tools, or None (skip) when one is missing and they are not required.
+fn tools() -> Option<Tools> {
+    let (node, launcher) = common::inspector::inspector()?;
+    let t = Tools {
+        node: node.into(),
+        launcher: launcher.into(),
+        chromium: PathBuf::from(CHROMIUM),
+        playwright: Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".interop/browser/node_modules/playwright-core"),
+    };
+    let missing: Vec<String> = [&t.chromium, &t.playwright.join("package.json")]
+        .iter()
+        .filter(|p| !p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    if missing.is_empty() {
+        return Some(t);
+    }
+    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
+        panic!(
+            "not installed: {} (run scripts/browser-setup)",
+            missing.join(", ")
+        );
+    }
+    eprintln!(
+        "skipping: not installed: {} (run scripts/browser-setup)",
+        missing.join(", ")
+    );
+    None
+}
+
+/// A free loopback port (the Inspector's web server needs a fixed one).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child in a process group of its own, so that everything it starts goes with it.
+struct Group(Child);
+
+impl Group {
+    fn spawn(cmd: &mut Command) -> Self {
+        Self(
+            cmd.process_group(0)
+                .kill_on_drop(true)
+                .spawn()
+                .expect("spawn"),
+        )
+    }
+
+    /// SIGTERM to the group, then SIGKILL if it has not exited within 5 s.
+    async fn stop(mut self) {
+        let Some(pid) = self.0.id() else { return };
+        let group = Pid::from_raw(pid as i32);
+        let _ = killpg(group, Signal::SIGTERM);
+        if tokio::time::timeout(Duration::from_secs(5), self.0.wait())
+            .await
+            .is_err()
+        {
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = self.0.wait().await;
+        }
+        // Whatever of the group outlived its leader.
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
+/// Pids of the live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_browser() {
+    let Some(t) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(&dir.path().join("data"), &["--token", TOKEN], &[]).await;
+
+    // The web UI on a loopback port, prefilled with our server and its header;
+    // no browser of its own, secrets in memory, its files in the temp dir.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let ui_token = uuid::Uuid::now_v7().simple().to_string();
+    let mut inspector = Group::spawn(
+        Command::new(&t.node)
+            .arg(&t.launcher)
+            .args(["--web", "--transport", "http", "--server-url", &s.url])
+            .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+            .current_dir(dir.path())
+            .env("HOME", &home)
+            .env("HOST", "127.0.0.1")
+            .env("CLIENT_PORT", free_port().to_string())
+            .env("MCP_SANDBOX_PORT", "0")
+            .env("MCP_APP_ORIGIN_PORT", "0")
+            .env("MCP_AUTO_OPEN_ENABLED", "false")
+            .env("MCP_INSPECTOR_API_TOKEN", &ui_token)
+            .env("MCP_INSPECTOR_SECRET_STORE", "memory")
+            .env("MCP_STORAGE_DIR", home.join("storage"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let mut lines = BufReader::new(inspector.0.stdout.take().unwrap()).lines();
+    let ui_url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let l = l.trim();
+            if l.starts_with("http://127.0.0.1:") && l.contains(&ui_token) {
+                return l.to_owned();
+            }
+        }
+        panic!("the Inspector exited before printing its URL");
+    })
+    .await
+    .expect("the Inspector's web UI did not start in time");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    // The browser, driven by the Node script.
+    let profile = dir.path().join("chromium-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let screenshot = std::env::var_os("AW_TEST_SCREENSHOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("inspector-web.png"));
+    let workflow =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows/review-loop.yaml");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/inspector_web.mjs");
+    let mut driver = Group::spawn(
+        Command::new(&t.node)
+            .arg(&script)
+            .env("HOME", &home)
+            .env("PLAYWRIGHT_CORE", &t.playwright)
+            .env("CHROMIUM", &t.chromium)
+            .env("INSPECTOR_URL", &ui_url)
+            .env("WORKFLOW_FILE", &workflow)
+            .env("USER_DATA_DIR", &profile)
+            .env("SCREENSHOT", &screenshot)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let (mut out, mut err) = (String::new(), String::new());
+    let mut stdout = driver.0.stdout.take().unwrap();
+    let mut stderr = driver.0.stderr.take().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(50), async {
+        let (a, b) = tokio::join!(
+            stdout.read_to_string(&mut out),
+            stderr.read_to_string(&mut err)
+        );
+        a.unwrap();
+        b.unwrap();
+        driver.0.wait().await.unwrap()
+    })
+    .await;
+    driver.stop().await;
+    inspector.stop().await;
+    // Chromium runs in a group of its own: nothing may outlive the script.
+    let marker = profile.display().to_string();
+    let left = processes_with(&marker);
+    for pid in &left {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    s.stop().await;
+    eprintln!("screenshot: {}", screenshot.display());
+
+    let status = status.expect("the browser script did not finish within 50 s");
+    assert!(status.success(), "the browser script failed:\n{err}\n{out}");
+    assert!(left.is_empty(), "Chromium outlived the script: {left:?}");
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("no RESULT line:\n{out}\n{err}"));
+    let r: serde_json::Value = serde_json::from_str(line).unwrap();
+    eprintln!(
+        "the web UI negotiated MCP {}, declared the tasks extension: {}, the tasks capability: {}",
+        r["era"], r["tasks_extension"], r["tasks_capability"]
+    );
+    // The case of the old failure: a 2025-11-25 session that declared tasks and
+    // asked for none.
+    assert_eq!(r["era"], "2025-11-25", "{r}");
+    assert_eq!(r["tasks_extension"], true, "{r}");
+    let run = &r["structured"];
+    assert_eq!(run["workflow"], "@review-loop:main", "{run}");
+    assert_eq!(run["status"], "completed", "{run}");
+    let agents: Vec<&str> = run["agents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no agents: {run}"))
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert_eq!(agents, ["coder", "reviewer"], "{run}");
+    let doc = run["document"]["content"].as_str().unwrap_or_default();
+    assert!(doc.contains("## Review 2\n- approved"), "{run}");
+}
