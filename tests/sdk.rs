@@ -341,7 +341,7 @@ async fn an_agent_made_again_under_a_deleted_name_starts_clean() {
     // A folder left by an earlier agent of the name (on a node that could not
     // remove it) is emptied by the new agent's first run.
     let stale = s.data_dir.join("workspaces/global/main/counter");
-    std::fs::write(stale.join(".agent-worker-agent-id"), "999999").unwrap();
+    std::fs::write(stale.with_file_name(".counter.agent-id"), "999999").unwrap();
     std::fs::write(stale.join(".mock-rule-1.count"), "1").unwrap();
     assert_eq!(
         ask(&lead, "counter", "go", 30).await["reply"]["final_text"],

@@ -188,15 +188,28 @@ impl Contract {
     }
 }
 
+/// Where a read or edit would land, as the kernel found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached<'a> {
+    /// Not looked up: the path as given is all there is to match.
+    AsGiven,
+    /// The path the file system reaches (symlinks followed): relative to the
+    /// agent's folder when inside it, else absolute.
+    At(&'a str),
+    /// Where it lands cannot be known before it happens (a `..` after a folder
+    /// that does not exist yet, a path too long to resolve): every rule but an
+    /// allow matches it, as a command line that does not show what it runs.
+    Unknown,
+}
+
 /// One thing an agent is about to do or did, as contracts see it.
 #[derive(Debug, Clone)]
 pub enum Event<'a> {
     Tool {
         agent: &'a str,
         request: &'a Request,
-        /// For a read or edit, the path it would reach (symlinks followed, as the
-        /// file system does): relative to the agent's folder when inside, else absolute.
-        reached: Option<&'a str>,
+        /// For a read or edit, where it would land.
+        reached: Reached<'a>,
     },
     Message {
         from: &'a str,
@@ -292,7 +305,7 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
 /// matches the path the request would reach (relative to the agent's folder when
 /// inside it), so a symlink cannot borrow an exempt folder's name; anything else
 /// matches that path or the path as given.
-fn tool_detail_matches(g: &str, r: &Request, reached: Option<&str>, then: &Then) -> bool {
+fn tool_detail_matches(g: &str, r: &Request, reached: Reached<'_>, then: &Then) -> bool {
     match r {
         Request::Shell { command } => {
             if matches!(then, Then::Allow) {
@@ -303,8 +316,10 @@ fn tool_detail_matches(g: &str, r: &Request, reached: Option<&str>, then: &Then)
         }
         Request::Mcp { server, tool } => glob(g, &format!("{server}:{tool}")),
         Request::Read { path } | Request::Edit { path } => match reached {
-            Some(p) if matches!(then, Then::Allow) => glob(g, p),
-            _ => glob(g, path) || reached.is_some_and(|p| glob(g, p)),
+            Reached::Unknown => !matches!(then, Then::Allow),
+            Reached::At(p) if matches!(then, Then::Allow) => glob(g, p),
+            Reached::At(p) => glob(g, path) || glob(g, p),
+            Reached::AsGiven => glob(g, path),
         },
         other => glob(g, other.detail()),
     }

@@ -15,7 +15,7 @@ fn tool<'a>(agent: &'a str, r: &'a Request) -> Event<'a> {
     Event::Tool {
         agent,
         request: r,
-        reached: None,
+        reached: Reached::AsGiven,
     }
 }
 
@@ -205,4 +205,28 @@ fn every_contract_reads_as_a_sentence() {
         "When the workflow has spent more than $5, hold the agent's next runs until you (the lead) approve; \
          if nobody decides within 1h, refuse it (in @review:pr-1)."
     );
+}
+
+#[test]
+fn a_path_whose_landing_is_unknown_is_denied_and_never_exempt() {
+    let deny = c(
+        json!({"name": "no-secrets", "when": {"event": "tool_request", "tool": "edit",
+        "match": "secrets/*"}, "then": {"action": "deny"}}),
+    );
+    let allow = c(
+        json!({"name": "docs", "when": {"event": "tool_request", "tool": "edit",
+        "match": "docs/*"}, "then": {"action": "allow"}}),
+    );
+    let r = Request::Edit {
+        path: "x/../alias/k".into(),
+    };
+    let ev = |reached| Event::Tool {
+        agent: "a",
+        request: &r,
+        reached,
+    };
+    assert!(matches(&deny, &ev(Reached::Unknown)));
+    assert!(!matches(&allow, &ev(Reached::Unknown)));
+    assert!(!matches(&deny, &ev(Reached::AsGiven)));
+    assert!(matches(&deny, &ev(Reached::At("secrets/k"))));
 }

@@ -121,6 +121,20 @@ impl Kernel {
         let name = rec.view.name.clone();
         // Its worker goes first, so no run writes after the agent is gone.
         self.set_paused(id, true).await?;
+        // Then its own folder, while the name is still taken (a new agent of the
+        // name cannot claim it in between). Nothing of it may reach a later agent
+        // of the name; one on another node empties what is left there at its
+        // first run (own_folder::claim).
+        if let Ok(w) = crate::names::WorkflowRef::parse(&rec.view.workflow) {
+            let (name, dir) = (&rec.view.name, self.workspace_dir(&w, &rec.view.name));
+            let removed = tokio::task::spawn_blocking(move || super::own_folder::remove(&dir))
+                .await
+                .map_err(std::io::Error::other);
+            if let Err(e) | Ok(Err(e)) = removed {
+                tracing::warn!(agent = %name, "its folder could not be removed: {e}");
+            }
+        }
+
         self.store
             .write(move |c| {
                 c.execute(
@@ -152,17 +166,6 @@ impl Kernel {
             })
             .await?;
         self.tokens.forget_agent(id);
-        // Nothing of it may reach a later agent of its name (the next run of one
-        // on another node empties what is left there: own_folder::claim).
-        if let Ok(w) = crate::names::WorkflowRef::parse(&rec.view.workflow) {
-            let (name, dir) = (&rec.view.name, self.workspace_dir(&w, &rec.view.name));
-            let removed = tokio::task::spawn_blocking(move || super::own_folder::remove(&dir))
-                .await
-                .map_err(std::io::Error::other);
-            if let Err(e) | Ok(Err(e)) = removed {
-                tracing::warn!(agent = %name, "its folder could not be removed: {e}");
-            }
-        }
         self.events.publish(Event::AgentChanged {
             workflow_id: wid,
             name: rec.view.name.clone(),

@@ -4,21 +4,28 @@
 //! Nothing in it may reach a later agent of the same name: agent_delete removes
 //! it, and a run first claims it with a marker naming its agent's id (ids are
 //! never reused), emptying a folder an earlier agent left (deleted while its
-//! folder could not be removed, or on another node). A folder without a marker
-//! (made before markers) is adopted as it is. These functions block: call them
-//! off the async runtime's threads.
+//! folder could not be removed, or on another node). The marker stands beside
+//! the folder, not in it, so the agent working there cannot change it. A folder
+//! without a marker (made before markers) is adopted as it is. These functions
+//! block: call them off the async runtime's threads.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The marker file: the id of the agent whose folder this is.
-pub const MARKER: &str = ".agent-worker-agent-id";
+/// The marker of `dir`: beside it, `.<folder name>.agent-id`, holding the id of
+/// the agent whose folder it is.
+pub fn marker(dir: &Path) -> PathBuf {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    dir.with_file_name(format!(".{name}.agent-id"))
+}
 
 /// Makes `dir` agent `id`'s folder, emptying it first if another agent's.
 pub fn claim(dir: &Path, id: i64) -> io::Result<()> {
-    let marker = dir.join(MARKER);
+    let marker = marker(dir);
     match std::fs::read_to_string(&marker) {
-        Ok(owner) if owner.trim() == id.to_string() => return Ok(()),
+        Ok(owner) if owner.trim() == id.to_string() => {
+            return std::fs::create_dir_all(dir);
+        }
         Ok(_) => remove(dir)?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -27,12 +34,20 @@ pub fn claim(dir: &Path, id: i64) -> io::Result<()> {
     std::fs::write(marker, id.to_string())
 }
 
-/// Removes an agent's folder and everything in it (nothing if it is not there).
+/// Removes an agent's folder, everything in it and its marker (nothing if they
+/// are not there).
 pub fn remove(dir: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+    for gone in [
+        std::fs::remove_dir_all(dir),
+        std::fs::remove_file(marker(dir)),
+    ] {
+        if let Err(e) = gone
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            return Err(e);
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -55,17 +70,21 @@ mod tests {
             !dir.join("sdk-conversation.json").exists(),
             "a new agent starts empty"
         );
-        assert_eq!(std::fs::read_to_string(dir.join(MARKER)).unwrap(), "8");
+        assert_eq!(std::fs::read_to_string(marker(&dir)).unwrap(), "8");
+        // The agent working in the folder cannot reach its marker.
+        assert!(!marker(&dir).starts_with(&dir));
     }
 
     #[test]
     fn a_folder_from_before_markers_is_adopted() {
         let t = tempfile::tempdir().unwrap();
-        std::fs::write(t.path().join("notes.md"), "kept").unwrap();
-        claim(t.path(), 3).unwrap();
-        assert!(t.path().join("notes.md").exists());
-        remove(t.path()).unwrap();
-        remove(t.path()).unwrap();
-        assert!(!t.path().exists());
+        let dir = t.path().join("bob");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("notes.md"), "kept").unwrap();
+        claim(&dir, 3).unwrap();
+        assert!(dir.join("notes.md").exists());
+        remove(&dir).unwrap();
+        remove(&dir).unwrap();
+        assert!(!dir.exists() && !marker(&dir).exists());
     }
 }

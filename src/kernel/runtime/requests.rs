@@ -9,7 +9,7 @@
 //! the run ends first, the approval is `lost`, never granted by default.
 
 use super::runs::Denial;
-use crate::contracts::{self, Event as Ev};
+use crate::contracts::{self, Event as Ev, Reached};
 use crate::error::{Error, Result};
 use crate::kernel::events::Event;
 use crate::kernel::governance::approvals::{self, Ended, NewApproval};
@@ -40,7 +40,8 @@ struct Reach {
 const MAX_COMPONENTS: usize = 256;
 
 /// The path a write or read of `given` reaches: its longest existing part
-/// canonicalized (as the file system follows its symlinks), then the rest.
+/// canonicalized (as the file system follows its symlinks), then the rest; None
+/// when that cannot be known beforehand (a `..` in the rest, too many parts).
 /// Blocking (file system): call off the async threads.
 fn reach(given: &str, cwd: &Path) -> Option<Reach> {
     let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_owned());
@@ -62,9 +63,10 @@ fn reach(given: &str, cwd: &Path) -> Option<Reach> {
     for c in rest {
         match c {
             Component::Normal(x) => out.push(x),
-            Component::ParentDir => {
-                out.pop();
-            }
+            // Past a folder that does not exist yet, where `..` lands depends on
+            // what the tool makes of it (a folder made first, then a symlink
+            // beside it followed): not known beforehand.
+            Component::ParentDir => return None,
             _ => {}
         }
     }
@@ -145,7 +147,11 @@ impl Kernel {
             &Ev::Tool {
                 agent: &spec.name,
                 request: &req,
-                reached: reached.as_ref().map(|r| r.path.as_str()),
+                reached: match (&req, &reached) {
+                    (Request::Read { .. } | Request::Edit { .. }, Some(r)) => Reached::At(&r.path),
+                    (Request::Read { .. } | Request::Edit { .. }, None) => Reached::Unknown,
+                    _ => Reached::AsGiven,
+                },
             },
         );
         if !verdict.any() {
@@ -270,5 +276,11 @@ mod tests {
         assert_eq!(r(&abs).path, "secrets/x");
         let o = r("out/x");
         assert!(!o.inside && o.path.ends_with("/x"), "{o:?}");
+        // Past a folder that does not exist yet, `..` could land anywhere (here
+        // through `out` or `alias`): unknown, not "inside".
+        assert_eq!(reach("new/../out/.bashrc", cwd), None);
+        assert_eq!(reach("x/../alias/k", cwd), None);
+        // A `..` the file system resolves (the folder exists) is followed.
+        assert_eq!(r("secrets/../docs.md").path, "docs.md");
     }
 }

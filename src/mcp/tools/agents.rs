@@ -432,7 +432,9 @@ async fn lasts(dir: &std::path::Path, url: &str) -> String {
             "The token works until expires_at. The url is the data dir's port, remembered in {} and \
              taken again by every kernel started on it, so it keeps working across the kernel's idle \
              exits and restarts, unless another program takes the port meanwhile (the kernel's log \
-             says so then; join again for a new url). {stdio}",
+             says so then; join again for a new url). While no kernel runs, another user of this \
+             machine could take that port and read the token a client sends there: on a shared \
+             machine prefer the stdio launch. {stdio}",
             dir.join(crate::config::PORT_FILE).display()
         )
     } else {
