@@ -9,9 +9,15 @@
 //! - wrappers are unwrapped and both the wrapper and what it runs count: `command`,
 //!   `builtin`, `exec`, `env` (options, `VAR=x`), `nice`, `nohup`, `setsid`, `stdbuf`,
 //!   `timeout`, `sudo`, `doas`, `pkexec`, `chroot`, `ionice`, `taskset`, `chrt`,
-//!   `unshare`, `time`, `strace`, `ltrace`, `nocache`, `unbuffer`, `fakeroot`,
-//!   `busybox`, `toybox`, `flock`, `watch`, `xargs` (its command gets more
-//!   arguments from input), `find -exec/-execdir/-ok/-okdir`;
+//!   `unshare`, `setpriv`, `eatmydata`, `time`, `strace`, `ltrace`, `nocache`,
+//!   `unbuffer`, `fakeroot`, `busybox`, `toybox`, `flock`, `watch`, `xargs` (its
+//!   command gets more arguments from input), `find -exec/-execdir/-ok/-okdir`;
+//!   their options are read as each program reads them ([`options`], [`wrappers`]:
+//!   bundled, attached or separate values), and an option their table does not
+//!   know makes the run unknown;
+//! - `coproc CMD` runs CMD; a function's body (`function f { …; }`, `f() { …; }`)
+//!   is read as commands; `NAME=VALUE` before a program is an assignment when its
+//!   name is unquoted, whatever the value's quoting;
 //! - command strings are read as command lines: `sh -c`, `bash -c` (any shell),
 //!   `su -c`, `flock -c`, `script -c`, `watch`, `trap`, `eval` of literal words;
 //! - programs that delete by other means are also seen as `rm`: `unlink x`,
@@ -20,9 +26,14 @@
 //! What the line does not show is unknown: a program that is a variable, a
 //! substitution, a glob or `{}`; a shell reading a script or its input; `source`
 //! and `.`; `eval` of anything but literal words; `alias` definitions; awk
-//! programs that run commands or write (`system`, `|`, `>`); an interpreter
-//! (python, perl, ruby, node, php, …) running code from its line (`-c`, `-e`, …)
-//! or from its input. A line that cannot be read is unknown as a whole.
+//! programs that run commands or write (`system`, `|`, `>`) or come from a file;
+//! an interpreter (python, perl, ruby, node, php, …) running code from its line
+//! (`-c`, `-e`, `--eval=`, `php -R`, …) or from its input, or given an option its
+//! table does not know; `parallel`, `expect`; arithmetic (`((…))`, `$((…))`,
+//! `$[…]`, `let`, `[[ … -eq … ]]`) naming anything but numbers, since a variable's
+//! value is evaluated and an array subscript in it runs its substitutions; an
+//! unquoted here-document body holding a substitution. A line that cannot be read
+//! (including a `case` inside `$(…)`) is unknown as a whole.
 //!
 //! **Deny** (fail closed): a pattern matches a line if it matches any run, by its
 //! text as written, by name, or as `rm`; a run with an argument only known when it

@@ -5,8 +5,11 @@
 //! the shell does, and reads every command substitution (`$(…)`, backticks,
 //! `<(…)`, `>(…)`) as commands of its own. A word whose value is only known when
 //! the line runs (a variable, a substitution, ANSI-C quoting, an unquoted glob or
-//! brace) is marked `dynamic`. A line it cannot read (an unterminated quote or
-//! substitution, nesting too deep) is `broken`.
+//! brace) is marked `dynamic`. Here-document bodies are skipped; arithmetic
+//! (`((…))`, `$((…))`, `$[…]`) that names anything but numbers, and an unquoted
+//! here-document body holding a substitution, add a command that is unknown. A
+//! line it cannot read (an unterminated quote or substitution, a `case` inside
+//! `$(…)`, nesting too deep) is `broken`.
 
 /// One word, quotes removed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

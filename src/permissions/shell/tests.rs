@@ -302,3 +302,36 @@ fn ordinary_lines_stay_as_they_were() {
     let w = &parse("X='1' 'Y'=2").commands[0].words;
     assert_eq!((w[0].quote_at, w[1].quote_at), (Some(2), Some(0)));
 }
+#[test]
+fn options_are_read_as_each_program_reads_them() {
+    for c in [
+        "sudo rm x",
+        "env -u X rm x",
+        "time -p rm x",
+        "xargs -I{} rm {}",
+        "perl -lne 'print' f",
+        "flock -n /tmp/l -c 'rm x'",
+        "setsid -f rm x",
+        "echo $(cat <<EOF\nx\nEOF\n); rm x",
+    ] {
+        assert!(deny_matches("rm *", c), "{c:?} slipped");
+    }
+    for c in [
+        "python3 -m pytest -x",
+        "node x.js",
+        "timeout 5 cargo test",
+        "sudo -u me ls",
+        "command -v rm",
+        "xargs -0 grep x",
+        "watch -n 1 ls",
+    ] {
+        assert!(!deny_matches("rm *", c), "{c:?} matched");
+    }
+    assert!(allow_matches(&["python3 *"], "python3 -m pytest -x"));
+    assert!(allow_matches(&["pwsh -Command*"], "pwsh -Command Get-Item"));
+    assert!(allow_matches(&["node -e*"], "node -e 'x'"));
+    assert!(allow_matches(
+        &["timeout *", "cargo *"],
+        "timeout 5 cargo test"
+    ));
+}
