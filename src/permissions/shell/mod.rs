@@ -12,7 +12,7 @@
 //!   `unshare`, `setpriv`, `eatmydata`, `time`, `strace`, `ltrace`, `nocache`,
 //!   `unbuffer`, `fakeroot`, `busybox`, `toybox`, `flock`, `watch`, `xargs` (its
 //!   command gets more arguments from input), `find -exec/-execdir/-ok/-okdir`;
-//!   their options are read as each program reads them ([`options`], [`wrappers`]:
+//!   their options are read as each program reads them (`options.rs`, `wrappers.rs`:
 //!   bundled, attached or separate values), and an option their table does not
 //!   know makes the run unknown;
 //! - `coproc CMD` runs CMD; a function's body (`function f { …; }`, `f() { …; }`)
