@@ -9,9 +9,15 @@
 //! - wrappers are unwrapped and both the wrapper and what it runs count: `command`,
 //!   `builtin`, `exec`, `env` (options, `VAR=x`), `nice`, `nohup`, `setsid`, `stdbuf`,
 //!   `timeout`, `sudo`, `doas`, `pkexec`, `chroot`, `ionice`, `taskset`, `chrt`,
-//!   `unshare`, `time`, `strace`, `ltrace`, `nocache`, `unbuffer`, `fakeroot`,
-//!   `busybox`, `toybox`, `flock`, `watch`, `xargs` (its command gets more
-//!   arguments from input), `find -exec/-execdir/-ok/-okdir`;
+//!   `unshare`, `setpriv`, `eatmydata`, `time`, `strace`, `ltrace`, `nocache`,
+//!   `unbuffer`, `fakeroot`, `busybox`, `toybox`, `flock`, `watch`, `xargs` (its
+//!   command gets more arguments from input), `find -exec/-execdir/-ok/-okdir`;
+//!   their options are read as each program reads them (`options.rs`, `wrappers.rs`:
+//!   bundled, attached or separate values), and an option their table does not
+//!   know makes the run unknown;
+//! - `coproc CMD` runs CMD; a function's body (`function f { …; }`, `f() { …; }`)
+//!   is read as commands; `NAME=VALUE` before a program is an assignment when its
+//!   name is unquoted, whatever the value's quoting;
 //! - command strings are read as command lines: `sh -c`, `bash -c` (any shell),
 //!   `su -c`, `flock -c`, `script -c`, `watch`, `trap`, `eval` of literal words;
 //! - programs that delete by other means are also seen as `rm`: `unlink x`,
@@ -20,9 +26,14 @@
 //! What the line does not show is unknown: a program that is a variable, a
 //! substitution, a glob or `{}`; a shell reading a script or its input; `source`
 //! and `.`; `eval` of anything but literal words; `alias` definitions; awk
-//! programs that run commands or write (`system`, `|`, `>`); an interpreter
-//! (python, perl, ruby, node, php, …) running code from its line (`-c`, `-e`, …)
-//! or from its input. A line that cannot be read is unknown as a whole.
+//! programs that run commands or write (`system`, `|`, `>`) or come from a file;
+//! an interpreter (python, perl, ruby, node, php, …) running code from its line
+//! (`-c`, `-e`, `--eval=`, `php -R`, …) or from its input, or given an option its
+//! table does not know; `parallel`, `expect`; arithmetic (`((…))`, `$((…))`,
+//! `$[…]`, `let`, `[[ … -eq … ]]`) naming anything but numbers, since a variable's
+//! value is evaluated and an array subscript in it runs its substitutions; an
+//! unquoted here-document body holding a substitution. A line that cannot be read
+//! (including a `case` inside `$(…)`) is unknown as a whole.
 //!
 //! **Deny** (fail closed): a pattern matches a line if it matches any run, by its
 //! text as written, by name, or as `rm`; a run with an argument only known when it
@@ -38,8 +49,10 @@
 //! A program that runs other programs in its own way (a script, `make`, `npm run`,
 //! git aliases and hooks, `sed`'s `e` command) is judged by its own name only.
 
+mod options;
 mod parse;
 mod programs;
+mod wrappers;
 
 pub use parse::{Line, Simple, Word, parse};
 
@@ -123,8 +136,9 @@ const KEYWORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "[[", "]]",
 ];
 /// Clauses whose words are not a command (their substitutions are read anyway).
-const CLAUSES: &[&str] = &["for", "case", "select", "function", "esac", "in"];
+const CLAUSES: &[&str] = &["for", "case", "select", "esac", "in"];
 
+/// `NAME=VALUE`, as a program reads it (`env`, `sudo`: quotes are gone).
 fn is_assignment(w: &Word) -> bool {
     let Some((name, _)) = w.text.split_once('=') else {
         return false;
@@ -132,6 +146,32 @@ fn is_assignment(w: &Word) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `NAME=VALUE` as the shell reads it: the name and `=` unquoted (`X='' rm`).
+fn shell_assignment(w: &Word) -> bool {
+    is_assignment(w)
+        && w.quote_at
+            .is_none_or(|q| w.text.find('=').is_some_and(|e| e < q))
+}
+
+/// Arithmetic may evaluate a variable's value, and an array subscript there runs
+/// its substitutions: `let` and `[[ … -eq … ]]` on anything but numbers are unknown.
+fn unknown_arithmetic(words: &[Word]) -> bool {
+    let plain = |w: &Word| !w.dynamic && !w.quoted && parse::plain_arithmetic(&w.text);
+    let bare = |w: &Word, t: &str| !w.quoted && !w.dynamic && w.text == t;
+    if let Some(p) = command_words(words).and_then(|w| w.first())
+        && bare(p, "let")
+    {
+        let args = command_words(words).unwrap_or_default();
+        return !args[1..].iter().all(plain);
+    }
+    const OPS: &[&str] = &["-eq", "-ne", "-lt", "-le", "-gt", "-ge"];
+    words.iter().any(|w| bare(w, "[["))
+        && words.iter().enumerate().any(|(i, w)| {
+            OPS.iter().any(|o| bare(w, o))
+                && !(i > 0 && plain(&words[i - 1]) && words.get(i + 1).is_some_and(plain))
+        })
 }
 
 /// The words from the program on: keywords and assignments before it skipped;
@@ -143,12 +183,23 @@ fn command_words(words: &[Word]) -> Option<&[Word]> {
         if bare && CLAUSES.contains(&w.text.as_str()) {
             return None;
         }
-        if !(bare && KEYWORDS.contains(&w.text.as_str()) || !w.quoted && is_assignment(w)) {
+        // `function NAME { BODY; }`: the body runs (when it is called).
+        if bare && w.text == "function" {
+            i += 2;
+            continue;
+        }
+        // `coproc CMD`, `coproc NAME { BODY; }`.
+        if bare && w.text == "coproc" {
+            let named = words.get(i + 2).is_some_and(|b| !b.quoted && b.text == "{");
+            i += if named { 2 } else { 1 };
+            continue;
+        }
+        if !(bare && KEYWORDS.contains(&w.text.as_str()) || shell_assignment(w)) {
             break;
         }
         i += 1;
     }
-    Some(&words[i..])
+    Some(words.get(i..).unwrap_or_default())
 }
 
 fn basename(s: &str) -> &str {
@@ -166,6 +217,10 @@ fn join(words: &[Word]) -> String {
 /// Adds the runs of one simple command (and of what it runs); false if something
 /// in it is not plain. `tail`: more arguments come from input.
 fn resolve(words: &[Word], depth: usize, tail: bool, out: &mut Vec<Run>) -> bool {
+    if unknown_arithmetic(words) {
+        out.push(Run::unknown(join(words)));
+        return true;
+    }
     let Some(words) = command_words(words) else {
         return true;
     };

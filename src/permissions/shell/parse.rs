@@ -5,8 +5,11 @@
 //! the shell does, and reads every command substitution (`$(…)`, backticks,
 //! `<(…)`, `>(…)`) as commands of its own. A word whose value is only known when
 //! the line runs (a variable, a substitution, ANSI-C quoting, an unquoted glob or
-//! brace) is marked `dynamic`. A line it cannot read (an unterminated quote or
-//! substitution, nesting too deep) is `broken`.
+//! brace) is marked `dynamic`. Here-document bodies are skipped; arithmetic
+//! (`((…))`, `$((…))`, `$[…]`) that names anything but numbers, and an unquoted
+//! here-document body holding a substitution, add a command that is unknown. A
+//! line it cannot read (an unterminated quote or substitution, a `case` inside
+//! `$(…)`, nesting too deep) is `broken`.
 
 /// One word, quotes removed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -14,8 +17,11 @@ pub struct Word {
     pub text: String,
     /// Its value is only known when the line runs.
     pub dynamic: bool,
-    /// Some of it was quoted or escaped (so it is never a keyword or assignment).
+    /// Some of it was quoted or escaped (so it is never a keyword).
     pub quoted: bool,
+    /// Where (a byte offset in `text`) its first quoted or escaped part starts: an
+    /// assignment's name must come before it (`X='' rm`, not `'X'=1 rm`).
+    pub quote_at: Option<usize>,
 }
 
 /// One simple command: its words (assignments included) and whether it redirects.
@@ -62,6 +68,13 @@ struct Reader<'a> {
     brace: bool,
     bracket: bool,
     depth: usize,
+    /// What ends this reader (`)` for `$(…)`).
+    closer: Option<char>,
+    /// The next target word is a here-document's delimiter (`<<-`: tabs stripped).
+    delimiter: Option<bool>,
+    /// Here-documents whose bodies start after the next newline: delimiter,
+    /// whether it was quoted, whether leading tabs are stripped.
+    heredocs: Vec<(String, bool, bool)>,
 }
 
 impl<'a> Reader<'a> {
@@ -76,6 +89,9 @@ impl<'a> Reader<'a> {
             brace: false,
             bracket: false,
             depth,
+            closer: None,
+            delimiter: None,
+            heredocs: Vec::new(),
         }
     }
 
@@ -96,7 +112,16 @@ impl<'a> Reader<'a> {
                 w.dynamic = true;
             }
             if std::mem::take(&mut self.target) {
+                if let Some(strip) = self.delimiter.take() {
+                    self.line.broken |= w.dynamic;
+                    self.heredocs.push((w.text, w.quoted, strip));
+                }
                 return;
+            }
+            // `case` patterns end in `)`, which this reader would take for the end
+            // of `$(`.
+            if self.closer == Some(')') && !w.quoted && w.text == "case" {
+                self.line.broken = true;
             }
             self.cur.words.push(w);
         }
@@ -104,6 +129,8 @@ impl<'a> Reader<'a> {
 
     fn end_command(&mut self) {
         self.end_word();
+        self.target = false;
+        self.delimiter = None;
         let c = std::mem::take(&mut self.cur);
         if !c.words.is_empty() || c.redirected {
             self.line.commands.push(c);
@@ -112,14 +139,25 @@ impl<'a> Reader<'a> {
 
     /// Reads until the end, or until `closer` at paren depth 0 (consumed).
     fn run(&mut self, closer: Option<char>) {
+        self.closer = closer;
         let mut parens = 0usize;
         while let Some(ch) = self.peek(0) {
             if Some(ch) == closer && (ch == '`' || parens == 0) {
                 self.i += 1;
                 self.end_command();
+                self.line.broken |= !self.heredocs.is_empty();
                 return;
             }
             match ch {
+                '(' if self.peek(1) == Some('(') && self.word.is_none() => {
+                    self.end_command();
+                    self.arithmetic(true);
+                }
+                '\n' => {
+                    self.end_command();
+                    self.i += 1;
+                    self.bodies();
+                }
                 ' ' | '\t' => {
                     self.end_word();
                     self.i += 1;
@@ -129,7 +167,7 @@ impl<'a> Reader<'a> {
                     self.end_command();
                     self.i += 1;
                 }
-                '\n' | '\r' | ';' | '|' | '(' | ')' => {
+                ';' | '|' | '(' | ')' => {
                     self.end_command();
                     self.i += 1;
                 }
@@ -180,10 +218,92 @@ impl<'a> Reader<'a> {
             self.end_word();
             return;
         }
-        while matches!(self.peek(0), Some('<' | '>' | '&' | '|' | '-')) {
+        let mut op = String::new();
+        while let Some(c @ ('<' | '>' | '&' | '|' | '-')) = self.peek(0) {
+            op.push(c);
             self.i += 1;
         }
+        if op.ends_with("&-") {
+            return; // closes a descriptor: no target word
+        }
+        if op.starts_with("<<") && !op.starts_with("<<<") {
+            self.delimiter = Some(op.ends_with('-'));
+        }
         self.target = true;
+    }
+
+    /// Skips the bodies of the here-documents opened on the line just ended; an
+    /// unquoted body that holds a substitution adds an unknown command.
+    fn bodies(&mut self) {
+        for (delimiter, quoted, strip) in std::mem::take(&mut self.heredocs) {
+            while self.i < self.c.len() {
+                let end = self.c[self.i..]
+                    .iter()
+                    .position(|&c| c == '\n')
+                    .map_or(self.c.len(), |e| self.i + e);
+                let body: String = self.c[self.i..end].iter().collect();
+                self.i = (end + 1).min(self.c.len());
+                let text = if strip {
+                    body.trim_start_matches('\t')
+                } else {
+                    &body
+                };
+                if text == delimiter {
+                    break;
+                }
+                if !quoted && ["$(", "${", "$[", "`"].iter().any(|x| body.contains(x)) {
+                    self.unknown("<<".into());
+                }
+            }
+        }
+    }
+
+    /// Adds a command the line does not show.
+    fn unknown(&mut self, text: String) {
+        let words = vec![Word {
+            text,
+            dynamic: true,
+            ..Word::default()
+        }];
+        self.line.commands.push(Simple {
+            words,
+            redirected: false,
+        });
+    }
+
+    /// `((…))` or `$[…]` from `self.i` (at the opening), skipped. It may evaluate
+    /// the value of any variable it names as arithmetic, and an array subscript
+    /// there runs its substitutions: unless it holds only numbers and operators it
+    /// adds an unknown command. A `((` that is not arithmetic makes the line broken.
+    fn arithmetic(&mut self, double: bool) {
+        let (open, close) = if double { ('(', ')') } else { ('[', ']') };
+        let start = self.i + if double { 2 } else { 1 };
+        let mut j = start;
+        let mut depth = 0usize;
+        loop {
+            match self.c.get(j) {
+                None => {
+                    self.i = j;
+                    self.line.broken = true;
+                    return;
+                }
+                Some(&c) if c == open => depth += 1,
+                Some(&c) if c == close && depth > 0 => depth -= 1,
+                Some(&c) if c == close => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        if double && self.c.get(j + 1) != Some(&')') {
+            self.i = j;
+            self.line.broken = true;
+            return;
+        }
+        let text: String = self.c[start..j].iter().collect();
+        self.i = j + if double { 2 } else { 1 };
+        if !plain_arithmetic(&text) {
+            self.unknown(format!("(({text}))"));
+        }
     }
 
     fn word_char(&mut self, ch: char) {
@@ -195,9 +315,8 @@ impl<'a> Reader<'a> {
                 match self.peek(0) {
                     Some('\n') => self.i += 1,
                     Some(c) => {
-                        let w = self.word();
-                        w.text.push(c);
-                        w.quoted = true;
+                        self.quote();
+                        self.word().text.push(c);
                         self.i += 1;
                     }
                     None => self.word().text.push('\\'),
@@ -224,7 +343,7 @@ impl<'a> Reader<'a> {
 
     fn single_quoted(&mut self) {
         self.i += 1;
-        self.word().quoted = true;
+        self.quote();
         while let Some(ch) = self.peek(0) {
             self.i += 1;
             if ch == '\'' {
@@ -237,7 +356,7 @@ impl<'a> Reader<'a> {
 
     fn double_quoted(&mut self) {
         self.i += 1;
-        self.word().quoted = true;
+        self.quote();
         while let Some(ch) = self.peek(0) {
             match ch {
                 '"' => {
@@ -268,10 +387,29 @@ impl<'a> Reader<'a> {
         self.line.broken = true;
     }
 
-    /// `$(…)`, `$((…))`, `${…}`, `$'…'`, `$"…"`, `$NAME`, or a plain `$`.
+    /// Marks the word quoted from here on.
+    fn quote(&mut self) {
+        let w = self.word();
+        if !w.quoted {
+            w.quoted = true;
+            w.quote_at = Some(w.text.len());
+        }
+    }
+
+    /// `$(…)`, `$((…))`, `$[…]`, `${…}`, `$'…'`, `$"…"`, `$NAME`, or a plain `$`.
     fn dollar(&mut self) {
         let next = self.peek(1);
         match next {
+            Some('(') if self.peek(2) == Some('(') => {
+                self.i += 1;
+                self.arithmetic(true);
+                self.dynamic_word();
+            }
+            Some('[') => {
+                self.i += 1;
+                self.arithmetic(false);
+                self.dynamic_word();
+            }
             Some('(') => {
                 self.i += 2;
                 self.substitution(')');
@@ -308,6 +446,13 @@ impl<'a> Reader<'a> {
                 self.i += 1;
             }
         }
+    }
+
+    fn dynamic_word(&mut self) {
+        let w = self.word();
+        w.dynamic = true;
+        w.text.push('$');
+        self.line.substituted = true;
     }
 
     /// The inside of `$(…)` or backticks, read as commands of their own; the word
@@ -361,4 +506,20 @@ impl<'a> Reader<'a> {
         self.line.substituted |= inner.substituted;
         self.line.commands.extend(inner.commands);
     }
+}
+
+/// Arithmetic that names no variable (numbers and operators only).
+pub fn plain_arithmetic(s: &str) -> bool {
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars
+                .next_if(|c| c.is_ascii_alphanumeric() || *c == '#')
+                .is_some()
+            {}
+        } else if !(c.is_whitespace() || "+-*/%<>=!&|^~?:,()".contains(c)) {
+            return false;
+        }
+    }
+    true
 }

@@ -1,76 +1,9 @@
 //! What particular programs run besides themselves (see the parent module's docs).
 //! Each function adds the runs of one command and returns whether it is plain.
 
+use super::options::{AWK, INTERPS, OTHER, WATCH, XARGS, scan};
+use super::wrappers::{WRAPPERS, Wrap};
 use super::{Run, Word, analyze_text, is_assignment, join, resolve};
-
-/// A program that runs the command after its options: the options that take a
-/// value, the words between its options and the command, and whether `NAME=VALUE`
-/// words may come first.
-struct Wrap {
-    names: &'static [&'static str],
-    takes: &'static [&'static str],
-    skip: usize,
-    assigns: bool,
-}
-
-const fn wrap(names: &'static [&'static str], takes: &'static [&'static str]) -> Wrap {
-    Wrap {
-        names,
-        takes,
-        skip: 0,
-        assigns: false,
-    }
-}
-
-const WRAPPERS: &[Wrap] = &[
-    wrap(
-        &[
-            "command", "builtin", "nohup", "setsid", "nocache", "unbuffer", "fakeroot", "busybox",
-            "toybox", "unshare", "exec",
-        ],
-        &["-a"],
-    ),
-    wrap(&["nice"], &["-n", "--adjustment"]),
-    wrap(
-        &["stdbuf"],
-        &["-i", "-o", "-e", "--input", "--output", "--error"],
-    ),
-    wrap(
-        &["ionice"],
-        &["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"],
-    ),
-    wrap(&["time"], &["-o", "-f", "--output", "--format"]),
-    wrap(
-        &["strace", "ltrace"],
-        &["-o", "-e", "-p", "-s", "-u", "-E", "-a", "-n"],
-    ),
-    Wrap {
-        skip: 1,
-        ..wrap(&["timeout"], &["-s", "-k", "--signal", "--kill-after"])
-    },
-    Wrap {
-        skip: 1,
-        ..wrap(&["chroot"], &["--userspec", "--groups"])
-    },
-    Wrap {
-        skip: 1,
-        ..wrap(&["taskset", "chrt", "flock"], &["-w", "-E", "--timeout"])
-    },
-    Wrap {
-        assigns: true,
-        ..wrap(&["env"], &["-u", "-C", "--unset", "--chdir"])
-    },
-    Wrap {
-        assigns: true,
-        ..wrap(
-            &["sudo", "doas", "pkexec", "run0"],
-            &[
-                "-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "--user", "--group",
-                "--host", "--prompt", "--chdir", "--role", "--type",
-            ],
-        )
-    },
-];
 
 const SHELLS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash", "fish", "csh",
@@ -98,19 +31,6 @@ const INTERPRETERS: &[&str] = &[
     "osascript",
     "irb",
     "jshell",
-];
-const CODE_FLAGS: &[&str] = &[
-    "-c",
-    "-e",
-    "-E",
-    "-r",
-    "-p",
-    "--eval",
-    "--print",
-    "-Command",
-    "-command",
-    "-EncodedCommand",
-    "-ec",
 ];
 const AWKS: &[&str] = &["awk", "gawk", "mawk", "nawk"];
 const DELETERS: &[&str] = &["unlink", "shred", "rmdir"];
@@ -145,6 +65,8 @@ pub(super) fn special(run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>)
                 | "find"
                 | "xargs"
                 | "watch"
+                | "parallel"
+                | "expect"
         );
     if !known {
         out.push(run);
@@ -166,17 +88,20 @@ pub(super) fn special(run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>)
         },
         "alias" if !args.iter().any(|a| a.text.contains('=')) => true,
         "find" => find(run, args, depth, out),
-        "xargs" => xargs(args, depth, out),
-        "watch" => watch(args, depth, out),
+        "xargs" => xargs(run, args, depth, out),
+        "watch" => watch(run, args, depth, out),
         _ => unknown(run, out),
     }
 }
 
 fn is_interpreter(n: &str) -> bool {
-    INTERPRETERS.iter().any(|i| {
-        n.strip_prefix(i)
-            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
-    })
+    INTERPRETERS.iter().any(|i| versioned(n, i))
+}
+
+/// `n` is `name` or a version of it (`python3.12`).
+fn versioned(n: &str, name: &str) -> bool {
+    n.strip_prefix(name)
+        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
 /// The line does not say what runs: replaces `run` (if it was added) with an unknown one.
@@ -189,37 +114,33 @@ fn unknown(run: Run, out: &mut Vec<Run>) -> bool {
 }
 
 fn wrapped(w: &Wrap, run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
-    let c = args
-        .iter()
-        .position(|a| a.text == "-c" || a.text == "--command");
-    if let (Some("flock"), Some(c)) = (run.program.as_deref(), c) {
+    let Some((mut i, seen)) = scan(&w.opts, args) else {
+        return unknown(run, out);
+    };
+    let program = run.program.as_deref();
+    if program == Some("command") && seen.iter().any(|(o, _)| matches!(*o, "-v" | "-V")) {
         out.push(run);
-        return command_string(args.get(c + 1), depth, out);
+        return true;
     }
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        let t = a.text.as_str();
-        let program = run.program.as_deref();
-        if a.dynamic || (program == Some("env") && (t.starts_with("-S") || t.starts_with("--s"))) {
-            return unknown(run, out);
-        }
-        if program == Some("command") && (t == "-v" || t == "-V") {
-            out.push(run);
-            return true;
-        }
-        if t == "--" {
-            i += 1;
-            break;
-        }
-        if !t.starts_with('-') || t == "-" {
-            break;
-        }
-        i += if w.takes.contains(&t) { 2 } else { 1 };
+    if seen
+        .iter()
+        .any(|(o, _)| *o == "--help" || *o == "--version")
+    {
+        out.push(run);
+        return true;
     }
     while w.assigns && args.get(i).is_some_and(is_assignment) {
         i += 1;
     }
     i += w.skip;
+    if program == Some("flock")
+        && let Some(c) = args
+            .get(i)
+            .filter(|c| matches!(c.text.as_str(), "-c" | "--command"))
+    {
+        out.push(run);
+        return c.dynamic || command_string(args.get(i + 1), depth, out);
+    }
     let nested = args.get(i..).unwrap_or_default();
     let tail = run.tail;
     if nested.is_empty() && tail {
@@ -293,65 +214,77 @@ fn command_option(run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>) -> 
 }
 
 /// An interpreter running code from its line or its input is unknown by its
-/// program but keeps its name; one running a script is judged by its name.
+/// program but keeps its name; one running a script is judged by its name. An
+/// option it does not know makes it unknown.
 fn interpreter(mut run: Run, args: &[Word], out: &mut Vec<Run>) -> bool {
     let n = run.program.clone().unwrap_or_default();
     let written = run.text.split(' ').next().unwrap_or_default().to_owned();
-    let python = n.starts_with("python") || n.starts_with("pypy");
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        let t = a.text.as_str();
-        if a.dynamic {
-            return unknown(run, out);
-        }
-        let bundle = t
-            .strip_prefix('-')
-            .filter(|b| b.len() > 1 && b.chars().all(|c| c.is_ascii_alphabetic()));
-        let code = CODE_FLAGS.contains(&t)
-            || bundle.is_some_and(|b| b.contains(if python { 'c' } else { 'e' }))
-            || (n == "deno" && t == "eval");
-        if code {
-            out.pop();
-            run.code = Some(format!("{written} {t}"));
-            out.push(run);
-            return true;
-        }
-        if !t.starts_with('-') || t == "-m" || t == "-" {
-            return t != "-" || unknown(run, out);
-        }
-        i += if matches!(t, "-W" | "-X" | "--require") {
-            2
-        } else {
-            1
-        };
+    let opts = INTERPS
+        .iter()
+        .find(|i| i.names.iter().any(|p| versioned(&n, p)))
+        .map_or(&OTHER, |i| &i.opts);
+    if args.iter().any(|a| a.dynamic && a.text.starts_with('-')) {
+        return unknown(run, out);
     }
-    if !args.is_empty() && args.iter().all(|a| is_info(&a.text)) {
+    let Some((i, seen)) = scan(opts, args) else {
+        return unknown(run, out);
+    };
+    let code = seen
+        .last()
+        .filter(|(o, _)| *o != "-m" && opts.ends.contains(o))
+        .map(|(o, _)| *o)
+        .or_else(|| {
+            (n == "deno" && args.get(i).is_some_and(|a| a.text == "eval")).then_some("eval")
+        });
+    if let Some(o) = code {
+        out.pop();
+        let flag = args[..i.min(args.len())]
+            .iter()
+            .rev()
+            .find(|a| a.text.starts_with(o) || a.text.starts_with('-') && a.text.ends_with(&o[1..]))
+            .map_or(o, |a| a.text.split('=').next().unwrap_or(o));
+        run.code = Some(format!("{written} {flag}"));
+        out.push(run);
         return true;
     }
-    unknown(run, out)
+    if seen.last().is_some_and(|(o, _)| *o == "-m") {
+        return true;
+    }
+    match args.get(i) {
+        Some(a) if a.text != "-" => true,
+        None if !args.is_empty() && args.iter().all(|a| is_info(&a.text)) => true,
+        _ => unknown(run, out),
+    }
 }
 
-/// awk's program is code: unknown if it can run commands or write files.
+/// awk's program is code: unknown if it can run commands or write files, or if
+/// it comes from a file.
 fn awk(run: Run, args: &[Word], out: &mut Vec<Run>) -> bool {
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        let t = a.text.as_str();
-        if t == "-f" || t.starts_with("--file") || (t.starts_with("-f") && t.len() > 2) {
-            return true;
+    let Some((i, seen)) = scan(&AWK, args) else {
+        return unknown(run, out);
+    };
+    let mut programs: Vec<Option<&Word>> = Vec::new();
+    for (o, v) in &seen {
+        match *o {
+            "-f" | "-E" | "-i" | "-l" | "--file" | "--exec" | "--include" | "--load" => {
+                return unknown(run, out);
+            }
+            "-e" | "--source" => programs.push(*v),
+            _ => {}
         }
-        if !t.starts_with('-') || t == "--" {
-            let prog = if t == "--" { args.get(i + 1) } else { Some(a) };
-            let risky = prog.is_none_or(|p| {
-                p.dynamic
-                    || ["system", "|", ">", "getline"]
-                        .iter()
-                        .any(|x| p.text.contains(x))
-            });
-            return !risky || unknown(run, out);
-        }
-        i += if matches!(t, "-F" | "-v") { 2 } else { 1 };
     }
-    unknown(run, out)
+    if programs.is_empty() {
+        programs.push(args.get(i));
+    }
+    let risky = programs.iter().any(|p| {
+        p.is_none_or(|p| {
+            p.dynamic
+                || ["system", "|", ">", "getline", "@"]
+                    .iter()
+                    .any(|x| p.text.contains(x))
+        })
+    });
+    !risky || unknown(run, out)
 }
 
 /// find: `-exec`-like actions run their command; `-delete` is also `rm -rf` on its
@@ -406,36 +339,10 @@ fn find(mut run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
 }
 
 /// xargs runs its command (echo by default) with more arguments from its input.
-fn xargs(args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
-    const TAKES: &[&str] = &[
-        "-a",
-        "-d",
-        "-E",
-        "-I",
-        "-L",
-        "-n",
-        "-P",
-        "-s",
-        "--arg-file",
-        "--delimiter",
-        "--eof",
-        "--max-lines",
-        "--max-args",
-        "--max-procs",
-        "--max-chars",
-        "--process-slot-var",
-    ];
-    let mut i = 0;
-    while let Some(t) = args.get(i).map(|a| a.text.as_str()) {
-        if t == "--" {
-            i += 1;
-            break;
-        }
-        if !t.starts_with('-') {
-            break;
-        }
-        i += if TAKES.contains(&t) { 2 } else { 1 };
-    }
+fn xargs(run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
+    let Some((i, _)) = scan(&XARGS, args) else {
+        return unknown(run, out);
+    };
     let echo = [Word {
         text: "echo".into(),
         ..Word::default()
@@ -448,22 +355,12 @@ fn xargs(args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
 }
 
 /// watch runs its words as a command line (`-x`: as a command).
-fn watch(args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
-    let mut i = 0;
-    let mut exec = false;
-    while let Some(t) = args.get(i).map(|a| a.text.as_str()) {
-        if !t.starts_with('-') {
-            break;
-        }
-        exec |= t == "-x" || t == "--exec";
-        i += if matches!(t, "-n" | "--interval") {
-            2
-        } else {
-            1
-        };
-    }
+fn watch(run: Run, args: &[Word], depth: usize, out: &mut Vec<Run>) -> bool {
+    let Some((i, seen)) = scan(&WATCH, args) else {
+        return unknown(run, out);
+    };
     let rest = args.get(i..).unwrap_or_default();
-    if exec {
+    if seen.iter().any(|(o, _)| matches!(*o, "-x" | "--exec")) {
         resolve(rest, depth + 1, false, out)
     } else {
         analyze_text(&join(rest), depth + 1, out)

@@ -212,3 +212,126 @@ fn the_reader_splits_quotes_and_substitutions_as_the_shell_does() {
     let deep = format!("{}x{}", "${".repeat(10_000), "}".repeat(10_000));
     assert!(parse(&deep).broken);
 }
+
+/// Bypasses from a hostile review: each must be refused by a deny on rm.
+#[test]
+fn a_deny_on_rm_refuses_the_reviewed_bypasses() {
+    for c in [
+        "X='' rm -rf /tmp/x",
+        "X=\"\"'' rm -rf /tmp/x",
+        "env X=1\r# rm -rf /tmp/x",
+        "true <&- ; rm -rf /tmp/x",
+        "true >&- ; rm -rf /tmp/x",
+        "true 2>&- ; rm -rf /tmp/x",
+        "echo \"$(case x in x) rm -rf /tmp/x;; esac)\"",
+        "cat <<EOF\n'\nEOF\nrm -rf /tmp/x # '",
+        "cat <<-EOF\n'\n\tEOF\nrm -rf /tmp/x # '",
+        "cat <<EOF\n$(rm -rf /tmp/x)\nEOF",
+        "function f { rm -rf /tmp/x; }; f",
+        "coproc rm -rf /tmp/x",
+        "coproc NAME { rm -rf /tmp/x; }",
+        "env -iu HOME rm -rf /tmp/x",
+        "timeout -vs KILL 5 rm -rf /tmp/x",
+        "flock --wait 5 /tmp/l rm -rf /tmp/x",
+        "unshare -w /tmp rm -rf /tmp/x",
+        "strace -fo /dev/null rm -rf /tmp/x",
+        "env -iS ' rm -rf /tmp/x'",
+        "ls | xargs -0n 1 rm",
+        "watch -xn 1 rm -rf /tmp/x",
+        "gawk --source='BEGIN{system(\"rm -rf /tmp/x\")}' /dev/null",
+        "gawk -e 'BEGIN{}' -e 'BEGIN{system(\"rm -rf /tmp/x\")}' /dev/null",
+        "awk -f prog.awk /dev/null",
+        "echo | php -R 'system(\"rm -rf /tmp/x\");'",
+        "perl -I . -e 'system(\"rm -rf /tmp/x\")'",
+        "ruby -C /tmp -e 'system(\"rm -rf /tmp/x\")'",
+        "node --eval='require(\"child_process\").execSync(\"rm -rf /tmp/x\")' x.js",
+        "python3 --unknown-option x.py",
+        "a='b[$(rm -rf /tmp/x)]'; (( a ))",
+        "(( a ))",
+        "echo $(( a + 1 ))",
+        "echo $[ a ]",
+        "let a",
+        "[[ a -eq 1 ]]",
+        "eatmydata rm -rf /tmp/x",
+        "setpriv --reuid 1000 rm -rf /tmp/x",
+        "parallel rm ::: /tmp/x",
+        "expect -c 'spawn rm -rf /tmp/x'",
+    ] {
+        assert!(deny_matches("rm *", c), "{c:?} slipped past rm *");
+    }
+}
+
+#[test]
+fn the_reviewed_find_lines_are_not_covered_by_find() {
+    for c in [
+        "find . -name x\r# -o -delete",
+        "function find { rm -rf ~; }; find .",
+        "find() { rm -rf ~; }; find .",
+    ] {
+        assert!(!allow_matches(&["find *"], c), "{c:?} passed as find *");
+    }
+}
+
+#[test]
+fn ordinary_lines_stay_as_they_were() {
+    for c in [
+        "cat <<EOF\nrm x\nEOF",
+        "cat <<'EOF'\n$(rm x)\nEOF",
+        "echo $((1 + 2))",
+        "(( 3 > 2 ))",
+        "let 1+2",
+        "X=\"a b\" ls",
+        "env -i HOME=/ ls",
+        "timeout -v 5 ls",
+        "nice -10 ls",
+        "true >&- ; ls",
+        "python3 -B x.py",
+        "ruby -E utf-8 x.rb",
+        "awk -F: '{print $1}' /etc/passwd",
+        "perl -w x.pl",
+        "node x.js --eval",
+    ] {
+        assert!(!deny_matches("rm *", c), "{c:?} matched rm *");
+    }
+    // A here-document's body is not commands; what follows it is.
+    assert!(deny_matches("ls*", "cat <<EOF\nhi\nEOF\nls"));
+    assert!(!deny_matches("hi*", "cat <<EOF\nhi\nEOF\nls"));
+    assert!(allow_matches(&["ls*"], "X='' ls"));
+    assert!(allow_matches(&["ls*"], "(( 1 + 2 )) && ls"));
+    assert!(!allow_matches(&["cat *"], "cat <<EOF\n$(rm x)\nEOF"));
+    let w = &parse("X='1' 'Y'=2").commands[0].words;
+    assert_eq!((w[0].quote_at, w[1].quote_at), (Some(2), Some(0)));
+}
+#[test]
+fn options_are_read_as_each_program_reads_them() {
+    for c in [
+        "sudo rm x",
+        "env -u X rm x",
+        "time -p rm x",
+        "xargs -I{} rm {}",
+        "perl -lne 'print' f",
+        "flock -n /tmp/l -c 'rm x'",
+        "setsid -f rm x",
+        "echo $(cat <<EOF\nx\nEOF\n); rm x",
+    ] {
+        assert!(deny_matches("rm *", c), "{c:?} slipped");
+    }
+    for c in [
+        "python3 -m pytest -x",
+        "node x.js",
+        "timeout 5 cargo test",
+        "sudo -u me ls",
+        "command -v rm",
+        "xargs -0 grep x",
+        "watch -n 1 ls",
+    ] {
+        assert!(!deny_matches("rm *", c), "{c:?} matched");
+    }
+    assert!(allow_matches(&["python3 *"], "python3 -m pytest -x"));
+    assert!(allow_matches(&["pwsh -Command*"], "pwsh -Command Get-Item"));
+    assert!(allow_matches(&["node -e*"], "node -e 'x'"));
+    assert!(allow_matches(
+        &["timeout *", "cargo *"],
+        "timeout 5 cargo test"
+    ));
+}
