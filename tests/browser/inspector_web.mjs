@@ -65,7 +65,12 @@ try {
   await page.goto(env("INSPECTOR_URL"));
 
   // Servers: the one server of the launch, switched on.
-  await page.getByRole("switch", { name: /^Connect or disconnect/ }).click({ force: true });
+  // The switch's input is drawn over by its track (zero size while the page lays
+  // out on a busy machine): a click event on the input itself toggles it, as the
+  // person's click on the track does.
+  const toggle = page.getByRole("switch", { name: /^Connect or disconnect/ });
+  await toggle.waitFor({ state: "attached" });
+  await toggle.dispatchEvent("click");
   await page.getByText("Connected", { exact: true }).waitFor();
   const era = (await page.getByText(/^MCP \d{4}-\d{2}-\d{2}$/).first().textContent()).slice(4);
 
