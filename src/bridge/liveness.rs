@@ -12,20 +12,10 @@ pub const TIMEOUT_ENV: &str = "AGENT_WORKER_BRIDGE_TIMEOUT";
 /// Its default.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// [`TIMEOUT_ENV`], else 10 s (at least 300 ms).
+/// [`TIMEOUT_ENV`], else 10 s (300 ms to an hour).
 pub(super) fn timeout() -> Duration {
-    std::env::var(TIMEOUT_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .and_then(|v| {
-            let v = v.trim();
-            humantime::parse_duration(v)
-                .ok()
-                .or_else(|| v.parse::<u64>().ok().map(Duration::from_secs))
-        })
-        .map_or(TIMEOUT, |d| {
-            d.clamp(Duration::from_millis(300), Duration::from_secs(3600))
-        })
+    let range = Duration::from_millis(300)..=Duration::from_secs(3600);
+    crate::kernel::clock::env_duration(TIMEOUT_ENV, TIMEOUT, range)
 }
 
 /// What a watched wait ended with.
@@ -77,12 +67,7 @@ impl Relay {
 
     /// What the client is told when the kernel at `url` does not answer.
     async fn silent(&self, url: &str) -> String {
-        let t = self.timeout.as_secs_f64();
-        let within = if t.fract() == 0.0 {
-            format!("{t:.0} s")
-        } else {
-            format!("{t:.1} s")
-        };
+        let within = format!("{} s", crate::kernel::clock::secs(self.timeout));
         let (dir, at) = (self.dir.clone(), url.to_owned());
         let found = tokio::task::spawn_blocking(move || {
             kernel_pid(&dir, &at).map(|pid| (pid, process_stopped(pid)))

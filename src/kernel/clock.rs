@@ -54,9 +54,72 @@ pub fn parse_duration(s: &str, what: &str) -> Result<Duration> {
     Ok(d)
 }
 
+/// A limit an operator sets in the environment variable `name`: seconds (`10`) or
+/// a duration (`2s`, `500ms`), kept within `range`; unset gives `default`, and a
+/// value that does not read gives `default` with a warning naming the variable.
+pub fn env_duration(
+    name: &str,
+    default: Duration,
+    range: std::ops::RangeInclusive<Duration>,
+) -> Duration {
+    let Some(v) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) else {
+        return default;
+    };
+    let t = v.trim();
+    let read = humantime::parse_duration(t)
+        .ok()
+        .or_else(|| t.parse::<u64>().ok().map(Duration::from_secs));
+    match read {
+        Some(d) => d.clamp(*range.start(), *range.end()),
+        None => {
+            tracing::warn!(
+                "{name}={v:?} is not a duration (say 10 or 10s); using {} s",
+                secs(default)
+            );
+            default
+        }
+    }
+}
+
+/// A duration in seconds as said to a person: `2`, `0.5`.
+pub fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s:.1}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_from_the_environment() {
+        let (d, r) = (
+            Duration::from_secs(10),
+            Duration::from_millis(300)..=Duration::from_secs(60),
+        );
+        let with = |v: &str| {
+            // SAFETY (test): this variable is read by this test alone.
+            unsafe { std::env::set_var("AW_TEST_CLOCK_LIMIT", v) };
+            env_duration("AW_TEST_CLOCK_LIMIT", d, r.clone())
+        };
+        assert_eq!(with("2"), Duration::from_secs(2));
+        assert_eq!(with("500ms"), Duration::from_millis(500));
+        assert_eq!(
+            with("1ms"),
+            Duration::from_millis(300),
+            "kept within the range"
+        );
+        assert_eq!(with("2h"), Duration::from_secs(60));
+        assert_eq!(with("soon"), d);
+        assert_eq!(with(" "), d);
+        assert_eq!(secs(Duration::from_millis(2500)), "2.5");
+        assert_eq!(secs(Duration::from_secs(10)), "10");
+    }
+
     #[test]
     fn when() {
         let now = now_ms();

@@ -40,19 +40,9 @@ impl std::fmt::Display for Fail {
             Self::Silent(d) => write!(
                 f,
                 "the server did not answer within {} s (the connection was closed)",
-                secs(*d)
+                crate::kernel::clock::secs(*d)
             ),
         }
-    }
-}
-
-/// A duration in seconds, as said to a person (`2`, `0.5`).
-pub fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{}", s as u64)
-    } else {
-        format!("{s:.1}")
     }
 }
 

@@ -30,26 +30,13 @@ pub const TIMEOUT_ENV: &str = "AGENT_WORKER_STORE_TIMEOUT";
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a connection to PostgreSQL may take, from TCP connect to the server's
-/// first "ready": [`TIMEOUT_ENV`], else 10 s. Every connection the kernel opens
-/// (the store's writer and readers, the bus) is bound by it.
+/// first "ready": [`TIMEOUT_ENV`], else 10 s (100 ms to a day). Every connection
+/// the kernel opens (the store's writer and readers, the bus) is bound by it.
 pub fn timeout() -> Duration {
     static T: OnceLock<Duration> = OnceLock::new();
     *T.get_or_init(|| {
-        let Some(v) = std::env::var(TIMEOUT_ENV)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-        else {
-            return TIMEOUT;
-        };
-        let t = v.trim();
-        let d = humantime::parse_duration(t)
-            .ok()
-            .or_else(|| t.parse::<u64>().ok().map(Duration::from_secs))
-            .filter(|d| !d.is_zero() && *d <= Duration::from_secs(24 * 3600));
-        d.unwrap_or_else(|| {
-            tracing::warn!("{TIMEOUT_ENV}={v:?} is not a duration (say 10 or 10s); using 10 s");
-            TIMEOUT
-        })
+        let range = Duration::from_millis(100)..=Duration::from_secs(24 * 3600);
+        crate::kernel::clock::env_duration(TIMEOUT_ENV, TIMEOUT, range)
     })
 }
 
@@ -157,7 +144,7 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
              answer within {} s: check that the URL names a PostgreSQL server and that it is not \
              stopped or overloaded ({TIMEOUT_ENV} sets this limit)",
             redacted(url),
-            client::secs(d),
+            crate::kernel::clock::secs(d),
         )),
         client::Fail::Io(e) => Error::internal(format!(
             "cannot connect to PostgreSQL at {}: {e}",
