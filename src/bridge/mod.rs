@@ -38,10 +38,11 @@ use crate::mcp::stdio::{Line, read_line};
 use anyhow::Context;
 use futures::StreamExt;
 use serde_json::{Value, json};
+mod exchange;
 mod headers;
 mod liveness;
 
-use liveness::{Watched, timeout};
+use liveness::timeout;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -170,154 +171,6 @@ impl Relay {
         Ok(())
     }
 
-    async fn post(&self, msg: &Value, id: &Value, method: &str, write: bool) -> Answer {
-        let (url, token) = self.target.lock().unwrap().clone();
-        let mut req = self
-            .http
-            .post(&url)
-            .bearer_auth(&token)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json");
-        let per_request = msg
-            .pointer(&format!(
-                "/params/_meta/{}",
-                META_VERSION.replace('/', "~1")
-            ))
-            .and_then(Value::as_str);
-        let mut sent_session = None;
-        if let Some(v) = per_request {
-            for (name, value) in headers::standard(v, msg) {
-                req = req.header(name, value);
-            }
-        } else if method != "initialize"
-            && let Some((sid, ver)) = self.session.lock().unwrap().clone()
-        {
-            req = req.header("mcp-session-id", &sid);
-            if !ver.is_empty() {
-                req = req.header("mcp-protocol-version", ver);
-            }
-            sent_session = Some(sid);
-        }
-        let resp = match self.watched(&url, req.json(msg).send()).await {
-            Watched::Done(r) => r,
-            Watched::Gone => return Answer::KernelGone(url),
-            Watched::Silent(why) => {
-                if write {
-                    self.error(id, why).await;
-                }
-                return Answer::Done;
-            }
-        };
-        let resp = match resp {
-            Ok(r) => r,
-            // Refused, or a kept-alive connection to a kernel that has since died.
-            Err(e)
-                if e.is_connect() || self.launcher.as_ref().is_some_and(|l| !l.kernel_alive()) =>
-            {
-                return Answer::KernelGone(url);
-            }
-            Err(e) => {
-                if write {
-                    self.error(
-                        id,
-                        format!("the agent-worker kernel at {url} is unreachable: {e}"),
-                    )
-                    .await;
-                }
-                return Answer::Done;
-            }
-        };
-        let status = resp.status();
-        if let Some(sid) = sent_session
-            && status == reqwest::StatusCode::NOT_FOUND
-        {
-            return Answer::SessionGone(sid);
-        }
-        if let Some(sid) = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-        {
-            let mut s = self.session.lock().unwrap();
-            if s.as_ref().is_none_or(|(cur, _)| cur != sid) {
-                s.replace((sid.to_owned(), String::new()));
-            }
-        }
-        let is_sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        if status == reqwest::StatusCode::ACCEPTED || status == reqwest::StatusCode::NO_CONTENT {
-            return Answer::Done;
-        }
-        if is_sse {
-            match self
-                .watched(&url, self.relay_sse(resp, method, write))
-                .await
-            {
-                Watched::Silent(why) if write => self.error(id, why).await,
-                _ => {}
-            }
-            return Answer::Done;
-        }
-        let body = match self.watched(&url, resp.bytes()).await {
-            Watched::Done(b) => b.map_err(|e| e.to_string()),
-            Watched::Gone => Err(format!("the kernel at {url} went away")),
-            Watched::Silent(why) => Err(why),
-        };
-        let body = match body {
-            Ok(b) => b,
-            Err(e) => {
-                if write {
-                    self.error(id, format!("reading the kernel's answer failed: {e}"))
-                        .await;
-                }
-                return Answer::Done;
-            }
-        };
-        self.note_version(method, &body);
-        if !write {
-            return Answer::Done;
-        }
-        match serde_json::from_slice::<Value>(&body) {
-            // A JSON-RPC answer: make sure it carries this request's id (an HTTP
-            // error body from the kernel has none).
-            Ok(mut v) if v.get("error").is_some() || v.get("result").is_some() => {
-                if v.get("id").is_none_or(Value::is_null) && !id.is_null() {
-                    v["id"] = id.clone();
-                }
-                if status == reqwest::StatusCode::UNAUTHORIZED
-                    && let Some(m) = v.pointer_mut("/error/message")
-                {
-                    let hint = if self.launcher.as_ref().is_some_and(|l| l.is_agent()) {
-                        "the kernel refused the agent token this launch relays with (--token-env): \
-                         ask the lead for a new one with agent_join"
-                    } else {
-                        "the running kernel refused this bridge's credential from kernel.json: restart \
-                         the kernel, or start this launch with its --token"
-                    };
-                    *m = json!(format!("{} ({hint})", m.as_str().unwrap_or_default()));
-                }
-                self.write(v.to_string().as_bytes()).await
-            }
-            _ => {
-                self.error(
-                    id,
-                    format!(
-                        "the kernel answered HTTP {status}: {}",
-                        String::from_utf8_lossy(&body)
-                            .chars()
-                            .take(500)
-                            .collect::<String>()
-                    ),
-                )
-                .await
-            }
-        }
-        Answer::Done
-    }
-
     /// Opens a new session with the client's own `initialize` after the kernel
     /// forgot `old`. True when a session is open (possibly by another request).
     async fn reopen(&self, old: &str) -> bool {
@@ -435,31 +288,7 @@ pub async fn run(
         dir,
         timeout: timeout(),
     });
-    // The kernel counts a client as present while it calls; an idle client still
-    // says it is there, so a background kernel never stops under it.
-    let every = relay
-        .launcher
-        .as_ref()
-        .and_then(|l| l.idle_exit())
-        .map_or(HEARTBEAT, |idle| {
-            (idle / 3).clamp(std::time::Duration::from_millis(200), HEARTBEAT)
-        });
-    let heartbeat = {
-        let r = relay.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let (url, token) = r.target.lock().unwrap().clone();
-                let _ = r
-                    .http
-                    .get(&url)
-                    .bearer_auth(&token)
-                    .timeout(r.timeout)
-                    .send()
-                    .await;
-            }
-        })
-    };
+    let heartbeat = heartbeat(&relay);
     // What the kernel sends outside a request (resource updates, log messages) comes
     // on a 2025-11-25 session's own stream: relayed to the client as it arrives.
     let listener = {
@@ -471,28 +300,7 @@ pub async fn run(
     // Streams that end only when their client goes (a 2026-07-28 client's
     // `subscriptions/listen`): the relay exits when stdin closes without them.
     let mut streams = tokio::task::JoinSet::new();
-    loop {
-        let line = match read_line(&mut stdin).await {
-            Line::End => break,
-            Line::Text(l) => l,
-            Line::TooLong => {
-                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
-                    "message": format!("the message is longer than {MAX_BODY} bytes")}});
-                relay.write(err.to_string().as_bytes()).await;
-                continue;
-            }
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let msg: Value = match serde_json::from_slice(&line) {
-            Ok(v) => v,
-            Err(e) => {
-                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: {e}")}});
-                relay.write(err.to_string().as_bytes()).await;
-                continue;
-            }
-        };
+    while let Some(msg) = next_message(&mut stdin, &relay).await {
         // The handshake must finish before anything else is sent (it sets the session).
         let method = msg.get("method").and_then(Value::as_str);
         if method == Some("initialize") {
@@ -510,6 +318,65 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
     heartbeat.abort();
     listener.abort();
+    close_session(&relay).await;
+    Ok(())
+}
+
+/// The kernel counts a client as present while it calls; an idle client still
+/// says it is there, so a background kernel never stops under it.
+fn heartbeat(relay: &Arc<Relay>) -> tokio::task::JoinHandle<()> {
+    let every = relay
+        .launcher
+        .as_ref()
+        .and_then(|l| l.idle_exit())
+        .map_or(HEARTBEAT, |idle| {
+            (idle / 3).clamp(std::time::Duration::from_millis(200), HEARTBEAT)
+        });
+    let r = relay.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let (url, token) = r.target.lock().unwrap().clone();
+            let _ = r
+                .http
+                .get(&url)
+                .bearer_auth(&token)
+                .timeout(r.timeout)
+                .send()
+                .await;
+        }
+    })
+}
+
+/// The client's next message, or None when stdin ends; a line too long or not
+/// JSON is answered with its JSON-RPC error and skipped.
+async fn next_message(stdin: &mut BufReader<tokio::io::Stdin>, relay: &Relay) -> Option<Value> {
+    loop {
+        let line = match read_line(stdin).await {
+            Line::End => return None,
+            Line::Text(l) => l,
+            Line::TooLong => {
+                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+                    "message": format!("the message is longer than {MAX_BODY} bytes")}});
+                relay.write(err.to_string().as_bytes()).await;
+                continue;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(&line) {
+            Ok(v) => return Some(v),
+            Err(e) => {
+                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: {e}")}});
+                relay.write(err.to_string().as_bytes()).await;
+            }
+        }
+    }
+}
+
+/// Tells the kernel the client's session is over (2025-11-25: DELETE).
+async fn close_session(relay: &Relay) {
     let session = relay.session.lock().unwrap().clone();
     let (url, token) = relay.target.lock().unwrap().clone();
     if let Some((sid, _)) = session {
@@ -521,7 +388,6 @@ pub async fn run(
             .send()
             .await;
     }
-    Ok(())
 }
 
 /// Answers each request with `why` (no kernel to relay to) until stdin closes.
