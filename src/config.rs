@@ -133,19 +133,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
                 .ok_or_else(|| format!("{name} needs a value; see --help"))
         };
         match flag.as_str() {
-            "--http" => {
-                let v = value("--http")?;
-                let addr: SocketAddr = v
-                    .parse()
-                    .map_err(|_| format!("--http {v:?} is not an address: write it as 127.0.0.1:PORT (PORT 0 picks one)"))?;
-                if !addr.ip().is_loopback() {
-                    return Err(format!(
-                        "--http {addr}: agent-worker serves only loopback addresses (127.0.0.1 or [::1]); \
-                         put a reverse proxy with TLS in front to reach it from elsewhere"
-                    ));
-                }
-                o.http = Some(addr);
-            }
+            "--http" => o.http = Some(http_address(&value("--http")?)?),
             "--data-dir" => o.data_dir = Some(PathBuf::from(value("--data-dir")?)),
             "--token" => o.token = Some(value("--token")?),
             "--store" => {
@@ -159,42 +147,24 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
                     .map_err(|e| format!("--node: {e}"))?;
                 o.node = Some(v);
             }
-            "--log" => {
-                let v = value("--log")?;
-                if !["error", "warn", "info", "debug", "trace"].contains(&v.as_str()) {
-                    return Err(format!(
-                        "--log {v:?}: use error, warn, info, debug or trace"
-                    ));
-                }
-                o.log = Some(v);
-            }
+            "--log" => o.log = Some(log_level(value("--log")?)?),
             "--idle-exit" => {
-                let v = value("--idle-exit")?;
-                o.idle_exit = match v.trim() {
-                    "never" => None,
-                    t => Some(humantime::parse_duration(t).map_err(|_| {
-                        format!("--idle-exit {v:?}: write a duration such as 10m or 1h, or never")
-                    })?),
-                };
+                o.idle_exit = idle_exit(&value("--idle-exit")?)?;
                 o.idle_exit_given = true;
             }
             "--foreground" => o.foreground = true,
-            "--token-env" => {
-                let v = value("--token-env")?;
-                if v.is_empty() || v.contains('=') {
-                    return Err(format!(
-                        "--token-env {v:?}: name the environment variable that holds the agent's token, \
-                         e.g. --token-env {AGENT_TOKEN_ENV}"
-                    ));
-                }
-                o.token_env = Some(v);
-            }
+            "--token-env" => o.token_env = Some(token_env(value("--token-env")?)?),
             BACKGROUND_KERNEL => o.background_kernel = true,
             "-h" | "--help" => return Ok(Launch::Help),
             "-V" | "--version" => return Ok(Launch::Version),
             other => return Err(format!("unknown argument {other:?}; see --help")),
         }
     }
+    finish(o)
+}
+
+/// The launch's defaults and the checks across flags.
+fn finish(mut o: Options) -> Result<Launch, String> {
     if !o.idle_exit_given {
         o.idle_exit = Some(DEFAULT_IDLE_EXIT);
     }
@@ -213,6 +183,49 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
         o.foreground = true;
     }
     Ok(Launch::Serve(o))
+}
+
+/// `--http`: a loopback address only.
+fn http_address(v: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = v.parse().map_err(|_| {
+        format!("--http {v:?} is not an address: write it as 127.0.0.1:PORT (PORT 0 picks one)")
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "--http {addr}: agent-worker serves only loopback addresses (127.0.0.1 or [::1]); \
+             put a reverse proxy with TLS in front to reach it from elsewhere"
+        ));
+    }
+    Ok(addr)
+}
+
+fn log_level(v: String) -> Result<String, String> {
+    if !["error", "warn", "info", "debug", "trace"].contains(&v.as_str()) {
+        return Err(format!(
+            "--log {v:?}: use error, warn, info, debug or trace"
+        ));
+    }
+    Ok(v)
+}
+
+/// `--idle-exit`: a duration, or `never` (None).
+fn idle_exit(v: &str) -> Result<Option<std::time::Duration>, String> {
+    match v.trim() {
+        "never" => Ok(None),
+        t => humantime::parse_duration(t).map(Some).map_err(|_| {
+            format!("--idle-exit {v:?}: write a duration such as 10m or 1h, or never")
+        }),
+    }
+}
+
+fn token_env(v: String) -> Result<String, String> {
+    if v.is_empty() || v.contains('=') {
+        return Err(format!(
+            "--token-env {v:?}: name the environment variable that holds the agent's token, \
+             e.g. --token-env {AGENT_TOKEN_ENV}"
+        ));
+    }
+    Ok(v)
 }
 
 /// `--data-dir`, else `AGENT_WORKER_HOME`, else the OS data dir.
