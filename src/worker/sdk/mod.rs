@@ -262,45 +262,7 @@ async fn tool_loop(
         for call in turn.calls {
             run.report
                 .progress(format!("step {step}: calls {}", call.name));
-            let refused = (call.args.as_ref().ok())
-                .and_then(|a| crate::worker::client::oversized(&call.name, a));
-            let (text, is_error) = match (call.args, refused) {
-                (_, Some(why)) => {
-                    run.report.progress(why.clone());
-                    (why, true)
-                }
-                (Err(e), None) => (
-                    format!(
-                        "your arguments were not a JSON object ({e}); call {} again with a JSON object",
-                        call.name
-                    ),
-                    true,
-                ),
-                (Ok(args), None) => match local.call(&call.name, &args).await {
-                    Some(r) => r,
-                    None => match servers.resolve(&call.name) {
-                        Some((server, tool)) => {
-                            match local.ask(
-                                Request::Mcp {
-                                    server: server.clone(),
-                                    tool: tool.to_owned(),
-                                },
-                                &call.name,
-                            ) {
-                                Some(why) => (why, true),
-                                None => match local.govern(&call.name, &args).await {
-                                    Some(why) => (why, true),
-                                    None => servers.call(&server, tool, args).await?,
-                                },
-                            }
-                        }
-                        None => match run.client.call(&call.name, args).await? {
-                            Ok(v) => (v.to_string(), false),
-                            Err(ToolFailed(e)) => (e, true),
-                        },
-                    },
-                },
-            };
+            let (text, is_error) = answer(run, &local, servers, call.name, call.args).await?;
             results.push((call.id, text, is_error));
         }
         match ep.provider {
@@ -315,4 +277,49 @@ async fn tool_loop(
         last_text.map(|t| format!("{t}\n")).unwrap_or_default(),
         run.cfg.max_steps
     )))
+}
+
+/// What the model gets back for one tool call: refused if too big to make, else
+/// a local tool's result, its own MCP server's (asked of the permissions and
+/// contracts first), or the team server's. The text and whether it is an error.
+async fn answer(
+    run: &Run<'_>,
+    local: &local::Local<'_>,
+    servers: &servers::Servers,
+    name: String,
+    args: Result<Value, String>,
+) -> Result<(String, bool), Failure> {
+    let args = match args {
+        Err(e) => {
+            let why = format!(
+                "your arguments were not a JSON object ({e}); call {name} again with a JSON object"
+            );
+            return Ok((why, true));
+        }
+        Ok(a) => a,
+    };
+    if let Some(why) = super::client::oversized(&name, &args) {
+        run.report.progress(why.clone());
+        return Ok((why, true));
+    }
+    if let Some(r) = local.call(&name, &args).await {
+        return Ok(r);
+    }
+    let Some((server, tool)) = servers.resolve(&name) else {
+        return Ok(match run.client.call(&name, args).await? {
+            Ok(v) => (v.to_string(), false),
+            Err(ToolFailed(e)) => (e, true),
+        });
+    };
+    let asked = Request::Mcp {
+        server: server.clone(),
+        tool: tool.to_owned(),
+    };
+    if let Some(why) = local.ask(asked, &name) {
+        return Ok((why, true));
+    }
+    if let Some(why) = local.govern(&name, &args).await {
+        return Ok((why, true));
+    }
+    servers.call(&server, tool, args).await
 }
