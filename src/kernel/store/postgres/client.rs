@@ -230,6 +230,27 @@ fn drive<T>(
         .map(|done| done.expect("only a wait for notifications ends before its call"))
 }
 
+/// Drives the connection as far as it goes now, keeping its notifications: None
+/// while it lives, Some when it ended (with its error, if it had one).
+fn pump(
+    conn: &mut tokio_postgres::Connection<Socket, NoTlsStream>,
+    cx: &mut std::task::Context<'_>,
+    notifications: &mut VecDeque<Notification>,
+) -> Option<Option<tokio_postgres::Error>> {
+    loop {
+        match conn.poll_message(cx) {
+            Poll::Ready(Some(Ok(AsyncMessage::Notification(n)))) => notifications.push_back(n),
+            Poll::Ready(Some(Ok(AsyncMessage::Notice(n)))) => {
+                tracing::debug!("PostgreSQL notice: {}", n.message())
+            }
+            Poll::Ready(Some(Ok(_))) => {}
+            Poll::Ready(Some(Err(e))) => return Some(Some(e)),
+            Poll::Ready(None) => return Some(None),
+            Poll::Pending => return None,
+        }
+    }
+}
+
 /// [`drive`]; with `on_notification`, also done as soon as a notification came.
 fn drive_until<T>(
     rt: &tokio::runtime::Runtime,
@@ -251,27 +272,7 @@ fn drive_until<T>(
         Some(conn) => rt.block_on(async {
             let mut deadline = pin!(tokio::time::sleep(bound));
             std::future::poll_fn(|cx| {
-                let mut ended = None;
-                loop {
-                    match conn.poll_message(cx) {
-                        Poll::Ready(Some(Ok(AsyncMessage::Notification(n)))) => {
-                            notifications.push_back(n)
-                        }
-                        Poll::Ready(Some(Ok(AsyncMessage::Notice(n)))) => {
-                            tracing::debug!("PostgreSQL notice: {}", n.message())
-                        }
-                        Poll::Ready(Some(Ok(_))) => {}
-                        Poll::Ready(Some(Err(e))) => {
-                            ended = Some(Some(e));
-                            break;
-                        }
-                        Poll::Ready(None) => {
-                            ended = Some(None);
-                            break;
-                        }
-                        Poll::Pending => break,
-                    }
-                }
+                let ended = pump(conn, cx, notifications);
                 if let Poll::Ready(out) = fut.as_mut().poll(cx) {
                     return Poll::Ready(Step::Done(out));
                 }
