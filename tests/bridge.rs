@@ -7,9 +7,9 @@ mod common;
 use common::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    GetPromptRequestParams, GetTaskParams, Implementation, ProtocolVersion,
-    ReadResourceRequestParams, ServerNotification, SubscribeRequestParams, SubscriptionFilter,
-    TaskPayload, TaskStatus, UnsubscribeRequestParams, UpdateTaskParams,
+    GetPromptRequestParams, Implementation, ProtocolVersion, ReadResourceRequestParams,
+    ServerNotification, SubscribeRequestParams, SubscriptionFilter, TaskPayload, TaskStatus,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -313,18 +313,8 @@ async fn a_bridged_2026_client_follows_updates_and_cancels_tasks() {
         }
     };
     let id = task("echo").await;
-    let mut done = None;
-    for _ in 0..100 {
-        let got = c.peer().get_task(GetTaskParams::new(id.clone())).await;
-        let got = got.unwrap_or_else(|e| panic!("tasks/get: {e}"));
-        if got.task.status().is_terminal() {
-            done = Some(got.task.payload);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let Some(TaskPayload::Completed { result }) = done else {
-        panic!("the task did not complete: {done:?}")
+    let TaskPayload::Completed { result } = task_ended(c.peer(), &id, 10).await.payload else {
+        panic!("the task did not complete")
     };
     assert_eq!(
         result["structuredContent"]["reply"]["final_text"], "echo done",
@@ -339,15 +329,7 @@ async fn a_bridged_2026_client_follows_updates_and_cancels_tasks() {
         .cancel_task(CancelTaskParams::new(slow.clone()))
         .await
         .unwrap_or_else(|e| panic!("tasks/cancel: {e}"));
-    let mut status = None;
-    for _ in 0..50 {
-        let got = c.peer().get_task(GetTaskParams::new(slow.clone())).await;
-        status = Some(got.unwrap().task.status());
-        if status.is_some_and(|s| s.is_terminal()) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let status = Some(task_ended(c.peer(), &slow, 5).await.status());
     assert_eq!(status, Some(TaskStatus::Cancelled));
     c.cancel().await.ok();
     s.stop().await;

@@ -60,25 +60,14 @@ async fn as_task(c: &TasksClient, tool: &str, args: Value) -> Value {
         other => panic!("{tool}: expected a task, got {other:?}"),
     };
     let id = create.task.task_id.clone();
-    for _ in 0..120 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let info = c
-            .peer()
-            .get_task(GetTaskParams::new(id.clone()))
-            .await
-            .unwrap();
-        if info.task.status().is_terminal() {
-            return match info.task.payload {
-                TaskPayload::Completed { result } => {
-                    let r: CallToolResult = serde_json::from_value(Value::Object(result)).unwrap();
-                    assert_ne!(r.is_error, Some(true), "{tool}: {r:?}");
-                    r.structured_content.expect("structured result")
-                }
-                other => panic!("{tool}: the task did not complete: {other:?}"),
-            };
+    match task_ended(c.peer(), &id, 30).await.payload {
+        TaskPayload::Completed { result } => {
+            let r: CallToolResult = serde_json::from_value(Value::Object(result)).unwrap();
+            assert_ne!(r.is_error, Some(true), "{tool}: {r:?}");
+            r.structured_content.expect("structured result")
         }
+        other => panic!("{tool}: the task did not complete: {other:?}"),
     }
-    panic!("{tool}: the task did not end within 30 s");
 }
 
 /// The plain answer, with its structured content.
@@ -99,13 +88,7 @@ async fn a_modern_client_gets_agent_ask_and_workflow_run_as_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "echo", "backend": "mock"}),
-    )
-    .await
-    .ok();
+    new_mock(&lead, "echo", json!([])).await;
     let tasks = tasks_client(&s, &s.admin, Proto::Modern).await;
 
     let r = as_task(
@@ -179,13 +162,7 @@ async fn a_legacy_client_gets_a_task_only_when_its_request_asks_for_one() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "echo", "backend": "mock"}),
-    )
-    .await
-    .ok();
+    new_mock(&lead, "echo", json!([])).await;
 
     // Declared at initialize, not asked for: the plain result (as the MCP
     // Inspector, which declares the extension, expects).

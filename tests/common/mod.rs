@@ -441,6 +441,29 @@ pub fn foreground_kernel(dir: &Path) -> tokio::process::Child {
         .expect("spawn a foreground kernel")
 }
 
+/// Polls tasks/get until the task `id` has ended (at most `secs`): its last state.
+pub async fn task_ended(
+    peer: &rmcp::Peer<RoleClient>,
+    id: &str,
+    secs: u64,
+) -> rmcp::model::DetailedTask {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = peer
+            .get_task(rmcp::model::GetTaskParams::new(id.to_owned()))
+            .await
+            .unwrap_or_else(|e| panic!("tasks/get {id}: {e}"));
+        if got.task.status().is_terminal() {
+            return got.task;
+        }
+        assert!(
+            Instant::now() < end,
+            "the task {id} did not end within {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// An agent session through an agent_join token.
 pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) -> Client {
     let j = call(lead, "agent_join", json!({"target": target}))
