@@ -328,7 +328,7 @@ async fn run() {
     // As the server binary does (see `no_huge_pages`), so memory figures match it.
     agent_worker::memory::no_huge_pages();
     assert!(
-        agent_worker::memory::sqlite_on_mimalloc(),
+        agent_worker::store::sqlite_on_mimalloc(),
         "SQLite was initialised before the bench could give it mimalloc"
     );
     let a = args();
@@ -337,10 +337,8 @@ async fn run() {
     let dir = a.data_dir.clone().unwrap_or_else(|| tmp.path().to_owned());
     let admin = "awadmin_bench_token_0123456789".to_string();
     let store = match &a.store {
-        Some(url) => agent_worker::kernel::store::Location::Postgres(url.clone()),
-        None => {
-            agent_worker::kernel::store::Location::Sqlite(dir.join(agent_worker::kernel::DB_FILE))
-        }
+        Some(url) => agent_worker::store::Location::Postgres(url.clone()),
+        None => agent_worker::store::Location::Sqlite(dir.join(agent_worker::kernel::DB_FILE)),
     };
     let (kernel, url) = start_kernel_at(&dir, &admin, &store).await;
     // As the server does once started: the start's temporaries go back to the OS.

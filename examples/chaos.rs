@@ -220,7 +220,7 @@ async fn chaos(a: Args) -> bool {
     })
     .unwrap();
     let store = match &a.store {
-        Some(url) => agent_worker::kernel::store::Location::Postgres(url.clone()).to_string(),
+        Some(url) => agent_worker::store::Location::Postgres(url.clone()).to_string(),
         None => "SQLite in the data dir".into(),
     };
     println!(

@@ -6,7 +6,7 @@
 //! there, or starts one in the background (its own session, no terminal, logs in
 //! the data dir), and relays to it ([`crate::bridge`]). That kernel stops by itself
 //! once no client has called for `--idle-exit` and nothing is owed (see
-//! [`crate::kernel::runtime::idle`]); if it dies while a client is attached, the
+//! [`kernel::runtime::idle`]); if it dies while a client is attached, the
 //! relay starts another and carries on.
 //!
 //! `--foreground` (or `AGENT_WORKER_FOREGROUND=1`) keeps the old behaviour: the
@@ -210,7 +210,7 @@ struct Spawned {
 
 /// Resolves when a background kernel should stop: no client request for `idle`,
 /// and nothing owed.
-pub async fn idle_exit(kernel: Arc<crate::kernel::Kernel>, idle: Duration) {
+pub async fn idle_exit(kernel: Arc<kernel::Kernel>, idle: Duration) {
     let check = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(10));
     loop {
         tokio::time::sleep(check).await;

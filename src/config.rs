@@ -12,10 +12,10 @@
 //! agent-worker --token-env NAME         stdio as an agent (its agent_join token in $NAME)
 //! ```
 
-use crate::kernel::store::Location;
 use std::net::SocketAddr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use store::Location;
 
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 pub const ADMIN_TOKEN_PREFIX: &str = "awadmin_";
@@ -51,21 +51,11 @@ pub const KERNEL_JSON: &str = "kernel.json";
 /// The internal flag of the background kernel a stdio launch starts.
 pub const BACKGROUND_KERNEL: &str = "--background-kernel";
 
-/// The environment variable that names the store when `--store` does not. The
-/// better place for a URL with a password: a command line is visible to every user
-/// of the machine.
-pub const STORE_ENV: &str = "AGENT_WORKER_STORE";
+pub use kernel::{AGENT_TOKEN_ENV, PORT_FILE};
+pub use store::STORE_ENV;
 
 /// The environment variable that names the node when `--node` does not.
 pub const NODE_ENV: &str = "AGENT_WORKER_NODE";
-
-/// The variable the stdio configs agent_join hands out put the agent's token in
-/// (named by their `--token-env`).
-pub const AGENT_TOKEN_ENV: &str = "AGENT_WORKER_AGENT_TOKEN";
-
-/// Where a data dir remembers its kernel's loopback port, so that every kernel
-/// started on it (after an idle exit, a restart) serves the same URL.
-pub const PORT_FILE: &str = "kernel.port";
 
 /// The default of `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -115,10 +105,10 @@ pub enum Launch {
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, String> {
     let mut o = Options::default();
     let mut it = args.into_iter().peekable();
-    if it.peek().map(String::as_str) == Some(crate::kernel::runtime::workers::WORKER_MODE) {
+    if it.peek().map(String::as_str) == Some(kernel::runtime::workers::WORKER_MODE) {
         return Ok(Launch::Worker);
     }
-    if it.peek().map(String::as_str) == Some(crate::worker::probe::PROBE_MODE) {
+    if it.peek().map(String::as_str) == Some(worker::probe::PROBE_MODE) {
         return Ok(Launch::Probe(it.skip(1).collect()));
     }
     while let Some(a) = it.next() {
@@ -138,13 +128,12 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
             "--token" => o.token = Some(value("--token")?),
             "--store" => {
                 let v = value("--store")?;
-                store_location(&v, Path::new("."))?;
+                Location::parse(&v, Path::new("."))?;
                 o.store = Some(v);
             }
             "--node" => {
                 let v = value("--node")?;
-                crate::kernel::runtime::nodes::validate_name(&v)
-                    .map_err(|e| format!("--node: {e}"))?;
+                kernel::runtime::nodes::validate_name(&v).map_err(|e| format!("--node: {e}"))?;
                 o.node = Some(v);
             }
             "--log" => o.log = Some(log_level(value("--log")?)?),
@@ -248,8 +237,8 @@ pub fn store(o: &Options, data_dir: &Path) -> Result<Location, String> {
             .ok()
             .filter(|s| !s.trim().is_empty())
     }) {
-        Some(s) => store_location(&s, data_dir),
-        None => Ok(Location::Sqlite(data_dir.join(crate::kernel::DB_FILE))),
+        Some(s) => Location::parse(&s, data_dir),
+        None => Ok(Location::in_data_dir(data_dir)),
     }
 }
 
@@ -262,11 +251,11 @@ pub fn node(o: &Options) -> Result<String, String> {
     }) {
         Some(n) => {
             let n = n.trim().to_owned();
-            crate::kernel::runtime::nodes::validate_name(&n)
+            kernel::runtime::nodes::validate_name(&n)
                 .map_err(|e| format!("--node (or {NODE_ENV}): {e}"))?;
             Ok(n)
         }
-        None => Ok(crate::kernel::runtime::nodes::default_name()),
+        None => Ok(kernel::runtime::nodes::default_name()),
     }
 }
 
@@ -305,29 +294,6 @@ pub fn check_store(o: &Options, data_dir: &Path, running: Option<&str>) -> Resul
         )),
         _ => Ok(()),
     }
-}
-
-fn store_location(s: &str, data_dir: &Path) -> Result<Location, String> {
-    let s = s.trim();
-    if s.eq_ignore_ascii_case("sqlite") {
-        return Ok(Location::Sqlite(data_dir.join(crate::kernel::DB_FILE)));
-    }
-    if crate::kernel::store::postgres::is_url(s) {
-        s.parse::<postgres::Config>().map_err(|e| {
-            format!(
-                "--store (or AGENT_WORKER_STORE) {}: not a PostgreSQL URL ({e}); write \
-                 postgres://USER:PASSWORD@HOST:PORT/DATABASE",
-                crate::kernel::store::postgres::redacted(s)
-            )
-        })?;
-        return Ok(Location::Postgres(s.to_owned()));
-    }
-    // Not echoed: it may be a connection string with a password in it.
-    Err(
-        "--store (or AGENT_WORKER_STORE): use sqlite (the default) or a URL \
-         postgres://USER:PASSWORD@HOST:PORT/DATABASE"
-            .into(),
-    )
 }
 
 /// The agent token a `--token-env` launch relays with (None: it relays as the lead).
@@ -384,7 +350,7 @@ pub fn admin_token(o: &Options, data_dir: &Path) -> Result<String, String> {
             Ok(t.trim().to_owned())
         }
         _ => {
-            let t = crate::kernel::registry::tokens::new_secret(ADMIN_TOKEN_PREFIX);
+            let t = kernel::registry::tokens::new_secret(ADMIN_TOKEN_PREFIX);
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
@@ -414,16 +380,13 @@ mod tests {
         let Ok(Launch::Serve(o)) = parse(&["--store", "sqlite"]) else {
             panic!()
         };
-        assert_eq!(
-            store(&o, dir).unwrap(),
-            Location::Sqlite(dir.join(crate::kernel::DB_FILE))
-        );
+        assert_eq!(store(&o, dir).unwrap(), Location::in_data_dir(dir));
         let url = "postgres://aw:s3cret@127.0.0.1:5432/team";
         let Ok(Launch::Serve(o)) = parse(&["--store", url]) else {
             panic!()
         };
         let at = store(&o, dir).unwrap();
-        assert_eq!(at, Location::Postgres(url.into()));
+        assert_eq!(at, Location::parse(url, dir).unwrap());
         assert!(!format!("{at} {at:?}").contains("s3cret"), "{at}");
         for bad in [
             "mysql://aw:s3cret@h/db",

@@ -2,7 +2,25 @@
 //!
 //! # Map
 //!
+//! A Cargo workspace whose crates are the layers; arrows point down only, and
+//! `tests/tidy.rs` reads `cargo metadata` to keep it so:
+//!
 //! ```text
+//! agent-worker (this crate: src/)    the binary: launch, server wiring, bridge, background
+//!   agent-worker-mcp (crates/mcp)    the MCP interface: rmcp handler, tools, resources, HTTP
+//!     agent-worker-kernel (crates/kernel)  the rooms: registry .. workflows
+//!       agent-worker-store (crates/store)  SQLite and PostgreSQL; the only crate naming one
+//!   agent-worker-worker (crates/worker)  one run of one agent on its backend (over MCP)
+//!         agent-worker-domain (crates/domain)  names, errors, clock, backends, guards, the
+//!                                              worker protocol, contracts, permissions,
+//!                                              schedules, workflow YAML: pure
+//!         agent-worker-os (crates/os)      subprocess supervision, giving memory back
+//! ```
+//!
+//! Below, each crate's files (paths inside its `src/`):
+//!
+//! ```text
+//! --- agent-worker (src/) ---
 //! main.rs        launch flags only -> server::run
 //! server.rs      process wiring: data dir lock, logging, stdio + HTTP listeners (the data
 //!                dir's remembered port, kernel.port), kernel.json
@@ -15,6 +33,11 @@
 //!                what to do: liveness.rs; the headers a 2026-07-28 message needs:
 //!                headers.rs)
 //! config.rs      launch options, data dir and admin token resolution
+//! --- agent-worker-domain (crates/domain/src/) ---
+//! backends.rs    the worker backends an agent may name; guards.rs budgets, an agent's limits
+//! protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out; the
+//!                readiness probe's report; the MCP body limit both sides keep
+//! clock.rs       time: now, formats, durations (bounded)
 //! contracts/     contracts (pure): parsing whose errors name the field, matching an
 //!                event, precedence (deny > allow > approvals combine; notify always),
 //!                one English sentence each (english.rs), what a backend without a
@@ -30,18 +53,15 @@
 //!                requests.rs the request a tool call stands for; shell/ what a
 //!                command line runs (read as the shell does, wrappers and `sh -c`
 //!                unwrapped) and whether a command pattern covers it
+//! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
+//! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`
+//! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
-//!                transparent huge pages, SQLite on the same allocator
+//!                transparent huge pages
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
-//! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
-//! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`, setup steps
-//! kernel/        the single source of truth (one per data dir). Rooms, each using
-//!                only those listed before it (and the leaves clock.rs, events.rs):
-//!   mod.rs         the hub: Kernel, who is calling (Caller, Scope), open and start
-//!   clock.rs       time: now, formats, durations (bounded)
-//!   events.rs      post-commit events: wakes for the scheduler, signals upward
-//!   store/         one writer thread with group commit, fixed reader threads, on
+//! --- agent-worker-store (crates/store/src/) ---
+//!   lib.rs         one writer thread with group commit, fixed reader threads, on
 //!                  either engine; queue.rs their job queues (sleep when idle, never
 //!                  spin); sql/ the one vocabulary jobs speak (connection, statements,
 //!                  rows, params: rusqlite's shapes), whose PostgreSQL side converts
@@ -51,7 +71,12 @@
 //!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
 //!                  the write and node locks, client.rs its client whose every wait
 //!                  is bounded, schema.rs its migrations, bus.rs LISTEN/NOTIFY
-//!                  between the kernels of a database)
+//!                  between the kernels of a database); allocator.rs SQLite on the
+//!                  process's allocator
+//! --- agent-worker-kernel (crates/kernel/src/): the single source of truth (one per
+//! data dir). Rooms, each using only those listed before it (and events.rs) ---
+//!   lib.rs         the hub: Kernel, who is calling (Caller, Scope), open and start
+//!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   registry/      workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, guards.rs budgets,
 //!                  tokens.rs admin and agent tokens (hash only), authentication
@@ -83,10 +108,11 @@
 //!                  nodes/ the kernels of a store (name, heartbeat, placement,
 //!                  takeover; bus.rs their events to each other); tells workflows
 //!                  through events
-//!   workflows/     workflow runs: start (run.rs), status, completion, stop, list;
-//!                  facts.rs what a status and the idle check read
-//! worker/        the worker mode (`agent-worker __worker`, started by the kernel per run)
-//!   protocol.rs    kernel <-> worker control channel: RunConfig in, Report lines out
+//!   workflows/     workflow runs: start (run.rs), setup.rs its shell setup steps,
+//!                  status, completion, stop, list; facts.rs what a status and the
+//!                  idle check read
+//! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
+//! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
 //!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
@@ -96,8 +122,8 @@
 //!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor);
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
-//! mcp/           the MCP interface: stateless translation onto the kernel
-//!   mod.rs         the rmcp handler: identity per request, tool visibility, dispatch,
+//! --- agent-worker-mcp (crates/mcp/src/): stateless translation onto the kernel ---
+//!   lib.rs         the rmcp handler: identity per request, tool visibility, dispatch,
 //!                  list pagination
 //!   client_configs.rs what agent_join hands out: HTTP and stdio client configs
 //!   resources.rs   resources and templates per identity (channel, status, documents,
@@ -124,10 +150,12 @@
 //!
 //! # Invariants
 //!
-//! - Dependencies flow one way: `mcp -> kernel -> store`. Nothing in `kernel` knows MCP.
-//!   Inside the kernel, rooms use only the rooms below them (store < registry <
-//!   governance < messaging < context < runtime < workflows); the runtime reaches
-//!   workflows only through events.
+//! - Crates depend only on crates below them (the map above; `tests/tidy.rs` reads
+//!   `cargo metadata`): `mcp -> kernel -> store -> domain`, the worker beside the
+//!   kernel and knowing neither it nor the store. rmcp is named only by the MCP crate,
+//!   the worker (its client) and the binary. Inside the kernel the rooms are still
+//!   `impl Kernel` blocks, so their order (registry < governance < messaging <
+//!   context < runtime < workflows) is a direction, not a wall the compiler keeps.
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //!   On PostgreSQL every write transaction takes the database's write lock first, so
@@ -142,7 +170,8 @@
 //! - The kernel's SQL is written once, in what SQLite and PostgreSQL both accept
 //!   (`ON CONFLICT`, `RETURNING`, `IS NOT DISTINCT FROM`, `CAST(sum(..) AS BIGINT)`);
 //!   the two functions it borrows from SQLite (`instr`, `group_concat`) are defined
-//!   in the PostgreSQL schema. Nothing outside `store/` names an engine.
+//!   in the PostgreSQL schema. Nothing outside the store crate names an engine
+//!   (`tests/tidy.rs`).
 //! - Identity is resolved per request (stdio = the lead; HTTP = the bearer token),
 //!   never from a session or a handler instance: rmcp makes handlers per session or
 //!   per request depending on the protocol version.
@@ -158,7 +187,8 @@
 //!   nothing writes to stdout except that transport. Launches that serve no stdio
 //!   write only their own output there: `--help` and `--version` (decided before
 //!   any transport runs; errors go to stderr), the worker's report lines (its
-//!   control channel to the kernel), the readiness probe's one JSON line.
+//!   control channel to the kernel), the readiness probe's one JSON line
+//!   (`tests/tidy.rs` names the files that may write there).
 //! - The kernel's own channel posts (proposal events) are written in the same
 //!   transaction as the change they announce, from `system`; their leading @mentions
 //!   are who must act.
@@ -189,16 +219,8 @@
 pub mod background;
 pub mod bridge;
 pub mod config;
-pub mod contracts;
-pub mod error;
-pub mod fsread;
-pub mod kernel;
-pub mod mcp;
-pub mod memory;
-pub mod names;
-pub mod permissions;
-pub mod process;
-pub mod schedule;
 pub mod server;
-pub mod worker;
-pub mod workflow;
+
+pub use domain::{clock, contracts, error, fsread, names, permissions, schedule, workflow};
+pub use os::{memory, process};
+pub use {kernel, mcp, store, worker};

@@ -10,7 +10,7 @@ fn main() -> std::process::ExitCode {
     agent_worker::memory::no_huge_pages();
     // Before anything opens a database (SQLite takes an allocator only before it
     // initialises); the debug build says so if a change ever moves that earlier.
-    let sqlite_on_mimalloc = agent_worker::memory::sqlite_on_mimalloc();
+    let sqlite_on_mimalloc = agent_worker::store::sqlite_on_mimalloc();
     debug_assert!(
         sqlite_on_mimalloc,
         "SQLite initialised before main could configure it"

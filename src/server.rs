@@ -9,9 +9,9 @@
 //! another program holds it, with a warning).
 
 use crate::config::{self, Options};
-use crate::kernel::Kernel;
-use crate::mcp::{AgentWorker, Tools, http};
 use anyhow::{Context, anyhow};
+use kernel::Kernel;
+use mcp::{AgentWorker, Tools, http};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -117,7 +117,7 @@ fn write_kernel_json(
     dir: &Path,
     url: &str,
     token: &str,
-    store: &crate::kernel::store::Location,
+    store: &store::Location,
     node: &str,
 ) -> anyhow::Result<PathBuf> {
     use std::io::Write;
@@ -279,7 +279,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     tracing::info!(%url, data_dir = %dir.display(), %store, node, stdio, "kernel started");
     // The start's temporaries (migrations, recovery, tool schemas) were freed on this
     // thread, which from here on only waits: give their pages back now.
-    crate::memory::collect_thread();
+    os::memory::collect_thread();
 
     let app = http::app(kernel.clone(), tools.clone(), ct.child_token());
     let http_ct = ct.clone();
@@ -290,7 +290,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     });
 
     if stdio {
-        let service = crate::mcp::stdio::serve(AgentWorker::new(kernel.clone(), tools))
+        let service = mcp::stdio::serve(AgentWorker::new(kernel.clone(), tools))
             .await
             .context("stdio MCP session failed to start")?;
         tokio::select! {

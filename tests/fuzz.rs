@@ -15,8 +15,9 @@
 //! `FUZZ_CASES=200000 cargo test --release --test fuzz -- --ignored fuzz`.
 //! `FUZZ_SEED` picks the seed (printed by every run).
 
+use agent_worker::clock;
 use agent_worker::kernel::context::documents::DocPath;
-use agent_worker::kernel::{clock, messaging::mentions};
+use agent_worker::kernel::messaging::mentions;
 use agent_worker::mcp::jsonrpc;
 use agent_worker::names::{AgentRef, WorkflowRef};
 use agent_worker::schedule::Trigger;

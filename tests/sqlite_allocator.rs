@@ -21,7 +21,7 @@ fn sqlite_allocates_from_mimalloc() -> bool {
 #[test]
 fn sqlite_takes_mimalloc_before_it_initialises_and_keeps_it() {
     assert!(
-        agent_worker::memory::sqlite_on_mimalloc(),
+        agent_worker::store::sqlite_on_mimalloc(),
         "SQLite refused the allocator before any database was opened"
     );
     assert!(sqlite_allocates_from_mimalloc());
@@ -47,6 +47,6 @@ fn sqlite_takes_mimalloc_before_it_initialises_and_keeps_it() {
     assert!(used > 100_000, "SQLite accounts {used} bytes in use");
 
     // Too late now: the call says so and SQLite keeps the allocator it has.
-    assert!(!agent_worker::memory::sqlite_on_mimalloc());
+    assert!(!agent_worker::store::sqlite_on_mimalloc());
     assert!(sqlite_allocates_from_mimalloc());
 }

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use agent_worker::kernel::Kernel;
-use agent_worker::kernel::store::Location;
 use agent_worker::mcp::{Tools, http};
+use agent_worker::store::Location;
 use rmcp::{
     RoleClient,
     model::{CallToolRequestParams, ProtocolVersion},

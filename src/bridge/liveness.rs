@@ -15,7 +15,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// [`TIMEOUT_ENV`], else 10 s (300 ms to an hour).
 pub(super) fn timeout() -> Duration {
     let range = Duration::from_millis(300)..=Duration::from_secs(3600);
-    crate::kernel::clock::env_duration(TIMEOUT_ENV, TIMEOUT, range)
+    domain::clock::env_duration(TIMEOUT_ENV, TIMEOUT, range)
 }
 
 /// What a watched wait ended with.
@@ -67,7 +67,7 @@ impl Relay {
 
     /// What the client is told when the kernel at `url` does not answer.
     async fn silent(&self, url: &str) -> String {
-        let within = format!("{} s", crate::kernel::clock::secs(self.timeout));
+        let within = format!("{} s", domain::clock::secs(self.timeout));
         let (dir, at) = (self.dir.clone(), url.to_owned());
         let found = tokio::task::spawn_blocking(move || {
             kernel_pid(&dir, &at).map(|pid| (pid, process_stopped(pid)))

@@ -33,10 +33,10 @@
 //! open and relays; a 2026-07-28 client's `subscriptions/listen` is a request whose
 //! streamed answer is relayed like any other.
 
-use crate::mcp::http::{MAX_BODY, sse::event_end};
-use crate::mcp::stdio::{Line, read_line};
 use anyhow::Context;
 use futures::StreamExt;
+use mcp::http::{MAX_BODY, sse::event_end};
+use mcp::stdio::{Line, read_line};
 use serde_json::{Value, json};
 mod exchange;
 mod headers;

@@ -1,0 +1,31 @@
+//! The domain of agent-worker: what the kernel, its workers and its MCP interface
+//! all speak, and nothing that runs. Pure: no store, no subprocess, no MCP, no
+//! network; reading a file someone named (`fsread`) and the system clock (`clock`)
+//! are the only contact with the world.
+//!
+//! - `names`: name rules and targets (`alice@review:pr-1`)
+//! - `error`: the kernel's typed errors, each written for the caller
+//! - `clock`: time (now, formats, bounded durations)
+//! - `backends`: the worker backends an agent may name
+//! - `guards`: budgets and an agent's limits
+//! - `protocol`: the kernel <-> worker control channel (RunConfig in, Report lines
+//!   out) and the readiness probe's report
+//! - `contracts`: parsing whose errors name the field, matching an event,
+//!   precedence, one English sentence each
+//! - `permissions`: permission profiles, each backend's terms for them, and what a
+//!   command line runs (`permissions::shell`)
+//! - `schedule`: `every` and `cron` triggers
+//! - `workflow`: workflow YAML: parsing with positions, params, `${{ }}`
+//! - `fsread`: reading a file someone named: regular files only, size first, bounded
+
+pub mod backends;
+pub mod clock;
+pub mod contracts;
+pub mod error;
+pub mod fsread;
+pub mod guards;
+pub mod names;
+pub mod permissions;
+pub mod protocol;
+pub mod schedule;
+pub mod workflow;

@@ -1,0 +1,56 @@
+//! Contracts drafted by agents: an `approval` proposal carrying a contract. Agents
+//! may vote (advice to the lead); the lead's vote decides it at once: `approve`
+//! installs the contract for this workflow instance (source `proposal`), `reject`
+//! drops it. Expiry installs nothing. Only the lead's approval installs: an agent
+//! cannot widen or loosen the rules it works under by itself.
+
+use super::*;
+use crate::governance::contracts::put_tx;
+
+/// Checks a draft: (its sentence, its JSON) or why it cannot be proposed.
+pub(super) fn check(kind: &str, binding: bool, v: &serde_json::Value) -> Result<(String, String)> {
+    if kind != "approval" {
+        return Err(Error::invalid(
+            "contract goes with type approval (the lead approves it into force)",
+        ));
+    }
+    if !binding {
+        return Err(Error::invalid(
+            "a contract proposal is binding: leave binding out or set it true",
+        ));
+    }
+    if v.get("workflow").is_some() {
+        return Err(Error::invalid(
+            "contract.workflow: a drafted contract applies to this workflow instance; leave workflow out",
+        ));
+    }
+    let c = domain::contracts::parse(v).map_err(|e| Error::invalid(format!("contract.{e}")))?;
+    Ok((domain::contracts::sentence(&c), v.to_string()))
+}
+
+/// The lead voted on a drafted contract: close the proposal with that choice and,
+/// on approve, put the contract in force, all in this transaction.
+pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) -> Result<Posted> {
+    p.close(c, "resolved", Some(option.to_owned()), LEAD)?;
+    let spec = p.contract.clone().unwrap_or_default();
+    let text = if option == "approve" {
+        let v: serde_json::Value =
+            serde_json::from_str(&spec).map_err(|e| Error::internal(e.to_string()))?;
+        let name = v["name"].as_str().unwrap_or_default().to_owned();
+        put_tx(c, Some(p.workflow_id), "proposal", &v, &name)?;
+        format!(
+            "@{} {} is approved by the lead: contract \"{name}\" is now in force in {}.",
+            p.creator,
+            p.id(),
+            s.workflow
+        )
+    } else {
+        format!(
+            "@{} {} is not approved by the lead ({}): its contract is not installed.",
+            p.creator,
+            p.id(),
+            quote(option)
+        )
+    };
+    post_system(c, p.workflow_id, &s.workflow, text)
+}

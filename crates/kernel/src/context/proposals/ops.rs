@@ -1,0 +1,416 @@
+//! The proposal tools: create, vote, status, cancel.
+
+use super::expiry::Announcements;
+use super::*;
+use store::sql;
+
+impl Kernel {
+    pub async fn proposal_create(&self, scope: &Scope, new: NewProposal) -> Result<Created> {
+        let kind = pick("proposal type", &new.kind, TYPES)?.to_owned();
+        let title = new.title.trim().to_owned();
+        if title.is_empty() {
+            return Err(Error::invalid(
+                "title is empty: say in a few words what is being decided",
+            ));
+        }
+        too_long("title", &title, MAX_TITLE_CHARS)?;
+        let description = new
+            .description
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(str::to_owned);
+        if let Some(d) = &description {
+            too_long("description", d, MAX_DESCRIPTION_CHARS)?;
+        }
+        let resolution = rule(
+            "resolution",
+            new.resolution.as_deref(),
+            Resolution::Plurality,
+        )?;
+        let tie = rule("tie_breaker", new.tie_breaker.as_deref(), TieBreaker::First)?;
+        let timeout = match new
+            .timeout
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            None => DEFAULT_TIMEOUT,
+            Some(t) => parse_duration(t, "timeout")?,
+        };
+        if timeout < Duration::from_secs(1) || timeout > MAX_TIMEOUT {
+            return Err(Error::invalid(format!(
+                "timeout must be between 1s and 7d (default 1h), got {}",
+                humantime::format_duration(timeout)
+            )));
+        }
+        let binding = new.binding.unwrap_or(true);
+        let draft = match &new.contract {
+            None => None,
+            Some(v) => Some(drafts::check(&kind, binding, v)?),
+        };
+        let description = match (&draft, description) {
+            (Some((says, _)), d) => Some(format!(
+                "{}Installs the contract: {says} (the lead's approve installs it)",
+                d.map(|d| format!("{d}\n")).unwrap_or_default()
+            )),
+            (None, d) => d,
+        };
+        let s = scope.clone();
+        let (created, posted) = self
+            .store
+            .write(move |c| {
+                let agents = agent_names(c, s.workflow_id)?;
+                let options = options_for(&kind, &new.options, &agents)?;
+                let eligible = agents.len() + 1; // the agents and the lead
+                let quorum = match new.quorum {
+                    None => agents.len().max(1),
+                    Some(q) if q >= 1 && q as usize <= eligible => q as usize,
+                    Some(q) => {
+                        return Err(Error::invalid(format!(
+                            "quorum {q} is impossible: {eligible} member(s) can vote here (the agents and the lead); \
+                             leave it out to require every agent"
+                        )));
+                    }
+                };
+                let num: i64 = c.query_row(
+                    "SELECT coalesce(max(num), 0) + 1 FROM proposals WHERE workflow_id = ?1",
+                    [s.workflow_id],
+                    |r| r.get(0),
+                )?;
+                let now = now_ms();
+                let expires_at = now + timeout.as_millis() as i64;
+                c.execute(
+                    "INSERT INTO proposals (workflow_id, num, type, title, description, options, resolution, quorum,
+                        tie_breaker, binding, creator, created_at, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    sql::params![
+                        s.workflow_id,
+                        num,
+                        kind,
+                        title,
+                        description,
+                        serde_json::to_string(&options).map_err(|e| Error::internal(e.to_string()))?,
+                        resolution.name(),
+                        quorum as i64,
+                        tie.name(),
+                        binding,
+                        s.me,
+                        now,
+                        expires_at
+                    ],
+                )?;
+                if let Some((_, spec)) = &draft {
+                    c.execute(
+                        "UPDATE proposals SET contract = ?3 WHERE workflow_id = ?1 AND num = ?2",
+                        (s.workflow_id, num, spec),
+                    )?;
+                }
+                let p = load(c, s.workflow_id, num)?;
+                let asked: Vec<String> = agents
+                    .iter()
+                    .filter(|a| !a.eq_ignore_ascii_case(&s.me))
+                    .cloned()
+                    .collect();
+                let text = format!(
+                    "{}{} proposes {} \"{}\" ({kind}; {}, quorum {quorum}, {}).{}\nOptions: {}.\n\
+                     Vote with team_vote(proposal: \"{}\", choice: <option id>, reason: ...) before {}.",
+                    mention_list(&asked),
+                    s.me,
+                    p.id(),
+                    quote(&p.title),
+                    resolution.name(),
+                    if binding { "binding" } else { "advisory" },
+                    p.description
+                        .as_deref()
+                        .map(|d| format!("\n{}", quote(d)))
+                        .unwrap_or_default(),
+                    p.options
+                        .iter()
+                        .map(|o| if o.id == o.label {
+                            quote(&o.id)
+                        } else {
+                            format!("{} = {}", quote(&o.id), quote(&o.label))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    p.id(),
+                    fmt_ms(p.expires_at),
+                );
+                let posted = post_system(c, s.workflow_id, &s.workflow, text)?;
+                Ok((p.view(&s.workflow, &agents), posted))
+            })
+            .await?;
+        self.announce(scope.workflow_id, &posted);
+        self.proposal_wake.notify_one();
+        Ok(Created {
+            proposal: created,
+            message_id: posted.result.id,
+        })
+    }
+
+    pub async fn proposal_vote(
+        &self,
+        scope: &Scope,
+        proposal: &str,
+        choice: &str,
+        reason: Option<&str>,
+    ) -> Result<Voted> {
+        let reason = reason
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned);
+        if let Some(r) = &reason {
+            too_long("reason", r, MAX_REASON_CHARS)?;
+        }
+        let (proposal, choice) = (proposal.to_owned(), choice.trim().to_owned());
+        let s = scope.clone();
+        let (voted, posted) = self
+            .store
+            .write(move |c| {
+                let mut posted = Announcements::new();
+                let num = proposal_num(c, s.workflow_id, &proposal)?;
+                let mut p = load(c, s.workflow_id, num)?;
+                if p.status != "open" {
+                    return Err(Error::conflict(format!(
+                        "{} is {} ({}); it takes no more votes. See team_proposal_status",
+                        p.id(),
+                        p.status,
+                        p.winner_text()
+                    )));
+                }
+                p.check_deadline()?;
+                let agents = agent_names(c, s.workflow_id)?;
+                if !s.lead && !agents.iter().any(|a| a.eq_ignore_ascii_case(&s.me)) {
+                    return Err(Error::forbidden(format!(
+                        "only members of {} vote; members: {}, {LEAD}",
+                        s.workflow,
+                        agents.join(", ")
+                    )));
+                }
+                let Some(option) = p
+                    .options
+                    .iter()
+                    .find(|o| o.id == choice)
+                    .or_else(|| p.options.iter().find(|o| o.id.eq_ignore_ascii_case(&choice)))
+                    .or_else(|| p.options.iter().find(|o| o.label.eq_ignore_ascii_case(&choice)))
+                else {
+                    return Err(Error::invalid(format!(
+                        "{choice:?} is not an option of {}; choose one of: {}",
+                        p.id(),
+                        p.option_ids().join(", ")
+                    )));
+                };
+                let option = option.id.clone();
+                let revote = p.voted(&s.me);
+                c.execute(
+                    "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (workflow_id, num, voter) DO UPDATE SET choice = excluded.choice,
+                       reason = excluded.reason, voted_at = excluded.voted_at",
+                    sql::params![s.workflow_id, num, s.me, option, reason, now_ms()],
+                )?;
+                p = load(c, s.workflow_id, num)?;
+                if s.lead && p.contract.is_some() {
+                    // A drafted contract: the lead's vote decides it.
+                    posted.push((s.workflow_id, drafts::decide(c, &mut p, &s, &option)?));
+                    let view = p.view(&s.workflow, &agents);
+                    return Ok((
+                        Voted {
+                            resolved: true,
+                            winner: view.winner.clone(),
+                            proposal: view,
+                        },
+                        posted,
+                    ));
+                }
+                let outcome = p.outcome();
+                // Who must act after this vote: nobody, unless the proposal is stuck.
+                let (must_act, stuck): (Vec<String>, String) = match &outcome {
+                    Outcome::CreatorMustDecide(tied) => (
+                        vec![p.creator.clone()],
+                        format!(
+                            " Tie between {}: {} decides by voting for one of them.",
+                            tied.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" and "),
+                            p.creator
+                        ),
+                    ),
+                    Outcome::NoMajority | Outcome::NotUnanimous => (
+                        p.votes
+                            .iter()
+                            .map(|(c, _, _)| c.voter.clone())
+                            .filter(|v| !v.eq_ignore_ascii_case(&s.me))
+                            .collect(),
+                        format!(
+                            " No {} yet ({}): a revote can break the deadlock.",
+                            if matches!(outcome, Outcome::NoMajority) {
+                                "majority"
+                            } else {
+                                "unanimity"
+                            },
+                            quote(&p.counts())
+                        ),
+                    ),
+                    _ => (Vec::new(), String::new()),
+                };
+                let must_act: Vec<String> = must_act
+                    .into_iter()
+                    .filter(|m| !m.eq_ignore_ascii_case(&s.me))
+                    .collect();
+                let text = format!(
+                    "{}{} {}voted {} on {}{}. {} of {} votes.{stuck}",
+                    mention_list(&must_act),
+                    s.me,
+                    if revote { "re" } else { "" },
+                    quote(&option),
+                    p.id(),
+                    reason
+                        .as_deref()
+                        .map(|r| format!(" (reason: {})", quote(r)))
+                        .unwrap_or_default(),
+                    p.votes.len(),
+                    p.quorum
+                );
+                posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
+                let resolved = if let Outcome::Winner(w) = outcome {
+                    p.close(c, "resolved", Some(w), "quorum")?;
+                    let tell: Vec<String> = p
+                        .involved(&agents)
+                        .into_iter()
+                        .filter(|m| !m.eq_ignore_ascii_case(&s.me))
+                        .collect();
+                    let text = format!(
+                        "{}{} \"{}\" is resolved: {} wins ({}, {} of {} votes; {}).",
+                        mention_list(&tell),
+                        p.id(),
+                        quote(&p.title),
+                        p.winner_text(),
+                        p.resolution.name(),
+                        p.votes.len(),
+                        p.quorum,
+                        if p.binding { "binding" } else { "advisory" }
+                    );
+                    posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
+                    true
+                } else {
+                    false
+                };
+                let view = p.view(&s.workflow, &agents);
+                Ok((
+                    Voted {
+                        resolved,
+                        winner: view.winner.clone(),
+                        proposal: view,
+                    },
+                    posted,
+                ))
+            })
+            .await?;
+        self.announce_all(&posted);
+        if voted.resolved {
+            // A drafted contract may have come into force.
+            self.contracts_changed().await?;
+        }
+        Ok(voted)
+    }
+
+    pub async fn proposal_status(
+        &self,
+        scope: &Scope,
+        proposal: Option<&str>,
+    ) -> Result<StatusList> {
+        let (list, overdue) = self.read_proposals(scope, proposal).await?;
+        if !overdue {
+            return Ok(list);
+        }
+        // The timer is about to close one; do it now so nobody sees it open late.
+        self.expire_due().await?;
+        Ok(self.read_proposals(scope, proposal).await?.0)
+    }
+
+    /// The proposals status shows, and whether one of them is open past its deadline.
+    async fn read_proposals(
+        &self,
+        scope: &Scope,
+        proposal: Option<&str>,
+    ) -> Result<(StatusList, bool)> {
+        let proposal = proposal.map(str::to_owned);
+        let s = scope.clone();
+        self.store
+            .read(move |c| {
+                let nums: Vec<i64> = match &proposal {
+                    Some(p) => vec![proposal_num(c, s.workflow_id, p)?],
+                    None => {
+                        let mut st = c.prepare_cached(
+                            "SELECT num FROM proposals WHERE workflow_id = ?1 AND status = 'open'
+                             UNION ALL
+                             SELECT num FROM (SELECT num FROM proposals WHERE workflow_id = ?1 AND status <> 'open'
+                                              ORDER BY num DESC LIMIT ?2) recent",
+                        )?;
+                        let mut n = st
+                            .query_map((s.workflow_id, RECENT_CLOSED), |r| r.get(0))?
+                            .collect::<sql::Result<Vec<i64>>>()?;
+                        n.sort_unstable_by(|a, b| b.cmp(a));
+                        n
+                    }
+                };
+                let agents = agent_names(c, s.workflow_id)?;
+                let stored = nums
+                    .into_iter()
+                    .map(|n| load(c, s.workflow_id, n))
+                    .collect::<Result<Vec<_>>>()?;
+                let overdue = stored.iter().any(|p| p.check_deadline().is_err());
+                let proposals = stored
+                    .iter()
+                    .map(|p| p.view(&s.workflow, &agents))
+                    .collect();
+                Ok((StatusList { proposals }, overdue))
+            })
+            .await
+    }
+
+    pub async fn proposal_cancel(&self, scope: &Scope, proposal: &str) -> Result<Cancelled> {
+        let proposal = proposal.to_owned();
+        let s = scope.clone();
+        let (view, posted) = self
+            .store
+            .write(move |c| {
+                let mut posted = Announcements::new();
+                let num = proposal_num(c, s.workflow_id, &proposal)?;
+                let mut p = load(c, s.workflow_id, num)?;
+                if !s.lead && !p.creator.eq_ignore_ascii_case(&s.me) {
+                    return Err(Error::forbidden(format!(
+                        "only {} (who created {}) or the lead can cancel it; vote against it instead",
+                        p.creator,
+                        p.id()
+                    )));
+                }
+                if p.status != "open" {
+                    return Err(Error::conflict(format!(
+                        "{} is already {}; only an open proposal can be cancelled",
+                        p.id(),
+                        p.status
+                    )));
+                }
+                p.check_deadline()?;
+                p.close(c, "cancelled", None, &s.me)?;
+                let agents = agent_names(c, s.workflow_id)?;
+                let tell: Vec<String> = agents
+                    .iter()
+                    .filter(|a| !p.voted(a) && !a.eq_ignore_ascii_case(&s.me))
+                    .cloned()
+                    .collect();
+                let text = format!(
+                    "{}{} \"{}\" was cancelled by {}; no vote is needed.",
+                    mention_list(&tell),
+                    p.id(),
+                    quote(&p.title),
+                    s.me
+                );
+                posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
+                Ok((p.view(&s.workflow, &agents), posted))
+            })
+            .await?;
+        self.announce_all(&posted);
+        Ok(Cancelled { proposal: view })
+    }
+}

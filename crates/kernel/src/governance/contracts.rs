@@ -1,0 +1,489 @@
+//! Contract rows, the set in force (in memory, replaced whole on every change, so
+//! a change applies to the very next decision without a restart), and the log of
+//! decisions.
+//!
+//! A contract the lead sets is global unless its `workflow` field narrows it; a
+//! contract from a workflow's YAML belongs to that instance and is replaced when
+//! the instance is run again.
+
+use crate::Kernel;
+use domain::clock::{fmt_ms, now_ms};
+use domain::contracts::{self, Contract, Verdict};
+use domain::error::{Error, Result};
+use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
+use domain::names::WorkflowRef;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::{Arc, RwLock};
+use store::sql;
+use store::sql::Connection;
+
+/// How many decisions contract_list shows.
+const RECENT_DECISIONS: i64 = 20;
+
+/// A contract as stored.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub id: i64,
+    /// The instance whose YAML declared it (None: the lead's).
+    pub owner: Option<i64>,
+    pub source: String,
+    pub spec: Value,
+    pub contract: Contract,
+}
+
+/// The contracts in force, oldest first.
+#[derive(Default)]
+pub struct Set(RwLock<Arc<Vec<Stored>>>);
+
+impl Set {
+    pub fn all(&self) -> Arc<Vec<Stored>> {
+        self.0.read().unwrap().clone()
+    }
+
+    fn replace(&self, v: Vec<Stored>) {
+        *self.0.write().unwrap() = Arc::new(v);
+    }
+}
+
+/// The contracts that apply in one instance.
+pub fn in_force<'a>(
+    all: &'a [Stored],
+    workflow_id: i64,
+    wf: &'a WorkflowRef,
+) -> impl Iterator<Item = &'a Contract> + 'a {
+    all.iter()
+        .filter(move |s| match s.owner {
+            Some(o) => o == workflow_id,
+            None => s.contract.in_scope(&wf.name, &wf.tag),
+        })
+        .map(|s| &s.contract)
+}
+
+/// Every contract row, parsed (a row that no longer parses is skipped and logged).
+pub fn load(c: &Connection) -> Result<Vec<Stored>> {
+    let mut st =
+        c.prepare("SELECT id, owner_workflow_id, source, spec FROM contracts ORDER BY id")?;
+    let rows = st.query_map((), |r| {
+        Ok((
+            r.get::<i64>(0)?,
+            r.get::<Option<i64>>(1)?,
+            r.get::<String>(2)?,
+            r.get::<String>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, owner, source, spec) = row?;
+        let parsed = serde_json::from_str::<Value>(&spec)
+            .map_err(|e| e.to_string())
+            .and_then(|v| contracts::parse(&v).map(|c| (v, c)));
+        match parsed {
+            Ok((spec, contract)) => out.push(Stored {
+                id,
+                owner,
+                source,
+                spec,
+                contract,
+            }),
+            Err(e) => tracing::error!(id, "a stored contract no longer parses; skipped: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+/// Inserts or replaces one contract (by owner and name) inside a store job.
+pub fn put_tx(
+    c: &Connection,
+    owner: Option<i64>,
+    source: &str,
+    spec: &Value,
+    name: &str,
+) -> Result<()> {
+    c.execute(
+        "DELETE FROM contracts WHERE COALESCE(owner_workflow_id, 0) = COALESCE(?1, 0) AND name = ?2",
+        (owner, name),
+    )?;
+    c.execute(
+        "INSERT INTO contracts (name, owner_workflow_id, spec, source, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        (name, owner, spec.to_string(), source, now_ms()),
+    )?;
+    Ok(())
+}
+
+/// One decision worth keeping: which contracts, about what, and how it ended.
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    pub workflow_id: i64,
+    pub agent: String,
+    pub event: String,
+    pub detail: String,
+    pub contracts: Vec<String>,
+    pub outcome: String,
+    pub approval_id: Option<i64>,
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// How much of what a decision was about is kept.
+const DETAIL_CHARS: usize = 500;
+
+impl Decision {
+    /// One decision: `contracts` led to `outcome` about `detail` (kept in part).
+    pub fn new(
+        workflow_id: i64,
+        agent: &str,
+        event: &str,
+        detail: &str,
+        contracts: Vec<String>,
+        outcome: &str,
+    ) -> Self {
+        Decision {
+            workflow_id,
+            agent: agent.to_owned(),
+            event: event.to_owned(),
+            detail: detail.chars().take(DETAIL_CHARS).collect(),
+            contracts,
+            outcome: outcome.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// The decision a verdict stands for, with its outcome word.
+    pub fn of(workflow_id: i64, agent: &str, event: &str, detail: &str, v: &Verdict) -> Self {
+        let (outcome, contracts, reason) = if let Some((c, r, pause)) = &v.deny {
+            (
+                if *pause { "paused" } else { "denied" },
+                vec![c.clone()],
+                Some(r.clone()),
+            )
+        } else if let Some(c) = &v.allowed_by {
+            ("allowed", vec![c.clone()], None)
+        } else if let Some(a) = &v.approval {
+            ("approval_requested", a.contracts.clone(), None)
+        } else if !v.routes.is_empty() {
+            (
+                "routed",
+                v.routes.iter().map(|r| r.0.clone()).collect(),
+                None,
+            )
+        } else if !v.pause.is_empty() {
+            (
+                "paused",
+                v.pause.iter().map(|p| p.0.clone()).collect(),
+                Some(v.pause[0].1.clone()),
+            )
+        } else {
+            (
+                "notified",
+                v.notify.iter().map(|n| n.0.clone()).collect(),
+                None,
+            )
+        };
+        Decision {
+            reason,
+            ..Decision::new(workflow_id, agent, event, detail, contracts, outcome)
+        }
+    }
+}
+
+pub fn record_tx(c: &Connection, d: &Decision) -> Result<i64> {
+    c.prepare_cached(
+        "INSERT INTO contract_decisions (at, workflow_id, agent, event, detail, contracts, outcome, approval_id,
+                                         decided_by, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+    )?
+    .query_row(sql::params![
+        now_ms(),
+        d.workflow_id,
+        d.agent,
+        d.event,
+        d.detail,
+        serde_json::to_string(&d.contracts).unwrap_or_default(),
+        d.outcome,
+        d.approval_id,
+        d.decided_by,
+        d.reason
+    ], |r| r.get(0))
+    .map_err(Into::into)
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ContractView {
+    pub name: String,
+    /// What it does, in one sentence.
+    pub says: String,
+    /// `lead`, `yaml` (a workflow file, for its instance only), `proposal` (drafted
+    /// by an agent, approved by the lead) or `built-in` (a guard).
+    pub source: String,
+    /// The instance a workflow's contract belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The contract as given (absent for built-in guards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    pub spec: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DecisionView {
+    pub at: String,
+    pub workflow: String,
+    pub agent: String,
+    pub event: String,
+    /// What it was about: the command, path, message or spend.
+    pub detail: String,
+    pub contracts: Vec<String>,
+    /// allowed, denied, paused, routed, notified, approval_requested, approved,
+    /// refused (by an approver), timed_out or lost.
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ContractList {
+    /// Oldest first: the order in which a deny is found first.
+    pub contracts: Vec<ContractView>,
+    /// The kernel's own guards, as the contracts they are.
+    pub built_in: Vec<ContractView>,
+    /// The latest decisions, newest first.
+    pub decisions: Vec<DecisionView>,
+}
+
+/// The built-in guards (see `registry::guards`) in the same words.
+fn guards(workflow: &str, b: &Budget) -> Vec<ContractView> {
+    let mut out = vec![
+        format!(
+            "When an agent has started {} runs in the last hour, pause it until agent_resume.",
+            b.max_runs_per_hour.unwrap_or(DEFAULT_RUNS_PER_HOUR)
+        ),
+        format!(
+            "When agents have sent each other {} messages without one from you (the lead), pause the one about to \
+             run until agent_resume.",
+            b.max_hops.unwrap_or(DEFAULT_MAX_HOPS)
+        ),
+    ];
+    if let Some(t) = b.max_tokens {
+        out.push(format!(
+            "When an agent has used more than {t} tokens, pause it until agent_resume."
+        ));
+    }
+    if let Some(c) = b.max_cost_usd {
+        out.push(format!(
+            "When an agent has spent more than ${c}, pause it until agent_resume."
+        ));
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, says)| ContractView {
+            name: ["runs-per-hour", "hops", "tokens", "cost"][i.min(3)].into(),
+            says: format!("{} (in {workflow})", says.trim_end_matches('.')) + ".",
+            source: "built-in".into(),
+            workflow: Some(workflow.to_owned()),
+            spec: None,
+        })
+        .collect()
+}
+
+impl Kernel {
+    /// Reads every contract into the set in force (at open and after each change).
+    pub(crate) async fn reload_contracts(&self) -> Result<()> {
+        let all = self.store.read(load).await?;
+        self.contracts.replace(all);
+        Ok(())
+    }
+
+    /// After a change to the contracts: reads them again, and tells the other
+    /// kernels of the store to do the same.
+    pub(crate) async fn contracts_changed(&self) -> Result<()> {
+        self.reload_contracts().await?;
+        self.events.publish(crate::events::Event::ContractsChanged);
+        Ok(())
+    }
+
+    /// contract_set: creates or replaces the lead's contract of this name.
+    pub async fn contract_set(&self, spec: Value) -> Result<ContractView> {
+        let c = contracts::parse(&spec).map_err(|e| Error::invalid(format!("contract.{e}")))?;
+        if let Some(w) = &c.workflow {
+            let wf = WorkflowRef::parse(w)?;
+            if w.contains(':') {
+                // A named instance must exist, so a typo is not a contract that never applies.
+                self.workflow_id(&wf).await?;
+            }
+        }
+        let (name, spec2) = (c.name.clone(), spec.clone());
+        let count = self.contracts.all().len();
+        self.store
+            .write(move |tx| {
+                let exists: bool = tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM contracts WHERE owner_workflow_id IS NULL AND name = ?1)",
+                    [&name],
+                    |r| r.get(0),
+                )?;
+                if !exists && count >= contracts::MAX_CONTRACTS {
+                    return Err(Error::invalid(format!(
+                        "there are already {} contracts; delete one first",
+                        contracts::MAX_CONTRACTS
+                    )));
+                }
+                put_tx(tx, None, "lead", &spec2, &name)
+            })
+            .await?;
+        self.contracts_changed().await?;
+        Ok(ContractView {
+            says: contracts::sentence(&c),
+            name: c.name,
+            source: "lead".into(),
+            workflow: None,
+            spec: Some(spec),
+        })
+    }
+
+    /// contract_set with remove: deletes the lead's contract of this name.
+    pub async fn contract_delete(&self, name: &str) -> Result<()> {
+        let n = name.to_owned();
+        let removed = self
+            .store
+            .write(move |c| {
+                Ok(c.execute(
+                    "DELETE FROM contracts WHERE owner_workflow_id IS NULL AND name = ?1",
+                    [&n],
+                )?)
+            })
+            .await?;
+        if removed == 0 {
+            let names: Vec<String> = self
+                .contracts
+                .all()
+                .iter()
+                .filter(|s| s.owner.is_none())
+                .map(|s| s.contract.name.clone())
+                .collect();
+            return Err(Error::not_found(format!(
+                "no contract named {name:?} (contracts of a workflow file go with its instance); contracts: {}",
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        }
+        self.contracts_changed().await
+    }
+
+    /// contract_list: the contracts (all, or those in force in one instance), the
+    /// built-in guards and the latest decisions.
+    pub async fn contract_list(&self, workflow: Option<&WorkflowRef>) -> Result<ContractList> {
+        let scope = match workflow {
+            Some(wf) => Some((self.workflow_id(wf).await?, wf.clone())),
+            None => None,
+        };
+        let all = self.contracts.all();
+        let scope2 = scope.clone();
+        let (names, budgets, decisions) = self
+            .store
+            .read(move |c| {
+                let mut names = std::collections::HashMap::new();
+                let mut st = c.prepare("SELECT id, name, tag FROM workflows")?;
+                for r in st.query_map((), |r| {
+                    Ok((
+                        r.get::<i64>(0)?,
+                        WorkflowRef {
+                            name: r.get(1)?,
+                            tag: r.get(2)?,
+                        },
+                    ))
+                })? {
+                    let (id, wf) = r?;
+                    names.insert(id, wf);
+                }
+                let budget = |id: i64| -> Result<Budget> {
+                    let b: String =
+                        c.query_row("SELECT budget FROM workflows WHERE id = ?1", [id], |r| {
+                            r.get(0)
+                        })?;
+                    Ok(serde_json::from_str(&b).unwrap_or_default())
+                };
+                let id = match &scope2 {
+                    Some((id, _)) => *id,
+                    None => c.query_row(
+                        "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
+                        (domain::names::GLOBAL_WORKFLOW, domain::names::DEFAULT_TAG),
+                        |r| r.get(0),
+                    )?,
+                };
+                let budgets = vec![(id, budget(id)?)];
+                let decisions = recent(c, scope2.as_ref().map(|s| s.0))?;
+                Ok((names, budgets, decisions))
+            })
+            .await?;
+        let contracts = all
+            .iter()
+            .filter(|s| match &scope {
+                None => true,
+                Some((id, wf)) => match s.owner {
+                    Some(o) => o == *id,
+                    None => s.contract.in_scope(&wf.name, &wf.tag),
+                },
+            })
+            .map(|s| ContractView {
+                name: s.contract.name.clone(),
+                says: contracts::sentence(&s.contract),
+                source: s.source.clone(),
+                workflow: s.owner.and_then(|o| names.get(&o)).map(|w| w.to_string()),
+                spec: Some(s.spec.clone()),
+            })
+            .collect();
+        let built_in = budgets
+            .iter()
+            .flat_map(|(id, b)| {
+                let w = names.get(id).map(|w| w.to_string()).unwrap_or_default();
+                guards(&w, b)
+            })
+            .collect();
+        let decisions = decisions
+            .into_iter()
+            .map(|mut d| {
+                if let Ok(id) = d.workflow.parse::<i64>() {
+                    d.workflow = names.get(&id).map(|w| w.to_string()).unwrap_or_default();
+                }
+                d
+            })
+            .collect();
+        Ok(ContractList {
+            contracts,
+            built_in,
+            decisions,
+        })
+    }
+}
+
+/// The latest decisions (of one instance, or all), newest first; `workflow` holds
+/// the instance id until the caller names it.
+fn recent(c: &Connection, workflow_id: Option<i64>) -> Result<Vec<DecisionView>> {
+    let mut st = c.prepare(
+        "SELECT at, workflow_id, agent, event, detail, contracts, outcome, approval_id, decided_by, reason
+         FROM contract_decisions WHERE (workflow_id = ?1 OR ?1 IS NULL) ORDER BY id DESC LIMIT ?2",
+    )?;
+    let rows = st.query_map((workflow_id, RECENT_DECISIONS), |r| {
+        Ok(DecisionView {
+            at: fmt_ms(r.get(0)?),
+            workflow: r.get::<i64>(1)?.to_string(),
+            agent: r.get(2)?,
+            event: r.get(3)?,
+            detail: r.get(4)?,
+            contracts: serde_json::from_str(&r.get::<String>(5)?).unwrap_or_default(),
+            outcome: r.get(6)?,
+            approval_id: r.get(7)?,
+            decided_by: r.get(8)?,
+            reason: r.get(9)?,
+        })
+    })?;
+    Ok(rows.collect::<sql::Result<_>>()?)
+}

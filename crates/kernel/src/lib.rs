@@ -1,0 +1,330 @@
+//! The kernel: one per data dir, the single source of truth. It owns the store and
+//! decides what a caller may see and change. The MCP layer above only translates.
+//!
+//! Each concept lives in its own module as an `impl Kernel` block:
+//! `registry` (workflows, agents), `tokens` (identity), `messaging` (channel),
+//! `inbox` (deliveries and their state), `team` (status and members), `resources`
+//! (content-addressed blobs), `documents` (shared files behind providers),
+//! `proposals` (votes and their resolution).
+
+pub mod context;
+pub mod events;
+pub mod governance;
+pub mod messaging;
+pub mod registry;
+pub mod runtime;
+pub mod workflows;
+
+use domain::error::{Error, Result};
+use domain::names::{LEAD, WorkflowRef};
+use events::Events;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use store::Store;
+use store::sql;
+use store::sql::OptionalExtension;
+
+/// The variable the stdio configs agent_join hands out put the agent's token in
+/// (named by their `--token-env`).
+pub const AGENT_TOKEN_ENV: &str = "AGENT_WORKER_AGENT_TOKEN";
+
+/// Where a data dir remembers its kernel's loopback port, so that every kernel
+/// started on it (after an idle exit, a restart) serves the same URL.
+pub const PORT_FILE: &str = "kernel.port";
+
+pub use store::DB_FILE;
+
+/// Who is calling. Resolved per request by the MCP layer (stdio and the admin token
+/// are the lead; an agent token is one agent in one workflow instance).
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Lead,
+    Agent(AgentIdentity),
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentIdentity {
+    pub agent_id: i64,
+    pub name: String,
+    pub workflow: WorkflowRef,
+    pub workflow_id: i64,
+    /// The worker run this token was minted for (None for an agent_join client):
+    /// what the run reads is recorded as read by it.
+    pub run_id: Option<String>,
+}
+
+impl Caller {
+    pub fn is_lead(&self) -> bool {
+        matches!(self, Caller::Lead)
+    }
+}
+
+/// The workflow instance a context tool acts in, and as whom.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub workflow: WorkflowRef,
+    pub workflow_id: i64,
+    /// The member name the caller acts as (`user` for the lead).
+    pub me: String,
+    pub lead: bool,
+    /// The worker run acting, when the caller is one (see [`AgentIdentity::run_id`]).
+    pub run_id: Option<String>,
+}
+
+pub struct Kernel {
+    pub(crate) store: Store,
+    pub events: Events,
+    pub(crate) tokens: registry::tokens::Tokens,
+    data_dir: PathBuf,
+    /// This kernel's node name (see [`runtime::nodes`]): the agents it runs are
+    /// leased to it.
+    node: String,
+    /// The loopback MCP endpoint, once the HTTP listener is bound.
+    url: OnceLock<String>,
+    /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
+    /// entries are dropped when an instance is deleted.
+    workflow_ids: Mutex<HashMap<WorkflowRef, i64>>,
+    /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
+    proposal_wake: Arc<tokio::sync::Notify>,
+    /// Runs in progress (the process manager).
+    pub(crate) workers: runtime::workers::Workers,
+    /// When agents run: wakes, the queue, retries, pauses, schedules.
+    pub(crate) scheduler: runtime::scheduler::Scheduler,
+    /// When a client last made a request (ms since the epoch): a background kernel
+    /// exits only after a while without one (see [`runtime::idle`]).
+    pub(crate) last_client: std::sync::atomic::AtomicI64,
+    /// The contracts in force (hot-loaded on every change).
+    pub(crate) contracts: governance::contracts::Set,
+    /// Tool requests waiting for an approval, by approval id (with the asking
+    /// agent): woken when it is decided.
+    pub(crate) approval_waits: Mutex<HashMap<i64, (i64, Arc<tokio::sync::Notify>)>>,
+    /// The bus to the other kernels of the store, once joined (PostgreSQL only).
+    pub(crate) bus: OnceLock<Arc<store::bus::Bus>>,
+    /// Set when the node leaves the store (a clean stop): no more heartbeats.
+    pub(crate) leaving: std::sync::atomic::AtomicBool,
+}
+
+/// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
+/// (embedding the kernel in a program that is not agent-worker, e.g. a test).
+pub(crate) fn worker_exe() -> PathBuf {
+    std::env::var_os("AGENT_WORKER_EXE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("agent-worker"))
+}
+
+impl Kernel {
+    /// Opens the data dir's database and recovers from the previous run: deliveries
+    /// that were read but not acked go back to pending, so nothing is lost.
+    pub async fn open(data_dir: &Path, admin_token: String) -> Result<Arc<Self>> {
+        let store = store::Location::in_data_dir(data_dir);
+        Self::open_at(
+            data_dir,
+            admin_token,
+            &store,
+            &runtime::nodes::default_name(),
+        )
+        .await
+    }
+
+    /// [`Kernel::open`] with the state at `store` (SQLite or PostgreSQL), as node
+    /// `node`; the data dir still holds the logs, document folders and workers'
+    /// scratch space.
+    pub async fn open_at(
+        data_dir: &Path,
+        admin_token: String,
+        store: &store::Location,
+        node: &str,
+    ) -> Result<Arc<Self>> {
+        runtime::nodes::validate_name(node).map_err(Error::invalid)?;
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            Error::internal(format!(
+                "cannot create data dir {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        let (location, me) = (store.clone(), node.to_owned());
+        let store = tokio::task::spawn_blocking(move || Store::open_as(&location, &me))
+            .await
+            .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
+        let kernel = Arc::new(Self {
+            tokens: registry::tokens::Tokens::new(admin_token),
+            store,
+            events: Events::default(),
+            data_dir: data_dir.to_owned(),
+            node: node.to_owned(),
+            url: OnceLock::new(),
+            workflow_ids: Mutex::new(HashMap::new()),
+            proposal_wake: Arc::default(),
+            workers: runtime::workers::Workers::new(worker_exe(), os::process::Limits::default()),
+            scheduler: runtime::scheduler::Scheduler::new(),
+            last_client: std::sync::atomic::AtomicI64::new(domain::clock::now_ms()),
+            contracts: Default::default(),
+            approval_waits: Mutex::new(HashMap::new()),
+            bus: OnceLock::new(),
+            leaving: std::sync::atomic::AtomicBool::new(false),
+        });
+        kernel.reload_contracts().await?;
+        // This node's agents, and those no live node holds (every other node's, on
+        // SQLite), are recovered below as after a restart.
+        let (me, exclusive) = (node.to_owned(), kernel.store.is_exclusive());
+        let taken = kernel
+            .store
+            .write(move |c| {
+                runtime::nodes::register_tx(c, &me)?;
+                runtime::nodes::take_over_tx(c, &me, exclusive)
+            })
+            .await?;
+        if !taken.agents.is_empty() {
+            tracing::info!(
+                agents = taken.agents.len(),
+                lost_runs = taken.lost_runs,
+                node,
+                "agents of nodes that are gone are run by this one now"
+            );
+        }
+        let lost = kernel.recover_runs().await?;
+        if lost > 0 {
+            tracing::warn!(
+                lost,
+                "runs in progress when the previous kernel stopped are closed as lost"
+            );
+        }
+        let requeued = kernel.requeue_seen().await?;
+        if requeued > 0 {
+            tracing::info!(
+                requeued,
+                "deliveries read but not acked before the restart are pending again"
+            );
+        }
+        kernel.recover_approvals().await?;
+        kernel.start_proposal_timer();
+        Ok(kernel)
+    }
+
+    /// Starts what runs by itself once the HTTP endpoint is known (workers need its
+    /// URL): the scheduler, which serves what the store says is owed, and the
+    /// workflows room's watch on it.
+    pub async fn start(self: &Arc<Self>) -> Result<()> {
+        self.start_bus()?;
+        self.start_heartbeat().await?;
+        self.start_workflow_watch();
+        self.start_scheduler().await
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn set_url(&self, url: String) {
+        let _ = self.url.set(url);
+    }
+
+    /// The kernel's loopback MCP URL (`http://127.0.0.1:PORT/mcp`), once bound.
+    pub fn url(&self) -> Option<&str> {
+        self.url.get().map(String::as_str)
+    }
+
+    /// The instance with this id (None once it is gone).
+    pub async fn workflow_ref(&self, id: i64) -> Result<Option<WorkflowRef>> {
+        self.store
+            .read(move |c| {
+                Ok(
+                    c.query_row("SELECT name, tag FROM workflows WHERE id = ?1", [id], |r| {
+                        Ok(WorkflowRef {
+                            name: r.get(0)?,
+                            tag: r.get(1)?,
+                        })
+                    })
+                    .optional()?,
+                )
+            })
+            .await
+    }
+
+    /// Resolves an existing workflow instance or explains which ones exist.
+    pub async fn workflow_id(&self, wf: &WorkflowRef) -> Result<i64> {
+        if let Some(id) = self.workflow_ids.lock().unwrap().get(wf) {
+            return Ok(*id);
+        }
+        let key = wf.clone();
+        let found = self
+            .store
+            .read(move |c| {
+                let id: Option<i64> = c
+                    .query_row(
+                        "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
+                        (&key.name, &key.tag),
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                match id {
+                    Some(id) => Ok(Ok(id)),
+                    None => {
+                        let mut st = c.prepare(
+                            "SELECT name, tag FROM workflows ORDER BY name, tag LIMIT 20",
+                        )?;
+                        let known = st
+                            .query_map((), |r| {
+                                Ok(format!("@{}:{}", r.get::<String>(0)?, r.get::<String>(1)?))
+                            })?
+                            .collect::<sql::Result<Vec<_>>>()?;
+                        Ok(Err(known))
+                    }
+                }
+            })
+            .await?;
+        match found {
+            Ok(id) => {
+                self.workflow_ids.lock().unwrap().insert(wf.clone(), id);
+                Ok(id)
+            }
+            Err(known) => Err(Error::not_found(format!(
+                "no workflow instance {wf}; known: {}. Create one by registering an agent in it \
+                 (agent_new with workflow) or by running a workflow.",
+                known.join(", ")
+            ))),
+        }
+    }
+
+    /// The scope a context tool acts in. The lead may name any existing workflow
+    /// instance (default `@global:main`); an agent is fixed to its own.
+    pub async fn scope(&self, caller: &Caller, workflow: Option<&str>) -> Result<Scope> {
+        let requested = workflow
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(WorkflowRef::parse)
+            .transpose()?;
+        match caller {
+            Caller::Lead => {
+                let wf = requested.unwrap_or_else(WorkflowRef::global);
+                let workflow_id = self.workflow_id(&wf).await?;
+                Ok(Scope {
+                    workflow: wf,
+                    workflow_id,
+                    me: LEAD.into(),
+                    lead: true,
+                    run_id: None,
+                })
+            }
+            Caller::Agent(a) => {
+                if let Some(wf) = requested
+                    && wf != a.workflow
+                {
+                    return Err(Error::forbidden(format!(
+                        "you are {} and act only in {}; leave out `workflow` (it is for the lead)",
+                        a.name, a.workflow
+                    )));
+                }
+                Ok(Scope {
+                    workflow: a.workflow.clone(),
+                    workflow_id: a.workflow_id,
+                    me: a.name.clone(),
+                    lead: false,
+                    run_id: a.run_id.clone(),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Contracts on messages, applied inside the send's transaction.
+//!
+//! - `deny`: nothing of the send is written (the batch rolls back to its
+//!   savepoint) except the decision, and the sender gets the contract's reason.
+//! - `route`: the recipients the contract's `to` matches get no delivery; the
+//!   route's member gets a system note quoting the message and decides: it forwards
+//!   it (sending it itself, which no route of its own turns back) or drops it. A
+//!   routed direct message becomes a direct message to that member. Routing governs
+//!   delivery (inboxes and wakes); the channel still holds the message.
+//! - `notify`: the named members get a system note.
+//! - `allow`: exempts the message from routing.
+//!
+//! Contracts govern agents: the lead's (and the kernel's) messages pass as sent.
+//! With no message contract in force this costs nothing: [`Rules::of`] is empty.
+
+use super::{Outgoing, Posted, post_system, post_system_to, preview};
+use crate::governance::contracts::{Decision, in_force, record_tx};
+use crate::{Kernel, Scope};
+use domain::contracts::{self, Contract, Event as Ev, When};
+use domain::error::{Error, Result};
+use domain::names::SYSTEM;
+use domain::permissions::glob;
+use std::cell::RefCell;
+use store::sql::Connection;
+
+/// The message contracts in force for one send.
+pub(super) struct Rules {
+    contracts: Vec<Contract>,
+    /// The decision of a refused send: recorded after the rollback.
+    refused: RefCell<Option<Decision>>,
+}
+
+/// What the contracts did to one message.
+#[derive(Default)]
+pub(super) struct Governed {
+    pub(super) note: Option<String>,
+    /// (contract, member, recipients it took over)
+    routed: Vec<(String, String, Vec<String>)>,
+    notify: Vec<(String, Vec<String>)>,
+    decision: Option<Decision>,
+    recipients: Vec<String>,
+}
+
+impl Rules {
+    pub(super) fn none() -> Self {
+        Self {
+            contracts: Vec::new(),
+            refused: RefCell::new(None),
+        }
+    }
+
+    pub(super) fn of(k: &Kernel, scope: &Scope) -> Self {
+        let all = k.contracts.all();
+        Self {
+            contracts: in_force(&all, scope.workflow_id, &scope.workflow)
+                .filter(|c| matches!(c.when, When::Message { .. }))
+                .cloned()
+                .collect(),
+            refused: RefCell::new(None),
+        }
+    }
+
+    /// Applies the contracts to a message about to be written: may refuse it,
+    /// take recipients away (routing) or change a direct message's addressee.
+    pub(super) fn apply(
+        &self,
+        scope: &Scope,
+        text: &str,
+        members: &[String],
+        recipients: &mut Vec<String>,
+        to: &mut Option<String>,
+    ) -> Result<Governed> {
+        if self.contracts.is_empty() || scope.me == SYSTEM || scope.lead {
+            return Ok(Governed::default());
+        }
+        let addressed: Vec<String> = to
+            .iter()
+            .cloned()
+            .chain(recipients.iter().cloned())
+            .collect();
+        let v = contracts::decide(
+            &self.contracts,
+            &Ev::Message {
+                from: &scope.me,
+                to: &addressed,
+                text,
+            },
+        );
+        if !v.any() {
+            return Ok(Governed::default());
+        }
+        let detail = format!("to {}: {}", addressed.join(", "), preview(text));
+        let decision = Decision::of(scope.workflow_id, &scope.me, "message", &detail, &v);
+        if let Some((_, why, _)) = &v.deny {
+            *self.refused.borrow_mut() = Some(decision);
+            return Err(Error::forbidden(format!("{why} (nothing was sent)")));
+        }
+        let mut routed = Vec::new();
+        for (name, member) in &v.routes {
+            if member.eq_ignore_ascii_case(&scope.me) {
+                continue;
+            }
+            let Some(member) = members.iter().find(|m| m.eq_ignore_ascii_case(member)) else {
+                continue;
+            };
+            let pattern = self
+                .contracts
+                .iter()
+                .find(|c| c.name == *name)
+                .and_then(|c| match &c.when {
+                    When::Message { to, .. } => to.clone(),
+                    _ => None,
+                });
+            let taken: Vec<String> = addressed
+                .iter()
+                .filter(|r| !r.eq_ignore_ascii_case(member))
+                .filter(|r| {
+                    pattern
+                        .as_ref()
+                        .is_none_or(|g| glob(&g.to_ascii_lowercase(), &r.to_ascii_lowercase()))
+                })
+                .cloned()
+                .collect();
+            if taken.is_empty() {
+                continue;
+            }
+            recipients.retain(|r| !taken.contains(r));
+            if to.as_ref().is_some_and(|t| taken.contains(t)) {
+                *to = Some(member.clone());
+            }
+            routed.push((name.clone(), member.clone(), taken));
+        }
+        let note = (!routed.is_empty()).then(|| {
+            routed
+                .iter()
+                .map(|(c, m, taken)| {
+                    format!(
+                        "contract \"{c}\" routed this to @{m} first instead of {} (@{m} forwards it or drops it)",
+                        taken.join(", ")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        Ok(Governed {
+            note,
+            routed,
+            notify: v.notify.clone(),
+            decision: Some(decision),
+            recipients: addressed,
+        })
+    }
+}
+
+impl Governed {
+    /// Once the message is written: the decision and the kernel's notes.
+    pub(super) fn after(
+        &self,
+        c: &Connection,
+        scope: &Scope,
+        id: &str,
+        text: &str,
+    ) -> Result<Vec<Posted>> {
+        let Some(d) = &self.decision else {
+            return Ok(Vec::new());
+        };
+        record_tx(c, d)?;
+        // Quoted text never mentions anyone by accident.
+        let quote = preview(text).replace('@', "");
+        let mut out = Vec::new();
+        for (contract, member, taken) in &self.routed {
+            out.push(post_system(c, scope.workflow_id, &scope.workflow, format!(
+                "@{member} contract \"{contract}\": a message from {} for {} was routed to you (id {id}): «{quote}». \
+                 Forward it by sending it yourself (mention them), or drop it.",
+                scope.me,
+                taken.join(", "),
+            ))?);
+        }
+        for (contract, to) in &self.notify {
+            out.push(post_system_to(
+                c,
+                scope.workflow_id,
+                &scope.workflow,
+                to,
+                &format!(
+                    "contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
+                    scope.me,
+                    if self.recipients.is_empty() {
+                        "nobody".into()
+                    } else {
+                        self.recipients.join(", ")
+                    }
+                ),
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+/// Writes a batch of messages through `post`. A refusal by a contract rolls the
+/// batch back (all or none) but keeps its decision; it is returned inside `Ok` so
+/// that the store commits the decision.
+pub(super) fn post_all(
+    c: &Connection,
+    scope: &Scope,
+    sends: &[Outgoing],
+    rules: &Rules,
+    post: fn(&Connection, &Scope, &Outgoing, &Rules) -> Result<Posted>,
+) -> Result<Result<Vec<Posted>>> {
+    if rules.contracts.is_empty() {
+        return sends
+            .iter()
+            .map(|m| post(c, scope, m, rules))
+            .collect::<Result<Vec<_>>>()
+            .map(Ok);
+    }
+    c.execute_batch("SAVEPOINT governed_sends")?;
+    let mut out = Vec::new();
+    for m in sends {
+        match post(c, scope, m, rules) {
+            Ok(p) => out.push(p),
+            Err(e) => {
+                let refused = rules.refused.borrow_mut().take();
+                c.execute_batch("ROLLBACK TO governed_sends; RELEASE governed_sends")?;
+                return match refused {
+                    Some(d) => {
+                        record_tx(c, &d)?;
+                        Ok(Err(e))
+                    }
+                    None => Err(e),
+                };
+            }
+        }
+    }
+    c.execute_batch("RELEASE governed_sends")?;
+    Ok(Ok(out))
+}

@@ -1,0 +1,348 @@
+//! The inbox: an agent's deliveries and their state machine.
+//!
+//! ```text
+//!            my_inbox              my_inbox_ack
+//!  pending ───────────▶ seen ─────────────────────▶ acked (final)
+//!     ▲                  │ my_inbox_defer
+//!     │ kernel restart   ▼
+//!     └──── seen    deferred ──(time comes, my_inbox)──▶ seen
+//! ```
+//! - The inbox is my deliveries that are pending or seen, plus deferred ones whose
+//!   time has come, oldest first. Reading marks them seen.
+//! - Acks only move forward: acked is final, an unknown or foreign id is an error and
+//!   changes nothing. `through` acks every open delivery up to and including the id,
+//!   except deferred ones whose time has not come (they were put off on purpose).
+//! - On restart, seen goes back to pending: work read but not finished is not lost.
+//!
+//! `deliveries` holds only open deliveries (pending, seen, deferred); an ack moves
+//! the row to `deliveries_done`. So the inbox is a range of the primary key that does
+//! not grow with history (before the split, a partial index did that job and every
+//! delivery cost two b-tree entries). A broadcast's delivery becomes a row here when
+//! its recipient's inbox is first read or changed (`broadcast.rs`): every entry point
+//! below writes those rows first, so the state machine only ever sees rows.
+
+use crate::messaging::broadcast;
+use crate::{Kernel, Scope};
+use domain::clock::{fmt_ms, now_ms, parse_when};
+use domain::error::{Error, Result};
+use schemars::JsonSchema;
+use serde::Serialize;
+use store::sql;
+use store::sql::{Connection, OptionalExtension};
+
+pub const DEFAULT_INBOX_LIMIT: i64 = 50;
+pub const MAX_INBOX_LIMIT: i64 = 200;
+pub const DEFAULT_DEFER: &str = "10m";
+pub const MAX_DEFER_MS: i64 = 30 * 24 * 3600 * 1000;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct InboxMessage {
+    pub id: String,
+    pub from: String,
+    pub content: String,
+    pub created_at: String,
+    /// `high` when several members are mentioned or the text says urgent/asap/blocked/critical.
+    pub priority: String,
+    /// True for a direct message (only you can see it besides the sender).
+    pub dm: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Inbox {
+    /// Oldest first. Reading marks them seen; ack them when handled.
+    pub messages: Vec<InboxMessage>,
+    /// How many more are waiting beyond this page.
+    pub remaining: i64,
+    /// How many are deferred to a later time (not shown yet).
+    pub deferred: i64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AckResult {
+    /// How many deliveries this call acknowledged (0 if they were already acked).
+    pub acked: i64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeferResult {
+    pub message_id: String,
+    /// When it comes back into the inbox.
+    pub deferred_until: String,
+}
+
+/// The delivery's state, or an error that says whether the id is unknown or just not
+/// addressed to this member.
+fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<String> {
+    let state: Option<String> = c
+        .prepare_cached("SELECT state FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3")?
+        .query_row((scope.workflow_id, &scope.me, message_id), |r| r.get(0))
+        .optional()?;
+    if let Some(s) = state {
+        return Ok(s);
+    }
+    let done: Option<i64> = c
+        .prepare_cached(
+            "SELECT 1 FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+        )?
+        .query_row((scope.workflow_id, &scope.me, message_id), |r| r.get(0))
+        .optional()?;
+    if done.is_some() {
+        return Ok("acked".into());
+    }
+    let exists: Option<i64> = c
+        .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
+        .query_row((scope.workflow_id, message_id), |r| r.get(0))
+        .optional()?;
+    Err(match exists {
+        Some(_) => Error::forbidden(format!(
+            "message {message_id} was not delivered to {}; you can only ack or defer ids from your own my_inbox",
+            scope.me
+        )),
+        None => Error::not_found(format!(
+            "unknown message id {message_id:?} in {}; use an id returned by my_inbox",
+            scope.workflow
+        )),
+    })
+}
+
+impl Kernel {
+    /// Runs `f` in a store write job once the member's broadcasts are rows of its own
+    /// (`broadcast::write_own`): the one way into the inbox's state machine, so no
+    /// entry point can forget them. `f` gets the connection, the scope and `now`.
+    async fn in_own_inbox<T: Send + 'static>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(&Connection, &Scope, i64) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let s = scope.clone();
+        self.store
+            .write(move |c| {
+                let now = now_ms();
+                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
+                f(c, &s, now)
+            })
+            .await
+    }
+
+    /// Returns the open inbox, oldest first, and marks the returned deliveries seen.
+    pub async fn my_inbox(&self, scope: &Scope, limit: Option<i64>) -> Result<Inbox> {
+        let limit = limit.unwrap_or(DEFAULT_INBOX_LIMIT);
+        if !(1..=MAX_INBOX_LIMIT).contains(&limit) {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
+            )));
+        }
+        self.in_own_inbox(scope, move |c, s, _| read_inbox(c, s, limit, true))
+            .await
+    }
+
+    /// The inbox as my_inbox shows it, without marking anything seen (what an MCP
+    /// resource shows: looking is not reading).
+    pub async fn inbox_peek(&self, scope: &Scope, limit: i64) -> Result<Inbox> {
+        let s = scope.clone();
+        let peeked = self
+            .store
+            .read(move |c| {
+                if broadcast::unwritten(c, s.workflow_id, &s.me)? > 0 {
+                    return Ok(None);
+                }
+                read_inbox(c, &s, limit, false).map(Some)
+            })
+            .await?;
+        if let Some(inbox) = peeked {
+            return Ok(inbox);
+        }
+        // Broadcasts that are not its rows yet: write them (they stay pending), then look.
+        self.in_own_inbox(scope, move |c, s, _| read_inbox(c, s, limit, false))
+            .await
+    }
+
+    /// Acknowledges one delivery, or (`through`) every open one up to and including it.
+    pub async fn my_inbox_ack(
+        &self,
+        scope: &Scope,
+        message_id: &str,
+        through: bool,
+    ) -> Result<AckResult> {
+        let id = message_id.trim().to_owned();
+        self.in_own_inbox(scope, move |c, s, now| {
+            delivery_state(c, s, &id)?;
+            let which = if through {
+                Settle::Through(&id)
+            } else {
+                Settle::One(&id)
+            };
+            let acked = settle(c, s.workflow_id, &s.me, which, now)?;
+            Ok(AckResult {
+                acked: acked as i64,
+            })
+        })
+        .await
+    }
+
+    /// Puts a delivery off until a duration from now or a time (default 10 minutes).
+    pub async fn my_inbox_defer(
+        &self,
+        scope: &Scope,
+        message_id: &str,
+        until: Option<&str>,
+    ) -> Result<DeferResult> {
+        let until_ms = parse_when(until.unwrap_or(DEFAULT_DEFER), "until")?;
+        let now = now_ms();
+        if until_ms <= now {
+            return Err(Error::invalid(
+                "until is in the past: give a later time or a duration such as \"30m\"",
+            ));
+        }
+        if until_ms - now > MAX_DEFER_MS {
+            return Err(Error::invalid(
+                "until is more than 30 days away; defer for less",
+            ));
+        }
+        let id = message_id.trim().to_owned();
+        self.in_own_inbox(scope, move |c, s, now| {
+            if delivery_state(c, s, &id)? == "acked" {
+                return Err(Error::conflict(format!(
+                    "message {id} is already acked; acks are final, so it cannot be deferred"
+                )));
+            }
+            c.prepare_cached(
+                "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
+                     WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+            )?
+            .execute(sql::params![s.workflow_id, s.me, id, until_ms, now])?;
+            Ok(DeferResult {
+                message_id: id,
+                deferred_until: fmt_ms(until_ms),
+            })
+        })
+        .await
+    }
+
+    /// Restart recovery: deliveries read but not acked become pending again, except
+    /// those of agents another node runs (their runs are that node's).
+    pub(crate) async fn requeue_seen(&self) -> Result<usize> {
+        let node = self.node().to_owned();
+        self.store
+            .write(move |c| {
+                Ok(c.execute(
+                    "UPDATE deliveries SET state = 'pending' WHERE state = 'seen'
+                       AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = deliveries.workflow_id
+                                         AND a.name = deliveries.recipient AND a.node <> ?1)",
+                    [node],
+                )?)
+            })
+            .await
+    }
+}
+
+/// Which open deliveries of a member an ack settles.
+pub(crate) enum Settle<'a> {
+    /// The one with this message id.
+    One(&'a str),
+    /// Every one up to this id, except those deferred to later than now.
+    Through(&'a str),
+    /// Those a finished run read (state seen).
+    Seen,
+}
+
+/// Acks open deliveries of `recipient`: they move to `deliveries_done` (acks are
+/// final, and the open table stays small). Returns how many.
+pub(crate) fn settle(
+    c: &Connection,
+    workflow_id: i64,
+    recipient: &str,
+    which: Settle,
+    now: i64,
+) -> Result<usize> {
+    let (cond, id) = match which {
+        Settle::One(id) => ("message_id = ?3", id),
+        Settle::Through(id) => (
+            "message_id <= ?3 AND NOT (state = 'deferred' AND defer_until > ?4)",
+            id,
+        ),
+        Settle::Seen => ("state = 'seen'", ""),
+    };
+    let which = format!("workflow_id = ?1 AND recipient = ?2 AND {cond}");
+    // Parameters are numbered in this order; a statement binds as many as it names
+    // (the delete of `Seen` names two, the copy that stamps `?4` four).
+    let params: [&dyn sql::ToSql; 4] = [&workflow_id, &recipient, &id, &now];
+    let run = |sql: String| -> Result<usize> {
+        let mut st = c.prepare_cached(&sql)?;
+        let n = st.parameter_count();
+        Ok(st.execute(&params[..n])?)
+    };
+    run(format!(
+        "INSERT INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
+         SELECT workflow_id, recipient, message_id, read_by, ?4 FROM deliveries WHERE {which}
+         ON CONFLICT (workflow_id, recipient, message_id)
+         DO UPDATE SET read_by = excluded.read_by, updated_at = excluded.updated_at"
+    ))?;
+    run(format!("DELETE FROM deliveries WHERE {which}"))
+}
+
+/// The caller's due deliveries, oldest first, with counts; `mark` records them as
+/// seen by the caller (and its run).
+fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<Inbox> {
+    let now = now_ms();
+    const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2
+                       AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
+    let mut st = c.prepare_cached(&format!(
+        "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
+                d.read_by IS NOT DISTINCT FROM ?5
+         FROM deliveries d
+         CROSS JOIN messages m
+         WHERE m.workflow_id = d.workflow_id AND m.id = d.message_id AND {DUE}
+         ORDER BY d.message_id LIMIT ?4"
+    ))?;
+    let mut to_mark = Vec::new();
+    let messages = st
+        .query_map(
+            sql::params![s.workflow_id, s.me, now, limit, s.run_id],
+            |r| {
+                let state: String = r.get(6)?;
+                let read_by_me: bool = r.get(7)?;
+                let m = InboxMessage {
+                    id: r.get(0)?,
+                    from: r.get(1)?,
+                    content: r.get(2)?,
+                    created_at: fmt_ms(r.get(3)?),
+                    priority: r.get(4)?,
+                    dm: r.get(5)?,
+                };
+                Ok((m, state, read_by_me))
+            },
+        )?
+        .collect::<sql::Result<Vec<_>>>()?
+        .into_iter()
+        .map(|(m, state, read_by_me)| {
+            if state != "seen" || !read_by_me {
+                to_mark.push(m.id.clone());
+            }
+            m
+        })
+        .collect::<Vec<_>>();
+    if mark {
+        let mut st = c.prepare_cached(
+            "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
+             WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
+        )?;
+        for id in &to_mark {
+            st.execute(sql::params![s.workflow_id, s.me, id, now, s.run_id])?;
+        }
+    }
+    let open: i64 = c
+        .prepare_cached(&format!("SELECT count(*) FROM deliveries d WHERE {DUE}"))?
+        .query_row(sql::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+    let deferred: i64 = c
+        .prepare_cached(
+            "SELECT count(*) FROM deliveries d WHERE d.workflow_id = ?1
+             AND d.recipient = ?2 AND d.state = 'deferred' AND d.defer_until > ?3",
+        )?
+        .query_row(sql::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+    Ok(Inbox {
+        remaining: open - messages.len() as i64,
+        messages,
+        deferred,
+    })
+}

@@ -1,0 +1,534 @@
+//! The channel: `channel_send` (the one write path for messages) and `channel_read`.
+//!
+//! Rules (DESIGN "Messaging rules"):
+//! - mentions are parsed at write time against the instance's members; the addressed
+//!   rule picks the recipients; `@all` is every agent but the sender;
+//! - `to` makes a direct message: only sender and `to` see it in `channel_read`, and
+//!   only `to` gets a delivery, whatever it mentions;
+//! - one delivery row per recipient is written in the same transaction as the message,
+//!   or, for a message to every agent but the sender, one broadcast row (`broadcast`);
+//! - a message over [`MAX_MESSAGE_CHARS`] is refused for agents; the lead's long
+//!   messages are stored as a resource and the channel keeps a short pointer;
+//! - the send guard: when others posted since the sender last read, the send still
+//!   succeeds and the result lists what was missed (unless `force`).
+
+pub(crate) mod broadcast;
+mod governed;
+pub mod inbox;
+pub mod mentions;
+pub mod resources;
+pub mod team;
+mod wait;
+
+use crate::events::Event;
+use crate::messaging::resources::{resource_id, store_resource};
+use crate::registry::agent_names;
+use crate::{Kernel, Scope};
+use domain::clock::{fmt_ms, now_ms};
+use domain::error::{Error, Result};
+use domain::names::{LEAD, SYSTEM, WorkflowRef};
+use schemars::JsonSchema;
+use serde::Serialize;
+use store::sql;
+use store::sql::{Connection, OptionalExtension};
+
+pub const MAX_MESSAGE_CHARS: usize = 4_000;
+/// The lead's messages may be longer; past [`MAX_MESSAGE_CHARS`] they become a resource.
+pub const MAX_LEAD_MESSAGE_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_READ_LIMIT: i64 = 20;
+pub const MAX_READ_LIMIT: i64 = 200;
+/// How many missed messages the send guard lists (the count is always exact).
+const MISSED_LISTED: i64 = 10;
+/// The send guard counts missed messages up to this many.
+pub const MISSED_COUNT_CAP: i64 = 100;
+const PREVIEW_CHARS: usize = 160;
+
+#[derive(Debug, Clone, Default)]
+pub struct Outgoing {
+    pub message: String,
+    pub to: Option<String>,
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MissedMessage {
+    pub id: String,
+    pub from: String,
+    /// The first characters of the message.
+    pub preview: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SendResult {
+    /// The new message id (sortable; use it as `since` in channel_read).
+    pub id: String,
+    /// Who got it in their inbox.
+    pub recipients: Vec<String>,
+    /// Messages from others posted since you last read the channel (empty with force).
+    pub missed: Vec<MissedMessage>,
+    /// How many messages you missed in all (missed lists at most 10; counted up to 100).
+    pub missed_count: i64,
+    /// @names that are not members of this workflow instance (nobody got those).
+    pub unknown_mentions: Vec<String>,
+    /// Set when a long lead message was stored as a resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Guidance, e.g. about missed messages or unknown mentions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChannelMessage {
+    pub id: String,
+    pub from: String,
+    pub content: String,
+    pub created_at: String,
+    /// `message` or `system`.
+    pub kind: String,
+    /// Set on a direct message: its only recipient.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The members this message was delivered to.
+    pub mentions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReadResult {
+    /// Oldest first.
+    pub messages: Vec<ChannelMessage>,
+    /// True when more messages follow the last one returned (read again with since = its id).
+    pub has_more: bool,
+}
+
+pub(crate) fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(PREVIEW_CHARS).collect();
+    if p.len() < s.len() {
+        p.push('…');
+    }
+    p
+}
+
+/// Checks the text and, for the lead, turns an over-long message into a resource
+/// pointer. Returns (content to post, resource id).
+fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String, String)>)> {
+    if text.trim().is_empty() {
+        return Err(Error::invalid(
+            "message is empty: write something, or do not send",
+        ));
+    }
+    let chars = text.chars().count();
+    if chars <= MAX_MESSAGE_CHARS {
+        return Ok((text.to_owned(), None));
+    }
+    if !scope.lead {
+        return Err(Error::invalid(format!(
+            "message too long ({chars} characters, the limit is {MAX_MESSAGE_CHARS}): store the full text with \
+             resource_create and send a short message with its id"
+        )));
+    }
+    if text.len() > MAX_LEAD_MESSAGE_BYTES {
+        return Err(Error::invalid(format!(
+            "message too long ({} bytes; even the lead's limit is {MAX_LEAD_MESSAGE_BYTES}): split it or put it in a document",
+            text.len()
+        )));
+    }
+    let id = resource_id(text);
+    // Keep the addressing so the same people are reached, then point to the resource.
+    let (leading, rest) = mentions::leading_run(text);
+    let lead: String = leading.iter().map(|n| format!("@{n} ")).collect();
+    let pointer = format!(
+        "{lead}[long message ({chars} characters) stored as resource {id}]\n{}\n\nRead the full text with resource_read(\"{id}\").",
+        preview(rest)
+    );
+    Ok((pointer, Some((id, text.to_owned()))))
+}
+
+/// A message written inside a store job; announce it with [`Kernel::announce`] once
+/// the job has committed.
+pub(crate) struct Posted {
+    pub(crate) result: SendResult,
+    recipients: Vec<String>,
+    /// The kernel's own message to the lead (a pause, a failure, a guard): what
+    /// MCP logging tells the lead's clients.
+    notice: Option<String>,
+    /// The kernel's messages written with this one (a contract's notes).
+    extra: Vec<Posted>,
+}
+
+/// Posts the kernel's own message (`from: system`, kind `system`) inside a store job,
+/// through the same rules as any message: its @mentions decide whose inbox gets it.
+/// Used where an event must reach people in the same transaction as the change.
+pub(crate) fn post_system(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    text: String,
+) -> Result<Posted> {
+    let scope = Scope {
+        workflow: workflow.clone(),
+        workflow_id,
+        me: SYSTEM.into(),
+        // Like the lead's, a long system post becomes a resource instead of failing.
+        lead: true,
+        run_id: None,
+    };
+    let mut posted = post(
+        c,
+        &scope,
+        &Outgoing {
+            message: text.clone(),
+            to: None,
+            force: true,
+        },
+        &governed::Rules::none(),
+    )?;
+    if posted.recipients.iter().any(|r| r == LEAD) {
+        posted.notice = Some(text);
+    }
+    Ok(posted)
+}
+
+/// [`post_system`] addressed to `to`: their names lead the text, so their inboxes
+/// get it (the lead is `user`).
+pub(crate) fn post_system_to(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    to: &[String],
+    text: &str,
+) -> Result<Posted> {
+    let who: String = to.iter().map(|m| format!("@{m} ")).collect();
+    post_system(c, workflow_id, workflow, format!("{who}{text}"))
+}
+
+/// Writes one message and its deliveries. Runs inside a store job.
+fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules) -> Result<Posted> {
+    let (content, resource) = prepare_content(scope, &send.message)?;
+    let agents = agent_names(c, scope.workflow_id)?;
+    let mut members = agents.clone();
+    members.push(LEAD.to_owned());
+    let me = &scope.me;
+
+    let to = match send.to.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => {
+            let t = t.trim_start_matches('@');
+            let Some(name) = members.iter().find(|m| m.eq_ignore_ascii_case(t)) else {
+                return Err(Error::not_found(format!(
+                    "cannot send a direct message to {t:?}: not a member of {}; members: {}",
+                    scope.workflow,
+                    members.join(", ")
+                )));
+            };
+            if name.eq_ignore_ascii_case(me) {
+                return Err(Error::invalid("cannot send a direct message to yourself"));
+            }
+            Some(name.clone())
+        }
+    };
+
+    let parsed = mentions::parse(&send.message);
+    let (mut recipients, unknown) = mentions::recipients(&parsed, &members, &agents, me);
+    let mut to = to;
+    if let Some(t) = &to {
+        // A DM reaches only its addressee, whatever it mentions.
+        recipients = vec![t.clone()];
+    }
+    // Contracts on messages: refuse, re-route, tell (see `governed`).
+    let governed = rules.apply(scope, &send.message, &members, &mut recipients, &mut to)?;
+    let priority = mentions::priority(&parsed, &send.message);
+    let id = uuid::Uuid::now_v7().to_string();
+    let now = now_ms();
+    if let Some((rid, full)) = &resource {
+        store_resource(c, rid, "markdown", full, me)?;
+    }
+    let mentions_json =
+        serde_json::to_string(&recipients).map_err(|e| Error::internal(e.to_string()))?;
+    c.prepare_cached(
+        "INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(sql::params![
+        scope.workflow_id,
+        id,
+        me,
+        content,
+        if me == SYSTEM { "system" } else { "message" },
+        to,
+        mentions_json,
+        priority,
+        now
+    ])?;
+    {
+        // To every agent but the sender: one broadcast row; only the recipients it
+        // does not cover (the lead) get their rows now.
+        let broadcast = to.is_none() && broadcast::covers_all(&recipients, &agents, me);
+        if broadcast {
+            broadcast::record(c, scope.workflow_id, &id, me)?;
+        }
+        let mut ins = c.prepare_cached(
+            "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
+        )?;
+        // The members are the agents and the lead, so the lead is all a broadcast leaves.
+        for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
+            ins.execute(sql::params![scope.workflow_id, r, id, now])?;
+        }
+    }
+
+    // The hop guard's count (see guards.rs): the lead's message resets it; an agent's
+    // message that reaches another agent adds one.
+    if me == LEAD {
+        c.prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
+            .execute([scope.workflow_id])?;
+    } else if me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
+        c.prepare_cached("UPDATE workflows SET hops = hops + 1 WHERE id = ?1")?
+            .execute([scope.workflow_id])?;
+    }
+
+    // The send guard.
+    let (missed, missed_count) = if send.force {
+        (Vec::new(), 0)
+    } else {
+        missed_since_last_read(c, scope, &id)?
+    };
+    if me != SYSTEM {
+        set_cursor(c, scope.workflow_id, me, &id)?;
+    }
+
+    let mut notes = Vec::new();
+    if missed_count > 0 {
+        notes.push(format!(
+            "{missed_count} message(s) were posted since you last read the channel; your message was sent anyway. \
+             Read them with channel_read before you continue (force: true skips this check)."
+        ));
+    }
+    if !unknown.is_empty() {
+        notes.push(format!(
+            "not members of {}: {} (nobody got those mentions); members: {}",
+            scope.workflow,
+            unknown
+                .iter()
+                .map(|u| format!("@{u}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            members.join(", ")
+        ));
+    }
+    if let Some(n) = &governed.note {
+        notes.push(n.clone());
+    }
+    if recipients.is_empty() && to.is_none() && governed.note.is_none() {
+        notes.push(
+            "nobody was mentioned, so no inbox got this; start with @name to address someone"
+                .into(),
+        );
+    }
+    let extra = governed.after(c, scope, &id, &send.message)?;
+    Ok(Posted {
+        extra,
+        recipients: recipients.clone(),
+        result: SendResult {
+            id,
+            recipients,
+            missed,
+            missed_count,
+            unknown_mentions: unknown,
+            resource: resource.map(|(rid, _)| rid),
+            note: (!notes.is_empty()).then(|| notes.join(" ")),
+        },
+        notice: None,
+    })
+}
+
+/// Messages from others, visible to the reader, newer than the reader's cursor, that
+/// the reader has not already seen through its inbox.
+fn missed_since_last_read(
+    c: &Connection,
+    scope: &Scope,
+    new_id: &str,
+) -> Result<(Vec<MissedMessage>, i64)> {
+    let cursor: String = c
+        .prepare_cached(
+            "SELECT last_read FROM read_cursors WHERE workflow_id = ?1 AND reader = ?2",
+        )?
+        .query_row((scope.workflow_id, &scope.me), |r| r.get(0))
+        .optional()?
+        .unwrap_or_default();
+    // One pass, newest first, up to the cap: its length is the count (the guard ran
+    // two passes, a count and a listing, which were 40% of the writer's time when
+    // every send missed a few messages); the text comes with the scan, and only the
+    // listed ones make a preview of it.
+    // Whether the reader already saw a message through its inbox is asked only of
+    // messages delivered to it: `mentions` lists exactly the recipients (names need
+    // no JSON escaping), and the two lookups per message were most of the guard's
+    // cost when the missed messages were addressed to others.
+    let mut st = c.prepare_cached(&format!(
+        "SELECT m.id, m.sender, m.content FROM messages m
+          WHERE m.workflow_id = ?1 AND m.id > ?2 AND m.id < ?3 AND m.sender <> ?4
+            AND (m.to_member IS NULL OR (m.to_member = ?4 AND m.created_at >= COALESCE(
+                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?4), 0)))
+            AND (instr(m.mentions, '\"' || ?4 || '\"') = 0 OR (
+                NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
+                            AND d.message_id = m.id AND d.state <> 'pending')
+                AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
+                            AND d.message_id = m.id)))
+          ORDER BY m.id DESC LIMIT {MISSED_COUNT_CAP}"
+    ))?;
+    let mut listed = Vec::new();
+    let mut count = 0;
+    let mut rows = st.query((scope.workflow_id, &cursor, new_id, &scope.me))?;
+    while let Some(r) = rows.next()? {
+        count += 1;
+        if count <= MISSED_LISTED {
+            listed.push(MissedMessage {
+                id: r.get(0)?,
+                from: r.get(1)?,
+                preview: preview(r.get_ref(2)?.as_str().map_err(sql::Error::from)?),
+            });
+        }
+    }
+    listed.reverse();
+    Ok((listed, count))
+}
+
+/// Moves a reader's cursor forward (never back).
+fn set_cursor(c: &Connection, workflow_id: i64, reader: &str, id: &str) -> Result<()> {
+    c.prepare_cached(
+        "INSERT INTO read_cursors (workflow_id, reader, last_read) VALUES (?1, ?2, ?3)
+         ON CONFLICT (workflow_id, reader) DO UPDATE SET last_read =
+             CASE WHEN excluded.last_read > read_cursors.last_read THEN excluded.last_read ELSE read_cursors.last_read END",
+    )?
+    .execute((workflow_id, reader, id))?;
+    Ok(())
+}
+
+fn message_row(r: &sql::Row) -> sql::Result<ChannelMessage> {
+    let mentions: String = r.get(6)?;
+    Ok(ChannelMessage {
+        id: r.get(0)?,
+        from: r.get(1)?,
+        content: r.get(2)?,
+        created_at: fmt_ms(r.get(3)?),
+        kind: r.get(4)?,
+        to: r.get(5)?,
+        mentions: serde_json::from_str(&mentions).unwrap_or_default(),
+    })
+}
+
+impl Kernel {
+    pub async fn channel_send(&self, scope: &Scope, send: Outgoing) -> Result<SendResult> {
+        let mut sent = self.channel_send_many(scope, vec![send]).await?;
+        Ok(sent.remove(0))
+    }
+
+    /// Posts messages in one transaction, each through the same rules as
+    /// `channel_send`; all or none are written. (The benchmark preloads with it.)
+    pub async fn channel_send_many(
+        &self,
+        scope: &Scope,
+        sends: Vec<Outgoing>,
+    ) -> Result<Vec<SendResult>> {
+        let s = scope.clone();
+        let rules = governed::Rules::of(self, scope);
+        let posted = self
+            .store
+            .write(move |c| governed::post_all(c, &s, &sends, &rules, post))
+            .await??;
+        for p in &posted {
+            self.announce(scope.workflow_id, p);
+        }
+        Ok(posted.into_iter().map(|p| p.result).collect())
+    }
+
+    /// Publishes a committed message's events (the wake source for recipients).
+    pub(crate) fn announce(&self, workflow_id: i64, posted: &Posted) {
+        for p in &posted.extra {
+            self.announce(workflow_id, p);
+        }
+        let message_id = &posted.result.id;
+        self.events.publish(Event::Posted {
+            workflow_id,
+            message_id: message_id.clone(),
+        });
+        if !posted.recipients.is_empty() {
+            self.events.publish(Event::Delivered {
+                workflow_id,
+                recipients: posted.recipients.as_slice().into(),
+                message_id: message_id.clone(),
+            });
+        }
+        if let Some(text) = &posted.notice {
+            self.events.publish(Event::Notice {
+                workflow_id,
+                text: text.clone(),
+            });
+        }
+    }
+
+    /// Reads the channel as the scope's member sees it: without `since`, the latest
+    /// `limit` messages; with `since`, the next `limit` after that id. Oldest first.
+    pub async fn channel_read(
+        &self,
+        scope: &Scope,
+        since: Option<String>,
+        limit: Option<i64>,
+    ) -> Result<ReadResult> {
+        let limit = limit.unwrap_or(DEFAULT_READ_LIMIT);
+        if !(1..=MAX_READ_LIMIT).contains(&limit) {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_READ_LIMIT} (default {DEFAULT_READ_LIMIT})"
+            )));
+        }
+        let since = since.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+        let s = scope.clone();
+        self.store
+            .write(move |c| {
+                const COLS: &str = "id, sender, content, created_at, kind, to_member, mentions";
+                // A direct message is its two members' only: not a later agent's
+                // that took one of their names (agent_delete, then agent_new).
+                const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR ((sender = ?2 OR to_member = ?2) \
+                    AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)))";
+                let (mut messages, has_more) = match &since {
+                    Some(since) => {
+                        let known: Option<i64> = c
+                            .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
+                            .query_row((s.workflow_id, since), |r| r.get(0))
+                            .optional()?;
+                        if known.is_none() {
+                            return Err(Error::not_found(format!(
+                                "unknown message id {since:?} in {}: pass an id returned by channel_read or channel_send, \
+                                 or leave since out to get the latest messages",
+                                s.workflow
+                            )));
+                        }
+                        let mut st = c.prepare_cached(&format!(
+                            "SELECT {COLS} FROM messages WHERE {VISIBLE} AND id > ?3 ORDER BY id LIMIT ?4"
+                        ))?;
+                        let mut rows = st
+                            .query_map(sql::params![s.workflow_id, s.me, since, limit + 1], message_row)?
+                            .collect::<sql::Result<Vec<_>>>()?;
+                        let more = rows.len() as i64 > limit;
+                        rows.truncate(limit as usize);
+                        (rows, more)
+                    }
+                    None => {
+                        let mut st = c.prepare_cached(&format!(
+                            "SELECT {COLS} FROM messages WHERE {VISIBLE} ORDER BY id DESC LIMIT ?3"
+                        ))?;
+                        let mut rows = st
+                            .query_map(sql::params![s.workflow_id, s.me, limit], message_row)?
+                            .collect::<sql::Result<Vec<_>>>()?;
+                        rows.reverse();
+                        (rows, false)
+                    }
+                };
+                if let Some(last) = messages.last() {
+                    set_cursor(c, s.workflow_id, &s.me, &last.id)?;
+                }
+                messages.shrink_to_fit();
+                Ok(ReadResult { messages, has_more })
+            })
+            .await
+    }
+}

@@ -1,0 +1,329 @@
+//! Approvals in the runtime: a run waiting on one (kept alive, woken when it is
+//! decided), deadlines (a timer per approval, re-armed after a restart), runs that
+//! end first (their approvals are `lost`, never granted), approval_decide and
+//! approval_list, and what a closed approval releases.
+
+use super::scheduler::Wake;
+use crate::events::Event;
+use crate::governance::approvals::{self, ApprovalView, Ended};
+use crate::messaging;
+use crate::{Caller, Kernel};
+use domain::clock::now_ms;
+use domain::contracts;
+use domain::error::{Error, Result};
+use domain::names::{LEAD, WorkflowRef};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use store::sql;
+
+/// Keeps a run alive while it waits, and forgets the wait however it ends.
+struct Waiting<'a> {
+    kernel: &'a Kernel,
+    id: i64,
+    agent_id: i64,
+    held_file: Option<PathBuf>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        // A run may wait on several approvals at once (parallel tool calls): it is
+        // held until the last of them ends.
+        let others = {
+            let mut waits = self.kernel.approval_waits.lock().unwrap();
+            waits.remove(&self.id);
+            waits.values().any(|(agent, _)| *agent == self.agent_id)
+        };
+        if others {
+            return;
+        }
+        if let Some(a) = self
+            .kernel
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .get(&self.agent_id)
+        {
+            a.held.store(false, Ordering::Relaxed);
+        }
+        if let Some(f) = &self.held_file {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+impl Kernel {
+    /// Waits until approval `id` is decided or its deadline passes, keeping the run
+    /// alive meanwhile.
+    pub(super) async fn wait_approval(
+        &self,
+        id: i64,
+        agent_id: i64,
+        run_id: &str,
+    ) -> Result<Ended> {
+        let notify = Arc::new(tokio::sync::Notify::new());
+        self.approval_waits
+            .lock()
+            .unwrap()
+            .insert(id, (agent_id, notify.clone()));
+        // Held for the kernel's supervision (a flag) and the worker's (a file in its
+        // scratch folder, when the worker made one: a CLI's run).
+        let held_file = self
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .get(&agent_id)
+            .filter(|a| a.run_id == run_id)
+            .map(|a| {
+                a.held.store(true, Ordering::Relaxed);
+                a.held_file.clone()
+            })
+            .filter(|f| f.parent().is_some_and(|d| d.is_dir()) && std::fs::write(f, b"").is_ok());
+        let _waiting = Waiting {
+            kernel: self,
+            id,
+            agent_id,
+            held_file,
+        };
+        loop {
+            let woken = notify.notified();
+            let row = self.store.read(move |c| approvals::get(c, id)).await?;
+            let Some(row) = row else {
+                return Ok(Ended::Refused("it is gone".into()));
+            };
+            match approvals::ended(&row) {
+                Ended::Pending => {}
+                done => return Ok(done),
+            }
+            // The timer closes it at the deadline and wakes us; re-read now and then
+            // in case a wake was missed.
+            let _ = tokio::time::timeout(Duration::from_secs(5), woken).await;
+        }
+    }
+
+    /// Closes approval `id` when its deadline passes (if nobody decided first).
+    pub(super) fn arm_approval(self: &Arc<Self>, id: i64, after: Duration) {
+        let k = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(after + Duration::from_millis(20)).await;
+            if let Some(k) = k.upgrade()
+                && let Err(e) = k.expire_approval(id).await
+            {
+                tracing::warn!(id, "could not close an approval at its deadline: {e}");
+            }
+        });
+    }
+
+    async fn expire_approval(self: &Arc<Self>, id: i64) -> Result<()> {
+        let row = self
+            .store
+            .write(move |c| {
+                let Some(r) = approvals::get(c, id)? else {
+                    return Ok(None);
+                };
+                if !approvals::expire_tx(c, &r)? {
+                    return Ok(None);
+                }
+                approvals::get(c, id)
+            })
+            .await?;
+        if let Some(r) = row {
+            self.approval_closed(&r).await?;
+        }
+        Ok(())
+    }
+
+    /// At start: approvals of runs that did not survive the restart are lost; the
+    /// others (spending) get their deadline timers again.
+    pub(crate) async fn recover_approvals(self: &Arc<Self>) -> Result<()> {
+        let (lost, open) = self
+            .store
+            .write(|c| {
+                let lost = approvals::lose_orphans_tx(c)?;
+                let mut st =
+                    c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
+                let open: Vec<(i64, i64)> = st
+                    .query_map((), |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<sql::Result<_>>()?;
+                Ok((lost, open))
+            })
+            .await?;
+        if lost > 0 {
+            tracing::warn!(
+                lost,
+                "approvals asked by runs that ended with the previous kernel are lost"
+            );
+        }
+        let now = now_ms();
+        for (id, deadline) in open {
+            self.arm_approval(id, Duration::from_millis((deadline - now).max(0) as u64));
+        }
+        Ok(())
+    }
+
+    /// A run ended: approvals it still waited for can no longer be granted.
+    pub(super) async fn lose_approvals_of(&self, run_id: &str) {
+        let rid = run_id.to_owned();
+        match self
+            .store
+            .write(move |c| approvals::lose_run_tx(c, &rid))
+            .await
+        {
+            Ok(ids) => {
+                let waits = self.approval_waits.lock().unwrap();
+                for id in ids {
+                    if let Some((_, n)) = waits.get(&id) {
+                        n.notify_waiters();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(run = run_id, "could not close the run's approvals: {e}"),
+        }
+    }
+
+    /// approval_decide: one approver's decision (the lead may decide any).
+    pub async fn approval_decide(
+        self: &Arc<Self>,
+        caller: &Caller,
+        id: i64,
+        approve: bool,
+        reason: Option<String>,
+    ) -> Result<ApprovalView> {
+        if reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > contracts::MAX_REASON_CHARS)
+        {
+            return Err(Error::invalid(format!(
+                "reason is at most {} characters",
+                contracts::MAX_REASON_CHARS
+            )));
+        }
+        let (who, only) = match caller {
+            Caller::Lead => (LEAD.to_owned(), None),
+            Caller::Agent(a) => (a.name.clone(), Some(a.workflow_id)),
+        };
+        let row = self
+            .store
+            .write(move |c| {
+                if let Some(wid) = only
+                    && approvals::get(c, id)?.is_some_and(|r| r.workflow_id != wid)
+                {
+                    return Err(Error::not_found(format!(
+                        "no approval {id} in your workflow"
+                    )));
+                }
+                let r = approvals::decide_tx(c, id, &who, approve, reason.as_deref())?;
+                let posted = if r.view.state != "pending" {
+                    Some(messaging::post_system(
+                        c,
+                        r.workflow_id,
+                        &r.workflow,
+                        format!(
+                            "approval {id} ({} asked to use {}) is {}: {}.",
+                            r.view.agent,
+                            r.view.what,
+                            r.view.state,
+                            r.view.reason.clone().unwrap_or_default()
+                        ),
+                    )?)
+                } else {
+                    None
+                };
+                Ok((r, posted))
+            })
+            .await?;
+        let (r, posted) = row;
+        if let Some(p) = &posted {
+            self.announce(r.workflow_id, p);
+        }
+        if r.view.state != "pending" {
+            self.approval_closed(&r).await?;
+        }
+        Ok(r.view)
+    }
+
+    /// One approval as the lead sees it (None if there is no such approval).
+    pub async fn approval_view(&self, id: i64) -> Result<Option<ApprovalView>> {
+        self.store
+            .read(move |c| Ok(approvals::get(c, id)?.map(|r| r.view)))
+            .await
+    }
+
+    /// approval_list: pending and recent approvals (an agent sees those it asked
+    /// for or may decide, in its own instance).
+    pub async fn approval_list(
+        &self,
+        caller: &Caller,
+        workflow: Option<&WorkflowRef>,
+    ) -> Result<Vec<ApprovalView>> {
+        let (wid, member) = match (caller, workflow) {
+            (Caller::Agent(a), _) => (Some(a.workflow_id), Some(a.name.clone())),
+            (Caller::Lead, Some(wf)) => (Some(self.workflow_id(wf).await?), None),
+            (Caller::Lead, None) => (None, None),
+        };
+        self.store
+            .read(move |c| approvals::list(c, wid, member.as_deref()))
+            .await
+    }
+
+    /// An approval was closed through another node: a run of this node that waits
+    /// for it wakes, and a spending approval's agent is served (the store says
+    /// whether it may run).
+    pub(crate) fn approval_closed_elsewhere(self: &Arc<Self>, id: i64) {
+        if let Some((_, n)) = self.approval_waits.lock().unwrap().get(&id) {
+            n.notify_waiters();
+        }
+        self.request_rescan();
+    }
+
+    /// What follows a closed approval: its waiter wakes; a spending approval lets
+    /// the held agent run, or pauses it when refused.
+    async fn approval_closed(self: &Arc<Self>, r: &approvals::Row) -> Result<()> {
+        if let Some((_, n)) = self.approval_waits.lock().unwrap().get(&r.view.id) {
+            n.notify_waiters();
+        }
+        self.events.publish(Event::ApprovalClosed {
+            workflow_id: r.workflow_id,
+            id: r.view.id,
+        });
+        if r.view.event != "spend" {
+            return Ok(());
+        }
+        match approvals::ended(r) {
+            Ended::Allowed(_) => {
+                let wid = r.workflow_id;
+                let agents: Vec<i64> = self
+                    .store
+                    .read(move |c| {
+                        let mut st = c.prepare("SELECT id FROM agents WHERE workflow_id = ?1")?;
+                        Ok(st
+                            .query_map([wid], |r| r.get(0))?
+                            .collect::<sql::Result<_>>()?)
+                    })
+                    .await?;
+                for a in agents {
+                    self.admit(a, Wake::Resume, None).await;
+                }
+            }
+            _ => {
+                self.pause_with_reason(
+                    r.agent_id,
+                    &r.workflow,
+                    r.workflow_id,
+                    &r.view.agent,
+                    &format!(
+                        "approval {} to go on spending was not given ({})",
+                        r.view.id,
+                        r.view.reason.clone().unwrap_or_default()
+                    ),
+                    None,
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+}

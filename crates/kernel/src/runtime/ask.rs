@@ -1,0 +1,324 @@
+//! agent_ask: a direct message from the lead, a run now, and the reply.
+//!
+//! The reply is what the agent sent the lead during the run (DMs to `user` and
+//! messages mentioning it), plus the run's private final text. The message is posted
+//! like any other DM, so a run that cannot take it now (the agent is busy) takes it
+//! in the run that follows. Which run answers is the run that read the message
+//! (recorded with its delivery), whoever started it.
+
+use crate::messaging::Outgoing;
+use crate::registry::AgentRecord;
+use crate::runtime::workers::RunHandle;
+use crate::{Caller, Kernel};
+use domain::error::{Error, Result};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Reply {
+    /// What the agent sent you since you asked (DMs to `user` and messages mentioning
+    /// @user), oldest first.
+    pub messages: Vec<String>,
+    /// The run's private final text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AskResult {
+    /// The run that serves the question (poll agent_info while it is running); absent
+    /// while it has not started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// running, succeeded, failed or stopped; or `waiting` when the agent was busy
+    /// and the run that reads your question has not started yet (it is next: poll
+    /// agent_info).
+    pub status: String,
+    /// The id of the direct message that was posted.
+    pub message_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Reply>,
+    /// Why the run failed: auth, billing_quota, rate_limit, network, timeout, crash, stopped or other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A question in flight.
+pub struct Asking {
+    pub agent: AgentRecord,
+    pub message_id: String,
+    /// The run in progress when it was asked (subscribed from the start, so none of
+    /// its progress is missed): a new one, or the one the agent was busy with.
+    run: RunHandle,
+}
+
+/// How often agent_ask looks whether a run has read the question yet.
+const READER_POLL: Duration = Duration::from_millis(25);
+
+impl Kernel {
+    /// Posts the question as a DM from the lead and wakes the agent (a run starts
+    /// now, or one more follows the run in progress).
+    pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
+        let agent = self.agent_get(target).await?;
+        if agent.view.state == "paused" {
+            return Err(Error::conflict(format!(
+                "{} is paused; agent_resume it first (nothing was sent)",
+                agent.view.target
+            )));
+        }
+        let scope = self
+            .scope(&Caller::Lead, Some(&agent.view.workflow))
+            .await?;
+        let sent = self
+            .channel_send(
+                &scope,
+                Outgoing {
+                    message: message.to_owned(),
+                    to: Some(agent.view.name.clone()),
+                    force: true,
+                },
+            )
+            .await?;
+        let run = match agent.view.node.as_deref() {
+            // Another node runs it: the question's delivery wakes it there (the bus
+            // carries it), and the answer is followed through the store.
+            Some(n) if n != self.node() => RunHandle::ended(String::new()),
+            _ => self.wake_to_answer(&agent, &sent.id).await?,
+        };
+        Ok(Asking {
+            agent,
+            message_id: sent.id,
+            run,
+        })
+    }
+
+    /// A question asked before (by an earlier round of the same call), to wait for
+    /// its answer again: nothing is sent and nothing is started. The run in
+    /// progress is followed if it is the one that serves it.
+    pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {
+        let agent = self.agent_get(target).await?;
+        let run = self
+            .active_run(agent.id)
+            .unwrap_or_else(|| RunHandle::ended(String::new()));
+        Ok(Asking {
+            agent,
+            message_id: message_id.to_owned(),
+            run,
+        })
+    }
+
+    /// The run that will answer: the one in progress (if it started before the
+    /// question, one more is remembered to follow it and read it), else one that
+    /// already read it, else a new one.
+    ///
+    /// Why look before starting: the question's delivery wakes the agent by itself,
+    /// and a quick run can read it and end before this runs; a run started now would
+    /// find the inbox empty and answer nothing.
+    async fn wake_to_answer(
+        self: &Arc<Self>,
+        agent: &AgentRecord,
+        message_id: &str,
+    ) -> Result<RunHandle> {
+        if let Some(h) = self.remember_wake_before(agent.id, "ask", message_id) {
+            return Ok(h);
+        }
+        if let Some(done) = self.serving_run_of(agent, message_id).await? {
+            return Ok(self
+                .active_run(agent.id)
+                .filter(|h| h.run_id == done)
+                .unwrap_or_else(|| RunHandle::ended(done)));
+        }
+        match self.start_run(agent.id, "ask", None).await {
+            Ok(h) => Ok(h),
+            // The scheduler, woken by the question's delivery, claimed the agent
+            // between the look and the claim: that run reads the question.
+            Err(e) => self
+                .remember_wake_before(agent.id, "ask", message_id)
+                .ok_or(e),
+        }
+    }
+
+    /// The run that answers the question, once there is one: the run that read it
+    /// (recorded with its delivery when a run reads its inbox: a run that was busy
+    /// when the question came may read it too), else the first run that started
+    /// after it (it reads it, or fails before it could and says why).
+    async fn serving_run(&self, a: &Asking) -> Result<Option<String>> {
+        self.serving_run_of(&a.agent, &a.message_id).await
+    }
+
+    async fn serving_run_of(
+        &self,
+        agent: &AgentRecord,
+        message_id: &str,
+    ) -> Result<Option<String>> {
+        let (wid, aid) = (agent.workflow_id, agent.id);
+        let (name, id) = (agent.view.name.clone(), message_id.to_owned());
+        // Another node's runs have ids from its clock, not comparable with this
+        // node's message id: only the run that read the question answers it.
+        let by_time = agent.view.node.as_deref().is_none_or(|n| n == self.node());
+        self.store
+            .read(move |c| {
+                use store::sql::OptionalExtension;
+                let reader: Option<String> = c
+                    .prepare_cached(
+                        "SELECT COALESCE(
+                           (SELECT read_by FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3),
+                           (SELECT read_by FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3))",
+                    )?
+                    .query_row((wid, &name, &id), |r| r.get(0))
+                    .optional()?
+                    .flatten();
+                if reader.is_some() || !by_time {
+                    return Ok(reader);
+                }
+                // Run and message ids are both UUIDv7 from one clock: time-ordered.
+                Ok(c.prepare_cached(
+                    "SELECT id FROM runs WHERE agent_id = ?1 AND id > ?2 ORDER BY id LIMIT 1",
+                )?
+                .query_row((aid, &id), |r| r.get(0))
+                .optional()?)
+            })
+            .await
+    }
+
+    /// Waits until the run that answers the question has ended, or until `deadline`
+    /// or `cancel`, passing the agent's progress lines to `progress` meanwhile (the
+    /// run it is busy with first, if any). A cancelled wait stops waiting, never the
+    /// run.
+    pub async fn await_answer(
+        &self,
+        mut a: Asking,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        progress: impl Fn(String),
+    ) -> Result<AskResult> {
+        let mut listening = true;
+        let serving = loop {
+            if let Some(id) = self.serving_run(&a).await? {
+                break Some(id);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || cancel.is_cancelled() {
+                // A run that started after the question will read it, even if its
+                // row is still being written (the process manager claims the agent
+                // first).
+                break (a.run.run_id > a.message_id).then(|| a.run.run_id.clone());
+            }
+            // Nothing has taken the question yet: the agent is busy with an earlier
+            // run, or the next one is queued or waiting to retry.
+            tokio::select! {
+                msg = a.run.progress.recv(), if listening => match msg {
+                    Ok(m) => progress(m),
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => listening = false,
+                },
+                _ = tokio::time::sleep(READER_POLL.min(left)) => {}
+                _ = cancel.cancelled() => {}
+            }
+        };
+        let Some(run_id) = serving else {
+            return Ok(AskResult {
+                run_id: None,
+                status: "waiting".into(),
+                message_id: a.message_id,
+                reply: None,
+                error_class: None,
+                error: None,
+            });
+        };
+        // Follow the serving run to its end: it is the run subscribed at the ask, or
+        // the agent's run now; if neither, it has already ended.
+        let follow = a.run.run_id == run_id
+            || match self.active_run(a.agent.id).filter(|h| h.run_id == run_id) {
+                Some(h) => {
+                    a.run = h;
+                    listening = true;
+                    true
+                }
+                None => false,
+            };
+        if !follow {
+            // A run of another node (or one that has ended): its row says when it is over.
+            loop {
+                let r = self.ask_result(&a.agent, &a.message_id, &run_id).await?;
+                let left = deadline.saturating_duration_since(Instant::now());
+                if r.status != "running" || left.is_zero() || cancel.is_cancelled() {
+                    return Ok(r);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(READER_POLL.min(left)) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+        }
+        {
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::select! {
+                    _ = a.run.wait(left) => break,
+                    msg = a.run.progress.recv(), if listening => match msg {
+                        Ok(m) => progress(m),
+                        Err(RecvError::Lagged(_)) => {}
+                        // The run is finishing: nothing more will come.
+                        Err(RecvError::Closed) => listening = false,
+                    },
+                    _ = cancel.cancelled() => break,
+                }
+            }
+        }
+        self.ask_result(&a.agent, &a.message_id, &run_id).await
+    }
+
+    /// The state of the run serving a question, with the reply once it is over.
+    async fn ask_result(
+        &self,
+        agent: &AgentRecord,
+        message_id: &str,
+        run_id: &str,
+    ) -> Result<AskResult> {
+        let run = match self.run_view(run_id).await {
+            Ok(run) => run,
+            // Claimed by the process manager, its row not yet written: it is starting.
+            Err(Error::NotFound(_))
+                if self
+                    .active_run(agent.id)
+                    .is_some_and(|h| h.run_id == run_id) =>
+            {
+                return Ok(AskResult {
+                    run_id: Some(run_id.to_owned()),
+                    status: "running".into(),
+                    message_id: message_id.to_owned(),
+                    reply: None,
+                    error_class: None,
+                    error: None,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let reply = if run.status == "running" {
+            None
+        } else {
+            Some(Reply {
+                messages: self
+                    .replies_to_lead(agent.workflow_id, &agent.view.name, message_id)
+                    .await?,
+                final_text: run.final_text.clone(),
+            })
+        };
+        Ok(AskResult {
+            run_id: Some(run.id),
+            status: run.status,
+            message_id: message_id.to_owned(),
+            reply,
+            error_class: run.error_class,
+            error: run.error,
+        })
+    }
+}

@@ -1,0 +1,49 @@
+//! When a background kernel may stop by itself: no client for a while, and nothing
+//! owed. Owed is anything that would be lost or late if it stopped now: a run in
+//! progress, queued or starting, a retry or deferred message waiting, an armed
+//! schedule, an agent paused until a later automatic resume, or a message a
+//! kernel-run agent has not acknowledged.
+
+use crate::Kernel;
+use crate::messaging::broadcast::UNWRITTEN_EXISTS;
+use domain::clock::now_ms;
+use domain::error::Result;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+impl Kernel {
+    /// A client made a request (any authenticated MCP call).
+    pub fn touch_client(&self) {
+        self.last_client.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// How long since a client's last request.
+    pub fn client_idle_for(&self) -> Duration {
+        let last = self.last_client.load(Ordering::Relaxed);
+        Duration::from_millis((now_ms() - last).max(0) as u64)
+    }
+
+    /// True when stopping now would lose or delay nothing (see the module docs).
+    pub async fn owes_nothing(&self) -> Result<bool> {
+        if self.runs_in_progress() > 0 || self.scheduler.busy() {
+            return Ok(false);
+        }
+        self.store
+            .read(|c| {
+                let owed: bool = c.query_row(
+                    &format!(
+                        "SELECT EXISTS (SELECT 1 FROM schedules)
+                             OR EXISTS (SELECT 1 FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL)
+                             OR EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human') AND (EXISTS (
+                                   SELECT 1 FROM deliveries d
+                                    WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
+                                      AND d.state <> 'acked') OR {UNWRITTEN_EXISTS}))"
+                    ),
+                    (),
+                    |r| r.get(0),
+                )?;
+                Ok(!owed)
+            })
+            .await
+    }
+}

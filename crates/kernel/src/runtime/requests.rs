@@ -1,0 +1,286 @@
+//! A worker run's tool request, asked before the tool runs (`permission_request`:
+//! the sdk backend's local tools, Claude Code's permission prompt tool). Approvals
+//! are in [`super::approvals`], spending and run ends in [`super::spending`].
+//!
+//! A tool request is answered in this order: the agent's permission profile
+//! (contracts never widen it), then the contracts in force (see `domain::contracts`
+//! for precedence). An approval holds the asking call: the run is kept alive (its
+//! silence is not idleness) until an approver decides or the deadline passes; if
+//! the run ends first, the approval is `lost`, never granted by default.
+
+use super::runs::Denial;
+use crate::events::Event;
+use crate::governance::approvals::{self, Ended, NewApproval};
+use crate::governance::contracts::{Decision, in_force, record_tx};
+use crate::messaging::{post_system_to, preview};
+use crate::{AgentIdentity, Kernel};
+use domain::contracts::{self, Event as Ev, Reached};
+use domain::error::{Error, Result};
+use domain::permissions::{Kind, Profile, Request, request_of};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+/// The answer to a tool request, in the shape Claude Code's permission prompt tool
+/// expects (`behavior` allow or deny, `message` the reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Allow,
+    Deny(String),
+}
+
+/// Where a read or edit would land: the path the file system reaches (symlinks
+/// followed), relative to the agent's folder when inside it (`inside`), else absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reach {
+    path: String,
+    inside: bool,
+}
+
+/// Components of a path resolved at most (a longer one is matched as given).
+const MAX_COMPONENTS: usize = 256;
+
+/// The path a write or read of `given` reaches: its longest existing part
+/// canonicalized (as the file system follows its symlinks), then the rest; None
+/// when that cannot be known beforehand (a `..` in the rest, too many parts).
+/// Blocking (file system): call off the async threads.
+fn reach(given: &str, cwd: &Path) -> Option<Reach> {
+    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_owned());
+    let p = Path::new(given);
+    let full = if p.is_absolute() {
+        p.to_owned()
+    } else {
+        cwd.join(p)
+    };
+    let parts: Vec<Component> = full.components().collect();
+    if parts.len() > MAX_COMPONENTS {
+        return None;
+    }
+    let (real, rest) = (1..=parts.len()).rev().find_map(|k| {
+        let prefix: PathBuf = parts[..k].iter().collect();
+        prefix.canonicalize().ok().map(|r| (r, &parts[k..]))
+    })?;
+    let mut out = real;
+    for c in rest {
+        match c {
+            Component::Normal(x) => out.push(x),
+            // Past a folder that does not exist yet, where `..` lands depends on
+            // what the tool makes of it (a folder made first, then a symlink
+            // beside it followed): not known beforehand.
+            Component::ParentDir => return None,
+            _ => {}
+        }
+    }
+    Some(match out.strip_prefix(&cwd) {
+        Ok(rel) => Reach {
+            path: match rel.to_string_lossy().into_owned() {
+                r if r.is_empty() => ".".into(),
+                r => r,
+            },
+            inside: true,
+        },
+        Err(_) => Reach {
+            path: out.to_string_lossy().into_owned(),
+            inside: false,
+        },
+    })
+}
+
+/// [`reach`] for a read or edit, off the async threads.
+async fn reach_of(req: &Request, cwd: &Path) -> Option<Reach> {
+    let (Request::Read { path } | Request::Edit { path }) = req else {
+        return None;
+    };
+    let (path, cwd) = (path.clone(), cwd.to_owned());
+    tokio::task::spawn_blocking(move || reach(&path, &cwd))
+        .await
+        .ok()
+        .flatten()
+}
+
+impl Kernel {
+    /// permission_request: decides one tool request of a worker run.
+    pub async fn tool_request(
+        self: &Arc<Self>,
+        who: &AgentIdentity,
+        tool_name: &str,
+        input: &serde_json::Value,
+    ) -> Result<Answer> {
+        let Some(run_id) = who.run_id.clone() else {
+            return Err(Error::forbidden(
+                "permission_request is how a worker run asks before a tool runs; a joined client has no run",
+            ));
+        };
+        let Some(req) = request_of(tool_name, input) else {
+            return Ok(self.refuse(who, tool_name, "", format!(
+                "refused: {tool_name} is not a tool agent-worker can judge, so it is not allowed"
+            )));
+        };
+        if req.kind() == Kind::Team {
+            return Ok(Answer::Allow);
+        }
+        let spec = self.spec(who.agent_id).await?;
+        let cwd = spec.cwd.as_ref().map_or_else(
+            || self.workspace_dir(&spec.workflow, &spec.name),
+            PathBuf::from,
+        );
+        let reached = reach_of(&req, &cwd).await;
+        let perms = &spec.config.permissions;
+        if let domain::permissions::Decision::Deny(why) = perms.decide(&req) {
+            return Ok(self.refuse(who, tool_name, req.detail(), why));
+        }
+        if matches!(req, Request::Read { .. } | Request::Edit { .. })
+            && !reached.as_ref().is_some_and(|r| r.inside)
+            && perms.profile != Profile::Full
+        {
+            let why = format!(
+                "refused: {:?} is outside this agent's folder ({}), or leads outside it through a \
+                 symlink; the {} profile keeps files inside it",
+                preview(req.detail()),
+                cwd.display(),
+                perms.profile.as_str()
+            );
+            return Ok(self.refuse(who, tool_name, req.detail(), why));
+        }
+        let all = self.contracts.all();
+        let verdict = contracts::decide(
+            in_force(&all, spec.workflow_id, &spec.workflow),
+            &Ev::Tool {
+                agent: &spec.name,
+                request: &req,
+                reached: match (&req, &reached) {
+                    (Request::Read { .. } | Request::Edit { .. }, Some(r)) => Reached::At(&r.path),
+                    (Request::Read { .. } | Request::Edit { .. }, None) => Reached::Unknown,
+                    _ => Reached::AsGiven,
+                },
+            },
+        );
+        if !verdict.any() {
+            return Ok(Answer::Allow);
+        }
+        let what = format!(
+            "{tool_name} ({}): {}",
+            req.kind().as_str(),
+            preview(req.detail())
+        );
+        let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
+        let v2 = verdict.clone();
+        let w2 = what.clone();
+        let rid = run_id.clone();
+        let agent_id = who.agent_id;
+        let (posted, approval) = self
+            .store
+            .write(move |c| {
+                let mut posted = Vec::new();
+                for (contract, to) in &v2.notify {
+                    posted.push(post_system_to(c, wid, &wf, to, &format!(
+                        "contract \"{contract}\": {name} asks to use {w2}."
+                    ))?);
+                }
+                let Some(a) = &v2.approval else {
+                    record_tx(c, &Decision::of(wid, &name, "tool_request", &w2, &v2))?;
+                    return Ok((posted, None));
+                };
+                let id = approvals::insert_tx(c, &NewApproval {
+                    workflow_id: wid,
+                    agent_id,
+                    agent: name.clone(),
+                    run_id: Some(rid),
+                    event: "tool_request".into(),
+                    detail: w2.clone(),
+                    approval: a.clone(),
+                })?;
+                posted.push(post_system_to(c, wid, &wf, &a.approvers, &format!(
+                    "approval {id}: {name} asks to use {w2} (contract {}). Decide with approval_decide {{\"id\": {id}, \
+                     \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
+                    a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
+                    humantime::format_duration(a.timeout)
+                ))?);
+                Ok((posted, Some((id, a.timeout))))
+            })
+            .await?;
+        for p in &posted {
+            self.announce(spec.workflow_id, p);
+        }
+        if let Some((contract, why, pause)) = &verdict.deny {
+            self.note_denial(who.agent_id, tool_name, req.detail(), why);
+            if *pause {
+                self.pause_with_reason(
+                    who.agent_id,
+                    &spec.workflow,
+                    spec.workflow_id,
+                    &spec.name,
+                    &format!("contract \"{contract}\" paused it: {why}"),
+                    None,
+                )
+                .await?;
+            }
+            return Ok(Answer::Deny(why.clone()));
+        }
+        let Some((id, timeout)) = approval else {
+            return Ok(Answer::Allow);
+        };
+        self.events.publish(Event::ApprovalAsked {
+            workflow_id: spec.workflow_id,
+            id,
+        });
+        self.arm_approval(id, timeout);
+        let r = match self.wait_approval(id, who.agent_id, &run_id).await? {
+            Ended::Allowed(_) => return Ok(Answer::Allow),
+            Ended::Refused(r) => r,
+            Ended::Pending => "no decision".into(),
+        };
+        let why = format!("refused: approval {id} was not given ({r}); nothing was done");
+        self.note_denial(who.agent_id, tool_name, req.detail(), &why);
+        Ok(Answer::Deny(why))
+    }
+
+    /// A refusal by the profile (or an unknown tool): kept with the run.
+    fn refuse(&self, who: &AgentIdentity, tool: &str, detail: &str, why: String) -> Answer {
+        self.note_denial(who.agent_id, tool, detail, &why);
+        Answer::Deny(why)
+    }
+
+    /// Keeps a refusal the kernel made with the run, as agent_info's `denials`.
+    fn note_denial(&self, agent_id: i64, tool: &str, detail: &str, why: &str) {
+        if let Some(a) = self.workers.active.lock().unwrap().get(&agent_id) {
+            let mut d = a.denials.lock().unwrap();
+            if d.len() < super::runs::MAX_DENIALS {
+                d.push(Denial {
+                    tool: tool.to_owned(),
+                    detail: preview(detail),
+                    reason: why.to_owned(),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_matched_where_it_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let outer = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        std::fs::create_dir(cwd.join("secrets")).unwrap();
+        std::os::unix::fs::symlink(cwd.join("secrets"), cwd.join("alias")).unwrap();
+        std::os::unix::fs::symlink(outer.path(), cwd.join("out")).unwrap();
+        let r = |p: &str| reach(p, cwd).unwrap();
+        assert_eq!(r("alias/e.txt").path, "secrets/e.txt");
+        assert_eq!(r("alias/new/deeper.txt").path, "secrets/new/deeper.txt");
+        assert_eq!(r("./docs/a.md").path, "docs/a.md");
+        assert_eq!(r(".").path, ".");
+        let abs = cwd.join("alias/x").display().to_string();
+        assert_eq!(r(&abs).path, "secrets/x");
+        let o = r("out/x");
+        assert!(!o.inside && o.path.ends_with("/x"), "{o:?}");
+        // Past a folder that does not exist yet, `..` could land anywhere (here
+        // through `out` or `alias`): unknown, not "inside".
+        assert_eq!(reach("new/../out/.bashrc", cwd), None);
+        assert_eq!(reach("x/../alias/k", cwd), None);
+        // A `..` the file system resolves (the folder exists) is followed.
+        assert_eq!(r("secrets/../docs.md").path, "docs.md");
+    }
+}

@@ -1,0 +1,198 @@
+//! Schedules: one per agent, `every` (an interval after the agent was last idle) or
+//! `cron` (five fields, local time), with an optional prompt for the run.
+//!
+//! The row keeps the next fire time, so a restart re-arms it; a fire that came due
+//! while the kernel was down fires once at start, not once per missed slot. A fire
+//! records the newest channel message (`seen_upto`): while others post after it, a
+//! workflow run still owes that agent a scheduled run and is not done.
+
+use crate::runtime::scheduler::Wake;
+use crate::{Kernel, events::Event};
+use domain::clock::{fmt_ms, now_ms};
+use domain::error::{Error, Result};
+use domain::schedule::Trigger;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+use store::sql;
+use store::sql::{Connection, OptionalExtension};
+
+/// The longest prompt a schedule may carry.
+pub const MAX_PROMPT_CHARS: usize = 4000;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ScheduleView {
+    /// The agent, e.g. `alice@review:pr-1`.
+    pub target: String,
+    /// "every" or "cron".
+    pub kind: String,
+    /// The interval (e.g. "5m") or the cron pattern.
+    pub spec: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// When it fires next (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_at: Option<String>,
+}
+
+/// Reads the schedule a user gave: exactly one of `every` and `cron`.
+pub fn parse_given(every: Option<&str>, cron: Option<&str>) -> Result<Trigger> {
+    fn given(s: Option<&str>) -> Option<&str> {
+        s.map(str::trim).filter(|s| !s.is_empty())
+    }
+    match (given(every), given(cron)) {
+        (Some(e), None) => Trigger::every(e).map_err(Error::invalid),
+        (None, Some(c)) => Trigger::cron(c).map_err(Error::invalid),
+        (Some(_), Some(_)) => Err(Error::invalid("give either `every` or `cron`, not both")),
+        (None, None) => Err(Error::invalid(
+            "give `every` (e.g. \"30m\": that long after the agent was last idle) or `cron` (five fields, \
+             local time, e.g. \"0 9 * * 1-5\")",
+        )),
+    }
+}
+
+fn check_prompt(prompt: Option<&str>) -> Result<()> {
+    if let Some(p) = prompt
+        && p.chars().count() > MAX_PROMPT_CHARS
+    {
+        return Err(Error::invalid(format!(
+            "the schedule's prompt is over {MAX_PROMPT_CHARS} characters; put long instructions in a \
+             document and point to it"
+        )));
+    }
+    Ok(())
+}
+
+/// Writes an agent's schedule (replacing any) inside a store job; returns the next fire.
+pub(crate) fn set_tx(
+    c: &Connection,
+    agent_id: i64,
+    trigger: &Trigger,
+    prompt: Option<&str>,
+) -> Result<i64> {
+    let now = now_ms();
+    let next = trigger
+        .next_after(now)
+        .ok_or_else(|| Error::invalid("this cron pattern never fires; check the day and month"))?;
+    c.execute(
+        "INSERT INTO schedules (agent_id, kind, spec, prompt, next_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (agent_id) DO UPDATE SET kind = excluded.kind, spec = excluded.spec,
+           prompt = excluded.prompt, next_at = excluded.next_at",
+        sql::params![agent_id, trigger.kind(), trigger.spec(), prompt, next, now],
+    )?;
+    Ok(next)
+}
+
+/// A stored schedule: kind, spec, prompt, next fire.
+pub(crate) type Row = (String, String, Option<String>, Option<i64>);
+
+/// An agent's schedule, if it has one.
+pub(crate) fn get(c: &Connection, agent_id: i64) -> Result<Option<Row>> {
+    Ok(c.query_row(
+        "SELECT kind, spec, prompt, next_at FROM schedules WHERE agent_id = ?1",
+        [agent_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .optional()?)
+}
+
+/// A stored schedule as tools show it.
+pub(crate) fn view(target: String, (kind, spec, prompt, next): Row) -> ScheduleView {
+    ScheduleView {
+        target,
+        kind,
+        spec,
+        prompt,
+        next_at: next.map(fmt_ms),
+    }
+}
+
+impl Kernel {
+    /// schedule_set: gives an agent a schedule (replacing any) and arms it.
+    pub async fn schedule_set(
+        &self,
+        target: &str,
+        trigger: Trigger,
+        prompt: Option<String>,
+    ) -> Result<ScheduleView> {
+        check_prompt(prompt.as_deref())?;
+        let agent = self.agent_get(target).await?;
+        let (id, t2, p2) = (agent.id, trigger.clone(), prompt.clone());
+        let next = self
+            .store
+            .write(move |c| set_tx(c, id, &t2, p2.as_deref()))
+            .await?;
+        self.arm_schedule(agent.id, Some(next));
+        self.events.publish(Event::AgentChanged {
+            workflow_id: agent.workflow_id,
+            name: agent.view.name.clone(),
+        });
+        Ok(ScheduleView {
+            target: agent.view.target,
+            kind: trigger.kind().into(),
+            spec: trigger.spec(),
+            prompt,
+            next_at: Some(fmt_ms(next)),
+        })
+    }
+
+    /// schedule_clear: removes an agent's schedule. Returns whether it had one.
+    pub async fn schedule_clear(&self, target: &str) -> Result<bool> {
+        let agent = self.agent_get(target).await?;
+        let id = agent.id;
+        let n = self
+            .store
+            .write(move |c| Ok(c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?))
+            .await?;
+        self.arm_schedule(id, None);
+        Ok(n > 0)
+    }
+
+    /// A schedule came due: ask for a run with its prompt and arm the next fire.
+    pub(crate) async fn fire_schedule(self: &Arc<Self>, agent_id: i64) -> Result<()> {
+        let now = now_ms();
+        let fired = self
+            .store
+            .write(move |c| {
+                let Some((kind, spec, prompt, _)) = get(c, agent_id)? else {
+                    return Ok(None);
+                };
+                let trigger = Trigger::stored(&kind, &spec).map_err(Error::internal)?;
+                let next = trigger.next_after(now);
+                let newest: Option<String> = c.query_row(
+                    "SELECT max(m.id) FROM messages m JOIN agents a ON a.workflow_id = m.workflow_id WHERE a.id = ?1",
+                    [agent_id],
+                    |r| r.get(0),
+                )?;
+                c.execute(
+                    "UPDATE schedules SET next_at = ?2, seen_upto = ?3 WHERE agent_id = ?1",
+                    (agent_id, next, newest),
+                )?;
+                Ok(Some((prompt, next)))
+            })
+            .await?;
+        let Some((prompt, next)) = fired else {
+            return Ok(());
+        };
+        self.arm_schedule(agent_id, next);
+        tracing::info!(agent_id, "schedule fired");
+        self.admit(
+            agent_id,
+            Wake::Schedule,
+            Some(prompt.unwrap_or_else(|| {
+                "Scheduled wakeup. Check for any pending work or updates.".into()
+            })),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Re-arms an agent's schedule from its row (after a resume).
+    pub(crate) async fn rearm_schedule(&self, agent_id: i64) -> Result<()> {
+        let row = self.store.read(move |c| get(c, agent_id)).await?;
+        if let Some((_, _, _, next)) = row {
+            self.arm_schedule(agent_id, Some(next.unwrap_or_else(now_ms)));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,210 @@
+//! One run, from spawn to settlement: the worker supervised under the process
+//! limits, its report lines folded into the run (progress, usage, session, the
+//! groups it started, what its permissions refused), then the single transaction
+//! that closes the run, and the scheduler told what it means.
+
+use super::workers::Spec;
+use crate::Kernel;
+use crate::events::Event;
+use crate::runtime::runs::{self, RunEnd};
+use domain::protocol::{ErrorClass, Report};
+use os::process::{self, Ended};
+use std::sync::Arc;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+impl Kernel {
+    pub(super) async fn supervise_run(
+        self: Arc<Self>,
+        spec: Spec,
+        run_id: String,
+        cmd: tokio::process::Command,
+        stop: CancellationToken,
+        progress: broadcast::Sender<String>,
+        done: watch::Sender<bool>,
+    ) {
+        let mut limits = self.workers.limits.clone();
+        limits.held = process::Held::Flag(spec.held.clone());
+        limits.idle = self.idle_limit(&spec);
+        let mut end = RunEnd::default();
+        let mut outcome = None;
+        let mut groups = Vec::new();
+        let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
+        let k = self.clone();
+        let rid = run_id.clone();
+        let record_pid = tokio::spawn(async move {
+            if let Ok(s) = pid_rx.await {
+                let s: process::Spawned = s;
+                let _ = k
+                    .store
+                    .write(move |c| runs::set_pid_tx(c, &rid, s.pid, s.start_time))
+                    .await;
+            }
+        });
+        let finished = process::supervise(
+            cmd,
+            limits.clone(),
+            process::Group::Own,
+            stop,
+            |s| {
+                self.events.publish(Event::RunStarted {
+                    workflow_id: spec.workflow_id,
+                    agent: spec.name.clone(),
+                    run_id: run_id.clone(),
+                });
+                let _ = pid_tx.send(s);
+            },
+            |line| match Report::parse(&line) {
+                Some(Report::Progress { message }) => {
+                    let _ = progress.send(message);
+                }
+                Some(Report::Usage(u)) => end.usage = u,
+                Some(Report::Session { id }) => end.session_id = Some(id),
+                Some(Report::SessionTotal(u)) => end.session_total = Some(u),
+                Some(Report::Result(o)) => outcome = Some(o),
+                Some(Report::Group { pid, start_time }) => groups.push((pid, start_time)),
+                Some(Report::Denied {
+                    tool,
+                    detail,
+                    reason,
+                }) => {
+                    if end.denials.len() < runs::MAX_DENIALS {
+                        end.denials.push(runs::Denial {
+                            tool,
+                            detail,
+                            reason,
+                        });
+                    }
+                }
+                Some(Report::Started | Report::Alive) | None => {}
+            },
+        )
+        .await;
+        let _ = record_pid.await;
+        // Commands the run started in groups of their own (sdk run_command) go with it.
+        for (pid, start) in groups {
+            process::kill_run_group(pid, start);
+        }
+        // The worker removes its scratch folder; a worker killed before it could
+        // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
+        let _ = std::fs::remove_dir_all(spec.scratch_dir(&run_id));
+        match finished {
+            Err(e) => {
+                end.error_class = Some(ErrorClass::Crash);
+                end.error = Some(format!("cannot start the worker: {e}"));
+            }
+            Ok(f) => {
+                end.exit_code = f.exit_code();
+                end.signal = f.signal();
+                end.stderr_tail = f.stderr_tail.clone();
+                match (f.ended, outcome) {
+                    (Ended::Stopped, _) => {
+                        end.error_class = Some(ErrorClass::Stopped);
+                        end.error = Some("the run was stopped".into());
+                    }
+                    (Ended::Exited, Some(o)) => {
+                        end.ok = o.ok;
+                        end.final_text = o.final_text;
+                        if !o.ok {
+                            end.error_class = Some(o.error_class.unwrap_or(ErrorClass::Other));
+                            end.error = o.error;
+                        }
+                    }
+                    (Ended::Exited, None) => {
+                        end.error_class = Some(ErrorClass::Crash);
+                        end.error = Some(match (f.exit_code(), f.signal()) {
+                            (_, Some(sig)) => format!(
+                                "the worker was killed by signal {sig} before it reported an outcome"
+                            ),
+                            (code, _) => format!(
+                                "the worker exited with code {} before it reported an outcome",
+                                code.unwrap_or(-1)
+                            ),
+                        });
+                    }
+                    (timeout, _) => {
+                        end.error_class = Some(ErrorClass::Timeout);
+                        end.error = Some(format!(
+                            "the worker {}{}",
+                            timeout.describe(&limits),
+                            if f.killed {
+                                " (killed after ignoring SIGTERM)"
+                            } else {
+                                ""
+                            }
+                        ));
+                    }
+                }
+            }
+        }
+        {
+            let mut kept = spec.denials.lock().unwrap();
+            for d in kept.drain(..) {
+                if end.denials.len() < runs::MAX_DENIALS {
+                    end.denials.push(d);
+                }
+            }
+        }
+        let (rid, aid, wid, name) = (
+            run_id.clone(),
+            spec.agent_id,
+            spec.workflow_id,
+            spec.name.clone(),
+        );
+        let end2 = end.clone();
+        if let Err(e) = self
+            .store
+            .write(move |c| runs::finish_tx(c, &rid, aid, wid, &name, &end2))
+            .await
+        {
+            tracing::error!(run = %run_id, "cannot record the end of the run: {e}");
+        }
+        self.tokens.forget_agent(spec.agent_id);
+        self.lose_approvals_of(&run_id).await;
+        tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
+        let again = self
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .remove(&spec.agent_id)
+            .and_then(|a| a.wake_again);
+        self.events.publish(Event::RunEnded {
+            workflow_id: spec.workflow_id,
+            agent: spec.name.clone(),
+            run_id: run_id.clone(),
+            ok: end.ok,
+        });
+        if let Err(e) = self
+            .run_end_contracts(
+                spec.agent_id,
+                &spec.name,
+                &spec.workflow,
+                spec.workflow_id,
+                end.status(),
+            )
+            .await
+        {
+            tracing::warn!(run = %run_id, "run_end contracts: {e}");
+        }
+        // The scheduler settles the outcome (retry, pause, guards) and, unless the
+        // run failed (its retry serves the wake), starts the remembered run before this
+        // one reports done, so a waiter that wants "the run after this one" finds it.
+        self.after_run_boxed(spec.agent_id, spec.workflow_id, end, again)
+            .await;
+        let _ = done.send(true);
+    }
+
+    /// `after_run` behind a box: a run that ends may start the next one, and the
+    /// compiler cannot see through that cycle of futures without a named type.
+    fn after_run_boxed(
+        self: &Arc<Self>,
+        agent_id: i64,
+        workflow_id: i64,
+        end: RunEnd,
+        again: Option<(String, Option<String>)>,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let k = self.clone();
+        Box::pin(async move { k.after_run(agent_id, workflow_id, &end, again).await })
+    }
+}

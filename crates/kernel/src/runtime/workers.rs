@@ -1,0 +1,573 @@
+//! The process manager: one worker subprocess per run, at most one run per agent.
+//!
+//! A run is: a `runs` row and a per-run agent token (one transaction), the worker
+//! spawned under [`os::process::supervise`] with its config in `AW_RUN`, its
+//! stdout reports folded into the run, and [`runs::finish_tx`] when it ends, which
+//! revokes the token and settles the deliveries the run read. A wake that arrives
+//! while the agent runs is remembered and starts one more run when this one ends.
+//!
+//! The worker is this same binary in its internal worker mode; the kernel never
+//! builds prompts (the worker does, from what it reads over MCP).
+
+use crate::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
+use crate::runtime::runs::{self, NewRun, RunView};
+use crate::{Kernel, registry::tokens};
+use domain::error::{Error, Result};
+use domain::names::WorkflowRef;
+use domain::protocol::{self, RunConfig};
+use os::process::{self, Limits};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::sql;
+use store::sql::OptionalExtension;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The internal command-line mode that makes this binary a worker.
+pub const WORKER_MODE: &str = "__worker";
+/// Environment variables a worker must never inherit from the kernel: the admin
+/// token would make any agent the lead, and the store's URL carries the database's
+/// password (an agent with it could rewrite any inbox).
+pub(crate) const SCRUBBED_ENV: &[&str] = &[
+    "AGENT_WORKER_TOKEN",
+    "AGENT_WORKER_HOME",
+    store::STORE_ENV,
+    protocol::RUN_ENV,
+];
+
+/// The kernel's table of runs in progress.
+pub struct Workers {
+    pub(super) active: Mutex<HashMap<i64, Active>>,
+    pub(super) exe: PathBuf,
+    pub(super) limits: Limits,
+}
+
+pub(super) struct Active {
+    pub(super) run_id: String,
+    pub(super) stop: CancellationToken,
+    pub(super) done: watch::Receiver<bool>,
+    pub(super) progress: broadcast::Sender<String>,
+    /// A wake arrived during the run: run once more when it ends (trigger, prompt).
+    pub(super) wake_again: Option<(String, Option<String>)>,
+    /// The run's [`Spec::held`] and [`Spec::denials`].
+    pub(super) held: Arc<AtomicBool>,
+    /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
+    pub(super) held_file: PathBuf,
+    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
+}
+
+impl Active {
+    fn handle(&self) -> RunHandle {
+        RunHandle {
+            run_id: self.run_id.clone(),
+            done: self.done.clone(),
+            progress: self.progress.subscribe(),
+        }
+    }
+}
+
+/// A run in progress, as a caller waits on it.
+pub struct RunHandle {
+    pub run_id: String,
+    done: watch::Receiver<bool>,
+    pub progress: broadcast::Receiver<String>,
+}
+
+impl RunHandle {
+    /// A run that has already ended: waiting on it returns at once.
+    pub(crate) fn ended(run_id: String) -> Self {
+        let (_, done) = watch::channel(true);
+        let (_, progress) = broadcast::channel(1);
+        Self {
+            run_id,
+            done,
+            progress,
+        }
+    }
+
+    /// Waits until the run has ended (its row is final) or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) -> impl Future<Output = bool> + Send + 'static {
+        let mut done = self.done.clone();
+        async move {
+            tokio::time::timeout(timeout, done.wait_for(|d| *d))
+                .await
+                .is_ok_and(|r| r.is_ok())
+        }
+    }
+}
+
+impl Workers {
+    pub fn new(exe: PathBuf, limits: Limits) -> Self {
+        Self {
+            active: Mutex::new(HashMap::new()),
+            exe,
+            limits,
+        }
+    }
+
+    fn handle(&self, agent_id: i64) -> Option<RunHandle> {
+        self.active
+            .lock()
+            .unwrap()
+            .get(&agent_id)
+            .map(Active::handle)
+    }
+}
+
+/// What a run needs to know about its agent, read when it starts.
+pub(super) struct Spec {
+    pub(super) agent_id: i64,
+    pub(super) name: String,
+    pub(super) workflow: WorkflowRef,
+    pub(super) workflow_id: i64,
+    pub(super) backend: String,
+    pub(super) model: Option<String>,
+    pub(super) system: Option<String>,
+    pub(super) cwd: Option<String>,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) config: AgentConfig,
+    pub(super) state: String,
+    pub(super) session_id: Option<String>,
+    pub(super) session_usage: Option<protocol::Usage>,
+    /// The instance's state: a stopped or failed workflow starts no runs.
+    pub(super) workflow_state: String,
+    /// The node that runs it: only that node starts its runs.
+    pub(super) node: Option<String>,
+    /// Set while the run waits for an approval (its silence is not idleness).
+    pub(super) held: Arc<AtomicBool>,
+    /// What the kernel refused the run (tool requests), kept with the run at its end.
+    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
+}
+
+impl Spec {
+    /// The run's scratch folder as its worker sees it (under the agent's TMPDIR).
+    pub(super) fn scratch_dir(&self, run_id: &str) -> PathBuf {
+        let temp = self
+            .env
+            .get("TMPDIR")
+            .filter(|t| !t.is_empty())
+            .map_or_else(std::env::temp_dir, PathBuf::from);
+        protocol::scratch_dir(&temp, run_id)
+    }
+}
+
+impl Kernel {
+    pub(super) async fn spec(&self, agent_id: i64) -> Result<Spec> {
+        self.store
+            .read(move |c| {
+                c.query_row(
+                    "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,
+                            a.env, a.config, a.state, a.session_id, w.state, a.session_usage, a.node
+                     FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
+                    [agent_id],
+                    |r| {
+                        let env: String = r.get(9)?;
+                        let config: String = r.get(10)?;
+                        Ok(Spec {
+                            agent_id: r.get(0)?,
+                            name: r.get(1)?,
+                            workflow: WorkflowRef {
+                                name: r.get(2)?,
+                                tag: r.get(3)?,
+                            },
+                            workflow_id: r.get(4)?,
+                            backend: r.get(5)?,
+                            model: r.get(6)?,
+                            system: r.get(7)?,
+                            cwd: r.get(8)?,
+                            env: serde_json::from_str(&env).unwrap_or_default(),
+                            config: serde_json::from_str(&config).unwrap_or_default(),
+                            state: r.get(11)?,
+                            session_id: r.get(12)?,
+                            workflow_state: r.get(13)?,
+                            node: r.get(15)?,
+                            held: Default::default(),
+                            denials: Default::default(),
+                            session_usage: r
+                                .get::<Option<String>>(14)?
+                                .and_then(|u| serde_json::from_str(&u).ok()),
+                        })
+                    },
+                )
+                .optional()?
+                .ok_or_else(|| Error::not_found("the agent was deleted"))
+            })
+            .await
+    }
+
+    /// The run in progress for an agent, if any.
+    pub fn active_run(&self, agent_id: i64) -> Option<RunHandle> {
+        self.workers.handle(agent_id)
+    }
+
+    /// If the agent is running, remembers a wake for when the run ends and returns
+    /// the run. A remembered prompt (a schedule's) is kept over a prompt-less wake.
+    pub(crate) fn remember_wake(
+        &self,
+        agent_id: i64,
+        trigger: &str,
+        prompt: Option<&str>,
+    ) -> Option<RunHandle> {
+        let mut active = self.workers.active.lock().unwrap();
+        let a = active.get_mut(&agent_id)?;
+        match (&mut a.wake_again, prompt) {
+            (Some(w), Some(p)) if w.1.is_none() => *w = (trigger.to_owned(), Some(p.to_owned())),
+            (Some(_), _) => {}
+            (None, p) => a.wake_again = Some((trigger.to_owned(), p.map(str::to_owned))),
+        }
+        Some(a.handle())
+    }
+
+    /// Like [`Self::remember_wake`] for a message posted as `message_id`, except that a
+    /// run started after it is returned without remembering anything: that run reads
+    /// the message (its worker reads the inbox after the message was committed), so
+    /// one more run would read nothing, or read a failing message a second time.
+    ///
+    /// One lock for the look and the remembering, so a run claimed in between cannot
+    /// be mistaken for one that started before the message.
+    pub(crate) fn remember_wake_before(
+        &self,
+        agent_id: i64,
+        trigger: &str,
+        message_id: &str,
+    ) -> Option<RunHandle> {
+        let mut active = self.workers.active.lock().unwrap();
+        let a = active.get_mut(&agent_id)?;
+        // Run and message ids are both UUIDv7 from one clock: time-ordered.
+        if a.run_id.as_str() <= message_id && a.wake_again.is_none() {
+            a.wake_again = Some((trigger.to_owned(), None));
+        }
+        Some(a.handle())
+    }
+
+    /// How many runs are in progress (the scheduler's concurrency limit counts them).
+    pub(crate) fn runs_in_progress(&self) -> usize {
+        self.workers.active.lock().unwrap().len()
+    }
+
+    /// Whether any of these agents is running or has a wake remembered.
+    pub(crate) fn any_active(&self, agent_ids: &[i64]) -> bool {
+        let active = self.workers.active.lock().unwrap();
+        agent_ids.iter().any(|id| active.contains_key(id))
+    }
+
+    /// Starts a run of an agent that is not running. Refused for a paused agent.
+    pub async fn start_run(
+        self: &Arc<Self>,
+        agent_id: i64,
+        trigger: &str,
+        prompt: Option<String>,
+    ) -> Result<RunHandle> {
+        let spec = self.spec(agent_id).await?;
+        if spec.state == "paused" {
+            return Err(Error::conflict(format!(
+                "{} is paused; agent_resume it first",
+                spec.name
+            )));
+        }
+        if crate::registry::has_no_worker(&spec.backend) {
+            return Err(Error::invalid(format!(
+                "{} has no worker (backend {}): the client connected with agent_join acts as it and \
+                 reads its inbox itself",
+                spec.name, spec.backend
+            )));
+        }
+        if spec.node.as_deref() != Some(self.node()) {
+            return Err(Error::conflict(format!(
+                "{} runs on node {}, not on {}",
+                spec.name,
+                spec.node.as_deref().unwrap_or("(none)"),
+                self.node()
+            )));
+        }
+        if matches!(spec.workflow_state.as_str(), "stopped" | "failed") {
+            return Err(Error::conflict(format!(
+                "{} is {}; run it again with workflow_run to wake its agents",
+                spec.workflow, spec.workflow_state
+            )));
+        }
+        let url = self
+            .url()
+            .ok_or_else(|| Error::internal("the kernel has no HTTP endpoint for workers"))?
+            .to_owned();
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let stop = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        let (progress, _) = broadcast::channel(256);
+        // Claim the agent before any await, so two starts cannot both spawn.
+        let handle = {
+            let mut active = self.workers.active.lock().unwrap();
+            if active.contains_key(&agent_id) {
+                return Err(Error::conflict(format!("{} is already running", spec.name)));
+            }
+            let a = Active {
+                run_id: run_id.clone(),
+                stop: stop.clone(),
+                done: done_rx,
+                progress: progress.clone(),
+                wake_again: None,
+                held: spec.held.clone(),
+                held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
+                denials: spec.denials.clone(),
+            };
+            let h = a.handle();
+            active.insert(agent_id, a);
+            h
+        };
+        match self.prepare(&spec, &run_id, trigger, prompt, url).await {
+            Ok(cmd) => {
+                let k = self.clone();
+                tokio::spawn(async move {
+                    k.supervise_run(spec, run_id, cmd, stop, progress, done_tx)
+                        .await
+                });
+                Ok(handle)
+            }
+            Err(e) => {
+                self.workers.active.lock().unwrap().remove(&agent_id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the run row and its token, makes the working directory and builds
+    /// the worker's command.
+    async fn prepare(
+        &self,
+        spec: &Spec,
+        run_id: &str,
+        trigger: &str,
+        prompt: Option<String>,
+        url: String,
+    ) -> Result<tokio::process::Command> {
+        let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
+        let cwd = spec.cwd.as_ref().map_or(state_dir.clone(), PathBuf::from);
+        let (dirs, id) = ([state_dir.clone(), cwd.clone()], spec.agent_id);
+        tokio::task::spawn_blocking(move || {
+            super::own_folder::claim(&dirs[0], id)?;
+            std::fs::create_dir_all(&dirs[1])
+        })
+        .await
+        .map_err(|e| Error::internal(e.to_string()))?
+        .map_err(|e| {
+            Error::internal(format!(
+                "cannot create the working directory {}: {e}",
+                cwd.display()
+            ))
+        })?;
+        let ttl = self.workers.limits.total + Duration::from_secs(300);
+        let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
+        let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
+        let asked = prompt.clone();
+        let node = self.node().to_owned();
+        let token = self
+            .store
+            .write(move |c| {
+                runs::insert_tx(
+                    c,
+                    &NewRun {
+                        id: &id,
+                        agent_id,
+                        workflow_id: wid,
+                        agent: &name,
+                        backend: &backend,
+                        trigger: &trig,
+                        prompt: asked.as_deref(),
+                        node: &node,
+                    },
+                )?;
+                let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;
+                Ok(secret)
+            })
+            .await?;
+        let (governed, permissions) = self.governed_run(spec);
+        let config = RunConfig {
+            run_id: run_id.to_owned(),
+            agent: spec.name.clone(),
+            workflow: spec.workflow.to_string(),
+            backend: spec.backend.clone(),
+            model: spec.model.clone(),
+            system: spec.system.clone(),
+            cwd: cwd.clone(),
+            state_dir,
+            idle_ms: self.idle_limit(spec).as_millis() as u64,
+            url,
+            token,
+            session_id: spec.session_id.clone(),
+            session_usage: spec.session_usage,
+            trigger: trigger.to_owned(),
+            prompt,
+            mock: spec.config.mock.clone(),
+            max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            permissions,
+            mcp_servers: spec.config.mcp_servers.clone(),
+            governed,
+        };
+        let mut cmd = tokio::process::Command::new(&self.workers.exe);
+        cmd.arg(WORKER_MODE).current_dir(&cwd);
+        for k in SCRUBBED_ENV {
+            cmd.env_remove(k);
+        }
+        cmd.envs(&spec.env);
+        cmd.env(
+            protocol::RUN_ENV,
+            serde_json::to_string(&config).map_err(|e| Error::internal(e.to_string()))?,
+        );
+        Ok(cmd)
+    }
+
+    /// What the contracts in force change for this run: the tool classes a CLI with
+    /// a permission hook brings to the kernel, and, on a backend without one, the
+    /// profile with the contracts' refusals as deny rules it can hold.
+    fn governed_run(&self, spec: &Spec) -> (Vec<String>, domain::permissions::Permissions) {
+        use domain::contracts::{ASKING_BACKENDS, governed_kinds, profile_denials};
+        let all = self.contracts.all();
+        let in_force: Vec<&domain::contracts::Contract> =
+            crate::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow)
+                .collect();
+        let governed = governed_kinds(in_force.iter().copied(), &spec.name)
+            .into_iter()
+            .map(|k| k.as_str().to_owned())
+            .collect();
+        let p = &spec.config.permissions;
+        let asks = ASKING_BACKENDS.contains(&spec.backend.as_str())
+            || crate::registry::has_no_worker(&spec.backend)
+            || spec.backend == "mock";
+        if asks {
+            return (governed, p.clone());
+        }
+        let servers: Vec<&str> = spec.config.mcp_servers.keys().map(String::as_str).collect();
+        let denials = profile_denials(in_force.iter().copied(), &spec.name, &servers);
+        let held = domain::permissions::governed::with_denials(&spec.backend, p, denials, &servers);
+        (governed, held)
+    }
+
+    /// Where an agent without a configured `cwd` works.
+    /// How long a run's worker may print nothing: the agent's `timeout`, or the default.
+    pub(super) fn idle_limit(&self, spec: &Spec) -> Duration {
+        spec.config
+            .timeout_ms
+            .map_or(self.workers.limits.idle, Duration::from_millis)
+    }
+
+    pub fn workspace_dir(&self, wf: &WorkflowRef, agent: &str) -> PathBuf {
+        self.data_dir()
+            .join("workspaces")
+            .join(&wf.name)
+            .join(&wf.tag)
+            .join(agent)
+    }
+
+    /// Stops an agent's run, if one is in progress, and waits until it is recorded.
+    pub async fn stop_run(&self, agent_id: i64) -> Option<String> {
+        let (run_id, mut done) = {
+            let mut active = self.workers.active.lock().unwrap();
+            let a = active.get_mut(&agent_id)?;
+            a.wake_again = None;
+            a.stop.cancel();
+            (a.run_id.clone(), a.done.clone())
+        };
+        let _ = done.wait_for(|d| *d).await;
+        Some(run_id)
+    }
+
+    /// Stops every run (kernel shutdown).
+    pub async fn stop_all_runs(&self) {
+        let ids: Vec<i64> = self
+            .workers
+            .active
+            .lock()
+            .unwrap()
+            .keys()
+            .copied()
+            .collect();
+        futures::future::join_all(ids.into_iter().map(|id| self.stop_run(id))).await;
+    }
+
+    /// At start: runs a previous kernel left `running` are closed as lost, and any of
+    /// their processes still alive are killed by group.
+    pub(crate) async fn recover_runs(&self) -> Result<usize> {
+        let node = self.node().to_owned();
+        let orphans = self.store.read(move |c| runs::orphans(c, &node)).await?;
+        if orphans.is_empty() {
+            return Ok(0);
+        }
+        for o in &orphans {
+            if let Some(pid) = o.pid
+                && process::kill_stale_group(pid, o.pid_start)
+            {
+                tracing::warn!(run = %o.id, pid, "killed a worker left by the previous kernel");
+            }
+        }
+        let ids: Vec<String> = orphans.iter().map(|o| o.id.clone()).collect();
+        let n = ids.len();
+        self.store
+            .write(move |c| runs::close_lost_tx(c, &ids))
+            .await?;
+        Ok(n)
+    }
+
+    pub async fn run_view(&self, run_id: &str) -> Result<RunView> {
+        let id = run_id.to_owned();
+        self.store
+            .read(move |c| runs::get_run(c, &id))
+            .await?
+            .ok_or_else(|| Error::not_found(format!("no run {run_id}")))
+    }
+
+    /// Messages an agent sent to the lead after `after` (an ask's message id): DMs
+    /// to `user` and messages that mention it.
+    pub async fn replies_to_lead(
+        &self,
+        workflow_id: i64,
+        agent: &str,
+        after: &str,
+    ) -> Result<Vec<String>> {
+        let (agent, after) = (agent.to_owned(), after.to_owned());
+        self.store
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT content FROM messages
+                     WHERE workflow_id = ?1 AND sender = ?2 AND id > ?3
+                       AND (to_member = 'user' OR instr(mentions, '\"user\"') > 0)
+                     ORDER BY id",
+                )?;
+                let rows = st
+                    .query_map((workflow_id, &agent, &after), |r| r.get(0))?
+                    .collect::<sql::Result<Vec<String>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
+    pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
+        let sql = if paused {
+            "UPDATE agents SET state = 'paused' WHERE id = ?1 RETURNING workflow_id, name"
+        } else {
+            "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'paused' RETURNING workflow_id, name"
+        };
+        let changed: Option<(i64, String)> = self
+            .store
+            .write(move |c| {
+                Ok(c.query_row(sql, [agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?)
+            })
+            .await?;
+        // The node that runs it hears of it (a resume there serves its inbox).
+        if let Some((workflow_id, name)) = changed {
+            self.events
+                .publish(crate::events::Event::AgentChanged { workflow_id, name });
+        }
+        if paused {
+            self.scheduler_forget(agent_id);
+            self.stop_run_anywhere(agent_id).await?;
+        } else {
+            self.resumed(agent_id).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,116 @@
+//! What the workflows room reads about an instance in one go: its row, each
+//! agent's facts (for a status and for the idle check) and its open binding
+//! proposals.
+
+use super::AgentSummary;
+use crate::runtime::scheduler::open_deliveries;
+use domain::clock::{fmt_ms, now_ms};
+use domain::error::Result;
+use domain::protocol::Usage;
+use store::sql;
+use store::sql::Connection;
+
+pub(super) struct Row {
+    pub(super) state: String,
+    pub(super) reason: Option<String>,
+    pub(super) started_at: Option<i64>,
+    pub(super) ended_at: Option<i64>,
+}
+
+pub(super) fn workflow_row(c: &Connection, wid: i64) -> Result<Row> {
+    Ok(c.query_row(
+        "SELECT state, reason, started_at, ended_at FROM workflows WHERE id = ?1",
+        [wid],
+        |r| {
+            Ok(Row {
+                state: r.get(0)?,
+                reason: r.get(1)?,
+                started_at: r.get(2)?,
+                ended_at: r.get(3)?,
+            })
+        },
+    )?)
+}
+
+/// One agent's facts for a status and for the idle check.
+pub(super) struct AgentFacts {
+    pub(super) id: i64,
+    pub(super) summary: AgentSummary,
+    /// A scheduled run is owed: others posted since its schedule last fired.
+    pub(super) schedule_owed: bool,
+    /// A run of it is in progress, on whichever node runs it (by the store).
+    pub(super) running: bool,
+}
+
+pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
+    let now = now_ms();
+    let mut st = c.prepare(
+        "SELECT a.id, a.name, a.backend, a.state, a.state_reason, a.resume_at, s.next_at, s.seen_upto,
+                s.agent_id IS NOT NULL,
+                (SELECT count(*) FROM runs r WHERE r.agent_id = a.id),
+                (SELECT count(*) FROM runs r WHERE r.agent_id = a.id AND r.status IN ('failed', 'lost')),
+                (SELECT CAST(coalesce(sum(input_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
+                (SELECT CAST(coalesce(sum(output_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
+                (SELECT sum(cost_usd) FROM runs r WHERE r.agent_id = a.id),
+                a.node,
+                EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = a.id AND r.status = 'running')
+         FROM agents a LEFT JOIN schedules s ON s.agent_id = a.id
+         WHERE a.workflow_id = ?1 ORDER BY a.id",
+    )?;
+    // (id, seen_upto, scheduled, running, summary without the pending count)
+    let rows = st
+        .query_map([wid], |r| {
+            let summary = AgentSummary {
+                name: r.get(1)?,
+                backend: r.get(2)?,
+                state: r.get(3)?,
+                reason: r.get(4)?,
+                resume_at: r.get::<Option<i64>>(5)?.map(fmt_ms),
+                next_wake: r.get::<Option<i64>>(6)?.map(fmt_ms),
+                runs: r.get(9)?,
+                failed_runs: r.get(10)?,
+                pending: 0,
+                node: r.get(14)?,
+                usage: Usage {
+                    input_tokens: r.get::<i64>(11)? as u64,
+                    output_tokens: r.get::<i64>(12)? as u64,
+                    cost_usd: r.get(13)?,
+                },
+            };
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<Option<String>>(7)?,
+                r.get::<bool>(8)?,
+                r.get::<bool>(15)?,
+                summary,
+            ))
+        })?
+        .collect::<sql::Result<Vec<_>>>()?;
+    let mut out = Vec::new();
+    for (id, seen_upto, scheduled, running, mut summary) in rows {
+        summary.pending = open_deliveries(c, wid, &summary.name, now)?;
+        let schedule_owed = scheduled && {
+            let posted_after: i64 = c.query_row(
+                "SELECT count(*) FROM messages WHERE workflow_id = ?1 AND id > ?2 AND sender <> ?3",
+                (wid, seen_upto.unwrap_or_default(), &summary.name),
+                |r| r.get(0),
+            )?;
+            posted_after > 0
+        };
+        out.push(AgentFacts {
+            id,
+            schedule_owed,
+            running,
+            summary,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn open_binding_proposals(c: &Connection, wid: i64) -> Result<i64> {
+    Ok(c.query_row(
+        "SELECT count(*) FROM proposals WHERE workflow_id = ?1 AND status = 'open' AND binding = 1",
+        [wid],
+        |r| r.get(0),
+    )?)
+}

@@ -1,0 +1,513 @@
+//! Workflow runs: their status, when they are done, stopping them.
+//!
+//! A workflow run (an instance started by workflow_run) is `running` until it is
+//! idle, then `completed`, or `scheduled` when some of its agents still have a
+//! schedule armed (nothing to do now, but runs will come: it is not done, and the
+//! status says when the next one fires until workflow_stop disarms them). Idle means, for its agents: no run in progress, nothing
+//! queued or waiting for a retry or a deferred message, no pending or seen
+//! deliveries (paused agents aside), no open binding proposal, and no scheduled run
+//! still owed (someone posted after the schedule last fired). The check runs after
+//! a quiet second (the scheduler's debounce) and reads the store afresh. If what
+//! remains is only work of paused agents, the run is `blocked` (a guard or an auth
+//! error stopped it; the reason says which). A fourth failure in a row makes it
+//! `failed`. workflow_stop makes it `stopped`. New activity in a completed or
+//! blocked run makes it `running` again: completion is "nothing left to do now".
+//!
+//! Instances made with agent_new (and `@global:main`) are `active`: they are not
+//! workflow runs and never complete.
+
+mod facts;
+pub mod run;
+pub mod setup;
+
+use crate::events::Event;
+use crate::{Caller, Kernel, messaging};
+use domain::clock::{fmt_ms, now_ms};
+use domain::error::Result;
+use domain::names::WorkflowRef;
+use domain::protocol::Usage;
+use facts::{AgentFacts, agent_facts, open_binding_proposals, workflow_row};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use store::sql;
+
+/// Most of the main document a status shows (the rest: team_doc_read).
+const DOC_SHOWN_CHARS: usize = 20_000;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentSummary {
+    pub name: String,
+    pub backend: String,
+    /// idle, running, paused or failed.
+    pub state: String,
+    /// Why it is paused or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When an automatic pause ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+    pub runs: i64,
+    pub failed_runs: i64,
+    /// Messages waiting in its inbox.
+    pub pending: i64,
+    pub usage: Usage,
+    /// Its schedule's next fire, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_wake: Option<String>,
+    /// The node that runs it (absent for an agent without a worker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DocShown {
+    pub file: String,
+    pub content: String,
+    /// True when the content was cut (read the rest with team_doc_read).
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WorkflowStatus {
+    /// The instance, e.g. "@review:pr-1".
+    pub workflow: String,
+    /// running, completed, scheduled (idle, but schedules will run agents again:
+    /// workflow_stop disarms them), blocked, failed, stopped; `active` for an
+    /// instance of agents made with agent_new (it never completes).
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    pub agents: Vec<AgentSummary>,
+    /// Messages waiting in the agents' inboxes.
+    pub pending: i64,
+    /// Messages in the channel.
+    pub messages: i64,
+    pub runs: i64,
+    pub usage: Usage,
+    /// The main document (notes.md), once the run is no longer running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocShown>,
+}
+
+impl WorkflowStatus {
+    /// Whether a waiter can stop waiting.
+    pub fn settled(&self) -> bool {
+        !matches!(self.status.as_str(), "running")
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WorkflowListed {
+    pub workflow: String,
+    pub status: String,
+    pub agents: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The YAML file it came from ("<inline>" for text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+}
+
+impl Kernel {
+    /// The status of a workflow instance, computed from the store and the runs in
+    /// progress.
+    pub async fn workflow_status(&self, workflow: &str) -> Result<WorkflowStatus> {
+        let wref = WorkflowRef::parse(workflow)?;
+        let wid = self.workflow_id(&wref).await?;
+        let (row, agents, messages) = self
+            .store
+            .read(move |c| {
+                let messages: i64 = c.query_row(
+                    "SELECT count(*) FROM messages WHERE workflow_id = ?1",
+                    [wid],
+                    |r| r.get(0),
+                )?;
+                Ok((workflow_row(c, wid)?, agent_facts(c, wid)?, messages))
+            })
+            .await?;
+        let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
+        let busy = self.any_active(&ids) || self.owes_runs(&ids);
+        let mut status = row.state.clone();
+        // Between an event and the debounced check, the stored state may lag.
+        if busy && matches!(status.as_str(), "completed" | "scheduled" | "blocked") {
+            status = "running".into();
+        }
+        let mut usage = Usage::default();
+        let (mut runs, mut pending) = (0, 0);
+        let agents: Vec<AgentSummary> = agents
+            .into_iter()
+            .map(|a| {
+                let mut s = a.summary;
+                if self.active_run(a.id).is_some() {
+                    s.state = "running".into();
+                }
+                runs += s.runs;
+                pending += s.pending;
+                usage.input_tokens += s.usage.input_tokens;
+                usage.output_tokens += s.usage.output_tokens;
+                if let Some(c) = s.usage.cost_usd {
+                    *usage.cost_usd.get_or_insert(0.0) += c;
+                }
+                s
+            })
+            .collect();
+        let document = if status == "running" || status == "active" {
+            None
+        } else {
+            self.main_document(&wref).await
+        };
+        Ok(WorkflowStatus {
+            workflow: wref.to_string(),
+            status,
+            reason: row.reason,
+            started_at: row.started_at.map(fmt_ms),
+            ended_at: row.ended_at.map(fmt_ms),
+            agents,
+            pending,
+            messages,
+            runs,
+            usage,
+            document,
+        })
+    }
+
+    async fn main_document(&self, wref: &WorkflowRef) -> Option<DocShown> {
+        let scope = self
+            .scope(&Caller::Lead, Some(&wref.to_string()))
+            .await
+            .ok()?;
+        let d = self.doc_read(&scope, None).await.ok()?;
+        if !d.exists {
+            return None;
+        }
+        let truncated = d.content.chars().count() > DOC_SHOWN_CHARS;
+        Some(DocShown {
+            file: d.file,
+            content: d.content.chars().take(DOC_SHOWN_CHARS).collect(),
+            truncated,
+        })
+    }
+
+    /// Waits until the instance is no longer running or `wait` passes, calling
+    /// `progress` with a line whenever something happens in it.
+    pub async fn workflow_wait(
+        &self,
+        workflow: &str,
+        wait: Duration,
+        mut progress: impl FnMut(String),
+    ) -> Result<WorkflowStatus> {
+        let wref = WorkflowRef::parse(workflow)?;
+        let wid = self.workflow_id(&wref).await?;
+        let mut rx = self.events.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let s = self.workflow_status(workflow).await?;
+            if s.settled() || tokio::time::Instant::now() >= deadline {
+                return Ok(s);
+            }
+            // Wait for something in this instance, then look again.
+            loop {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Err(_) => break,
+                    Ok(Ok(Event::WorkflowSettled { workflow_id, .. })) if workflow_id == wid => {
+                        break;
+                    }
+                    Ok(Ok(Event::RunEnded {
+                        workflow_id,
+                        agent,
+                        ok,
+                        ..
+                    })) if workflow_id == wid => {
+                        progress(format!(
+                            "{agent}: run {}",
+                            if ok { "done" } else { "failed" }
+                        ));
+                    }
+                    Ok(Ok(Event::Delivered {
+                        workflow_id,
+                        recipients,
+                        ..
+                    })) if workflow_id == wid => {
+                        progress(format!("message for {}", recipients.join(", ")))
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => break,
+                    Ok(Err(_)) => return self.workflow_status(workflow).await,
+                }
+            }
+        }
+    }
+
+    /// Listens to the runtime: a quiet workflow run is checked (done, blocked,
+    /// running again), an agent that failed for good fails its run. Missed events
+    /// (a lagging listener) are made up by checking every run in progress.
+    pub fn start_workflow_watch(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let mut rx = self.events.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let ev = rx.recv().await;
+                let Some(k) = weak.upgrade() else { return };
+                let r = match ev {
+                    Ok(Event::WorkflowQuiet { workflow_id }) => {
+                        k.workflow_settle(workflow_id).await
+                    }
+                    Ok(Event::AgentFailed {
+                        workflow_id,
+                        reason,
+                    }) => k.workflow_fail(workflow_id, &reason).await,
+                    Ok(_) => Ok(()),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        k.settle_all_workflow_runs().await
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if let Err(e) = r {
+                    tracing::error!("workflow watch: {e}");
+                }
+            }
+        });
+    }
+
+    async fn settle_all_workflow_runs(self: &Arc<Self>) -> Result<()> {
+        let ids: Vec<i64> = self
+            .store
+            .read(|c| {
+                let mut st = c.prepare(
+                    "SELECT id FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked')",
+                )?;
+                let ids = st
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<Vec<i64>>>()?;
+                Ok(ids)
+            })
+            .await?;
+        for id in ids {
+            self.workflow_settle(id).await?;
+        }
+        Ok(())
+    }
+
+    /// The debounced check: is this workflow run done, blocked, or running again?
+    async fn workflow_settle(self: &Arc<Self>, wid: i64) -> Result<()> {
+        let (row, agents, binding) = self
+            .store
+            .read(move |c| {
+                Ok((
+                    workflow_row(c, wid)?,
+                    agent_facts(c, wid)?,
+                    open_binding_proposals(c, wid)?,
+                ))
+            })
+            .await?;
+        if !matches!(
+            row.state.as_str(),
+            "running" | "completed" | "scheduled" | "blocked"
+        ) {
+            self.watch_workflow(wid, false);
+            return Ok(());
+        }
+        let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
+        let live = |a: &&AgentFacts| a.summary.state != "paused";
+        // This node's runs and owed work from memory; every node's runs from the store.
+        let work_left = self.any_active(&ids)
+            || agents.iter().any(|a| a.running)
+            || self.owes_runs(&ids)
+            || binding > 0
+            || agents
+                .iter()
+                .filter(live)
+                .any(|a| a.summary.pending > 0 || a.schedule_owed);
+        let (state, reason) = if work_left {
+            ("running", None)
+        } else {
+            let stuck: Vec<String> = agents
+                .iter()
+                .filter(|a| a.summary.state == "paused" && a.summary.pending > 0)
+                .map(|a| {
+                    format!(
+                        "{} is paused ({})",
+                        a.summary.name,
+                        a.summary.reason.as_deref().unwrap_or("by the lead")
+                    )
+                })
+                .collect();
+            let armed: Vec<String> = agents
+                .iter()
+                .filter(live)
+                .filter_map(|a| {
+                    let at = a.summary.next_wake.as_ref()?;
+                    Some(format!("{} at {at}", a.summary.name))
+                })
+                .collect();
+            if !stuck.is_empty() {
+                ("blocked", Some(stuck.join("; ")))
+            } else if !armed.is_empty() {
+                (
+                    "scheduled",
+                    Some(format!(
+                        "nothing to do now; schedules will run again: {} (workflow_stop disarms them)",
+                        armed.join(", ")
+                    )),
+                )
+            } else {
+                ("completed", None)
+            }
+        };
+        if state == row.state && reason == row.reason {
+            return Ok(());
+        }
+        let r2 = reason.clone();
+        self.store
+            .write(move |c| {
+                // A scheduled run has not ended: its schedules will run it again.
+                let ended = (!matches!(state, "running" | "scheduled")).then(now_ms);
+                c.execute(
+                    "UPDATE workflows SET state = ?2, reason = ?3, ended_at = ?4, updated_at = ?5 WHERE id = ?1
+                       AND state IN ('running', 'completed', 'scheduled', 'blocked')",
+                    sql::params![wid, state, r2, ended, now_ms()],
+                )?;
+                Ok(())
+            })
+            .await?;
+        tracing::info!(workflow_id = wid, state, "workflow settled");
+        self.events.publish(Event::WorkflowSettled {
+            workflow_id: wid,
+            status: state.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// Marks a workflow run failed with the reason and stops its other runs. An
+    /// instance that is not a workflow run (`active`) is left as it is.
+    pub(crate) async fn workflow_fail(self: &Arc<Self>, wid: i64, reason: &str) -> Result<()> {
+        let r = reason.to_owned();
+        let changed = self
+            .store
+            .write(move |c| {
+                Ok(c.execute(
+                    "UPDATE workflows SET state = 'failed', reason = ?2, ended_at = ?3, updated_at = ?3
+                     WHERE id = ?1 AND state IN ('running', 'completed', 'scheduled', 'blocked')",
+                    sql::params![wid, r, now_ms()],
+                )? > 0)
+            })
+            .await?;
+        if !changed {
+            return Ok(());
+        }
+        self.watch_workflow(wid, false);
+        self.stop_workflow_runs(wid).await?;
+        self.events.publish(Event::WorkflowSettled {
+            workflow_id: wid,
+            status: "failed".into(),
+        });
+        Ok(())
+    }
+
+    /// Stops every run of an instance's agents; returns how many were stopped.
+    async fn stop_workflow_runs(&self, wid: i64) -> Result<usize> {
+        let ids: Vec<i64> = self
+            .store
+            .read(move |c| {
+                let mut st = c.prepare("SELECT id FROM agents WHERE workflow_id = ?1")?;
+                let ids = st
+                    .query_map([wid], |r| r.get(0))?
+                    .collect::<sql::Result<Vec<i64>>>()?;
+                Ok(ids)
+            })
+            .await?;
+        let mut stopped = 0;
+        for id in ids {
+            self.scheduler_forget(id);
+            self.arm_schedule(id, None);
+            if self.stop_run_anywhere(id).await? {
+                stopped += 1;
+            }
+        }
+        Ok(stopped)
+    }
+
+    /// workflow_stop: stops the workers and the schedules of an instance; its channel,
+    /// documents and inboxes stay. A workflow run becomes `stopped` (workflow_run
+    /// starts it again); the agents of an `active` instance are paused instead.
+    pub async fn workflow_stop(self: &Arc<Self>, workflow: &str) -> Result<usize> {
+        let wref = WorkflowRef::parse(workflow)?;
+        let wid = self.workflow_id(&wref).await?;
+        let w2 = wref.clone();
+        let posted = self
+            .store
+            .write(move |c| {
+                let now = now_ms();
+                let run = c.execute(
+                    "UPDATE workflows SET state = 'stopped', reason = 'stopped by the lead', ended_at = ?2,
+                       updated_at = ?2 WHERE id = ?1 AND state <> 'active'",
+                    (wid, now),
+                )?;
+                if run == 0 {
+                    c.execute(
+                        "UPDATE agents SET state = 'paused', state_reason = 'the lead stopped the workflow',
+                           resume_at = NULL WHERE workflow_id = ?1",
+                        [wid],
+                    )?;
+                }
+                messaging::post_system(
+                    c,
+                    wid,
+                    &w2,
+                    "The lead stopped this workflow; runs in progress were stopped and nothing runs until it \
+                     starts again."
+                        .into(),
+                )
+            })
+            .await?;
+        self.announce(wid, &posted);
+        self.watch_workflow(wid, false);
+        let stopped = self.stop_workflow_runs(wid).await?;
+        self.events.publish(Event::WorkflowSettled {
+            workflow_id: wid,
+            status: "stopped".into(),
+        });
+        Ok(stopped)
+    }
+
+    /// workflow_list: every instance, newest first.
+    pub async fn workflow_list(&self) -> Result<Vec<WorkflowListed>> {
+        self.store
+            .read(|c| {
+                let mut st = c.prepare(
+                    "SELECT w.name, w.tag, w.state, w.reason, w.source, w.started_at, w.ended_at,
+                            (SELECT count(*) FROM agents a WHERE a.workflow_id = w.id)
+                     FROM workflows w ORDER BY coalesce(w.started_at, w.created_at) DESC, w.id DESC",
+                )?;
+                let rows = st
+                    .query_map((), |r| {
+                        Ok(WorkflowListed {
+                            workflow: WorkflowRef {
+                                name: r.get(0)?,
+                                tag: r.get(1)?,
+                            }
+                            .to_string(),
+                            status: r.get(2)?,
+                            reason: r.get(3)?,
+                            source: r.get(4)?,
+                            started_at: r.get::<Option<i64>>(5)?.map(fmt_ms),
+                            ended_at: r.get::<Option<i64>>(6)?.map(fmt_ms),
+                            agents: r.get(7)?,
+                        })
+                    })?
+                    .collect::<sql::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+}

@@ -1,0 +1,399 @@
+//! workflow_run: from a YAML file (or text) to a running instance.
+//!
+//! Order, chosen so that a mistake costs nothing: parse and validate, bind the
+//! params, run the setup steps, interpolate the system prompts and the kickoff —
+//! any failure so far is an error and nothing is created. Then one transaction
+//! registers the instance and its agents and schedules, the document settings are
+//! applied, and the kickoff is posted as `user`; the scheduler takes it from there.
+
+use crate::Kernel;
+use crate::context::documents::settings::ContextChange;
+use crate::messaging::Outgoing;
+use crate::registry::config::AgentConfig;
+use crate::registry::{has_no_worker, workflow_id_tx};
+use crate::{Caller, runtime::schedules};
+use domain::clock::now_ms;
+use domain::error::{Error, Result};
+use domain::names::{WorkflowRef, check_name};
+use domain::protocol::MockRule;
+use domain::schedule::Trigger;
+use domain::workflow::{self, Vars, Workflow};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use store::sql;
+use store::sql::OptionalExtension;
+
+/// Where the YAML comes from.
+pub enum Source {
+    File(PathBuf),
+    Text(String),
+}
+
+/// An agent as it will be registered (prompt interpolated).
+struct Registered {
+    name: String,
+    backend: String,
+    model: Option<String>,
+    system: Option<String>,
+    cwd: Option<String>,
+    env: BTreeMap<String, String>,
+    config: AgentConfig,
+    wakeup: Option<(Trigger, Option<String>)>,
+    /// The node asked for (`node:`), if any.
+    node: Option<String>,
+}
+
+impl Kernel {
+    /// Parses, sets up and starts a workflow instance. Returns its id and reference.
+    pub async fn workflow_start(
+        self: &Arc<Self>,
+        source: Source,
+        tag: Option<&str>,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(i64, WorkflowRef)> {
+        // Reading and parsing are blocking (a file, libyaml): off the async threads.
+        let data_dir = self.data_dir().to_owned();
+        let wf = tokio::task::spawn_blocking(move || match source {
+            Source::File(p) => {
+                let p = if p.is_absolute() {
+                    p
+                } else {
+                    std::env::current_dir().unwrap_or_default().join(p)
+                };
+                workflow::load(&p)
+            }
+            Source::Text(t) => {
+                let base = std::env::current_dir().unwrap_or(data_dir);
+                workflow::parse(&t, None, &base)
+            }
+        })
+        .await
+        .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
+        .map_err(|e| Error::invalid(e.to_string()))?;
+        let tag = tag
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .unwrap_or("main");
+        check_name("tag", tag)?;
+        let wref = WorkflowRef {
+            name: wf.name.clone(),
+            tag: tag.to_owned(),
+        };
+        self.refuse_if_running(&wref).await?;
+        let bound = workflow::bind_params(&wf.params, params).map_err(|e| {
+            Error::invalid(format!(
+                "{e}. Pass params as an object, e.g. {{\"pr\": 123}}"
+            ))
+        })?;
+        let mut vars = Vars::new(&wref.name, &wref.tag, &wf.source_dir, bound.clone());
+        super::setup::run_setup(&wf.setup, &mut vars, &wf.source_dir)
+            .await
+            .map_err(|e| Error::invalid(format!("{wref}: {e}. Nothing was started.")))?;
+        let agents = registered(&wf, &vars)?;
+        let kickoff = wf
+            .kickoff
+            .as_deref()
+            .map(|k| workflow::interpolate(k, &vars))
+            .transpose()
+            .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
+        let wid = self.register(&wf, &wref, &bound, agents).await?;
+        self.apply_context(&wf, &wref, wid).await?;
+        self.watch_workflow(wid, true);
+        if let Some(k) = kickoff.filter(|k| !k.trim().is_empty()) {
+            let scope = self.scope(&Caller::Lead, Some(&wref.to_string())).await?;
+            self.channel_send(
+                &scope,
+                Outgoing {
+                    message: k,
+                    to: None,
+                    force: true,
+                },
+            )
+            .await?;
+        }
+        tracing::info!(workflow = %wref, "workflow started");
+        Ok((wid, wref))
+    }
+
+    async fn refuse_if_running(&self, wref: &WorkflowRef) -> Result<()> {
+        let w = wref.clone();
+        let state: Option<String> = self
+            .store
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT state FROM workflows WHERE name = ?1 AND tag = ?2",
+                    (&w.name, &w.tag),
+                    |r| r.get(0),
+                )
+                .optional()?)
+            })
+            .await?;
+        if matches!(state.as_deref(), Some("running" | "blocked")) {
+            return Err(Error::conflict(format!(
+                "{wref} is already running; wait for it (workflow_status), stop it (workflow_stop), or run \
+                 another instance with a different tag"
+            )));
+        }
+        Ok(())
+    }
+
+    /// One transaction: the instance (new, or a finished one run again), its agents
+    /// (created or updated; agents added by hand stay) and their schedules.
+    async fn register(
+        &self,
+        wf: &Workflow,
+        wref: &WorkflowRef,
+        params: &BTreeMap<String, String>,
+        agents: Vec<Registered>,
+    ) -> Result<i64> {
+        let w = wref.clone();
+        let params = serde_json::to_string(params).map_err(|e| Error::internal(e.to_string()))?;
+        let budget = serde_json::to_string(&wf.budget.clone().unwrap_or_default())
+            .map_err(|e| Error::internal(e.to_string()))?;
+        let source = wf
+            .file
+            .as_ref()
+            .map(|f| f.display().to_string())
+            .unwrap_or_else(|| "<inline>".into());
+        let mocks: Vec<String> = agents
+            .iter()
+            .filter(|a| a.backend == "mock")
+            .map(|a| a.name.clone())
+            .collect();
+        let contracts = wf.contracts.clone();
+        // Placement: this node runs the workflow's agents, unless one names another.
+        let node = self.node().to_owned();
+        let (wid, armed, elsewhere) = self
+            .store
+            .write(move |c| {
+                let wid = workflow_id_tx(c, &w, true)?.expect("created");
+                // The instance's own contracts are those of the file it runs now.
+                c.execute("DELETE FROM contracts WHERE owner_workflow_id = ?1", [wid])?;
+                for (name, spec) in &contracts {
+                    crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name)?;
+                }
+                let now = now_ms();
+                c.execute(
+                    "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,
+                       started_at = ?5, ended_at = NULL, hops = 0, updated_at = ?5 WHERE id = ?1",
+                    sql::params![wid, params, budget, source, now],
+                )?;
+                let (mut armed, mut elsewhere) = (Vec::new(), Vec::new());
+                for a in &agents {
+                    let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
+                    let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
+                    // Placement: the node it names, which must be alive, else this one.
+                    let placed = match (&a.node, has_no_worker(&a.backend)) {
+                        (_, true) => None,
+                        (Some(n), false) => {
+                            crate::runtime::nodes::require_live_tx(
+                                c,
+                                n,
+                                "or leave node out to run it on the node that runs the workflow",
+                            )
+                            .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?;
+                            if *n != node {
+                                elsewhere.push(a.name.clone());
+                            }
+                            Some(n.clone())
+                        }
+                        (None, false) => Some(node.clone()),
+                    };
+                    c.execute(
+                        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                         ON CONFLICT (workflow_id, name) DO UPDATE SET
+                           -- a conversation belongs to one CLI in one folder
+                           session_id = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
+                                               AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
+                                        THEN agents.session_id END,
+                           session_usage = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
+                                                  AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
+                                        THEN agents.session_usage END,
+                           backend = excluded.backend,
+                           model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
+                           config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
+                           -- a lease moves only when no run holds it
+                           node = CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = agents.id AND r.status = 'running')
+                                       THEN agents.node ELSE excluded.node END",
+                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed],
+                    )?;
+                    let id: i64 = c.query_row(
+                        "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
+                        (wid, &a.name),
+                        |r| r.get(0),
+                    )?;
+                    match &a.wakeup {
+                        Some((t, prompt)) => {
+                            let next = schedules::set_tx(c, id, t, prompt.as_deref())?;
+                            armed.push((id, Some(next)));
+                        }
+                        None => {
+                            c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
+                            armed.push((id, None));
+                        }
+                    }
+                }
+                Ok((wid, armed, elsewhere))
+            })
+            .await?;
+        self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
+        self.contracts_changed().await?;
+        // A run starts mock scripts afresh: their `times` counters live in the agent's
+        // own folder.
+        for name in mocks {
+            if let Ok(entries) = std::fs::read_dir(self.workspace_dir(wref, &name)) {
+                for e in entries.flatten() {
+                    if e.file_name().to_string_lossy().starts_with(".mock-rule-") {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
+        for (id, next) in armed {
+            self.scheduler_forget(id);
+            self.arm_schedule(id, next);
+        }
+        // An agent placed on another node: that node arms its schedule and serves it.
+        for name in elsewhere {
+            self.events.publish(crate::events::Event::AgentChanged {
+                workflow_id: wid,
+                name,
+            });
+        }
+        Ok(wid)
+    }
+
+    /// The YAML's `context:` through the same path as workflow_context_set. A
+    /// failure marks the run failed (the instance exists by now) and is the error.
+    async fn apply_context(
+        self: &Arc<Self>,
+        wf: &Workflow,
+        wref: &WorkflowRef,
+        wid: i64,
+    ) -> Result<()> {
+        let c = &wf.context;
+        if c.documents.is_none() && c.dir.is_none() && c.document_owner.is_none() {
+            return Ok(());
+        }
+        let dir = c.dir.as_ref().map(|d| {
+            d.display()
+                .to_string()
+                .replace("${{ workflow.name }}", &wref.name)
+                .replace("${{ workflow.tag }}", &wref.tag)
+        });
+        if let Some(d) = &dir
+            && let Err(e) = std::fs::create_dir_all(d)
+        {
+            let reason = format!("context.dir {d}: cannot create it: {e}");
+            self.workflow_fail(wid, &reason).await?;
+            return Err(Error::invalid(reason));
+        }
+        let change = ContextChange {
+            documents: c.documents.clone(),
+            dir,
+            owner: c.document_owner.clone(),
+        };
+        if let Err(e) = self.workflow_context_set(&wref.to_string(), change).await {
+            let reason = format!("context: {e}");
+            self.workflow_fail(wid, &reason).await?;
+            return Err(Error::invalid(reason));
+        }
+        Ok(())
+    }
+}
+
+/// The agents as they will be stored: prompts interpolated, schedules read.
+fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
+    wf.agents
+        .iter()
+        .map(|a| {
+            let system = a
+                .system_prompt
+                .as_deref()
+                .map(|s| workflow::interpolate(s, vars))
+                .transpose()
+                .map_err(|e| Error::invalid(format!("agents.{}.system_prompt: {e}", a.name)))?;
+            let wakeup = a
+                .wakeup
+                .as_deref()
+                .map(Trigger::wakeup)
+                .transpose()
+                .map_err(|e| Error::invalid(format!("agents.{}.wakeup: {e}", a.name)))?
+                .map(|t| (t, a.wakeup_prompt.clone()));
+            let mock = interpolate_mock(&a.mock, vars)
+                .map_err(|e| Error::invalid(format!("agents.{}.mock: {e}", a.name)))?;
+            if let Some(cwd) = &a.cwd {
+                std::fs::create_dir_all(cwd).map_err(|e| {
+                    Error::invalid(format!(
+                        "agents.{}.cwd {}: cannot create it: {e}",
+                        a.name,
+                        cwd.display()
+                    ))
+                })?;
+            }
+            let r = Registered {
+                node: a.node.clone(),
+                name: a.name.clone(),
+                backend: a.backend.clone(),
+                model: a.model.clone(),
+                system,
+                // CLI agents work where the workflow file is, unless told otherwise;
+                // inline YAML has no folder of its own, so those get one in the data dir.
+                cwd: a
+                    .cwd
+                    .as_deref()
+                    .or(wf.file.as_ref().map(|_| wf.source_dir.as_path()))
+                    .map(path_string),
+                env: a.env.clone(),
+                config: AgentConfig {
+                    mock,
+                    max_steps: a.max_steps,
+                    budget: a.budget.clone(),
+                    timeout_ms: a.timeout.map(|t| t.as_millis() as u64),
+                    permissions: a.permissions.clone(),
+                    mcp_servers: a.mcp_servers.clone(),
+                },
+                wakeup,
+            };
+            // The same rules as agent_new (prompt size, env, mock rules, powers…), so
+            // a YAML agent can be nothing agent_new would refuse.
+            crate::registry::validate(&crate::registry::NewAgent {
+                name: r.name.clone(),
+                backend: r.backend.clone(),
+                model: r.model.clone(),
+                system: r.system.clone(),
+                workflow: None,
+                cwd: r.cwd.clone(),
+                env: r.env.clone(),
+                config: r.config.clone(),
+                schedule: None,
+                node: None,
+            })
+            .map_err(|e| Error::invalid(format!("agents.{}: {e}", r.name)))?;
+            Ok(r)
+        })
+        .collect()
+}
+
+/// `${{ }}` in a mock script's texts (what it sends, appends, proposes), so a
+/// scripted agent can use the params like a real one's prompt does.
+fn interpolate_mock(rules: &[MockRule], vars: &Vars) -> std::result::Result<Vec<MockRule>, String> {
+    fn walk(v: &mut serde_json::Value, vars: &Vars) -> std::result::Result<(), String> {
+        match v {
+            serde_json::Value::String(s) => *s = workflow::interpolate(s, vars)?,
+            serde_json::Value::Array(a) => a.iter_mut().try_for_each(|x| walk(x, vars))?,
+            serde_json::Value::Object(o) => o.values_mut().try_for_each(|x| walk(x, vars))?,
+            _ => {}
+        }
+        Ok(())
+    }
+    let mut v = serde_json::to_value(rules).map_err(|e| e.to_string())?;
+    walk(&mut v, vars)?;
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+fn path_string(p: &Path) -> String {
+    p.display().to_string()
+}

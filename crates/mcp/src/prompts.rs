@@ -1,0 +1,223 @@
+//! MCP prompts for the lead: slash commands in Claude Desktop, VS Code and other
+//! clients that expand into instructions using our tools.
+//!
+//! One prompt per bundled example workflow (its YAML is compiled in, so the prompt
+//! works wherever the binary is, without the repository) and `start-team`, which
+//! turns a goal into a team. Agents see no prompts: they are the lead's.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage, Role};
+
+/// A bundled example: its prompt name, what it shows, its arguments (params the
+/// YAML declares) and the YAML itself.
+struct Example {
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    params: &'static [(&'static str, &'static str, bool)],
+    yaml: &'static str,
+}
+
+const EXAMPLES: &[Example] = &[
+    Example {
+        name: "review-loop",
+        title: "Run the review loop example",
+        description: "A coder drafts, a reviewer asks for a change, the coder fixes it, the reviewer approves (mock agents, no API key).",
+        params: &[],
+        yaml: include_str!("../../../examples/workflows/review-loop.yaml"),
+    },
+    Example {
+        name: "debate-vote",
+        title: "Run the debate and vote example",
+        description: "Agents argue a topic and a binding vote decides (mock agents, no API key).",
+        params: &[(
+            "topic",
+            "What to decide (default: rewrite the CLI in Rust).",
+            false,
+        )],
+        yaml: include_str!("../../../examples/workflows/debate-vote.yaml"),
+    },
+    Example {
+        name: "scheduled-digest",
+        title: "Run the scheduled digest example",
+        description: "Scouts report and an editor on a schedule writes a digest (mock agents, no API key).",
+        params: &[],
+        yaml: include_str!("../../../examples/workflows/scheduled-digest.yaml"),
+    },
+    Example {
+        name: "coding-team",
+        title: "Run the coding team example",
+        description: "A coder that edits, a tester that may only run the tests, a reviewer that only reads (mock agents, no API key).",
+        params: &[],
+        yaml: include_str!("../../../examples/workflows/coding-team.yaml"),
+    },
+];
+
+const START_TEAM: &str = "start-team";
+
+fn argument(name: &str, description: &str, required: bool) -> PromptArgument {
+    let mut a = PromptArgument::new(name).with_description(description);
+    a.required = Some(required);
+    a
+}
+
+/// Every prompt, as prompts/list shows them.
+pub fn list() -> Vec<Prompt> {
+    let mut out = vec![
+        Prompt::new(
+            START_TEAM,
+            Some("Set up a team of agents for a goal: pick backends that are ready here, give each agent the least permission its role needs, start them and follow their work."),
+            Some(vec![
+                argument("goal", "What the team should achieve.", true),
+                argument(
+                    "backends",
+                    "Backends to prefer, comma-separated (e.g. \"claude, codex\"); default: whatever backend_list says is ready.",
+                    false,
+                ),
+            ]),
+        )
+        .with_title("Start a team"),
+    ];
+    for e in EXAMPLES {
+        let args = e
+            .params
+            .iter()
+            .map(|(n, d, r)| argument(n, d, *r))
+            .collect::<Vec<_>>();
+        out.push(
+            Prompt::new(
+                e.name,
+                Some(e.description),
+                (!args.is_empty()).then_some(args),
+            )
+            .with_title(e.title),
+        );
+    }
+    out
+}
+
+/// One prompt expanded with its arguments. Unknown prompts and arguments, and a
+/// missing required argument, are invalid params naming what to give.
+pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult, McpError> {
+    let empty = JsonObject::new();
+    let args = arguments.unwrap_or(&empty);
+    let text = |k: &str| -> Option<String> {
+        args.get(k).map(|v| match v {
+            serde_json::Value::String(s) => s.trim().to_owned(),
+            other => other.to_string(),
+        })
+    };
+    let known: Vec<&str> = if name == START_TEAM {
+        vec!["goal", "backends"]
+    } else {
+        EXAMPLES
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.params.iter().map(|p| p.0).collect())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!(
+                        "unknown prompt {name:?}: use one of {}",
+                        list()
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    None,
+                )
+            })?
+    };
+    if let Some(k) = args.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(McpError::invalid_params(
+            format!(
+                "unknown argument {k:?} for prompt {name}: it takes {}",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ),
+            None,
+        ));
+    }
+    let body = if name == START_TEAM {
+        let goal = text("goal").filter(|g| !g.is_empty()).ok_or_else(|| {
+            McpError::invalid_params(
+                "prompt start-team needs goal: what the team should achieve",
+                None,
+            )
+        })?;
+        start_team(&goal, text("backends").filter(|b| !b.is_empty()).as_deref())
+    } else {
+        let e = EXAMPLES
+            .iter()
+            .find(|e| e.name == name)
+            .expect("checked above");
+        let mut params = serde_json::Map::new();
+        for (p, _, required) in e.params {
+            match text(p).filter(|v| !v.is_empty()) {
+                Some(v) => {
+                    params.insert((*p).to_owned(), serde_json::Value::String(v));
+                }
+                None if *required => {
+                    return Err(McpError::invalid_params(
+                        format!("prompt {name} needs {p}"),
+                        None,
+                    ));
+                }
+                None => {}
+            }
+        }
+        run_example(e, &params)
+    };
+    let description = list()
+        .into_iter()
+        .find(|p| p.name == name)
+        .and_then(|p| p.description);
+    let mut r = GetPromptResult::new(vec![PromptMessage::new_text(Role::User, body)]);
+    if let Some(d) = description {
+        r = r.with_description(d);
+    }
+    Ok(r)
+}
+
+fn start_team(goal: &str, backends: Option<&str>) -> String {
+    let prefer = match backends {
+        Some(b) => format!("Prefer these backends: {b}. "),
+        None => String::new(),
+    };
+    format!(
+        "Set up a team of agent-worker agents to achieve this goal:\n\n{goal}\n\n\
+         Steps:\n\
+         1. Call backend_list. {prefer}Use only backends that are ready; if none is, tell me the fix it reports.\n\
+         2. Decide on two to four roles. For each, call agent_new with a short name, the backend, a system prompt \
+            that says the role and whom to hand over to (by @name), and the least permissions the role needs: \
+            \"read\" for reviewers and researchers, \"edit\" for those who change files, \
+            {{\"profile\": \"read\", \"allow\": [\"shell:<test command>*\"]}} for a tester. Give them a workflow such as \
+            \"@team:main\" and, for work on a project, its folder as cwd. Read each result's warning.\n\
+         3. Post the kickoff with channel_send (workflow \"@team:main\"), addressing the first agent with @name and \
+            saying what done looks like.\n\
+         4. Follow with workflow_status (wait_seconds 30) and channel_read; answer questions addressed to @user; \
+            use agent_ask for a direct question to one agent.\n\
+         5. When the goal is met, summarise the result and what each agent did (agent_info shows runs and costs), \
+            then workflow_stop."
+    )
+}
+
+fn run_example(e: &Example, params: &serde_json::Map<String, serde_json::Value>) -> String {
+    let mut call = serde_json::json!({"yaml": e.yaml, "wait_seconds": 30});
+    if !params.is_empty() {
+        call["params"] = serde_json::Value::Object(params.clone());
+    }
+    format!(
+        "Run the agent-worker example workflow \"{}\": {}\n\n\
+         Call workflow_run with exactly these arguments:\n\n{}\n\n\
+         Then report its status; if it is still running, follow it with workflow_status (wait_seconds 30) until it \
+         is completed or scheduled, and show me the main document and the last messages of the channel \
+         (channel_read). Explain in two sentences what the agents did.",
+        e.name,
+        e.description,
+        serde_json::to_string_pretty(&call).unwrap_or_default()
+    )
+}

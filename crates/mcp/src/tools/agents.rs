@@ -1,0 +1,446 @@
+//! agent_new, agent_list, agent_info, agent_delete, agent_join (the lead only).
+
+use super::params::Parameters;
+use super::schedules::ScheduleArgs;
+use super::{ToolError, given};
+use crate::AgentWorker;
+use crate::client_configs::{ClientConfigs, StdioLaunch, for_http, for_stdio};
+use domain::clock::{fmt_ms, parse_duration};
+use domain::guards::Budget;
+use domain::permissions::PermissionsArg;
+use domain::protocol::{McpServer, MockRule};
+use kernel::registry::config::AgentConfig;
+use kernel::registry::{AgentView, NewAgent};
+use kernel::runtime::agents::AgentInfo;
+use kernel::runtime::agents::AgentUpdate;
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const DEFAULT_JOIN_TTL: &str = "24h";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentNewArgs {
+    /// The agent's name: starts with a letter, then letters, digits, '_' or '-'. Others @mention it by this name.
+    pub name: String,
+    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk, mock, external (no
+    /// worker: a client connected with agent_join acts as the agent) or human (a person: no
+    /// worker; contracts may name them as approvers or route messages to them).
+    #[schemars(extend("enum" = ["claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external", "human"]))]
+    pub backend: String,
+    /// Model for the backend, e.g. "sonnet" or "gpt-5.5" (default: the backend's own).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub model: Option<String>,
+    /// System prompt: the agent's role and standing instructions.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub system: Option<String>,
+    /// The workflow instance to register in, e.g. "@review:pr-1" (default "@global:main"; created if new).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+    /// The node (kernel) to run it on, when several share the store (the lead's
+    /// agent-worker://nodes resource lists them; default: the live node with the
+    /// fewest agents).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub node: Option<String>,
+    /// Absolute working directory for the agent's worker (must exist).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub cwd: Option<String>,
+    /// Extra environment variables for the agent's worker: API keys, base URLs, PATH
+    /// (names starting with AW_ or AGENT_WORKER_ are reserved).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Mock backend only: its script. Each rule may have `when` (case-insensitive
+    /// regex on a message) and actions: sleep ("2s"), send (+ to), doc_append
+    /// {file, content}, vote {proposal, choice, reason}, resource, fail, reply.
+    /// `{from}`, `{name}` and `{message}` are filled in. Without rules a mock
+    /// acknowledges its inbox in one message.
+    #[serde(default)]
+    pub mock: Vec<MockRule>,
+    /// Model turns per run at most (default 30).
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 1, max = 500))]
+    pub max_steps: Option<u32>,
+    /// Run it on a schedule as well as when messaged: {"every": "30m"} (that long after
+    /// it was last idle) or {"cron": "0 9 * * 1-5"} (local time), with an optional
+    /// "prompt" for those runs. schedule_set changes it later.
+    #[serde(default)]
+    pub schedule: Option<ScheduleArgs>,
+    /// Guards: max_runs_per_hour (default 60), max_hops (agent-to-agent messages without
+    /// one from you, default 30), max_tokens, max_cost_usd. A guard that trips pauses the
+    /// agent and tells you why.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    #[serde(default)]
+    pub permissions: Option<PermissionsArg>,
+    /// Extra MCP servers for this agent, by name: {"command", "args", "env"} for one it
+    /// starts (stdio) or {"url", "headers"} for one it reaches over HTTP. Given to its
+    /// backend beside the team server; env and header values are never shown back.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServer>,
+}
+
+/// agent_update: what to change (everything else stays).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentUpdateArgs {
+    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    #[serde(default)]
+    pub permissions: Option<PermissionsArg>,
+    /// A new model ("" for the backend's default).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub model: Option<String>,
+    /// A new system prompt ("" for none).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub system: Option<String>,
+    /// A new absolute working directory ("" for the default); a CLI starts a new
+    /// conversation there.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub cwd: Option<String>,
+    /// Replaces the whole environment of its worker.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Replaces its guards.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Replaces its own MCP servers ({} for none).
+    #[serde(default)]
+    pub mcp_servers: Option<BTreeMap<String, McpServer>>,
+    /// Model turns per run at most.
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 1, max = 500))]
+    pub max_steps: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentListArgs {
+    /// Only this workflow instance, e.g. "@review:pr-1" (default: every instance).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct TargetArgs {
+    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
+    pub target: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentJoinArgs {
+    /// The agent to act as: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    /// How long the token is valid, e.g. "2h" or "7d" (default 24h, at most 30 days).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub ttl: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentOut {
+    pub agent: AgentView,
+}
+
+/// Checks the `permissions` argument; the error names the entry at fault.
+fn read_permissions(
+    p: Option<&PermissionsArg>,
+) -> Result<Option<domain::permissions::Permissions>, ToolError> {
+    p.map(PermissionsArg::read).transpose().map_err(ToolError)
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentMadeOut {
+    pub agent: AgentView,
+    /// What stands between it and its first run (its backend missing or not logged
+    /// in, with the fix), or a choice worth knowing; absent when it is ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentsOut {
+    pub agents: Vec<AgentView>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeletedOut {
+    /// The deleted agent's target.
+    pub deleted: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JoinOut {
+    /// The agent this token acts as.
+    pub agent: String,
+    /// The MCP endpoint (streamable HTTP, loopback).
+    pub url: String,
+    /// The bearer token. Shown once; treat it as a password.
+    pub token: String,
+    pub expires_at: String,
+    /// How long `url` and `stdio` keep working.
+    pub lasts: String,
+    /// Ready-to-paste configuration for common MCP clients: HTTP to `url`.
+    pub configs: ClientConfigs,
+    /// The stdio launch as the agent (and its configs): it finds or starts the data
+    /// dir's kernel itself, so it works whatever port the kernel has.
+    pub stdio: StdioLaunch,
+}
+
+#[tool_router(router = agent_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Register a new agent: a named team member with a worker backend and a role. It joins
+    /// the workflow instance's channel and can be @mentioned at once. Fails if the name is
+    /// taken in that instance.
+    /// Required: `name` (a letter, then letters, digits, _ or -) and `backend` (claude,
+    /// codex, cursor, gemini, opencode, sdk, mock, external or human). Optional: `model`,
+    /// `system` (its role), `workflow` ("@name:tag", default "@global:main"), `cwd`
+    /// (absolute, existing), `env` (object of strings: API keys, base URLs), `permissions`
+    /// ("read", "edit" (default) or "full", or {profile, allow: [...], deny: [...]} with
+    /// classes like "shell:git *"), `schedule` ({every: "30m"} or {cron: "0 9 * * 1-5"},
+    /// optional prompt), `budget` ({max_runs_per_hour, max_hops, max_tokens,
+    /// max_cost_usd}), `mcp_servers` ({name: {command, args, env} or {url, headers}}),
+    /// `mock` (mock only: a list of rules {when, send, reply, ...}), `max_steps`, `node`.
+    #[tool(
+        title = "Create an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_new(
+        &self,
+        Parameters(a): Parameters<AgentNewArgs>,
+    ) -> Result<Json<AgentMadeOut>, ToolError> {
+        let permissions = read_permissions(a.permissions.as_ref())?.unwrap_or_default();
+        let new = NewAgent {
+            name: a.name.trim().to_owned(),
+            backend: a.backend.trim().to_owned(),
+            model: given(&a.model).map(str::to_owned),
+            system: given(&a.system).map(str::to_owned),
+            workflow: given(&a.workflow).map(str::to_owned),
+            cwd: given(&a.cwd).map(str::to_owned),
+            env: a.env,
+            config: AgentConfig {
+                mock: a.mock,
+                max_steps: a.max_steps,
+                budget: a.budget,
+                timeout_ms: None,
+                permissions,
+                mcp_servers: a.mcp_servers,
+            },
+            schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
+            node: given(&a.node).map(str::to_owned),
+        };
+        let (env, perms) = (new.env.clone(), new.config.permissions.clone());
+        let agent = self.kernel.agent_new(new).await?;
+        let warning = self
+            .kernel
+            .readiness_warning(&agent.backend, &env, &perms)
+            .await;
+        Ok(Json(AgentMadeOut { agent, warning }))
+    }
+
+    /// Change an agent after it was made: its permissions, model, system prompt, folder,
+    /// environment, guards, own MCP servers or step cap. Only what you give changes; the
+    /// result is checked as agent_new checks a new agent. A run in progress keeps what it
+    /// started with; the next run uses the change. `target` names the agent ("name" or
+    /// "name@workflow:tag"); `permissions`, `env`, `budget` and `mcp_servers` take the
+    /// shapes agent_new takes (`env` and `mcp_servers` replace the whole map).
+    #[tool(
+        title = "Change an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_update(
+        &self,
+        Parameters(a): Parameters<AgentUpdateArgs>,
+    ) -> Result<Json<AgentMadeOut>, ToolError> {
+        let permissions = read_permissions(a.permissions.as_ref())?;
+        let changed_env = a.env.is_some() || permissions.is_some();
+        let u = AgentUpdate {
+            permissions,
+            model: a.model,
+            system: a.system,
+            cwd: a.cwd,
+            env: a.env,
+            budget: a.budget,
+            mcp_servers: a.mcp_servers,
+            max_steps: a.max_steps,
+        };
+        let agent = self.kernel.agent_update(&a.target, u).await?;
+        let warning = if changed_env {
+            let (env, perms) = self.kernel.agent_env_and_permissions(&a.target).await?;
+            self.kernel
+                .readiness_warning(&agent.backend, &env, &perms)
+                .await
+        } else {
+            None
+        };
+        Ok(Json(AgentMadeOut { agent, warning }))
+    }
+
+    /// List agents with their backend, model and state: all of them, or one workflow instance's.
+    #[tool(
+        title = "List agents",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_list(
+        &self,
+        Parameters(a): Parameters<AgentListArgs>,
+    ) -> Result<Json<AgentsOut>, ToolError> {
+        Ok(Json(AgentsOut {
+            agents: self.kernel.agent_list(given(&a.workflow)).await?,
+        }))
+    }
+
+    /// Everything about one agent (`target`: "name" or "name@workflow:tag"): its
+    /// configuration, lifecycle state, self-reported status, how many messages wait in its
+    /// inbox, its recent runs (status, errors in the backend's own words, usage) and its
+    /// total usage and cost.
+    #[tool(
+        title = "Show an agent",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_info(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<AgentInfo>, ToolError> {
+        Ok(Json(self.kernel.agent_info(&a.target).await?))
+    }
+
+    /// Delete an agent (`target`: "name" or "name@workflow:tag"): its running worker is
+    /// stopped first, its tokens stop working, its unread deliveries are dropped and its own
+    /// folder in the data dir goes. The channel, its messages and documents stay.
+    #[tool(
+        title = "Delete an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_delete(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<DeletedOut>, ToolError> {
+        let v = self.kernel.agent_delete(&a.target).await?;
+        Ok(Json(DeletedOut { deleted: v.target }))
+    }
+
+    /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as the
+    /// agent `target` ("name" or "name@workflow:tag", made with backend external): mints a bearer token with a time limit and returns it two ways, with
+    /// ready-to-paste client configuration for each: `configs`, HTTP to the kernel's URL
+    /// (its port is the data dir's, kept across the kernel's idle exits and restarts), and
+    /// `stdio`, a launch of agent-worker with the token in its environment that reaches
+    /// whichever kernel serves the data dir, starting one if none runs (on this machine, as
+    /// the data dir's owner). The client then sees only the context tools of that agent's team.
+    #[tool(
+        title = "Join as an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_join(
+        &self,
+        Parameters(a): Parameters<AgentJoinArgs>,
+    ) -> Result<Json<JoinOut>, ToolError> {
+        let ttl = parse_duration(given(&a.ttl).unwrap_or(DEFAULT_JOIN_TTL), "ttl")?;
+        let rec = self.kernel.agent_get(&a.target).await?;
+        let url = self
+            .kernel
+            .url()
+            .ok_or_else(|| {
+                ToolError(
+                    "this server has no HTTP endpoint to join; start it with --http 127.0.0.1:PORT"
+                        .into(),
+                )
+            })?
+            .to_owned();
+        let (token, expires_at) = self
+            .kernel
+            .mint_agent_token(rec.id, ttl, "join", None)
+            .await?;
+        let server_name = format!("agent-worker-{}", rec.view.name);
+        let dir = std::path::absolute(self.kernel.data_dir())
+            .unwrap_or_else(|_| self.kernel.data_dir().to_owned());
+        let program = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "agent-worker".into());
+        let lasts = lasts(&dir, &url).await;
+        Ok(Json(JoinOut {
+            configs: for_http(&server_name, &url, &token),
+            stdio: for_stdio(&server_name, &program, &dir.display().to_string(), &token),
+            lasts,
+            agent: rec.view.target,
+            url,
+            token,
+            expires_at: fmt_ms(expires_at),
+        }))
+    }
+}
+
+/// What a joined client may count on: the token until it expires; the URL across
+/// the kernel's restarts when it is the data dir's remembered port; the stdio
+/// launch always.
+async fn lasts(dir: &std::path::Path, url: &str) -> String {
+    let remembered = tokio::fs::read_to_string(dir.join(kernel::PORT_FILE))
+        .await
+        .ok()
+        .map(|p| p.trim().to_owned());
+    let port = url
+        .strip_prefix("http://")
+        .and_then(|a| a.split('/').next())
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(_, p)| p.to_owned());
+    let stdio = "The stdio launch works whenever the token is valid: it finds the data dir's kernel, or \
+                 starts one, whatever its port.";
+    if remembered.is_some() && remembered == port {
+        format!(
+            "The token works until expires_at. The url is the data dir's port, remembered in {} and \
+             taken again by every kernel started on it, so it keeps working across the kernel's idle \
+             exits and restarts, unless another program takes the port meanwhile (the kernel's log \
+             says so then; join again for a new url). While no kernel runs, another user of this \
+             machine could take that port and read the token a client sends there: on a shared \
+             machine prefer the stdio launch. {stdio}",
+            dir.join(kernel::PORT_FILE).display()
+        )
+    } else {
+        format!(
+            "The token works until expires_at. The url is the address this kernel was started with \
+             (--http): it works while a kernel serves it. {stdio}"
+        )
+    }
+}

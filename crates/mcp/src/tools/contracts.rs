@@ -1,0 +1,297 @@
+//! contract_set, contract_list (the lead); approval_list, approval_decide (the lead
+//! and the approvers a contract names); permission_request (worker runs only: how a
+//! run asks before a tool runs; the lead never sees it).
+
+use super::params::Parameters;
+use super::{ToolError, caller, given};
+use crate::AgentWorker;
+use domain::names::WorkflowRef;
+use kernel::Caller;
+use kernel::governance::approvals::ApprovalView;
+use kernel::governance::contracts::{ContractList, ContractView};
+use kernel::runtime::requests::Answer;
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The tool a worker run asks through; hidden from the lead.
+pub const PERMISSION_TOOL: &str = "permission_request";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct ContractSetArgs {
+    /// The contract's name (letters, digits, '-', '_', '.'): setting a name again replaces it.
+    pub name: String,
+    /// Why it exists, for people reading contract_list.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub description: Option<String>,
+    /// Where it applies: "review" (every instance of that workflow) or "review:pr-1"; default everywhere.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+    /// The event and its filters. `event` is one of: tool_request {tool: read|edit|shell|web|mcp,
+    /// match: glob on the command, path, URL or server:tool, agent: name glob}; message {from, to: name
+    /// globs, text: regex}; spend {usd or tokens: threshold, per: agent|workflow, agent}; run_end
+    /// {status: succeeded|failed|stopped|lost, agent}; doc_write {file: glob, agent}.
+    #[serde(default)]
+    #[schemars(with = "Map<String, Value>")]
+    pub when: Option<Value>,
+    /// What to do. `action` is one of: allow; deny {reason}; require_approval {approvers: members
+    /// (user is you), count, timeout e.g. "10m", on_timeout: deny|allow}; notify {to: members}; pause
+    /// {reason}; route {to: member} (messages only).
+    #[serde(default)]
+    #[schemars(with = "Map<String, Value>")]
+    pub then: Option<Value>,
+    /// Remove the contract of this name instead (give only name).
+    #[serde(default)]
+    pub remove: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct WorkflowFilter {
+    /// Only what applies in this workflow instance, e.g. "@review:pr-1" (default: everything).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct DecideArgs {
+    /// The approval's id (approval_list, or the message that asked).
+    pub id: i64,
+    /// "approve" or "deny".
+    pub decision: String,
+    /// Why (shown to the agent and kept with the decision).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct PermissionArgs {
+    /// The tool about to run, as the backend names it (Bash, Write, run_command, mcp__server__tool...).
+    pub tool_name: String,
+    /// Its input.
+    #[schemars(with = "Map<String, Value>")]
+    pub input: Value,
+    /// The backend's id for the call, if it has one (accepted; not needed).
+    #[serde(default)]
+    #[allow(dead_code)]
+    #[schemars(with = "String")]
+    pub tool_use_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ContractSetOut {
+    /// The contract as it now reads (absent after remove).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contract: Option<ContractView>,
+    /// True after remove.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApprovalsOut {
+    /// Pending first (newest first), then the latest closed ones.
+    pub approvals: Vec<ApprovalView>,
+}
+
+/// The answer in the shape Claude Code's permission prompt tool reads: one text
+/// block holding this as JSON (Claude Code refuses structured content here).
+#[derive(Debug, Serialize)]
+pub struct PermissionOut {
+    /// "allow" or "deny".
+    pub behavior: String,
+    /// The input to run the tool with (unchanged), when allowed.
+    #[serde(rename = "updatedInput", skip_serializing_if = "Option::is_none")]
+    pub updated_input: Option<Value>,
+    /// Why it was refused, when denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+fn workflow_arg(w: &Option<String>) -> Result<Option<WorkflowRef>, ToolError> {
+    Ok(given(w).map(WorkflowRef::parse).transpose()?)
+}
+
+#[tool_router(router = contract_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Create or replace a contract: a rule the kernel applies to what agents do, e.g. deny shell
+    /// commands matching "rm *", require your approval for edits, route messages to @deployer
+    /// through @reviewer, ask you before a workflow spends more than $5. Applies from the next
+    /// decision on, with no restart. With remove: true, deletes the contract of that name.
+    /// `name` is required. `when` is an object: {event: tool_request, tool: shell, match:
+    /// "rm *"}, {event: message, from, to, text}, {event: spend, usd, per}, or {event:
+    /// doc_write, file}. `then` is an object: {action: deny, reason}, {action:
+    /// require_approval, approvers: ["user"], timeout: "10m"}, {action: notify, to},
+    /// {action: route, to} or {action: allow}. Example: name "no-rm", when {event:
+    /// tool_request, tool: shell, match: "rm *"}, then {action: deny, reason: "ask first"}.
+    #[tool(
+        title = "Set a contract",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn contract_set(
+        &self,
+        Parameters(a): Parameters<ContractSetArgs>,
+    ) -> Result<Json<ContractSetOut>, ToolError> {
+        if a.remove {
+            if a.when.is_some() || a.then.is_some() || given(&a.description).is_some() {
+                return Err(ToolError(
+                    "remove takes only the name; leave out when, then and description".into(),
+                ));
+            }
+            self.kernel.contract_delete(a.name.trim()).await?;
+            return Ok(Json(ContractSetOut {
+                contract: None,
+                removed: true,
+            }));
+        }
+        let mut spec = Map::new();
+        spec.insert("name".into(), Value::String(a.name));
+        for (k, v) in [("description", &a.description), ("workflow", &a.workflow)] {
+            if let Some(v) = given(v) {
+                spec.insert(k.into(), Value::String(v.to_owned()));
+            }
+        }
+        for (k, v) in [("when", a.when), ("then", a.then)] {
+            if let Some(v) = v {
+                spec.insert(k.into(), v);
+            }
+        }
+        let contract = self.kernel.contract_set(Value::Object(spec)).await?;
+        Ok(Json(ContractSetOut {
+            contract: Some(contract),
+            removed: false,
+        }))
+    }
+
+    /// The contracts (each as one plain sentence, oldest first: a deny found first wins), the
+    /// built-in guards as the contracts they are, and the latest decisions contracts made.
+    #[tool(
+        title = "List contracts",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn contract_list(
+        &self,
+        Parameters(a): Parameters<WorkflowFilter>,
+    ) -> Result<Json<ContractList>, ToolError> {
+        let wf = workflow_arg(&a.workflow)?;
+        Ok(Json(self.kernel.contract_list(wf.as_ref()).await?))
+    }
+}
+
+#[tool_router(router = approval_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Approvals contracts asked for: who asks, for what exactly (the command, path or spend),
+    /// under which contract, since when, and who may decide. Pending first, then recent ones.
+    /// An agent sees those it asked for or may decide.
+    #[tool(
+        title = "List approvals",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn approval_list(
+        &self,
+        Parameters(a): Parameters<WorkflowFilter>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ApprovalsOut>, ToolError> {
+        let who: Caller = caller(&ctx)?;
+        let wf = workflow_arg(&a.workflow)?;
+        Ok(Json(ApprovalsOut {
+            approvals: self.kernel.approval_list(&who, wf.as_ref()).await?,
+        }))
+    }
+
+    /// Decide the approval `id` (a number, from approval_list): `decision` "approve" or
+    /// "deny", with an optional reason. The agent waiting on it
+    /// goes on (or is told no, and nothing of it happens). The lead may decide any approval; an
+    /// agent only those that name it as an approver.
+    #[tool(
+        title = "Decide an approval",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn approval_decide(
+        &self,
+        Parameters(a): Parameters<DecideArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ApprovalView>, ToolError> {
+        let approve = match a.decision.trim() {
+            "approve" => true,
+            "deny" => false,
+            other => {
+                return Err(ToolError(format!(
+                    "decision {other:?}: write \"approve\" or \"deny\""
+                )));
+            }
+        };
+        let who: Caller = caller(&ctx)?;
+        Ok(Json(
+            self.kernel
+                .approval_decide(&who, a.id, approve, given(&a.reason).map(str::to_owned))
+                .await?,
+        ))
+    }
+
+    /// Your runtime calls this before a tool runs, to ask the team's contracts; you do not need
+    /// to call it yourself.
+    #[tool(
+        title = "Ask before a tool runs",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn permission_request(
+        &self,
+        Parameters(a): Parameters<PermissionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<String, ToolError> {
+        let Caller::Agent(who) = caller(&ctx)? else {
+            return Err(ToolError("permission_request is for worker runs".into()));
+        };
+        let answer = self
+            .kernel
+            .tool_request(&who, &a.tool_name, &a.input)
+            .await?;
+        let out = match answer {
+            Answer::Allow => PermissionOut {
+                behavior: "allow".into(),
+                updated_input: Some(a.input),
+                message: None,
+            },
+            Answer::Deny(why) => PermissionOut {
+                behavior: "deny".into(),
+                updated_input: None,
+                message: Some(why),
+            },
+        };
+        serde_json::to_string(&out).map_err(|e| ToolError(e.to_string()))
+    }
+}

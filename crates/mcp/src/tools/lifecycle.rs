@@ -1,0 +1,133 @@
+//! agent_ask, agent_pause, agent_resume (the lead only): running agents on demand.
+
+use super::agents::{AgentOut, TargetArgs};
+use super::params::Parameters;
+use super::{Progress, ToolError, caller, wait_seconds};
+use crate::AgentWorker;
+use crate::input_required::{Round, Waited};
+use kernel::runtime::ask::AskResult;
+use rmcp::handler::server::tool::{InputResponses, RequestState};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+pub const DEFAULT_ASK_WAIT: u64 = 30;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentAskArgs {
+    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    /// Your question or instruction; it reaches the agent as a direct message from `user`.
+    pub message: String,
+    /// How long to wait for the answer, 0..=50 seconds (default 30). If the run is not
+    /// over by then you get its run_id; poll agent_info for the outcome.
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
+    pub wait_seconds: Option<u64>,
+}
+
+/// What a retry of agent_ask resumes: the question it posted (never posted twice).
+#[derive(Serialize, Deserialize)]
+struct Asked {
+    target: String,
+    message_id: String,
+}
+
+impl AgentWorker {
+    async fn set_paused(&self, target: &str, paused: bool) -> Result<Json<AgentOut>, ToolError> {
+        let rec = self.kernel.agent_get(target).await?;
+        self.kernel.set_paused(rec.id, paused).await?;
+        Ok(Json(AgentOut {
+            agent: self.kernel.agent_get(target).await?.view,
+        }))
+    }
+}
+
+#[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Ask an agent (`target`: "name" or "name@workflow:tag") something (`message`) and get
+    /// its answer: sends it a direct message from you
+    /// (`user`), runs it now, and waits up to wait_seconds (progress notifications show
+    /// what it does meanwhile). Returns the messages it sent you plus its final text, or
+    /// the run id to poll with agent_info if it is still working.
+    #[tool(
+        title = "Ask an agent",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<AskResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn agent_ask(
+        &self,
+        Parameters(a): Parameters<AgentAskArgs>,
+        RequestState(state): RequestState,
+        InputResponses(answers): InputResponses,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Waited<AskResult>, ToolError> {
+        caller(&ctx)?;
+        let wait = wait_seconds(a.wait_seconds, DEFAULT_ASK_WAIT, "agent_info")?;
+        let round = Round::<Asked>::begin(&self.kernel, &ctx, "agent_ask", state, answers).await?;
+        let deadline = Instant::now() + wait;
+        let asking = match round.resumed() {
+            Some(q) => self.kernel.asked(&q.target, &q.message_id).await?,
+            None => self.kernel.ask(&a.target, &a.message).await?,
+        };
+        let resume = Asked {
+            target: asking.agent.view.target.clone(),
+            message_id: asking.message_id.clone(),
+        };
+        let progress = Progress::start(&ctx);
+        let answer = async {
+            let answer = self
+                .kernel
+                .await_answer(asking, deadline, &ctx.ct, |m| progress.send(m));
+            Ok(answer.await?)
+        };
+        if wait.is_zero() {
+            return Ok(Waited::Done(answer.await?));
+        }
+        round.wait(&self.kernel, &ctx, answer, resume).await
+    }
+
+    /// Pause an agent (`target`: "name" or "name@workflow:tag"): stops its running worker at once (the run is recorded as
+    /// stopped and what it had read goes back to its inbox) and keeps it from running
+    /// until agent_resume.
+    #[tool(
+        title = "Pause an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_pause(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<AgentOut>, ToolError> {
+        self.set_paused(&a.target, true).await
+    }
+
+    /// Resume a paused agent (`target`: "name" or "name@workflow:tag") so it runs again when
+    /// asked or woken.
+    #[tool(
+        title = "Resume an agent",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn agent_resume(
+        &self,
+        Parameters(a): Parameters<TargetArgs>,
+    ) -> Result<Json<AgentOut>, ToolError> {
+        self.set_paused(&a.target, false).await
+    }
+}

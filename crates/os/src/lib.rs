@@ -1,0 +1,6 @@
+//! What the kernel and its workers ask of the operating system: supervising a
+//! subprocess (its process group, bounded output, limits, kill and sweep) and giving
+//! freed memory back.
+
+pub mod memory;
+pub mod process;

@@ -1,0 +1,532 @@
+//! The store: one writer thread that owns the write connection and group-commits
+//! whatever is queued, plus a fixed set of reader threads, each with its own read
+//! connection. The engine underneath is SQLite (`sqlite.rs`, the default: a file in
+//! the data dir) or PostgreSQL (`postgres/`, shared by several kernels); jobs see
+//! neither, only `sql::Connection`.
+//!
+//! Why fixed reader threads rather than the async runtime's blocking pool: a burst
+//! of reads (a fan-out to hundreds of agents reads once per recipient) took a
+//! blocking thread and a new connection per read, 400 threads whose memory was
+//! never given back. Here a burst queues; threads and connections stay bounded.
+//!
+//! Why a writer thread: SQLite allows one writer at a time; funnelling every write
+//! through one thread removes lock contention, and committing a queue of jobs in one
+//! transaction turns N fsyncs into one (group commit). Each job runs inside its own
+//! SAVEPOINT, so a failing job rolls back alone and never half-writes. A job's caller
+//! is answered only after the commit, so an acknowledged write is durable. On
+//! PostgreSQL the same loop serves, and the transaction's advisory lock keeps the
+//! writes of every kernel on the database in one order.
+
+mod allocator;
+mod checkpoint;
+pub mod postgres;
+/// The bus between the kernels that share a database (PostgreSQL's LISTEN/NOTIFY;
+/// a SQLite file has one kernel and no bus).
+pub use postgres::bus;
+mod queue;
+pub mod schema;
+pub mod sql;
+mod sqlite;
+
+use domain::error::{Error, Result};
+
+/// The environment variable that names the store when `--store` does not. The
+/// better place for a URL with a password: a command line is visible to every user
+/// of the machine.
+pub const STORE_ENV: &str = "AGENT_WORKER_STORE";
+
+/// The SQLite file in the data dir.
+pub const DB_FILE: &str = "agent-worker.db";
+
+/// The node name when neither `--node` nor the host name gives one.
+pub const FALLBACK_NODE: &str = "local";
+pub use allocator::sqlite_on_mimalloc;
+use checkpoint::Checkpointer;
+use os::memory;
+use queue::{Queue, Taken};
+use sql::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most jobs one transaction may carry; bounds the latency a burst adds.
+const MAX_BATCH: usize = 512;
+/// Reader threads, each with one read connection (opened on its first read).
+const READERS: usize = 8;
+/// A reader idle this long closes its connection.
+const IDLE: Duration = Duration::from_secs(10);
+
+type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+type ReadJob = Box<dyn FnOnce(Result<&Connection, &Error>) + Send>;
+type Open = Arc<dyn Fn() -> Result<Connection> + Send + Sync>;
+
+/// Where the kernel's state lives. Its `Debug` and `Display` never show a password.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file (the data dir's, unless a test says otherwise).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by URL (`postgres://USER:PASSWORD@HOST:PORT/DB`).
+    Postgres(String),
+}
+
+impl Location {
+    /// The default: the SQLite file in the data dir.
+    pub fn in_data_dir(data_dir: &Path) -> Location {
+        Location::Sqlite(data_dir.join(DB_FILE))
+    }
+
+    /// What `--store` (or `AGENT_WORKER_STORE`) names: `sqlite` (the data dir's
+    /// file) or a PostgreSQL URL, checked here; an error says how to write one and
+    /// never echoes what was given (it may hold a password).
+    pub fn parse(s: &str, data_dir: &Path) -> Result<Location, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("sqlite") {
+            return Ok(Location::in_data_dir(data_dir));
+        }
+        if postgres::is_url(s) {
+            s.parse::<::postgres::Config>().map_err(|e| {
+                format!(
+                    "--store (or AGENT_WORKER_STORE) {}: not a PostgreSQL URL ({e}); write \
+                     postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                    postgres::redacted(s)
+                )
+            })?;
+            return Ok(Location::Postgres(s.to_owned()));
+        }
+        // Not echoed: it may be a connection string with a password in it.
+        Err(
+            "--store (or AGENT_WORKER_STORE): use sqlite (the default) or a URL \
+             postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+                .into(),
+        )
+    }
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Location({self})")
+    }
+}
+
+impl std::fmt::Display for Location {
+    /// For logs: a path, or the URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(p) => write!(f, "SQLite at {}", p.display()),
+            Self::Postgres(url) => write!(f, "PostgreSQL at {}", postgres::redacted(url)),
+        }
+    }
+}
+
+/// The statements that begin a write and a read on one engine.
+#[derive(Clone, Copy)]
+struct Begin {
+    write: &'static str,
+    read: &'static str,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    location: Location,
+    /// What this store's PostgreSQL connections call themselves (see `open_as`).
+    application: String,
+    writer: Arc<Queue<Job>>,
+    readers: Arc<Queue<ReadJob>>,
+    checkpointer: Option<Arc<Checkpointer>>,
+}
+
+impl Drop for Inner {
+    /// The last handle is gone: the threads finish what is queued and stop.
+    fn drop(&mut self) {
+        self.writer.close();
+        self.readers.close();
+        if let Some(c) = &self.checkpointer {
+            c.close();
+        }
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) a SQLite database file.
+    pub fn open(path: &Path) -> Result<Self> {
+        Self::open_at(&Location::Sqlite(path.to_owned()))
+    }
+
+    /// [`Store::open_as`] for a node of the default name.
+    pub fn open_at(location: &Location) -> Result<Self> {
+        Self::open_as(location, FALLBACK_NODE)
+    }
+
+    /// Opens the store at `location` for node `node`, applies migrations, and starts
+    /// the writer and reader threads. On PostgreSQL the writer connects (and
+    /// migrates) on its own thread, and this waits for it; its connection holds the
+    /// node's lock, so a second kernel of the same name on the database is refused.
+    pub fn open_as(location: &Location, node: &str) -> Result<Self> {
+        // Every connection of this store says which kernel it serves, so the writer
+        // can tell its own stale session from another kernel's.
+        let application = format!("agent-worker/{}", uuid::Uuid::now_v7().simple());
+        let (writer_conn, checkpointer, reopen, reconnect, begin): (_, _, Open, Open, _) =
+            match location {
+                Location::Sqlite(path) => {
+                    let (conn, checkpointer) = sqlite::open_writer(path)?;
+                    let path = path.clone();
+                    let open: Open = Arc::new(move || Ok(sqlite::open_reader(&path)?));
+                    // A SQLite connection never breaks, so the writer never reopens it.
+                    let never: Open =
+                        Arc::new(|| Err(Error::internal("the SQLite writer is never reopened")));
+                    let begin = Begin {
+                        write: sqlite::BEGIN_WRITE,
+                        read: sqlite::BEGIN_READ,
+                    };
+                    (Some(conn), Some(checkpointer), open, never, begin)
+                }
+                Location::Postgres(url) => {
+                    let (u, w, a, b) = (
+                        url.clone(),
+                        url.clone(),
+                        application.clone(),
+                        application.clone(),
+                    );
+                    let n = node.to_owned();
+                    let open: Open = Arc::new(move || postgres::connect(&u, &a));
+                    let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b, &n));
+                    let begin = Begin {
+                        write: postgres::BEGIN_WRITE,
+                        read: postgres::BEGIN_READ,
+                    };
+                    (None, None, open, writer, begin)
+                }
+            };
+        let writer = Arc::new(Queue::new());
+        let rx = writer.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || {
+                let conn = match writer_conn {
+                    Some(c) => c,
+                    None => match reconnect().and_then(|c| postgres::migrate(&c).map(|()| c)) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    },
+                };
+                let _ = ready_tx.send(Ok(()));
+                writer_loop(conn, &rx, begin, &*reconnect)
+            })
+            .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
+        ready_rx
+            .recv()
+            .map_err(|_| Error::internal("the store writer stopped while starting"))??;
+        let readers = Arc::new(Queue::new());
+        for i in 0..READERS {
+            let (rx, open) = (readers.clone(), reopen.clone());
+            std::thread::Builder::new()
+                .name(format!("store-reader-{i}"))
+                .spawn(move || reader_loop(&*open, &rx, begin))
+                .map_err(|e| Error::internal(format!("cannot start a reader thread: {e}")))?;
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                location: location.clone(),
+                application,
+                writer,
+                readers,
+                checkpointer,
+            }),
+        })
+    }
+
+    /// Where the state lives.
+    pub fn location(&self) -> &Location {
+        &self.inner.location
+    }
+
+    /// Whether one kernel has the store to itself (SQLite: a file one process
+    /// opens), so that no other node can be alive.
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self.inner.location, Location::Sqlite(_))
+    }
+
+    /// Starts this store's end of the bus between the kernels that share it: on
+    /// PostgreSQL, LISTEN/NOTIFY on connections of its own; on SQLite, which one
+    /// kernel has to itself, nothing (None).
+    pub fn bus(&self, handlers: postgres::bus::Handlers) -> Result<Option<postgres::bus::Bus>> {
+        match &self.inner.location {
+            Location::Sqlite(_) => Ok(None),
+            Location::Postgres(url) => {
+                postgres::bus::Bus::start(url, &self.inner.application, handlers).map(Some)
+            }
+        }
+    }
+
+    /// Runs `f` in its own savepoint inside the writer's next transaction and answers
+    /// after that transaction committed.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |conn: &Connection| {
+            let out = in_savepoint(conn, f);
+            Box::new(move |committed: Result<(), String>| {
+                let out = match committed {
+                    Ok(()) => out,
+                    Err(e) => Err(Error::internal(format!("commit failed: {e}"))),
+                };
+                let _ = tx.send(out);
+            })
+        });
+        if self.inner.writer.push(job).is_err() {
+            return Err(Error::internal("the store writer has stopped"));
+        }
+        rx.await
+            .map_err(|_| Error::internal("the store writer dropped a job"))?
+    }
+
+    /// Runs `f` on a reader thread's connection. Reads see the last commit; a burst
+    /// waits in the readers' queue.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
+        let job: ReadJob = Box::new(move |conn| {
+            let out = match conn {
+                Err(e) => Err(Error::internal(format!(
+                    "the store could not begin a read: {e}"
+                ))),
+                // Inside one read transaction (begun by the reader), so a reader that
+                // runs several queries sees one snapshot and never half of a commit
+                // that landed between them.
+                Ok(conn) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
+                    .unwrap_or_else(|_| Err(Error::internal("a store read panicked"))),
+            };
+            let _ = tx.send(out);
+        });
+        if self.inner.readers.push(job).is_err() {
+            return Err(Error::internal("the store readers have stopped"));
+        }
+        rx.await
+            .map_err(|_| Error::internal("a store reader dropped a read"))?
+    }
+}
+
+/// Gives an idle connection's page cache back, to SQLite's allocator and from there
+/// to the OS.
+///
+/// Why both: SQLite allocates with the C library's malloc, not the Rust allocator,
+/// and glibc keeps freed memory in per-thread arenas; after a busy minute the ten
+/// connections' caches (2 MiB each at most) stayed resident, 20 MiB over idle. The
+/// thread's own Rust allocations are collected too.
+fn release(conn: &Connection) {
+    if let Some(c) = conn.sqlite() {
+        let _ = c.release_memory();
+    }
+    memory::give_back_with_c_heap();
+}
+
+/// Begins a transaction on `conn`. A connection found broken on the way (PostgreSQL
+/// restarted, or dropped it) is opened again and the begin tried once more: no job
+/// has run yet, so nothing is lost or done twice. A begin that failed half way (its
+/// lock timed out) is rolled back, so the next one starts clean.
+fn begin_on(
+    conn: &mut Connection,
+    sql: &str,
+    reopen: &dyn Fn() -> Result<Connection>,
+) -> Result<()> {
+    for attempt in 0..2 {
+        if conn.is_closed() {
+            *conn = reopen()?;
+        }
+        match exec(conn, sql) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                if attempt == 1 || !conn.is_closed() {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// A reader thread: opens its connection on the first job and closes it when idle
+/// (or when it broke: a PostgreSQL server restarted).
+///
+/// Why close: an open connection holds its parsed schema and cached statements
+/// (about 200 KiB each, eight readers) for as long as the kernel is idle; opening
+/// one again costs well under a millisecond, once per reader per busy spell.
+fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin: Begin) {
+    let mut conn: Option<Connection> = None;
+    loop {
+        let job = match rx.take(1, Some(IDLE)) {
+            Taken::Closed => return,
+            Taken::Idle => {
+                if conn.take().is_some() {
+                    memory::give_back_with_c_heap();
+                }
+                continue;
+            }
+            Taken::Items(mut jobs) => jobs.pop().expect("take gives at least one"),
+        };
+        let begun = match conn.as_mut() {
+            Some(c) => begin_on(c, begin.read, open),
+            None => open().and_then(|mut c| {
+                let out = begin_on(&mut c, begin.read, open);
+                conn = Some(c);
+                out
+            }),
+        };
+        match (begun, conn.as_ref()) {
+            (Ok(()), Some(c)) => {
+                job(Ok(c));
+                let _ = c.execute_batch("COMMIT");
+            }
+            (Err(e), _) => {
+                job(Err(&e));
+                if conn.as_ref().is_some_and(Connection::is_closed) {
+                    conn = None;
+                }
+            }
+            (Ok(()), None) => unreachable!("a begun read has its connection"),
+        }
+    }
+}
+
+/// Runs one of the writer's own statements: from SQLite's statement cache (no parse
+/// per job), or as one simple query on PostgreSQL (transaction control).
+fn exec(conn: &Connection, sql: &str) -> sql::Result<()> {
+    if conn.sqlite().is_some() {
+        conn.prepare_cached(sql)?.execute(()).map(|_| ())
+    } else {
+        conn.execute_batch(sql)
+    }
+}
+
+fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    exec(conn, "SAVEPOINT job")?;
+    let out =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
+            Err(Error::internal(
+                "a store job panicked; its changes were rolled back",
+            ))
+        });
+    match &out {
+        Ok(_) => exec(conn, "RELEASE job")?,
+        Err(_) => {
+            exec(conn, "ROLLBACK TO job")?;
+            exec(conn, "RELEASE job")?;
+        }
+    }
+    out
+}
+
+fn writer_loop(
+    mut conn: Connection,
+    rx: &Queue<Job>,
+    begin: Begin,
+    reopen: &dyn Fn() -> Result<Connection>,
+) {
+    // Memory goes back when a burst is over, not after some seconds without any
+    // job: the node's heartbeat writes every few seconds (see `GiveBack`).
+    let mut give_back = memory::GiveBack::new(Instant::now());
+    loop {
+        let batch = match rx.take(MAX_BATCH, give_back.wait(Instant::now())) {
+            Taken::Closed => return,
+            Taken::Idle => {
+                release(&conn);
+                give_back.given(Instant::now());
+                continue;
+            }
+            Taken::Items(batch) => batch,
+        };
+        give_back.worked();
+        if let Err(e) = begin_on(&mut conn, begin.write, reopen) {
+            // Run nothing; dropping the jobs answers each caller with an error.
+            tracing::error!("store transaction could not begin: {e}");
+            drop(batch);
+            continue;
+        }
+        let finishers: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
+        let committed = exec(&conn, "COMMIT").map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            e.to_string()
+        });
+        if let Err(e) = &committed {
+            tracing::error!("store commit failed: {e}");
+        }
+        for finish in finishers {
+            finish(committed.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--store`'s words: `sqlite` is the data dir's file, a PostgreSQL URL is kept
+    /// as given (shown without its password), anything else is refused.
+    #[test]
+    fn a_location_from_its_words() {
+        let dir = Path::new("/tmp/d");
+        assert_eq!(
+            Location::parse(" SQLite ", dir).unwrap(),
+            Location::Sqlite(dir.join(DB_FILE))
+        );
+        let url = "postgres://aw:s3cret@127.0.0.1:5432/team";
+        assert_eq!(
+            Location::parse(url, dir).unwrap(),
+            Location::Postgres(url.into())
+        );
+        assert!(Location::parse("mysql://h/db", dir).is_err());
+    }
+
+    use super::*;
+
+    /// Migration 12 moves acked deliveries out of `deliveries` and keeps the rest.
+    #[tokio::test]
+    async fn acked_deliveries_move_to_their_own_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            for (i, sql) in schema::MIGRATIONS[..11].iter().enumerate() {
+                c.execute_batch(sql).unwrap();
+                c.pragma_update(None, "user_version", i as i64 + 1).unwrap();
+            }
+            c.execute_batch(
+                "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at, read_by)
+                 VALUES (1, 'a', 'm1', 'acked', 5, 'run-1'), (1, 'a', 'm2', 'pending', 6, NULL),
+                        (1, 'b', 'm1', 'deferred', 7, NULL)",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let (open, done) = store
+            .read(|c| {
+                let open: Vec<String> = c
+                    .prepare("SELECT recipient || ':' || message_id || ':' || state FROM deliveries ORDER BY 1")?
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<_>>()?;
+                let done: Vec<String> = c
+                    .prepare("SELECT recipient || ':' || message_id || ':' || read_by || ':' || updated_at FROM deliveries_done")?
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<_>>()?;
+                Ok((open, done))
+            })
+            .await
+            .unwrap();
+        assert_eq!(open, vec!["a:m2:pending", "b:m1:deferred"]);
+        assert_eq!(done, vec!["a:m1:run-1:5"]);
+    }
+}

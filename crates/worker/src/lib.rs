@@ -1,0 +1,239 @@
+//! The worker: one run of one agent, as a subprocess of the kernel.
+//!
+//! It reads its [`RunConfig`] from `AW_RUN`, connects to the kernel's MCP endpoint
+//! with the run's token, reads its inbox, the recent channel and the main document,
+//! builds the prompt (the kernel never does), runs the backend, and reports progress,
+//! usage and the outcome as JSON lines on stdout (see [`protocol`]). Final text stays
+//! private: only the backend's own `channel_send` calls reach the channel.
+//!
+//! Layout: `client.rs` (MCP client), `context.rs` (what the run reads first),
+//! `prompt.rs`, `classify.rs` (error classes), one file per backend: `mock.rs`,
+//! `sdk/` (direct API loops), `cli/` (Claude Code, Codex, Cursor, Gemini, OpenCode).
+
+pub mod classify;
+pub mod cli;
+pub mod client;
+pub mod context;
+pub mod mock;
+pub mod probe;
+pub mod prompt;
+pub use domain::protocol;
+pub mod sdk;
+
+use protocol::{ErrorClass, Outcome, Report, RunConfig, Usage};
+use std::io::Write;
+use std::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// Writes reports to stdout, one line each, flushed at once (the kernel's idle
+/// timer and agent_ask's progress depend on them arriving promptly).
+#[derive(Default)]
+pub struct Reporter {
+    usage: Mutex<Usage>,
+}
+
+impl Reporter {
+    pub fn send(&self, r: &Report) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", r.line());
+        let _ = out.flush();
+    }
+
+    pub fn progress(&self, message: impl Into<String>) {
+        let message = clip(&message.into(), 500).into_owned();
+        self.send(&Report::Progress { message });
+    }
+
+    /// Adds to the run's usage and reports the new total.
+    pub fn add_usage(&self, u: Usage) {
+        let total = {
+            let mut t = self.usage.lock().unwrap();
+            t.add(u);
+            *t
+        };
+        self.send(&Report::Usage(total));
+    }
+
+    /// Replaces the run's usage (backends that report running totals).
+    pub fn set_usage(&self, u: Usage) {
+        *self.usage.lock().unwrap() = u;
+        self.send(&Report::Usage(u));
+    }
+
+    /// The run's usage so far.
+    pub fn usage(&self) -> Usage {
+        *self.usage.lock().unwrap()
+    }
+
+    pub fn session(&self, id: &str) {
+        self.send(&Report::Session { id: id.to_owned() });
+    }
+
+    pub fn session_total(&self, u: Usage) {
+        self.send(&Report::SessionTotal(u));
+    }
+}
+
+/// The most of a run's final text that is kept (it is a private note, not a channel).
+pub const FINAL_TEXT_BYTES: usize = 64 * 1024;
+/// The most of an error message that is kept.
+pub const ERROR_BYTES: usize = 8 * 1024;
+
+/// `s` cut to at most `max` bytes at a character boundary, with `…` when cut.
+pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut]).into()
+}
+
+/// Why a run failed, classified.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        Self {
+            class,
+            message: message.into(),
+        }
+    }
+
+    /// Classifies a message from a provider or CLI by its words.
+    pub fn classified(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            class: classify::classify(&message),
+            message,
+        }
+    }
+}
+
+/// Everything a backend gets for one run.
+pub struct Run<'a> {
+    pub cfg: &'a RunConfig,
+    pub client: &'a client::Kernel,
+    pub context: &'a context::Context,
+    pub report: &'a Reporter,
+    /// Cancelled when the kernel stops the run (SIGTERM): a CLI gets its own grace
+    /// period and the run's workspace files are put back before the worker exits.
+    pub stop: &'a CancellationToken,
+}
+
+/// The worker mode's entry point. Returns the process exit code.
+pub async fn main() -> i32 {
+    let report = Reporter::default();
+    // The kernel stops a run with SIGTERM to the worker's process group. Without a
+    // handler the worker would die at once and leave its CLI's workspace files and
+    // scratch folder behind; with one, it winds down and still reports.
+    let stop = CancellationToken::new();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                term.recv().await;
+                stop.cancel();
+            });
+        }
+        Err(e) => report.progress(format!("cannot watch for SIGTERM: {e}")),
+    }
+    report.send(&Report::Started);
+    let outcome = match std::env::var(protocol::RUN_ENV)
+        .map_err(|_| {
+            format!(
+                "{} is not set: the worker mode is started by the kernel",
+                protocol::RUN_ENV
+            )
+        })
+        .and_then(|s| {
+            serde_json::from_str::<RunConfig>(&s).map_err(|e| format!("bad run config: {e}"))
+        }) {
+        Err(e) => Err(Failure::new(ErrorClass::Other, e)),
+        Ok(cfg) => run(&cfg, &report, &stop).await,
+    };
+    // Bounded, so the result stays one line the kernel reads (lines over 1 MiB are not).
+    let (code, outcome) = match outcome {
+        Ok(final_text) => (
+            0,
+            Outcome {
+                ok: true,
+                final_text: final_text.map(|t| clip(&t, FINAL_TEXT_BYTES).into_owned()),
+                ..Default::default()
+            },
+        ),
+        Err(f) => (
+            1,
+            Outcome {
+                ok: false,
+                error_class: Some(f.class),
+                error: Some(clip(&f.message, ERROR_BYTES).into_owned()),
+                ..Default::default()
+            },
+        ),
+    };
+    report.send(&Report::Result(outcome));
+    code
+}
+
+/// `work`, or a `stopped` failure as soon as the kernel stops the run.
+async fn or_stop<T>(
+    stop: &CancellationToken,
+    work: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    tokio::select! {
+        r = work => r,
+        _ = stop.cancelled() => Err(Failure::new(ErrorClass::Stopped, "stopped by the kernel (SIGTERM)")),
+    }
+}
+
+async fn run(
+    cfg: &RunConfig,
+    report: &Reporter,
+    stop: &CancellationToken,
+) -> Result<Option<String>, Failure> {
+    // Check that the backend can run at all before reading the inbox: a run that
+    // cannot start must leave the messages pending, untouched.
+    let backend = cli::Cli::for_backend(&cfg.backend);
+    if let Some(b) = &backend {
+        or_stop(stop, b.check(cfg)).await?;
+    }
+    let client = or_stop(stop, client::Kernel::connect(&cfg.url, &cfg.token)).await?;
+    let context = match or_stop(stop, context::Context::fetch(&client)).await {
+        Ok(c) => c,
+        Err(f) => {
+            client.close().await;
+            return Err(f);
+        }
+    };
+    report.progress(format!(
+        "{} read {} inbox message(s)",
+        cfg.agent,
+        context.inbox.len()
+    ));
+    let run = Run {
+        cfg,
+        client: &client,
+        context: &context,
+        report,
+        stop,
+    };
+    let result = match (cfg.backend.as_str(), backend) {
+        ("mock", _) => or_stop(stop, mock::run(&run)).await,
+        ("sdk", _) => or_stop(stop, sdk::run(&run)).await,
+        // Supervises its CLI with `stop` itself, so the CLI gets a grace period.
+        (_, Some(b)) => b.run(&run).await,
+        (other, None) => Err(Failure::new(
+            ErrorClass::Other,
+            format!("unknown backend {other:?}"),
+        )),
+    };
+    client.close().await;
+    result
+}

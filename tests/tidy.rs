@@ -1,0 +1,212 @@
+//! The house's rules that the compiler cannot keep, kept by reading the tree:
+//! which crate may depend on which (from `cargo metadata`), where a database engine
+//! may be named, who may write to stdout, and how long a source file may be.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Each workspace crate and the workspace crates it may depend on: arrows point
+/// down only. `domain` and `os` are the ground floor; the binary crate is the top.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("agent-worker-domain", &[]),
+    ("agent-worker-os", &[]),
+    (
+        "agent-worker-store",
+        &["agent-worker-domain", "agent-worker-os"],
+    ),
+    (
+        "agent-worker-kernel",
+        &[
+            "agent-worker-domain",
+            "agent-worker-os",
+            "agent-worker-store",
+        ],
+    ),
+    (
+        "agent-worker-worker",
+        &["agent-worker-domain", "agent-worker-os"],
+    ),
+    (
+        "agent-worker-mcp",
+        &[
+            "agent-worker-domain",
+            "agent-worker-kernel",
+            "agent-worker-store",
+        ],
+    ),
+    (
+        "agent-worker",
+        &[
+            "agent-worker-domain",
+            "agent-worker-os",
+            "agent-worker-store",
+            "agent-worker-kernel",
+            "agent-worker-worker",
+            "agent-worker-mcp",
+        ],
+    ),
+];
+
+#[test]
+fn no_crate_depends_on_one_above_it() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(ROOT)
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let allowed: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
+    let mut seen = BTreeSet::new();
+    for package in meta["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        let may = allowed.get(name).unwrap_or_else(|| {
+            panic!("{name} is a workspace crate this test does not place: add it to LAYERS")
+        });
+        seen.insert(name);
+        for dep in package["dependencies"].as_array().unwrap() {
+            let dep_name = dep["name"].as_str().unwrap();
+            let internal = dep["path"].is_string();
+            let dev = dep["kind"].as_str() == Some("dev");
+            if internal && !dev {
+                assert!(
+                    may.contains(&dep_name),
+                    "{name} depends on {dep_name}, which it may not (allowed: {may:?})"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        LAYERS.len(),
+        "a crate of LAYERS is missing from the workspace"
+    );
+}
+
+/// Every `.rs` file of the shipped code (the crates and the binary's `src/`).
+fn source_files() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![Path::new(ROOT).join("src"), Path::new(ROOT).join("crates")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    assert!(
+        out.len() > 100,
+        "the source tree was not found under {ROOT}"
+    );
+    out
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(ROOT).unwrap().display().to_string()
+}
+
+/// A line's code: without its comment and its string literals (roughly: enough
+/// for names, which is all the rules below look for).
+fn code_of(line: &str) -> String {
+    let line = line.split("//").next().unwrap_or("");
+    let mut out = String::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in line.chars() {
+        match (in_string, c) {
+            (true, '\\') if !escaped => escaped = true,
+            (true, '"') if !escaped => in_string = false,
+            (true, _) => escaped = false,
+            (false, '"') => in_string = true,
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn only_the_store_names_a_database_engine() {
+    let engine = regex::Regex::new(
+        r"\b(rusqlite|tokio_postgres|postgres|sqlite)::|Location::(Sqlite|Postgres)\b|\bSqliteProvider\b",
+    )
+    .unwrap();
+    let mut found = Vec::new();
+    for path in source_files() {
+        let name = relative(&path);
+        if name.starts_with("crates/store/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if engine.is_match(&code_of(line)) {
+                found.push(format!("{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "engine names outside the store crate:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The files that may write to stdout: the stdio transport and the bridge that
+/// relays it, `--help`/`--version`, the worker's report lines and the probe's line.
+const STDOUT_WRITERS: &[&str] = &[
+    "crates/mcp/src/stdio.rs",
+    "src/bridge/mod.rs",
+    "src/main.rs",
+    "crates/worker/src/lib.rs",
+    "crates/worker/src/probe.rs",
+];
+
+#[test]
+fn nothing_but_the_transport_writes_to_stdout() {
+    let writes = regex::Regex::new(r"\bprintln!|\bprint!|\bstdout\(\)|stdio_pipes\(").unwrap();
+    let mut found = Vec::new();
+    for path in source_files() {
+        let name = relative(&path);
+        if STDOUT_WRITERS.contains(&name.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if writes.is_match(&code_of(line)) {
+                found.push(format!("{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "stdout written outside the transport:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_is_over_600_lines() {
+    let long: Vec<String> = source_files()
+        .iter()
+        .filter_map(|p| {
+            let n = std::fs::read_to_string(p).unwrap().lines().count();
+            (n > 600).then(|| format!("{}: {n} lines", relative(p)))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these files:\n{}", long.join("\n"));
+}
