@@ -74,6 +74,51 @@ pub enum Per {
     Workflow,
 }
 
+/// A message contract's `text`: the regular expression as written, compiled once
+/// when the contract is parsed, so a send never compiles one and an invalid one is
+/// refused where it is set (naming the field), never silently matching nothing.
+#[derive(Debug, Clone)]
+pub struct TextPattern {
+    source: String,
+    re: regex::Regex,
+}
+
+impl TextPattern {
+    /// The most memory one compiled pattern may take.
+    const SIZE_LIMIT: usize = 1 << 20;
+
+    pub fn new(source: &str) -> Result<Self, String> {
+        let re = regex::RegexBuilder::new(source)
+            .size_limit(Self::SIZE_LIMIT)
+            .build()
+            .map_err(|e| format!("text: not a regular expression ({e})"))?;
+        Ok(Self {
+            source: source.to_owned(),
+            re,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    pub fn is_match(&self, text: &str) -> bool {
+        self.re.is_match(text)
+    }
+}
+
+impl PartialEq for TextPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl std::fmt::Display for TextPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum When {
     ToolRequest {
@@ -84,8 +129,8 @@ pub enum When {
     Message {
         from: Option<String>,
         to: Option<String>,
-        /// Checked at parse time; compiled where it is used.
-        text: Option<String>,
+        /// Compiled once, when the contract is parsed (set, or loaded).
+        text: Option<TextPattern>,
     },
     Spend {
         usd: Option<f64>,
@@ -265,9 +310,7 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
                     rcpt.iter()
                         .any(|r| glob(&g.to_ascii_lowercase(), &r.to_ascii_lowercase()))
                 })
-                && text
-                    .as_deref()
-                    .is_none_or(|re| regex::Regex::new(re).is_ok_and(|re| re.is_match(t)))
+                && text.as_ref().is_none_or(|re| re.is_match(t))
         }
         (
             When::Spend {

@@ -120,17 +120,13 @@ fn when(v: &Value) -> R<When> {
         }
         "message" => {
             only(o, "", &["event", "from", "to", "text"])?;
-            let text_re = text(o, "text")?;
-            if let Some(re) = &text_re {
-                regex::RegexBuilder::new(re)
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| format!("text: not a regular expression ({e})"))?;
-            }
+            let text = text(o, "text")?
+                .map(|re| TextPattern::new(&re))
+                .transpose()?;
             When::Message {
                 from: glob_field(o, "from")?,
                 to: glob_field(o, "to")?,
-                text: text_re,
+                text,
             }
         }
         "spend" => {
