@@ -6,6 +6,7 @@
 //! in the run that follows. Which run answers is the run that read the message
 //! (recorded with its delivery), whoever started it.
 
+use crate::events::Event;
 use crate::messaging::Outgoing;
 use crate::registry::AgentRecord;
 use crate::runtime::workers::RunHandle;
@@ -14,8 +15,7 @@ use domain::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -58,9 +58,6 @@ pub struct Asking {
     /// its progress is missed): a new one, or the one the agent was busy with.
     run: RunHandle,
 }
-
-/// How often agent_ask looks whether a run has read the question yet.
-const READER_POLL: Duration = Duration::from_millis(25);
 
 impl Kernel {
     /// Posts the question as a DM from the lead and wakes the agent (a run starts
@@ -200,6 +197,9 @@ impl Kernel {
         progress: impl Fn(String),
     ) -> Result<AskResult> {
         let mut listening = true;
+        // Subscribed before the first read, so no run that starts or ends after it
+        // goes unnoticed.
+        let mut runs = self.events.subscribe();
         let serving = loop {
             if let Some(id) = self.serving_run(&a).await? {
                 break Some(id);
@@ -219,7 +219,8 @@ impl Kernel {
                     Err(RecvError::Lagged(_)) => {}
                     Err(RecvError::Closed) => listening = false,
                 },
-                _ = tokio::time::sleep(READER_POLL.min(left)) => {}
+                _ = run_of(&mut runs, &a.agent) => {}
+                _ = tokio::time::sleep(left) => {}
                 _ = cancel.cancelled() => {}
             }
         };
@@ -253,7 +254,8 @@ impl Kernel {
                     return Ok(r);
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep(READER_POLL.min(left)) => {}
+                    _ = run_of(&mut runs, &a.agent) => {}
+                    _ = tokio::time::sleep(left) => {}
                     _ = cancel.cancelled() => {}
                 }
             }
@@ -320,5 +322,27 @@ impl Kernel {
             error_class: run.error_class,
             error: run.error,
         })
+    }
+}
+
+/// Returns when a run of `agent` starts or ends (on any node: the bus carries both),
+/// or when events were lost (the caller reads the store again, the truth).
+async fn run_of(events: &mut broadcast::Receiver<Event>, agent: &AgentRecord) {
+    loop {
+        match events.recv().await {
+            Ok(Event::RunStarted {
+                workflow_id,
+                agent: name,
+                ..
+            })
+            | Ok(Event::RunEnded {
+                workflow_id,
+                agent: name,
+                ..
+            }) if workflow_id == agent.workflow_id && name == agent.view.name => return,
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => return,
+            Err(RecvError::Closed) => std::future::pending().await,
+        }
     }
 }
