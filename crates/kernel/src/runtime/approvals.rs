@@ -14,7 +14,6 @@ use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use store::sql;
 
@@ -38,20 +37,26 @@ impl Drop for Waiting<'_> {
         if others {
             return;
         }
-        if let Some(a) = self
-            .kernel
-            .workers
-            .active
-            .lock()
-            .unwrap()
-            .get(&self.agent_id)
-        {
-            a.held.store(false, Ordering::Relaxed);
-        }
-        if let Some(f) = &self.held_file {
-            let _ = std::fs::remove_file(f);
+        self.kernel.workers.release(self.agent_id);
+        if let Some(f) = self.held_file.take() {
+            // Off the runtime's threads: a drop cannot await.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn_blocking(move || std::fs::remove_file(f));
+            } else {
+                let _ = std::fs::remove_file(f);
+            }
         }
     }
+}
+
+/// Writes the empty file that tells a worker its run is held, if the worker made
+/// its scratch folder (a CLI's run); whether it did.
+async fn writes_marker(f: &std::path::Path) -> bool {
+    let in_a_folder = match f.parent() {
+        Some(d) => tokio::fs::metadata(d).await.is_ok_and(|m| m.is_dir()),
+        None => false,
+    };
+    in_a_folder && tokio::fs::write(f, b"").await.is_ok()
 }
 
 impl Kernel {
@@ -70,18 +75,10 @@ impl Kernel {
             .insert(id, (agent_id, notify.clone()));
         // Held for the kernel's supervision (a flag) and the worker's (a file in its
         // scratch folder, when the worker made one: a CLI's run).
-        let held_file = self
-            .workers
-            .active
-            .lock()
-            .unwrap()
-            .get(&agent_id)
-            .filter(|a| a.run_id == run_id)
-            .map(|a| {
-                a.held.store(true, Ordering::Relaxed);
-                a.held_file.clone()
-            })
-            .filter(|f| f.parent().is_some_and(|d| d.is_dir()) && std::fs::write(f, b"").is_ok());
+        let held_file = match self.workers.hold(agent_id, run_id) {
+            Some(f) if writes_marker(&f).await => Some(f),
+            _ => None,
+        };
         let _waiting = Waiting {
             kernel: self,
             id,

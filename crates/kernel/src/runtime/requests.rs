@@ -242,16 +242,14 @@ impl Kernel {
 
     /// Keeps a refusal the kernel made with the run, as agent_info's `denials`.
     fn note_denial(&self, agent_id: i64, tool: &str, detail: &str, why: &str) {
-        if let Some(a) = self.workers.active.lock().unwrap().get(&agent_id) {
-            let mut d = a.denials.lock().unwrap();
-            if d.len() < super::runs::MAX_DENIALS {
-                d.push(Denial {
-                    tool: tool.to_owned(),
-                    detail: preview(detail),
-                    reason: why.to_owned(),
-                });
-            }
-        }
+        self.workers.note_denial(
+            agent_id,
+            Denial {
+                tool: tool.to_owned(),
+                detail: preview(detail),
+                reason: why.to_owned(),
+            },
+        );
     }
 }
 

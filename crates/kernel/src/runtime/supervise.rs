@@ -87,7 +87,7 @@ impl Kernel {
         }
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
-        let _ = std::fs::remove_dir_all(spec.scratch_dir(&run_id));
+        let _ = tokio::fs::remove_dir_all(spec.scratch_dir(&run_id)).await;
         match finished {
             Err(e) => {
                 end.error_class = Some(ErrorClass::Crash);
@@ -162,13 +162,7 @@ impl Kernel {
         self.tokens.forget_agent(spec.agent_id);
         self.lose_approvals_of(&run_id).await;
         tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
-        let again = self
-            .workers
-            .active
-            .lock()
-            .unwrap()
-            .remove(&spec.agent_id)
-            .and_then(|a| a.wake_again);
+        let again = self.workers.finish(spec.agent_id);
         self.events.publish(Event::RunEnded {
             workflow_id: spec.workflow_id,
             agent: spec.name.clone(),

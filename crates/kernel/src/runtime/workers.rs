@@ -18,7 +18,7 @@ use domain::protocol::{self, RunConfig};
 use os::process::{self, Limits};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::sql;
@@ -40,7 +40,8 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
 
 /// The kernel's table of runs in progress.
 pub struct Workers {
-    pub(super) active: Mutex<HashMap<i64, Active>>,
+    /// The running workers, by agent id: locked only by this file's methods.
+    active: Mutex<HashMap<i64, Active>>,
     pub(super) exe: PathBuf,
     pub(super) limits: Limits,
 }
@@ -114,6 +115,45 @@ impl Workers {
             .unwrap()
             .get(&agent_id)
             .map(Active::handle)
+    }
+
+    /// Marks the run of `agent_id` as held by an approval if it is `run_id`, and
+    /// returns the file that tells its worker so (the caller writes it, unlocked).
+    pub(super) fn hold(&self, agent_id: i64, run_id: &str) -> Option<PathBuf> {
+        let active = self.active.lock().unwrap();
+        let a = active.get(&agent_id).filter(|a| a.run_id == run_id)?;
+        a.held.store(true, Ordering::Relaxed);
+        Some(a.held_file.clone())
+    }
+
+    /// The run of `agent_id` waits on no approval any more.
+    pub(super) fn release(&self, agent_id: i64) {
+        if let Some(a) = self.active.lock().unwrap().get(&agent_id) {
+            a.held.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Keeps a refusal the kernel made with the run of `agent_id` (at most
+    /// [`runs::MAX_DENIALS`]).
+    pub(super) fn note_denial(&self, agent_id: i64, denial: runs::Denial) {
+        let denials = match self.active.lock().unwrap().get(&agent_id) {
+            Some(a) => a.denials.clone(),
+            None => return,
+        };
+        let mut d = denials.lock().unwrap();
+        if d.len() < runs::MAX_DENIALS {
+            d.push(denial);
+        }
+    }
+
+    /// The run of `agent_id` has ended: forgets it, and returns the wake that
+    /// arrived meanwhile (run once more), if any.
+    pub(super) fn finish(&self, agent_id: i64) -> Option<(String, Option<String>)> {
+        self.active
+            .lock()
+            .unwrap()
+            .remove(&agent_id)
+            .and_then(|a| a.wake_again)
     }
 }
 

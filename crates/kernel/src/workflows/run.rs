@@ -90,6 +90,7 @@ impl Kernel {
         super::setup::run_setup(&wf.setup, &mut vars, &wf.source_dir)
             .await
             .map_err(|e| Error::invalid(format!("{wref}: {e}. Nothing was started.")))?;
+        create_agent_folders(&wf).await?;
         let agents = registered(&wf, &vars)?;
         let kickoff = wf
             .kickoff
@@ -243,13 +244,7 @@ impl Kernel {
         // A run starts mock scripts afresh: their `times` counters live in the agent's
         // own folder.
         for name in mocks {
-            if let Ok(entries) = std::fs::read_dir(self.workspace_dir(wref, &name)) {
-                for e in entries.flatten() {
-                    if e.file_name().to_string_lossy().starts_with(".mock-rule-") {
-                        let _ = std::fs::remove_file(e.path());
-                    }
-                }
-            }
+            forget_mock_counters(self.workspace_dir(wref, &name)).await;
         }
         for (id, next) in armed {
             self.scheduler_forget(id);
@@ -284,7 +279,7 @@ impl Kernel {
                 .replace("${{ workflow.tag }}", &wref.tag)
         });
         if let Some(d) = &dir
-            && let Err(e) = std::fs::create_dir_all(d)
+            && let Err(e) = tokio::fs::create_dir_all(d).await
         {
             let reason = format!("context.dir {d}: cannot create it: {e}");
             self.workflow_fail(wid, &reason).await?;
@@ -324,15 +319,6 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 .map(|t| (t, a.wakeup_prompt.clone()));
             let mock = interpolate_mock(&a.mock, vars)
                 .map_err(|e| Error::invalid(format!("agents.{}.mock: {e}", a.name)))?;
-            if let Some(cwd) = &a.cwd {
-                std::fs::create_dir_all(cwd).map_err(|e| {
-                    Error::invalid(format!(
-                        "agents.{}.cwd {}: cannot create it: {e}",
-                        a.name,
-                        cwd.display()
-                    ))
-                })?;
-            }
             let r = Registered {
                 node: a.node.clone(),
                 name: a.name.clone(),
@@ -396,4 +382,33 @@ fn interpolate_mock(rules: &[MockRule], vars: &Vars) -> std::result::Result<Vec<
 
 fn path_string(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// Creates the folders the agents name as their `cwd` (before `registered` checks
+/// them as agent_new does).
+async fn create_agent_folders(wf: &Workflow) -> Result<()> {
+    for a in &wf.agents {
+        if let Some(cwd) = &a.cwd {
+            tokio::fs::create_dir_all(cwd).await.map_err(|e| {
+                Error::invalid(format!(
+                    "agents.{}.cwd {}: cannot create it: {e}",
+                    a.name,
+                    cwd.display()
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the `times` counters a mock agent's rules keep in its own folder.
+async fn forget_mock_counters(dir: std::path::PathBuf) {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return;
+    };
+    while let Ok(Some(e)) = entries.next_entry().await {
+        if e.file_name().to_string_lossy().starts_with(".mock-rule-") {
+            let _ = tokio::fs::remove_file(e.path()).await;
+        }
+    }
 }
