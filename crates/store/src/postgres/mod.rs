@@ -276,4 +276,6 @@ fn migrate_now(c: &Connection) -> Result<()> {
 }
 
 #[cfg(test)]
+mod same_schema;
+#[cfg(test)]
 mod tests;

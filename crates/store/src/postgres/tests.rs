@@ -8,7 +8,7 @@ use crate::sql::{self, OptionalExtension};
 use domain::error::Error;
 
 /// A new, empty database on the test cluster, or `None` when there is no cluster.
-fn fresh_database() -> Option<String> {
+pub(super) fn fresh_database() -> Option<String> {
     let admin = match std::env::var("AGENT_WORKER_TEST_PG") {
         Ok(url) if !url.is_empty() => url,
         _ if std::env::var("PG_REQUIRED").is_ok_and(|v| v == "1") => {
