@@ -118,8 +118,8 @@ async fn both_engines_build_the_same_schema() {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = Store::open(&dir.path().join("state.db")).unwrap();
     let postgres = Store::open_at(&Location::Postgres(url)).unwrap();
-    let lite = sqlite.read(|c| sqlite_schema(c)).await.unwrap();
-    let pg = postgres.read(|c| postgres_schema(c)).await.unwrap();
+    let lite = sqlite.read(sqlite_schema).await.unwrap();
+    let pg = postgres.read(postgres_schema).await.unwrap();
     assert!(
         lite.columns.len() > 10,
         "SQLite's tables were not read: {lite:?}"
