@@ -22,6 +22,7 @@ use std::time::Duration;
 use store::bus::Handlers;
 use store::sql;
 use store::sql::OptionalExtension;
+use tokio::sync::broadcast::{self, error::RecvError};
 
 /// What travels on the bus.
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,8 +50,9 @@ enum Incoming {
 /// Messages from the listener waiting for the kernel at most (the listener waits
 /// when it is full: PostgreSQL buffers the rest).
 const INCOMING: usize = 4096;
-/// How often a stop asked of another node looks whether the run ended.
-const STOP_POLL: Duration = Duration::from_millis(50);
+/// How often a stop asked of another node is asked again (a notification may be
+/// dropped) and the store read again even if no run's end was heard.
+const STOP_AGAIN: Duration = Duration::from_secs(1);
 
 /// Whether other nodes hear of this event. A workflow going quiet or failing is for
 /// the node that runs its agents alone.
@@ -224,9 +226,10 @@ impl Kernel {
         .map_err(|e| domain::error::Error::internal(e.to_string()))?;
         let deadline = tokio::time::Instant::now() + super::lease() * 2;
         let mut asked_at: Option<tokio::time::Instant> = None;
+        // Subscribed before the first read: the run's end is heard, not polled for.
+        let mut events = self.events.subscribe();
         while self.running_on(agent_id).await?.is_some() {
-            // Asked again every second: a notification may be dropped.
-            if asked_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            if asked_at.is_none_or(|t| t.elapsed() >= STOP_AGAIN) {
                 bus.send(ask.clone());
                 asked_at = Some(tokio::time::Instant::now());
             }
@@ -236,7 +239,7 @@ impl Kernel {
                      another node takes the agent over)"
                 )));
             }
-            tokio::time::sleep(STOP_POLL).await;
+            some_run_ended(&mut events, STOP_AGAIN).await;
         }
         Ok(true)
     }
@@ -256,4 +259,19 @@ impl Kernel {
             })
             .await
     }
+}
+
+/// Returns when a run ends here or on another node (the bus carries its end), when
+/// events were lost, or after `most`: the caller then reads the store again.
+async fn some_run_ended(events: &mut broadcast::Receiver<Event>, most: Duration) {
+    let heard = async {
+        loop {
+            match events.recv().await {
+                Ok(Event::RunEnded { .. }) | Err(RecvError::Lagged(_)) => return,
+                Ok(_) => {}
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(most, heard).await;
 }
