@@ -1,8 +1,9 @@
 //! `agents`: each agent's keys (backend, model, prompt, folder, env, schedule,
 //! guards, mock script, permissions, own MCP servers).
 
+use super::agent_fields::Fields;
 use super::*;
-use crate::permissions::{self, Permissions, PermissionsArg};
+use crate::permissions::{Permissions, PermissionsArg};
 use crate::protocol::McpServer;
 
 /// The kernel's default backend for agents that name none.
@@ -10,7 +11,7 @@ pub const DEFAULT_BACKEND_ENV: &str = "AGENT_WORKER_DEFAULT_BACKEND";
 
 /// The key of the entry a value path points at (errors about a setting as a
 /// whole point at its key).
-fn key_of(path: &[Step], value: &[Step]) -> Vec<Step> {
+pub(super) fn key_of(path: &[Step], value: &[Step]) -> Vec<Step> {
     match value.last() {
         Some(Step::Entry(i)) => with(path, Step::Key(*i)),
         _ => value.to_vec(),
@@ -73,28 +74,7 @@ impl Doc<'_> {
         scope: &Scope,
     ) -> Result<AgentDef, SpecError> {
         let what = format!("agent `{name}`");
-        if let Node::Map(entries) = n {
-            for (i, (k, _)) in entries.iter().enumerate() {
-                match k.as_str() {
-                    Some("ref") => {
-                        return Err(self.err(
-                            &with(path, Step::Key(i)),
-                            "`ref` is not supported: agents must be defined inline",
-                            format!("replace `ref:` with the agent's settings, e.g. {name}: {{ backend: claude }}"),
-                        ));
-                    }
-                    Some("provider") => {
-                        return Err(self.err(
-                            &with(path, Step::Key(i)),
-                            "`provider` is not supported",
-                            "set the API key and base URL with `env` instead, e.g. env: { ANTHROPIC_API_KEY: ..., \
-                             ANTHROPIC_BASE_URL: ... } (or OPENAI_API_KEY / OPENAI_BASE_URL)",
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-        }
+        self.refuse_unsupported(name, n, path)?;
         if *n == Node::Null {
             return Err(self.err(
                 key,
@@ -103,30 +83,10 @@ impl Doc<'_> {
             ));
         }
         self.mapping(n, path, AGENT_KEYS, &what)?;
-        let get = |k: &str| n.entry(k).map(|(i, v)| (with(path, Step::Entry(i)), v));
-        let set = |k: &str| get(k).filter(|(_, v)| **v != Node::Null);
+        let f = Fields { node: n, path };
+        let (get, set) = (|k: &str| f.get(k), |k: &str| f.set(k));
 
-        // No backend, or `default`: the kernel's default backend (seed 004).
-        let backend = match get("backend") {
-            None | Some((_, Node::Null)) => self.default_backend(key)?,
-            Some((bp, bn)) => {
-                let b = self.text(bn, &bp, "claude")?;
-                match b {
-                    "default" => self.default_backend(&bp)?,
-                    b if BACKENDS.contains(&b) => b.to_owned(),
-                    b => {
-                        return Err(self.err(
-                            &bp,
-                            format!("unknown backend `{b}`{}", did_you_mean(b, BACKENDS)),
-                            format!(
-                                "use one of: {} (or default: {DEFAULT_BACKEND_ENV}, else sdk)",
-                                BACKENDS.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-        };
+        let backend = self.agent_backend(&f, key)?;
         let model = match set("model") {
             None => None,
             Some((mp, mn)) => Some(self.non_empty_text(mn, &mp, "sonnet")?.to_owned()),
@@ -135,86 +95,12 @@ impl Doc<'_> {
             None => None,
             Some((sp, sn)) => Some(self.system_prompt(sn, &sp, scope)?),
         };
-        let cwd = match set("cwd") {
-            None => None,
-            Some((cp, cn)) => {
-                let raw = self.non_empty_text(cn, &cp, "../project")?;
-                if raw.contains("${{") {
-                    return Err(self.err_at(
-                        self.expr_pos(&cp, raw, raw.find("${{").unwrap_or(0)),
-                        self.field(&cp),
-                        "`${{ }}` is not interpolated in cwd",
-                        "write the folder itself (relative to the YAML's folder, or absolute)",
-                    ));
-                }
-                Some(self.path(raw, &cp)?)
-            }
-        };
+        let cwd = self.agent_cwd(&f)?;
         let env = match set("env") {
             None => BTreeMap::new(),
             Some((ep, en)) => self.env(en, &ep)?,
         };
-        // `schedule` is the seed's name for the same thing.
-        if let (Some(_), Some((sp, _))) = (set("wakeup"), set("schedule")) {
-            return Err(self.err(
-                &key_of(path, &sp),
-                "both wakeup and schedule are given: they are the same setting",
-                "keep one of them",
-            ));
-        }
-        let wakeup = match set("wakeup").or_else(|| set("schedule")) {
-            None => None,
-            Some((wp, wn)) => {
-                let s = match wn {
-                    Node::Str(s) => s.clone(),
-                    Node::Int(i) => i.to_string(),
-                    other => {
-                        return Err(self.err(
-                            &wp,
-                            format!(
-                                "wakeup must be a duration or a cron pattern, found {}",
-                                other.kind()
-                            ),
-                            "write e.g. wakeup: 30m, wakeup: 60000 (ms) or wakeup: \"0 9 * * 1-5\"",
-                        ));
-                    }
-                };
-                Trigger::wakeup(&s).map_err(|e| {
-                    // One word that is no interval reads as a one-field cron to the
-                    // scheduler; say what it is not instead.
-                    let message = if e.contains(" has 1 fields") {
-                        format!(
-                            "wakeup {s:?} is neither an interval (a number of ms, \"30s\", \"5m\") \
-                             nor a cron pattern"
-                        )
-                    } else {
-                        format!("wakeup: {e}")
-                    };
-                    self.err(
-                        &wp,
-                        message,
-                        "write a number of ms (60000), a duration (\"30s\", \"5m\") or a 5-field cron \
-                         (\"0 9 * * 1-5\")",
-                    )
-                })?;
-                Some(s)
-            }
-        };
-        let wakeup_prompt = match set("wakeup_prompt") {
-            None => None,
-            Some((pp, pn)) => {
-                let p = self.text(pn, &pp, "\"Check for new commits.\"")?;
-                if wakeup.is_none() {
-                    return Err(self.err(
-                        &key_of(path, &pp),
-                        "wakeup_prompt needs wakeup: it is the prompt of the scheduled runs",
-                        "add `wakeup:` (e.g. wakeup: 30m) or remove wakeup_prompt",
-                    ));
-                }
-                self.check_refs(p, &pp, scope)?;
-                Some(p.to_owned())
-            }
-        };
+        let (wakeup, wakeup_prompt) = self.agent_wakeup(&f, scope)?;
         let budget = match get("budget") {
             Some((bp, bn)) => self.budget(bn, &bp)?,
             None => None,
@@ -227,54 +113,8 @@ impl Doc<'_> {
             None => None,
             Some((np, nn)) => Some(self.non_empty_text(nn, &np, "build-1")?.to_owned()),
         };
-        let max_steps = match set("max_steps") {
-            None => None,
-            Some((_, Node::Int(s))) if (1..=MAX_STEPS).contains(s) => u32::try_from(*s).ok(),
-            Some((sp, sn)) => {
-                return Err(self.err(
-                    &sp,
-                    format!(
-                        "max_steps must be a whole number from 1 to {MAX_STEPS}, found {}",
-                        sn.scalar_text()
-                    ),
-                    "write e.g. max_steps: 30",
-                ));
-            }
-        };
-        let timeout = match set("timeout") {
-            None => None,
-            Some((tp, tn)) => Some(self.duration(tn, &tp)?),
-        };
-        if let Some((tp, tn)) = set("max_tokens")
-            && !matches!(tn, Node::Int(t) if *t > 0)
-        {
-            return Err(self.err(
-                &tp,
-                format!("max_tokens must be a positive whole number, found {}", tn.scalar_text()),
-                "write e.g. max_tokens: 8192, or leave it out (it is accepted for compatibility and not used; \
-                 see budget.max_tokens for a limit)",
-            ));
-        }
-        let permissions = match set("permissions") {
-            None => Permissions::default(),
-            Some((pp, pn)) => self.permissions(pn, &pp)?,
-        };
-        let mcp_servers = match set("mcp_servers") {
-            None => BTreeMap::new(),
-            Some((mp, mn)) => self.mcp_servers(mn, &mp)?,
-        };
-        let names: Vec<&str> = mcp_servers.keys().map(String::as_str).collect();
-        if let Err(e) = permissions::backends::check_agent(&backend, &permissions, &names) {
-            let at = set("permissions")
-                .or_else(|| set("mcp_servers"))
-                .map(|(p, _)| key_of(path, &p))
-                .unwrap_or_else(|| key.to_vec());
-            return Err(self.err(
-                &at,
-                e,
-                "see the permissions table in the README (backend_list shows it too)",
-            ));
-        }
+        let (max_steps, timeout) = self.agent_limits(&f)?;
+        let (permissions, mcp_servers) = self.agent_powers(&f, &backend, key)?;
         Ok(AgentDef {
             name: name.to_owned(),
             backend,

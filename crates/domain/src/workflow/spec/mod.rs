@@ -28,6 +28,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 mod agent;
+mod agent_fields;
 mod context;
 mod doc;
 mod steps;
