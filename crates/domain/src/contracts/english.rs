@@ -5,11 +5,21 @@
 use super::*;
 
 pub fn sentence(c: &Contract) -> String {
+    let scope = match &c.workflow {
+        None => String::new(),
+        Some(w) if w.contains(':') => format!(" (in @{w})"),
+        Some(w) => format!(" (in every @{w} instance)"),
+    };
+    format!("{}, {}{scope}.", subject(&c.when), action(c))
+}
+
+/// "When …": the event a contract is about.
+fn subject(when: &When) -> String {
     let who = |agent: &Option<String>, default: &str| match agent {
         Some(a) => format!("agent {a}"),
         None => default.to_owned(),
     };
-    let subject = match &c.when {
+    match when {
         When::ToolRequest {
             tool,
             matches,
@@ -73,8 +83,12 @@ pub fn sentence(c: &Contract) -> String {
                 .map(|f| format!("a document matching \"{f}\""))
                 .unwrap_or_else(|| "a document".into())
         ),
-    };
-    let action = match &c.then {
+    }
+}
+
+/// What the kernel does when the event happens.
+fn action(c: &Contract) -> String {
+    match &c.then {
         Then::Allow => match c.when {
             When::Message { .. } => "deliver it directly (no routing)".to_owned(),
             _ => "allow it without asking anyone (what its permissions allow)".to_owned(),
@@ -88,33 +102,7 @@ pub fn sentence(c: &Contract) -> String {
             count,
             timeout,
             on_timeout,
-        } => {
-            let who = approvers.iter().map(|a| member(a)).collect::<Vec<_>>();
-            let need = if approvers.len() == 1 {
-                who[0].clone()
-            } else if *count == approvers.len() {
-                format!("all of {}", who.join(", "))
-            } else {
-                format!("{count} of {}", who.join(", "))
-            };
-            let then = match on_timeout {
-                OnTimeout::Deny => "refuse it",
-                OnTimeout::Allow => "allow it",
-            };
-            let held = match c.when {
-                When::Spend { .. } => "hold the agent's next runs until",
-                _ => "wait until",
-            };
-            format!(
-                "{held} {need} approve{}; if nobody decides within {}, {then}",
-                if approvers.len() == 1 && approvers[0] != crate::names::LEAD {
-                    "s"
-                } else {
-                    ""
-                },
-                humantime::format_duration(*timeout)
-            )
-        }
+        } => approval(&c.when, approvers, *count, *timeout, *on_timeout),
         Then::Notify { to } => format!(
             "tell {}",
             to.iter().map(|a| member(a)).collect::<Vec<_>>().join(", ")
@@ -132,13 +120,43 @@ pub fn sentence(c: &Contract) -> String {
             }
         }
         Then::Route { to } => format!("deliver it to @{to} instead, who forwards it or drops it"),
+    }
+}
+
+/// What a contract that requires an approval does: who must approve, how long
+/// the run (or the agent's next runs) wait, and what happens if nobody decides.
+fn approval(
+    when: &When,
+    approvers: &[String],
+    count: usize,
+    timeout: Duration,
+    on_timeout: OnTimeout,
+) -> String {
+    let who = approvers.iter().map(|a| member(a)).collect::<Vec<_>>();
+    let need = if approvers.len() == 1 {
+        who[0].clone()
+    } else if count == approvers.len() {
+        format!("all of {}", who.join(", "))
+    } else {
+        format!("{count} of {}", who.join(", "))
     };
-    let scope = match &c.workflow {
-        None => String::new(),
-        Some(w) if w.contains(':') => format!(" (in @{w})"),
-        Some(w) => format!(" (in every @{w} instance)"),
+    let then = match on_timeout {
+        OnTimeout::Deny => "refuse it",
+        OnTimeout::Allow => "allow it",
     };
-    format!("{subject}, {action}{scope}.")
+    let held = match when {
+        When::Spend { .. } => "hold the agent's next runs until",
+        _ => "wait until",
+    };
+    format!(
+        "{held} {need} approve{}; if nobody decides within {}, {then}",
+        if approvers.len() == 1 && approvers[0] != crate::names::LEAD {
+            "s"
+        } else {
+            ""
+        },
+        humantime::format_duration(timeout)
+    )
 }
 
 fn member(m: &str) -> String {
