@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// A documents folder as written, with where it was written.
+type Folder<'n> = (Vec<Step>, &'n str);
+
 impl Doc<'_> {
     /// `context:` in either form: DESIGN (`documents`, `dir`, `document_owner`) or
     /// the original (`provider`, `config: {dir | bind}`, `documentOwner`).
@@ -27,7 +30,7 @@ impl Doc<'_> {
         let get = |k: &str| n.entry(k).map(|(i, v)| (i, with(path, Step::Entry(i)), v));
         let key_of = |i: usize| with(path, Step::Key(i));
         let mut out = ContextDef::default();
-        let mut dir: Option<(Vec<Step>, &str)> = None;
+        let mut dir: Option<Folder> = None;
 
         if let (Some(_), Some((pi, _, _))) = (get("documents"), get("provider")) {
             return Err(self.err(
@@ -43,66 +46,15 @@ impl Doc<'_> {
                 "keep one",
             ));
         }
-        let provider = |s: &str, p: &[Step], original: bool| -> Result<String, SpecError> {
-            match s {
-                "file" => Ok("file".into()),
-                "sqlite" | "memory" => Ok("sqlite".into()),
-                other => {
-                    let allowed: &[&str] = if original {
-                        &["file", "memory"]
-                    } else {
-                        &["file", "sqlite"]
-                    };
-                    Err(self.err(
-                        p,
-                        format!(
-                            "unknown document provider `{other}`{}",
-                            did_you_mean(other, allowed)
-                        ),
-                        format!("use {}", allowed.join(" or ")),
-                    ))
-                }
-            }
-        };
         if let Some((_, dp, dn)) = get("documents") {
-            match dn {
-                Node::Null => {}
-                Node::Map(_) => {
-                    self.mapping(dn, &dp, &["provider", "dir"], "context.documents")?;
-                    if let Some((i, pn)) = dn.entry("provider").filter(|(_, v)| **v != Node::Null) {
-                        let pp = with(&dp, Step::Entry(i));
-                        out.documents = Some(provider(self.text(pn, &pp, "file")?, &pp, false)?);
-                    }
-                    if let Some((i, d)) = dn.entry("dir").filter(|(_, v)| **v != Node::Null) {
-                        let p = with(&dp, Step::Entry(i));
-                        dir = Some((p.clone(), self.non_empty_text(d, &p, "./docs")?));
-                    }
-                }
-                _ => out.documents = Some(provider(self.text(dn, &dp, "file")?, &dp, false)?),
-            }
+            let (provider, folder) = self.context_documents(dn, &dp)?;
+            out.documents = provider;
+            dir = folder;
         }
         if let Some((_, pp, pn)) = get("provider").filter(|(_, _, v)| **v != Node::Null) {
-            out.documents = Some(provider(self.text(pn, &pp, "file")?, &pp, true)?);
+            out.documents = Some(self.document_provider(self.text(pn, &pp, "file")?, &pp, true)?);
         }
-        let mut pending: Vec<(Vec<Step>, &Node)> = Vec::new();
-        if let Some((_, p, d)) = get("dir").filter(|(_, _, v)| **v != Node::Null) {
-            pending.push((p, d));
-        }
-        if let Some((_, cp, cn)) = get("config").filter(|(_, _, v)| **v != Node::Null) {
-            self.mapping(cn, &cp, &["dir", "bind"], "context.config")?;
-            let d = cn.entry("dir").filter(|(_, v)| **v != Node::Null);
-            let b = cn.entry("bind").filter(|(_, v)| **v != Node::Null);
-            if let (Some(_), Some((bi, _))) = (d, b) {
-                return Err(self.err(
-                    &with(&cp, Step::Key(bi)),
-                    "config.dir and config.bind are exclusive (both mean: use this folder)",
-                    "keep one of them",
-                ));
-            }
-            if let Some((i, v)) = d.or(b) {
-                pending.push((with(&cp, Step::Entry(i)), v));
-            }
-        }
+        let pending = self.context_folders(n, path)?;
         for (p, d) in pending {
             if dir.is_some() {
                 return Err(self.err(
@@ -140,6 +92,94 @@ impl Doc<'_> {
             out.document_owner = Some(o.to_owned());
         }
         Ok(out)
+    }
+
+    /// A document provider's name in either form (`memory` is the original's name
+    /// for the database provider, kept as `sqlite`).
+    fn document_provider(&self, s: &str, p: &[Step], original: bool) -> Result<String, SpecError> {
+        match s {
+            "file" => Ok("file".into()),
+            "sqlite" | "memory" => Ok("sqlite".into()),
+            other => {
+                let allowed: &[&str] = if original {
+                    &["file", "memory"]
+                } else {
+                    &["file", "sqlite"]
+                };
+                Err(self.err(
+                    p,
+                    format!(
+                        "unknown document provider `{other}`{}",
+                        did_you_mean(other, allowed)
+                    ),
+                    format!("use {}", allowed.join(" or ")),
+                ))
+            }
+        }
+    }
+
+    /// `documents:` as a provider's name or as `{provider, dir}`: the provider and
+    /// the folder, if given.
+    fn context_documents<'n>(
+        &self,
+        dn: &'n Node,
+        dp: &[Step],
+    ) -> Result<(Option<String>, Option<Folder<'n>>), SpecError> {
+        let (mut provider, mut folder) = (None, None);
+        match dn {
+            Node::Null => {}
+            Node::Map(_) => {
+                self.mapping(dn, dp, &["provider", "dir"], "context.documents")?;
+                if let Some((i, pn)) = dn.entry("provider").filter(|(_, v)| **v != Node::Null) {
+                    let pp = with(dp, Step::Entry(i));
+                    provider =
+                        Some(self.document_provider(self.text(pn, &pp, "file")?, &pp, false)?);
+                }
+                if let Some((i, d)) = dn.entry("dir").filter(|(_, v)| **v != Node::Null) {
+                    let p = with(dp, Step::Entry(i));
+                    folder = Some((p.clone(), self.non_empty_text(d, &p, "./docs")?));
+                }
+            }
+            _ => provider = Some(self.document_provider(self.text(dn, dp, "file")?, dp, false)?),
+        }
+        Ok((provider, folder))
+    }
+
+    /// The documents folder as the original form gives it: `dir`, or `config: {dir
+    /// | bind}` (at most one of those two).
+    fn context_folders<'n>(
+        &self,
+        n: &'n Node,
+        path: &[Step],
+    ) -> Result<Vec<(Vec<Step>, &'n Node)>, SpecError> {
+        let mut pending: Vec<(Vec<Step>, &Node)> = Vec::new();
+        if let Some((_, p, d)) = n
+            .entry("dir")
+            .filter(|(_, v)| **v != Node::Null)
+            .map(|(i, v)| (i, with(path, Step::Entry(i)), v))
+        {
+            pending.push((p, d));
+        }
+        if let Some((_, cp, cn)) = n
+            .entry("config")
+            .filter(|(_, v)| **v != Node::Null)
+            .map(|(i, v)| (i, with(path, Step::Entry(i)), v))
+        {
+            self.mapping(cn, &cp, &["dir", "bind"], "context.config")?;
+            let d = cn.entry("dir").filter(|(_, v)| **v != Node::Null);
+            let b = cn.entry("bind").filter(|(_, v)| **v != Node::Null);
+            if let (Some(_), Some((bi, _))) = (d, b) {
+                return Err(self.err(
+                    &with(&cp, Step::Key(bi)),
+                    "config.dir and config.bind are exclusive (both mean: use this folder)",
+                    "keep one of them",
+                ));
+            }
+            if let Some((i, v)) = d.or(b) {
+                pending.push((with(&cp, Step::Entry(i)), v));
+            }
+        }
+        Ok(pending)
     }
 
     /// The folder, with `${{ workflow.name }}` / `${{ workflow.tag }}` kept (in one
