@@ -248,70 +248,16 @@ pub async fn supervise(
         };
     };
     let tail = Arc::new(Mutex::new(Tail::default()));
-    let stderr_task = child.stderr.take().map(|mut err| {
-        let tail = tail.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 8192];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                tail.lock().unwrap().push(&buf[..n]);
-            }
-        })
-    });
+    let stderr_task = child.stderr.take().map(|err| keep_tail(err, tail.clone()));
     let mut lines = child
         .stdout
         .take()
         .map(|out| FramedRead::new(out, LossyLines::new(MAX_LINE)));
-
-    let started = Instant::now();
-    let total_deadline = started + limits.total;
-    let mut line_deadline = started + limits.startup;
-    let mut first_line = true;
-    let mut ended = Ended::Exited;
-    let mut status = None;
-    // Read stdout until EOF, exit or a limit.
-    if let Some(lines) = lines.as_mut() {
-        loop {
-            let deadline = line_deadline.min(total_deadline);
-            tokio::select! {
-                line = lines.next() => match line {
-                    Some(Ok(l)) => {
-                        first_line = false;
-                        line_deadline = Instant::now() + limits.idle;
-                        on_line(l);
-                    }
-                    _ => break,
-                },
-                // A descendant may hold stdout open after the process exits: take
-                // what is already written, then stop reading.
-                s = child.wait() => {
-                    status = s.ok();
-                    let drain = Instant::now() + Duration::from_millis(500);
-                    while let Ok(Some(Ok(l))) = tokio::time::timeout_at(drain, lines.next()).await {
-                        on_line(l);
-                    }
-                    break;
-                }
-                _ = tokio::time::sleep_until(deadline) => {
-                    if deadline != total_deadline && !first_line && limits.held.is_held() {
-                        line_deadline = Instant::now() + limits.idle;
-                        continue;
-                    }
-                    ended = if deadline == total_deadline {
-                        Ended::TotalTimeout
-                    } else if first_line {
-                        Ended::StartupTimeout
-                    } else {
-                        Ended::IdleTimeout
-                    };
-                    break;
-                }
-                _ = stop.cancelled() => { ended = Ended::Stopped; break; }
-            }
-        }
-    }
+    let total_deadline = Instant::now() + limits.total;
+    let (mut ended, mut status) = match lines.as_mut() {
+        Some(lines) => read_lines(lines, &mut child, &limits, &stop, &mut on_line).await,
+        None => (Ended::Exited, None),
+    };
     // EOF is not exit: keep the total deadline (and the stop) while waiting.
     if ended == Ended::Exited && status.is_none() {
         tokio::select! {
@@ -322,15 +268,7 @@ pub async fn supervise(
     }
     let mut killed = false;
     if status.is_none() {
-        signal(Signal::SIGTERM);
-        match tokio::time::timeout(limits.grace, child.wait()).await {
-            Ok(s) => status = s.ok(),
-            Err(_) => {
-                killed = true;
-                signal(Signal::SIGKILL);
-                status = child.wait().await.ok();
-            }
-        }
+        (status, killed) = terminate(&mut child, limits.grace, signal).await;
     }
     // The sweep: descendants still in the group die with the run.
     if group == Group::Own {
@@ -349,6 +287,94 @@ pub async fn supervise(
         killed,
         stderr_tail,
     })
+}
+
+/// Keeps the end of a process's stderr in `tail`, until the pipe closes.
+fn keep_tail(
+    mut err: tokio::process::ChildStderr,
+    tail: Arc<Mutex<Tail>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 8192];
+        while let Ok(n) = err.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            tail.lock().unwrap().push(&buf[..n]);
+        }
+    })
+}
+
+/// Reads stdout until EOF, the process's exit or a limit: why reading stopped,
+/// and the exit status if the process was seen to exit.
+async fn read_lines(
+    lines: &mut FramedRead<tokio::process::ChildStdout, LossyLines>,
+    child: &mut tokio::process::Child,
+    limits: &Limits,
+    stop: &CancellationToken,
+    on_line: &mut impl FnMut(String),
+) -> (Ended, Option<ExitStatus>) {
+    let started = Instant::now();
+    let total_deadline = started + limits.total;
+    let mut line_deadline = started + limits.startup;
+    let mut first_line = true;
+    let mut ended = Ended::Exited;
+    let mut status = None;
+    loop {
+        let deadline = line_deadline.min(total_deadline);
+        tokio::select! {
+            line = lines.next() => match line {
+                Some(Ok(l)) => {
+                    first_line = false;
+                    line_deadline = Instant::now() + limits.idle;
+                    on_line(l);
+                }
+                _ => break,
+            },
+            // A descendant may hold stdout open after the process exits: take
+            // what is already written, then stop reading.
+            s = child.wait() => {
+                status = s.ok();
+                let drain = Instant::now() + Duration::from_millis(500);
+                while let Ok(Some(Ok(l))) = tokio::time::timeout_at(drain, lines.next()).await {
+                    on_line(l);
+                }
+                break;
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if deadline != total_deadline && !first_line && limits.held.is_held() {
+                    line_deadline = Instant::now() + limits.idle;
+                    continue;
+                }
+                ended = if deadline == total_deadline {
+                    Ended::TotalTimeout
+                } else if first_line {
+                    Ended::StartupTimeout
+                } else {
+                    Ended::IdleTimeout
+                };
+                break;
+            }
+            _ = stop.cancelled() => { ended = Ended::Stopped; break; }
+        }
+    }
+    (ended, status)
+}
+
+/// SIGTERM, then SIGKILL after `grace`: the exit status, and whether it was killed.
+async fn terminate(
+    child: &mut tokio::process::Child,
+    grace: Duration,
+    signal: impl Fn(Signal),
+) -> (Option<ExitStatus>, bool) {
+    signal(Signal::SIGTERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(s) => (s.ok(), false),
+        Err(_) => {
+            signal(Signal::SIGKILL);
+            (child.wait().await.ok(), true)
+        }
+    }
 }
 
 /// The end of a byte stream, bounded.
