@@ -14,109 +14,12 @@ use std::time::Duration;
 pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let cfg = run.cfg;
     let inbox = &run.context.inbox;
-    let mut reply = None;
-    if cfg.mock.is_empty() {
-        if !inbox.is_empty() {
-            let summary: Vec<String> = inbox
-                .iter()
-                .map(|m| format!("{}: {}", m.from, unmention(&m.content)))
-                .collect();
-            let text = format!("[{}] Processed: {}", cfg.agent, summary.join(" | "));
-            send(run, &clip(&text, 3000), None).await?;
-        }
+    let reply = if cfg.mock.is_empty() {
+        acknowledge(run).await?;
+        None
     } else {
-        let rules = compile(&cfg.mock)?;
-        // A scheduled run's prompt is matched like a message from `schedule`, first.
-        let prompt = cfg
-            .prompt
-            .as_deref()
-            .filter(|_| cfg.trigger == "schedule")
-            .map(|p| ("schedule", p));
-        let items = prompt
-            .into_iter()
-            .chain(inbox.iter().map(|m| (m.from.as_str(), m.content.as_str())));
-        for (from, content) in items {
-            for (i, (rule, re)) in rules.iter().enumerate() {
-                if !re.as_ref().is_none_or(|re| re.is_match(content)) {
-                    continue;
-                }
-                if let Some(n) = rule.times
-                    && !count_use(&cfg.state_dir, i, n)
-                {
-                    continue;
-                }
-                let fill = |t: &str| {
-                    t.replace("{from}", from)
-                        .replace("{name}", &cfg.agent)
-                        .replace("{message}", &unmention(content))
-                };
-                if let Some(s) = &rule.sleep {
-                    let d = humantime::parse_duration(s).unwrap_or(Duration::ZERO);
-                    run.report.progress(format!("sleeping {s}"));
-                    tokio::time::sleep(d).await;
-                }
-                if let Some(text) = &rule.send {
-                    send(run, &fill(text), rule.to.as_deref()).await?;
-                }
-                if let Some(d) = &rule.doc_append {
-                    let mut args = json!({ "content": fill(&d.content) });
-                    if let Some(f) = &d.file {
-                        args["file"] = json!(f);
-                    }
-                    run.client.must("team_doc_append", args).await?;
-                    run.report.progress("appended to a document");
-                }
-                if let Some(v) = &rule.vote {
-                    let mut args = json!({
-                        "proposal": v.proposal.as_deref().unwrap_or("latest"),
-                        "choice": v.choice,
-                    });
-                    if let Some(r) = &v.reason {
-                        args["reason"] = json!(fill(r));
-                    }
-                    run.client.must("team_vote", args).await?;
-                    run.report.progress(format!("voted {}", v.choice));
-                }
-                if let Some(p) = &rule.propose {
-                    let mut args = json!({
-                        "type": "decision",
-                        "title": fill(&p.title),
-                        "options": p.options,
-                    });
-                    if let Some(r) = &p.resolution {
-                        args["resolution"] = json!(r);
-                    }
-                    if let Some(q) = p.quorum {
-                        args["quorum"] = json!(q);
-                    }
-                    run.client.must("team_proposal_create", args).await?;
-                    run.report.progress(format!("proposed {}", p.title));
-                }
-                if let Some(text) = &rule.resource {
-                    run.client
-                        .must("resource_create", json!({ "content": fill(text) }))
-                        .await?;
-                    run.report.progress("created a resource");
-                }
-                if let Some(f) = &rule.fail {
-                    return Err(Failure::classified(fill(f)));
-                }
-                if let Some(r) = &rule.reply {
-                    reply = Some(fill(r));
-                }
-                let only_sleeps = rule.sleep.is_some()
-                    && rule.send.is_none()
-                    && rule.doc_append.is_none()
-                    && rule.vote.is_none()
-                    && rule.propose.is_none()
-                    && rule.resource.is_none()
-                    && rule.reply.is_none();
-                if !only_sleeps {
-                    break;
-                }
-            }
-        }
-    }
+        scripted(run).await?
+    };
     if let Some(last) = inbox.last() {
         run.client
             .must(
@@ -126,6 +29,132 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
             .await?;
     }
     Ok(Some(reply.unwrap_or_else(|| format!("{} done", cfg.agent))))
+}
+
+/// Without rules: one message acknowledging the inbox, every @ removed.
+async fn acknowledge(run: &Run<'_>) -> Result<(), Failure> {
+    let inbox = &run.context.inbox;
+    if !inbox.is_empty() {
+        let summary: Vec<String> = inbox
+            .iter()
+            .map(|m| format!("{}: {}", m.from, unmention(&m.content)))
+            .collect();
+        let text = format!("[{}] Processed: {}", run.cfg.agent, summary.join(" | "));
+        send(run, &clip(&text, 3000), None).await?;
+    }
+    Ok(())
+}
+
+/// The rules, applied to the scheduled prompt and each message: the reply of the
+/// last rule that gave one.
+async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
+    let cfg = run.cfg;
+    let rules = compile(&cfg.mock)?;
+    // A scheduled run's prompt is matched like a message from `schedule`, first.
+    let prompt = cfg
+        .prompt
+        .as_deref()
+        .filter(|_| cfg.trigger == "schedule")
+        .map(|p| ("schedule", p));
+    let items = prompt.into_iter().chain(
+        run.context
+            .inbox
+            .iter()
+            .map(|m| (m.from.as_str(), m.content.as_str())),
+    );
+    let mut reply = None;
+    for (from, content) in items {
+        for (i, (rule, re)) in rules.iter().enumerate() {
+            if !re.as_ref().is_none_or(|re| re.is_match(content)) {
+                continue;
+            }
+            if let Some(n) = rule.times
+                && !count_use(&cfg.state_dir, i, n)
+            {
+                continue;
+            }
+            let fill = |t: &str| {
+                t.replace("{from}", from)
+                    .replace("{name}", &cfg.agent)
+                    .replace("{message}", &unmention(content))
+            };
+            if let Some(r) = apply(run, rule, &fill).await? {
+                reply = Some(r);
+            }
+            let only_sleeps = rule.sleep.is_some()
+                && rule.send.is_none()
+                && rule.doc_append.is_none()
+                && rule.vote.is_none()
+                && rule.propose.is_none()
+                && rule.resource.is_none()
+                && rule.reply.is_none();
+            if !only_sleeps {
+                break;
+            }
+        }
+    }
+    Ok(reply)
+}
+
+/// What one rule does, in order: sleep, send, append, vote, propose, create a
+/// resource, fail; its reply, if it has one.
+async fn apply(
+    run: &Run<'_>,
+    rule: &MockRule,
+    fill: &dyn Fn(&str) -> String,
+) -> Result<Option<String>, Failure> {
+    if let Some(s) = &rule.sleep {
+        let d = humantime::parse_duration(s).unwrap_or(Duration::ZERO);
+        run.report.progress(format!("sleeping {s}"));
+        tokio::time::sleep(d).await;
+    }
+    if let Some(text) = &rule.send {
+        send(run, &fill(text), rule.to.as_deref()).await?;
+    }
+    if let Some(d) = &rule.doc_append {
+        let mut args = json!({ "content": fill(&d.content) });
+        if let Some(f) = &d.file {
+            args["file"] = json!(f);
+        }
+        run.client.must("team_doc_append", args).await?;
+        run.report.progress("appended to a document");
+    }
+    if let Some(v) = &rule.vote {
+        let mut args = json!({
+            "proposal": v.proposal.as_deref().unwrap_or("latest"),
+            "choice": v.choice,
+        });
+        if let Some(r) = &v.reason {
+            args["reason"] = json!(fill(r));
+        }
+        run.client.must("team_vote", args).await?;
+        run.report.progress(format!("voted {}", v.choice));
+    }
+    if let Some(p) = &rule.propose {
+        let mut args = json!({
+            "type": "decision",
+            "title": fill(&p.title),
+            "options": p.options,
+        });
+        if let Some(r) = &p.resolution {
+            args["resolution"] = json!(r);
+        }
+        if let Some(q) = p.quorum {
+            args["quorum"] = json!(q);
+        }
+        run.client.must("team_proposal_create", args).await?;
+        run.report.progress(format!("proposed {}", p.title));
+    }
+    if let Some(text) = &rule.resource {
+        run.client
+            .must("resource_create", json!({ "content": fill(text) }))
+            .await?;
+        run.report.progress("created a resource");
+    }
+    if let Some(f) = &rule.fail {
+        return Err(Failure::classified(fill(f)));
+    }
+    Ok(rule.reply.as_deref().map(fill))
 }
 
 /// Counts one use of rule `i` in the agent's own folder (not its working directory,
