@@ -15,6 +15,7 @@ use mcp::{AgentWorker, Tools, http};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
@@ -197,6 +198,65 @@ async fn shutdown_signal() {
     }
 }
 
+/// A second stdio client on a data dir whose kernel runs: relayed to it.
+async fn relay_to_running(opts: &Options, dir: PathBuf) -> anyhow::Result<()> {
+    // A second stdio client on the same data dir: relay to the running kernel
+    // with its local credential. Nothing is written here (an admin.token created
+    // now would not be the running kernel's). Whatever goes wrong is the answer
+    // to the client's first request, so it never waits for a reply that won't come.
+    let target = running_kernel(&dir).and_then(|k| {
+        config::check_store(opts, &dir, k.store.as_deref()).map_err(|e| anyhow!(e))?;
+        config::check_node(opts, &dir, k.node.as_deref()).map_err(|e| anyhow!(e))?;
+        let token = k
+            .token
+            .or_else(|| config::existing_admin_token(opts, &dir))
+            .ok_or_else(|| {
+                anyhow!(
+                    "the kernel running on {} did not leave its credential in {}: stop it and start \
+                     it again with this version, or give this launch its --token",
+                    dir.display(),
+                    KERNEL_JSON
+                )
+            })?;
+        Ok((k.url, token))
+    });
+    tracing::info!("data dir in use: bridging stdio to the running kernel");
+    crate::bridge::run(target.map_err(|e| format!("{e:#}")), None, dir).await
+}
+
+/// Serves until the stdio session ends, a signal arrives, or (a background
+/// kernel) it has been idle long enough.
+async fn serve_until_done(
+    opts: &Options,
+    kernel: &Arc<Kernel>,
+    tools: Arc<Tools>,
+    stdio: bool,
+) -> anyhow::Result<()> {
+    if stdio {
+        let service = mcp::stdio::serve(AgentWorker::new(kernel.clone(), tools))
+            .await
+            .context("stdio MCP session failed to start")?;
+        tokio::select! {
+            r = service.waiting() => { if let Err(e) = r { tracing::warn!("stdio session ended: {e}"); } }
+            _ = shutdown_signal() => {}
+        }
+    } else if opts.background_kernel {
+        let idle = async {
+            match opts.idle_exit {
+                Some(d) => crate::background::idle_exit(kernel.clone(), d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = idle => {}
+        }
+    } else {
+        shutdown_signal().await;
+    }
+    Ok(())
+}
+
 /// Runs the server until stdin closes (stdio) or a signal arrives (HTTP).
 pub async fn run(opts: Options) -> anyhow::Result<()> {
     let dir = config::data_dir(&opts).map_err(|e| anyhow!(e))?;
@@ -229,28 +289,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 dir.display()
             ));
         }
-        // A second stdio client on the same data dir: relay to the running kernel
-        // with its local credential. Nothing is written here (an admin.token created
-        // now would not be the running kernel's). Whatever goes wrong is the answer
-        // to the client's first request, so it never waits for a reply that won't come.
-        let target = running_kernel(&dir).and_then(|k| {
-            config::check_store(&opts, &dir, k.store.as_deref()).map_err(|e| anyhow!(e))?;
-            config::check_node(&opts, &dir, k.node.as_deref()).map_err(|e| anyhow!(e))?;
-            let token = k
-                .token
-                .or_else(|| config::existing_admin_token(&opts, &dir))
-                .ok_or_else(|| {
-                    anyhow!(
-                        "the kernel running on {} did not leave its credential in {}: stop it and start \
-                         it again with this version, or give this launch its --token",
-                        dir.display(),
-                        KERNEL_JSON
-                    )
-                })?;
-            Ok((k.url, token))
-        });
-        tracing::info!("data dir in use: bridging stdio to the running kernel");
-        return crate::bridge::run(target.map_err(|e| format!("{e:#}")), None, dir).await;
+        return relay_to_running(&opts, dir).await;
     };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
@@ -289,28 +328,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             .await
     });
 
-    if stdio {
-        let service = mcp::stdio::serve(AgentWorker::new(kernel.clone(), tools))
-            .await
-            .context("stdio MCP session failed to start")?;
-        tokio::select! {
-            r = service.waiting() => { if let Err(e) = r { tracing::warn!("stdio session ended: {e}"); } }
-            _ = shutdown_signal() => {}
-        }
-    } else if opts.background_kernel {
-        let idle = async {
-            match opts.idle_exit {
-                Some(d) => crate::background::idle_exit(kernel.clone(), d).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = shutdown_signal() => {}
-            _ = idle => {}
-        }
-    } else {
-        shutdown_signal().await;
-    }
+    serve_until_done(&opts, &kernel, tools, stdio).await?;
     // No worker outlives its kernel: stop them (and their process groups) first.
     kernel.stop_all_runs().await;
     // Then out of the store's nodes, so that other nodes take its agents now.
