@@ -205,7 +205,7 @@ impl Kernel {
                 self.documents_dir(scope, &settings),
                 settings.dir.is_none(),
             )),
-            ProviderKind::Sqlite => Box::new(database::DatabaseProvider::new(
+            ProviderKind::Database => Box::new(database::DatabaseProvider::new(
                 self.store.clone(),
                 scope.workflow_id,
             )),

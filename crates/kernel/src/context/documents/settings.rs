@@ -14,18 +14,20 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use store::sql::OptionalExtension;
 
+/// Where an instance's documents are: real files, or rows of the store's database
+/// (whichever engine it is; `"sqlite"` is its name in settings and YAML).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProviderKind {
     #[default]
     File,
-    Sqlite,
+    Database,
 }
 
 impl ProviderKind {
     pub fn parse(s: &str) -> Result<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "file" => Ok(Self::File),
-            "sqlite" => Ok(Self::Sqlite),
+            "sqlite" => Ok(Self::Database),
             other => Err(Error::invalid(format!(
                 "unknown document provider {other:?}: use \"file\" (real files you can open in an editor) \
                  or \"sqlite\" (inside the database)"
@@ -35,7 +37,7 @@ impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::File => "file",
-            Self::Sqlite => "sqlite",
+            Self::Database => "sqlite",
         }
     }
 }
@@ -103,6 +105,31 @@ impl Kernel {
         })
     }
 
+    /// Refuses to change where an instance's documents are while it holds any
+    /// (they are not moved); a bound folder that no longer exists holds nothing.
+    async fn refuse_stranding(&self, scope: &Scope, current: &DocSettings) -> Result<()> {
+        // A bound folder that no longer exists holds nothing: rebinding must work.
+        let gone = match (current.provider, &current.dir) {
+            (ProviderKind::File, Some(d)) => !tokio::fs::try_exists(d).await.unwrap_or(false),
+            _ => false,
+        };
+        let (_, docs) = self.documents(scope).await?;
+        let held = if gone { 0 } else { docs.list().await?.len() };
+        if held > 0 {
+            return Err(Error::conflict(format!(
+                "{} already has {held} document(s) in its {} store ({}); they are not moved. Move \
+                 them yourself, or keep the current setting",
+                scope.workflow,
+                current.provider.as_str(),
+                match current.provider {
+                    ProviderKind::File => self.documents_dir(scope, current).display().to_string(),
+                    ProviderKind::Database => "the database".into(),
+                }
+            )));
+        }
+        Ok(())
+    }
+
     /// Sets an instance's document provider, bound directory and owner (creating the
     /// instance if it does not exist yet).
     pub async fn workflow_context_set(
@@ -141,10 +168,10 @@ impl Kernel {
         let new_dir = match dir {
             Some(d) => d,
             // A bound folder means nothing to the sqlite provider.
-            None if new_provider == ProviderKind::Sqlite => None,
+            None if new_provider == ProviderKind::Database => None,
             None => current.dir.clone(),
         };
-        if new_provider == ProviderKind::Sqlite && new_dir.is_some() {
+        if new_provider == ProviderKind::Database && new_dir.is_some() {
             return Err(Error::invalid(
                 "documents_dir binds a folder for the file provider; with documents: \"sqlite\" leave it out \
                  (or pass \"\" to clear it)",
@@ -158,23 +185,7 @@ impl Kernel {
             run_id: None,
         };
         if existing.is_some() && (new_provider != current.provider || new_dir != current.dir) {
-            // A bound folder that no longer exists holds nothing: rebinding must work.
-            let gone = current.provider == ProviderKind::File
-                && current.dir.as_ref().is_some_and(|d| !d.exists());
-            let (_, docs) = self.documents(&scope).await?;
-            let held = if gone { 0 } else { docs.list().await?.len() };
-            if held > 0 {
-                return Err(Error::conflict(format!(
-                    "{wf} already has {held} document(s) in its {} store ({}); they are not moved. Move \
-                     them yourself, or keep the current setting",
-                    current.provider.as_str(),
-                    match current.provider {
-                        ProviderKind::File =>
-                            self.documents_dir(&scope, &current).display().to_string(),
-                        ProviderKind::Sqlite => "the database".into(),
-                    }
-                )));
-            }
+            self.refuse_stranding(&scope, &current).await?;
         }
         let dir_text = new_dir.as_ref().map(|d| d.display().to_string());
         let key = wf.clone();
@@ -184,22 +195,7 @@ impl Kernel {
                 let workflow_id = workflow_id_tx(c, &key, true)?.unwrap_or_default();
                 let owner = match owner {
                     None => current.owner,
-                    Some(o) if o.is_empty() => None,
-                    Some(o) => {
-                        let agents = agent_names(c, workflow_id)?;
-                        let Some(found) = agents.iter().find(|a| a.eq_ignore_ascii_case(&o)) else {
-                            return Err(Error::not_found(format!(
-                                "document_owner {o:?} is not an agent of this instance; agents: {}. Create it \
-                                 first with agent_new",
-                                if agents.is_empty() {
-                                    "none yet".to_owned()
-                                } else {
-                                    agents.join(", ")
-                                }
-                            )));
-                        };
-                        Some(found.clone())
-                    }
+                    Some(o) => owner_named(c, workflow_id, &o)?,
                 };
                 c.execute(
                     "UPDATE workflows SET doc_provider = ?2, doc_dir = ?3, document_owner = ?4 WHERE id = ?1",
@@ -257,4 +253,24 @@ impl Kernel {
         }
         Ok(canon)
     }
+}
+
+/// The instance's agent `o` names (any case; "" clears the owner).
+fn owner_named(c: &store::sql::Connection, workflow_id: i64, o: &str) -> Result<Option<String>> {
+    if o.is_empty() {
+        return Ok(None);
+    }
+    let agents = agent_names(c, workflow_id)?;
+    let Some(found) = agents.iter().find(|a| a.eq_ignore_ascii_case(o)) else {
+        return Err(Error::not_found(format!(
+            "document_owner {o:?} is not an agent of this instance; agents: {}. Create it \
+             first with agent_new",
+            if agents.is_empty() {
+                "none yet".to_owned()
+            } else {
+                agents.join(", ")
+            }
+        )));
+    };
+    Ok(Some(found.clone()))
 }
