@@ -12,7 +12,7 @@ use super::runs::Denial;
 use crate::events::Event;
 use crate::governance::approvals::{self, Ended, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
-use crate::messaging::{post_system_to, preview};
+use crate::messaging::{Posted, post_system_to, preview};
 use crate::{AgentIdentity, Kernel};
 use domain::contracts::{self, Event as Ev, Reached};
 use domain::error::{Error, Result};
@@ -97,6 +97,31 @@ async fn reach_of(req: &Request, cwd: &Path) -> Option<Reach> {
         .flatten()
 }
 
+/// What the agent's permission profile alone says of a request: its own denials,
+/// and files outside the agent's folder (unless the profile is `full`).
+fn profile_refusal(
+    perms: &domain::permissions::Permissions,
+    req: &Request,
+    reached: Option<&Reach>,
+    cwd: &Path,
+) -> Option<String> {
+    if let domain::permissions::Decision::Deny(why) = perms.decide(req) {
+        return Some(why);
+    }
+    let outside = matches!(req, Request::Read { .. } | Request::Edit { .. })
+        && !reached.is_some_and(|r| r.inside)
+        && perms.profile != Profile::Full;
+    outside.then(|| {
+        format!(
+            "refused: {:?} is outside this agent's folder ({}), or leads outside it through a \
+             symlink; the {} profile keeps files inside it",
+            preview(req.detail()),
+            cwd.display(),
+            perms.profile.as_str()
+        )
+    })
+}
+
 impl Kernel {
     /// permission_request: decides one tool request of a worker run.
     pub async fn tool_request(
@@ -124,21 +149,7 @@ impl Kernel {
             PathBuf::from,
         );
         let reached = reach_of(&req, &cwd).await;
-        let perms = &spec.config.permissions;
-        if let domain::permissions::Decision::Deny(why) = perms.decide(&req) {
-            return Ok(self.refuse(who, tool_name, req.detail(), why));
-        }
-        if matches!(req, Request::Read { .. } | Request::Edit { .. })
-            && !reached.as_ref().is_some_and(|r| r.inside)
-            && perms.profile != Profile::Full
-        {
-            let why = format!(
-                "refused: {:?} is outside this agent's folder ({}), or leads outside it through a \
-                 symlink; the {} profile keeps files inside it",
-                preview(req.detail()),
-                cwd.display(),
-                perms.profile.as_str()
-            );
+        if let Some(why) = profile_refusal(&spec.config.permissions, &req, reached.as_ref(), &cwd) {
             return Ok(self.refuse(who, tool_name, req.detail(), why));
         }
         let all = self.contracts.all();
@@ -162,13 +173,65 @@ impl Kernel {
             req.kind().as_str(),
             preview(req.detail())
         );
-        let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
-        let v2 = verdict.clone();
-        let w2 = what.clone();
-        let rid = run_id.clone();
-        let agent_id = who.agent_id;
         let (posted, approval) = self
-            .store
+            .record_tool_verdict(&spec, &verdict, &what, &run_id, who.agent_id)
+            .await?;
+        for p in &posted {
+            self.announce(spec.workflow_id, p);
+        }
+        if let Some((contract, why, pause)) = &verdict.deny {
+            self.note_denial(who.agent_id, tool_name, req.detail(), why);
+            if *pause {
+                self.pause_with_reason(
+                    who.agent_id,
+                    &spec.workflow,
+                    spec.workflow_id,
+                    &spec.name,
+                    &format!("contract \"{contract}\" paused it: {why}"),
+                    None,
+                )
+                .await?;
+            }
+            return Ok(Answer::Deny(why.clone()));
+        }
+        let Some((id, timeout)) = approval else {
+            return Ok(Answer::Allow);
+        };
+        self.events.publish(Event::ApprovalAsked {
+            workflow_id: spec.workflow_id,
+            id,
+        });
+        self.arm_approval(id, timeout);
+        let why = match self.wait_approval(id, who.agent_id, &run_id).await? {
+            Ended::Allowed(_) => return Ok(Answer::Allow),
+            Ended::Refused(r) => r,
+            Ended::Pending => "no decision".into(),
+        };
+        let why = format!("refused: approval {id} was not given ({why}); nothing was done");
+        self.note_denial(who.agent_id, tool_name, req.detail(), &why);
+        Ok(Answer::Deny(why))
+    }
+
+    /// A refusal by the profile (or an unknown tool): kept with the run.
+    fn refuse(&self, who: &AgentIdentity, tool: &str, detail: &str, why: String) -> Answer {
+        self.note_denial(who.agent_id, tool, detail, &why);
+        Answer::Deny(why)
+    }
+
+    /// Writes what a contract verdict on a tool request asks: its notices, and its
+    /// approval (or, with none, the decision log's entry). The posts to announce,
+    /// and the approval's id and timeout.
+    async fn record_tool_verdict(
+        &self,
+        spec: &super::workers::Spec,
+        verdict: &contracts::Verdict,
+        what: &str,
+        run_id: &str,
+        agent_id: i64,
+    ) -> Result<(Vec<Posted>, Option<(i64, std::time::Duration)>)> {
+        let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
+        let (v2, w2, rid) = (verdict.clone(), what.to_owned(), run_id.to_owned());
+        self.store
             .write(move |c| {
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
@@ -197,47 +260,7 @@ impl Kernel {
                 ))?);
                 Ok((posted, Some((id, a.timeout))))
             })
-            .await?;
-        for p in &posted {
-            self.announce(spec.workflow_id, p);
-        }
-        if let Some((contract, why, pause)) = &verdict.deny {
-            self.note_denial(who.agent_id, tool_name, req.detail(), why);
-            if *pause {
-                self.pause_with_reason(
-                    who.agent_id,
-                    &spec.workflow,
-                    spec.workflow_id,
-                    &spec.name,
-                    &format!("contract \"{contract}\" paused it: {why}"),
-                    None,
-                )
-                .await?;
-            }
-            return Ok(Answer::Deny(why.clone()));
-        }
-        let Some((id, timeout)) = approval else {
-            return Ok(Answer::Allow);
-        };
-        self.events.publish(Event::ApprovalAsked {
-            workflow_id: spec.workflow_id,
-            id,
-        });
-        self.arm_approval(id, timeout);
-        let r = match self.wait_approval(id, who.agent_id, &run_id).await? {
-            Ended::Allowed(_) => return Ok(Answer::Allow),
-            Ended::Refused(r) => r,
-            Ended::Pending => "no decision".into(),
-        };
-        let why = format!("refused: approval {id} was not given ({r}); nothing was done");
-        self.note_denial(who.agent_id, tool_name, req.detail(), &why);
-        Ok(Answer::Deny(why))
-    }
-
-    /// A refusal by the profile (or an unknown tool): kept with the run.
-    fn refuse(&self, who: &AgentIdentity, tool: &str, detail: &str, why: String) -> Answer {
-        self.note_denial(who.agent_id, tool, detail, &why);
-        Answer::Deny(why)
+            .await
     }
 
     /// Keeps a refusal the kernel made with the run, as agent_info's `denials`.
