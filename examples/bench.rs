@@ -37,7 +37,7 @@ mod common;
 use agent_worker::kernel::events::Event;
 use agent_worker::kernel::messaging::Outgoing;
 use agent_worker::kernel::{Caller, Kernel};
-use common::{AnyClient, RawClient, call, connect, start_kernel_at};
+use common::{AnyClient, Client, RawClient, call, connect, start_kernel_at};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -317,6 +317,117 @@ async fn asks(kernel: &Arc<Kernel>, url: &str, admin: &str, n: usize) -> serde_j
     )
 }
 
+/// The bench's agents, each joined as its own MCP session.
+async fn join_sessions(lead: &Client, url: &str, a: &Args) -> Vec<Arc<AnyClient>> {
+    let mut clients = Vec::new();
+    for i in 0..a.sessions {
+        call(
+            lead,
+            "agent_new",
+            json!({"name": format!("a{i}"), "backend": "external", "workflow": "@bench:main"}),
+        )
+        .await;
+        let j = call(
+            lead,
+            "agent_join",
+            json!({"target": format!("a{i}@bench:main")}),
+        )
+        .await;
+        let token = j["token"].as_str().unwrap();
+        clients.push(Arc::new(if a.raw {
+            AnyClient::Raw(RawClient::new(url, token))
+        } else {
+            AnyClient::Rmcp(connect(url, token, a.modern).await)
+        }));
+    }
+    clients
+}
+
+/// Phases 2 and 3: `a.preload` messages of history first (their rate per 100,000,
+/// and the agents acking their backlog), then the same load again. The preload's
+/// figures and the two phases.
+async fn with_history(
+    kernel: &Arc<Kernel>,
+    clients: &[Arc<AnyClient>],
+    a: &Args,
+) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let mut phases = Vec::new();
+    let t = Instant::now();
+    let scope = kernel
+        .scope(&Caller::Lead, Some("@bench:main"))
+        .await
+        .unwrap();
+    let batch = 10_000;
+    let mut done = 0;
+    // The rate of each 100,000 messages, to show whether it stays flat as the
+    // history grows.
+    let (mut chunk_start, mut chunks) = (Instant::now(), Vec::new());
+    while done < a.preload {
+        let k = batch.min(a.preload - done);
+        let sends = (done..done + k)
+            .map(|i| Outgoing {
+                message: format!("@a{} history item {i}", i % a.sessions),
+                force: true,
+                ..Default::default()
+            })
+            .collect();
+        kernel.channel_send_many(&scope, sends).await.unwrap();
+        done += k;
+        if done % 100_000 == 0 || done == a.preload {
+            let n = done - 100_000 * chunks.len();
+            chunks.push((n as f64 / chunk_start.elapsed().as_secs_f64()).round());
+            chunk_start = Instant::now();
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "\npreloaded {} messages in {secs:.1} s ({:.0}/s; per 100,000: {})",
+        a.preload,
+        a.preload as f64 / secs,
+        chunks
+            .iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    // The history was handled: every agent works through its inbox, acking page by page.
+    let t = Instant::now();
+    for c in clients {
+        loop {
+            let inbox = c.call("my_inbox", json!({"limit": 200})).await;
+            let Some(last) = inbox["messages"].as_array().unwrap().last() else {
+                break;
+            };
+            c.call(
+                "my_inbox_ack",
+                json!({"message_id": last["id"], "through": true}),
+            )
+            .await;
+        }
+    }
+    let backlog = t.elapsed().as_secs_f64();
+    println!("agents acked their backlog in {backlog:.1} s");
+    let preload = json!({"messages": a.preload, "seconds": secs, "per_second": a.preload as f64 / secs,
+                     "per_100k_per_second": chunks, "backlog_ack_seconds": backlog});
+    let p2 = phase(
+        &format!(
+            "phase 2: the same with {} messages in the channel",
+            a.preload
+        ),
+        clients,
+        a.seconds,
+        false,
+    )
+    .await;
+    phases.push(p2);
+    let label = format!(
+        "phase 3: two sessions alone, addressing each other, with {} messages in the channel (unloaded latency)",
+        a.preload
+    );
+    phases.push(phase(&label, &clients[..2], a.seconds, false).await);
+    (preload, phases)
+}
+
 /// On the server's runtime (see `memory::runtime`), so memory figures match it.
 fn main() {
     let rt = agent_worker::memory::runtime().build().expect("runtime");
@@ -355,27 +466,7 @@ async fn run() {
     );
 
     let lead = connect(&url, &admin, a.modern).await;
-    let mut clients = Vec::new();
-    for i in 0..a.sessions {
-        call(
-            &lead,
-            "agent_new",
-            json!({"name": format!("a{i}"), "backend": "external", "workflow": "@bench:main"}),
-        )
-        .await;
-        let j = call(
-            &lead,
-            "agent_join",
-            json!({"target": format!("a{i}@bench:main")}),
-        )
-        .await;
-        let token = j["token"].as_str().unwrap();
-        clients.push(Arc::new(if a.raw {
-            AnyClient::Raw(RawClient::new(&url, token))
-        } else {
-            AnyClient::Rmcp(connect(&url, token, a.modern).await)
-        }));
-    }
+    let clients = join_sessions(&lead, &url, &a).await;
 
     phases.push(kernel_direct(&kernel, a.sessions, a.seconds).await);
     phases.push(phase("phase 1a: channel_send only", &clients, a.seconds, true).await);
@@ -389,81 +480,10 @@ async fn run() {
         .await,
     );
     let mut preload = json!(null);
-
     if a.preload > 0 {
-        let t = Instant::now();
-        let scope = kernel
-            .scope(&Caller::Lead, Some("@bench:main"))
-            .await
-            .unwrap();
-        let batch = 10_000;
-        let mut done = 0;
-        // The rate of each 100,000 messages, to show whether it stays flat as the
-        // history grows.
-        let (mut chunk_start, mut chunks) = (Instant::now(), Vec::new());
-        while done < a.preload {
-            let k = batch.min(a.preload - done);
-            let sends = (done..done + k)
-                .map(|i| Outgoing {
-                    message: format!("@a{} history item {i}", i % a.sessions),
-                    force: true,
-                    ..Default::default()
-                })
-                .collect();
-            kernel.channel_send_many(&scope, sends).await.unwrap();
-            done += k;
-            if done % 100_000 == 0 || done == a.preload {
-                let n = done - 100_000 * chunks.len();
-                chunks.push((n as f64 / chunk_start.elapsed().as_secs_f64()).round());
-                chunk_start = Instant::now();
-            }
-        }
-        let secs = t.elapsed().as_secs_f64();
-        println!(
-            "\npreloaded {} messages in {secs:.1} s ({:.0}/s; per 100,000: {})",
-            a.preload,
-            a.preload as f64 / secs,
-            chunks
-                .iter()
-                .map(|r| format!("{r:.0}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        // The history was handled: every agent works through its inbox, acking page by page.
-        let t = Instant::now();
-        for c in &clients {
-            loop {
-                let inbox = c.call("my_inbox", json!({"limit": 200})).await;
-                let Some(last) = inbox["messages"].as_array().unwrap().last() else {
-                    break;
-                };
-                c.call(
-                    "my_inbox_ack",
-                    json!({"message_id": last["id"], "through": true}),
-                )
-                .await;
-            }
-        }
-        let backlog = t.elapsed().as_secs_f64();
-        println!("agents acked their backlog in {backlog:.1} s");
-        preload = json!({"messages": a.preload, "seconds": secs, "per_second": a.preload as f64 / secs,
-                         "per_100k_per_second": chunks, "backlog_ack_seconds": backlog});
-        let p2 = phase(
-            &format!(
-                "phase 2: the same with {} messages in the channel",
-                a.preload
-            ),
-            &clients,
-            a.seconds,
-            false,
-        )
-        .await;
-        phases.push(p2);
-        let label = format!(
-            "phase 3: two sessions alone, addressing each other, with {} messages in the channel (unloaded latency)",
-            a.preload
-        );
-        phases.push(phase(&label, &clients[..2], a.seconds, false).await);
+        let (p, more) = with_history(&kernel, &clients, &a).await;
+        preload = p;
+        phases.extend(more);
     }
     if a.fanout_agents > 0 {
         phases.push(fanout(&kernel, &url, &admin, a.fanout_agents, a.seconds).await);
