@@ -247,27 +247,7 @@ async fn chaos(a: Args) -> bool {
             .await;
         tally.lock().unwrap().started += 1;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let mut senders = Vec::new();
-        for s in 0..a.senders {
-            let (lead, stop, tally) = (lead.clone(), stop.clone(), tally.clone());
-            senders.push(tokio::spawn(async move {
-                let mut n = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let text = format!("@sink chaos {cycle} {s} {n}");
-                    let r = lead
-                        .try_call("channel_send", json!({"workflow": SENDS, "message": text}))
-                        .await;
-                    match r {
-                        Ok(v) => {
-                            let id = v["id"].as_str().unwrap_or_default().to_owned();
-                            tally.lock().unwrap().acked.insert(text, id);
-                        }
-                        Err(_) => return,
-                    }
-                    n += 1;
-                }
-            }));
-        }
+        let senders = send_until(&lead, a.senders, cycle, &stop, &tally);
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..1500))).await;
         let live = workers_in(&dir).len();
         tally.lock().unwrap().live += live;
@@ -302,29 +282,7 @@ async fn chaos(a: Args) -> bool {
     // Every acknowledged send reached the sink's inbox exactly once: read it as the
     // sink, acknowledging as it goes.
     let lead = RawClient::new(&k.url, &k.token);
-    let join = lead
-        .call("agent_join", json!({"target": format!("sink{SENDS}")}))
-        .await;
-    let sink = RawClient::new(&k.url, join["token"].as_str().unwrap());
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    loop {
-        let page = sink.call("my_inbox", json!({"limit": 200})).await;
-        let msgs = page["messages"].as_array().cloned().unwrap_or_default();
-        let Some(last) = msgs
-            .last()
-            .and_then(|m| m["id"].as_str())
-            .map(str::to_owned)
-        else {
-            break;
-        };
-        for m in &msgs {
-            *seen
-                .entry(m["content"].as_str().unwrap_or_default().to_owned())
-                .or_default() += 1;
-        }
-        sink.call("my_inbox_ack", json!({"message_id": last, "through": true}))
-            .await;
-    }
+    let seen = read_sink(&lead, &k.url).await;
     // The last kernel stops cleanly; nothing of it may stay.
     let pid = nix::unistd::Pid::from_raw(k.child.id().unwrap() as i32);
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
@@ -349,6 +307,68 @@ async fn chaos(a: Args) -> bool {
         begun.elapsed().as_secs_f64()
     );
     lost == 0 && duplicated == 0 && t.incomplete == 0 && leftover == 0
+}
+
+/// `n` senders sending to the sink through `lead` until `stop`, keeping every
+/// acknowledged send (by its text) in the tally.
+fn send_until(
+    lead: &Arc<RawClient>,
+    n: usize,
+    cycle: usize,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    tally: &Arc<Mutex<Tally>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut senders = Vec::new();
+    for s in 0..n {
+        let (lead, stop, tally) = (lead.clone(), stop.clone(), tally.clone());
+        senders.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let text = format!("@sink chaos {cycle} {s} {n}");
+                let r = lead
+                    .try_call("channel_send", json!({"workflow": SENDS, "message": text}))
+                    .await;
+                match r {
+                    Ok(v) => {
+                        let id = v["id"].as_str().unwrap_or_default().to_owned();
+                        tally.lock().unwrap().acked.insert(text, id);
+                    }
+                    Err(_) => return,
+                }
+                n += 1;
+            }
+        }));
+    }
+    senders
+}
+
+/// Every message in the sink's inbox, read as the sink and acknowledged page by
+/// page: how many times each text arrived.
+async fn read_sink(lead: &RawClient, url: &str) -> HashMap<String, usize> {
+    let join = lead
+        .call("agent_join", json!({"target": format!("sink{SENDS}")}))
+        .await;
+    let sink = RawClient::new(url, join["token"].as_str().unwrap());
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    loop {
+        let page = sink.call("my_inbox", json!({"limit": 200})).await;
+        let msgs = page["messages"].as_array().cloned().unwrap_or_default();
+        let Some(last) = msgs
+            .last()
+            .and_then(|m| m["id"].as_str())
+            .map(str::to_owned)
+        else {
+            break;
+        };
+        for m in &msgs {
+            *seen
+                .entry(m["content"].as_str().unwrap_or_default().to_owned())
+                .or_default() += 1;
+        }
+        sink.call("my_inbox_ack", json!({"message_id": last, "through": true}))
+            .await;
+    }
+    seen
 }
 
 /// Waits (up to a minute) for a workflow run to be completed.
