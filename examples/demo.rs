@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{call, connect, start_kernel};
+use common::{Client, call, connect, start_kernel};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,26 +66,57 @@ async fn main() {
     println!("== {workflow}: {}", agents.join(", "));
     println!("== channel, as it happens");
 
+    let status = follow(&lead, &workflow).await;
+
+    summarise(&workflow, &status);
+    let _ = call(&lead, "workflow_stop", json!({"workflow": workflow})).await;
+    // A workflow with schedules is `scheduled` when idle: runs will come (stopped above).
+    if !matches!(status["status"].as_str(), Some("completed" | "scheduled")) {
+        std::process::exit(1);
+    }
+}
+
+fn show(m: &Value) {
+    let to = m["to"]
+        .as_str()
+        .map(|t| format!(" (DM to {t})"))
+        .unwrap_or_default();
+    println!(
+        "  [{}] {:>10}{}: {}",
+        &m["created_at"].as_str().unwrap()[11..23],
+        m["from"].as_str().unwrap(),
+        to,
+        m["content"]
+            .as_str()
+            .unwrap()
+            .trim_end()
+            .replace('\n', "\n                            ")
+    );
+}
+
+/// Prints the channel as it happens until the workflow is no longer running: its
+/// last status.
+async fn follow(lead: &Client, workflow: &str) -> Value {
     // Follow the channel until the workflow is no longer running.
     let mut since: Option<String> = None;
-    let status = loop {
+    loop {
         let mut args = json!({"workflow": workflow, "limit": 200});
         if let Some(s) = &since {
             args["since"] = json!(s);
         }
-        let read = call(&lead, "channel_read", args).await;
+        let read = call(lead, "channel_read", args).await;
         for m in read["messages"].as_array().unwrap() {
             show(m);
             since = Some(m["id"].as_str().unwrap().to_owned());
         }
-        let s = call(&lead, "workflow_status", json!({"workflow": workflow})).await;
+        let s = call(lead, "workflow_status", json!({"workflow": workflow})).await;
         if s["status"] != "running" {
             // One last read: what was posted between the two calls.
             let mut args = json!({"workflow": workflow, "limit": 200});
             if let Some(s) = &since {
                 args["since"] = json!(s);
             }
-            for m in call(&lead, "channel_read", args).await["messages"]
+            for m in call(lead, "channel_read", args).await["messages"]
                 .as_array()
                 .unwrap()
             {
@@ -94,8 +125,11 @@ async fn main() {
             break s;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
+}
 
+/// The workflow's summary: its status, each agent, the final document.
+fn summarise(workflow: &str, status: &Value) {
     println!(
         "\n== summary: {} {}",
         workflow,
@@ -132,27 +166,4 @@ async fn main() {
         }
         None => println!("\n(no document was written)"),
     }
-    let _ = call(&lead, "workflow_stop", json!({"workflow": workflow})).await;
-    // A workflow with schedules is `scheduled` when idle: runs will come (stopped above).
-    if !matches!(status["status"].as_str(), Some("completed" | "scheduled")) {
-        std::process::exit(1);
-    }
-}
-
-fn show(m: &Value) {
-    let to = m["to"]
-        .as_str()
-        .map(|t| format!(" (DM to {t})"))
-        .unwrap_or_default();
-    println!(
-        "  [{}] {:>10}{}: {}",
-        &m["created_at"].as_str().unwrap()[11..23],
-        m["from"].as_str().unwrap(),
-        to,
-        m["content"]
-            .as_str()
-            .unwrap()
-            .trim_end()
-            .replace('\n', "\n                            ")
-    );
 }
