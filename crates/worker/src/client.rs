@@ -44,7 +44,7 @@ pub fn oversized(tool: &str, args: &Value) -> Option<String> {
 }
 
 /// A connected session, as the run's agent.
-pub struct Kernel {
+pub struct KernelClient {
     service: RunningService<RoleClient, ()>,
 }
 
@@ -52,7 +52,7 @@ pub struct Kernel {
 #[derive(Debug, Clone)]
 pub struct ToolFailed(pub String);
 
-impl Kernel {
+impl KernelClient {
     pub async fn connect(url: &str, token: &str) -> Result<Self, Failure> {
         // rmcp's default HTTP client disables connection pooling; a run makes many
         // calls, so keep connections.

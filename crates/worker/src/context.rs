@@ -2,7 +2,7 @@
 //! recent channel and the main shared document.
 
 use super::Failure;
-use super::client::Kernel;
+use super::client::KernelClient;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -44,7 +44,7 @@ struct Page {
 }
 
 impl Context {
-    pub async fn fetch(k: &Kernel) -> Result<Self, Failure> {
+    pub async fn fetch(k: &KernelClient) -> Result<Self, Failure> {
         let inbox: Page = parse(k.must("my_inbox", json!({})).await?)?;
         let recent: Page = parse(k.must("channel_read", json!({ "limit": RECENT })).await?)?;
         let doc = k.must("team_doc_read", json!({})).await?;

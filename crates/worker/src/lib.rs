@@ -119,7 +119,7 @@ impl Failure {
 /// Everything a backend gets for one run.
 pub struct Run<'a> {
     pub cfg: &'a RunConfig,
-    pub client: &'a client::Kernel,
+    pub client: &'a client::KernelClient,
     pub context: &'a context::Context,
     pub report: &'a Reporter,
     /// Cancelled when the kernel stops the run (SIGTERM): a CLI gets its own grace
@@ -204,7 +204,7 @@ async fn run(
     if let Some(b) = &backend {
         or_stop(stop, b.check(cfg)).await?;
     }
-    let client = or_stop(stop, client::Kernel::connect(&cfg.url, &cfg.token)).await?;
+    let client = or_stop(stop, client::KernelClient::connect(&cfg.url, &cfg.token)).await?;
     let context = match or_stop(stop, context::Context::fetch(&client)).await {
         Ok(c) => c,
         Err(f) => {

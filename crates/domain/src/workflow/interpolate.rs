@@ -87,12 +87,12 @@ pub(crate) fn is_identifier(s: &str) -> bool {
 
 /// What names exist, for validation (before anything has a value) and for the
 /// runtime's error messages.
-pub(crate) struct Scope<'a> {
+pub(crate) struct KnownNames<'a> {
     pub outputs: Vec<&'a str>,
     pub params: Vec<&'a str>,
 }
 
-impl Scope<'_> {
+impl KnownNames<'_> {
     /// Whether `name` can resolve; the error says what is available.
     pub(crate) fn check(&self, name: &str) -> Result<(), String> {
         let known = if let Some(p) = name.strip_prefix("params.") {
@@ -194,7 +194,7 @@ impl Vars {
             }
         };
         found.ok_or_else(|| {
-            let scope = Scope {
+            let scope = KnownNames {
                 outputs: self.outputs.keys().map(String::as_str).collect(),
                 params: self.params.keys().map(String::as_str).collect(),
             };

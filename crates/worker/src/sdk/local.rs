@@ -115,7 +115,7 @@ pub struct Local<'a> {
     pub root: Root,
     pub permissions: &'a Permissions,
     /// The kernel, asked before a tool runs (its contracts).
-    pub client: &'a crate::client::Kernel,
+    pub client: &'a crate::client::KernelClient,
     pub stop: &'a CancellationToken,
     pub report: &'a Reporter,
 }

@@ -23,7 +23,7 @@ impl Doc<'_> {
         &self,
         n: &Node,
         at: usize,
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<Vec<AgentDef>, SpecError> {
         let path = [Step::Entry(at)];
         let key = [Step::Key(at)];
@@ -71,7 +71,7 @@ impl Doc<'_> {
         n: &Node,
         path: &[Step],
         key: &[Step],
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<AgentDef, SpecError> {
         let what = format!("agent `{name}`");
         self.refuse_unsupported(name, n, path)?;
@@ -235,7 +235,7 @@ impl Doc<'_> {
         &self,
         n: &Node,
         path: &[Step],
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<String, SpecError> {
         let s = self.text(n, path, "\"You review code.\"")?;
         let lower = s.trim().to_ascii_lowercase();
@@ -363,7 +363,7 @@ impl Doc<'_> {
         &self,
         n: &Node,
         path: &[Step],
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<Vec<MockRule>, SpecError> {
         let rules: Vec<MockRule> =
             extract(self.text, path).map_err(|e| self.typed_error(&e, path))?;
@@ -412,7 +412,7 @@ impl Doc<'_> {
         &self,
         n: &Node,
         path: &[Step],
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<(), SpecError> {
         match n {
             Node::Str(s) => self.check_refs(s, path, scope),

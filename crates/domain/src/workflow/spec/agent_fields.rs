@@ -111,7 +111,7 @@ impl Doc<'_> {
     pub(super) fn agent_wakeup(
         &self,
         f: &Fields,
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<(Option<String>, Option<String>), SpecError> {
         let (set, path) = (|k: &str| f.set(k), f.path);
         // `schedule` is the seed's name for the same thing.

@@ -133,7 +133,7 @@ impl Doc<'_> {
         &self,
         value: &str,
         path: &[Step],
-        scope: &Scope,
+        scope: &KnownNames,
     ) -> Result<(), SpecError> {
         let fix = |what: &str| {
             format!(

@@ -13,7 +13,7 @@
 //! (`Budget`, `MockRule`) are deserialized at their path with [`extract`], so
 //! serde's errors inside them keep their positions too.
 
-use super::interpolate::{RESERVED_OUTPUTS, Scope, expressions, is_identifier};
+use super::interpolate::{KnownNames, RESERVED_OUTPUTS, expressions, is_identifier};
 use super::locate::{Pos, Step, extract, locate, nth_expression, pos_of};
 use super::node::{self, Node, TAG_REFUSED};
 use super::suggest::did_you_mean;
@@ -227,7 +227,7 @@ impl Doc<'_> {
             Some((i, n)) => self.setup(n, &[Step::Entry(i)], &param_names)?,
             None => Vec::new(),
         };
-        let scope = Scope {
+        let scope = KnownNames {
             outputs: setup.iter().filter_map(|s| s.as_name.as_deref()).collect(),
             params: param_names.clone(),
         };

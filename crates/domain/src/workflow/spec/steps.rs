@@ -150,7 +150,7 @@ impl Doc<'_> {
                 ));
             };
             let shell = self.non_empty_text(sn, &sp, "\"git diff\"")?;
-            let scope = Scope {
+            let scope = KnownNames {
                 outputs: out.iter().filter_map(|s| s.as_name.as_deref()).collect(),
                 params: params.to_vec(),
             };
