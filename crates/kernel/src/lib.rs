@@ -9,6 +9,7 @@
 
 pub mod context;
 pub mod events;
+mod facade;
 pub mod governance;
 pub mod messaging;
 pub mod registry;
@@ -95,7 +96,7 @@ pub struct Kernel {
     /// exits only after a while without one (see [`runtime::idle`]).
     pub(crate) last_client: std::sync::atomic::AtomicI64,
     /// The contracts in force (hot-loaded on every change).
-    pub(crate) contracts: governance::contracts::Set,
+    pub(crate) contracts: governance::contracts::Contracts,
     /// Tool requests waiting for an approval, by approval id (with the asking
     /// agent): woken when it is decided.
     pub(crate) approval_waits: Mutex<HashMap<i64, (i64, Arc<tokio::sync::Notify>)>>,
@@ -148,10 +149,12 @@ impl Kernel {
         let store = tokio::task::spawn_blocking(move || Store::open_as(&location, &me))
             .await
             .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
+        let events = Events::default();
+        let contracts = governance::contracts::Contracts::new(store.clone(), events.clone());
         let kernel = Arc::new(Self {
             tokens: registry::tokens::Tokens::new(admin_token),
             store,
-            events: Events::default(),
+            events,
             data_dir: data_dir.to_owned(),
             node: node.to_owned(),
             url: OnceLock::new(),
@@ -160,12 +163,12 @@ impl Kernel {
             workers: runtime::workers::Workers::new(worker_exe(), os::process::Limits::default()),
             scheduler: runtime::scheduler::Scheduler::new(),
             last_client: std::sync::atomic::AtomicI64::new(domain::clock::now_ms()),
-            contracts: Default::default(),
+            contracts,
             approval_waits: Mutex::new(HashMap::new()),
             bus: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
         });
-        kernel.reload_contracts().await?;
+        kernel.contracts.reload().await?;
         // This node's agents, and those no live node holds (every other node's, on
         // SQLite), are recovered below as after a restart.
         let (me, exclusive) = (node.to_owned(), kernel.store.is_exclusive());

@@ -6,7 +6,7 @@
 //! contract from a workflow's YAML belongs to that instance and is replaced when
 //! the instance is run again.
 
-use crate::Kernel;
+use crate::events::{Event, Events};
 use domain::clock::{fmt_ms, now_ms};
 use domain::contracts::{self, Contract, Verdict};
 use domain::error::{Error, Result};
@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
+use store::Store;
 use store::sql;
 use store::sql::Connection;
 
@@ -33,18 +34,14 @@ pub struct Stored {
     pub contract: Contract,
 }
 
-/// The contracts in force, oldest first.
-#[derive(Default)]
-pub struct Set(RwLock<Arc<Vec<Stored>>>);
-
-impl Set {
-    pub fn all(&self) -> Arc<Vec<Stored>> {
-        self.0.read().unwrap().clone()
-    }
-
-    fn replace(&self, v: Vec<Stored>) {
-        *self.0.write().unwrap() = Arc::new(v);
-    }
+/// The contracts room: their rows, the set in force (replaced whole on every
+/// change) and the decision log. Built from the store and the events alone; the
+/// kernel's façade resolves workflow names before it asks (`facade.rs`).
+pub struct Contracts {
+    store: Store,
+    events: Events,
+    /// The contracts in force, oldest first.
+    in_force: RwLock<Arc<Vec<Stored>>>,
 }
 
 /// The contracts that apply in one instance.
@@ -291,34 +288,40 @@ fn guards(workflow: &str, b: &Budget) -> Vec<ContractView> {
         .collect()
 }
 
-impl Kernel {
+impl Contracts {
+    pub fn new(store: Store, events: Events) -> Self {
+        Self {
+            store,
+            events,
+            in_force: RwLock::default(),
+        }
+    }
+
+    /// Every contract, oldest first: what a decision reads (memory, never the store).
+    pub fn all(&self) -> Arc<Vec<Stored>> {
+        self.in_force.read().unwrap().clone()
+    }
+
     /// Reads every contract into the set in force (at open and after each change).
-    pub(crate) async fn reload_contracts(&self) -> Result<()> {
+    pub async fn reload(&self) -> Result<()> {
         let all = self.store.read(load).await?;
-        self.contracts.replace(all);
+        *self.in_force.write().unwrap() = Arc::new(all);
         Ok(())
     }
 
     /// After a change to the contracts: reads them again, and tells the other
     /// kernels of the store to do the same.
-    pub(crate) async fn contracts_changed(&self) -> Result<()> {
-        self.reload_contracts().await?;
-        self.events.publish(crate::events::Event::ContractsChanged);
+    pub async fn changed(&self) -> Result<()> {
+        self.reload().await?;
+        self.events.publish(Event::ContractsChanged);
         Ok(())
     }
 
-    /// contract_set: creates or replaces the lead's contract of this name.
-    pub async fn contract_set(&self, spec: Value) -> Result<ContractView> {
-        let c = contracts::parse(&spec).map_err(|e| Error::invalid(format!("contract.{e}")))?;
-        if let Some(w) = &c.workflow {
-            let wf = WorkflowRef::parse(w)?;
-            if w.contains(':') {
-                // A named instance must exist, so a typo is not a contract that never applies.
-                self.workflow_id(&wf).await?;
-            }
-        }
+    /// contract_set: creates or replaces the lead's contract of this name (`c`,
+    /// parsed from `spec`).
+    pub async fn set(&self, c: Contract, spec: Value) -> Result<ContractView> {
         let (name, spec2) = (c.name.clone(), spec.clone());
-        let count = self.contracts.all().len();
+        let count = self.all().len();
         self.store
             .write(move |tx| {
                 let exists: bool = tx.query_row(
@@ -335,7 +338,7 @@ impl Kernel {
                 put_tx(tx, None, "lead", &spec2, &name)
             })
             .await?;
-        self.contracts_changed().await?;
+        self.changed().await?;
         Ok(ContractView {
             says: contracts::sentence(&c),
             name: c.name,
@@ -346,7 +349,7 @@ impl Kernel {
     }
 
     /// contract_set with remove: deletes the lead's contract of this name.
-    pub async fn contract_delete(&self, name: &str) -> Result<()> {
+    pub async fn delete(&self, name: &str) -> Result<()> {
         let n = name.to_owned();
         let removed = self
             .store
@@ -359,7 +362,6 @@ impl Kernel {
             .await?;
         if removed == 0 {
             let names: Vec<String> = self
-                .contracts
                 .all()
                 .iter()
                 .filter(|s| s.owner.is_none())
@@ -374,17 +376,13 @@ impl Kernel {
                 }
             )));
         }
-        self.contracts_changed().await
+        self.changed().await
     }
 
-    /// contract_list: the contracts (all, or those in force in one instance), the
-    /// built-in guards and the latest decisions.
-    pub async fn contract_list(&self, workflow: Option<&WorkflowRef>) -> Result<ContractList> {
-        let scope = match workflow {
-            Some(wf) => Some((self.workflow_id(wf).await?, wf.clone())),
-            None => None,
-        };
-        let all = self.contracts.all();
+    /// contract_list: the contracts (all, or those in force in one instance: its
+    /// id and name), the built-in guards and the latest decisions.
+    pub async fn list(&self, scope: Option<(i64, WorkflowRef)>) -> Result<ContractList> {
+        let all = self.all();
         let scope2 = scope.clone();
         let (names, budgets, decisions) = self
             .store

@@ -240,7 +240,7 @@ impl Kernel {
             })
             .await?;
         self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
-        self.contracts_changed().await?;
+        self.contracts.changed().await?;
         // A run starts mock scripts afresh: their `times` counters live in the agent's
         // own folder.
         for name in mocks {

@@ -308,7 +308,7 @@ impl Kernel {
         self.announce_all(&posted);
         if voted.resolved {
             // A drafted contract may have come into force.
-            self.contracts_changed().await?;
+            self.contracts.changed().await?;
         }
         Ok(voted)
     }

@@ -114,7 +114,7 @@ impl Kernel {
     async fn resync(self: &Arc<Self>) {
         self.request_rescan();
         self.tokens.forget_all();
-        if let Err(e) = self.reload_contracts().await {
+        if let Err(e) = self.contracts.reload().await {
             tracing::warn!("contracts not read again after a bus gap: {e}");
         }
     }
@@ -140,7 +140,7 @@ impl Kernel {
     /// What this node refreshes when another one says something changed.
     async fn on_remote_event(self: &Arc<Self>, e: &Event) {
         let r = match e {
-            Event::ContractsChanged => self.reload_contracts().await,
+            Event::ContractsChanged => self.contracts.reload().await,
             Event::AgentChanged { workflow_id, name } => {
                 self.reconcile_agent(*workflow_id, name).await
             }
