@@ -15,6 +15,7 @@ use crate::{Kernel, registry::tokens};
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
+use domain::states::Wake;
 use os::process::{self, Limits};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -50,8 +51,8 @@ pub(super) struct Active {
     pub(super) stop: CancellationToken,
     pub(super) done: watch::Receiver<bool>,
     pub(super) progress: broadcast::Sender<String>,
-    /// A wake arrived during the run: run once more when it ends (trigger, prompt).
-    pub(super) wake_again: Option<(String, Option<String>)>,
+    /// A wake arrived during the run: run once more when it ends (why, prompt).
+    pub(super) wake_again: Option<(Wake, Option<String>)>,
     /// The run's [`Spec::held`] and [`Spec::denials`].
     pub(super) held: Arc<AtomicBool>,
     /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
@@ -208,15 +209,15 @@ impl Kernel {
     pub(crate) fn remember_wake(
         &self,
         agent_id: i64,
-        trigger: &str,
+        wake: Wake,
         prompt: Option<&str>,
     ) -> Option<RunHandle> {
         let mut active = self.workers.active.lock().unwrap();
         let a = active.get_mut(&agent_id)?;
         match (&mut a.wake_again, prompt) {
-            (Some(w), Some(p)) if w.1.is_none() => *w = (trigger.to_owned(), Some(p.to_owned())),
+            (Some(w), Some(p)) if w.1.is_none() => *w = (wake, Some(p.to_owned())),
             (Some(_), _) => {}
-            (None, p) => a.wake_again = Some((trigger.to_owned(), p.map(str::to_owned))),
+            (None, p) => a.wake_again = Some((wake, p.map(str::to_owned))),
         }
         Some(a.handle())
     }
@@ -231,14 +232,14 @@ impl Kernel {
     pub(crate) fn remember_wake_before(
         &self,
         agent_id: i64,
-        trigger: &str,
+        wake: Wake,
         message_id: &str,
     ) -> Option<RunHandle> {
         let mut active = self.workers.active.lock().unwrap();
         let a = active.get_mut(&agent_id)?;
         // Run and message ids are both UUIDv7 from one clock: time-ordered.
         if a.run_id.as_str() <= message_id && a.wake_again.is_none() {
-            a.wake_again = Some((trigger.to_owned(), None));
+            a.wake_again = Some((wake, None));
         }
         Some(a.handle())
     }
@@ -258,7 +259,7 @@ impl Kernel {
     pub async fn start_run(
         self: &Arc<Self>,
         agent_id: i64,
-        trigger: &str,
+        wake: Wake,
         prompt: Option<String>,
     ) -> Result<RunHandle> {
         let spec = self.spec(agent_id).await?;
@@ -317,7 +318,7 @@ impl Kernel {
             active.insert(agent_id, a);
             h
         };
-        match self.prepare(&spec, &run_id, trigger, prompt, url).await {
+        match self.prepare(&spec, &run_id, wake, prompt, url).await {
             Ok(cmd) => {
                 let k = self.clone();
                 tokio::spawn(async move {
@@ -339,7 +340,7 @@ impl Kernel {
         &self,
         spec: &Spec,
         run_id: &str,
-        trigger: &str,
+        wake: Wake,
         prompt: Option<String>,
         url: String,
     ) -> Result<tokio::process::Command> {
@@ -360,7 +361,7 @@ impl Kernel {
         })?;
         let ttl = self.workers.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
-        let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
+        let (name, backend) = (spec.name.clone(), spec.backend.clone());
         let asked = prompt.clone();
         let node = self.node().to_owned();
         let token = self
@@ -374,7 +375,7 @@ impl Kernel {
                         workflow_id: wid,
                         agent: &name,
                         backend: &backend,
-                        trigger: &trig,
+                        trigger: wake.as_str(),
                         prompt: asked.as_deref(),
                         node: &node,
                     },
@@ -398,7 +399,7 @@ impl Kernel {
             token,
             session_id: spec.session_id.clone(),
             session_usage: spec.session_usage,
-            trigger: trigger.to_owned(),
+            trigger: wake,
             prompt,
             mock: spec.config.mock.clone(),
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),

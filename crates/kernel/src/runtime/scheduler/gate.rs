@@ -217,7 +217,7 @@ impl Kernel {
         prompt: Option<String>,
     ) -> bool {
         if self
-            .remember_wake(agent_id, wake.trigger(), prompt.as_deref())
+            .remember_wake(agent_id, wake, prompt.as_deref())
             .is_some()
         {
             return false;
@@ -297,14 +297,11 @@ impl Kernel {
             {
                 Ok(())
             }
-            Gate::Go => match self
-                .start_run(agent_id, wake.trigger(), prompt.clone())
-                .await
-            {
+            Gate::Go => match self.start_run(agent_id, wake, prompt.clone()).await {
                 Ok(_) => Ok(()),
                 // Started by someone else (an ask) between the check and here.
                 Err(domain::error::Error::Conflict(_)) => {
-                    self.remember_wake(agent_id, wake.trigger(), prompt.as_deref());
+                    self.remember_wake(agent_id, wake, prompt.as_deref());
                     Ok(())
                 }
                 Err(e) => Err(e),
