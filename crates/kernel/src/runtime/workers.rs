@@ -15,7 +15,7 @@ use crate::{Kernel, registry::tokens};
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
-use domain::states::Wake;
+use domain::states::{AgentState, Wake, WorkflowState};
 use os::process::{self, Limits};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -130,11 +130,11 @@ pub(super) struct Spec {
     pub(super) cwd: Option<String>,
     pub(super) env: BTreeMap<String, String>,
     pub(super) config: AgentConfig,
-    pub(super) state: String,
+    pub(super) state: AgentState,
     pub(super) session_id: Option<String>,
     pub(super) session_usage: Option<protocol::Usage>,
     /// The instance's state: a stopped or failed workflow starts no runs.
-    pub(super) workflow_state: String,
+    pub(super) workflow_state: WorkflowState,
     /// The node that runs it: only that node starts its runs.
     pub(super) node: Option<String>,
     /// Set while the run waits for an approval (its silence is not idleness).
@@ -181,9 +181,9 @@ impl Kernel {
                             cwd: r.get(8)?,
                             env: serde_json::from_str(&env).unwrap_or_default(),
                             config: serde_json::from_str(&config).unwrap_or_default(),
-                            state: r.get(11)?,
+                            state: r.parse(11)?,
                             session_id: r.get(12)?,
-                            workflow_state: r.get(13)?,
+                            workflow_state: r.parse(13)?,
                             node: r.get(15)?,
                             held: Default::default(),
                             denials: Default::default(),
@@ -263,7 +263,7 @@ impl Kernel {
         prompt: Option<String>,
     ) -> Result<RunHandle> {
         let spec = self.spec(agent_id).await?;
-        if spec.state == "paused" {
+        if spec.state == AgentState::Paused {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_resume it first",
                 spec.name
@@ -284,7 +284,7 @@ impl Kernel {
                 self.node()
             )));
         }
-        if matches!(spec.workflow_state.as_str(), "stopped" | "failed") {
+        if spec.workflow_state.is_ended() {
             return Err(Error::conflict(format!(
                 "{} is {}; run it again with workflow_run to wake its agents",
                 spec.workflow, spec.workflow_state
