@@ -3,8 +3,6 @@
 //! store keeps (and tools show): nothing else spells a state as a string, and a text
 //! no variant has is an error when read, not a silent default.
 
-use std::fmt;
-
 /// A text no variant of the named enum has.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {kind}: {text:?}")]
@@ -42,17 +40,17 @@ macro_rules! text_enum {
         }
 
         impl std::str::FromStr for $name {
-            type Err = UnknownState;
-            fn from_str(s: &str) -> Result<Self, UnknownState> {
+            type Err = $crate::states::UnknownState;
+            fn from_str(s: &str) -> Result<Self, $crate::states::UnknownState> {
                 match s {
                     $($text => Ok($name::$var),)+
-                    _ => Err(UnknownState { kind: $kind, text: s.to_owned() }),
+                    _ => Err($crate::states::UnknownState { kind: $kind, text: s.to_owned() }),
                 }
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
@@ -85,6 +83,7 @@ macro_rules! text_enum {
         }
     };
 }
+pub(crate) use text_enum;
 
 text_enum! {
     /// Why a run starts. Kept in a run's row (`runs.trigger`), given to its worker,
@@ -220,6 +219,7 @@ impl Wake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt;
 
     /// Every variant reads back as itself from the text the store keeps.
     fn round_trips<T>(all: &[T])

@@ -12,6 +12,7 @@
 use crate::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
 use crate::runtime::runs::{self, NewRun, RunView};
 use crate::{Kernel, registry::tokens};
+use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
@@ -124,7 +125,7 @@ pub(super) struct Spec {
     pub(super) name: String,
     pub(super) workflow: WorkflowRef,
     pub(super) workflow_id: i64,
-    pub(super) backend: String,
+    pub(super) backend: Backend,
     pub(super) model: Option<String>,
     pub(super) system: Option<String>,
     pub(super) cwd: Option<String>,
@@ -175,7 +176,7 @@ impl Kernel {
                                 tag: r.get(3)?,
                             },
                             workflow_id: r.get(4)?,
-                            backend: r.get(5)?,
+                            backend: r.parse(5)?,
                             model: r.get(6)?,
                             system: r.get(7)?,
                             cwd: r.get(8)?,
@@ -269,7 +270,7 @@ impl Kernel {
                 spec.name
             )));
         }
-        if crate::registry::has_no_worker(&spec.backend) {
+        if spec.backend.has_no_worker() {
             return Err(Error::invalid(format!(
                 "{} has no worker (backend {}): the client connected with agent_join acts as it and \
                  reads its inbox itself",
@@ -361,7 +362,7 @@ impl Kernel {
         })?;
         let ttl = self.workers.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
-        let (name, backend) = (spec.name.clone(), spec.backend.clone());
+        let (name, backend) = (spec.name.clone(), spec.backend);
         let asked = prompt.clone();
         let node = self.node().to_owned();
         let token = self
@@ -374,7 +375,7 @@ impl Kernel {
                         agent_id,
                         workflow_id: wid,
                         agent: &name,
-                        backend: &backend,
+                        backend: backend.as_str(),
                         trigger: wake.as_str(),
                         prompt: asked.as_deref(),
                         node: &node,
@@ -389,7 +390,7 @@ impl Kernel {
             run_id: run_id.to_owned(),
             agent: spec.name.clone(),
             workflow: spec.workflow.to_string(),
-            backend: spec.backend.clone(),
+            backend: spec.backend.to_string(),
             model: spec.model.clone(),
             system: spec.system.clone(),
             cwd: cwd.clone(),
@@ -435,14 +436,19 @@ impl Kernel {
             .collect();
         let p = &spec.config.permissions;
         let asks = ASKING_BACKENDS.contains(&spec.backend.as_str())
-            || crate::registry::has_no_worker(&spec.backend)
-            || spec.backend == "mock";
+            || spec.backend.has_no_worker()
+            || spec.backend == Backend::Mock;
         if asks {
             return (governed, p.clone());
         }
         let servers: Vec<&str> = spec.config.mcp_servers.keys().map(String::as_str).collect();
         let denials = profile_denials(in_force.iter().copied(), &spec.name, &servers);
-        let held = domain::permissions::governed::with_denials(&spec.backend, p, denials, &servers);
+        let held = domain::permissions::governed::with_denials(
+            spec.backend.as_str(),
+            p,
+            denials,
+            &servers,
+        );
         (governed, held)
     }
 

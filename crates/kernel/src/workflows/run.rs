@@ -12,6 +12,7 @@ use crate::messaging::Outgoing;
 use crate::registry::config::AgentConfig;
 use crate::registry::{has_no_worker, workflow_id_tx};
 use crate::{Caller, runtime::schedules};
+use domain::backends::Backend;
 use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{WorkflowRef, check_name};
@@ -159,7 +160,7 @@ impl Kernel {
             .unwrap_or_else(|| "<inline>".into());
         let mocks: Vec<String> = agents
             .iter()
-            .filter(|a| a.backend == "mock")
+            .filter(|a| a.backend.parse() == Ok(Backend::Mock))
             .map(|a| a.name.clone())
             .collect();
         let contracts = wf.contracts.clone();
