@@ -54,6 +54,8 @@
 //!                command line runs (read as the shell does, wrappers and `sh -c`
 //!                unwrapped) and whether a command pattern covers it
 //! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
+//! states.rs      why a run starts (Wake) and the states things are in, as enums,
+//!                each with the one mapping to and from the store's text
 //! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads

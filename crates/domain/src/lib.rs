@@ -15,6 +15,8 @@
 //! - `permissions`: permission profiles, each backend's terms for them, and what a
 //!   command line runs (`permissions::shell`)
 //! - `schedule`: `every` and `cron` triggers
+//! - `states`: the states things are in and why a run starts, as enums, each with
+//!   the one mapping to and from the store's text
 //! - `workflow`: workflow YAML: parsing with positions, params, `${{ }}`
 //! - `fsread`: reading a file someone named: regular files only, size first, bounded
 
@@ -28,4 +30,5 @@ pub mod names;
 pub mod permissions;
 pub mod protocol;
 pub mod schedule;
+pub mod states;
 pub mod workflow;

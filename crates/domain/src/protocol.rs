@@ -56,8 +56,8 @@ pub struct RunConfig {
     /// (see [`Report::SessionTotal`]).
     #[serde(default)]
     pub session_usage: Option<Usage>,
-    /// Why this run started: `ask`, `wake`, `schedule`, `retry`.
-    pub trigger: String,
+    /// Why this run started.
+    pub trigger: crate::states::Wake,
     /// An extra instruction for this run (a schedule's prompt).
     pub prompt: Option<String>,
     /// The mock backend's rules.

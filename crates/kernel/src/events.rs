@@ -43,7 +43,10 @@ pub enum Event {
         ok: bool,
     },
     /// A workflow run's status changed (completed, blocked, failed, stopped, running).
-    WorkflowSettled { workflow_id: i64, status: String },
+    WorkflowSettled {
+        workflow_id: i64,
+        status: domain::states::WorkflowState,
+    },
     /// A watched workflow run has been quiet for the debounce: time to decide
     /// whether it is done (the runtime notices, the workflows room decides).
     WorkflowQuiet { workflow_id: i64 },

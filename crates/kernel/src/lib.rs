@@ -16,6 +16,9 @@ pub mod registry;
 pub mod runtime;
 pub mod workflows;
 
+#[cfg(test)]
+mod sql_states;
+
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
 use events::Events;

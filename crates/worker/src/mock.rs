@@ -54,7 +54,7 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let prompt = cfg
         .prompt
         .as_deref()
-        .filter(|_| cfg.trigger == "schedule")
+        .filter(|_| cfg.trigger == domain::states::Wake::Schedule)
         .map(|p| ("schedule", p));
     let items = prompt.into_iter().chain(
         run.context

@@ -9,6 +9,7 @@ use domain::clock::{fmt_ms, now_ms};
 use domain::contracts::{Approval, OnTimeout};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
+use domain::states::ApprovalState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use store::sql;
@@ -132,6 +133,8 @@ pub struct Row {
     pub workflow: WorkflowRef,
     pub run_id: Option<String>,
     pub agent_id: i64,
+    /// `view.state`, typed.
+    pub state: ApprovalState,
     deadline_ms: i64,
 }
 
@@ -141,6 +144,7 @@ fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
         tag: r.get(2)?,
     };
     let deadline_ms: i64 = r.get(14)?;
+    let state: ApprovalState = r.parse(10)?;
     Ok(Row {
         view: ApprovalView {
             id: r.get(0)?,
@@ -152,7 +156,7 @@ fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
             approvers: serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default(),
             needed: r.get::<i64>(8)? as usize,
             votes: serde_json::from_str(&r.get::<String>(9)?).unwrap_or_default(),
-            state: r.get(10)?,
+            state: state.as_str().to_owned(),
             on_timeout: r.get(11)?,
             reason: r.get(12)?,
             since: fmt_ms(r.get(13)?),
@@ -163,6 +167,7 @@ fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
         workflow: wf,
         run_id: r.get(17)?,
         agent_id: r.get(18)?,
+        state,
         deadline_ms,
     })
 }
@@ -210,23 +215,31 @@ pub fn list(
 /// How a row ended (Pending while it is open and before its deadline).
 pub fn ended(r: &Row) -> Ended {
     let reason = r.view.reason.clone().unwrap_or_default();
-    match r.view.state.as_str() {
-        "approved" => Ended::Allowed(reason),
-        "timed_out" if r.view.on_timeout == "allow" => Ended::Allowed(reason),
-        "pending" => Ended::Pending,
-        _ => Ended::Refused(reason),
+    match r.state {
+        ApprovalState::Approved => Ended::Allowed(reason),
+        ApprovalState::TimedOut if r.view.on_timeout == "allow" => Ended::Allowed(reason),
+        ApprovalState::Pending => Ended::Pending,
+        ApprovalState::Denied | ApprovalState::TimedOut | ApprovalState::Lost => {
+            Ended::Refused(reason)
+        }
     }
 }
 
-fn close_tx(c: &Connection, r: &Row, state: &str, by: Option<&str>, reason: &str) -> Result<()> {
+fn close_tx(
+    c: &Connection,
+    r: &Row,
+    state: ApprovalState,
+    by: Option<&str>,
+    reason: &str,
+) -> Result<()> {
     c.execute(
         "UPDATE approvals SET state = ?2, reason = ?3, decided_at = ?4, decided_by = ?5 WHERE id = ?1 AND state = 'pending'",
-        (r.view.id, state, reason, now_ms(), by),
+        (r.view.id, state.as_str(), reason, now_ms(), by),
     )?;
+    // The decision log says "refused" where the approval says "denied".
     let outcome = match state {
-        "approved" => "approved",
-        "denied" => "refused",
-        other => other,
+        ApprovalState::Denied => "refused",
+        s => s.as_str(),
     };
     record_tx(
         c,
@@ -259,7 +272,7 @@ pub fn decide_tx(
         .ok_or_else(|| Error::not_found(format!("no approval {id}; approval_list shows them")))?;
     expire_tx(c, &r)?;
     let r = get(c, id)?.expect("just read");
-    if r.view.state != "pending" {
+    if r.state != ApprovalState::Pending {
         return Err(Error::conflict(format!(
             "approval {id} is already {}{}; nothing to decide",
             r.view.state,
@@ -300,9 +313,9 @@ pub fn decide_tx(
     };
     let approvals = votes.iter().filter(|v| v.decision == "approve").count();
     if !approve {
-        close_tx(c, &r, "denied", Some(who), &why("refused"))?;
+        close_tx(c, &r, ApprovalState::Denied, Some(who), &why("refused"))?;
     } else if is_lead || approvals >= r.view.needed {
-        close_tx(c, &r, "approved", Some(who), &why("approved"))?;
+        close_tx(c, &r, ApprovalState::Approved, Some(who), &why("approved"))?;
     }
     Ok(get(c, id)?.expect("just written"))
 }
@@ -310,7 +323,7 @@ pub fn decide_tx(
 /// Closes a pending approval whose deadline passed (its `on_timeout` decides).
 /// Returns whether it did.
 pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
-    if r.view.state != "pending" || r.deadline_ms > now_ms() {
+    if r.state != ApprovalState::Pending || r.deadline_ms > now_ms() {
         return Ok(false);
     }
     let then = if r.view.on_timeout == "allow" {
@@ -321,7 +334,7 @@ pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
     close_tx(
         c,
         r,
-        "timed_out",
+        ApprovalState::TimedOut,
         None,
         &format!("nobody decided in time, so it was {then}"),
     )?;
@@ -339,7 +352,7 @@ pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
         close_tx(
             c,
             r,
-            "lost",
+            ApprovalState::Lost,
             None,
             "the run that asked ended before a decision; it was not done",
         )?;

@@ -25,6 +25,7 @@ use crate::messaging::broadcast;
 use crate::{Kernel, Scope};
 use domain::clock::{fmt_ms, now_ms, parse_when};
 use domain::error::{Error, Result};
+use domain::states::DeliveryState;
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
@@ -300,7 +301,7 @@ fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<
         .query_map(
             sql::params![s.workflow_id, s.me, now, limit, s.run_id],
             |r| {
-                let state: String = r.get(6)?;
+                let state: DeliveryState = r.parse(6)?;
                 let read_by_me: bool = r.get(7)?;
                 let m = InboxMessage {
                     id: r.get(0)?,
@@ -316,7 +317,7 @@ fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<
         .collect::<sql::Result<Vec<_>>>()?
         .into_iter()
         .map(|(m, state, read_by_me)| {
-            if state != "seen" || !read_by_me {
+            if state != DeliveryState::Seen || !read_by_me {
                 to_mark.push(m.id.clone());
             }
             m

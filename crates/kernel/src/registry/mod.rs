@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use store::sql;
 use store::sql::{Connection, OptionalExtension, Row};
 
-pub use domain::backends::{BACKENDS, EXTERNAL, HUMAN, has_no_worker};
+pub use domain::backends::{BACKENDS, Backend, EXTERNAL, HUMAN, has_no_worker};
 pub use domain::guards::{MAX_ENV_VARS, MAX_STEPS, MAX_SYSTEM_PROMPT};
 
 /// What `agent_new` asks for, already typed.
@@ -166,13 +166,13 @@ pub(crate) fn agent_names(c: &Connection, workflow_id: i64) -> Result<Vec<String
 
 pub(crate) fn validate(a: &NewAgent) -> Result<()> {
     check_agent_name(&a.name)?;
-    if !BACKENDS.contains(&a.backend.as_str()) {
+    let Ok(backend) = a.backend.parse::<Backend>() else {
         return Err(Error::invalid(format!(
             "unknown backend {:?}: use one of {}",
             a.backend,
             BACKENDS.join(", ")
         )));
-    }
+    };
     if let Some(m) = &a.model
         && (m.trim().is_empty() || m.len() > 200)
     {
@@ -201,7 +201,7 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
             )));
         }
     }
-    if !a.config.mock.is_empty() && a.backend != "mock" {
+    if !a.config.mock.is_empty() && backend != Backend::Mock {
         return Err(Error::invalid(format!(
             "mock rules are for the mock backend; this agent's backend is {:?}",
             a.backend

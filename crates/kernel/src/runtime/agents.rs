@@ -21,6 +21,7 @@ use domain::guards::Budget;
 use domain::names::WorkflowRef;
 use domain::permissions::Permissions;
 use domain::protocol::McpServer;
+use domain::states::DeliveryState;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -317,12 +318,12 @@ impl Kernel {
                 let mut st = c.prepare(
                     "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",
                 )?;
-                for row in st.query_map((wid, &name), |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)))? {
+                for row in st.query_map((wid, &name), |r| Ok((r.parse::<DeliveryState>(0)?, r.get::<i64>(1)?)))? {
                     let (state, n) = row?;
-                    match state.as_str() {
-                        "pending" => inbox.pending = n,
-                        "seen" => inbox.seen = n,
-                        _ => inbox.deferred = n,
+                    match state {
+                        DeliveryState::Pending => inbox.pending = n,
+                        DeliveryState::Seen => inbox.seen = n,
+                        DeliveryState::Deferred | DeliveryState::Acked => inbox.deferred = n,
                     }
                 }
                 // Broadcasts not yet written as its rows are pending too.

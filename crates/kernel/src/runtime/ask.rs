@@ -12,6 +12,7 @@ use crate::registry::AgentRecord;
 use crate::runtime::workers::RunHandle;
 use crate::{Caller, Kernel};
 use domain::error::{Error, Result};
+use domain::states::Wake;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
@@ -123,7 +124,7 @@ impl Kernel {
         agent: &AgentRecord,
         message_id: &str,
     ) -> Result<RunHandle> {
-        if let Some(h) = self.remember_wake_before(agent.id, "ask", message_id) {
+        if let Some(h) = self.remember_wake_before(agent.id, Wake::Ask, message_id) {
             return Ok(h);
         }
         if let Some(done) = self.serving_run_of(agent, message_id).await? {
@@ -132,12 +133,12 @@ impl Kernel {
                 .filter(|h| h.run_id == done)
                 .unwrap_or_else(|| RunHandle::ended(done)));
         }
-        match self.start_run(agent.id, "ask", None).await {
+        match self.start_run(agent.id, Wake::Ask, None).await {
             Ok(h) => Ok(h),
             // The scheduler, woken by the question's delivery, claimed the agent
             // between the look and the claim: that run reads the question.
             Err(e) => self
-                .remember_wake_before(agent.id, "ask", message_id)
+                .remember_wake_before(agent.id, Wake::Ask, message_id)
                 .ok_or(e),
         }
     }

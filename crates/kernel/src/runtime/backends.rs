@@ -60,7 +60,10 @@ impl Kernel {
         env: &BTreeMap<String, String>,
         permissions: &domain::permissions::Permissions,
     ) -> Option<String> {
-        if matches!(backend, "mock" | "external" | "human") {
+        if backend
+            .parse()
+            .is_ok_and(domain::backends::Backend::needs_nothing_here)
+        {
             return None;
         }
         let mut notes = Vec::new();

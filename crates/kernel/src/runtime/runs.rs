@@ -10,6 +10,7 @@ use crate::messaging::inbox::{Settle, settle};
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::Result;
 use domain::protocol::{ErrorClass, Usage};
+use domain::states::RunStatus;
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
@@ -74,7 +75,7 @@ pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_c
 pub fn run_row(r: &Row) -> sql::Result<RunView> {
     let started: i64 = r.get(3)?;
     let ended: Option<i64> = r.get(4)?;
-    let status: String = r.get(2)?;
+    let status: RunStatus = r.parse(2)?;
     let stderr: Option<String> = r.get(12)?;
     Ok(RunView {
         id: r.get(0)?,
@@ -91,13 +92,13 @@ pub fn run_row(r: &Row) -> sql::Result<RunView> {
             cost_usd: r.get(10)?,
         },
         final_text: r.get(11)?,
-        stderr: stderr.filter(|s| !s.is_empty() && status != "succeeded"),
+        stderr: stderr.filter(|s| !s.is_empty() && status != RunStatus::Succeeded),
         denials: r
             .get::<Option<String>>(13)?
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default(),
         prompt_summary: r.get(14)?,
-        status,
+        status: status.as_str().to_owned(),
     })
 }
 
@@ -272,13 +273,13 @@ impl RunEnd {
     }
 
     /// The run's final status: succeeded, stopped or failed.
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> RunStatus {
         if self.ok {
-            "succeeded"
+            RunStatus::Succeeded
         } else if self.stopped() {
-            "stopped"
+            RunStatus::Stopped
         } else {
-            "failed"
+            RunStatus::Failed
         }
     }
 }
@@ -324,7 +325,7 @@ pub fn finish_tx(
          WHERE id = ?1 AND status = 'running'",
         sql::params![
             run_id,
-            status,
+            status.as_str(),
             now,
             end.exit_code,
             end.signal,

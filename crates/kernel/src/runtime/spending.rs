@@ -11,6 +11,7 @@ use crate::messaging::post_system_to;
 use domain::contracts::{self, Event as Ev, When};
 use domain::error::Result;
 use domain::names::WorkflowRef;
+use domain::states::RunStatus;
 use std::sync::Arc;
 
 impl Kernel {
@@ -126,14 +127,14 @@ impl Kernel {
         name: &str,
         workflow: &WorkflowRef,
         workflow_id: i64,
-        status: &str,
+        status: RunStatus,
     ) -> Result<()> {
         let all = self.contracts.all();
         let v = contracts::decide(
             in_force(&all, workflow_id, workflow),
             &Ev::RunEnd {
                 agent: name,
-                status,
+                status: status.as_str(),
             },
         );
         if !v.any() {
@@ -142,7 +143,7 @@ impl Kernel {
         let (wf, n, st, v2) = (
             workflow.clone(),
             name.to_owned(),
-            status.to_owned(),
+            status.as_str().to_owned(),
             v.clone(),
         );
         let posted = self

@@ -196,7 +196,7 @@ impl Kernel {
         agent_id: i64,
         workflow_id: i64,
         end: RunEnd,
-        again: Option<(String, Option<String>)>,
+        again: Option<(domain::states::Wake, Option<String>)>,
     ) -> futures::future::BoxFuture<'static, ()> {
         let k = self.clone();
         Box::pin(async move { k.after_run(agent_id, workflow_id, &end, again).await })

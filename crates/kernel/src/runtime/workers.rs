@@ -12,9 +12,11 @@
 use crate::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
 use crate::runtime::runs::{self, NewRun, RunView};
 use crate::{Kernel, registry::tokens};
+use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
+use domain::states::{AgentState, Wake, WorkflowState};
 use os::process::{self, Limits};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -51,8 +53,8 @@ pub(super) struct Active {
     pub(super) stop: CancellationToken,
     pub(super) done: watch::Receiver<bool>,
     pub(super) progress: broadcast::Sender<String>,
-    /// A wake arrived during the run: run once more when it ends (trigger, prompt).
-    pub(super) wake_again: Option<(String, Option<String>)>,
+    /// A wake arrived during the run: run once more when it ends (why, prompt).
+    pub(super) wake_again: Option<(Wake, Option<String>)>,
     /// The run's [`Spec::held`] and [`Spec::denials`].
     pub(super) held: Arc<AtomicBool>,
     /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
@@ -148,7 +150,7 @@ impl Workers {
 
     /// The run of `agent_id` has ended: forgets it, and returns the wake that
     /// arrived meanwhile (run once more), if any.
-    pub(super) fn finish(&self, agent_id: i64) -> Option<(String, Option<String>)> {
+    pub(super) fn finish(&self, agent_id: i64) -> Option<(Wake, Option<String>)> {
         self.active
             .lock()
             .unwrap()
@@ -163,17 +165,17 @@ pub(super) struct Spec {
     pub(super) name: String,
     pub(super) workflow: WorkflowRef,
     pub(super) workflow_id: i64,
-    pub(super) backend: String,
+    pub(super) backend: Backend,
     pub(super) model: Option<String>,
     pub(super) system: Option<String>,
     pub(super) cwd: Option<String>,
     pub(super) env: BTreeMap<String, String>,
     pub(super) config: AgentConfig,
-    pub(super) state: String,
+    pub(super) state: AgentState,
     pub(super) session_id: Option<String>,
     pub(super) session_usage: Option<protocol::Usage>,
     /// The instance's state: a stopped or failed workflow starts no runs.
-    pub(super) workflow_state: String,
+    pub(super) workflow_state: WorkflowState,
     /// The node that runs it: only that node starts its runs.
     pub(super) node: Option<String>,
     /// Set while the run waits for an approval (its silence is not idleness).
@@ -214,15 +216,15 @@ impl Kernel {
                                 tag: r.get(3)?,
                             },
                             workflow_id: r.get(4)?,
-                            backend: r.get(5)?,
+                            backend: r.parse(5)?,
                             model: r.get(6)?,
                             system: r.get(7)?,
                             cwd: r.get(8)?,
                             env: serde_json::from_str(&env).unwrap_or_default(),
                             config: serde_json::from_str(&config).unwrap_or_default(),
-                            state: r.get(11)?,
+                            state: r.parse(11)?,
                             session_id: r.get(12)?,
-                            workflow_state: r.get(13)?,
+                            workflow_state: r.parse(13)?,
                             node: r.get(15)?,
                             held: Default::default(),
                             denials: Default::default(),
@@ -248,15 +250,15 @@ impl Kernel {
     pub(crate) fn remember_wake(
         &self,
         agent_id: i64,
-        trigger: &str,
+        wake: Wake,
         prompt: Option<&str>,
     ) -> Option<RunHandle> {
         let mut active = self.workers.active.lock().unwrap();
         let a = active.get_mut(&agent_id)?;
         match (&mut a.wake_again, prompt) {
-            (Some(w), Some(p)) if w.1.is_none() => *w = (trigger.to_owned(), Some(p.to_owned())),
+            (Some(w), Some(p)) if w.1.is_none() => *w = (wake, Some(p.to_owned())),
             (Some(_), _) => {}
-            (None, p) => a.wake_again = Some((trigger.to_owned(), p.map(str::to_owned))),
+            (None, p) => a.wake_again = Some((wake, p.map(str::to_owned))),
         }
         Some(a.handle())
     }
@@ -271,14 +273,14 @@ impl Kernel {
     pub(crate) fn remember_wake_before(
         &self,
         agent_id: i64,
-        trigger: &str,
+        wake: Wake,
         message_id: &str,
     ) -> Option<RunHandle> {
         let mut active = self.workers.active.lock().unwrap();
         let a = active.get_mut(&agent_id)?;
         // Run and message ids are both UUIDv7 from one clock: time-ordered.
         if a.run_id.as_str() <= message_id && a.wake_again.is_none() {
-            a.wake_again = Some((trigger.to_owned(), None));
+            a.wake_again = Some((wake, None));
         }
         Some(a.handle())
     }
@@ -298,17 +300,17 @@ impl Kernel {
     pub async fn start_run(
         self: &Arc<Self>,
         agent_id: i64,
-        trigger: &str,
+        wake: Wake,
         prompt: Option<String>,
     ) -> Result<RunHandle> {
         let spec = self.spec(agent_id).await?;
-        if spec.state == "paused" {
+        if spec.state == AgentState::Paused {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_resume it first",
                 spec.name
             )));
         }
-        if crate::registry::has_no_worker(&spec.backend) {
+        if spec.backend.has_no_worker() {
             return Err(Error::invalid(format!(
                 "{} has no worker (backend {}): the client connected with agent_join acts as it and \
                  reads its inbox itself",
@@ -323,7 +325,7 @@ impl Kernel {
                 self.node()
             )));
         }
-        if matches!(spec.workflow_state.as_str(), "stopped" | "failed") {
+        if spec.workflow_state.is_ended() {
             return Err(Error::conflict(format!(
                 "{} is {}; run it again with workflow_run to wake its agents",
                 spec.workflow, spec.workflow_state
@@ -357,7 +359,7 @@ impl Kernel {
             active.insert(agent_id, a);
             h
         };
-        match self.prepare(&spec, &run_id, trigger, prompt, url).await {
+        match self.prepare(&spec, &run_id, wake, prompt, url).await {
             Ok(cmd) => {
                 let k = self.clone();
                 tokio::spawn(async move {
@@ -379,7 +381,7 @@ impl Kernel {
         &self,
         spec: &Spec,
         run_id: &str,
-        trigger: &str,
+        wake: Wake,
         prompt: Option<String>,
         url: String,
     ) -> Result<tokio::process::Command> {
@@ -400,7 +402,7 @@ impl Kernel {
         })?;
         let ttl = self.workers.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
-        let (name, backend, trig) = (spec.name.clone(), spec.backend.clone(), trigger.to_owned());
+        let (name, backend) = (spec.name.clone(), spec.backend);
         let asked = prompt.clone();
         let node = self.node().to_owned();
         let token = self
@@ -413,8 +415,8 @@ impl Kernel {
                         agent_id,
                         workflow_id: wid,
                         agent: &name,
-                        backend: &backend,
-                        trigger: &trig,
+                        backend: backend.as_str(),
+                        trigger: wake.as_str(),
                         prompt: asked.as_deref(),
                         node: &node,
                     },
@@ -428,7 +430,7 @@ impl Kernel {
             run_id: run_id.to_owned(),
             agent: spec.name.clone(),
             workflow: spec.workflow.to_string(),
-            backend: spec.backend.clone(),
+            backend: spec.backend.to_string(),
             model: spec.model.clone(),
             system: spec.system.clone(),
             cwd: cwd.clone(),
@@ -438,7 +440,7 @@ impl Kernel {
             token,
             session_id: spec.session_id.clone(),
             session_usage: spec.session_usage,
-            trigger: trigger.to_owned(),
+            trigger: wake,
             prompt,
             mock: spec.config.mock.clone(),
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
@@ -474,14 +476,19 @@ impl Kernel {
             .collect();
         let p = &spec.config.permissions;
         let asks = ASKING_BACKENDS.contains(&spec.backend.as_str())
-            || crate::registry::has_no_worker(&spec.backend)
-            || spec.backend == "mock";
+            || spec.backend.has_no_worker()
+            || spec.backend == Backend::Mock;
         if asks {
             return (governed, p.clone());
         }
         let servers: Vec<&str> = spec.config.mcp_servers.keys().map(String::as_str).collect();
         let denials = profile_denials(in_force.iter().copied(), &spec.name, &servers);
-        let held = domain::permissions::governed::with_denials(&spec.backend, p, denials, &servers);
+        let held = domain::permissions::governed::with_denials(
+            spec.backend.as_str(),
+            p,
+            denials,
+            &servers,
+        );
         (governed, held)
     }
 

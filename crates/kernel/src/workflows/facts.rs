@@ -7,11 +7,12 @@ use crate::runtime::scheduler::open_deliveries;
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::Result;
 use domain::protocol::Usage;
+use domain::states::WorkflowState;
 use store::sql;
 use store::sql::Connection;
 
 pub(super) struct Row {
-    pub(super) state: String,
+    pub(super) state: WorkflowState,
     pub(super) reason: Option<String>,
     pub(super) started_at: Option<i64>,
     pub(super) ended_at: Option<i64>,
@@ -23,7 +24,7 @@ pub(super) fn workflow_row(c: &Connection, wid: i64) -> Result<Row> {
         [wid],
         |r| {
             Ok(Row {
-                state: r.get(0)?,
+                state: r.parse(0)?,
                 reason: r.get(1)?,
                 started_at: r.get(2)?,
                 ended_at: r.get(3)?,
@@ -63,7 +64,7 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
             let summary = AgentSummary {
                 name: r.get(1)?,
                 backend: r.get(2)?,
-                state: r.get(3)?,
+                state: r.parse(3)?,
                 reason: r.get(4)?,
                 resume_at: r.get::<Option<i64>>(5)?.map(fmt_ms),
                 next_wake: r.get::<Option<i64>>(6)?.map(fmt_ms),

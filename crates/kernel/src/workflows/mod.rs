@@ -26,6 +26,7 @@ use domain::clock::{fmt_ms, now_ms};
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::protocol::Usage;
+use domain::states::{AgentState, WorkflowState};
 use facts::{AgentFacts, agent_facts, open_binding_proposals, workflow_row};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -41,7 +42,7 @@ pub struct AgentSummary {
     pub name: String,
     pub backend: String,
     /// idle, running, paused or failed.
-    pub state: String,
+    pub state: AgentState,
     /// Why it is paused or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -76,7 +77,7 @@ pub struct WorkflowStatus {
     /// running, completed, scheduled (idle, but schedules will run agents again:
     /// workflow_stop disarms them), blocked, failed, stopped; `active` for an
     /// instance of agents made with agent_new (it never completes).
-    pub status: String,
+    pub status: WorkflowState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,14 +99,14 @@ pub struct WorkflowStatus {
 impl WorkflowStatus {
     /// Whether a waiter can stop waiting.
     pub fn settled(&self) -> bool {
-        !matches!(self.status.as_str(), "running")
+        self.status != WorkflowState::Running
     }
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WorkflowListed {
     pub workflow: String,
-    pub status: String,
+    pub status: WorkflowState,
     pub agents: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -137,10 +138,15 @@ impl Kernel {
             .await?;
         let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
         let busy = self.any_active(&ids) || self.owes_runs(&ids);
-        let mut status = row.state.clone();
+        let mut status = row.state;
         // Between an event and the debounced check, the stored state may lag.
-        if busy && matches!(status.as_str(), "completed" | "scheduled" | "blocked") {
-            status = "running".into();
+        if busy
+            && matches!(
+                status,
+                WorkflowState::Completed | WorkflowState::Scheduled | WorkflowState::Blocked
+            )
+        {
+            status = WorkflowState::Running;
         }
         let mut usage = Usage::default();
         let (mut runs, mut pending) = (0, 0);
@@ -149,7 +155,7 @@ impl Kernel {
             .map(|a| {
                 let mut s = a.summary;
                 if self.active_run(a.id).is_some() {
-                    s.state = "running".into();
+                    s.state = AgentState::Running;
                 }
                 runs += s.runs;
                 pending += s.pending;
@@ -161,7 +167,7 @@ impl Kernel {
                 s
             })
             .collect();
-        let document = if status == "running" || status == "active" {
+        let document = if matches!(status, WorkflowState::Running | WorkflowState::Active) {
             None
         } else {
             self.main_document(&wref).await
@@ -310,15 +316,12 @@ impl Kernel {
                 ))
             })
             .await?;
-        if !matches!(
-            row.state.as_str(),
-            "running" | "completed" | "scheduled" | "blocked"
-        ) {
+        if !row.state.is_live_run() {
             self.watch_workflow(wid, false);
             return Ok(());
         }
         let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
-        let live = |a: &&AgentFacts| a.summary.state != "paused";
+        let live = |a: &&AgentFacts| a.summary.state != AgentState::Paused;
         // This node's runs and owed work from memory; every node's runs from the store.
         let work_left = self.any_active(&ids)
             || agents.iter().any(|a| a.running)
@@ -329,11 +332,11 @@ impl Kernel {
                 .filter(live)
                 .any(|a| a.summary.pending > 0 || a.schedule_owed);
         let (state, reason) = if work_left {
-            ("running", None)
+            (WorkflowState::Running, None)
         } else {
             let stuck: Vec<String> = agents
                 .iter()
-                .filter(|a| a.summary.state == "paused" && a.summary.pending > 0)
+                .filter(|a| a.summary.state == AgentState::Paused && a.summary.pending > 0)
                 .map(|a| {
                     format!(
                         "{} is paused ({})",
@@ -351,17 +354,17 @@ impl Kernel {
                 })
                 .collect();
             if !stuck.is_empty() {
-                ("blocked", Some(stuck.join("; ")))
+                (WorkflowState::Blocked, Some(stuck.join("; ")))
             } else if !armed.is_empty() {
                 (
-                    "scheduled",
+                    WorkflowState::Scheduled,
                     Some(format!(
                         "nothing to do now; schedules will run again: {} (workflow_stop disarms them)",
                         armed.join(", ")
                     )),
                 )
             } else {
-                ("completed", None)
+                (WorkflowState::Completed, None)
             }
         };
         if state == row.state && reason == row.reason {
@@ -371,19 +374,24 @@ impl Kernel {
         self.store
             .write(move |c| {
                 // A scheduled run has not ended: its schedules will run it again.
-                let ended = (!matches!(state, "running" | "scheduled")).then(now_ms);
+                let ended =
+                    (!matches!(state, WorkflowState::Running | WorkflowState::Scheduled)).then(now_ms);
                 c.execute(
                     "UPDATE workflows SET state = ?2, reason = ?3, ended_at = ?4, updated_at = ?5 WHERE id = ?1
                        AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    sql::params![wid, state, r2, ended, now_ms()],
+                    sql::params![wid, state.as_str(), r2, ended, now_ms()],
                 )?;
                 Ok(())
             })
             .await?;
-        tracing::info!(workflow_id = wid, state, "workflow settled");
+        tracing::info!(
+            workflow_id = wid,
+            state = state.as_str(),
+            "workflow settled"
+        );
         self.events.publish(Event::WorkflowSettled {
             workflow_id: wid,
-            status: state.to_owned(),
+            status: state,
         });
         Ok(())
     }
@@ -409,7 +417,7 @@ impl Kernel {
         self.stop_workflow_runs(wid).await?;
         self.events.publish(Event::WorkflowSettled {
             workflow_id: wid,
-            status: "failed".into(),
+            status: WorkflowState::Failed,
         });
         Ok(())
     }
@@ -475,7 +483,7 @@ impl Kernel {
         let stopped = self.stop_workflow_runs(wid).await?;
         self.events.publish(Event::WorkflowSettled {
             workflow_id: wid,
-            status: "stopped".into(),
+            status: WorkflowState::Stopped,
         });
         Ok(stopped)
     }
@@ -497,7 +505,7 @@ impl Kernel {
                                 tag: r.get(1)?,
                             }
                             .to_string(),
-                            status: r.get(2)?,
+                            status: r.parse(2)?,
                             reason: r.get(3)?,
                             source: r.get(4)?,
                             started_at: r.get::<Option<i64>>(5)?.map(fmt_ms),

@@ -12,11 +12,13 @@ use crate::messaging::Outgoing;
 use crate::registry::config::AgentConfig;
 use crate::registry::{has_no_worker, workflow_id_tx};
 use crate::{Caller, runtime::schedules};
+use domain::backends::Backend;
 use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{WorkflowRef, check_name};
 use domain::protocol::MockRule;
 use domain::schedule::Trigger;
+use domain::states::WorkflowState;
 use domain::workflow::{self, Vars, Workflow};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -119,18 +121,18 @@ impl Kernel {
 
     async fn refuse_if_running(&self, wref: &WorkflowRef) -> Result<()> {
         let w = wref.clone();
-        let state: Option<String> = self
+        let state: Option<WorkflowState> = self
             .store
             .read(move |c| {
                 Ok(c.query_row(
                     "SELECT state FROM workflows WHERE name = ?1 AND tag = ?2",
                     (&w.name, &w.tag),
-                    |r| r.get(0),
+                    |r| r.parse(0),
                 )
                 .optional()?)
             })
             .await?;
-        if matches!(state.as_deref(), Some("running" | "blocked")) {
+        if matches!(state, Some(WorkflowState::Running | WorkflowState::Blocked)) {
             return Err(Error::conflict(format!(
                 "{wref} is already running; wait for it (workflow_status), stop it (workflow_stop), or run \
                  another instance with a different tag"
@@ -159,7 +161,7 @@ impl Kernel {
             .unwrap_or_else(|| "<inline>".into());
         let mocks: Vec<String> = agents
             .iter()
-            .filter(|a| a.backend == "mock")
+            .filter(|a| a.backend.parse() == Ok(Backend::Mock))
             .map(|a| a.name.clone())
             .collect();
         let contracts = wf.contracts.clone();

@@ -27,6 +27,7 @@ pub mod budget;
 
 use super::resources;
 use domain::names::WorkflowRef;
+use domain::states::WorkflowState;
 use kernel::events::Event;
 use kernel::{Caller, Kernel};
 use rmcp::model::{
@@ -324,11 +325,13 @@ async fn notice(
             workflow_id,
             status,
         } => {
-            let level = match status.as_str() {
-                "failed" => LoggingLevel::Error,
-                "blocked" => LoggingLevel::Warning,
-                "completed" | "scheduled" | "stopped" => LoggingLevel::Info,
-                _ => return None,
+            let level = match status {
+                WorkflowState::Failed => LoggingLevel::Error,
+                WorkflowState::Blocked => LoggingLevel::Warning,
+                WorkflowState::Completed | WorkflowState::Scheduled | WorkflowState::Stopped => {
+                    LoggingLevel::Info
+                }
+                WorkflowState::Running | WorkflowState::Active => return None,
             };
             (*workflow_id, level, format!("the workflow run is {status}"))
         }

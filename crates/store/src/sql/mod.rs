@@ -334,6 +334,18 @@ impl Row<'_> {
     pub fn get_str(&self, idx: usize) -> Result<&str> {
         Ok(self.get_ref(idx)?.as_str()?)
     }
+
+    /// Column `idx` read from its text by `T`'s one mapping (a state kept as a
+    /// word); a text `T` does not know is an error, not a default.
+    pub fn parse<T>(&self, idx: usize) -> Result<T>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        self.get_str(idx)?
+            .parse()
+            .map_err(|e: T::Err| Error::Conversion(e.to_string()))
+    }
 }
 
 impl From<Error> for domain::error::Error {

@@ -31,7 +31,7 @@ pub(super) fn check(kind: &str, binding: bool, v: &serde_json::Value) -> Result<
 /// The lead voted on a drafted contract: close the proposal with that choice and,
 /// on approve, put the contract in force, all in this transaction.
 pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) -> Result<Posted> {
-    p.close(c, "resolved", Some(option.to_owned()), LEAD)?;
+    p.close(c, ProposalStatus::Resolved, Some(option.to_owned()), LEAD)?;
     let spec = p.contract.clone().unwrap_or_default();
     let text = if option == "approve" {
         let v: serde_json::Value =

@@ -23,7 +23,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
         let wf = WorkflowRef { name, tag };
         let mut p = load(c, wid, num)?;
         let winner = p.expiry_winner();
-        p.close(c, "expired", winner, "expiry")?;
+        p.close(c, ProposalStatus::Expired, winner, "expiry")?;
         let agents = agent_names(c, wid)?;
         let text = format!(
             "{}{} \"{}\" expired at its deadline with {} of {} votes: {}{}.",

@@ -33,6 +33,7 @@ use crate::{Kernel, Scope};
 use domain::clock::{fmt_ms, now_ms, parse_duration};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
+use domain::states::ProposalStatus;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
@@ -189,7 +190,7 @@ struct Stored {
     tie_breaker: TieBreaker,
     binding: bool,
     creator: String,
-    status: String,
+    status: ProposalStatus,
     winner: Option<String>,
     closed_by: Option<String>,
     created_at: i64,

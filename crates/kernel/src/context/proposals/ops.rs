@@ -171,7 +171,7 @@ impl Kernel {
                 let mut posted = Announcements::new();
                 let num = proposal_num(c, s.workflow_id, &proposal)?;
                 let mut p = load(c, s.workflow_id, num)?;
-                if p.status != "open" {
+                if p.status != ProposalStatus::Open {
                     return Err(Error::conflict(format!(
                         "{} is {} ({}); it takes no more votes. See team_proposal_status",
                         p.id(),
@@ -272,7 +272,7 @@ impl Kernel {
                 );
                 posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
                 let resolved = if let Outcome::Winner(w) = outcome {
-                    p.close(c, "resolved", Some(w), "quorum")?;
+                    p.close(c, ProposalStatus::Resolved, Some(w), "quorum")?;
                     let tell: Vec<String> = p
                         .involved(&agents)
                         .into_iter()
@@ -384,7 +384,7 @@ impl Kernel {
                         p.id()
                     )));
                 }
-                if p.status != "open" {
+                if p.status != ProposalStatus::Open {
                     return Err(Error::conflict(format!(
                         "{} is already {}; only an open proposal can be cancelled",
                         p.id(),
@@ -392,7 +392,7 @@ impl Kernel {
                     )));
                 }
                 p.check_deadline()?;
-                p.close(c, "cancelled", None, &s.me)?;
+                p.close(c, ProposalStatus::Cancelled, None, &s.me)?;
                 let agents = agent_names(c, s.workflow_id)?;
                 let tell: Vec<String> = agents
                     .iter()

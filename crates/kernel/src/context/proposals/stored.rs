@@ -60,7 +60,7 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
                 tie_breaker: TieBreaker::parse(&r.get::<String>(6)?).unwrap_or(TieBreaker::First),
                 binding: r.get(7)?,
                 creator: r.get(8)?,
-                status: r.get(9)?,
+                status: r.parse(9)?,
                 winner: r.get(10)?,
                 closed_by: r.get(11)?,
                 created_at: r.get(12)?,
@@ -148,7 +148,7 @@ impl Stored {
     }
 
     pub(super) fn view(&self, workflow: &WorkflowRef, agents: &[String]) -> ProposalView {
-        let open = self.status == "open";
+        let open = self.status == ProposalStatus::Open;
         let waiting_for: Vec<String> = if open {
             agents.iter().filter(|a| !self.voted(a)).cloned().collect()
         } else {
@@ -202,7 +202,7 @@ impl Stored {
             tie_breaker: self.tie_breaker.name().into(),
             binding: self.binding,
             creator: self.creator.clone(),
-            status: self.status.clone(),
+            status: self.status.as_str().to_owned(),
             winner: self.winner.as_ref().map(|w| ProposalOption {
                 id: w.clone(),
                 label: self.label(w),
@@ -230,7 +230,7 @@ impl Stored {
     pub(super) fn close(
         &mut self,
         c: &Connection,
-        status: &str,
+        status: ProposalStatus,
         winner: Option<String>,
         by: &str,
     ) -> Result<()> {
@@ -238,9 +238,9 @@ impl Stored {
         c.execute(
             "UPDATE proposals SET status = ?3, winner = ?4, closed_by = ?5, closed_at = ?6
              WHERE workflow_id = ?1 AND num = ?2",
-            sql::params![self.workflow_id, self.num, status, winner, by, now],
+            sql::params![self.workflow_id, self.num, status.as_str(), winner, by, now],
         )?;
-        self.status = status.into();
+        self.status = status;
         self.winner = winner;
         self.closed_by = Some(by.into());
         self.closed_at = Some(now);
@@ -250,7 +250,7 @@ impl Stored {
     /// Refuses a change to an open proposal whose deadline has just passed: the
     /// expiry timer is closing it, with the votes cast by the deadline.
     pub(super) fn check_deadline(&self) -> Result<()> {
-        if self.status == "open" && self.expires_at <= now_ms() {
+        if self.status == ProposalStatus::Open && self.expires_at <= now_ms() {
             return Err(Error::conflict(format!(
                 "{} passed its deadline ({}) and is being closed with the votes cast by then; \
                  see team_proposal_status",

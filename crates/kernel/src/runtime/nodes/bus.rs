@@ -16,6 +16,7 @@
 
 use crate::Kernel;
 use crate::events::Event;
+use domain::states::{AgentState, WorkflowState};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -39,7 +40,7 @@ enum Wire {
 
 /// An agent as another node's change leaves it: id, node, state, its workflow's
 /// state, its schedule's next fire.
-type AgentLease = (i64, Option<String>, String, String, Option<i64>);
+type AgentLease = (i64, Option<String>, AgentState, WorkflowState, Option<i64>);
 
 /// What the listener hands the kernel, in order.
 enum Incoming {
@@ -173,7 +174,7 @@ impl Kernel {
                        LEFT JOIN schedules s ON s.agent_id = a.id
                       WHERE a.workflow_id = ?1 AND a.name = ?2",
                     sql::params![workflow_id, n],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.parse(2)?, r.parse(3)?, r.get(4)?)),
                 )
                 .optional()?)
             })
@@ -191,7 +192,7 @@ impl Kernel {
             self.stop_run(id).await;
             return Ok(());
         }
-        if state == "paused" || matches!(wstate.as_str(), "stopped" | "failed") {
+        if state == AgentState::Paused || wstate.is_ended() {
             self.scheduler_forget(id);
             self.stop_run(id).await;
             return Ok(());

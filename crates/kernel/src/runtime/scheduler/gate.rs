@@ -12,6 +12,7 @@ use domain::clock::now_ms;
 use domain::error::Result;
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use domain::names::WorkflowRef;
+use domain::states::{AgentState, WorkflowState};
 use std::sync::Arc;
 use store::sql::{self, Connection, OptionalExtension};
 
@@ -29,8 +30,8 @@ struct GateFacts {
     name: String,
     workflow: WorkflowRef,
     workflow_id: i64,
-    agent_state: String,
-    workflow_state: String,
+    agent_state: AgentState,
+    workflow_state: WorkflowState,
     open: i64,
     hops: i64,
     runs_last_hour: i64,
@@ -59,8 +60,8 @@ fn gate_facts(c: &Connection, agent_id: i64, node: &str) -> Result<Option<GateFa
                         tag: r.get(2)?,
                     },
                     r.get::<i64>(3)?,
-                    r.get::<String>(4)?,
-                    r.get::<String>(5)?,
+                    r.parse::<AgentState>(4)?,
+                    r.parse::<WorkflowState>(5)?,
                     r.get::<i64>(6)?,
                     r.get::<String>(7)?,
                     r.get::<String>(8)?,
@@ -131,9 +132,7 @@ pub(crate) fn open_deliveries(
 
 impl GateFacts {
     fn decide(&self, wake: Wake) -> Gate {
-        if self.external
-            || self.agent_state == "paused"
-            || matches!(self.workflow_state.as_str(), "stopped" | "failed")
+        if self.external || self.agent_state == AgentState::Paused || self.workflow_state.is_ended()
         {
             return Gate::Skip;
         }
@@ -217,7 +216,7 @@ impl Kernel {
         prompt: Option<String>,
     ) -> bool {
         if self
-            .remember_wake(agent_id, wake.trigger(), prompt.as_deref())
+            .remember_wake(agent_id, wake, prompt.as_deref())
             .is_some()
         {
             return false;
@@ -297,14 +296,11 @@ impl Kernel {
             {
                 Ok(())
             }
-            Gate::Go => match self
-                .start_run(agent_id, wake.trigger(), prompt.clone())
-                .await
-            {
+            Gate::Go => match self.start_run(agent_id, wake, prompt.clone()).await {
                 Ok(_) => Ok(()),
                 // Started by someone else (an ask) between the check and here.
                 Err(domain::error::Error::Conflict(_)) => {
-                    self.remember_wake(agent_id, wake.trigger(), prompt.as_deref());
+                    self.remember_wake(agent_id, wake, prompt.as_deref());
                     Ok(())
                 }
                 Err(e) => Err(e),

@@ -51,27 +51,7 @@ pub const PAUSE_MAX: Duration = Duration::from_secs(60 * 60);
 pub const SETTLE_DEBOUNCE: Duration = Duration::from_millis(1000);
 
 /// Why a run is wanted. Message-like wakes start nothing when the inbox is empty.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
-    Message,
-    Retry,
-    Resume,
-    Schedule,
-}
-
-impl Wake {
-    fn trigger(self) -> &'static str {
-        match self {
-            Wake::Message => "message",
-            Wake::Retry => "retry",
-            Wake::Resume => "resume",
-            Wake::Schedule => "schedule",
-        }
-    }
-    fn needs_inbox(self) -> bool {
-        self != Wake::Schedule
-    }
-}
+pub use domain::states::Wake;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Timer {

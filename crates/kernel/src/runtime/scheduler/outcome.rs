@@ -23,7 +23,7 @@ impl Kernel {
         agent_id: i64,
         workflow_id: i64,
         end: &RunEnd,
-        again: Option<(String, Option<String>)>,
+        again: Option<(Wake, Option<String>)>,
     ) {
         if let Err(e) = self.settle_outcome(agent_id, workflow_id, end, again).await {
             tracing::error!(agent_id, "settling a run's outcome failed: {e}");
@@ -36,7 +36,7 @@ impl Kernel {
         agent_id: i64,
         workflow_id: i64,
         end: &RunEnd,
-        again: Option<(String, Option<String>)>,
+        again: Option<(Wake, Option<String>)>,
     ) -> Result<()> {
         if end.stopped() {
             return Ok(());
@@ -79,13 +79,8 @@ impl Kernel {
             if let Some(d) = deferred {
                 self.scheduler.arm(Timer::Deferred(agent_id), d);
             }
-            if let Some((trigger, prompt)) = again {
-                let wake = if trigger == "schedule" {
-                    Wake::Schedule
-                } else {
-                    Wake::Message
-                };
-                self.admit(agent_id, wake, prompt).await;
+            if let Some((wake, prompt)) = again {
+                self.admit(agent_id, readmitted(wake), prompt).await;
             }
             return Ok(());
         }
@@ -269,5 +264,30 @@ impl Kernel {
         self.rearm_schedule(agent_id).await?;
         self.admit(agent_id, Wake::Resume, None).await;
         Ok(())
+    }
+}
+
+/// The wake a run remembered, as the scheduler admits it once the run is over: as
+/// itself, except an ask, which is a message in the inbox by then and goes through
+/// the gate as one (agent_ask alone starts asks).
+fn readmitted(wake: Wake) -> Wake {
+    match wake {
+        Wake::Ask => Wake::Message,
+        w => w,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remembered_wake_comes_back_as_itself() {
+        // Retries and resumes used to come back as messages (the wake was kept as
+        // its text and only "schedule" was read back).
+        for w in [Wake::Message, Wake::Retry, Wake::Resume, Wake::Schedule] {
+            assert_eq!(readmitted(w), w);
+        }
+        assert_eq!(readmitted(Wake::Ask), Wake::Message);
     }
 }
