@@ -6,7 +6,6 @@
 use super::{Queued, Timer, Wake};
 use crate::error::Result;
 use crate::kernel::Kernel;
-use crate::kernel::clock::now_ms;
 use crate::kernel::messaging::broadcast;
 use crate::kernel::registry::config::AgentConfig;
 use crate::kernel::registry::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
@@ -42,10 +41,9 @@ struct GateFacts {
     workflow_cost: f64,
 }
 
-/// What decides whether an agent of this node (`node`) runs now; None if it is
-/// gone or another node's.
-fn gate_facts(c: &Connection, agent_id: i64, node: &str) -> Result<Option<GateFacts>> {
-    let now = now_ms();
+/// What decides whether an agent of this node (`node`) runs at `now`; None if it
+/// is gone or another node's.
+fn gate_facts(c: &Connection, agent_id: i64, node: &str, now: i64) -> Result<Option<GateFacts>> {
     let row = c
         .query_row(
             "SELECT a.name, w.name, w.tag, w.id, a.state, w.state, w.hops, a.config, w.budget, a.backend
@@ -269,10 +267,10 @@ impl Kernel {
         wake: Wake,
         prompt: Option<String>,
     ) -> Result<()> {
-        let me = self.node().to_owned();
+        let (me, now) = (self.node().to_owned(), self.clock.now_ms());
         let Some(facts) = self
             .store
-            .read(move |c| gate_facts(c, agent_id, &me))
+            .read(move |c| gate_facts(c, agent_id, &me, now))
             .await?
         else {
             return Ok(()); // deleted, or another node's
