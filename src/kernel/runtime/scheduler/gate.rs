@@ -325,3 +325,6 @@ impl Kernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
