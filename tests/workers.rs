@@ -327,11 +327,12 @@ async fn a_busy_agent_takes_the_question_in_its_next_run() {
 }
 
 /// Asked while busy with a run that then fails: the question is answered by the retry
-/// that follows a second later, not by the failed run that never read it.
+/// that follows (a tenth of a second later here), not by the failed run that never
+/// read it.
 #[tokio::test]
 async fn a_question_behind_a_failing_run_is_answered_by_the_retry() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = HttpServer::start_with_env(dir.path(), &[SHORT_RETRIES]).await;
     let lead = s.lead(Proto::Legacy).await;
     new_mock(
         &lead,
