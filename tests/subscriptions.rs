@@ -86,7 +86,7 @@ async fn subscribe<H: ClientHandler>(
         .subscribe(SubscribeRequestParams::new(uri))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
 #[tokio::test]
@@ -238,7 +238,7 @@ async fn the_lead_hears_what_it_should_notice() {
         ))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     // A guard pauses an agent: the lead is told in the channel, and its client here.
     call(
@@ -295,16 +295,30 @@ async fn updates_reach_a_client_through_the_stdio_relay() {
         .subscribe(SubscribeRequestParams::new(global))
         .await
         .unwrap();
-    // The relay opens the session's stream once the session exists.
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let params = rmcp::model::CallToolRequestParams::new("channel_send").with_arguments(
-        json!({"message": "through the relay"})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
-    client.peer().call_tool(params).await.unwrap();
-    wait_for(&mut rx, global).await;
+    // The relay opens the session's stream once the session exists: a post made
+    // before that is not heard, so post until one is (at most 10 s).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let params = rmcp::model::CallToolRequestParams::new("channel_send").with_arguments(
+            json!({"message": "through the relay"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        client.peer().call_tool(params).await.unwrap();
+        let heard = tokio::time::timeout(Duration::from_millis(300), async {
+            while let Some((uri, _)) = rx.recv().await {
+                if uri == global {
+                    return;
+                }
+            }
+        })
+        .await;
+        if heard.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no update through the relay");
+    }
     let pid: i64 = serde_json::from_str::<serde_json::Value>(
         &std::fs::read_to_string(dir.path().join("kernel.json")).unwrap(),
     )
