@@ -490,12 +490,15 @@ async fn stopped_cli_runs_put_the_shared_workspace_back() {
     let bin = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
     // A stand-in for each CLI: it records what it found in its workspace and
-    // scratch area, says it started, and then waits like a long model call.
+    // scratch area, says it started, and then waits like a long model call. Asked
+    // its version (agent_new's readiness probe), it answers at once: the probe
+    // would otherwise wait out its 20 s limit per agent.
     for cli in ["gemini", "cursor-agent", "claude"] {
         let p = bin.path().join(cli);
         std::fs::write(
             &p,
             r#"#!/bin/sh
+[ "$1" = "--version" ] && { echo "0.0.0 (test)"; exit 0; }
 { cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; } > "$MARKS/$AGENT.tmp"
 mv "$MARKS/$AGENT.tmp" "$MARKS/$AGENT"
 echo '{"type":"init","session_id":"s"}'
