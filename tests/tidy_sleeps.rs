@@ -1,5 +1,5 @@
 //! Tidy: the suite's fixed sleeps stay short. A test that waits for something polls
-//! it with a deadline (tests/common has helpers); a sleep that must stay (nothing
+//! it with a deadline (tests/common has the waits); a sleep that must stay (nothing
 //! may happen for a while) is short. This sums every literal sleep in tests/ that is
 //! not a polling loop's interval, and fails above the budget.
 //!
