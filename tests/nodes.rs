@@ -333,7 +333,7 @@ async fn three_nodes_share_a_postgresql_database() {
             .ok();
         acked.push(text);
     }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let killed = std::time::Instant::now();
     b.kill().await;
     for i in 0..10 {

@@ -131,7 +131,7 @@ async fn a_held_process_is_not_idle_until_the_hold_ends() {
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let f2 = flag.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        tokio::time::sleep(Duration::from_millis(450)).await;
         f2.store(false, std::sync::atomic::Ordering::Relaxed);
     });
     let mut l = limits(5000, 300, 10000);
@@ -139,8 +139,8 @@ async fn a_held_process_is_not_idle_until_the_hold_ends() {
     let r = sh("echo hi; sleep 30", l, CancellationToken::new()).await;
     assert_eq!(r.ended, Ended::IdleTimeout);
     assert!(
-        r.took >= Duration::from_millis(1500) && r.took < Duration::from_secs(5),
-        "held for 1.5 s, then idle after 0.3 s: took {:?}",
+        r.took >= Duration::from_millis(450) && r.took < Duration::from_secs(5),
+        "held for 0.45 s, then idle after 0.3 s: took {:?}",
         r.took
     );
     assert_nothing_left(&r);
@@ -224,7 +224,7 @@ async fn a_stop_kills_the_whole_group() {
     let stop = CancellationToken::new();
     let s2 = stop.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
         s2.cancel();
     });
     let r = sh(

@@ -30,6 +30,17 @@ fn runs(i: &Value) -> Vec<Value> {
     i["runs"].as_array().unwrap().clone()
 }
 
+/// Returns once the wall clock is past `at` (ms since the epoch).
+async fn wait_past(at: i64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    if at > now {
+        tokio::time::sleep(Duration::from_millis((at - now) as u64)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_mention_wakes_its_agent_at_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -74,7 +85,8 @@ async fn a_mention_wakes_its_agent_at_once() {
 #[tokio::test]
 async fn a_failed_run_is_retried_with_backoff_and_succeeds() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    // The backoff shortened tenfold (production's is 1 s, 2 s, 4 s).
+    let s = HttpServer::start_with_env(dir.path(), &[SHORT_RETRIES]).await;
     let lead = s.lead(Proto::Legacy).await;
     // Fails its first two runs, then answers.
     new_mock(
@@ -104,12 +116,12 @@ async fn a_failed_run_is_retried_with_backoff_and_succeeds() {
         .map(|r| r["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["failed", "failed", "succeeded"]);
-    // Backoff: 1 s before the first retry, 2 s before the second.
+    // Backoff: 100 ms before the first retry, 200 ms before the second.
     let gap1 = ms(&r[1]["started_at"]) - ms(&r[2]["ended_at"]);
     let gap2 = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
     eprintln!("retry gaps: {gap1} ms, {gap2} ms");
-    assert!((950..4000).contains(&gap1), "{gap1}");
-    assert!((1950..6000).contains(&gap2), "{gap2}");
+    assert!((95..3000).contains(&gap1), "{gap1}");
+    assert!((195..3000).contains(&gap2), "{gap2}");
     assert_eq!(i["inbox"]["acked"], 1, "acked only after the success: {i}");
 
     let d = wait_info(&lead, "dave", 30, |i| i["agent"]["state"] == "failed").await;
@@ -215,8 +227,9 @@ async fn the_hop_guard_stops_a_ping_pong_loop() {
             .contains("max_hops 6"),
         "{i}"
     );
-    // Give a runaway loop time to show itself, then count.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Give a runaway loop time to show itself (a hop takes a run of a few tens of
+    // milliseconds), then count.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let msgs = channel(&lead).await;
     let hops = msgs
         .iter()
@@ -289,13 +302,21 @@ async fn every_fires_after_idle_and_schedule_clear_stops_it() {
         .collect();
     let gap = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
     assert!((900..5000).contains(&gap), "{gap}");
+    let armed = info(&lead, "tick").await["schedule"]["next_at"].clone();
     let c = call(&lead, "schedule_clear", json!({"target": "tick"}))
         .await
         .ok();
     assert_eq!(c["cleared"], true);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let n = runs(&info(&lead, "tick").await).len();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Past the fire that was armed, and the one a run under way would arm when it
+    // ends (the interval counts from then): nothing more.
+    let i = settled(&lead, "tick").await;
+    let n = runs(&i).len();
+    let ended = runs(&i)
+        .first()
+        .and_then(|r| r["ended_at"].as_str().map(|_| ms(&r["ended_at"])))
+        .unwrap_or(0);
+    let armed = armed.as_str().map_or(0, |_| ms(&armed));
+    wait_past(armed.max(ended + 1000) + 300).await;
     assert_eq!(
         runs(&info(&lead, "tick").await).len(),
         n,
@@ -308,10 +329,23 @@ async fn every_fires_after_idle_and_schedule_clear_stops_it() {
     s.stop().await;
 }
 
+/// The kernel's clock is moved (`AGENT_WORKER_CLOCK_SHIFT_MS`) to a few seconds
+/// before a minute, so the cron fire comes without waiting for the wall clock's.
 #[tokio::test]
 async fn cron_fires_at_the_next_minute() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let shift = 55_000 - wall() % 60_000;
+    let s = HttpServer::start_with_env(
+        dir.path(),
+        &[("AGENT_WORKER_CLOCK_SHIFT_MS", &shift.to_string())],
+    )
+    .await;
     let lead = s.lead(Proto::Legacy).await;
     new_mock(
         &lead,
@@ -319,6 +353,28 @@ async fn cron_fires_at_the_next_minute() {
         json!([{"when": "chime", "send": "it is {message}"}]),
     )
     .await;
+    let set = call(
+        &lead,
+        "schedule_set",
+        json!({"target": "clock", "cron": "* * * * *", "prompt": "chime"}),
+    )
+    .await
+    .ok();
+    assert_eq!(set["schedule"]["kind"], "cron");
+    let next = ms(&set["next_at"]);
+    let now = wall() + shift;
+    assert_eq!(next % 60_000, 0, "on a minute boundary: {set}");
+    assert!(next > now - 1000 && next <= now + 60_000, "{set}");
+    let wait = (next - now).max(0) as u64 / 1000 + 10;
+    let i = wait_info(&lead, "clock", wait, |i| !runs(i).is_empty()).await;
+    let started = ms(&runs(&i)[0]["started_at"]);
+    assert!(
+        (next..next + 2000).contains(&started),
+        "fired at {started}, due {next}"
+    );
+    assert_eq!(runs(&i)[0]["trigger"], "schedule");
+    let after = info(&lead, "clock").await;
+    assert_eq!(ms(&after["schedule"]["next_at"]), next + 60_000, "{after}");
     for bad in [
         json!({"target": "clock", "cron": "* * * *"}),
         json!({"target": "clock", "cron": "0 25 * * *"}),
@@ -330,31 +386,6 @@ async fn cron_fires_at_the_next_minute() {
         let e = call(&lead, "schedule_set", bad.clone()).await.err();
         assert!(!e.is_empty(), "{bad}");
     }
-    let set = call(
-        &lead,
-        "schedule_set",
-        json!({"target": "clock", "cron": "* * * * *", "prompt": "chime"}),
-    )
-    .await
-    .ok();
-    assert_eq!(set["schedule"]["kind"], "cron");
-    let next = ms(&set["next_at"]);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    assert_eq!(next % 60_000, 0, "on a minute boundary: {set}");
-    assert!(next > now && next <= now + 60_000, "{set}");
-    let wait = (next - now) as u64 / 1000 + 10;
-    let i = wait_info(&lead, "clock", wait, |i| !runs(i).is_empty()).await;
-    let started = ms(&runs(&i)[0]["started_at"]);
-    assert!(
-        (next..next + 2000).contains(&started),
-        "fired at {started}, due {next}"
-    );
-    assert_eq!(runs(&i)[0]["trigger"], "schedule");
-    let after = info(&lead, "clock").await;
-    assert_eq!(ms(&after["schedule"]["next_at"]), next + 60_000, "{after}");
     s.stop().await;
 }
 

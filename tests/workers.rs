@@ -327,11 +327,12 @@ async fn a_busy_agent_takes_the_question_in_its_next_run() {
 }
 
 /// Asked while busy with a run that then fails: the question is answered by the retry
-/// that follows a second later, not by the failed run that never read it.
+/// that follows (a tenth of a second later here), not by the failed run that never
+/// read it.
 #[tokio::test]
 async fn a_question_behind_a_failing_run_is_answered_by_the_retry() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = HttpServer::start_with_env(dir.path(), &[SHORT_RETRIES]).await;
     let lead = s.lead(Proto::Legacy).await;
     new_mock(
         &lead,
@@ -489,12 +490,15 @@ async fn stopped_cli_runs_put_the_shared_workspace_back() {
     let bin = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
     // A stand-in for each CLI: it records what it found in its workspace and
-    // scratch area, says it started, and then waits like a long model call.
+    // scratch area, says it started, and then waits like a long model call. Asked
+    // its version (agent_new's readiness probe), it answers at once: the probe
+    // would otherwise wait out its 20 s limit per agent.
     for cli in ["gemini", "cursor-agent", "claude"] {
         let p = bin.path().join(cli);
         std::fs::write(
             &p,
             r#"#!/bin/sh
+[ "$1" = "--version" ] && { echo "0.0.0 (test)"; exit 0; }
 { cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; } > "$MARKS/$AGENT.tmp"
 mv "$MARKS/$AGENT.tmp" "$MARKS/$AGENT"
 echo '{"type":"init","session_id":"s"}'

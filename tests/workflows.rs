@@ -166,7 +166,22 @@ async fn the_scheduled_digest_example_is_scheduled_not_completed_after_its_sched
         "the schedule stays armed: {r}"
     );
     // Later fires keep it `scheduled`: it never claims to be done while spending.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let first_runs = editor["runs"].as_i64().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = call(
+            &lead,
+            "workflow_status",
+            json!({"workflow": "@scheduled-digest:main"}),
+        )
+        .await
+        .ok();
+        if agent_named(&st, "editor")["runs"].as_i64().unwrap() > first_runs {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no later fire: {st}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let again = finished(&lead, "@scheduled-digest:main").await;
     assert_eq!(again["status"], "scheduled", "{again}");
     assert!(editor["runs"].as_i64().unwrap() >= 1);
@@ -200,7 +215,15 @@ async fn the_scheduled_digest_example_is_scheduled_not_completed_after_its_sched
             .contains("## Digest")
     );
     let runs = agent_named(&after, "editor")["runs"].as_i64().unwrap();
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Past the fire it had armed (its row keeps the time), and a second more.
+    let due = agent_named(&after, "editor")["next_wake"]
+        .as_str()
+        .map(|t| humantime::parse_rfc3339(t).unwrap())
+        .unwrap_or_else(std::time::SystemTime::now);
+    let until = due + Duration::from_secs(1);
+    if let Ok(left) = until.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(left).await;
+    }
     let later = call(
         &lead,
         "workflow_status",
@@ -425,7 +448,7 @@ kickoff: "@a go"
 #[tokio::test]
 async fn a_failing_agent_fails_the_workflow_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = HttpServer::start_with_env(dir.path(), &[SHORT_RETRIES]).await;
     let lead = s.lead(Proto::Legacy).await;
     let yaml = r#"
 name: broken
@@ -480,7 +503,7 @@ async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     s.kill().await;
 
     let s = HttpServer::start(dir.path()).await;

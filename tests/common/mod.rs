@@ -101,6 +101,10 @@ fn lifecycle(p: Proto) -> ClientLifecycleMode {
     }
 }
 
+/// The retry backoff a tenth of production's (1 s, 2 s, 4 s), for a server whose
+/// test sits through failed runs: `HttpServer::start_with_env(dir, &[SHORT_RETRIES])`.
+pub const SHORT_RETRIES: (&str, &str) = ("AGENT_WORKER_RETRY_DELAYS_MS", "100,200,400");
+
 /// A server process serving HTTP on an ephemeral loopback port.
 pub struct HttpServer {
     pub child: tokio::process::Child,

@@ -4,11 +4,38 @@
 use crate::error::{Error, Result};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Moves this process's clock by as many milliseconds (for tests that launch the
+/// real binary: a kernel a few seconds before a cron fire, or past a deadline that
+/// ran out while it was down). Workers inherit it, so every process agrees.
+pub const SHIFT_ENV: &str = "AGENT_WORKER_CLOCK_SHIFT_MS";
+
+/// The time now: the system's, moved by `AGENT_WORKER_CLOCK_SHIFT_MS` when set.
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+        .saturating_add(shift_ms())
+}
+
+/// The shift, read once: at most ten years either way; unset or unreadable is none.
+fn shift_ms() -> i64 {
+    static SHIFT: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *SHIFT.get_or_init(|| {
+        const MAX: i64 = 10 * 366 * 24 * 3600 * 1000;
+        let Ok(v) = std::env::var(SHIFT_ENV) else {
+            return 0;
+        };
+        match v.trim().parse::<i64>() {
+            Ok(ms) => ms.clamp(-MAX, MAX),
+            Err(_) => {
+                tracing::warn!(
+                    "{SHIFT_ENV}={v:?} is not a number of milliseconds; the clock is not moved"
+                );
+                0
+            }
+        }
+    })
 }
 
 pub fn fmt_ms(ms: i64) -> String {

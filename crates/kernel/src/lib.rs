@@ -14,6 +14,7 @@ pub mod governance;
 pub mod messaging;
 pub mod registry;
 pub mod runtime;
+pub mod timing;
 pub mod workflows;
 
 #[cfg(test)]
@@ -107,6 +108,9 @@ pub struct Kernel {
     pub(crate) bus: OnceLock<Arc<store::bus::Bus>>,
     /// Set when the node leaves the store (a clean stop): no more heartbeats.
     pub(crate) leaving: std::sync::atomic::AtomicBool,
+    /// The clock the scheduler reads, and the delays it keeps (see [`timing`]).
+    pub(crate) clock: timing::Clock,
+    pub(crate) timing: timing::Timing,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -141,6 +145,20 @@ impl Kernel {
         store: &store::Location,
         node: &str,
     ) -> Result<Arc<Self>> {
+        let (clock, timing) = (timing::Clock::system(), timing::Timing::from_env());
+        Self::open_timed(data_dir, admin_token, store, node, clock, timing).await
+    }
+
+    /// [`Kernel::open_at`] on the given clock and delays (a test's manual clock and
+    /// short retries; production's are the system clock and [`timing::Timing::from_env`]).
+    pub async fn open_timed(
+        data_dir: &Path,
+        admin_token: String,
+        store: &store::Location,
+        node: &str,
+        clock: timing::Clock,
+        timing: timing::Timing,
+    ) -> Result<Arc<Self>> {
         runtime::nodes::validate_name(node).map_err(Error::invalid)?;
         std::fs::create_dir_all(data_dir).map_err(|e| {
             Error::internal(format!(
@@ -164,12 +182,14 @@ impl Kernel {
             workflow_ids: Mutex::new(HashMap::new()),
             proposal_wake: Arc::default(),
             workers: runtime::workers::Workers::new(worker_exe(), os::process::Limits::default()),
-            scheduler: runtime::scheduler::Scheduler::new(),
+            scheduler: runtime::scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
             last_client: std::sync::atomic::AtomicI64::new(domain::clock::now_ms()),
             contracts,
             approval_waits: Mutex::new(HashMap::new()),
             bus: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
+            clock,
+            timing,
         });
         kernel.contracts.reload().await?;
         // This node's agents, and those no live node holds (every other node's, on

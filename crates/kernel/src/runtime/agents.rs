@@ -88,7 +88,7 @@ impl Kernel {
                 )));
             }
         }
-        let me = self.node.clone();
+        let (me, now) = (self.node.clone(), self.clock.now_ms());
         let (workflow_id, id, view, next) = self
             .store
             .write(move |c| {
@@ -98,7 +98,7 @@ impl Kernel {
                 };
                 let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref())?;
                 let next = match &a.schedule {
-                    Some((t, prompt)) => Some(schedules::set_tx(c, id, t, prompt.as_deref())?),
+                    Some((t, prompt)) => Some(schedules::set_tx(c, id, t, prompt.as_deref(), now)?),
                     None => None,
                 };
                 Ok((wid, id, view, next))

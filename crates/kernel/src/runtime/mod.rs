@@ -14,6 +14,7 @@ pub mod idle;
 pub mod nodes;
 pub mod own_folder;
 pub mod requests;
+mod running;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;

@@ -8,7 +8,7 @@
 
 use crate::runtime::scheduler::Wake;
 use crate::{Kernel, events::Event};
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 use domain::schedule::Trigger;
 use schemars::JsonSchema;
@@ -63,14 +63,15 @@ fn check_prompt(prompt: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// Writes an agent's schedule (replacing any) inside a store job; returns the next fire.
+/// Writes an agent's schedule (replacing any) inside a store job, counting from
+/// `now`; returns the next fire.
 pub(crate) fn set_tx(
     c: &Connection,
     agent_id: i64,
     trigger: &Trigger,
     prompt: Option<&str>,
+    now: i64,
 ) -> Result<i64> {
-    let now = now_ms();
     let next = trigger
         .next_after(now)
         .ok_or_else(|| Error::invalid("this cron pattern never fires; check the day and month"))?;
@@ -118,9 +119,10 @@ impl Kernel {
         check_prompt(prompt.as_deref())?;
         let agent = self.agent_get(target).await?;
         let (id, t2, p2) = (agent.id, trigger.clone(), prompt.clone());
+        let now = self.clock.now_ms();
         let next = self
             .store
-            .write(move |c| set_tx(c, id, &t2, p2.as_deref()))
+            .write(move |c| set_tx(c, id, &t2, p2.as_deref(), now))
             .await?;
         self.arm_schedule(agent.id, Some(next));
         self.events.publish(Event::AgentChanged {
@@ -150,7 +152,7 @@ impl Kernel {
 
     /// A schedule came due: ask for a run with its prompt and arm the next fire.
     pub(crate) async fn fire_schedule(self: &Arc<Self>, agent_id: i64) -> Result<()> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let fired = self
             .store
             .write(move |c| {
@@ -191,8 +193,11 @@ impl Kernel {
     pub(crate) async fn rearm_schedule(&self, agent_id: i64) -> Result<()> {
         let row = self.store.read(move |c| get(c, agent_id)).await?;
         if let Some((_, _, _, next)) = row {
-            self.arm_schedule(agent_id, Some(next.unwrap_or_else(now_ms)));
+            self.arm_schedule(agent_id, Some(next.unwrap_or_else(|| self.clock.now_ms())));
         }
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,10 +17,10 @@ use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
 use domain::states::{AgentState, Wake, WorkflowState};
-use os::process::{self, Limits};
-use std::collections::{BTreeMap, HashMap};
+use os::process;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::sql;
@@ -40,124 +40,8 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
     protocol::RUN_ENV,
 ];
 
-/// The kernel's table of runs in progress.
-pub struct Workers {
-    /// The running workers, by agent id: locked only by this file's methods.
-    active: Mutex<HashMap<i64, Active>>,
-    pub(super) exe: PathBuf,
-    pub(super) limits: Limits,
-}
-
-pub(super) struct Active {
-    pub(super) run_id: String,
-    pub(super) stop: CancellationToken,
-    pub(super) done: watch::Receiver<bool>,
-    pub(super) progress: broadcast::Sender<String>,
-    /// A wake arrived during the run: run once more when it ends (why, prompt).
-    pub(super) wake_again: Option<(Wake, Option<String>)>,
-    /// The run's [`Spec::held`] and [`Spec::denials`].
-    pub(super) held: Arc<AtomicBool>,
-    /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
-    pub(super) held_file: PathBuf,
-    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
-}
-
-impl Active {
-    fn handle(&self) -> RunHandle {
-        RunHandle {
-            run_id: self.run_id.clone(),
-            done: self.done.clone(),
-            progress: self.progress.subscribe(),
-        }
-    }
-}
-
-/// A run in progress, as a caller waits on it.
-pub struct RunHandle {
-    pub run_id: String,
-    done: watch::Receiver<bool>,
-    pub progress: broadcast::Receiver<String>,
-}
-
-impl RunHandle {
-    /// A run that has already ended: waiting on it returns at once.
-    pub(crate) fn ended(run_id: String) -> Self {
-        let (_, done) = watch::channel(true);
-        let (_, progress) = broadcast::channel(1);
-        Self {
-            run_id,
-            done,
-            progress,
-        }
-    }
-
-    /// Waits until the run has ended (its row is final) or `timeout` passes.
-    pub fn wait(&self, timeout: Duration) -> impl Future<Output = bool> + Send + 'static {
-        let mut done = self.done.clone();
-        async move {
-            tokio::time::timeout(timeout, done.wait_for(|d| *d))
-                .await
-                .is_ok_and(|r| r.is_ok())
-        }
-    }
-}
-
-impl Workers {
-    pub fn new(exe: PathBuf, limits: Limits) -> Self {
-        Self {
-            active: Mutex::new(HashMap::new()),
-            exe,
-            limits,
-        }
-    }
-
-    fn handle(&self, agent_id: i64) -> Option<RunHandle> {
-        self.active
-            .lock()
-            .unwrap()
-            .get(&agent_id)
-            .map(Active::handle)
-    }
-
-    /// Marks the run of `agent_id` as held by an approval if it is `run_id`, and
-    /// returns the file that tells its worker so (the caller writes it, unlocked).
-    pub(super) fn hold(&self, agent_id: i64, run_id: &str) -> Option<PathBuf> {
-        let active = self.active.lock().unwrap();
-        let a = active.get(&agent_id).filter(|a| a.run_id == run_id)?;
-        a.held.store(true, Ordering::Relaxed);
-        Some(a.held_file.clone())
-    }
-
-    /// The run of `agent_id` waits on no approval any more.
-    pub(super) fn release(&self, agent_id: i64) {
-        if let Some(a) = self.active.lock().unwrap().get(&agent_id) {
-            a.held.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// Keeps a refusal the kernel made with the run of `agent_id` (at most
-    /// [`runs::MAX_DENIALS`]).
-    pub(super) fn note_denial(&self, agent_id: i64, denial: runs::Denial) {
-        let denials = match self.active.lock().unwrap().get(&agent_id) {
-            Some(a) => a.denials.clone(),
-            None => return,
-        };
-        let mut d = denials.lock().unwrap();
-        if d.len() < runs::MAX_DENIALS {
-            d.push(denial);
-        }
-    }
-
-    /// The run of `agent_id` has ended: forgets it, and returns the wake that
-    /// arrived meanwhile (run once more), if any.
-    pub(super) fn finish(&self, agent_id: i64) -> Option<(Wake, Option<String>)> {
-        self.active
-            .lock()
-            .unwrap()
-            .remove(&agent_id)
-            .and_then(|a| a.wake_again)
-    }
-}
+use super::running::Active;
+pub use super::running::{RunHandle, Workers};
 
 /// What a run needs to know about its agent, read when it starts.
 pub(super) struct Spec {
@@ -253,14 +137,7 @@ impl Kernel {
         wake: Wake,
         prompt: Option<&str>,
     ) -> Option<RunHandle> {
-        let mut active = self.workers.active.lock().unwrap();
-        let a = active.get_mut(&agent_id)?;
-        match (&mut a.wake_again, prompt) {
-            (Some(w), Some(p)) if w.1.is_none() => *w = (wake, Some(p.to_owned())),
-            (Some(_), _) => {}
-            (None, p) => a.wake_again = Some((wake, p.map(str::to_owned))),
-        }
-        Some(a.handle())
+        self.workers.remember_wake(agent_id, wake, prompt)
     }
 
     /// Like [`Self::remember_wake`] for a message posted as `message_id`, except that a
@@ -276,24 +153,18 @@ impl Kernel {
         wake: Wake,
         message_id: &str,
     ) -> Option<RunHandle> {
-        let mut active = self.workers.active.lock().unwrap();
-        let a = active.get_mut(&agent_id)?;
-        // Run and message ids are both UUIDv7 from one clock: time-ordered.
-        if a.run_id.as_str() <= message_id && a.wake_again.is_none() {
-            a.wake_again = Some((wake, None));
-        }
-        Some(a.handle())
+        self.workers
+            .remember_wake_before(agent_id, wake, message_id)
     }
 
     /// How many runs are in progress (the scheduler's concurrency limit counts them).
     pub(crate) fn runs_in_progress(&self) -> usize {
-        self.workers.active.lock().unwrap().len()
+        self.workers.count()
     }
 
     /// Whether any of these agents is running or has a wake remembered.
     pub(crate) fn any_active(&self, agent_ids: &[i64]) -> bool {
-        let active = self.workers.active.lock().unwrap();
-        agent_ids.iter().any(|id| active.contains_key(id))
+        self.workers.any(agent_ids)
     }
 
     /// Starts a run of an agent that is not running. Refused for a paused agent.
@@ -340,12 +211,9 @@ impl Kernel {
         let (done_tx, done_rx) = watch::channel(false);
         let (progress, _) = broadcast::channel(256);
         // Claim the agent before any await, so two starts cannot both spawn.
-        let handle = {
-            let mut active = self.workers.active.lock().unwrap();
-            if active.contains_key(&agent_id) {
-                return Err(Error::conflict(format!("{} is already running", spec.name)));
-            }
-            let a = Active {
+        let claimed = self.workers.claim(
+            agent_id,
+            Active {
                 run_id: run_id.clone(),
                 stop: stop.clone(),
                 done: done_rx,
@@ -354,10 +222,10 @@ impl Kernel {
                 held: spec.held.clone(),
                 held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
                 denials: spec.denials.clone(),
-            };
-            let h = a.handle();
-            active.insert(agent_id, a);
-            h
+            },
+        );
+        let Some(handle) = claimed else {
+            return Err(Error::conflict(format!("{} is already running", spec.name)));
         };
         match self.prepare(&spec, &run_id, wake, prompt, url).await {
             Ok(cmd) => {
@@ -369,7 +237,7 @@ impl Kernel {
                 Ok(handle)
             }
             Err(e) => {
-                self.workers.active.lock().unwrap().remove(&agent_id);
+                self.workers.finish(agent_id);
                 Err(e)
             }
         }
@@ -510,27 +378,14 @@ impl Kernel {
 
     /// Stops an agent's run, if one is in progress, and waits until it is recorded.
     pub async fn stop_run(&self, agent_id: i64) -> Option<String> {
-        let (run_id, mut done) = {
-            let mut active = self.workers.active.lock().unwrap();
-            let a = active.get_mut(&agent_id)?;
-            a.wake_again = None;
-            a.stop.cancel();
-            (a.run_id.clone(), a.done.clone())
-        };
+        let (run_id, mut done) = self.workers.stop(agent_id)?;
         let _ = done.wait_for(|d| *d).await;
         Some(run_id)
     }
 
     /// Stops every run (kernel shutdown).
     pub async fn stop_all_runs(&self) {
-        let ids: Vec<i64> = self
-            .workers
-            .active
-            .lock()
-            .unwrap()
-            .keys()
-            .copied()
-            .collect();
+        let ids = self.workers.agent_ids();
         futures::future::join_all(ids.into_iter().map(|id| self.stop_run(id))).await;
     }
 

@@ -167,6 +167,8 @@ impl Kernel {
         let contracts = wf.contracts.clone();
         // Placement: this node runs the workflow's agents, unless one names another.
         let node = self.node().to_owned();
+        // Schedules count from the scheduler's clock.
+        let armed_from = self.clock.now_ms();
         let (wid, armed, elsewhere) = self
             .store
             .write(move |c| {
@@ -229,7 +231,7 @@ impl Kernel {
                     )?;
                     match &a.wakeup {
                         Some((t, prompt)) => {
-                            let next = schedules::set_tx(c, id, t, prompt.as_deref())?;
+                            let next = schedules::set_tx(c, id, t, prompt.as_deref(), armed_from)?;
                             armed.push((id, Some(next)));
                         }
                         None => {

@@ -8,7 +8,6 @@ use crate::Kernel;
 use crate::messaging::broadcast;
 use crate::registry::config::AgentConfig;
 use crate::runtime::runs::{Spender, spent};
-use domain::clock::now_ms;
 use domain::error::Result;
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use domain::names::WorkflowRef;
@@ -43,10 +42,9 @@ struct GateFacts {
     workflow_cost: f64,
 }
 
-/// What decides whether an agent of this node (`node`) runs now; None if it is
-/// gone or another node's.
-fn gate_facts(c: &Connection, agent_id: i64, node: &str) -> Result<Option<GateFacts>> {
-    let now = now_ms();
+/// What decides whether an agent of this node (`node`) runs at `now`; None if it
+/// is gone or another node's.
+fn gate_facts(c: &Connection, agent_id: i64, node: &str, now: i64) -> Result<Option<GateFacts>> {
     let row = c
         .query_row(
             "SELECT a.name, w.name, w.tag, w.id, a.state, w.state, w.hops, a.config, w.budget, a.backend
@@ -268,10 +266,10 @@ impl Kernel {
         wake: Wake,
         prompt: Option<String>,
     ) -> Result<()> {
-        let me = self.node().to_owned();
+        let (me, now) = (self.node().to_owned(), self.clock.now_ms());
         let Some(facts) = self
             .store
-            .read(move |c| gate_facts(c, agent_id, &me))
+            .read(move |c| gate_facts(c, agent_id, &me, now))
             .await?
         else {
             return Ok(()); // deleted, or another node's
@@ -323,3 +321,6 @@ impl Kernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

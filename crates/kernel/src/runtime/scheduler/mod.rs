@@ -29,7 +29,7 @@ mod wakes;
 use crate::Kernel;
 use crate::events::Event;
 use crate::messaging::broadcast::UNWRITTEN_EXISTS;
-use domain::clock::now_ms;
+use crate::timing::Clock;
 use domain::error::Result;
 pub(crate) use gate::open_deliveries;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -37,18 +37,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use store::sql;
 use tokio::sync::Notify;
-
-/// Retries after a failed run, and the wait before each.
-pub const RETRY_DELAYS: [Duration; 3] = [
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-    Duration::from_secs(4),
-];
-/// The first automatic resume after an auth or billing pause, and the cap.
-pub const PAUSE_FIRST: Duration = Duration::from_secs(5 * 60);
-pub const PAUSE_MAX: Duration = Duration::from_secs(60 * 60);
-/// Quiet time before a workflow run is called done (then checked again).
-pub const SETTLE_DEBOUNCE: Duration = Duration::from_millis(1000);
 
 /// Why a run is wanted. Message-like wakes start nothing when the inbox is empty.
 pub use domain::states::Wake;
@@ -94,10 +82,13 @@ pub struct Scheduler {
     wakes: Arc<wakes::Wakes>,
     /// Most runs at once (AGENT_WORKER_MAX_WORKERS, default cores × 2).
     pub limit: usize,
+    /// The kernel's clock, and the quiet time before a workflow run is called done.
+    clock: Clock,
+    settle_debounce: Duration,
 }
 
 impl Scheduler {
-    pub fn new() -> Self {
+    pub fn new(clock: Clock, settle_debounce: Duration) -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let limit = std::env::var("AGENT_WORKER_MAX_WORKERS")
             .ok()
@@ -109,6 +100,8 @@ impl Scheduler {
             timer_wake: Arc::new(Notify::new()),
             wakes: Arc::default(),
             limit,
+            clock,
+            settle_debounce,
         }
     }
 
@@ -172,7 +165,7 @@ impl Scheduler {
         if watched {
             self.arm(
                 Timer::Settle(workflow_id),
-                now_ms() + SETTLE_DEBOUNCE.as_millis() as i64,
+                self.clock.now_ms() + self.settle_debounce.as_millis() as i64,
             );
         }
     }
@@ -202,8 +195,10 @@ impl Scheduler {
 }
 
 impl Default for Scheduler {
+    /// On the system clock with production's delays.
     fn default() -> Self {
-        Self::new()
+        let t = crate::timing::Timing::default();
+        Self::new(Clock::system(), t.settle_debounce)
     }
 }
 
@@ -222,7 +217,7 @@ impl Kernel {
     /// Idempotent (a deadline set again replaces itself), so it also recovers from
     /// missed events.
     async fn serve_owed(self: &Arc<Self>) -> Result<()> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let me = self.node().to_owned();
         let owed = self
             .store
@@ -325,21 +320,24 @@ impl Kernel {
     fn spawn_timer_loop(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
         let wake = self.scheduler.timer_wake.clone();
+        let clock = self.clock.clone();
         tokio::spawn(async move {
             loop {
                 let Some(k) = weak.upgrade() else { return };
-                let (due, next) = k.scheduler.due(now_ms());
+                let (due, next) = k.scheduler.due(clock.now_ms());
                 for t in due {
                     let k2 = k.clone();
                     tokio::spawn(async move { k2.on_timer(t).await });
                 }
                 drop(k);
                 let sleep = next.map_or(Duration::from_secs(3600), |at| {
-                    Duration::from_millis((at - now_ms()).clamp(0, 3_600_000) as u64)
+                    Duration::from_millis((at - clock.now_ms()).clamp(0, 3_600_000) as u64)
                 });
+                // A manual clock (a test's) wakes it when moved.
                 tokio::select! {
                     _ = tokio::time::sleep(sleep) => {}
                     _ = wake.notified() => {}
+                    _ = clock.moved() => {}
                 }
             }
         });

@@ -4,11 +4,10 @@
 //! fourth failure in a row marks the agent failed. Guards on tokens and cost are
 //! checked here too. The lead hears of every pause and failure in the channel.
 
-use super::{PAUSE_FIRST, PAUSE_MAX, RETRY_DELAYS, Timer, Wake};
+use super::{Timer, Wake};
 use crate::events::Event;
 use crate::runtime::runs::RunEnd;
 use crate::{Kernel, messaging};
-use domain::clock::now_ms;
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::protocol::ErrorClass;
@@ -41,7 +40,7 @@ impl Kernel {
         if end.stopped() {
             return Ok(());
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         if end.ok {
             self.scheduler
                 .state
@@ -111,7 +110,7 @@ impl Kernel {
             *n += 1;
             *n
         };
-        if let Some(delay) = RETRY_DELAYS.get(attempt - 1) {
+        if let Some(delay) = self.timing.retry_delays.get(attempt - 1) {
             tracing::info!(agent = %name, attempt, ?delay, "run failed; retrying");
             self.scheduler
                 .arm(Timer::Retry(agent_id), now + delay.as_millis() as i64);
@@ -178,14 +177,15 @@ impl Kernel {
         auto_from: Option<i64>,
     ) -> Result<()> {
         let (wf2, reason2, name2) = (wf.clone(), reason.to_owned(), name.to_owned());
+        let (first, max) = (self.timing.pause_first, self.timing.pause_max);
         let (posted, resume_at) = self
             .store
             .write(move |c| {
                 let pauses: i64 = c.query_row("SELECT pauses FROM agents WHERE id = ?1", [agent_id], |r| r.get(0))?;
                 let resume_at = auto_from.map(|now| {
-                    let wait = PAUSE_FIRST
+                    let wait = first
                         .saturating_mul(1u32 << pauses.clamp(0, 16) as u32)
-                        .min(PAUSE_MAX);
+                        .min(max);
                     now + wait.as_millis() as i64
                 });
                 c.execute(
@@ -227,7 +227,7 @@ impl Kernel {
 
     /// The end of an automatic pause: the agent runs again if it has work.
     pub(super) async fn auto_resume(self: &Arc<Self>, agent_id: i64) -> Result<()> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let resumed = self
             .store
             .write(move |c| {
