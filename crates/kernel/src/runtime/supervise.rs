@@ -7,7 +7,7 @@ use super::workers::Spec;
 use crate::Kernel;
 use crate::events::Event;
 use crate::runtime::runs::{self, RunEnd};
-use domain::protocol::{ErrorClass, Report};
+use domain::protocol::{ErrorClass, Outcome, Report};
 use os::process::{self, Ended};
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
@@ -26,9 +26,7 @@ impl Kernel {
         let mut limits = self.workers.limits.clone();
         limits.held = process::Held::Flag(spec.held.clone());
         limits.idle = self.idle_limit(&spec);
-        let mut end = RunEnd::default();
-        let mut outcome = None;
-        let mut groups = Vec::new();
+        let mut folded = Folded::default();
         let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
         let k = self.clone();
         let rid = run_id.clone();
@@ -54,33 +52,15 @@ impl Kernel {
                 });
                 let _ = pid_tx.send(s);
             },
-            |line| match Report::parse(&line) {
-                Some(Report::Progress { message }) => {
-                    let _ = progress.send(message);
-                }
-                Some(Report::Usage(u)) => end.usage = u,
-                Some(Report::Session { id }) => end.session_id = Some(id),
-                Some(Report::SessionTotal(u)) => end.session_total = Some(u),
-                Some(Report::Result(o)) => outcome = Some(o),
-                Some(Report::Group { pid, start_time }) => groups.push((pid, start_time)),
-                Some(Report::Denied {
-                    tool,
-                    detail,
-                    reason,
-                }) => {
-                    if end.denials.len() < runs::MAX_DENIALS {
-                        end.denials.push(runs::Denial {
-                            tool,
-                            detail,
-                            reason,
-                        });
-                    }
-                }
-                Some(Report::Started | Report::Alive) | None => {}
-            },
+            |line| folded.fold(&line, &progress),
         )
         .await;
         let _ = record_pid.await;
+        let Folded {
+            mut end,
+            outcome,
+            groups,
+        } = folded;
         // Commands the run started in groups of their own (sdk run_command) go with it.
         for (pid, start) in groups {
             process::kill_run_group(pid, start);
@@ -88,55 +68,7 @@ impl Kernel {
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
         let _ = tokio::fs::remove_dir_all(spec.scratch_dir(&run_id)).await;
-        match finished {
-            Err(e) => {
-                end.error_class = Some(ErrorClass::Crash);
-                end.error = Some(format!("cannot start the worker: {e}"));
-            }
-            Ok(f) => {
-                end.exit_code = f.exit_code();
-                end.signal = f.signal();
-                end.stderr_tail = f.stderr_tail.clone();
-                match (f.ended, outcome) {
-                    (Ended::Stopped, _) => {
-                        end.error_class = Some(ErrorClass::Stopped);
-                        end.error = Some("the run was stopped".into());
-                    }
-                    (Ended::Exited, Some(o)) => {
-                        end.ok = o.ok;
-                        end.final_text = o.final_text;
-                        if !o.ok {
-                            end.error_class = Some(o.error_class.unwrap_or(ErrorClass::Other));
-                            end.error = o.error;
-                        }
-                    }
-                    (Ended::Exited, None) => {
-                        end.error_class = Some(ErrorClass::Crash);
-                        end.error = Some(match (f.exit_code(), f.signal()) {
-                            (_, Some(sig)) => format!(
-                                "the worker was killed by signal {sig} before it reported an outcome"
-                            ),
-                            (code, _) => format!(
-                                "the worker exited with code {} before it reported an outcome",
-                                code.unwrap_or(-1)
-                            ),
-                        });
-                    }
-                    (timeout, _) => {
-                        end.error_class = Some(ErrorClass::Timeout);
-                        end.error = Some(format!(
-                            "the worker {}{}",
-                            timeout.describe(&limits),
-                            if f.killed {
-                                " (killed after ignoring SIGTERM)"
-                            } else {
-                                ""
-                            }
-                        ));
-                    }
-                }
-            }
-        }
+        conclude(&mut end, finished, outcome, &limits);
         {
             let mut kept = spec.denials.lock().unwrap();
             for d in kept.drain(..) {
@@ -200,5 +132,103 @@ impl Kernel {
     ) -> futures::future::BoxFuture<'static, ()> {
         let k = self.clone();
         Box::pin(async move { k.after_run(agent_id, workflow_id, &end, again).await })
+    }
+}
+
+/// What a run's report lines said, folded in as they come.
+#[derive(Default)]
+struct Folded {
+    end: RunEnd,
+    outcome: Option<Outcome>,
+    /// Process groups the run started of its own (sdk run_command).
+    groups: Vec<(u32, Option<u64>)>,
+}
+
+impl Folded {
+    fn fold(&mut self, line: &str, progress: &broadcast::Sender<String>) {
+        let end = &mut self.end;
+        match Report::parse(line) {
+            Some(Report::Progress { message }) => {
+                let _ = progress.send(message);
+            }
+            Some(Report::Usage(u)) => end.usage = u,
+            Some(Report::Session { id }) => end.session_id = Some(id),
+            Some(Report::SessionTotal(u)) => end.session_total = Some(u),
+            Some(Report::Result(o)) => self.outcome = Some(o),
+            Some(Report::Group { pid, start_time }) => self.groups.push((pid, start_time)),
+            Some(Report::Denied {
+                tool,
+                detail,
+                reason,
+            }) => {
+                if end.denials.len() < runs::MAX_DENIALS {
+                    end.denials.push(runs::Denial {
+                        tool,
+                        detail,
+                        reason,
+                    });
+                }
+            }
+            Some(Report::Started | Report::Alive) | None => {}
+        }
+    }
+}
+
+/// How the worker's process ended and what it reported, told into the run's end:
+/// its exit, and the error class and words when it did not succeed.
+fn conclude(
+    end: &mut RunEnd,
+    finished: std::io::Result<process::Finished>,
+    outcome: Option<Outcome>,
+    limits: &process::Limits,
+) {
+    match finished {
+        Err(e) => {
+            end.error_class = Some(ErrorClass::Crash);
+            end.error = Some(format!("cannot start the worker: {e}"));
+        }
+        Ok(f) => {
+            end.exit_code = f.exit_code();
+            end.signal = f.signal();
+            end.stderr_tail = f.stderr_tail.clone();
+            match (f.ended, outcome) {
+                (Ended::Stopped, _) => {
+                    end.error_class = Some(ErrorClass::Stopped);
+                    end.error = Some("the run was stopped".into());
+                }
+                (Ended::Exited, Some(o)) => {
+                    end.ok = o.ok;
+                    end.final_text = o.final_text;
+                    if !o.ok {
+                        end.error_class = Some(o.error_class.unwrap_or(ErrorClass::Other));
+                        end.error = o.error;
+                    }
+                }
+                (Ended::Exited, None) => {
+                    end.error_class = Some(ErrorClass::Crash);
+                    end.error = Some(match (f.exit_code(), f.signal()) {
+                        (_, Some(sig)) => format!(
+                            "the worker was killed by signal {sig} before it reported an outcome"
+                        ),
+                        (code, _) => format!(
+                            "the worker exited with code {} before it reported an outcome",
+                            code.unwrap_or(-1)
+                        ),
+                    });
+                }
+                (timeout, _) => {
+                    end.error_class = Some(ErrorClass::Timeout);
+                    end.error = Some(format!(
+                        "the worker {}{}",
+                        timeout.describe(limits),
+                        if f.killed {
+                            " (killed after ignoring SIGTERM)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+        }
     }
 }
