@@ -69,6 +69,24 @@ impl Kernel {
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
         let _ = tokio::fs::remove_dir_all(spec.scratch_dir(&run_id)).await;
         conclude(&mut end, finished, outcome, &limits);
+        let again = self.close_run(&spec, &run_id, &mut end).await;
+        // The scheduler settles the outcome (retry, pause, guards) and, unless the
+        // run failed (its retry serves the wake), starts the remembered run before this
+        // one reports done, so a waiter that wants "the run after this one" finds it.
+        self.after_run_boxed(spec.agent_id, spec.workflow_id, end, again)
+            .await;
+        let _ = done.send(true);
+    }
+
+    /// Records the run's end in one transaction (with the refusals the kernel kept
+    /// for it), forgets its token and approvals, frees the agent, tells everyone and
+    /// applies run_end contracts; the wake that arrived during the run, if any.
+    async fn close_run(
+        self: &Arc<Self>,
+        spec: &Spec,
+        run_id: &str,
+        end: &mut RunEnd,
+    ) -> Option<(domain::states::Wake, Option<String>)> {
         {
             let mut kept = spec.denials.lock().unwrap();
             for d in kept.drain(..) {
@@ -78,7 +96,7 @@ impl Kernel {
             }
         }
         let (rid, aid, wid, name) = (
-            run_id.clone(),
+            run_id.to_owned(),
             spec.agent_id,
             spec.workflow_id,
             spec.name.clone(),
@@ -92,13 +110,13 @@ impl Kernel {
             tracing::error!(run = %run_id, "cannot record the end of the run: {e}");
         }
         self.tokens.forget_agent(spec.agent_id);
-        self.lose_approvals_of(&run_id).await;
+        self.lose_approvals_of(run_id).await;
         tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
         let again = self.workers.finish(spec.agent_id);
         self.events.publish(Event::RunEnded {
             workflow_id: spec.workflow_id,
             agent: spec.name.clone(),
-            run_id: run_id.clone(),
+            run_id: run_id.to_owned(),
             ok: end.ok,
         });
         if let Err(e) = self
@@ -113,12 +131,7 @@ impl Kernel {
         {
             tracing::warn!(run = %run_id, "run_end contracts: {e}");
         }
-        // The scheduler settles the outcome (retry, pause, guards) and, unless the
-        // run failed (its retry serves the wake), starts the remembered run before this
-        // one reports done, so a waiter that wants "the run after this one" finds it.
-        self.after_run_boxed(spec.agent_id, spec.workflow_id, end, again)
-            .await;
-        let _ = done.send(true);
+        again
     }
 
     /// `after_run` behind a box: a run that ends may start the next one, and the
