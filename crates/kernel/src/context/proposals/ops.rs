@@ -6,56 +6,16 @@ use store::sql;
 
 impl Kernel {
     pub async fn proposal_create(&self, scope: &Scope, new: NewProposal) -> Result<Created> {
-        let kind = pick("proposal type", &new.kind, TYPES)?.to_owned();
-        let title = new.title.trim().to_owned();
-        if title.is_empty() {
-            return Err(Error::invalid(
-                "title is empty: say in a few words what is being decided",
-            ));
-        }
-        too_long("title", &title, MAX_TITLE_CHARS)?;
-        let description = new
-            .description
-            .as_deref()
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map(str::to_owned);
-        if let Some(d) = &description {
-            too_long("description", d, MAX_DESCRIPTION_CHARS)?;
-        }
-        let resolution = rule(
-            "resolution",
-            new.resolution.as_deref(),
-            Resolution::Plurality,
-        )?;
-        let tie = rule("tie_breaker", new.tie_breaker.as_deref(), TieBreaker::First)?;
-        let timeout = match new
-            .timeout
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        {
-            None => DEFAULT_TIMEOUT,
-            Some(t) => parse_duration(t, "timeout")?,
-        };
-        if timeout < Duration::from_secs(1) || timeout > MAX_TIMEOUT {
-            return Err(Error::invalid(format!(
-                "timeout must be between 1s and 7d (default 1h), got {}",
-                humantime::format_duration(timeout)
-            )));
-        }
-        let binding = new.binding.unwrap_or(true);
-        let draft = match &new.contract {
-            None => None,
-            Some(v) => Some(drafts::check(&kind, binding, v)?),
-        };
-        let description = match (&draft, description) {
-            (Some((says, _)), d) => Some(format!(
-                "{}Installs the contract: {says} (the lead's approve installs it)",
-                d.map(|d| format!("{d}\n")).unwrap_or_default()
-            )),
-            (None, d) => d,
-        };
+        let Checked {
+            kind,
+            title,
+            description,
+            resolution,
+            tie,
+            timeout,
+            binding,
+            draft,
+        } = checked(&new)?;
         let s = scope.clone();
         let (created, posted) = self
             .store
@@ -112,31 +72,7 @@ impl Kernel {
                     .filter(|a| !a.eq_ignore_ascii_case(&s.me))
                     .cloned()
                     .collect();
-                let text = format!(
-                    "{}{} proposes {} \"{}\" ({kind}; {}, quorum {quorum}, {}).{}\nOptions: {}.\n\
-                     Vote with team_vote(proposal: \"{}\", choice: <option id>, reason: ...) before {}.",
-                    mention_list(&asked),
-                    s.me,
-                    p.id(),
-                    quote(&p.title),
-                    resolution.name(),
-                    if binding { "binding" } else { "advisory" },
-                    p.description
-                        .as_deref()
-                        .map(|d| format!("\n{}", quote(d)))
-                        .unwrap_or_default(),
-                    p.options
-                        .iter()
-                        .map(|o| if o.id == o.label {
-                            quote(&o.id)
-                        } else {
-                            format!("{} = {}", quote(&o.id), quote(&o.label))
-                        })
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    p.id(),
-                    fmt_ms(p.expires_at),
-                );
+                let text = announcement(&p, &asked, &s.me, &kind, resolution, binding, quorum);
                 let posted = post_system(c, s.workflow_id, &s.workflow, text)?;
                 Ok((p.view(&s.workflow, &agents), posted))
             })
@@ -188,20 +124,7 @@ impl Kernel {
                         agents.join(", ")
                     )));
                 }
-                let Some(option) = p
-                    .options
-                    .iter()
-                    .find(|o| o.id == choice)
-                    .or_else(|| p.options.iter().find(|o| o.id.eq_ignore_ascii_case(&choice)))
-                    .or_else(|| p.options.iter().find(|o| o.label.eq_ignore_ascii_case(&choice)))
-                else {
-                    return Err(Error::invalid(format!(
-                        "{choice:?} is not an option of {}; choose one of: {}",
-                        p.id(),
-                        p.option_ids().join(", ")
-                    )));
-                };
-                let option = option.id.clone();
+                let option = chosen(&p, &choice)?;
                 let revote = p.voted(&s.me);
                 c.execute(
                     "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -224,38 +147,7 @@ impl Kernel {
                     ));
                 }
                 let outcome = p.outcome();
-                // Who must act after this vote: nobody, unless the proposal is stuck.
-                let (must_act, stuck): (Vec<String>, String) = match &outcome {
-                    Outcome::CreatorMustDecide(tied) => (
-                        vec![p.creator.clone()],
-                        format!(
-                            " Tie between {}: {} decides by voting for one of them.",
-                            tied.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" and "),
-                            p.creator
-                        ),
-                    ),
-                    Outcome::NoMajority | Outcome::NotUnanimous => (
-                        p.votes
-                            .iter()
-                            .map(|(c, _, _)| c.voter.clone())
-                            .filter(|v| !v.eq_ignore_ascii_case(&s.me))
-                            .collect(),
-                        format!(
-                            " No {} yet ({}): a revote can break the deadlock.",
-                            if matches!(outcome, Outcome::NoMajority) {
-                                "majority"
-                            } else {
-                                "unanimity"
-                            },
-                            quote(&p.counts())
-                        ),
-                    ),
-                    _ => (Vec::new(), String::new()),
-                };
-                let must_act: Vec<String> = must_act
-                    .into_iter()
-                    .filter(|m| !m.eq_ignore_ascii_case(&s.me))
-                    .collect();
+                let (must_act, stuck) = who_must_act(&p, &outcome, &s.me);
                 let text = format!(
                     "{}{} {}voted {} on {}{}. {} of {} votes.{stuck}",
                     mention_list(&must_act),
@@ -271,28 +163,12 @@ impl Kernel {
                     p.quorum
                 );
                 posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
-                let resolved = if let Outcome::Winner(w) = outcome {
-                    p.close(c, ProposalStatus::Resolved, Some(w), "quorum")?;
-                    let tell: Vec<String> = p
-                        .involved(&agents)
-                        .into_iter()
-                        .filter(|m| !m.eq_ignore_ascii_case(&s.me))
-                        .collect();
-                    let text = format!(
-                        "{}{} \"{}\" is resolved: {} wins ({}, {} of {} votes; {}).",
-                        mention_list(&tell),
-                        p.id(),
-                        quote(&p.title),
-                        p.winner_text(),
-                        p.resolution.name(),
-                        p.votes.len(),
-                        p.quorum,
-                        if p.binding { "binding" } else { "advisory" }
-                    );
-                    posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
-                    true
-                } else {
-                    false
+                let resolved = match outcome {
+                    Outcome::Winner(w) => {
+                        posted.push((s.workflow_id, resolve(c, &mut p, w, &agents, &s)?));
+                        true
+                    }
+                    _ => false,
                 };
                 let view = p.view(&s.workflow, &agents);
                 Ok((
@@ -413,4 +289,212 @@ impl Kernel {
         self.announce_all(&posted);
         Ok(Cancelled { proposal: view })
     }
+}
+
+/// A proposal as asked, checked: each field's error names the field and the fix.
+struct Checked {
+    kind: String,
+    title: String,
+    description: Option<String>,
+    resolution: Resolution,
+    tie: TieBreaker,
+    timeout: Duration,
+    binding: bool,
+    /// The contract it installs, if it drafts one: its sentence and its spec.
+    draft: Option<(String, String)>,
+}
+
+fn checked(new: &NewProposal) -> Result<Checked> {
+    let kind = pick("proposal type", &new.kind, TYPES)?.to_owned();
+    let title = new.title.trim().to_owned();
+    if title.is_empty() {
+        return Err(Error::invalid(
+            "title is empty: say in a few words what is being decided",
+        ));
+    }
+    too_long("title", &title, MAX_TITLE_CHARS)?;
+    let description = new
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_owned);
+    if let Some(d) = &description {
+        too_long("description", d, MAX_DESCRIPTION_CHARS)?;
+    }
+    let resolution = rule(
+        "resolution",
+        new.resolution.as_deref(),
+        Resolution::Plurality,
+    )?;
+    let tie = rule("tie_breaker", new.tie_breaker.as_deref(), TieBreaker::First)?;
+    let timeout = match new
+        .timeout
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        None => DEFAULT_TIMEOUT,
+        Some(t) => parse_duration(t, "timeout")?,
+    };
+    if timeout < Duration::from_secs(1) || timeout > MAX_TIMEOUT {
+        return Err(Error::invalid(format!(
+            "timeout must be between 1s and 7d (default 1h), got {}",
+            humantime::format_duration(timeout)
+        )));
+    }
+    let binding = new.binding.unwrap_or(true);
+    let draft = match &new.contract {
+        None => None,
+        Some(v) => Some(drafts::check(&kind, binding, v)?),
+    };
+    let description = match (&draft, description) {
+        (Some((says, _)), d) => Some(format!(
+            "{}Installs the contract: {says} (the lead's approve installs it)",
+            d.map(|d| format!("{d}\n")).unwrap_or_default()
+        )),
+        (None, d) => d,
+    };
+    Ok(Checked {
+        kind,
+        title,
+        description,
+        resolution,
+        tie,
+        timeout,
+        binding,
+        draft,
+    })
+}
+
+/// The channel post that opens a proposal: who is asked, the terms, the options,
+/// how to vote and until when.
+fn announcement(
+    p: &Stored,
+    asked: &[String],
+    me: &str,
+    kind: &str,
+    resolution: Resolution,
+    binding: bool,
+    quorum: usize,
+) -> String {
+    format!(
+        "{}{} proposes {} \"{}\" ({kind}; {}, quorum {quorum}, {}).{}\nOptions: {}.\n\
+         Vote with team_vote(proposal: \"{}\", choice: <option id>, reason: ...) before {}.",
+        mention_list(asked),
+        me,
+        p.id(),
+        quote(&p.title),
+        resolution.name(),
+        if binding { "binding" } else { "advisory" },
+        p.description
+            .as_deref()
+            .map(|d| format!("\n{}", quote(d)))
+            .unwrap_or_default(),
+        p.options
+            .iter()
+            .map(|o| if o.id == o.label {
+                quote(&o.id)
+            } else {
+                format!("{} = {}", quote(&o.id), quote(&o.label))
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        p.id(),
+        fmt_ms(p.expires_at),
+    )
+}
+
+/// The option a voter's `choice` names: its id, any case, or its label.
+fn chosen(p: &Stored, choice: &str) -> Result<String> {
+    let Some(option) = p
+        .options
+        .iter()
+        .find(|o| o.id == choice)
+        .or_else(|| {
+            p.options
+                .iter()
+                .find(|o| o.id.eq_ignore_ascii_case(choice))
+        })
+        .or_else(|| {
+            p.options
+                .iter()
+                .find(|o| o.label.eq_ignore_ascii_case(choice))
+        })
+    else {
+        return Err(Error::invalid(format!(
+            "{choice:?} is not an option of {}; choose one of: {}",
+            p.id(),
+            p.option_ids().join(", ")
+        )));
+    };
+    Ok(option.id.clone())
+}
+
+/// Who must act after a vote, and why, when the proposal is stuck (a tie the
+/// creator breaks, no majority or unanimity yet); nobody otherwise.
+fn who_must_act(p: &Stored, outcome: &Outcome, me: &str) -> (Vec<String>, String) {
+    let (must_act, stuck): (Vec<String>, String) = match outcome {
+        Outcome::CreatorMustDecide(tied) => (
+            vec![p.creator.clone()],
+            format!(
+                " Tie between {}: {} decides by voting for one of them.",
+                tied.iter()
+                    .map(|t| quote(t))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                p.creator
+            ),
+        ),
+        Outcome::NoMajority | Outcome::NotUnanimous => (
+            p.votes
+                .iter()
+                .map(|(c, _, _)| c.voter.clone())
+                .filter(|v| !v.eq_ignore_ascii_case(me))
+                .collect(),
+            format!(
+                " No {} yet ({}): a revote can break the deadlock.",
+                if matches!(outcome, Outcome::NoMajority) {
+                    "majority"
+                } else {
+                    "unanimity"
+                },
+                quote(&p.counts())
+            ),
+        ),
+        _ => (Vec::new(), String::new()),
+    };
+    let must_act = must_act
+        .into_iter()
+        .filter(|m| !m.eq_ignore_ascii_case(me))
+        .collect();
+    (must_act, stuck)
+}
+
+/// Closes a proposal that has a winner, and tells those involved.
+fn resolve(
+    c: &store::sql::Connection,
+    p: &mut Stored,
+    w: String,
+    agents: &[String],
+    s: &Scope,
+) -> Result<Posted> {
+    p.close(c, ProposalStatus::Resolved, Some(w), "quorum")?;
+    let tell: Vec<String> = p
+        .involved(agents)
+        .into_iter()
+        .filter(|m| !m.eq_ignore_ascii_case(&s.me))
+        .collect();
+    let text = format!(
+        "{}{} \"{}\" is resolved: {} wins ({}, {} of {} votes; {}).",
+        mention_list(&tell),
+        p.id(),
+        quote(&p.title),
+        p.winner_text(),
+        p.resolution.name(),
+        p.votes.len(),
+        p.quorum,
+        if p.binding { "binding" } else { "advisory" }
+    );
+    post_system(c, s.workflow_id, &s.workflow, text)
 }
