@@ -210,23 +210,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
     members.push(LEAD.to_owned());
     let me = &scope.me;
 
-    let to = match send.to.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        None => None,
-        Some(t) => {
-            let t = t.trim_start_matches('@');
-            let Some(name) = members.iter().find(|m| m.eq_ignore_ascii_case(t)) else {
-                return Err(Error::not_found(format!(
-                    "cannot send a direct message to {t:?}: not a member of {}; members: {}",
-                    scope.workflow,
-                    members.join(", ")
-                )));
-            };
-            if name.eq_ignore_ascii_case(me) {
-                return Err(Error::invalid("cannot send a direct message to yourself"));
-            }
-            Some(name.clone())
-        }
-    };
+    let to = addressee(scope, send, &members)?;
 
     let parsed = mentions::parse(&send.message);
     let (mut recipients, unknown) = mentions::recipients(&parsed, &members, &agents, me);
@@ -260,21 +244,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
         priority,
         now
     ])?;
-    {
-        // To every agent but the sender: one broadcast row; only the recipients it
-        // does not cover (the lead) get their rows now.
-        let broadcast = to.is_none() && broadcast::covers_all(&recipients, &agents, me);
-        if broadcast {
-            broadcast::record(c, scope.workflow_id, &id, me)?;
-        }
-        let mut ins = c.prepare_cached(
-            "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
-        )?;
-        // The members are the agents and the lead, so the lead is all a broadcast leaves.
-        for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
-            ins.execute(sql::params![scope.workflow_id, r, id, now])?;
-        }
-    }
+    deliver(c, scope, &id, &recipients, &agents, to.is_none(), now)?;
 
     // The hop guard's count (see guards.rs): the lead's message resets it; an agent's
     // message that reaches another agent adds one.
@@ -296,34 +266,15 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
         set_cursor(c, scope.workflow_id, me, &id)?;
     }
 
-    let mut notes = Vec::new();
-    if missed_count > 0 {
-        notes.push(format!(
-            "{missed_count} message(s) were posted since you last read the channel; your message was sent anyway. \
-             Read them with channel_read before you continue (force: true skips this check)."
-        ));
-    }
-    if !unknown.is_empty() {
-        notes.push(format!(
-            "not members of {}: {} (nobody got those mentions); members: {}",
-            scope.workflow,
-            unknown
-                .iter()
-                .map(|u| format!("@{u}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            members.join(", ")
-        ));
-    }
-    if let Some(n) = &governed.note {
-        notes.push(n.clone());
-    }
-    if recipients.is_empty() && to.is_none() && governed.note.is_none() {
-        notes.push(
-            "nobody was mentioned, so no inbox got this; start with @name to address someone"
-                .into(),
-        );
-    }
+    let nobody = recipients.is_empty() && to.is_none() && governed.note.is_none();
+    let notes = send_notes(
+        scope,
+        missed_count,
+        &unknown,
+        &members,
+        governed.note.as_deref(),
+        nobody,
+    );
     let extra = governed.after(c, scope, &id, &send.message)?;
     Ok(Posted {
         extra,
@@ -531,4 +482,96 @@ impl Kernel {
             })
             .await
     }
+}
+
+/// The member a direct message (`to`) is for, by any case; refused when it is no
+/// member or the sender.
+fn addressee(scope: &Scope, send: &Outgoing, members: &[String]) -> Result<Option<String>> {
+    Ok(
+        match send.to.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            None => None,
+            Some(t) => {
+                let t = t.trim_start_matches('@');
+                let Some(name) = members.iter().find(|m| m.eq_ignore_ascii_case(t)) else {
+                    return Err(Error::not_found(format!(
+                        "cannot send a direct message to {t:?}: not a member of {}; members: {}",
+                        scope.workflow,
+                        members.join(", ")
+                    )));
+                };
+                if name.eq_ignore_ascii_case(&scope.me) {
+                    return Err(Error::invalid("cannot send a direct message to yourself"));
+                }
+                Some(name.clone())
+            }
+        },
+    )
+}
+
+/// The message's deliveries: one broadcast row when it goes to every agent but the
+/// sender (`undirected`, no DM), and a pending row for each recipient it leaves.
+fn deliver(
+    c: &Connection,
+    scope: &Scope,
+    id: &str,
+    recipients: &[String],
+    agents: &[String],
+    undirected: bool,
+    now: i64,
+) -> Result<()> {
+    // To every agent but the sender: one broadcast row; only the recipients it
+    // does not cover (the lead) get their rows now.
+    let broadcast = undirected && broadcast::covers_all(recipients, agents, &scope.me);
+    if broadcast {
+        broadcast::record(c, scope.workflow_id, id, &scope.me)?;
+    }
+    let mut ins = c.prepare_cached(
+        "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
+    )?;
+    // The members are the agents and the lead, so the lead is all a broadcast leaves.
+    for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
+        ins.execute(sql::params![scope.workflow_id, r, id, now])?;
+    }
+    Ok(())
+}
+
+/// What the sender is told besides the message's id: messages it missed, mentions
+/// of no member, what a contract did, that nobody was addressed.
+fn send_notes(
+    scope: &Scope,
+    missed_count: i64,
+    unknown: &[String],
+    members: &[String],
+    governed_note: Option<&str>,
+    nobody: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if missed_count > 0 {
+        notes.push(format!(
+            "{missed_count} message(s) were posted since you last read the channel; your message was sent anyway. \
+             Read them with channel_read before you continue (force: true skips this check)."
+        ));
+    }
+    if !unknown.is_empty() {
+        notes.push(format!(
+            "not members of {}: {} (nobody got those mentions); members: {}",
+            scope.workflow,
+            unknown
+                .iter()
+                .map(|u| format!("@{u}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            members.join(", ")
+        ));
+    }
+    if let Some(n) = governed_note {
+        notes.push(n.to_owned());
+    }
+    if nobody {
+        notes.push(
+            "nobody was mentioned, so no inbox got this; start with @name to address someone"
+                .into(),
+        );
+    }
+    notes
 }

@@ -411,11 +411,7 @@ fn chosen(p: &Stored, choice: &str) -> Result<String> {
         .options
         .iter()
         .find(|o| o.id == choice)
-        .or_else(|| {
-            p.options
-                .iter()
-                .find(|o| o.id.eq_ignore_ascii_case(choice))
-        })
+        .or_else(|| p.options.iter().find(|o| o.id.eq_ignore_ascii_case(choice)))
         .or_else(|| {
             p.options
                 .iter()
