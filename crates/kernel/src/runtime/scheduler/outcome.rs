@@ -42,46 +42,7 @@ impl Kernel {
         }
         let now = self.clock.now_ms();
         if end.ok {
-            self.scheduler
-                .state
-                .lock()
-                .unwrap()
-                .attempts
-                .remove(&agent_id);
-            // Success: the automatic-pause backoff starts over; an `every` schedule
-            // counts from now (it fires after this much idle time).
-            let (every, deferred) = self
-                .store
-                .write(move |c| {
-                    c.execute("UPDATE agents SET pauses = 0, state_reason = NULL WHERE id = ?1 AND (pauses <> 0 OR state_reason IS NOT NULL) AND state <> 'paused'", [agent_id])?;
-                    let every: Option<String> = c
-                        .query_row("SELECT spec FROM schedules WHERE agent_id = ?1 AND kind = 'every'", [agent_id], |r| r.get(0))
-                        .optional()?;
-                    let next = every
-                        .and_then(|s| domain::schedule::Trigger::every(&s).ok())
-                        .and_then(|t| t.next_after(now));
-                    if let Some(n) = next {
-                        c.execute("UPDATE schedules SET next_at = ?2 WHERE agent_id = ?1", (agent_id, n))?;
-                    }
-                    let deferred: Option<i64> = c.query_row(
-                        "SELECT min(d.defer_until) FROM agents a JOIN deliveries d ON d.workflow_id = a.workflow_id
-                           AND d.recipient = a.name WHERE a.id = ?1 AND d.state = 'deferred' AND d.defer_until > ?2",
-                        (agent_id, now),
-                        |r| r.get(0),
-                    )?;
-                    Ok((next, deferred))
-                })
-                .await?;
-            if let Some(n) = every {
-                self.scheduler.arm(Timer::Schedule(agent_id), n);
-            }
-            if let Some(d) = deferred {
-                self.scheduler.arm(Timer::Deferred(agent_id), d);
-            }
-            if let Some((wake, prompt)) = again {
-                self.admit(agent_id, readmitted(wake), prompt).await;
-            }
-            return Ok(());
+            return self.succeeded(agent_id, again, now).await;
         }
         let class = end.error_class.unwrap_or(ErrorClass::Other);
         let error = end.error.clone().unwrap_or_else(|| "no error text".into());
@@ -126,7 +87,73 @@ impl Kernel {
             "{name} failed {attempt} times in a row; the last error ({}): {error}",
             class.as_str()
         );
-        let (wf2, reason2, name2) = (wf.clone(), reason.clone(), name.clone());
+        self.failed_for_good(agent_id, workflow_id, &wf, &name, reason)
+            .await?;
+        Ok(())
+    }
+
+    /// After a run that succeeded: the automatic-pause backoff starts over, an
+    /// `every` schedule counts from now, a deferred delivery is armed, and a wake
+    /// that arrived during the run is admitted.
+    async fn succeeded(
+        self: &Arc<Self>,
+        agent_id: i64,
+        again: Option<(Wake, Option<String>)>,
+        now: i64,
+    ) -> Result<()> {
+        self.scheduler
+            .state
+            .lock()
+            .unwrap()
+            .attempts
+            .remove(&agent_id);
+        // Success: the automatic-pause backoff starts over; an `every` schedule
+        // counts from now (it fires after this much idle time).
+        let (every, deferred) = self
+            .store
+            .write(move |c| {
+                c.execute("UPDATE agents SET pauses = 0, state_reason = NULL WHERE id = ?1 AND (pauses <> 0 OR state_reason IS NOT NULL) AND state <> 'paused'", [agent_id])?;
+                let every: Option<String> = c
+                    .query_row("SELECT spec FROM schedules WHERE agent_id = ?1 AND kind = 'every'", [agent_id], |r| r.get(0))
+                    .optional()?;
+                let next = every
+                    .and_then(|s| domain::schedule::Trigger::every(&s).ok())
+                    .and_then(|t| t.next_after(now));
+                if let Some(n) = next {
+                    c.execute("UPDATE schedules SET next_at = ?2 WHERE agent_id = ?1", (agent_id, n))?;
+                }
+                let deferred: Option<i64> = c.query_row(
+                    "SELECT min(d.defer_until) FROM agents a JOIN deliveries d ON d.workflow_id = a.workflow_id
+                       AND d.recipient = a.name WHERE a.id = ?1 AND d.state = 'deferred' AND d.defer_until > ?2",
+                    (agent_id, now),
+                    |r| r.get(0),
+                )?;
+                Ok((next, deferred))
+            })
+            .await?;
+        if let Some(n) = every {
+            self.scheduler.arm(Timer::Schedule(agent_id), n);
+        }
+        if let Some(d) = deferred {
+            self.scheduler.arm(Timer::Deferred(agent_id), d);
+        }
+        if let Some((wake, prompt)) = again {
+            self.admit(agent_id, readmitted(wake), prompt).await;
+        }
+        Ok(())
+    }
+
+    /// An agent that failed every retry: failed, said to the lead, and its
+    /// workflow told (it fails with this reason).
+    async fn failed_for_good(
+        &self,
+        agent_id: i64,
+        workflow_id: i64,
+        wf: &WorkflowRef,
+        name: &str,
+        reason: String,
+    ) -> Result<()> {
+        let (wf2, reason2, name2) = (wf.clone(), reason.clone(), name.to_owned());
         let posted = self
             .store
             .write(move |c| {
