@@ -186,49 +186,11 @@ impl Kernel {
                 )?;
                 let (mut armed, mut elsewhere) = (Vec::new(), Vec::new());
                 for a in &agents {
-                    let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
-                    let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
-                    // Placement: the node it names, which must be alive, else this one.
-                    let placed = match (&a.node, has_no_worker(&a.backend)) {
-                        (_, true) => None,
-                        (Some(n), false) => {
-                            crate::runtime::nodes::require_live_tx(
-                                c,
-                                n,
-                                "or leave node out to run it on the node that runs the workflow",
-                            )
-                            .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?;
-                            if *n != node {
-                                elsewhere.push(a.name.clone());
-                            }
-                            Some(n.clone())
-                        }
-                        (None, false) => Some(node.clone()),
-                    };
-                    c.execute(
-                        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                         ON CONFLICT (workflow_id, name) DO UPDATE SET
-                           -- a conversation belongs to one CLI in one folder
-                           session_id = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
-                                               AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
-                                        THEN agents.session_id END,
-                           session_usage = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
-                                                  AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
-                                        THEN agents.session_usage END,
-                           backend = excluded.backend,
-                           model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
-                           config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
-                           -- a lease moves only when no run holds it
-                           node = CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = agents.id AND r.status = 'running')
-                                       THEN agents.node ELSE excluded.node END",
-                        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed],
-                    )?;
-                    let id: i64 = c.query_row(
-                        "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
-                        (wid, &a.name),
-                        |r| r.get(0),
-                    )?;
+                    let placed = placement_tx(c, a, &node)?;
+                    if placed.as_ref().is_some_and(|n| *n != node) {
+                        elsewhere.push(a.name.clone());
+                    }
+                    let id = upsert_agent_tx(c, wid, a, placed, now)?;
                     match &a.wakeup {
                         Some((t, prompt)) => {
                             let next = schedules::set_tx(c, id, t, prompt.as_deref(), armed_from)?;
@@ -415,4 +377,59 @@ async fn forget_mock_counters(dir: std::path::PathBuf) {
             let _ = tokio::fs::remove_file(e.path()).await;
         }
     }
+}
+
+/// Where an agent of the workflow runs: the node it names (which must be alive),
+/// else `node` (the one running the workflow); none for agents without a worker.
+fn placement_tx(c: &sql::Connection, a: &Registered, node: &str) -> Result<Option<String>> {
+    Ok(match (&a.node, has_no_worker(&a.backend)) {
+        (_, true) => None,
+        (Some(n), false) => {
+            crate::runtime::nodes::require_live_tx(
+                c,
+                n,
+                "or leave node out to run it on the node that runs the workflow",
+            )
+            .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?;
+            Some(n.clone())
+        }
+        (None, false) => Some(node.to_owned()),
+    })
+}
+
+/// Creates or updates the workflow's agent `a` (a conversation is kept only for the
+/// same CLI in the same folder; a lease moves only when no run holds it): its id.
+fn upsert_agent_tx(
+    c: &sql::Connection,
+    wid: i64,
+    a: &Registered,
+    placed: Option<String>,
+    now: i64,
+) -> Result<i64> {
+    let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
+    let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
+    c.execute(
+        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (workflow_id, name) DO UPDATE SET
+           -- a conversation belongs to one CLI in one folder
+           session_id = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
+                               AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
+                        THEN agents.session_id END,
+           session_usage = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
+                                  AND agents.cwd IS NOT DISTINCT FROM excluded.cwd
+                        THEN agents.session_usage END,
+           backend = excluded.backend,
+           model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
+           config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
+           -- a lease moves only when no run holds it
+           node = CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = agents.id AND r.status = 'running')
+                       THEN agents.node ELSE excluded.node END",
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed],
+    )?;
+    Ok(c.query_row(
+        "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
+        (wid, &a.name),
+        |r| r.get(0),
+    )?)
 }
