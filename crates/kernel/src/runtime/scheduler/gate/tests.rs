@@ -39,11 +39,13 @@ fn decided(f: &GateFacts, wake: Wake) -> String {
 
 const WAKES: [Wake; 4] = [Wake::Message, Wake::Retry, Wake::Resume, Wake::Schedule];
 
-#[test]
-fn the_gate_decides_by_the_facts_and_the_wake() {
-    type Change = fn(&mut GateFacts);
-    // (what differs, then the decision for a message, retry, resume, schedule wake)
-    let table: &[(&str, Change, [&str; 4])] = &[
+/// One row of the gate's table: what differs from a runnable agent, and the
+/// decision for a message, retry, resume and schedule wake.
+type Row = (&'static str, fn(&mut GateFacts), [&'static str; 4]);
+
+/// The rows: each fact the gate reads, changed alone (and two together).
+fn table() -> Vec<Row> {
+    vec![
         ("nothing", |_| {}, ["go", "go", "go", "go"]),
         ("external", |f| f.external = true, ["skip"; 4]),
         (
@@ -133,8 +135,12 @@ fn the_gate_decides_by_the_facts_and_the_wake() {
             },
             ["skip"; 4],
         ),
-    ];
-    for (what, change, want) in table {
+    ]
+}
+
+#[test]
+fn the_gate_decides_by_the_facts_and_the_wake() {
+    for (what, change, want) in table() {
         let mut f = runnable();
         change(&mut f);
         for (wake, want) in WAKES.iter().zip(want) {
