@@ -34,6 +34,153 @@ fn files(list: &Value) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Reads, writes and appends on the main document, with its versions checked.
+async fn edits_with_versions(alice: &Client, bob: &Client) {
+    // The main document reads as empty before anyone writes it.
+    let r = call(alice, "team_doc_read", json!({})).await.ok();
+    assert_eq!(
+        (
+            r["file"].as_str(),
+            r["exists"].as_bool(),
+            r["content"].as_str()
+        ),
+        (Some("notes.md"), Some(false), Some(""))
+    );
+    assert_eq!(r["version"], "absent");
+
+    let w = call(
+        alice,
+        "team_doc_write",
+        json!({"content": "# Plan\nstep one"}),
+    )
+    .await
+    .ok();
+    assert_eq!(w["created"], true, "{w}");
+    let v1 = w["version"].as_str().unwrap().to_owned();
+    let r = call(bob, "team_doc_read", json!({"file": "notes.md"}))
+        .await
+        .ok();
+    assert_eq!(r["content"], "# Plan\nstep one");
+    assert_eq!(r["version"], v1.as_str());
+    assert_eq!(r["exists"], true);
+
+    // Append puts a newline between the old text and the new.
+    let a = call(bob, "team_doc_append", json!({"content": "step two"}))
+        .await
+        .ok();
+    assert_eq!(a["created"], false);
+    let r = call(alice, "team_doc_read", json!({})).await.ok();
+    assert_eq!(r["content"], "# Plan\nstep one\nstep two");
+    assert_eq!(r["version"], a["version"]);
+    assert_ne!(a["version"], v1.as_str());
+
+    // A stale version is refused and the current one is named; nothing changes.
+    let e = call(
+        alice,
+        "team_doc_write",
+        json!({"content": "overwrite", "expected_version": v1}),
+    )
+    .await
+    .err();
+    let now = a["version"].as_str().unwrap();
+    assert!(
+        e.contains("changed since you read it") && e.contains(now),
+        "{e}"
+    );
+    let r = call(alice, "team_doc_read", json!({})).await.ok();
+    assert_eq!(r["content"], "# Plan\nstep one\nstep two");
+    // With the current version it goes through.
+    call(
+        alice,
+        "team_doc_write",
+        json!({"content": "# Plan v2", "expected_version": now}),
+    )
+    .await
+    .ok();
+}
+
+/// Creating nested documents, naming a missing one, and listing them.
+async fn creates_and_lists(alice: &Client, bob: &Client, provider: &str) {
+    // Create refuses an existing file; nested folders are created.
+    let c = call(
+        bob,
+        "team_doc_create",
+        json!({"file": "design/api.md", "content": "GET /x"}),
+    )
+    .await
+    .ok();
+    assert_eq!(c["created"], true);
+    let e = call(
+        alice,
+        "team_doc_create",
+        json!({"file": "design/api.md", "content": "again"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("already exists"), "{e}");
+    assert_eq!(
+        call(alice, "team_doc_read", json!({"file": "design/api.md"}))
+            .await
+            .ok()["content"],
+        "GET /x"
+    );
+    // A named document that does not exist is an error that lists what exists.
+    let e = call(alice, "team_doc_read", json!({"file": "nope.md"}))
+        .await
+        .err();
+    assert!(
+        e.contains("no document nope.md") && e.contains("design/api.md"),
+        "{e}"
+    );
+
+    let l = call(bob, "team_doc_list", json!({})).await.ok();
+    assert_eq!(
+        files(&l),
+        vec![("design/api.md".to_owned(), 6), ("notes.md".to_owned(), 9)]
+    );
+    assert_eq!(l["provider"], provider);
+    assert_eq!(l["truncated"], false);
+}
+
+/// The size and extension limits, for writes, creates and appends.
+async fn refuses_past_the_limits(alice: &Client) {
+    // Limits: size and extension.
+    let big = "x".repeat(1024 * 1024 + 1);
+    let e = call(alice, "team_doc_write", json!({"content": big}))
+        .await
+        .err();
+    assert!(e.contains("1 MiB"), "{e}");
+    let e = call(
+        alice,
+        "team_doc_create",
+        json!({"file": "tool.exe", "content": "MZ"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("extension"), "{e}");
+    // Appending past the limit is refused too and leaves the document as it was.
+    let half = "y".repeat(600 * 1024);
+    call(
+        alice,
+        "team_doc_write",
+        json!({"file": "big.txt", "content": half}),
+    )
+    .await
+    .ok();
+    let e = call(
+        alice,
+        "team_doc_append",
+        json!({"file": "big.txt", "content": "z".repeat(600 * 1024)}),
+    )
+    .await
+    .err();
+    assert!(e.contains("1 MiB"), "{e}");
+    let r = call(alice, "team_doc_read", json!({"file": "big.txt"}))
+        .await
+        .ok();
+    assert_eq!(r["size"], 600 * 1024);
+}
+
 #[tokio::test]
 async fn round_trips_on_both_providers() {
     let dir = tempfile::tempdir().unwrap();
@@ -43,143 +190,11 @@ async fn round_trips_on_both_providers() {
         let wf = format!("@docs:{provider}");
         let (alice, bob) = team(&s, &lead, &wf, provider).await;
 
-        // The main document reads as empty before anyone writes it.
-        let r = call(&alice, "team_doc_read", json!({})).await.ok();
-        assert_eq!(
-            (
-                r["file"].as_str(),
-                r["exists"].as_bool(),
-                r["content"].as_str()
-            ),
-            (Some("notes.md"), Some(false), Some(""))
-        );
-        assert_eq!(r["version"], "absent");
+        edits_with_versions(&alice, &bob).await;
 
-        let w = call(
-            &alice,
-            "team_doc_write",
-            json!({"content": "# Plan\nstep one"}),
-        )
-        .await
-        .ok();
-        assert_eq!(w["created"], true, "{w}");
-        let v1 = w["version"].as_str().unwrap().to_owned();
-        let r = call(&bob, "team_doc_read", json!({"file": "notes.md"}))
-            .await
-            .ok();
-        assert_eq!(r["content"], "# Plan\nstep one");
-        assert_eq!(r["version"], v1.as_str());
-        assert_eq!(r["exists"], true);
+        creates_and_lists(&alice, &bob, provider).await;
 
-        // Append puts a newline between the old text and the new.
-        let a = call(&bob, "team_doc_append", json!({"content": "step two"}))
-            .await
-            .ok();
-        assert_eq!(a["created"], false);
-        let r = call(&alice, "team_doc_read", json!({})).await.ok();
-        assert_eq!(r["content"], "# Plan\nstep one\nstep two");
-        assert_eq!(r["version"], a["version"]);
-        assert_ne!(a["version"], v1.as_str());
-
-        // A stale version is refused and the current one is named; nothing changes.
-        let e = call(
-            &alice,
-            "team_doc_write",
-            json!({"content": "overwrite", "expected_version": v1}),
-        )
-        .await
-        .err();
-        let now = a["version"].as_str().unwrap();
-        assert!(
-            e.contains("changed since you read it") && e.contains(now),
-            "{e}"
-        );
-        let r = call(&alice, "team_doc_read", json!({})).await.ok();
-        assert_eq!(r["content"], "# Plan\nstep one\nstep two");
-        // With the current version it goes through.
-        call(
-            &alice,
-            "team_doc_write",
-            json!({"content": "# Plan v2", "expected_version": now}),
-        )
-        .await
-        .ok();
-
-        // Create refuses an existing file; nested folders are created.
-        let c = call(
-            &bob,
-            "team_doc_create",
-            json!({"file": "design/api.md", "content": "GET /x"}),
-        )
-        .await
-        .ok();
-        assert_eq!(c["created"], true);
-        let e = call(
-            &alice,
-            "team_doc_create",
-            json!({"file": "design/api.md", "content": "again"}),
-        )
-        .await
-        .err();
-        assert!(e.contains("already exists"), "{e}");
-        assert_eq!(
-            call(&alice, "team_doc_read", json!({"file": "design/api.md"}))
-                .await
-                .ok()["content"],
-            "GET /x"
-        );
-        // A named document that does not exist is an error that lists what exists.
-        let e = call(&alice, "team_doc_read", json!({"file": "nope.md"}))
-            .await
-            .err();
-        assert!(
-            e.contains("no document nope.md") && e.contains("design/api.md"),
-            "{e}"
-        );
-
-        let l = call(&bob, "team_doc_list", json!({})).await.ok();
-        assert_eq!(
-            files(&l),
-            vec![("design/api.md".to_owned(), 6), ("notes.md".to_owned(), 9)]
-        );
-        assert_eq!(l["provider"], provider);
-        assert_eq!(l["truncated"], false);
-
-        // Limits: size and extension.
-        let big = "x".repeat(1024 * 1024 + 1);
-        let e = call(&alice, "team_doc_write", json!({"content": big}))
-            .await
-            .err();
-        assert!(e.contains("1 MiB"), "{e}");
-        let e = call(
-            &alice,
-            "team_doc_create",
-            json!({"file": "tool.exe", "content": "MZ"}),
-        )
-        .await
-        .err();
-        assert!(e.contains("extension"), "{e}");
-        // Appending past the limit is refused too and leaves the document as it was.
-        let half = "y".repeat(600 * 1024);
-        call(
-            &alice,
-            "team_doc_write",
-            json!({"file": "big.txt", "content": half}),
-        )
-        .await
-        .ok();
-        let e = call(
-            &alice,
-            "team_doc_append",
-            json!({"file": "big.txt", "content": "z".repeat(600 * 1024)}),
-        )
-        .await
-        .err();
-        assert!(e.contains("1 MiB"), "{e}");
-        let r = call(&alice, "team_doc_read", json!({"file": "big.txt"}))
-            .await
-            .ok();
-        assert_eq!(r["size"], 600 * 1024);
+        refuses_past_the_limits(&alice).await;
 
         // The lead reaches the same documents by naming the instance.
         let r = call(&lead, "team_doc_read", json!({"workflow": wf}))
@@ -320,6 +335,69 @@ async fn path_traversal_is_refused() {
     assert!(e.contains("must not start with '.'"), "{e}");
 }
 
+/// Switching a store that holds documents is refused; a vanished folder is an error until rebound.
+async fn store_switches_are_guarded(lead: &Client) {
+    // Switching the store while it holds documents would hide them: refused.
+    let e = call(
+        lead,
+        "workflow_context_set",
+        json!({"workflow": "@proj", "documents": "sqlite"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not moved") && e.contains("2 document"), "{e}");
+    let e = call(
+        lead,
+        "workflow_context_set",
+        json!({"workflow": "@proj", "documents_dir": ""}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not moved"), "{e}");
+    // A bound folder that disappears is an error, not an empty document set.
+    let gone = tempfile::tempdir().unwrap();
+    call(
+        lead,
+        "workflow_context_set",
+        json!({"workflow": "@gone:t", "documents_dir": gone.path()}),
+    )
+    .await
+    .ok();
+    drop(gone);
+    let e = call(lead, "team_doc_list", json!({"workflow": "@gone:t"}))
+        .await
+        .err();
+    assert!(e.contains("does not exist"), "{e}");
+    // ... and it can be rebound.
+    call(
+        lead,
+        "workflow_context_set",
+        json!({"workflow": "@gone:t", "documents_dir": ""}),
+    )
+    .await
+    .ok();
+    call(lead, "team_doc_list", json!({"workflow": "@gone:t"}))
+        .await
+        .ok();
+    // An empty instance may switch freely.
+    let set = call(
+        lead,
+        "workflow_context_set",
+        json!({"workflow": "@fresh:t", "documents": "sqlite"}),
+    )
+    .await
+    .ok();
+    assert_eq!(set["documents"], "sqlite");
+    let e = call(
+        lead,
+        "workflow_context_set",
+        json!({"workflow": "@fresh:t", "documents": "tape"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("\"file\"") && e.contains("\"sqlite\""), "{e}");
+}
+
 #[tokio::test]
 async fn a_bound_folder_holds_the_documents() {
     let dir = tempfile::tempdir().unwrap();
@@ -377,65 +455,51 @@ async fn a_bound_folder_holds_the_documents() {
     let mode = std::fs::metadata(&readme).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 
-    // Switching the store while it holds documents would hide them: refused.
-    let e = call(
-        &lead,
-        "workflow_context_set",
-        json!({"workflow": "@proj", "documents": "sqlite"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("not moved") && e.contains("2 document"), "{e}");
-    let e = call(
-        &lead,
-        "workflow_context_set",
-        json!({"workflow": "@proj", "documents_dir": ""}),
-    )
-    .await
-    .err();
-    assert!(e.contains("not moved"), "{e}");
-    // A bound folder that disappears is an error, not an empty document set.
-    let gone = tempfile::tempdir().unwrap();
-    call(
-        &lead,
-        "workflow_context_set",
-        json!({"workflow": "@gone:t", "documents_dir": gone.path()}),
+    store_switches_are_guarded(&lead).await;
+}
+
+/// Bob's suggestion reaches alice's inbox; the owner cannot suggest, and long ones are refused.
+async fn bob_suggests_to_alice(alice: &Client, bob: &Client) {
+    // Bob suggests; it lands in alice's inbox, from bob, addressed to her.
+    let sug = call(
+        bob,
+        "document_suggest",
+        json!({"suggestion": "add a risks section", "file": "notes.md"}),
     )
     .await
     .ok();
-    drop(gone);
-    let e = call(&lead, "team_doc_list", json!({"workflow": "@gone:t"}))
+    assert_eq!(sug["owner"], "alice");
+    let inbox = call(alice, "my_inbox", json!({})).await.ok();
+    let m = inbox["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == sug["message_id"])
+        .unwrap_or_else(|| panic!("suggestion not in alice's inbox: {inbox}"));
+    assert_eq!(m["from"], "bob");
+    let text = m["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("@alice")
+            && text.contains("notes.md")
+            && text.contains("add a risks section"),
+        "{text}"
+    );
+    let e = call(alice, "document_suggest", json!({"suggestion": "x"}))
         .await
         .err();
-    assert!(e.contains("does not exist"), "{e}");
-    // ... and it can be rebound.
-    call(
-        &lead,
-        "workflow_context_set",
-        json!({"workflow": "@gone:t", "documents_dir": ""}),
-    )
-    .await
-    .ok();
-    call(&lead, "team_doc_list", json!({"workflow": "@gone:t"}))
-        .await
-        .ok();
-    // An empty instance may switch freely.
-    let set = call(
-        &lead,
-        "workflow_context_set",
-        json!({"workflow": "@fresh:t", "documents": "sqlite"}),
-    )
-    .await
-    .ok();
-    assert_eq!(set["documents"], "sqlite");
+    assert!(e.contains("you are the document owner"), "{e}");
+    // The limit applies to the suggestion the caller wrote, and says so.
     let e = call(
-        &lead,
-        "workflow_context_set",
-        json!({"workflow": "@fresh:t", "documents": "tape"}),
+        bob,
+        "document_suggest",
+        json!({"suggestion": "s".repeat(3990)}),
     )
     .await
     .err();
-    assert!(e.contains("\"file\"") && e.contains("\"sqlite\""), "{e}");
+    assert!(
+        e.contains("suggestion too long (3990") && e.contains("resource_create"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -521,46 +585,7 @@ async fn only_the_owner_writes_and_others_suggest() {
         "draft\nby alice\nby the lead"
     );
 
-    // Bob suggests; it lands in alice's inbox, from bob, addressed to her.
-    let sug = call(
-        &bob,
-        "document_suggest",
-        json!({"suggestion": "add a risks section", "file": "notes.md"}),
-    )
-    .await
-    .ok();
-    assert_eq!(sug["owner"], "alice");
-    let inbox = call(&alice, "my_inbox", json!({})).await.ok();
-    let m = inbox["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == sug["message_id"])
-        .unwrap_or_else(|| panic!("suggestion not in alice's inbox: {inbox}"));
-    assert_eq!(m["from"], "bob");
-    let text = m["content"].as_str().unwrap();
-    assert!(
-        text.starts_with("@alice")
-            && text.contains("notes.md")
-            && text.contains("add a risks section"),
-        "{text}"
-    );
-    let e = call(&alice, "document_suggest", json!({"suggestion": "x"}))
-        .await
-        .err();
-    assert!(e.contains("you are the document owner"), "{e}");
-    // The limit applies to the suggestion the caller wrote, and says so.
-    let e = call(
-        &bob,
-        "document_suggest",
-        json!({"suggestion": "s".repeat(3990)}),
-    )
-    .await
-    .err();
-    assert!(
-        e.contains("suggestion too long (3990") && e.contains("resource_create"),
-        "{e}"
-    );
+    bob_suggests_to_alice(&alice, &bob).await;
 
     // Deleting the owner frees the documents again.
     call(&lead, "agent_delete", json!({"target": "alice@own:t"}))

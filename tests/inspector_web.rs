@@ -116,24 +116,16 @@ fn processes_with(marker: &str) -> Vec<i32> {
         .collect()
 }
 
-#[tokio::test]
-async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_browser() {
-    let Some(t) = tools() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start_with(&dir.path().join("data"), &["--token", TOKEN], &[]).await;
-
-    // The web UI on a loopback port, prefilled with our server and its header;
-    // no browser of its own, secrets in memory, its files in the temp dir.
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
+/// Starts the Inspector's web UI for the server at `url`; returns its process group and its URL.
+async fn start_web_ui(t: &Tools, dir: &Path, home: &Path, url: &str) -> (Group, String) {
     let ui_token = uuid::Uuid::now_v7().simple().to_string();
     let mut inspector = Group::spawn(
         Command::new(&t.node)
             .arg(&t.launcher)
-            .args(["--web", "--transport", "http", "--server-url", &s.url])
+            .args(["--web", "--transport", "http", "--server-url", url])
             .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
-            .current_dir(dir.path())
-            .env("HOME", &home)
+            .current_dir(dir)
+            .env("HOME", home)
             .env("HOST", "127.0.0.1")
             .env("CLIENT_PORT", free_port().to_string())
             .env("MCP_SANDBOX_PORT", "0")
@@ -159,6 +151,20 @@ async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_brows
     .await
     .expect("the Inspector's web UI did not start in time");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (inspector, ui_url)
+}
+
+#[tokio::test]
+async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_browser() {
+    let Some(t) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(&dir.path().join("data"), &["--token", TOKEN], &[]).await;
+
+    // The web UI on a loopback port, prefilled with our server and its header;
+    // no browser of its own, secrets in memory, its files in the temp dir.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let (inspector, ui_url) = start_web_ui(&t, dir.path(), &home, &s.url).await;
 
     // The browser, driven by the Node script.
     let profile = dir.path().join("chromium-profile");

@@ -14,6 +14,62 @@ use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
 
+/// The worker's `channel_send` from the CLI shows up in the channel as `text`.
+async fn assert_posted_to_channel(lead: &Client, llm: &FakeLlm, backend: &str, text: &str) {
+    let ch = call(lead, "channel_read", json!({"limit": 10})).await.ok();
+    let sent: Vec<(String, String)> = ch["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["from"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        sent.contains(&("worker".to_owned(), text.to_owned())),
+        "{backend}: the CLI's tool call did not reach the channel: {sent:?}\nfirst model call: {}",
+        llm.model_calls()
+            .iter()
+            .map(|c| c["body"]["tools"]
+                .to_string()
+                .split("\"name\":")
+                .skip(1)
+                .map(|x| x.chars().take(40).collect::<String>())
+                .collect::<Vec<_>>()
+                .join(" "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// A second run resumes the CLI's conversation and reports only its own usage.
+async fn resumes_the_conversation(lead: &Client, llm: &FakeLlm, backend: &str) {
+    // The next run continues the CLI's conversation: the model sees the first question.
+    let again = ask_worker(lead, "and once more?").await;
+    assert_eq!(again["status"], "succeeded", "{backend}: {again}");
+    let last = llm.model_calls().last().unwrap()["body"].to_string();
+    assert!(
+        last.contains("please say hello") && last.contains("and once more?"),
+        "{backend}: the second run did not resume the conversation: {last}"
+    );
+    // Usage is this run's own, even where the CLI counts the whole conversation
+    // (Codex): one model call now against the first run's two.
+    let runs = call(lead, "agent_info", json!({"target": "worker"}))
+        .await
+        .ok()["runs"]
+        .clone();
+    let tokens = |i: usize| runs[i]["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(
+        tokens(0) > 0 && tokens(0) < tokens(1),
+        "{backend}: the resumed run's usage {} is not its own (first run: {})",
+        tokens(0),
+        tokens(1)
+    );
+}
+
 async fn drive(backend: &str) {
     let Some(bin) = cli_bin() else { return };
     let text = format!("hello from {backend}");
@@ -58,33 +114,7 @@ async fn drive(backend: &str) {
             .map(|q| q["path"].clone())
             .collect::<Vec<_>>()
     );
-    let ch = call(&lead, "channel_read", json!({"limit": 10})).await.ok();
-    let sent: Vec<(String, String)> = ch["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["from"].as_str().unwrap().to_owned(),
-                m["content"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    assert!(
-        sent.contains(&("worker".to_owned(), text.clone())),
-        "{backend}: the CLI's tool call did not reach the channel: {sent:?}\nfirst model call: {}",
-        llm.model_calls()
-            .iter()
-            .map(|c| c["body"]["tools"]
-                .to_string()
-                .split("\"name\":")
-                .skip(1)
-                .map(|x| x.chars().take(40).collect::<String>())
-                .collect::<Vec<_>>()
-                .join(" "))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_posted_to_channel(&lead, &llm, backend, &text).await;
     assert_eq!(r["reply"]["final_text"], "all done", "{backend}: {r}");
     // The system prompt reached the model.
     let bodies = llm
@@ -106,27 +136,7 @@ async fn drive(backend: &str) {
         );
     }
 
-    // The next run continues the CLI's conversation: the model sees the first question.
-    let again = ask_worker(&lead, "and once more?").await;
-    assert_eq!(again["status"], "succeeded", "{backend}: {again}");
-    let last = llm.model_calls().last().unwrap()["body"].to_string();
-    assert!(
-        last.contains("please say hello") && last.contains("and once more?"),
-        "{backend}: the second run did not resume the conversation: {last}"
-    );
-    // Usage is this run's own, even where the CLI counts the whole conversation
-    // (Codex): one model call now against the first run's two.
-    let runs = call(&lead, "agent_info", json!({"target": "worker"}))
-        .await
-        .ok()["runs"]
-        .clone();
-    let tokens = |i: usize| runs[i]["usage"]["input_tokens"].as_u64().unwrap();
-    assert!(
-        tokens(0) > 0 && tokens(0) < tokens(1),
-        "{backend}: the resumed run's usage {} is not its own (first run: {})",
-        tokens(0),
-        tokens(1)
-    );
+    resumes_the_conversation(&lead, &llm, backend).await;
     drop(lead);
     s.stop().await;
 

@@ -5,6 +5,89 @@ mod common;
 use common::*;
 use serde_json::json;
 
+/// Each kind of bad `agent_new` input is refused with its own error.
+async fn agent_new_refuses_bad_input(lead: &Client) {
+    // Bad input: each a specific error, nothing changed.
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "alice", "backend": "mock"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("already exists"), "{e}");
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "ALICE", "backend": "mock"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("already exists"),
+        "names are unique ignoring case: {e}"
+    );
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "9lives", "backend": "mock"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("start with a letter"), "{e}");
+    let e = call(lead, "agent_new", json!({"name": "a.b", "backend": "mock"}))
+        .await
+        .err();
+    assert!(e.contains("invalid agent name"), "{e}");
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "user", "backend": "mock"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("reserved"), "{e}");
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "carol", "backend": "gpt"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("unknown backend") && e.contains("claude, codex"),
+        "{e}"
+    );
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "carol", "backend": "mock", "workflow": "@bad/name"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not allowed"), "{e}");
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "carol", "backend": "mock", "cwd": "relative/dir"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("absolute"), "{e}");
+    let e = call(
+        lead,
+        "agent_new",
+        json!({"name": "carol", "backend": "mock", "env": {"1BAD": "x"}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not valid"), "{e}");
+    let e = call(lead, "agent_new", json!({"backend": "mock"}))
+        .await
+        .err();
+    assert!(e.contains("name"), "missing field is a tool error: {e}");
+}
+
 async fn registry_round_trip(p: Proto) {
     let dir = tempfile::tempdir().unwrap();
     let lead = stdio_client(dir.path(), p).await;
@@ -29,89 +112,7 @@ async fn registry_round_trip(p: Proto) {
     .ok();
     assert_eq!(b["agent"]["target"], "bob@review:pr-1");
 
-    // Bad input: each a specific error, nothing changed.
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "alice", "backend": "mock"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("already exists"), "{e}");
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "ALICE", "backend": "mock"}),
-    )
-    .await
-    .err();
-    assert!(
-        e.contains("already exists"),
-        "names are unique ignoring case: {e}"
-    );
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "9lives", "backend": "mock"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("start with a letter"), "{e}");
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "a.b", "backend": "mock"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("invalid agent name"), "{e}");
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "user", "backend": "mock"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("reserved"), "{e}");
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "carol", "backend": "gpt"}),
-    )
-    .await
-    .err();
-    assert!(
-        e.contains("unknown backend") && e.contains("claude, codex"),
-        "{e}"
-    );
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "carol", "backend": "mock", "workflow": "@bad/name"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("not allowed"), "{e}");
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "carol", "backend": "mock", "cwd": "relative/dir"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("absolute"), "{e}");
-    let e = call(
-        &lead,
-        "agent_new",
-        json!({"name": "carol", "backend": "mock", "env": {"1BAD": "x"}}),
-    )
-    .await
-    .err();
-    assert!(e.contains("not valid"), "{e}");
-    let e = call(&lead, "agent_new", json!({"backend": "mock"}))
-        .await
-        .err();
-    assert!(e.contains("name"), "missing field is a tool error: {e}");
+    agent_new_refuses_bad_input(&lead).await;
 
     let all = call(&lead, "agent_list", json!({})).await.ok();
     let targets: Vec<_> = all["agents"]

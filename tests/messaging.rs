@@ -172,18 +172,12 @@ async fn addressed_rule_and_all() {
     assert!(r["note"].as_str().unwrap().contains("nobody was mentioned"));
 }
 
-#[tokio::test]
-async fn acks_and_defers() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    new_agents(&lead, "@global:main", &["alice", "bob"]).await;
-    let alice = join(&s, &lead, "alice", Proto::Modern).await;
-    let bob = join(&s, &lead, "bob", Proto::Legacy).await;
+/// Sends alice five tasks (ids in time order) and bob one; returns their ids.
+async fn send_tasks(lead: &Client) -> (Vec<String>, String) {
     let mut sent = Vec::new();
     for i in 0..5 {
         let r = call(
-            &lead,
+            lead,
             "channel_send",
             json!({"message": format!("@alice task {i}")}),
         )
@@ -194,12 +188,51 @@ async fn acks_and_defers() {
     let mut sorted = sent.clone();
     sorted.sort();
     assert_eq!(sorted, sent, "message ids sort by time");
-    let bob_msg = call(&lead, "channel_send", json!({"message": "@bob yours"}))
+    let bob_msg = call(lead, "channel_send", json!({"message": "@bob yours"}))
         .await
         .ok()["id"]
         .as_str()
         .unwrap()
         .to_owned();
+    (sent, bob_msg)
+}
+
+/// Acking or deferring what alice cannot, and a bad limit, are refused.
+async fn alice_inbox_errors(alice: &Client, sent: &[String], bob_msg: &str) {
+    // Errors: unknown id, someone else's message, deferring an acked one, bad until.
+    let e = call(alice, "my_inbox_ack", json!({"message_id": "0190-nope"}))
+        .await
+        .err();
+    assert!(e.contains("unknown message id"), "{e}");
+    let e = call(alice, "my_inbox_ack", json!({"message_id": bob_msg}))
+        .await
+        .err();
+    assert!(e.contains("was not delivered to alice"), "{e}");
+    let e = call(alice, "my_inbox_defer", json!({"message_id": sent[1]}))
+        .await
+        .err();
+    assert!(e.contains("already acked"), "{e}");
+    let e = call(
+        alice,
+        "my_inbox_defer",
+        json!({"message_id": sent[4], "until": "whenever"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("cannot read until"), "{e}");
+    let e = call(alice, "my_inbox", json!({"limit": 0})).await.err();
+    assert!(e.contains("between 1 and 200"), "{e}");
+}
+
+#[tokio::test]
+async fn acks_and_defers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_agents(&lead, "@global:main", &["alice", "bob"]).await;
+    let alice = join(&s, &lead, "alice", Proto::Modern).await;
+    let bob = join(&s, &lead, "bob", Proto::Legacy).await;
+    let (sent, bob_msg) = send_tasks(&lead).await;
 
     let page = call(&alice, "my_inbox", json!({"limit": 2})).await.ok();
     assert_eq!(ids(&page), sent[..2]);
@@ -262,29 +295,7 @@ async fn acks_and_defers() {
     };
     assert_eq!(back, vec![sent[2].clone(), sent[4].clone()]);
 
-    // Errors: unknown id, someone else's message, deferring an acked one, bad until.
-    let e = call(&alice, "my_inbox_ack", json!({"message_id": "0190-nope"}))
-        .await
-        .err();
-    assert!(e.contains("unknown message id"), "{e}");
-    let e = call(&alice, "my_inbox_ack", json!({"message_id": bob_msg}))
-        .await
-        .err();
-    assert!(e.contains("was not delivered to alice"), "{e}");
-    let e = call(&alice, "my_inbox_defer", json!({"message_id": sent[1]}))
-        .await
-        .err();
-    assert!(e.contains("already acked"), "{e}");
-    let e = call(
-        &alice,
-        "my_inbox_defer",
-        json!({"message_id": sent[4], "until": "whenever"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("cannot read until"), "{e}");
-    let e = call(&alice, "my_inbox", json!({"limit": 0})).await.err();
-    assert!(e.contains("between 1 and 200"), "{e}");
+    alice_inbox_errors(&alice, &sent, &bob_msg).await;
     // Acks only move forward: the acked one never comes back, and bob's delivery is untouched.
     let ib = call(&alice, "my_inbox", json!({})).await.ok();
     assert!(!ids(&ib).contains(&sent[1]));

@@ -191,6 +191,159 @@ async fn node_of(lead: &Client, target: &str) -> String {
         .to_owned()
 }
 
+/// Agents go to the node asked for, or the least loaded; an unknown node is refused.
+async fn places_agents(la: &Client, lc: &Client) {
+    // Placement: asked for, or the least loaded (a tie goes to the node asked).
+    let bob = call(
+        la,
+        "agent_new",
+        json!({"name": "bob", "backend": "mock", "node": "b", "mock": [{"reply": "bob here"}]}),
+    )
+    .await
+    .ok();
+    assert_eq!(bob["agent"]["node"], "b", "{bob}");
+    let e = call(
+        la,
+        "agent_new",
+        json!({"name": "x", "backend": "mock", "node": "nowhere"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("not a live node") && e.contains("a, b, c"),
+        "{e}"
+    );
+    new_mock(lc, "carl", json!([{"reply": "carl here"}])).await;
+    assert_eq!(node_of(la, "carl").await, "c", "c had none, b had one");
+    call(
+        la,
+        "agent_new",
+        json!({"name": "sink", "backend": "external"}),
+    )
+    .await
+    .ok();
+}
+
+/// A question through a is answered on b; a workflow through a places an agent on c.
+async fn runs_across_nodes(la: &Client, lb: &Client) {
+    // A question through a, answered by b's worker (the delivery wakes it there).
+    let r = ask(la, "bob", "hello from a", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "bob here", "{r}");
+    let on_b = info(lb, "bob").await;
+    assert_eq!(on_b["runs"][0]["id"], r["run_id"], "{on_b}");
+
+    // A workflow run through a with one agent placed on c by its YAML.
+    let w = call(
+        la,
+        "workflow_run",
+        json!({"yaml": SPLIT, "wait_seconds": 30}),
+    )
+    .await
+    .ok();
+    assert_eq!(w["status"], "completed", "{w}");
+    assert_eq!(agent_named(&w, "here")["node"], "a", "{w}");
+    assert_eq!(agent_named(&w, "there")["node"], "c", "{w}");
+    let e = call(
+        la,
+        "workflow_run",
+        json!({"yaml": SPLIT.replace("node: c", "node: nowhere"), "tag": "bad"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("agents.there.node")
+            && e.contains("not a live node")
+            && e.contains("the node that runs the workflow"),
+        "{e}"
+    );
+}
+
+/// A pause through a stops a run on c and returns once it is recorded.
+async fn pauses_a_run_on_another_node(la: &Client, lc: &Client) {
+    // A pause through a stops a run on c, and waits until it is recorded.
+    call(
+        lc,
+        "agent_new",
+        json!({"name": "slow", "backend": "mock", "node": "c", "mock": [{"sleep": "30s", "reply": "late"}]}),
+    )
+    .await
+    .ok();
+    let r = ask(la, "slow", "take your time", 1).await;
+    assert_eq!(r["status"], "running", "{r}");
+    let paused_at = std::time::Instant::now();
+    let p = call(la, "agent_pause", json!({"target": "slow"}))
+        .await
+        .ok();
+    assert_eq!(p["agent"]["state"], "paused", "{p}");
+    assert!(paused_at.elapsed() < std::time::Duration::from_secs(5));
+    let slow = info(lc, "slow").await;
+    assert_eq!(slow["runs"][0]["status"], "stopped", "{slow}");
+    assert!(slow.get("running").is_none(), "{slow}");
+}
+
+/// Within the lease after `killed`, b's agents run on a or c and b leaves the node list.
+async fn waits_for_takeover(la: &Client, lc: &Client, killed: std::time::Instant) {
+    // Within the lease (2 s, and a beat to notice), b's agents run elsewhere.
+    let moved = loop {
+        let nodes: Vec<String> = futures::future::join_all(
+            ["bob", "a1@relay", "a2@relay", "a3@relay"].map(|t| node_of(la, t)),
+        )
+        .await;
+        if nodes.iter().all(|n| n == "a" || n == "c") {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(15),
+            "b's agents were not taken over: {nodes:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(moved < std::time::Duration::from_secs(6), "took {moved:?}");
+    let n = nodes(lc).await;
+    assert_eq!(
+        node_names(&n),
+        ["c", "a"],
+        "b left the list once taken over: {n}"
+    );
+}
+
+/// The relay workflow completes on its new node with each message once; a1's run on b is lost.
+async fn relay_completes_once(la: &Client, lc: &Client) {
+    // The workflow completes on its new node, each message once.
+    let s = call(
+        la,
+        "workflow_status",
+        json!({"workflow": "@relay:main", "wait_seconds": 40}),
+    )
+    .await
+    .ok();
+    assert_eq!(s["status"], "completed", "{s}");
+    let ch = call(
+        lc,
+        "channel_read",
+        json!({"workflow": "@relay:main", "limit": 100}),
+    )
+    .await
+    .ok();
+    let texts = contents(&ch);
+    for m in ["@a2 step one", "@a3 step two", "@user relay finished"] {
+        assert_eq!(
+            texts.iter().filter(|t| t.as_str() == m).count(),
+            1,
+            "{m:?} once: {texts:?}"
+        );
+    }
+    let a1 = info(la, "a1@relay").await;
+    let statuses: Vec<&str> = a1["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert!(statuses.contains(&"lost"), "a1's run on b was lost: {a1}");
+}
+
 /// Three kernels (three data dirs) on one PostgreSQL database: an agent on node b
 /// answers a question asked through node a; a kill -9 of b moves its agents to a or
 /// c within the lease, the workflow b was running completes there with each of its
@@ -232,87 +385,11 @@ async fn three_nodes_share_a_postgresql_database() {
         "{n}"
     );
 
-    // Placement: asked for, or the least loaded (a tie goes to the node asked).
-    let bob = call(
-        &la,
-        "agent_new",
-        json!({"name": "bob", "backend": "mock", "node": "b", "mock": [{"reply": "bob here"}]}),
-    )
-    .await
-    .ok();
-    assert_eq!(bob["agent"]["node"], "b", "{bob}");
-    let e = call(
-        &la,
-        "agent_new",
-        json!({"name": "x", "backend": "mock", "node": "nowhere"}),
-    )
-    .await
-    .err();
-    assert!(
-        e.contains("not a live node") && e.contains("a, b, c"),
-        "{e}"
-    );
-    new_mock(&lc, "carl", json!([{"reply": "carl here"}])).await;
-    assert_eq!(node_of(&la, "carl").await, "c", "c had none, b had one");
-    call(
-        &la,
-        "agent_new",
-        json!({"name": "sink", "backend": "external"}),
-    )
-    .await
-    .ok();
+    places_agents(&la, &lc).await;
 
-    // A question through a, answered by b's worker (the delivery wakes it there).
-    let r = ask(&la, "bob", "hello from a", 30).await;
-    assert_eq!(r["status"], "succeeded", "{r}");
-    assert_eq!(r["reply"]["final_text"], "bob here", "{r}");
-    let on_b = info(&lb, "bob").await;
-    assert_eq!(on_b["runs"][0]["id"], r["run_id"], "{on_b}");
+    runs_across_nodes(&la, &lb).await;
 
-    // A workflow run through a with one agent placed on c by its YAML.
-    let w = call(
-        &la,
-        "workflow_run",
-        json!({"yaml": SPLIT, "wait_seconds": 30}),
-    )
-    .await
-    .ok();
-    assert_eq!(w["status"], "completed", "{w}");
-    assert_eq!(agent_named(&w, "here")["node"], "a", "{w}");
-    assert_eq!(agent_named(&w, "there")["node"], "c", "{w}");
-    let e = call(
-        &la,
-        "workflow_run",
-        json!({"yaml": SPLIT.replace("node: c", "node: nowhere"), "tag": "bad"}),
-    )
-    .await
-    .err();
-    assert!(
-        e.contains("agents.there.node")
-            && e.contains("not a live node")
-            && e.contains("the node that runs the workflow"),
-        "{e}"
-    );
-
-    // A pause through a stops a run on c, and waits until it is recorded.
-    call(
-        &lc,
-        "agent_new",
-        json!({"name": "slow", "backend": "mock", "node": "c", "mock": [{"sleep": "30s", "reply": "late"}]}),
-    )
-    .await
-    .ok();
-    let r = ask(&la, "slow", "take your time", 1).await;
-    assert_eq!(r["status"], "running", "{r}");
-    let paused_at = std::time::Instant::now();
-    let p = call(&la, "agent_pause", json!({"target": "slow"}))
-        .await
-        .ok();
-    assert_eq!(p["agent"]["state"], "paused", "{p}");
-    assert!(paused_at.elapsed() < std::time::Duration::from_secs(5));
-    let slow = info(&lc, "slow").await;
-    assert_eq!(slow["runs"][0]["status"], "stopped", "{slow}");
-    assert!(slow.get("running").is_none(), "{slow}");
+    pauses_a_run_on_another_node(&la, &lc).await;
 
     // b runs a workflow; it is killed while a1 sleeps in its first run.
     let w = call(&lb, "workflow_run", json!({"yaml": RELAY})).await.ok();
@@ -345,61 +422,9 @@ async fn three_nodes_share_a_postgresql_database() {
         acked.push(text);
     }
 
-    // Within the lease (2 s, and a beat to notice), b's agents run elsewhere.
-    let moved = loop {
-        let nodes: Vec<String> = futures::future::join_all(
-            ["bob", "a1@relay", "a2@relay", "a3@relay"].map(|t| node_of(&la, t)),
-        )
-        .await;
-        if nodes.iter().all(|n| n == "a" || n == "c") {
-            break killed.elapsed();
-        }
-        assert!(
-            killed.elapsed() < std::time::Duration::from_secs(15),
-            "b's agents were not taken over: {nodes:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
-    assert!(moved < std::time::Duration::from_secs(6), "took {moved:?}");
-    let n = nodes(&lc).await;
-    assert_eq!(
-        node_names(&n),
-        ["c", "a"],
-        "b left the list once taken over: {n}"
-    );
+    waits_for_takeover(&la, &lc, killed).await;
 
-    // The workflow completes on its new node, each message once.
-    let s = call(
-        &la,
-        "workflow_status",
-        json!({"workflow": "@relay:main", "wait_seconds": 40}),
-    )
-    .await
-    .ok();
-    assert_eq!(s["status"], "completed", "{s}");
-    let ch = call(
-        &lc,
-        "channel_read",
-        json!({"workflow": "@relay:main", "limit": 100}),
-    )
-    .await
-    .ok();
-    let texts = contents(&ch);
-    for m in ["@a2 step one", "@a3 step two", "@user relay finished"] {
-        assert_eq!(
-            texts.iter().filter(|t| t.as_str() == m).count(),
-            1,
-            "{m:?} once: {texts:?}"
-        );
-    }
-    let a1 = info(&la, "a1@relay").await;
-    let statuses: Vec<&str> = a1["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["status"].as_str().unwrap())
-        .collect();
-    assert!(statuses.contains(&"lost"), "a1's run on b was lost: {a1}");
+    relay_completes_once(&la, &lc).await;
 
     // Every acknowledged send reached the sink once, read through c with a's token.
     let inbox = call(&sink, "my_inbox", json!({"limit": 100})).await.ok();

@@ -32,14 +32,8 @@ async fn vote(c: &Client, p: &str, choice: &str) -> Value {
         .ok()
 }
 
-#[tokio::test]
-async fn approval_by_plurality_after_quorum_reaches_everyone() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    let t = agent_sessions(&s, &lead, "@vote:t", &["alice", "bob", "carol"]).await;
-    let (alice, bob, carol) = (&t[0], &t[1], &t[2]);
-
+/// Alice proposes prop-1; bob and carol are asked in their inboxes, alice is not.
+async fn alice_proposes_and_the_others_are_asked(alice: &Client, bob: &Client, carol: &Client) {
     let c = call(
         alice,
         "team_proposal_create",
@@ -75,7 +69,10 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     assert!(!b[0].contains("@Friday"), "{}", b[0]);
     assert_eq!(system_inbox(carol).await.len(), 1);
     assert!(system_inbox(alice).await.is_empty());
+}
 
+/// Two votes short of the quorum resolve nothing and wake nobody; bad votes are refused.
+async fn votes_short_of_the_quorum(alice: &Client, bob: &Client, carol: &Client) {
     let v = call(
         bob,
         "team_vote",
@@ -109,6 +106,19 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
     .await
     .err();
     assert!(e.contains("no proposal prop-9"), "{e}");
+}
+
+#[tokio::test]
+async fn approval_by_plurality_after_quorum_reaches_everyone() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let t = agent_sessions(&s, &lead, "@vote:t", &["alice", "bob", "carol"]).await;
+    let (alice, bob, carol) = (&t[0], &t[1], &t[2]);
+
+    alice_proposes_and_the_others_are_asked(alice, bob, carol).await;
+
+    votes_short_of_the_quorum(alice, bob, carol).await;
 
     // A revote replaces: carol switches, then alice completes the quorum.
     vote(carol, "prop-1", "approve").await;

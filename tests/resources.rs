@@ -35,46 +35,46 @@ async fn uris(c: &Client) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    new_agents(&lead, "@team", &["alice", "bob"]).await;
-    new_agents(&lead, "@other", &["carol"]).await;
+/// Agents in @team and @other, a mention, a DM to bob, a document, and one run; returns its id.
+async fn populate_team(lead: &Client) -> String {
+    new_agents(lead, "@team", &["alice", "bob"]).await;
+    new_agents(lead, "@other", &["carol"]).await;
     call(
-        &lead,
+        lead,
         "agent_new",
         json!({"name": "echo", "backend": "mock", "workflow": "@team"}),
     )
     .await
     .ok();
     call(
-        &lead,
+        lead,
         "channel_send",
         json!({"message": "@alice please look at plan.json", "workflow": "@team"}),
     )
     .await
     .ok();
     call(
-        &lead,
+        lead,
         "channel_send",
         json!({"message": "a secret for bob", "to": "bob", "workflow": "@team"}),
     )
     .await
     .ok();
     call(
-        &lead,
+        lead,
         "team_doc_create",
         json!({"file": "plan.json", "content": "{\"step\": 1}", "workflow": "@team"}),
     )
     .await
     .ok();
-    let asked = ask(&lead, "echo@team", "hello", 30).await;
-    let run_id = asked["run_id"].as_str().unwrap().to_owned();
+    let asked = ask(lead, "echo@team", "hello", 30).await;
+    asked["run_id"].as_str().unwrap().to_owned()
+}
 
+/// The lead lists and reads every resource, and reading an inbox does not ack it.
+async fn the_lead_sees_everything(lead: &Client, run_id: &str) {
     // The lead: everything, listed and readable.
-    let listed = uris(&lead).await;
+    let listed = uris(lead).await;
     for u in [
         "agent-worker://workflows/team/main/channel",
         "agent-worker://workflows/team/main/status",
@@ -87,7 +87,7 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
     ] {
         assert!(listed.iter().any(|l| l == u), "{u} not listed: {listed:?}");
     }
-    let (mime, text) = read(&lead, "agent-worker://workflows/team/main/channel")
+    let (mime, text) = read(lead, "agent-worker://workflows/team/main/channel")
         .await
         .unwrap();
     assert_eq!(mime, "text/markdown");
@@ -96,7 +96,7 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
         "{text}"
     );
     let (mime, text) = read(
-        &lead,
+        lead,
         "agent-worker://workflows/team/main/documents/plan.json",
     )
     .await
@@ -105,12 +105,12 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
         (mime.as_str(), text.as_str()),
         ("application/json", "{\"step\": 1}")
     );
-    let (_, status) = read(&lead, "agent-worker://workflows/team/main/status")
+    let (_, status) = read(lead, "agent-worker://workflows/team/main/status")
         .await
         .unwrap();
     let status: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["workflow"], "@team:main", "{status}");
-    let (_, run) = read(&lead, &format!("agent-worker://runs/{run_id}"))
+    let (_, run) = read(lead, &format!("agent-worker://runs/{run_id}"))
         .await
         .unwrap();
     let run: Value = serde_json::from_str(&run).unwrap();
@@ -121,22 +121,32 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
         summary.contains("from user") && summary.contains("hello"),
         "{run}"
     );
-    let (_, backends) = read(&lead, "agent-worker://backends").await.unwrap();
+    let (_, backends) = read(lead, "agent-worker://backends").await.unwrap();
     assert!(backends.contains("\"mock\""), "{backends}");
 
     // Looking at alice's inbox does not read it: her message stays pending.
     let (_, inbox) = read(
-        &lead,
+        lead,
         "agent-worker://workflows/team/main/agents/alice/inbox",
     )
     .await
     .unwrap();
     let inbox: Value = serde_json::from_str(&inbox).unwrap();
     assert_eq!(contents(&inbox), ["@alice please look at plan.json"]);
-    let info = call(&lead, "agent_info", json!({"target": "alice@team"}))
+    let info = call(lead, "agent_info", json!({"target": "alice@team"}))
         .await
         .ok();
     assert_eq!(info["inbox"]["pending"], 1, "{info}");
+}
+
+#[tokio::test]
+async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let run_id = populate_team(&lead).await;
+
+    the_lead_sees_everything(&lead, &run_id).await;
 
     // Alice: her instance and her own inbox; nothing else, not even that it exists.
     let alice = join(&s, &lead, "alice@team", Proto::Modern).await;

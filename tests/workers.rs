@@ -8,6 +8,7 @@ mod common;
 use agent_worker::process::proc_stat;
 use common::*;
 use serde_json::json;
+use std::path::Path;
 use std::time::Duration;
 
 #[tokio::test]
@@ -477,6 +478,84 @@ async fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// Writes the stand-in gemini, cursor-agent and claude scripts into `bin`.
+fn write_stand_in_clis(bin: &Path) {
+    for cli in ["gemini", "cursor-agent", "claude"] {
+        let p = bin.join(cli);
+        std::fs::write(
+            &p,
+            r#"#!/bin/sh
+[ "$1" = "--version" ] && { echo "0.0.0 (test)"; exit 0; }
+{ cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; } > "$MARKS/$AGENT.tmp"
+mv "$MARKS/$AGENT.tmp" "$MARKS/$AGENT"
+echo '{"type":"init","session_id":"s"}'
+sleep 600
+"#,
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// Each CLI started and found our server (and the user's own) in its config.
+async fn assert_each_cli_saw_our_server(marks: &Path, agents: [(&str, &str); 4], url: &str) {
+    for (name, _) in agents {
+        let mark = marks.join(name);
+        assert!(
+            eventually(30, || mark.exists()).await,
+            "{name}'s CLI did not start"
+        );
+    }
+    let seen = |name: &str| std::fs::read_to_string(marks.join(name)).unwrap();
+    // While running, each CLI found our server in its config, and the user's own.
+    for g in ["g1", "g2"] {
+        assert!(seen(g).contains(url), "{g}: {}", seen(g));
+    }
+    assert!(
+        seen("c1").contains(url) && seen("c1").contains("http://example"),
+        "{}",
+        seen("c1")
+    );
+    assert!(seen("k1").contains("agent-worker-run-"), "{}", seen("k1"));
+}
+
+/// Kills k1's worker process with SIGKILL, giving it no chance to clean up.
+fn sigkill_k1s_worker(s: &HttpServer) {
+    let k1 = workers_of(s.child.id().unwrap())
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == b"AGENT=k1"))
+        })
+        .expect("k1's worker");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(k1 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}
+
+/// Soon the shared workspace holds only the user's files again, and the scratch area is empty.
+async fn assert_workspace_restored(work: &Path, tmp: &Path, users_cursor: &str) {
+    let clean = || {
+        !work.join(".gemini").exists()
+            && std::fs::read_to_string(work.join(".cursor/mcp.json")).ok()
+                == Some(users_cursor.to_owned())
+            && std::fs::read_dir(work.join(".cursor")).unwrap().count() == 1
+            && std::fs::read_dir(tmp).unwrap().count() == 0
+    };
+    assert!(
+        eventually(10, clean).await,
+        "left behind: {:?} {:?} {:?}",
+        std::fs::read_dir(work.join(".gemini"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        std::fs::read_dir(work.join(".cursor"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        std::fs::read_dir(tmp).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+    );
+}
+
 /// CLI agents that share a workspace (a workflow's agents default to its folder):
 /// each run merges our server into the CLI's config file there. Stopping one run
 /// must leave the file in place for the other still running; stopping the last puts
@@ -493,22 +572,7 @@ async fn stopped_cli_runs_put_the_shared_workspace_back() {
     // scratch area, says it started, and then waits like a long model call. Asked
     // its version (agent_new's readiness probe), it answers at once: the probe
     // would otherwise wait out its 20 s limit per agent.
-    for cli in ["gemini", "cursor-agent", "claude"] {
-        let p = bin.path().join(cli);
-        std::fs::write(
-            &p,
-            r#"#!/bin/sh
-[ "$1" = "--version" ] && { echo "0.0.0 (test)"; exit 0; }
-{ cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; } > "$MARKS/$AGENT.tmp"
-mv "$MARKS/$AGENT.tmp" "$MARKS/$AGENT"
-echo '{"type":"init","session_id":"s"}'
-sleep 600
-"#,
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    write_stand_in_clis(bin.path());
     let users_cursor = "{\"mcpServers\": {\"mine\": {\"url\": \"http://example\"}}}\n";
     std::fs::create_dir(work.path().join(".cursor")).unwrap();
     std::fs::write(work.path().join(".cursor/mcp.json"), users_cursor).unwrap();
@@ -541,24 +605,7 @@ sleep 600
         let r = ask(&lead, name, "work", 0).await;
         assert_eq!(r["status"], "running", "{name}: {r}");
     }
-    for (name, _) in agents {
-        let mark = marks.path().join(name);
-        assert!(
-            eventually(30, || mark.exists()).await,
-            "{name}'s CLI did not start"
-        );
-    }
-    let seen = |name: &str| std::fs::read_to_string(marks.path().join(name)).unwrap();
-    // While running, each CLI found our server in its config, and the user's own.
-    for g in ["g1", "g2"] {
-        assert!(seen(g).contains(&s.url), "{g}: {}", seen(g));
-    }
-    assert!(
-        seen("c1").contains(&s.url) && seen("c1").contains("http://example"),
-        "{}",
-        seen("c1")
-    );
-    assert!(seen("k1").contains("agent-worker-run-"), "{}", seen("k1"));
+    assert_each_cli_saw_our_server(marks.path(), agents, &s.url).await;
     let settings = work.path().join(".gemini/settings.json");
 
     call(&lead, "agent_pause", json!({"target": "g1"}))
@@ -577,43 +624,13 @@ sleep 600
     }
     // k1's worker is killed outright (no chance to clean up): the kernel removes the
     // run's scratch folder, which holds Claude's MCP config with the run's token.
-    let k1 = workers_of(s.child.id().unwrap())
-        .into_iter()
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == b"AGENT=k1"))
-        })
-        .expect("k1's worker");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(k1 as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    sigkill_k1s_worker(&s);
     // Held there (a crash is retried a second later).
     wait_info(&lead, "k1", 10, |i| i.get("running").is_none()).await;
     call(&lead, "agent_pause", json!({"target": "k1"}))
         .await
         .ok();
-    let clean = || {
-        !work.path().join(".gemini").exists()
-            && std::fs::read_to_string(work.path().join(".cursor/mcp.json")).ok()
-                == Some(users_cursor.to_owned())
-            && std::fs::read_dir(work.path().join(".cursor"))
-                .unwrap()
-                .count()
-                == 1
-            && std::fs::read_dir(tmp.path()).unwrap().count() == 0
-    };
-    assert!(
-        eventually(10, clean).await,
-        "left behind: {:?} {:?} {:?}",
-        std::fs::read_dir(work.path().join(".gemini"))
-            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
-        std::fs::read_dir(work.path().join(".cursor"))
-            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
-        std::fs::read_dir(tmp.path())
-            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
-    );
+    assert_workspace_restored(work.path(), tmp.path(), users_cursor).await;
     for (name, _) in agents {
         let i = wait_info(&lead, name, 10, |i| i.get("running").is_none()).await;
         let (status, class) = match name {
