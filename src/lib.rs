@@ -78,12 +78,17 @@
 //! --- agent-worker-kernel (crates/kernel/src/): the single source of truth (one per
 //! data dir). Rooms, each using only those listed before it (and events.rs) ---
 //!   lib.rs         the hub: Kernel, who is calling (Caller, Scope), open and start
+//!   facade.rs      the Kernel methods of rooms that are services (contracts so far):
+//!                  resolve what the caller named, then ask the room
+//!   timing.rs      the kernel's clock (the system's, or a manual one in tests) and
+//!                  Timing: retry delays, pause times, the settle debounce
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   registry/      workflow instances and agents (rows, views, validation),
-//!                  config.rs an agent's stored configuration, guards.rs budgets,
+//!                  config.rs an agent's stored configuration,
 //!                  tokens.rs admin and agent tokens (hash only), authentication
-//!   governance/    contracts.rs the contracts in force (rows, hot-loaded set,
-//!                  contract_set/list) and the decision log; approvals.rs approvals
+//!   governance/    contracts.rs Contracts, a service owning the contracts in force
+//!                  (rows, the hot-loaded set, set/delete/list) and the decision
+//!                  log; approvals.rs approvals
 //!                  as rows (votes, deadline, lost with their run)
 //!   messaging/     channel_send / channel_read and the send guard (mod.rs),
 //!                  governed.rs message contracts inside the send's transaction,
@@ -93,15 +98,17 @@
 //!                  to every other agent as one row, written per agent on first
 //!                  read or change, team.rs member status,
 //!                  resources.rs content-addressed blobs
-//!   context/       documents/ (rules, path rules, per-instance settings, file and
-//!                  sqlite providers, doc_write contracts), proposals/ (types, stored,
+//!   context/       documents/ (rules, path rules, per-instance settings, the file
+//!                  and database providers, doc_write contracts), proposals/ (types, stored,
 //!                  ops, expiry on time, tally.rs the resolution rules, pure,
 //!                  drafts.rs contracts agents draft and the lead approves)
 //!   runtime/       agents as things that run: agents.rs create/update/delete/info,
 //!                  own_folder.rs an agent's folder in the data dir (its alone),
-//!                  workers.rs the process manager, supervise.rs one run from spawn
+//!                  workers.rs the process manager, running.rs the runs in progress
+//!                  (Workers, whose methods alone lock them), supervise.rs one run from spawn
 //!                  to settlement, runs.rs run records, ask.rs agent_ask,
 //!                  scheduler/ (state and timers, gate.rs admission and the queue,
+//!                  its decision a pure function with a table of unit tests,
 //!                  outcome.rs retries and pauses, wakes.rs deliveries to wakes in
 //!                  bounded batches), schedules.rs, backends.rs
 //!                  readiness, requests.rs a run's tool request (profile, then

@@ -210,3 +210,32 @@ fn no_source_file_is_over_600_lines() {
         .collect();
     assert!(long.is_empty(), "split these files:\n{}", long.join("\n"));
 }
+
+#[test]
+fn no_state_or_backend_is_compared_as_a_string() {
+    // The words of the typed states and backends (`domain::states`,
+    // `domain::backends`): outside that mapping, code compares the enums.
+    let compared = regex::Regex::new(
+        r#"(==|!=)\s*"(idle|running|paused|failed|pending|acked|seen|deferred|succeeded|stopped|lost|completed|blocked|scheduled|active|resolved|approved|denied|timed_out|expired|cancelled|retry|resume|schedule|claude|codex|cursor|gemini|opencode|sdk|mock|external|human)""#,
+    )
+    .unwrap();
+    let mut found = Vec::new();
+    for path in source_files() {
+        let name = relative(&path);
+        if name.ends_with("/states.rs") || name.ends_with("tests.rs") || name.contains("/tests/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let line_code = line.split("//").next().unwrap_or("");
+            if compared.is_match(line_code) {
+                found.push(format!("{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "compare the typed state or backend instead:\n{}",
+        found.join("\n")
+    );
+}

@@ -11,6 +11,7 @@
 //! (`input_required.rs`).
 
 use domain::names::LEAD;
+use domain::states::ApprovalState;
 use kernel::events::Event;
 use kernel::{Caller, Kernel};
 use rmcp::RoleServer;
@@ -91,7 +92,7 @@ pub(crate) async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
         .await
         .unwrap_or_default()
         .into_iter()
-        .filter(|a| a.state == "pending" && a.approvers.iter().any(|m| m == LEAD))
+        .filter(|a| a.state == ApprovalState::Pending && a.approvers.iter().any(|m| m == LEAD))
         .map(|a| a.id)
         .rev()
         .collect()
@@ -102,7 +103,7 @@ pub(crate) async fn question(kernel: &Kernel, id: i64) -> Option<String> {
     let Ok(Some(a)) = kernel.approval_view(id).await else {
         return None;
     };
-    if a.state != "pending" || !a.approvers.iter().any(|m| m == LEAD) {
+    if a.state != ApprovalState::Pending || !a.approvers.iter().any(|m| m == LEAD) {
         return None;
     }
     Some(format!(

@@ -516,14 +516,18 @@ pub fn profiles(backend: &str) -> std::collections::BTreeMap<String, String> {
 /// whether the kernel runs as root.
 pub fn notes(backend: &str, p: &Permissions, as_root: bool) -> Vec<String> {
     let mut v = Vec::new();
-    if backend == "claude" && p.profile == Profile::Full && as_root {
+    let backend = backend.parse::<crate::backends::Backend>().ok();
+    if backend == Some(crate::backends::Backend::Claude) && p.profile == Profile::Full && as_root {
         v.push(
             "the kernel runs as root: Claude Code refuses its full mode (bypassPermissions) as root, so the \
              worker sets IS_SANDBOX=1 for this agent; run agent-worker as a normal user to keep Claude's guard"
                 .to_owned(),
         );
     }
-    if backend == "codex" && p.profile < Profile::Full && !p.deny.contains(&Class::Shell(None)) {
+    if backend == Some(crate::backends::Backend::Codex)
+        && p.profile < Profile::Full
+        && !p.deny.contains(&Class::Shell(None))
+    {
         v.push(
             "Codex reads files by running commands, so under this profile it runs commands inside its sandbox \
              (they cannot write outside what the profile allows, and have no network)"

@@ -58,7 +58,7 @@ pub struct ApprovalView {
     pub needed: usize,
     pub votes: Vec<Vote>,
     /// pending, approved, denied, timed_out or lost.
-    pub state: String,
+    pub state: domain::states::ApprovalState,
     /// What happens at the deadline: deny or allow.
     pub on_timeout: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,7 +156,7 @@ fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
             approvers: serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default(),
             needed: r.get::<i64>(8)? as usize,
             votes: serde_json::from_str(&r.get::<String>(9)?).unwrap_or_default(),
-            state: state.as_str().to_owned(),
+            state,
             on_timeout: r.get(11)?,
             reason: r.get(12)?,
             since: fmt_ms(r.get(13)?),

@@ -73,10 +73,10 @@ pub struct DeferResult {
 
 /// The delivery's state, or an error that says whether the id is unknown or just not
 /// addressed to this member.
-fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<String> {
-    let state: Option<String> = c
+fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<DeliveryState> {
+    let state: Option<DeliveryState> = c
         .prepare_cached("SELECT state FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3")?
-        .query_row((scope.workflow_id, &scope.me, message_id), |r| r.get(0))
+        .query_row((scope.workflow_id, &scope.me, message_id), |r| r.parse(0))
         .optional()?;
     if let Some(s) = state {
         return Ok(s);
@@ -88,7 +88,7 @@ fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<Str
         .query_row((scope.workflow_id, &scope.me, message_id), |r| r.get(0))
         .optional()?;
     if done.is_some() {
-        return Ok("acked".into());
+        return Ok(DeliveryState::Acked);
     }
     let exists: Option<i64> = c
         .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
@@ -202,7 +202,7 @@ impl Kernel {
         }
         let id = message_id.trim().to_owned();
         self.in_own_inbox(scope, move |c, s, now| {
-            if delivery_state(c, s, &id)? == "acked" {
+            if delivery_state(c, s, &id)? == DeliveryState::Acked {
                 return Err(Error::conflict(format!(
                     "message {id} is already acked; acks are final, so it cannot be deferred"
                 )));

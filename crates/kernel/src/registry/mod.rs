@@ -58,7 +58,7 @@ pub struct AgentView {
     /// Environment variable names given to its worker (values are not shown).
     pub env: Vec<String>,
     /// Lifecycle state: idle, running, paused or failed.
-    pub state: String,
+    pub state: domain::states::AgentState,
     /// Why it is paused or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -113,7 +113,7 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
             system: r.get(6)?,
             cwd: r.get(7)?,
             env: env.into_keys().collect(),
-            state: r.get(9)?,
+            state: r.parse(9)?,
             reason: r.get(12)?,
             resume_at: r.get::<Option<i64>>(13)?.map(fmt_ms),
             budget: config.budget,

@@ -12,6 +12,7 @@ use domain::clock::now_ms;
 use domain::contracts;
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
+use domain::states::ApprovalState;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,7 +214,7 @@ impl Kernel {
                     )));
                 }
                 let r = approvals::decide_tx(c, id, &who, approve, reason.as_deref())?;
-                let posted = if r.view.state != "pending" {
+                let posted = if r.view.state != ApprovalState::Pending {
                     Some(messaging::post_system(
                         c,
                         r.workflow_id,
@@ -236,7 +237,7 @@ impl Kernel {
         if let Some(p) = &posted {
             self.announce(r.workflow_id, p);
         }
-        if r.view.state != "pending" {
+        if r.view.state != ApprovalState::Pending {
             self.approval_closed(&r).await?;
         }
         Ok(r.view)

@@ -13,6 +13,7 @@ use crate::runtime::workers::RunHandle;
 use crate::{Caller, Kernel};
 use domain::error::{Error, Result};
 use domain::states::Wake;
+use domain::states::{AgentState, RunStatus};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
@@ -65,7 +66,7 @@ impl Kernel {
     /// now, or one more follows the run in progress).
     pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
         let agent = self.agent_get(target).await?;
-        if agent.view.state == "paused" {
+        if agent.view.state == AgentState::Paused {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_resume it first (nothing was sent)",
                 agent.view.target
@@ -251,7 +252,10 @@ impl Kernel {
             loop {
                 let r = self.ask_result(&a.agent, &a.message_id, &run_id).await?;
                 let left = deadline.saturating_duration_since(Instant::now());
-                if r.status != "running" || left.is_zero() || cancel.is_cancelled() {
+                if r.status != RunStatus::Running.as_str()
+                    || left.is_zero()
+                    || cancel.is_cancelled()
+                {
                     return Ok(r);
                 }
                 tokio::select! {
@@ -305,7 +309,7 @@ impl Kernel {
             }
             Err(e) => return Err(e),
         };
-        let reply = if run.status == "running" {
+        let reply = if run.status == RunStatus::Running {
             None
         } else {
             Some(Reply {
@@ -317,7 +321,7 @@ impl Kernel {
         };
         Ok(AskResult {
             run_id: Some(run.id),
-            status: run.status,
+            status: run.status.to_string(),
             message_id: message_id.to_owned(),
             reply,
             error_class: run.error_class,

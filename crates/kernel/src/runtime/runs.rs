@@ -30,7 +30,7 @@ pub struct RunView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_summary: Option<String>,
     /// running, succeeded, failed, stopped or lost.
-    pub status: String,
+    pub status: domain::states::RunStatus,
     pub started_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
@@ -98,7 +98,7 @@ pub fn run_row(r: &Row) -> sql::Result<RunView> {
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default(),
         prompt_summary: r.get(14)?,
-        status: status.as_str().to_owned(),
+        status,
     })
 }
 
