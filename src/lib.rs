@@ -53,10 +53,11 @@
 //!                requests.rs the request a tool call stands for; shell/ what a
 //!                command line runs (read as the shell does, wrappers and `sh -c`
 //!                unwrapped) and whether a command pattern covers it
-//! schedule.rs    `every` and `cron` triggers (pure: parsing, next fire)
+//! trigger.rs     `every` and `cron` triggers (pure: parsing, next fire); an agent's
+//!                schedule is runtime/schedules.rs, when runs start runtime/scheduler/
 //! states.rs      why a run starts (Wake) and the states things are in, as enums,
 //!                each with the one mapping to and from the store's text
-//! workflow/      workflow YAML (pure): parsing with positions, params, `${{ }}`
+//! workflow_yaml/ workflow YAML (pure): parsing with positions, params, `${{ }}`
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
@@ -230,6 +231,6 @@ pub mod bridge;
 pub mod config;
 pub mod server;
 
-pub use domain::{clock, contracts, error, fsread, names, permissions, schedule, workflow};
+pub use domain::{clock, contracts, error, fsread, names, permissions, trigger, workflow_yaml};
 pub use os::{memory, process};
 pub use {kernel, mcp, store, worker};

@@ -20,7 +20,7 @@ use agent_worker::kernel::context::documents::DocPath;
 use agent_worker::kernel::messaging::mentions;
 use agent_worker::mcp::jsonrpc;
 use agent_worker::names::{AgentRef, WorkflowRef};
-use agent_worker::schedule::Trigger;
+use agent_worker::trigger::Trigger;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -342,7 +342,7 @@ fn docpaths_target(b: &[u8]) -> Result<(), String> {
 fn yaml_target(b: &[u8]) -> Result<(), String> {
     let t = text(b);
     let dir = std::env::temp_dir();
-    match agent_worker::workflow::parse(&t, None, &dir) {
+    match agent_worker::workflow_yaml::parse(&t, None, &dir) {
         Ok(_) => Ok(()),
         Err(e) => {
             // YAML breaks lines at \n, \r\n and a lone \r.

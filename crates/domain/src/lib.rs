@@ -14,10 +14,10 @@
 //!   precedence, one English sentence each
 //! - `permissions`: permission profiles, each backend's terms for them, and what a
 //!   command line runs (`permissions::shell`)
-//! - `schedule`: `every` and `cron` triggers
+//! - `trigger`: `every` and `cron` triggers: parsing, the next fire
 //! - `states`: the states things are in and why a run starts, as enums, each with
 //!   the one mapping to and from the store's text
-//! - `workflow`: workflow YAML: parsing with positions, params, `${{ }}`
+//! - `workflow_yaml`: workflow YAML: parsing with positions, params, `${{ }}`
 //! - `fsread`: reading a file someone named: regular files only, size first, bounded
 
 pub mod backends;
@@ -29,6 +29,6 @@ pub mod guards;
 pub mod names;
 pub mod permissions;
 pub mod protocol;
-pub mod schedule;
 pub mod states;
-pub mod workflow;
+pub mod trigger;
+pub mod workflow_yaml;

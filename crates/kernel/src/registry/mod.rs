@@ -34,7 +34,7 @@ pub struct NewAgent {
     /// What the worker needs beyond the columns (mock rules, step cap, budget).
     pub config: config::AgentConfig,
     /// A schedule to set with it, and its prompt.
-    pub schedule: Option<(domain::schedule::Trigger, Option<String>)>,
+    pub schedule: Option<(domain::trigger::Trigger, Option<String>)>,
     /// The node to run it on (default: the least loaded live node).
     pub node: Option<String>,
 }

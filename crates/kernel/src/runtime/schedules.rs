@@ -10,7 +10,7 @@ use crate::runtime::scheduler::Wake;
 use crate::{Kernel, events::Event};
 use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
-use domain::schedule::Trigger;
+use domain::trigger::Trigger;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;

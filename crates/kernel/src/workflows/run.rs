@@ -17,9 +17,9 @@ use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{WorkflowRef, check_name};
 use domain::protocol::MockRule;
-use domain::schedule::Trigger;
 use domain::states::WorkflowState;
-use domain::workflow::{self, Vars, Workflow};
+use domain::trigger::Trigger;
+use domain::workflow_yaml::{self, Vars, Workflow};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,11 +63,11 @@ impl Kernel {
                 } else {
                     std::env::current_dir().unwrap_or_default().join(p)
                 };
-                workflow::load(&p)
+                workflow_yaml::load(&p)
             }
             Source::Text(t) => {
                 let base = std::env::current_dir().unwrap_or(data_dir);
-                workflow::parse(&t, None, &base)
+                workflow_yaml::parse(&t, None, &base)
             }
         })
         .await
@@ -83,7 +83,7 @@ impl Kernel {
             tag: tag.to_owned(),
         };
         self.refuse_if_running(&wref).await?;
-        let bound = workflow::bind_params(&wf.params, params).map_err(|e| {
+        let bound = workflow_yaml::bind_params(&wf.params, params).map_err(|e| {
             Error::invalid(format!(
                 "{e}. Pass params as an object, e.g. {{\"pr\": 123}}"
             ))
@@ -97,7 +97,7 @@ impl Kernel {
         let kickoff = wf
             .kickoff
             .as_deref()
-            .map(|k| workflow::interpolate(k, &vars))
+            .map(|k| workflow_yaml::interpolate(k, &vars))
             .transpose()
             .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
         let wid = self.register(&wf, &wref, &bound, agents).await?;
@@ -273,7 +273,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
             let system = a
                 .system_prompt
                 .as_deref()
-                .map(|s| workflow::interpolate(s, vars))
+                .map(|s| workflow_yaml::interpolate(s, vars))
                 .transpose()
                 .map_err(|e| Error::invalid(format!("agents.{}.system_prompt: {e}", a.name)))?;
             let wakeup = a
@@ -334,7 +334,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
 fn interpolate_mock(rules: &[MockRule], vars: &Vars) -> std::result::Result<Vec<MockRule>, String> {
     fn walk(v: &mut serde_json::Value, vars: &Vars) -> std::result::Result<(), String> {
         match v {
-            serde_json::Value::String(s) => *s = workflow::interpolate(s, vars)?,
+            serde_json::Value::String(s) => *s = workflow_yaml::interpolate(s, vars)?,
             serde_json::Value::Array(a) => a.iter_mut().try_for_each(|x| walk(x, vars))?,
             serde_json::Value::Object(o) => o.values_mut().try_for_each(|x| walk(x, vars))?,
             _ => {}

@@ -7,7 +7,7 @@
 //! command's background children die with it. The command text is interpolated
 //! as is (no shell quoting), as in the original: params come from the lead.
 
-use domain::workflow::{SetupStep, Vars, interpolate};
+use domain::workflow_yaml::{SetupStep, Vars, interpolate};
 use os::process::{Ended, Group, Limits, supervise};
 use std::path::Path;
 use std::time::Duration;

@@ -4,7 +4,7 @@ use super::agents::TargetArgs;
 use super::params::Parameters;
 use super::{ToolError, given};
 use crate::AgentWorker;
-use domain::schedule::Trigger;
+use domain::trigger::Trigger;
 use kernel::runtime::schedules::{ScheduleView, parse_given};
 use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;

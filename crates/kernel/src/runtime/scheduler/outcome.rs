@@ -117,7 +117,7 @@ impl Kernel {
                     .query_row("SELECT spec FROM schedules WHERE agent_id = ?1 AND kind = 'every'", [agent_id], |r| r.get(0))
                     .optional()?;
                 let next = every
-                    .and_then(|s| domain::schedule::Trigger::every(&s).ok())
+                    .and_then(|s| domain::trigger::Trigger::every(&s).ok())
                     .and_then(|t| t.next_after(now));
                 if let Some(n) = next {
                     c.execute("UPDATE schedules SET next_at = ?2 WHERE agent_id = ?1", (agent_id, n))?;

@@ -4,7 +4,7 @@
 use crate::Kernel;
 use crate::registry::NewAgent;
 use crate::timing::{Clock, Timing};
-use domain::schedule::Trigger;
+use domain::trigger::Trigger;
 use std::time::{Duration, Instant};
 use store::Location;
 

@@ -20,7 +20,7 @@ use super::suggest::did_you_mean;
 use super::{AgentDef, BACKENDS, ContextDef, ParamDef, ParamKind, SetupStep, SpecError, Workflow};
 use crate::guards::Budget;
 use crate::protocol::MockRule;
-use crate::schedule::Trigger;
+use crate::trigger::Trigger;
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

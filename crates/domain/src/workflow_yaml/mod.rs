@@ -79,7 +79,7 @@ pub struct AgentDef {
     /// The node (kernel) to run it on, when several share the store (default: the
     /// node that runs the workflow).
     pub node: Option<String>,
-    /// As written; valid for [`crate::schedule::Trigger::wakeup`].
+    /// As written; valid for [`crate::trigger::Trigger::wakeup`].
     pub wakeup: Option<String>,
     pub wakeup_prompt: Option<String>,
     pub budget: Option<Budget>,
