@@ -160,6 +160,11 @@
 //!
 //! # Invariants
 //!
+//! - No source file is over 600 lines and no function over 100 (`tests/tidy.rs`;
+//!   clippy's `too_many_lines` through the workspace lints); no state, status or
+//!   backend word is compared as a string outside `domain::states` and
+//!   `domain::backends`, whose enums are the one mapping to and from the store's
+//!   text (`tests/tidy.rs`, the kernel's `sql_states.rs`).
 //! - Crates depend only on crates below them (the map above; `tests/tidy.rs` reads
 //!   `cargo metadata`): `mcp -> kernel -> store -> domain`, the worker beside the
 //!   kernel and knowing neither it nor the store. rmcp is named only by the MCP crate,
