@@ -51,7 +51,7 @@ impl Drop for Asking {
 pub fn while_waiting(kernel: &Arc<Kernel>, ctx: &RequestContext<RoleServer>) -> Asking {
     let lead = super::caller(ctx).is_ok_and(|c| c.is_lead());
     if !lead
-        || super::input_required::modern(ctx)
+        || crate::era::modern(ctx)
         || !ctx
             .peer
             .supported_elicitation_modes()

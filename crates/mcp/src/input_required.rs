@@ -29,8 +29,7 @@ use rmcp::RoleServer;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{
     CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses, ProtocolVersion, RequestStateCodec,
-    SealOptions,
+    InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
 };
 use rmcp::service::RequestContext;
 use schemars::JsonSchema;
@@ -86,12 +85,6 @@ pub struct InTask;
 /// The most forms one round asks (the others come in the next rounds).
 const MAX_FORMS: usize = 8;
 
-/// Whether this request speaks 2026-07-28 or later (no server-to-client requests).
-pub fn modern(ctx: &RequestContext<RoleServer>) -> bool {
-    ctx.protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
-}
-
 /// Whether this request's client can show an elicitation form (declared per request).
 fn shows_forms(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.client_capabilities()
@@ -126,7 +119,7 @@ impl<S: Serialize + DeserializeOwned> Round<S> {
         let mut round = Round {
             tool,
             modern: lead
-                && modern(ctx)
+                && crate::era::modern(ctx)
                 && shows_forms(ctx)
                 && ctx.extensions.get::<InTask>().is_none(),
             resumed: None,
@@ -178,7 +171,7 @@ impl<S: Serialize + DeserializeOwned> Round<S> {
         resume: S,
     ) -> Result<Waited<T>, ToolError> {
         if !self.modern {
-            let _inline = (!modern(ctx)).then(|| elicit::while_waiting(kernel, ctx));
+            let _inline = (!crate::era::modern(ctx)).then(|| elicit::while_waiting(kernel, ctx));
             return Ok(Waited::Done(work.await?));
         }
         tokio::select! {

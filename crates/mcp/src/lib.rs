@@ -11,6 +11,7 @@
 pub mod client_configs;
 pub mod complete;
 pub mod elicit;
+pub mod era;
 pub mod http;
 pub mod input_required;
 pub mod jsonrpc;

@@ -26,7 +26,7 @@ use super::AgentWorker;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::handler::server::tool::ToolCallContext;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use serde_json::Value;
@@ -80,14 +80,7 @@ pub fn wanted(request: &CallToolRequestParams, context: &RequestContext<RoleServ
         && context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks())
-        && (modern(context) || context.meta.contains_key(ASKED))
-}
-
-/// A 2026-07-28 (or later) request, where the tasks extension is the rule.
-fn modern(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+        && (crate::era::modern(context) || context.meta.contains_key(ASKED))
 }
 
 /// Starts the call as a task and answers with it.
