@@ -14,7 +14,7 @@
 //! thread's pass is running it tries again at its next commit, and past twice the
 //! limit it waits for that pass first.
 
-use super::sqlite::configure;
+use super::pragmas::configure;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};

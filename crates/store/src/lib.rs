@@ -20,6 +20,7 @@
 mod allocator;
 mod checkpoint;
 pub mod postgres;
+mod pragmas;
 /// The bus between the kernels that share a database (PostgreSQL's LISTEN/NOTIFY;
 /// a SQLite file has one kernel and no bus).
 pub use postgres::bus;

@@ -3,33 +3,18 @@
 //! recorded in `PRAGMA user_version`.
 
 use super::checkpoint::Checkpointer;
+use super::pragmas::configure;
 use super::schema;
 use super::sql::{self, Connection};
 use domain::error::{Error, Result};
 use rusqlite::OpenFlags;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// How a write transaction begins: the write lock at once, so no job waits on it.
 pub(super) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 /// How a read begins: one snapshot for every query of the read.
 pub(super) const BEGIN_READ: &str = "BEGIN DEFERRED";
-
-pub(super) fn configure(c: &rusqlite::Connection) -> rusqlite::Result<()> {
-    c.busy_timeout(Duration::from_secs(10))?;
-    c.pragma_update(None, "synchronous", "NORMAL")?;
-    c.pragma_update(None, "foreign_keys", "ON")?;
-    c.set_prepared_statement_cache_capacity(64);
-    // Query-planner stability: without it SQLite peeks at bound values (e.g. `LIMIT ?`)
-    // and then re-prepares the statement on every new binding, which cost ~15% of the
-    // writer's CPU in the benchmark. Our plans never depend on parameter values.
-    c.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )?;
-    Ok(())
-}
 
 /// Opens (creating if needed) the database file, applies migrations, and hooks the
 /// checkpoint thread to the connection that becomes the writer's.
