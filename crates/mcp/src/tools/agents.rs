@@ -1,6 +1,6 @@
 //! agent_new, agent_list, agent_info, agent_delete, agent_join (the lead only).
 
-use super::params::Parameters;
+use super::params::{Parameters, TargetArgs};
 use super::schedules::ScheduleArgs;
 use super::{ToolError, given};
 use crate::AgentWorker;
@@ -129,13 +129,6 @@ pub struct AgentListArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(transform = super::no_null_defaults)]
-pub struct TargetArgs {
-    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
-    pub target: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -1,7 +1,8 @@
 //! agent_ask, agent_pause, agent_resume (the lead only): running agents on demand.
 
-use super::agents::{AgentOut, TargetArgs};
+use super::agents::AgentOut;
 use super::params::Parameters;
+use super::params::TargetArgs;
 use super::{Progress, ToolError, caller, wait_seconds};
 use crate::AgentWorker;
 use crate::input_required::{Round, Waited};

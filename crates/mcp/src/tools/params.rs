@@ -13,6 +13,7 @@
 
 use rmcp::handler::server::{common::FromContextPart, tool::ToolCallContext};
 use schemars::JsonSchema;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// rmcp turns an invalid-params error with this prefix into a tool error.
@@ -50,4 +51,13 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
                 )
             })
     }
+}
+
+/// The one argument of the tools that act on one agent (pause, resume, the
+/// schedule's removal).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct TargetArgs {
+    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
+    pub target: String,
 }

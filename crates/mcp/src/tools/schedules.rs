@@ -1,7 +1,7 @@
 //! schedule_set, schedule_clear (the lead only): run an agent on a timer too.
 
-use super::agents::TargetArgs;
 use super::params::Parameters;
+use super::params::TargetArgs;
 use super::{ToolError, given};
 use crate::AgentWorker;
 use domain::trigger::Trigger;
