@@ -160,6 +160,14 @@ impl WorkflowState {
     }
 }
 
+/// Whether an agent in this state, in a workflow instance in this state, may be
+/// woken at all (the scheduler's gate and a node taking an agent back ask the
+/// same): not while it is paused, nor once its workflow was stopped or failed.
+/// Budgets and an empty inbox are the gate's further questions.
+pub fn may_wake(agent: AgentState, workflow: WorkflowState) -> bool {
+    agent != AgentState::Paused && !workflow.is_ended()
+}
+
 text_enum! {
     /// One recipient's copy of a message (`deliveries.state`).
     pub enum DeliveryState("delivery state") {
@@ -218,6 +226,17 @@ impl Wake {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_a_paused_agent_or_an_ended_workflow_stops_wakes() {
+        for a in AgentState::ALL {
+            for w in WorkflowState::ALL {
+                let want = *a != AgentState::Paused
+                    && !matches!(w, WorkflowState::Stopped | WorkflowState::Failed);
+                assert_eq!(super::may_wake(*a, *w), want, "{a} in a {w} workflow");
+            }
+        }
+    }
     use super::*;
     use std::fmt;
 

@@ -192,7 +192,7 @@ impl Kernel {
             self.stop_run(id).await;
             return Ok(());
         }
-        if state == AgentState::Paused || wstate.is_ended() {
+        if !domain::states::may_wake(state, wstate) {
             self.scheduler_forget(id);
             self.stop_run(id).await;
             return Ok(());

@@ -11,7 +11,7 @@ use crate::runtime::runs::{Spender, spent};
 use domain::error::Result;
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use domain::names::WorkflowRef;
-use domain::states::{AgentState, WorkflowState};
+use domain::states::{AgentState, WorkflowState, may_wake};
 use std::sync::Arc;
 use store::sql::{self, Connection, OptionalExtension};
 
@@ -130,8 +130,7 @@ pub(crate) fn open_deliveries(
 
 impl GateFacts {
     fn decide(&self, wake: Wake) -> Gate {
-        if self.external || self.agent_state == AgentState::Paused || self.workflow_state.is_ended()
-        {
+        if self.external || !may_wake(self.agent_state, self.workflow_state) {
             return Gate::Skip;
         }
         if wake.needs_inbox() && self.open == 0 {
