@@ -249,38 +249,36 @@ impl Kernel {
             };
         if !follow {
             // A run of another node (or one that has ended): its row says when it is over.
-            loop {
-                let r = self.ask_result(&a.agent, &a.message_id, &run_id).await?;
-                let left = deadline.saturating_duration_since(Instant::now());
-                if r.status != RunStatus::Running.as_str()
-                    || left.is_zero()
-                    || cancel.is_cancelled()
-                {
-                    return Ok(r);
-                }
-                tokio::select! {
-                    _ = run_of(&mut runs, &a.agent) => {}
-                    _ = tokio::time::sleep(left) => {}
-                    _ = cancel.cancelled() => {}
-                }
-            }
+            return self
+                .until_row_ends(&a, &run_id, deadline, cancel, &mut runs)
+                .await;
         }
-        {
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                tokio::select! {
-                    _ = a.run.wait(left) => break,
-                    msg = a.run.progress.recv(), if listening => match msg {
-                        Ok(m) => progress(m),
-                        Err(RecvError::Lagged(_)) => {}
-                        // The run is finishing: nothing more will come.
-                        Err(RecvError::Closed) => listening = false,
-                    },
-                    _ = cancel.cancelled() => break,
-                }
-            }
-        }
+        follow_run(&mut a.run, listening, deadline, cancel, &progress).await;
         self.ask_result(&a.agent, &a.message_id, &run_id).await
+    }
+
+    /// Reads the serving run's row again each time a run of the agent starts or
+    /// ends, until it is over, `deadline` passes or `cancel` fires.
+    async fn until_row_ends(
+        &self,
+        a: &Asking,
+        run_id: &str,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        runs: &mut broadcast::Receiver<Event>,
+    ) -> Result<AskResult> {
+        loop {
+            let r = self.ask_result(&a.agent, &a.message_id, run_id).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if r.status != RunStatus::Running.as_str() || left.is_zero() || cancel.is_cancelled() {
+                return Ok(r);
+            }
+            tokio::select! {
+                _ = run_of(runs, &a.agent) => {}
+                _ = tokio::time::sleep(left) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
     }
 
     /// The state of the run serving a question, with the reply once it is over.
@@ -348,6 +346,30 @@ async fn run_of(events: &mut broadcast::Receiver<Event>, agent: &AgentRecord) {
             Ok(_) => {}
             Err(RecvError::Lagged(_)) => return,
             Err(RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+/// Waits for a run of this node to end (or `deadline`, or `cancel`), passing its
+/// progress lines on while `listening`.
+async fn follow_run(
+    run: &mut RunHandle,
+    mut listening: bool,
+    deadline: Instant,
+    cancel: &CancellationToken,
+    progress: &impl Fn(String),
+) {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::select! {
+            _ = run.wait(left) => return,
+            msg = run.progress.recv(), if listening => match msg {
+                Ok(m) => progress(m),
+                Err(RecvError::Lagged(_)) => {}
+                // The run is finishing: nothing more will come.
+                Err(RecvError::Closed) => listening = false,
+            },
+            _ = cancel.cancelled() => return,
         }
     }
 }
