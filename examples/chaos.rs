@@ -287,26 +287,9 @@ async fn chaos(a: Args) -> bool {
     let pid = nix::unistd::Pid::from_raw(k.child.id().unwrap() as i32);
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
     let _ = tokio::time::timeout(Duration::from_secs(15), k.child.wait()).await;
+    let leftover = tally.lock().unwrap().leftover + workers_in(&dir).len();
     let t = tally.lock().unwrap();
-    let lost = t.acked.keys().filter(|m| !seen.contains_key(*m)).count();
-    let duplicated = t
-        .acked
-        .keys()
-        .filter(|m| seen.get(*m).is_some_and(|n| *n > 1))
-        .count();
-    let leftover = t.leftover + workers_in(&dir).len();
-    println!(
-        "\n| cycles | runs killed mid-run | sends acknowledged | lost | duplicated | workflows | not completed | leftover workers | time |\n\
-         |---|---|---|---|---|---|---|---|---|\n\
-         | {} | {} | {} | {lost} | {duplicated} | {} | {} | {leftover} | {:.0} s |",
-        a.cycles,
-        t.live,
-        t.acked.len(),
-        t.started,
-        t.incomplete,
-        begun.elapsed().as_secs_f64()
-    );
-    lost == 0 && duplicated == 0 && t.incomplete == 0 && leftover == 0
+    report(&t, &seen, leftover, a.cycles, begun)
 }
 
 /// `n` senders sending to the sink through `lead` until `stop`, keeping every
@@ -369,6 +352,35 @@ async fn read_sink(lead: &RawClient, url: &str) -> HashMap<String, usize> {
             .await;
     }
     seen
+}
+
+/// The run's table row, and whether it passed: every acknowledged send arrived
+/// exactly once, every workflow completed, no worker was left behind.
+fn report(
+    t: &Tally,
+    seen: &HashMap<String, usize>,
+    leftover: usize,
+    cycles: usize,
+    begun: Instant,
+) -> bool {
+    let lost = t.acked.keys().filter(|m| !seen.contains_key(*m)).count();
+    let duplicated = t
+        .acked
+        .keys()
+        .filter(|m| seen.get(*m).is_some_and(|n| *n > 1))
+        .count();
+    println!(
+        "\n| cycles | runs killed mid-run | sends acknowledged | lost | duplicated | workflows | not completed | leftover workers | time |\n\
+         |---|---|---|---|---|---|---|---|---|\n\
+         | {} | {} | {} | {lost} | {duplicated} | {} | {} | {leftover} | {:.0} s |",
+        cycles,
+        t.live,
+        t.acked.len(),
+        t.started,
+        t.incomplete,
+        begun.elapsed().as_secs_f64()
+    );
+    lost == 0 && duplicated == 0 && t.incomplete == 0 && leftover == 0
 }
 
 /// Waits (up to a minute) for a workflow run to be completed.
