@@ -126,25 +126,12 @@ impl Kernel {
                 }
                 let option = chosen(&p, &choice)?;
                 let revote = p.voted(&s.me);
-                c.execute(
-                    "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (workflow_id, num, voter) DO UPDATE SET choice = excluded.choice,
-                       reason = excluded.reason, voted_at = excluded.voted_at",
-                    sql::params![s.workflow_id, num, s.me, option, reason, now_ms()],
-                )?;
+                record_vote(c, &s, num, &option, reason.as_deref())?;
                 p = load(c, s.workflow_id, num)?;
                 if s.lead && p.contract.is_some() {
                     // A drafted contract: the lead's vote decides it.
                     posted.push((s.workflow_id, drafts::decide(c, &mut p, &s, &option)?));
-                    let view = p.view(&s.workflow, &agents);
-                    return Ok((
-                        Voted {
-                            resolved: true,
-                            winner: view.winner.clone(),
-                            proposal: view,
-                        },
-                        posted,
-                    ));
+                    return Ok((Voted::of(&p, &s, &agents, true), posted));
                 }
                 let outcome = p.outcome();
                 let (must_act, stuck) = who_must_act(&p, &outcome, &s.me);
@@ -162,7 +149,10 @@ impl Kernel {
                     p.votes.len(),
                     p.quorum
                 );
-                posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
+                posted.push((
+                    s.workflow_id,
+                    post_system(c, s.workflow_id, &s.workflow, text)?,
+                ));
                 let resolved = match outcome {
                     Outcome::Winner(w) => {
                         posted.push((s.workflow_id, resolve(c, &mut p, w, &agents, &s)?));
@@ -170,15 +160,7 @@ impl Kernel {
                     }
                     _ => false,
                 };
-                let view = p.view(&s.workflow, &agents);
-                Ok((
-                    Voted {
-                        resolved,
-                        winner: view.winner.clone(),
-                        proposal: view,
-                    },
-                    posted,
-                ))
+                Ok((Voted::of(&p, &s, &agents, resolved), posted))
             })
             .await?;
         self.announce_all(&posted);
@@ -493,4 +475,34 @@ fn resolve(
         if p.binding { "binding" } else { "advisory" }
     );
     post_system(c, s.workflow_id, &s.workflow, text)
+}
+
+/// Writes `s.me`'s vote (a revote replaces it).
+fn record_vote(
+    c: &store::sql::Connection,
+    s: &Scope,
+    num: i64,
+    option: &str,
+    reason: Option<&str>,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (workflow_id, num, voter) DO UPDATE SET choice = excluded.choice,
+           reason = excluded.reason, voted_at = excluded.voted_at",
+        sql::params![s.workflow_id, num, s.me, option, reason, now_ms()],
+    )?;
+    Ok(())
+}
+
+impl Voted {
+    /// What a voter is told: the proposal as it stands, and whether this vote
+    /// resolved it.
+    fn of(p: &Stored, s: &Scope, agents: &[String], resolved: bool) -> Self {
+        let view = p.view(&s.workflow, agents);
+        Voted {
+            resolved,
+            winner: view.winner.clone(),
+            proposal: view,
+        }
+    }
 }
