@@ -210,11 +210,9 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
     members.push(LEAD.to_owned());
     let me = &scope.me;
 
-    let to = addressee(scope, send, &members)?;
-
+    let mut to = addressee(scope, send, &members)?;
     let parsed = mentions::parse(&send.message);
     let (mut recipients, unknown) = mentions::recipients(&parsed, &members, &agents, me);
-    let mut to = to;
     if let Some(t) = &to {
         // A DM reaches only its addressee, whatever it mentions.
         recipients = vec![t.clone()];
@@ -246,16 +244,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
     ])?;
     deliver(c, scope, &id, &recipients, &agents, to.is_none(), now)?;
 
-    // The hop guard's count (see guards.rs): the lead's message resets it; an agent's
-    // message that reaches another agent adds one.
-    if me == LEAD {
-        c.prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
-            .execute([scope.workflow_id])?;
-    } else if me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
-        c.prepare_cached("UPDATE workflows SET hops = hops + 1 WHERE id = ?1")?
-            .execute([scope.workflow_id])?;
-    }
-
+    count_hop(c, scope, &recipients)?;
     // The send guard.
     let (missed, missed_count) = if send.force {
         (Vec::new(), 0)
@@ -574,4 +563,17 @@ fn send_notes(
         );
     }
     notes
+}
+
+/// The hop guard's count (see guards.rs): the lead's message resets it; an agent's
+/// message that reaches another agent adds one.
+fn count_hop(c: &Connection, scope: &Scope, recipients: &[String]) -> Result<()> {
+    if scope.me == LEAD {
+        c.prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
+            .execute([scope.workflow_id])?;
+    } else if scope.me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
+        c.prepare_cached("UPDATE workflows SET hops = hops + 1 WHERE id = ?1")?
+            .execute([scope.workflow_id])?;
+    }
+    Ok(())
 }
