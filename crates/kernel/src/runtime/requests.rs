@@ -194,21 +194,42 @@ impl Kernel {
             }
             return Ok(Answer::Deny(why.clone()));
         }
-        let Some((id, timeout)) = approval else {
-            return Ok(Answer::Allow);
-        };
-        self.events.publish(Event::ApprovalAsked {
-            workflow_id: spec.workflow_id,
-            id,
-        });
+        match approval {
+            None => Ok(Answer::Allow),
+            Some(asked) => {
+                self.approval_answer(
+                    who,
+                    &run_id,
+                    spec.workflow_id,
+                    asked,
+                    (tool_name, req.detail()),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Waits for the approval a contract asked of a tool request (`asked`: its id
+    /// and timeout) and answers the worker: allowed, or refused and kept with the
+    /// run's denials (`what`: the tool and its detail).
+    async fn approval_answer(
+        self: &Arc<Self>,
+        who: &AgentIdentity,
+        run_id: &str,
+        workflow_id: i64,
+        (id, timeout): (i64, std::time::Duration),
+        (tool_name, detail): (&str, &str),
+    ) -> Result<Answer> {
+        self.events
+            .publish(Event::ApprovalAsked { workflow_id, id });
         self.arm_approval(id, timeout);
-        let why = match self.wait_approval(id, who.agent_id, &run_id).await? {
+        let why = match self.wait_approval(id, who.agent_id, run_id).await? {
             Ended::Allowed(_) => return Ok(Answer::Allow),
             Ended::Refused(r) => r,
             Ended::Pending => "no decision".into(),
         };
         let why = format!("refused: approval {id} was not given ({why}); nothing was done");
-        self.note_denial(who.agent_id, tool_name, req.detail(), &why);
+        self.note_denial(who.agent_id, tool_name, detail, &why);
         Ok(Answer::Deny(why))
     }
 
