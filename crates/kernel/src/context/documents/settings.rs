@@ -164,19 +164,7 @@ impl Kernel {
             Some(id) => self.doc_settings(id).await?,
             None => DocSettings::default(),
         };
-        let new_provider = provider.unwrap_or(current.provider);
-        let new_dir = match dir {
-            Some(d) => d,
-            // A bound folder means nothing to the sqlite provider.
-            None if new_provider == ProviderKind::Database => None,
-            None => current.dir.clone(),
-        };
-        if new_provider == ProviderKind::Database && new_dir.is_some() {
-            return Err(Error::invalid(
-                "documents_dir binds a folder for the file provider; with documents: \"sqlite\" leave it out \
-                 (or pass \"\" to clear it)",
-            ));
-        }
+        let (new_provider, new_dir) = settled(&current, provider, dir)?;
         let mut scope = Scope {
             workflow: wf.clone(),
             workflow_id: existing.unwrap_or_default(),
@@ -273,4 +261,27 @@ fn owner_named(c: &store::sql::Connection, workflow_id: i64, o: &str) -> Result<
         )));
     };
     Ok(Some(found.clone()))
+}
+
+/// The provider and bound folder a change leaves (`None`: unchanged; a folder of
+/// `Some(None)`: cleared); a folder bound for the database provider is refused.
+fn settled(
+    current: &DocSettings,
+    provider: Option<ProviderKind>,
+    dir: Option<Option<PathBuf>>,
+) -> Result<(ProviderKind, Option<PathBuf>)> {
+    let provider = provider.unwrap_or(current.provider);
+    let dir = match dir {
+        Some(d) => d,
+        // A bound folder means nothing to the database provider.
+        None if provider == ProviderKind::Database => None,
+        None => current.dir.clone(),
+    };
+    if provider == ProviderKind::Database && dir.is_some() {
+        return Err(Error::invalid(
+            "documents_dir binds a folder for the file provider; with documents: \"sqlite\" leave it out \
+             (or pass \"\" to clear it)",
+        ));
+    }
+    Ok((provider, dir))
 }
