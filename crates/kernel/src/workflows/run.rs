@@ -191,16 +191,7 @@ impl Kernel {
                         elsewhere.push(a.name.clone());
                     }
                     let id = upsert_agent_tx(c, wid, a, placed, now)?;
-                    match &a.wakeup {
-                        Some((t, prompt)) => {
-                            let next = schedules::set_tx(c, id, t, prompt.as_deref(), armed_from)?;
-                            armed.push((id, Some(next)));
-                        }
-                        None => {
-                            c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
-                            armed.push((id, None));
-                        }
-                    }
+                    armed.push((id, schedule_tx(c, id, a, armed_from)?));
                 }
                 Ok((wid, armed, elsewhere))
             })
@@ -432,4 +423,26 @@ fn upsert_agent_tx(
         (wid, &a.name),
         |r| r.get(0),
     )?)
+}
+
+/// The agent's `wakeup` as its schedule (its next fire), or no schedule.
+fn schedule_tx(
+    c: &sql::Connection,
+    id: i64,
+    a: &Registered,
+    armed_from: i64,
+) -> Result<Option<i64>> {
+    match &a.wakeup {
+        Some((t, prompt)) => Ok(Some(schedules::set_tx(
+            c,
+            id,
+            t,
+            prompt.as_deref(),
+            armed_from,
+        )?)),
+        None => {
+            c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
+            Ok(None)
+        }
+    }
 }
