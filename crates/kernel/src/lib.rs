@@ -21,14 +21,12 @@ pub mod workflows;
 mod sql_states;
 
 use domain::error::{Error, Result};
-use domain::names::{LEAD, WorkflowRef};
+use domain::names::WorkflowRef;
 use events::Events;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use store::Store;
-use store::sql;
-use store::sql::OptionalExtension;
 
 /// The variable the stdio configs agent_join hands out put the agent's token in
 /// (named by their `--token-env`).
@@ -80,16 +78,14 @@ pub struct Scope {
 pub struct Kernel {
     pub(crate) store: Store,
     pub events: Events,
-    pub(crate) tokens: registry::tokens::Tokens,
+    /// Workflow instances, agents and their tokens.
+    pub(crate) registry: Arc<registry::Registry>,
     data_dir: PathBuf,
     /// This kernel's node name (see [`runtime::nodes`]): the agents it runs are
     /// leased to it.
     node: String,
     /// The loopback MCP endpoint, once the HTTP listener is bound.
     url: OnceLock<String>,
-    /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
-    /// entries are dropped when an instance is deleted.
-    workflow_ids: Mutex<HashMap<WorkflowRef, i64>>,
     /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
     proposal_wake: Arc<tokio::sync::Notify>,
     /// Runs in progress (the process manager).
@@ -173,13 +169,12 @@ impl Kernel {
         let events = Events::default();
         let contracts = governance::contracts::Contracts::new(store.clone(), events.clone());
         let kernel = Arc::new(Self {
-            tokens: registry::tokens::Tokens::new(admin_token),
+            registry: Arc::new(registry::Registry::new(store.clone(), admin_token)),
             store,
             events,
             data_dir: data_dir.to_owned(),
             node: node.to_owned(),
             url: OnceLock::new(),
-            workflow_ids: Mutex::new(HashMap::new()),
             proposal_wake: Arc::default(),
             workers: runtime::workers::Workers::new(worker_exe(), os::process::Limits::default()),
             scheduler: runtime::scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
@@ -250,107 +245,5 @@ impl Kernel {
     /// The kernel's loopback MCP URL (`http://127.0.0.1:PORT/mcp`), once bound.
     pub fn url(&self) -> Option<&str> {
         self.url.get().map(String::as_str)
-    }
-
-    /// The instance with this id (None once it is gone).
-    pub async fn workflow_ref(&self, id: i64) -> Result<Option<WorkflowRef>> {
-        self.store
-            .read(move |c| {
-                Ok(
-                    c.query_row("SELECT name, tag FROM workflows WHERE id = ?1", [id], |r| {
-                        Ok(WorkflowRef {
-                            name: r.get(0)?,
-                            tag: r.get(1)?,
-                        })
-                    })
-                    .optional()?,
-                )
-            })
-            .await
-    }
-
-    /// Resolves an existing workflow instance or explains which ones exist.
-    pub async fn workflow_id(&self, wf: &WorkflowRef) -> Result<i64> {
-        if let Some(id) = self.workflow_ids.lock().unwrap().get(wf) {
-            return Ok(*id);
-        }
-        let key = wf.clone();
-        let found = self
-            .store
-            .read(move |c| {
-                let id: Option<i64> = c
-                    .query_row(
-                        "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
-                        (&key.name, &key.tag),
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                match id {
-                    Some(id) => Ok(Ok(id)),
-                    None => {
-                        let mut st = c.prepare(
-                            "SELECT name, tag FROM workflows ORDER BY name, tag LIMIT 20",
-                        )?;
-                        let known = st
-                            .query_map((), |r| {
-                                Ok(format!("@{}:{}", r.get::<String>(0)?, r.get::<String>(1)?))
-                            })?
-                            .collect::<sql::Result<Vec<_>>>()?;
-                        Ok(Err(known))
-                    }
-                }
-            })
-            .await?;
-        match found {
-            Ok(id) => {
-                self.workflow_ids.lock().unwrap().insert(wf.clone(), id);
-                Ok(id)
-            }
-            Err(known) => Err(Error::not_found(format!(
-                "no workflow instance {wf}; known: {}. Create one by registering an agent in it \
-                 (agent_new with workflow) or by running a workflow.",
-                known.join(", ")
-            ))),
-        }
-    }
-
-    /// The scope a context tool acts in. The lead may name any existing workflow
-    /// instance (default `@global:main`); an agent is fixed to its own.
-    pub async fn scope(&self, caller: &Caller, workflow: Option<&str>) -> Result<Scope> {
-        let requested = workflow
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(WorkflowRef::parse)
-            .transpose()?;
-        match caller {
-            Caller::Lead => {
-                let wf = requested.unwrap_or_else(WorkflowRef::global);
-                let workflow_id = self.workflow_id(&wf).await?;
-                Ok(Scope {
-                    workflow: wf,
-                    workflow_id,
-                    me: LEAD.into(),
-                    lead: true,
-                    run_id: None,
-                })
-            }
-            Caller::Agent(a) => {
-                if let Some(wf) = requested
-                    && wf != a.workflow
-                {
-                    return Err(Error::forbidden(format!(
-                        "you are {} and act only in {}; leave out `workflow` (it is for the lead)",
-                        a.name, a.workflow
-                    )));
-                }
-                Ok(Scope {
-                    workflow: a.workflow.clone(),
-                    workflow_id: a.workflow_id,
-                    me: a.name.clone(),
-                    lead: false,
-                    run_id: a.run_id.clone(),
-                })
-            }
-        }
     }
 }

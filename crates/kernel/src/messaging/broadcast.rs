@@ -145,7 +145,7 @@ mod tests {
 
     async fn as_agent(k: &Kernel, name: &str) -> Scope {
         let id = k.agent_get(name).await.unwrap().id;
-        let caller = k.agent_caller(id, None).await.unwrap();
+        let caller = k.registry.agent_caller(id, None).await.unwrap();
         k.scope(&caller, None).await.unwrap()
     }
 

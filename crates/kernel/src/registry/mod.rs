@@ -8,13 +8,17 @@ pub mod config;
 pub use domain::guards;
 pub mod tokens;
 
-use crate::{Caller, Kernel};
+use crate::{Caller, Scope};
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::{Error, Result};
+use domain::names::LEAD;
 use domain::names::{AgentRef, WorkflowRef, check_agent_name};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use store::Store;
 use store::sql;
 use store::sql::{Connection, OptionalExtension, Row};
 
@@ -298,7 +302,132 @@ pub struct AgentRecord {
     pub view: AgentView,
 }
 
-impl Kernel {
+/// The registry as a service: it owns the cache of instance ids and the tokens,
+/// and answers who is who from the store.
+pub struct Registry {
+    store: Store,
+    pub(crate) tokens: tokens::Tokens,
+    /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
+    /// entries are dropped when an instance is deleted.
+    workflow_ids: Mutex<HashMap<WorkflowRef, i64>>,
+}
+
+impl Registry {
+    pub fn new(store: Store, admin_token: String) -> Self {
+        Self {
+            store,
+            tokens: tokens::Tokens::new(admin_token),
+            workflow_ids: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Remembers a new instance's id (it was just created in a transaction of the caller's).
+    pub(crate) fn remember_workflow(&self, wf: WorkflowRef, id: i64) {
+        self.workflow_ids.lock().unwrap().insert(wf, id);
+    }
+
+    /// The instance with this id (None once it is gone).
+    pub async fn workflow_ref(&self, id: i64) -> Result<Option<WorkflowRef>> {
+        self.store
+            .read(move |c| {
+                Ok(
+                    c.query_row("SELECT name, tag FROM workflows WHERE id = ?1", [id], |r| {
+                        Ok(WorkflowRef {
+                            name: r.get(0)?,
+                            tag: r.get(1)?,
+                        })
+                    })
+                    .optional()?,
+                )
+            })
+            .await
+    }
+
+    /// Resolves an existing workflow instance or explains which ones exist.
+    pub async fn workflow_id(&self, wf: &WorkflowRef) -> Result<i64> {
+        if let Some(id) = self.workflow_ids.lock().unwrap().get(wf) {
+            return Ok(*id);
+        }
+        let key = wf.clone();
+        let found = self
+            .store
+            .read(move |c| {
+                let id: Option<i64> = c
+                    .query_row(
+                        "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
+                        (&key.name, &key.tag),
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                match id {
+                    Some(id) => Ok(Ok(id)),
+                    None => {
+                        let mut st = c.prepare(
+                            "SELECT name, tag FROM workflows ORDER BY name, tag LIMIT 20",
+                        )?;
+                        let known = st
+                            .query_map((), |r| {
+                                Ok(format!("@{}:{}", r.get::<String>(0)?, r.get::<String>(1)?))
+                            })?
+                            .collect::<sql::Result<Vec<_>>>()?;
+                        Ok(Err(known))
+                    }
+                }
+            })
+            .await?;
+        match found {
+            Ok(id) => {
+                self.workflow_ids.lock().unwrap().insert(wf.clone(), id);
+                Ok(id)
+            }
+            Err(known) => Err(Error::not_found(format!(
+                "no workflow instance {wf}; known: {}. Create one by registering an agent in it \
+                 (agent_new with workflow) or by running a workflow.",
+                known.join(", ")
+            ))),
+        }
+    }
+
+    /// The scope a context tool acts in. The lead may name any existing workflow
+    /// instance (default `@global:main`); an agent is fixed to its own.
+    pub async fn scope(&self, caller: &Caller, workflow: Option<&str>) -> Result<Scope> {
+        let requested = workflow
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(WorkflowRef::parse)
+            .transpose()?;
+        match caller {
+            Caller::Lead => {
+                let wf = requested.unwrap_or_else(WorkflowRef::global);
+                let workflow_id = self.workflow_id(&wf).await?;
+                Ok(Scope {
+                    workflow: wf,
+                    workflow_id,
+                    me: LEAD.into(),
+                    lead: true,
+                    run_id: None,
+                })
+            }
+            Caller::Agent(a) => {
+                if let Some(wf) = requested
+                    && wf != a.workflow
+                {
+                    return Err(Error::forbidden(format!(
+                        "you are {} and act only in {}; leave out `workflow` (it is for the lead)",
+                        a.name, a.workflow
+                    )));
+                }
+                Ok(Scope {
+                    workflow: a.workflow.clone(),
+                    workflow_id: a.workflow_id,
+                    me: a.name.clone(),
+                    lead: false,
+                    run_id: a.run_id.clone(),
+                })
+            }
+        }
+    }
+
     /// Agents of one workflow instance, or of all when `workflow` is None.
     pub async fn agent_list(&self, workflow: Option<&str>) -> Result<Vec<AgentView>> {
         let filter = match workflow.map(str::trim).filter(|s| !s.is_empty()) {

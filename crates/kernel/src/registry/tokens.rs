@@ -5,7 +5,8 @@
 //! memory so authenticating a request costs a hash and a map lookup; revocation and
 //! agent deletion evict from the cache.
 
-use crate::{Caller, Kernel};
+use crate::Caller;
+use crate::registry::Registry;
 use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use sha2::{Digest, Sha256};
@@ -102,7 +103,7 @@ impl Tokens {
     }
 }
 
-impl Kernel {
+impl Registry {
     /// This kernel's local lead credential (see [`Tokens`]); for `kernel.json` only.
     pub fn local_token(&self) -> &str {
         &self.tokens.local

@@ -117,7 +117,7 @@ impl Kernel {
     /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
     /// its messages and documents stay; if it owned the documents, nobody does now.
     pub async fn agent_delete(self: &std::sync::Arc<Self>, target: &str) -> Result<AgentView> {
-        let rec = self.agent_get(target).await?;
+        let rec = self.registry.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
         let name = rec.view.name.clone();
         // Its worker goes first, so no run writes after the agent is gone.
@@ -166,7 +166,7 @@ impl Kernel {
                 Ok(())
             })
             .await?;
-        self.tokens.forget_agent(id);
+        self.registry.tokens.forget_agent(id);
         self.events.publish(Event::AgentChanged {
             workflow_id: wid,
             name: rec.view.name.clone(),
@@ -179,7 +179,7 @@ impl Kernel {
         &self,
         target: &str,
     ) -> Result<(BTreeMap<String, String>, Permissions)> {
-        let id = self.agent_get(target).await?.id;
+        let id = self.registry.agent_get(target).await?.id;
         let (env, config) = self.stored_env_and_config(id).await?;
         Ok((env, config.permissions))
     }
@@ -212,7 +212,7 @@ impl Kernel {
                  mcp_servers, max_steps",
             ));
         }
-        let rec = self.agent_get(target).await?;
+        let rec = self.registry.agent_get(target).await?;
         let id = rec.id;
         // The stored config (the view hides secrets, so read the row itself).
         let (mut env, mut config) = self.stored_env_and_config(id).await?;
@@ -267,7 +267,7 @@ impl Kernel {
             workflow_id: rec.workflow_id,
             name: rec.view.name.clone(),
         });
-        Ok(self.agent_get(target).await?.view)
+        Ok(self.registry.agent_get(target).await?.view)
     }
 }
 
@@ -305,7 +305,7 @@ pub struct AgentInfo {
 
 impl Kernel {
     pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
-        let rec = self.agent_get(target).await?;
+        let rec = self.registry.agent_get(target).await?;
         let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
         // Before the database: a run leaves the active map only after its end is
         // committed, so "not running" here means the read below sees that end.

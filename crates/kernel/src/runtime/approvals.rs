@@ -259,7 +259,7 @@ impl Kernel {
     ) -> Result<Vec<ApprovalView>> {
         let (wid, member) = match (caller, workflow) {
             (Caller::Agent(a), _) => (Some(a.workflow_id), Some(a.name.clone())),
-            (Caller::Lead, Some(wf)) => (Some(self.workflow_id(wf).await?), None),
+            (Caller::Lead, Some(wf)) => (Some(self.registry.workflow_id(wf).await?), None),
             (Caller::Lead, None) => (None, None),
         };
         self.store

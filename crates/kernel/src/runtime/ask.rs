@@ -65,7 +65,7 @@ impl Kernel {
     /// Posts the question as a DM from the lead and wakes the agent (a run starts
     /// now, or one more follows the run in progress).
     pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
-        let agent = self.agent_get(target).await?;
+        let agent = self.registry.agent_get(target).await?;
         if agent.view.state == AgentState::Paused {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_resume it first (nothing was sent)",
@@ -102,7 +102,7 @@ impl Kernel {
     /// its answer again: nothing is sent and nothing is started. The run in
     /// progress is followed if it is the one that serves it.
     pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {
-        let agent = self.agent_get(target).await?;
+        let agent = self.registry.agent_get(target).await?;
         let run = self
             .active_run(agent.id)
             .unwrap_or_else(|| RunHandle::ended(String::new()));

@@ -117,7 +117,7 @@ impl Kernel {
         prompt: Option<String>,
     ) -> Result<ScheduleView> {
         check_prompt(prompt.as_deref())?;
-        let agent = self.agent_get(target).await?;
+        let agent = self.registry.agent_get(target).await?;
         let (id, t2, p2) = (agent.id, trigger.clone(), prompt.clone());
         let now = self.clock.now_ms();
         let next = self
@@ -140,7 +140,7 @@ impl Kernel {
 
     /// schedule_clear: removes an agent's schedule. Returns whether it had one.
     pub async fn schedule_clear(&self, target: &str) -> Result<bool> {
-        let agent = self.agent_get(target).await?;
+        let agent = self.registry.agent_get(target).await?;
         let id = agent.id;
         let n = self
             .store

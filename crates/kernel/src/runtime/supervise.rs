@@ -109,7 +109,7 @@ impl Kernel {
         {
             tracing::error!(run = %run_id, "cannot record the end of the run: {e}");
         }
-        self.tokens.forget_agent(spec.agent_id);
+        self.registry.tokens.forget_agent(spec.agent_id);
         self.lose_approvals_of(run_id).await;
         tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
         let again = self.workers.finish(spec.agent_id);

@@ -124,7 +124,7 @@ impl Kernel {
     /// progress.
     pub async fn workflow_status(&self, workflow: &str) -> Result<WorkflowStatus> {
         let wref = WorkflowRef::parse(workflow)?;
-        let wid = self.workflow_id(&wref).await?;
+        let wid = self.registry.workflow_id(&wref).await?;
         let (row, agents, messages) = self
             .store
             .read(move |c| {
@@ -213,7 +213,7 @@ impl Kernel {
         mut progress: impl FnMut(String),
     ) -> Result<WorkflowStatus> {
         let wref = WorkflowRef::parse(workflow)?;
-        let wid = self.workflow_id(&wref).await?;
+        let wid = self.registry.workflow_id(&wref).await?;
         let mut rx = self.events.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -450,7 +450,7 @@ impl Kernel {
     /// starts it again); the agents of an `active` instance are paused instead.
     pub async fn workflow_stop(self: &Arc<Self>, workflow: &str) -> Result<usize> {
         let wref = WorkflowRef::parse(workflow)?;
-        let wid = self.workflow_id(&wref).await?;
+        let wid = self.registry.workflow_id(&wref).await?;
         let w2 = wref.clone();
         let posted = self
             .store

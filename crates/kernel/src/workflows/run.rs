@@ -104,7 +104,10 @@ impl Kernel {
         self.apply_context(&wf, &wref, wid).await?;
         self.watch_workflow(wid, true);
         if let Some(k) = kickoff.filter(|k| !k.trim().is_empty()) {
-            let scope = self.scope(&Caller::Lead, Some(&wref.to_string())).await?;
+            let scope = self
+                .registry
+                .scope(&Caller::Lead, Some(&wref.to_string()))
+                .await?;
             self.channel_send(
                 &scope,
                 Outgoing {
@@ -196,7 +199,7 @@ impl Kernel {
                 Ok((wid, armed, elsewhere))
             })
             .await?;
-        self.workflow_ids.lock().unwrap().insert(wref.clone(), wid);
+        self.registry.remember_workflow(wref.clone(), wid);
         self.contracts.changed().await?;
         // A run starts mock scripts afresh: their `times` counters live in the agent's
         // own folder.

@@ -155,7 +155,7 @@ impl Kernel {
 
         // The instance is created (if new) in the same job that stores the settings, so
         // a refused change leaves nothing behind.
-        let existing = match self.workflow_id(&wf).await {
+        let existing = match self.registry.workflow_id(&wf).await {
             Ok(id) => Some(id),
             Err(Error::NotFound(_)) => None,
             Err(e) => return Err(e),

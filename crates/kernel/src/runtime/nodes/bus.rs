@@ -114,7 +114,7 @@ impl Kernel {
     /// them is read again (what its agents are owed, the contracts, tokens).
     async fn resync(self: &Arc<Self>) {
         self.request_rescan();
-        self.tokens.forget_all();
+        self.registry.tokens.forget_all();
         if let Err(e) = self.contracts.reload().await {
             tracing::warn!("contracts not read again after a bus gap: {e}");
         }
@@ -181,7 +181,7 @@ impl Kernel {
             .await?;
         // Whatever changed (deleted, or deleted and made again under its name), its
         // cached tokens are read again from the store.
-        self.tokens.forget_named(workflow_id, name);
+        self.registry.tokens.forget_named(workflow_id, name);
         let Some((id, node, state, wstate, next)) = row else {
             return Ok(());
         };
