@@ -96,7 +96,9 @@ pub struct Kernel {
     /// exits only after a while without one (see [`runtime::idle`]).
     pub(crate) last_client: std::sync::atomic::AtomicI64,
     /// The contracts in force (hot-loaded on every change).
-    pub(crate) contracts: governance::contracts::Contracts,
+    pub(crate) contracts: Arc<governance::contracts::Contracts>,
+    /// The channel and the inboxes.
+    pub(crate) messaging: Arc<messaging::Messaging>,
     /// Tool requests waiting for an approval, by approval id (with the asking
     /// agent): woken when it is decided.
     pub(crate) approval_waits: Mutex<HashMap<i64, (i64, Arc<tokio::sync::Notify>)>>,
@@ -167,7 +169,16 @@ impl Kernel {
             .await
             .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
         let events = Events::default();
-        let contracts = governance::contracts::Contracts::new(store.clone(), events.clone());
+        let contracts = Arc::new(governance::contracts::Contracts::new(
+            store.clone(),
+            events.clone(),
+        ));
+        let messaging = Arc::new(messaging::Messaging::new(
+            store.clone(),
+            events.clone(),
+            contracts.clone(),
+            node.to_owned(),
+        ));
         let kernel = Arc::new(Self {
             registry: Arc::new(registry::Registry::new(store.clone(), admin_token)),
             store,
@@ -180,6 +191,7 @@ impl Kernel {
             scheduler: runtime::scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
             last_client: std::sync::atomic::AtomicI64::new(domain::clock::now_ms()),
             contracts,
+            messaging,
             approval_waits: Mutex::new(HashMap::new()),
             bus: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
@@ -212,7 +224,7 @@ impl Kernel {
                 "runs in progress when the previous kernel stopped are closed as lost"
             );
         }
-        let requeued = kernel.requeue_seen().await?;
+        let requeued = kernel.messaging.requeue_seen().await?;
         if requeued > 0 {
             tracing::info!(
                 requeued,

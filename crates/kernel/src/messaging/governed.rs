@@ -14,8 +14,8 @@
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
 use super::{Outgoing, Posted, post_system, post_system_to, preview};
-use crate::governance::contracts::{Decision, in_force, record_tx};
-use crate::{Kernel, Scope};
+use crate::Scope;
+use crate::governance::contracts::{Contracts, Decision, in_force, record_tx};
 use domain::contracts::{self, Contract, Event as Ev, When};
 use domain::error::{Error, Result};
 use domain::names::SYSTEM;
@@ -49,8 +49,8 @@ impl Rules {
         }
     }
 
-    pub(super) fn of(k: &Kernel, scope: &Scope) -> Self {
-        let all = k.contracts.all();
+    pub(super) fn of(contracts: &Contracts, scope: &Scope) -> Self {
+        let all = contracts.all();
         Self {
             contracts: in_force(&all, scope.workflow_id, &scope.workflow)
                 .filter(|c| matches!(c.when, When::Message { .. }))

@@ -21,8 +21,9 @@
 //! its recipient's inbox is first read or changed (`broadcast.rs`): every entry point
 //! below writes those rows first, so the state machine only ever sees rows.
 
+use crate::Scope;
+use crate::messaging::Messaging;
 use crate::messaging::broadcast;
-use crate::{Kernel, Scope};
 use domain::clock::{fmt_ms, now_ms, parse_when};
 use domain::error::{Error, Result};
 use domain::states::DeliveryState;
@@ -106,7 +107,7 @@ fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<Del
     })
 }
 
-impl Kernel {
+impl Messaging {
     /// Runs `f` in a store write job once the member's broadcasts are rows of its own
     /// (`broadcast::write_own`): the one way into the inbox's state machine, so no
     /// entry point can forget them. `f` gets the connection, the scope and `now`.
@@ -223,7 +224,7 @@ impl Kernel {
     /// Restart recovery: deliveries read but not acked become pending again, except
     /// those of agents another node runs (their runs are that node's).
     pub(crate) async fn requeue_seen(&self) -> Result<usize> {
-        let node = self.node().to_owned();
+        let node = self.node.clone();
         self.store
             .write(move |c| {
                 Ok(c.execute(

@@ -20,15 +20,19 @@ pub mod resources;
 pub mod team;
 mod wait;
 
+use crate::Scope;
 use crate::events::Event;
+use crate::events::Events;
+use crate::governance::contracts::Contracts;
 use crate::messaging::resources::{resource_id, store_resource};
 use crate::registry::agent_names;
-use crate::{Kernel, Scope};
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
 use schemars::JsonSchema;
 use serde::Serialize;
+use std::sync::Arc;
+use store::Store;
 use store::sql;
 use store::sql::{Connection, OptionalExtension};
 
@@ -356,7 +360,27 @@ fn message_row(r: &sql::Row) -> sql::Result<ChannelMessage> {
     })
 }
 
-impl Kernel {
+/// The channel and the inboxes as a service: it writes messages and deliveries
+/// under the contracts on messages, and announces them on the event bus (the
+/// only way it signals the rooms above).
+pub struct Messaging {
+    store: Store,
+    events: Events,
+    contracts: Arc<Contracts>,
+    /// This kernel's node: recovery leaves other nodes' deliveries alone.
+    node: String,
+}
+
+impl Messaging {
+    pub fn new(store: Store, events: Events, contracts: Arc<Contracts>, node: String) -> Self {
+        Self {
+            store,
+            events,
+            contracts,
+            node,
+        }
+    }
+
     pub async fn channel_send(&self, scope: &Scope, send: Outgoing) -> Result<SendResult> {
         let mut sent = self.channel_send_many(scope, vec![send]).await?;
         Ok(sent.remove(0))
@@ -370,7 +394,7 @@ impl Kernel {
         sends: Vec<Outgoing>,
     ) -> Result<Vec<SendResult>> {
         let s = scope.clone();
-        let rules = governed::Rules::of(self, scope);
+        let rules = governed::Rules::of(&self.contracts, scope);
         let posted = self
             .store
             .write(move |c| governed::post_all(c, &s, &sends, &rules, post))

@@ -1,7 +1,8 @@
 //! Content-addressed resources: immutable text blobs whose id is a hash of the
 //! content (same content, same id). Long content goes here and messages carry the id.
 
-use crate::{Kernel, Scope};
+use crate::Scope;
+use crate::messaging::Messaging;
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::{Error, Result};
 use schemars::JsonSchema;
@@ -62,7 +63,7 @@ pub struct Resource {
     pub created_at: String,
 }
 
-impl Kernel {
+impl Messaging {
     pub async fn resource_create(
         &self,
         scope: &Scope,

@@ -3,7 +3,8 @@
 //! Members of a workflow instance are its agents plus the lead (`user`), who can be
 //! @mentioned and messaged like anyone else.
 
-use crate::{Kernel, Scope};
+use crate::Scope;
+use crate::messaging::Messaging;
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::{Error, Result};
 use domain::names::LEAD;
@@ -75,7 +76,7 @@ fn check_text(what: &str, s: &Option<String>) -> Result<()> {
     Ok(())
 }
 
-impl Kernel {
+impl Messaging {
     /// Merges the given fields into the caller's status. `state: idle` without a task
     /// clears the task.
     pub async fn my_status_set(&self, scope: &Scope, u: StatusUpdate) -> Result<Status> {

@@ -8,14 +8,15 @@
 
 use super::ReadResult;
 use super::inbox::Inbox;
+use crate::Scope;
 use crate::events::Event;
-use crate::{Kernel, Scope};
+use crate::messaging::Messaging;
 use domain::error::Result;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
-impl Kernel {
+impl Messaging {
     /// my_inbox, waiting up to `wait` for a delivery when the inbox is empty.
     pub async fn my_inbox_wait(
         &self,

@@ -235,7 +235,7 @@ impl Kernel {
             .await?;
         let (r, posted) = row;
         if let Some(p) = &posted {
-            self.announce(r.workflow_id, p);
+            self.messaging.announce(r.workflow_id, p);
         }
         if r.view.state != ApprovalState::Pending {
             self.approval_closed(&r).await?;

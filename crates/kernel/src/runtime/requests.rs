@@ -177,7 +177,7 @@ impl Kernel {
             .record_tool_verdict(&spec, &verdict, &what, &run_id, who.agent_id)
             .await?;
         for p in &posted {
-            self.announce(spec.workflow_id, p);
+            self.messaging.announce(spec.workflow_id, p);
         }
         if let Some((contract, why, pause)) = &verdict.deny {
             self.note_denial(who.agent_id, tool_name, req.detail(), why);

@@ -106,7 +106,7 @@ impl Kernel {
             .await?;
         let (posted, pause, hold, asked) = out;
         for p in &posted {
-            self.announce(workflow_id, p);
+            self.messaging.announce(workflow_id, p);
         }
         if let Some((id, timeout)) = asked {
             self.events
@@ -167,7 +167,7 @@ impl Kernel {
             })
             .await?;
         for p in &posted {
-            self.announce(workflow_id, p);
+            self.messaging.announce(workflow_id, p);
         }
         if let Some((contract, why)) = v.pause.first() {
             self.pause_with_reason(

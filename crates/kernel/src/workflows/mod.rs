@@ -478,7 +478,7 @@ impl Kernel {
                 )
             })
             .await?;
-        self.announce(wid, &posted);
+        self.messaging.announce(wid, &posted);
         self.watch_workflow(wid, false);
         let stopped = self.stop_workflow_runs(wid).await?;
         self.events.publish(Event::WorkflowSettled {

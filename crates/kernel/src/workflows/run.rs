@@ -108,15 +108,16 @@ impl Kernel {
                 .registry
                 .scope(&Caller::Lead, Some(&wref.to_string()))
                 .await?;
-            self.channel_send(
-                &scope,
-                Outgoing {
-                    message: k,
-                    to: None,
-                    force: true,
-                },
-            )
-            .await?;
+            self.messaging
+                .channel_send(
+                    &scope,
+                    Outgoing {
+                        message: k,
+                        to: None,
+                        force: true,
+                    },
+                )
+                .await?;
         }
         tracing::info!(workflow = %wref, "workflow started");
         Ok((wid, wref))

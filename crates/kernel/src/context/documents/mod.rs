@@ -366,7 +366,7 @@ impl Kernel {
             })
             .await?;
         for p in &posted {
-            self.announce(scope.workflow_id, p);
+            self.messaging.announce(scope.workflow_id, p);
         }
         match v.deny {
             Some((_, why, _)) => Err(Error::forbidden(format!("{why} (nothing was written)"))),

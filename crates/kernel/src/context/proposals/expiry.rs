@@ -50,7 +50,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
 impl Kernel {
     pub(super) fn announce_all(&self, posted: &[(i64, Posted)]) {
         for (wid, p) in posted {
-            self.announce(*wid, p);
+            self.messaging.announce(*wid, p);
         }
     }
 

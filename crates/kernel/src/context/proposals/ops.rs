@@ -77,7 +77,7 @@ impl Kernel {
                 Ok((p.view(&s.workflow, &agents), posted))
             })
             .await?;
-        self.announce(scope.workflow_id, &posted);
+        self.messaging.announce(scope.workflow_id, &posted);
         self.proposal_wake.notify_one();
         Ok(Created {
             proposal: created,

@@ -172,7 +172,7 @@ impl Kernel {
                 )
             })
             .await?;
-        self.announce(workflow_id, &posted);
+        self.messaging.announce(workflow_id, &posted);
         self.events.publish(Event::AgentFailed {
             workflow_id,
             reason,
@@ -240,7 +240,7 @@ impl Kernel {
                 Ok((posted, resume_at))
             })
             .await?;
-        self.announce(workflow_id, &posted);
+        self.messaging.announce(workflow_id, &posted);
         tracing::warn!(agent = %name, %reason, "agent paused");
         if let Some(at) = resume_at {
             self.scheduler.arm(Timer::Resume(agent_id), at);
