@@ -86,8 +86,8 @@ pub struct Kernel {
     node: String,
     /// The loopback MCP endpoint, once the HTTP listener is bound.
     url: OnceLock<String>,
-    /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
-    proposal_wake: Arc<tokio::sync::Notify>,
+    /// Documents and proposals.
+    pub(crate) context: Arc<context::Context>,
     /// Runs in progress (the process manager).
     pub(crate) workers: runtime::workers::Workers,
     /// When agents run: wakes, the queue, retries, pauses, schedules.
@@ -169,6 +169,7 @@ impl Kernel {
             .await
             .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
         let events = Events::default();
+        let registry = Arc::new(registry::Registry::new(store.clone(), admin_token));
         let contracts = Arc::new(governance::contracts::Contracts::new(
             store.clone(),
             events.clone(),
@@ -179,14 +180,21 @@ impl Kernel {
             contracts.clone(),
             node.to_owned(),
         ));
+        let context = Arc::new(context::Context::new(
+            store.clone(),
+            events.clone(),
+            contracts.clone(),
+            (registry.clone(), messaging.clone()),
+            data_dir.to_owned(),
+        ));
         let kernel = Arc::new(Self {
-            registry: Arc::new(registry::Registry::new(store.clone(), admin_token)),
+            registry,
             store,
             events,
             data_dir: data_dir.to_owned(),
             node: node.to_owned(),
             url: OnceLock::new(),
-            proposal_wake: Arc::default(),
+            context,
             workers: runtime::workers::Workers::new(worker_exe(), os::process::Limits::default()),
             scheduler: runtime::scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
             last_client: std::sync::atomic::AtomicI64::new(domain::clock::now_ms()),
@@ -232,7 +240,7 @@ impl Kernel {
             );
         }
         kernel.recover_approvals().await?;
-        kernel.start_proposal_timer();
+        kernel.context.start_proposal_timer();
         Ok(kernel)
     }
 

@@ -4,3 +4,44 @@
 
 pub mod documents;
 pub mod proposals;
+
+use crate::events::Events;
+use crate::governance::contracts::Contracts;
+use crate::messaging::Messaging;
+use crate::registry::Registry;
+use std::path::PathBuf;
+use std::sync::Arc;
+use store::Store;
+
+/// The context room as a service: documents and proposals of every instance.
+pub struct Context {
+    store: Store,
+    events: Events,
+    contracts: Arc<Contracts>,
+    registry: Arc<Registry>,
+    messaging: Arc<Messaging>,
+    /// Where file-backed documents live unless an instance binds its own folder.
+    data_dir: PathBuf,
+    /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
+    proposal_wake: Arc<tokio::sync::Notify>,
+}
+
+impl Context {
+    pub fn new(
+        store: Store,
+        events: Events,
+        contracts: Arc<Contracts>,
+        (registry, messaging): (Arc<Registry>, Arc<Messaging>),
+        data_dir: PathBuf,
+    ) -> Self {
+        Self {
+            store,
+            events,
+            contracts,
+            registry,
+            messaging,
+            data_dir,
+            proposal_wake: Arc::default(),
+        }
+    }
+}

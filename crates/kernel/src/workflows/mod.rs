@@ -192,7 +192,7 @@ impl Kernel {
             .scope(&Caller::Lead, Some(&wref.to_string()))
             .await
             .ok()?;
-        let d = self.doc_read(&scope, None).await.ok()?;
+        let d = self.context.doc_read(&scope, None).await.ok()?;
         if !d.exists {
             return None;
         }

@@ -251,7 +251,11 @@ impl Kernel {
             dir,
             owner: c.document_owner.clone(),
         };
-        if let Err(e) = self.workflow_context_set(&wref.to_string(), change).await {
+        if let Err(e) = self
+            .context
+            .workflow_context_set(&wref.to_string(), change)
+            .await
+        {
             let reason = format!("context: {e}");
             self.workflow_fail(wid, &reason).await?;
             return Err(Error::invalid(reason));

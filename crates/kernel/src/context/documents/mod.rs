@@ -19,8 +19,9 @@ pub mod file;
 pub mod path;
 pub mod settings;
 
+use crate::Scope;
+use crate::context::Context;
 use crate::messaging::{MAX_MESSAGE_CHARS, Outgoing};
-use crate::{Kernel, Scope};
 use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 pub use path::DocPath;
@@ -196,7 +197,7 @@ fn edit_for(path: DocPath, mode: Mode, content: String) -> Edit {
     })
 }
 
-impl Kernel {
+impl Context {
     /// The provider holding a scope's documents.
     async fn documents(&self, scope: &Scope) -> Result<(DocSettings, Box<dyn Provider>)> {
         let settings = self.doc_settings(scope.workflow_id).await?;
@@ -436,6 +437,7 @@ impl Kernel {
             )));
         }
         let sent = self
+            .messaging
             .channel_send(
                 scope,
                 Outgoing {

@@ -5,8 +5,9 @@
 //! the provider or the directory of an instance that already has documents is refused:
 //! documents are never moved behind anyone's back, and never silently hidden.
 
+use crate::Scope;
+use crate::context::Context;
 use crate::registry::{agent_names, workflow_id_tx};
-use crate::{Kernel, Scope};
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use schemars::JsonSchema;
@@ -73,7 +74,7 @@ pub struct ContextView {
     pub document_owner: Option<String>,
 }
 
-impl Kernel {
+impl Context {
     pub(crate) async fn doc_settings(&self, workflow_id: i64) -> Result<DocSettings> {
         let row: Option<(String, Option<String>, Option<String>)> = self
             .store
@@ -97,7 +98,8 @@ impl Kernel {
     /// The folder of the file provider: the bound one, or the instance's own.
     pub(crate) fn documents_dir(&self, scope: &Scope, settings: &DocSettings) -> PathBuf {
         settings.dir.clone().unwrap_or_else(|| {
-            self.data_dir()
+            self.data_dir
+                .as_path()
                 .join("workflows")
                 .join(&scope.workflow.name)
                 .join(&scope.workflow.tag)
@@ -229,9 +231,9 @@ impl Kernel {
             )));
         }
         let data = self
-            .data_dir()
+            .data_dir
             .canonicalize()
-            .unwrap_or_else(|_| self.data_dir().to_owned());
+            .unwrap_or_else(|_| self.data_dir.as_path().to_owned());
         if data.starts_with(&canon) || canon.starts_with(&data) {
             return Err(Error::invalid(format!(
                 "documents_dir {} overlaps agent-worker's data dir {}; bind a project folder instead",

@@ -47,7 +47,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
     Ok((posted, next))
 }
 
-impl Kernel {
+impl Context {
     pub(super) fn announce_all(&self, posted: &[(i64, Posted)]) {
         for (wid, p) in posted {
             self.messaging.announce(*wid, p);

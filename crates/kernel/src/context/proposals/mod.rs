@@ -27,9 +27,10 @@ pub mod tally;
 
 use stored::{load, proposal_num};
 
+use crate::Scope;
+use crate::context::Context;
 use crate::messaging::{Posted, post_system};
 use crate::registry::agent_names;
-use crate::{Kernel, Scope};
 use domain::clock::{fmt_ms, now_ms, parse_duration};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};

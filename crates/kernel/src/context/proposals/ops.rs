@@ -4,7 +4,7 @@ use super::expiry::Announcements;
 use super::*;
 use store::sql;
 
-impl Kernel {
+impl Context {
     pub async fn proposal_create(&self, scope: &Scope, new: NewProposal) -> Result<Created> {
         let Checked {
             kind,
