@@ -23,9 +23,9 @@ mod sql_states;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use events::Events;
-use std::collections::HashMap;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use store::Store;
 
 /// The variable the stdio configs agent_join hands out put the agent's token in
@@ -81,34 +81,14 @@ pub struct Kernel {
     /// Workflow instances, agents and their tokens.
     pub(crate) registry: Arc<registry::Registry>,
     data_dir: PathBuf,
-    /// This kernel's node name (see [`runtime::nodes`]): the agents it runs are
-    /// leased to it.
-    node: String,
-    /// The loopback MCP endpoint, once the HTTP listener is bound.
-    url: OnceLock<String>,
     /// Documents and proposals.
     pub(crate) context: Arc<context::Context>,
-    /// Runs in progress (the process manager).
-    pub(crate) workers: runtime::workers::Workers,
-    /// When agents run: wakes, the queue, retries, pauses, schedules.
-    pub(crate) scheduler: runtime::scheduler::Scheduler,
-    /// When a client last made a request (ms since the epoch): a background kernel
-    /// exits only after a while without one (see [`runtime::idle`]).
-    pub(crate) last_client: std::sync::atomic::AtomicI64,
+    /// Agents as things that run: workers, the scheduler, nodes.
+    pub(crate) runtime: Arc<runtime::Runtime>,
     /// The contracts in force (hot-loaded on every change).
     pub(crate) contracts: Arc<governance::contracts::Contracts>,
     /// The channel and the inboxes.
     pub(crate) messaging: Arc<messaging::Messaging>,
-    /// Tool requests waiting for an approval, by approval id (with the asking
-    /// agent): woken when it is decided.
-    pub(crate) approval_waits: Mutex<HashMap<i64, (i64, Arc<tokio::sync::Notify>)>>,
-    /// The bus to the other kernels of the store, once joined (PostgreSQL only).
-    pub(crate) bus: OnceLock<Arc<store::bus::Bus>>,
-    /// Set when the node leaves the store (a clean stop): no more heartbeats.
-    pub(crate) leaving: std::sync::atomic::AtomicBool,
-    /// The clock the scheduler reads, and the delays it keeps (see [`timing`]).
-    pub(crate) clock: timing::Clock,
-    pub(crate) timing: timing::Timing,
 }
 
 /// The binary a worker runs: this one, unless `AGENT_WORKER_EXE` names another
@@ -187,24 +167,28 @@ impl Kernel {
             (registry.clone(), messaging.clone()),
             data_dir.to_owned(),
         ));
+        let runtime = Arc::new(runtime::Runtime::new(
+            runtime::Below {
+                store: store.clone(),
+                events: events.clone(),
+                contracts: contracts.clone(),
+                registry: registry.clone(),
+                messaging: messaging.clone(),
+            },
+            data_dir.to_owned(),
+            node.to_owned(),
+            clock,
+            timing,
+        ));
         let kernel = Arc::new(Self {
             registry,
             store,
             events,
             data_dir: data_dir.to_owned(),
-            node: node.to_owned(),
-            url: OnceLock::new(),
             context,
-            workers: runtime::workers::Workers::new(worker_exe(), os::process::Limits::default()),
-            scheduler: runtime::scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
-            last_client: std::sync::atomic::AtomicI64::new(domain::clock::now_ms()),
+            runtime,
             contracts,
             messaging,
-            approval_waits: Mutex::new(HashMap::new()),
-            bus: OnceLock::new(),
-            leaving: std::sync::atomic::AtomicBool::new(false),
-            clock,
-            timing,
         });
         kernel.contracts.reload().await?;
         // This node's agents, and those no live node holds (every other node's, on
@@ -225,7 +209,7 @@ impl Kernel {
                 "agents of nodes that are gone are run by this one now"
             );
         }
-        let lost = kernel.recover_runs().await?;
+        let lost = kernel.runtime.recover_runs().await?;
         if lost > 0 {
             tracing::warn!(
                 lost,
@@ -239,7 +223,7 @@ impl Kernel {
                 "deliveries read but not acked before the restart are pending again"
             );
         }
-        kernel.recover_approvals().await?;
+        kernel.runtime.recover_approvals().await?;
         kernel.context.start_proposal_timer();
         Ok(kernel)
     }
@@ -248,22 +232,13 @@ impl Kernel {
     /// URL): the scheduler, which serves what the store says is owed, and the
     /// workflows room's watch on it.
     pub async fn start(self: &Arc<Self>) -> Result<()> {
-        self.start_bus()?;
-        self.start_heartbeat().await?;
+        self.runtime.start_bus()?;
+        self.runtime.start_heartbeat().await?;
         self.start_workflow_watch();
-        self.start_scheduler().await
+        self.runtime.start_scheduler().await
     }
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
-    }
-
-    pub fn set_url(&self, url: String) {
-        let _ = self.url.set(url);
-    }
-
-    /// The kernel's loopback MCP URL (`http://127.0.0.1:PORT/mcp`), once bound.
-    pub fn url(&self) -> Option<&str> {
-        self.url.get().map(String::as_str)
     }
 }

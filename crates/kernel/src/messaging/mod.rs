@@ -16,9 +16,12 @@ pub(crate) mod broadcast;
 mod governed;
 pub mod inbox;
 pub mod mentions;
+pub mod read;
 pub mod resources;
 pub mod team;
 mod wait;
+
+pub use read::{ChannelMessage, ReadResult};
 
 use crate::Scope;
 use crate::events::Event;
@@ -26,7 +29,7 @@ use crate::events::Events;
 use crate::governance::contracts::Contracts;
 use crate::messaging::resources::{resource_id, store_resource};
 use crate::registry::agent_names;
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
 use schemars::JsonSchema;
@@ -80,29 +83,6 @@ pub struct SendResult {
     /// Guidance, e.g. about missed messages or unknown mentions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ChannelMessage {
-    pub id: String,
-    pub from: String,
-    pub content: String,
-    pub created_at: String,
-    /// `message` or `system`.
-    pub kind: String,
-    /// Set on a direct message: its only recipient.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// The members this message was delivered to.
-    pub mentions: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ReadResult {
-    /// Oldest first.
-    pub messages: Vec<ChannelMessage>,
-    /// True when more messages follow the last one returned (read again with since = its id).
-    pub has_more: bool,
 }
 
 pub(crate) fn preview(s: &str) -> String {
@@ -337,7 +317,7 @@ fn missed_since_last_read(
 }
 
 /// Moves a reader's cursor forward (never back).
-fn set_cursor(c: &Connection, workflow_id: i64, reader: &str, id: &str) -> Result<()> {
+pub(super) fn set_cursor(c: &Connection, workflow_id: i64, reader: &str, id: &str) -> Result<()> {
     c.prepare_cached(
         "INSERT INTO read_cursors (workflow_id, reader, last_read) VALUES (?1, ?2, ?3)
          ON CONFLICT (workflow_id, reader) DO UPDATE SET last_read =
@@ -345,19 +325,6 @@ fn set_cursor(c: &Connection, workflow_id: i64, reader: &str, id: &str) -> Resul
     )?
     .execute((workflow_id, reader, id))?;
     Ok(())
-}
-
-fn message_row(r: &sql::Row) -> sql::Result<ChannelMessage> {
-    let mentions: String = r.get(6)?;
-    Ok(ChannelMessage {
-        id: r.get(0)?,
-        from: r.get(1)?,
-        content: r.get(2)?,
-        created_at: fmt_ms(r.get(3)?),
-        kind: r.get(4)?,
-        to: r.get(5)?,
-        mentions: serde_json::from_str(&mentions).unwrap_or_default(),
-    })
 }
 
 /// The channel and the inboxes as a service: it writes messages and deliveries
@@ -428,72 +395,6 @@ impl Messaging {
                 text: text.clone(),
             });
         }
-    }
-
-    /// Reads the channel as the scope's member sees it: without `since`, the latest
-    /// `limit` messages; with `since`, the next `limit` after that id. Oldest first.
-    pub async fn channel_read(
-        &self,
-        scope: &Scope,
-        since: Option<String>,
-        limit: Option<i64>,
-    ) -> Result<ReadResult> {
-        let limit = limit.unwrap_or(DEFAULT_READ_LIMIT);
-        if !(1..=MAX_READ_LIMIT).contains(&limit) {
-            return Err(Error::invalid(format!(
-                "limit must be between 1 and {MAX_READ_LIMIT} (default {DEFAULT_READ_LIMIT})"
-            )));
-        }
-        let since = since.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
-        let s = scope.clone();
-        self.store
-            .write(move |c| {
-                const COLS: &str = "id, sender, content, created_at, kind, to_member, mentions";
-                // A direct message is its two members' only: not a later agent's
-                // that took one of their names (agent_delete, then agent_new).
-                const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR ((sender = ?2 OR to_member = ?2) \
-                    AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)))";
-                let (mut messages, has_more) = match &since {
-                    Some(since) => {
-                        let known: Option<i64> = c
-                            .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
-                            .query_row((s.workflow_id, since), |r| r.get(0))
-                            .optional()?;
-                        if known.is_none() {
-                            return Err(Error::not_found(format!(
-                                "unknown message id {since:?} in {}: pass an id returned by channel_read or channel_send, \
-                                 or leave since out to get the latest messages",
-                                s.workflow
-                            )));
-                        }
-                        let mut st = c.prepare_cached(&format!(
-                            "SELECT {COLS} FROM messages WHERE {VISIBLE} AND id > ?3 ORDER BY id LIMIT ?4"
-                        ))?;
-                        let mut rows = st
-                            .query_map(sql::params![s.workflow_id, s.me, since, limit + 1], message_row)?
-                            .collect::<sql::Result<Vec<_>>>()?;
-                        let more = rows.len() as i64 > limit;
-                        rows.truncate(limit as usize);
-                        (rows, more)
-                    }
-                    None => {
-                        let mut st = c.prepare_cached(&format!(
-                            "SELECT {COLS} FROM messages WHERE {VISIBLE} ORDER BY id DESC LIMIT ?3"
-                        ))?;
-                        let mut rows = st
-                            .query_map(sql::params![s.workflow_id, s.me, limit], message_row)?
-                            .collect::<sql::Result<Vec<_>>>()?;
-                        rows.reverse();
-                        (rows, false)
-                    }
-                };
-                if let Some(last) = messages.last() {
-                    set_cursor(c, s.workflow_id, &s.me, &last.id)?;
-                }
-                messages.shrink_to_fit();
-                Ok(ReadResult { messages, has_more })
-            })
-            .await
     }
 }
 

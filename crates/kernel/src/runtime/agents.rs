@@ -10,10 +10,10 @@
 //! belongs to its folder); the sdk backend starts afresh by itself when its model,
 //! system prompt or folder changed.
 
-use crate::Kernel;
 use crate::events::Event;
 use crate::registry::config::AgentConfig;
 use crate::registry::{AgentView, NewAgent, insert_agent_tx, validate};
+use crate::runtime::Runtime;
 use crate::runtime::schedules;
 use domain::clock::now_ms;
 use domain::error::{Error, Result};
@@ -64,7 +64,7 @@ fn cleared(v: Option<String>, current: Option<String>) -> Option<String> {
     }
 }
 
-impl Kernel {
+impl Runtime {
     pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
         validate(&a)?;
         if let Some((_, Some(p))) = &a.schedule
@@ -303,7 +303,7 @@ pub struct AgentInfo {
     pub schedule: Option<crate::runtime::schedules::ScheduleView>,
 }
 
-impl Kernel {
+impl Runtime {
     pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
         let rec = self.registry.agent_get(target).await?;
         let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());

@@ -4,10 +4,11 @@
 //! approval_list, and what a closed approval releases.
 
 use super::scheduler::Wake;
+use crate::Caller;
 use crate::events::Event;
 use crate::governance::approvals::{self, ApprovalView, Ended};
 use crate::messaging;
-use crate::{Caller, Kernel};
+use crate::runtime::Runtime;
 use domain::clock::now_ms;
 use domain::contracts;
 use domain::error::{Error, Result};
@@ -20,7 +21,7 @@ use store::sql;
 
 /// Keeps a run alive while it waits, and forgets the wait however it ends.
 struct Waiting<'a> {
-    kernel: &'a Kernel,
+    kernel: &'a Runtime,
     id: i64,
     agent_id: i64,
     held_file: Option<PathBuf>,
@@ -60,7 +61,7 @@ async fn writes_marker(f: &std::path::Path) -> bool {
     in_a_folder && tokio::fs::write(f, b"").await.is_ok()
 }
 
-impl Kernel {
+impl Runtime {
     /// Waits until approval `id` is decided or its deadline passes, keeping the run
     /// alive meanwhile.
     pub(super) async fn wait_approval(

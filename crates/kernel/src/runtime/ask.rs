@@ -6,11 +6,12 @@
 //! in the run that follows. Which run answers is the run that read the message
 //! (recorded with its delivery), whoever started it.
 
+use crate::Caller;
 use crate::events::Event;
 use crate::messaging::Outgoing;
 use crate::registry::AgentRecord;
+use crate::runtime::Runtime;
 use crate::runtime::workers::RunHandle;
-use crate::{Caller, Kernel};
 use domain::error::{Error, Result};
 use domain::states::Wake;
 use domain::states::{AgentState, RunStatus};
@@ -61,7 +62,7 @@ pub struct Asking {
     run: RunHandle,
 }
 
-impl Kernel {
+impl Runtime {
     /// Posts the question as a DM from the lead and wakes the agent (a run starts
     /// now, or one more follows the run in progress).
     pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
@@ -73,9 +74,11 @@ impl Kernel {
             )));
         }
         let scope = self
+            .registry
             .scope(&Caller::Lead, Some(&agent.view.workflow))
             .await?;
         let sent = self
+            .messaging
             .channel_send(
                 &scope,
                 Outgoing {

@@ -2,7 +2,8 @@
 //! would get (the kernel's, plus the agent's own `env`), answers for each backend
 //! whether its command is there and logged in, and what to do if not.
 
-use crate::{Kernel, worker_exe};
+use crate::runtime::Runtime;
+use crate::worker_exe;
 use domain::error::{Error, Result};
 use domain::protocol::{BackendReport, PROBE_MODE};
 use std::collections::BTreeMap;
@@ -13,7 +14,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most of the probe's answer that is read.
 const MAX_ANSWER: usize = 1024 * 1024;
 
-impl Kernel {
+impl Runtime {
     /// Probes `backends` (all when empty) in the environment `env` adds to the
     /// kernel's (the admin token is never passed on).
     pub async fn probe_backends(
@@ -24,7 +25,7 @@ impl Kernel {
         let mut cmd = tokio::process::Command::new(worker_exe());
         cmd.arg(PROBE_MODE)
             .args(backends)
-            .current_dir(self.data_dir())
+            .current_dir(self.data_dir.as_path())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -50,7 +51,7 @@ impl Kernel {
     }
 }
 
-impl Kernel {
+impl Runtime {
     /// What a person should know about an agent that is registered but may not
     /// run as it is: its backend missing or not logged in (with the fix), or a
     /// choice that needs saying. None when it is ready.

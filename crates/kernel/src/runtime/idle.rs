@@ -4,14 +4,14 @@
 //! schedule, an agent paused until a later automatic resume, or a message a
 //! kernel-run agent has not acknowledged.
 
-use crate::Kernel;
 use crate::messaging::broadcast::UNWRITTEN_EXISTS;
+use crate::runtime::Runtime;
 use domain::clock::now_ms;
 use domain::error::Result;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-impl Kernel {
+impl Runtime {
     /// A client made a request (any authenticated MCP call).
     pub fn touch_client(&self) {
         self.last_client.store(now_ms(), Ordering::Relaxed);

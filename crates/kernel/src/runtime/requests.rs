@@ -9,11 +9,12 @@
 //! the run ends first, the approval is `lost`, never granted by default.
 
 use super::runs::Denial;
+use crate::AgentIdentity;
 use crate::events::Event;
 use crate::governance::approvals::{self, Ended, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::messaging::{Posted, post_system_to, preview};
-use crate::{AgentIdentity, Kernel};
+use crate::runtime::Runtime;
 use domain::contracts::{self, Event as Ev, Reached};
 use domain::error::{Error, Result};
 use domain::permissions::{Kind, Profile, Request, request_of};
@@ -122,7 +123,7 @@ fn profile_refusal(
     })
 }
 
-impl Kernel {
+impl Runtime {
     /// permission_request: decides one tool request of a worker run.
     pub async fn tool_request(
         self: &Arc<Self>,

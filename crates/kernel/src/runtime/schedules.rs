@@ -6,8 +6,9 @@
 //! records the newest channel message (`seen_upto`): while others post after it, a
 //! workflow run still owes that agent a scheduled run and is not done.
 
+use crate::events::Event;
+use crate::runtime::Runtime;
 use crate::runtime::scheduler::Wake;
-use crate::{Kernel, events::Event};
 use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 use domain::trigger::Trigger;
@@ -108,7 +109,7 @@ pub(crate) fn view(target: String, (kind, spec, prompt, next): Row) -> ScheduleV
     }
 }
 
-impl Kernel {
+impl Runtime {
     /// schedule_set: gives an agent a schedule (replacing any) and arms it.
     pub async fn schedule_set(
         &self,

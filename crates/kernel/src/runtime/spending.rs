@@ -3,18 +3,18 @@
 //! how a run ended (notify, pause).
 
 use super::runs::{Spender, spent};
-use crate::Kernel;
 use crate::events::Event;
 use crate::governance::approvals::{self, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::messaging::post_system_to;
+use crate::runtime::Runtime;
 use domain::contracts::{self, Event as Ev, When};
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::states::RunStatus;
 use std::sync::Arc;
 
-impl Kernel {
+impl Runtime {
     /// Before a run starts: what spend contracts say. Returns true when the run
     /// must wait (an approval is open or was just asked for, or the agent paused).
     pub(super) async fn spend_holds(

@@ -4,8 +4,8 @@
 //! that closes the run, and the scheduler told what it means.
 
 use super::workers::Spec;
-use crate::Kernel;
 use crate::events::Event;
+use crate::runtime::Runtime;
 use crate::runtime::runs::{self, RunEnd};
 use domain::protocol::{ErrorClass, Outcome, Report};
 use os::process::{self, Ended};
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-impl Kernel {
+impl Runtime {
     pub(super) async fn supervise_run(
         self: Arc<Self>,
         spec: Spec,

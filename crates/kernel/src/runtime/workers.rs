@@ -10,8 +10,9 @@
 //! builds prompts (the worker does, from what it reads over MCP).
 
 use crate::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
+use crate::registry::tokens;
+use crate::runtime::Runtime;
 use crate::runtime::runs::{self, NewRun, RunView};
-use crate::{Kernel, registry::tokens};
 use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
@@ -80,7 +81,7 @@ impl Spec {
     }
 }
 
-impl Kernel {
+impl Runtime {
     pub(super) async fn spec(&self, agent_id: i64) -> Result<Spec> {
         self.store
             .read(move |c| {
@@ -369,7 +370,8 @@ impl Kernel {
     }
 
     pub fn workspace_dir(&self, wf: &WorkflowRef, agent: &str) -> PathBuf {
-        self.data_dir()
+        self.data_dir
+            .as_path()
             .join("workspaces")
             .join(&wf.name)
             .join(&wf.tag)

@@ -137,7 +137,7 @@ impl Kernel {
             })
             .await?;
         let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
-        let busy = self.any_active(&ids) || self.owes_runs(&ids);
+        let busy = self.runtime.any_active(&ids) || self.runtime.owes_runs(&ids);
         let mut status = row.state;
         // Between an event and the debounced check, the stored state may lag.
         if busy
@@ -154,7 +154,7 @@ impl Kernel {
             .into_iter()
             .map(|a| {
                 let mut s = a.summary;
-                if self.active_run(a.id).is_some() {
+                if self.runtime.active_run(a.id).is_some() {
                     s.state = AgentState::Running;
                 }
                 runs += s.runs;
@@ -317,15 +317,15 @@ impl Kernel {
             })
             .await?;
         if !row.state.is_live_run() {
-            self.watch_workflow(wid, false);
+            self.runtime.watch_workflow(wid, false);
             return Ok(());
         }
         let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
         let live = |a: &&AgentFacts| a.summary.state != AgentState::Paused;
         // This node's runs and owed work from memory; every node's runs from the store.
-        let work_left = self.any_active(&ids)
+        let work_left = self.runtime.any_active(&ids)
             || agents.iter().any(|a| a.running)
-            || self.owes_runs(&ids)
+            || self.runtime.owes_runs(&ids)
             || binding > 0
             || agents
                 .iter()
@@ -413,7 +413,7 @@ impl Kernel {
         if !changed {
             return Ok(());
         }
-        self.watch_workflow(wid, false);
+        self.runtime.watch_workflow(wid, false);
         self.stop_workflow_runs(wid).await?;
         self.events.publish(Event::WorkflowSettled {
             workflow_id: wid,
@@ -436,9 +436,9 @@ impl Kernel {
             .await?;
         let mut stopped = 0;
         for id in ids {
-            self.scheduler_forget(id);
-            self.arm_schedule(id, None);
-            if self.stop_run_anywhere(id).await? {
+            self.runtime.scheduler_forget(id);
+            self.runtime.arm_schedule(id, None);
+            if self.runtime.stop_run_anywhere(id).await? {
                 stopped += 1;
             }
         }
@@ -479,7 +479,7 @@ impl Kernel {
             })
             .await?;
         self.messaging.announce(wid, &posted);
-        self.watch_workflow(wid, false);
+        self.runtime.watch_workflow(wid, false);
         let stopped = self.stop_workflow_runs(wid).await?;
         self.events.publish(Event::WorkflowSettled {
             workflow_id: wid,

@@ -102,7 +102,7 @@ impl Kernel {
             .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
         let wid = self.register(&wf, &wref, &bound, agents).await?;
         self.apply_context(&wf, &wref, wid).await?;
-        self.watch_workflow(wid, true);
+        self.runtime.watch_workflow(wid, true);
         if let Some(k) = kickoff.filter(|k| !k.trim().is_empty()) {
             let scope = self
                 .registry
@@ -170,9 +170,9 @@ impl Kernel {
             .collect();
         let contracts = wf.contracts.clone();
         // Placement: this node runs the workflow's agents, unless one names another.
-        let node = self.node().to_owned();
+        let node = self.runtime.node().to_owned();
         // Schedules count from the scheduler's clock.
-        let armed_from = self.clock.now_ms();
+        let armed_from = self.runtime.clock().now_ms();
         let (wid, armed, elsewhere) = self
             .store
             .write(move |c| {
@@ -205,11 +205,11 @@ impl Kernel {
         // A run starts mock scripts afresh: their `times` counters live in the agent's
         // own folder.
         for name in mocks {
-            forget_mock_counters(self.workspace_dir(wref, &name)).await;
+            forget_mock_counters(self.runtime.workspace_dir(wref, &name)).await;
         }
         for (id, next) in armed {
-            self.scheduler_forget(id);
-            self.arm_schedule(id, next);
+            self.runtime.scheduler_forget(id);
+            self.runtime.arm_schedule(id, next);
         }
         // An agent placed on another node: that node arms its schedule and serves it.
         for name in elsewhere {

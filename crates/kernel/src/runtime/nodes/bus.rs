@@ -14,8 +14,8 @@
 //! Notifications are hints: after any gap (the listener reconnected) the node reads
 //! the store again for what its agents are owed.
 
-use crate::Kernel;
 use crate::events::Event;
+use crate::runtime::Runtime;
 use domain::states::{AgentState, WorkflowState};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
@@ -61,7 +61,7 @@ fn travels(e: &Event) -> bool {
     !matches!(e, Event::WorkflowQuiet { .. } | Event::AgentFailed { .. })
 }
 
-impl Kernel {
+impl Runtime {
     /// Joins the bus of the store's kernels (PostgreSQL; nothing on SQLite): this
     /// node's events go out, the others' come in.
     pub(crate) fn start_bus(self: &Arc<Self>) -> domain::error::Result<()> {

@@ -27,7 +27,7 @@
 
 mod bus;
 
-use crate::Kernel;
+use crate::runtime::Runtime;
 use domain::clock::fmt_ms;
 use domain::error::Result;
 use schemars::JsonSchema;
@@ -254,7 +254,7 @@ fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {
     })
 }
 
-impl Kernel {
+impl Runtime {
     /// This kernel's node name.
     pub fn node(&self) -> &str {
         &self.node

@@ -4,9 +4,9 @@
 //! in, first out, one place per agent.
 
 use super::{Queued, Timer, Wake};
-use crate::Kernel;
 use crate::messaging::broadcast;
 use crate::registry::config::AgentConfig;
+use crate::runtime::Runtime;
 use crate::runtime::runs::{Spender, spent};
 use domain::error::Result;
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
@@ -190,7 +190,7 @@ fn over_budget(who: &str, budget: &Budget, tokens: u64, cost: f64) -> Option<Str
     None
 }
 
-impl Kernel {
+impl Runtime {
     /// Asks for a run of an agent; see the module docs for what may happen instead.
     pub(crate) async fn admit(
         self: &Arc<Self>,

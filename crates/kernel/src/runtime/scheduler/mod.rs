@@ -26,9 +26,9 @@ mod gate;
 mod outcome;
 mod wakes;
 
-use crate::Kernel;
 use crate::events::Event;
 use crate::messaging::broadcast::UNWRITTEN_EXISTS;
+use crate::runtime::Runtime;
 use crate::timing::Clock;
 use domain::error::Result;
 pub(crate) use gate::open_deliveries;
@@ -202,7 +202,7 @@ impl Default for Scheduler {
     }
 }
 
-impl Kernel {
+impl Runtime {
     /// Starts the scheduler's two tasks (events, timers) and re-arms what the store
     /// says is owed: schedules, automatic resumes, deferred and pending deliveries,
     /// and workflow runs in progress.

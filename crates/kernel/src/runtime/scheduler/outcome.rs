@@ -6,15 +6,16 @@
 
 use super::{Timer, Wake};
 use crate::events::Event;
+use crate::messaging;
+use crate::runtime::Runtime;
 use crate::runtime::runs::RunEnd;
-use crate::{Kernel, messaging};
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::protocol::ErrorClass;
 use std::sync::Arc;
 use store::sql::OptionalExtension;
 
-impl Kernel {
+impl Runtime {
     /// Settles what a finished run means for scheduling. Called by the process
     /// manager once the run's row is final, before it reports the run done.
     pub(crate) async fn after_run(

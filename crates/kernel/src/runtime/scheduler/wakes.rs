@@ -11,7 +11,7 @@
 //! while one runs marks it to run once more when it ends.
 
 use super::Wake;
-use crate::Kernel;
+use crate::runtime::Runtime;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Notify;
@@ -73,7 +73,7 @@ impl Wakes {
     }
 }
 
-impl Kernel {
+impl Runtime {
     /// The drain task: turns noted deliveries into wakes, one read per workflow per pass.
     pub(super) fn spawn_wake_drain(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
