@@ -77,21 +77,25 @@
 //!                  between the kernels of a database); allocator.rs SQLite on the
 //!                  process's allocator
 //! --- agent-worker-kernel (crates/kernel/src/): the single source of truth (one per
-//! data dir). Rooms, each using only those listed before it (and events.rs) ---
-//!   lib.rs         the hub: Kernel, who is calling (Caller, Scope), open and start
-//!   facade.rs      the Kernel methods of rooms that are services (contracts so far):
-//!                  resolve what the caller named, then ask the room
+//! data dir). Rooms, each a service built only from those listed before it (and
+//! events.rs, timing.rs, the store) ---
+//!   lib.rs         who is calling (Caller, Scope); the map of the rooms
+//!   facade/        Kernel: the composition root (mod.rs: open builds each room
+//!                  from the store, the clock, the events and the rooms below it,
+//!                  then recovers; start) and the thin façade the MCP layer calls,
+//!                  one file per room; the only `impl Kernel`
 //!   timing.rs      the kernel's clock (the system's, or a manual one in tests) and
 //!                  Timing: retry delays, pause times, the settle debounce
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
-//!   registry/      workflow instances and agents (rows, views, validation),
+//!   registry/      Registry: workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration,
 //!                  tokens.rs admin and agent tokens (hash only), authentication
 //!   governance/    contracts.rs Contracts, a service owning the contracts in force
 //!                  (rows, the hot-loaded set, set/delete/list) and the decision
 //!                  log; approvals.rs approvals
 //!                  as rows (votes, deadline, lost with their run)
-//!   messaging/     channel_send / channel_read and the send guard (mod.rs),
+//!   messaging/     Messaging: channel_send and the send guard (mod.rs), read.rs
+//!                  channel_read and the reader's cursor,
 //!                  governed.rs message contracts inside the send's transaction,
 //!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
 //!                  pending -> seen -> acked | deferred (open ones in `deliveries`,
@@ -99,11 +103,12 @@
 //!                  to every other agent as one row, written per agent on first
 //!                  read or change, team.rs member status,
 //!                  resources.rs content-addressed blobs
-//!   context/       documents/ (rules, path rules, per-instance settings, the file
+//!   context/       Context: documents/ (rules, path rules, per-instance settings, the file
 //!                  and database providers, doc_write contracts), proposals/ (types, stored,
 //!                  ops, expiry on time, tally.rs the resolution rules, pure,
 //!                  drafts.rs contracts agents draft and the lead approves)
-//!   runtime/       agents as things that run: agents.rs create/update/delete/info,
+//!   runtime/       Runtime, agents as things that run (it owns the workers, the
+//!                  scheduler, the approval waits, the node bus): agents.rs create/update/delete/info,
 //!                  own_folder.rs an agent's folder in the data dir (its alone),
 //!                  workers.rs the process manager, running.rs the runs in progress
 //!                  (Workers, whose methods alone lock them), supervise.rs one run from spawn
@@ -118,7 +123,7 @@
 //!                  nodes/ the kernels of a store (name, heartbeat, placement,
 //!                  takeover; bus.rs their events to each other); tells workflows
 //!                  through events
-//!   workflows/     workflow runs: start (run.rs), setup.rs its shell setup steps,
+//!   workflows/     Workflows, workflow runs: start (run.rs), setup.rs its shell setup steps,
 //!                  status, completion, stop, list; facts.rs what a status and the
 //!                  idle check read
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
@@ -168,9 +173,11 @@
 //! - Crates depend only on crates below them (the map above; `tests/tidy.rs` reads
 //!   `cargo metadata`): `mcp -> kernel -> store -> domain`, the worker beside the
 //!   kernel and knowing neither it nor the store. rmcp is named only by the MCP crate,
-//!   the worker (its client) and the binary. Inside the kernel the rooms are still
-//!   `impl Kernel` blocks, so their order (registry < governance < messaging <
-//!   context < runtime < workflows) is a direction, not a wall the compiler keeps.
+//!   the worker (its client) and the binary. Inside the kernel each room is a
+//!   service holding only the rooms below it (registry < governance < messaging <
+//!   context < runtime < workflows), so a room cannot call one above it: signals go
+//!   up as events. No room names `Kernel`; `impl Kernel` is only in `facade/`
+//!   (`tests/tidy.rs`). State is locked only by the methods of the room that owns it.
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //!   On PostgreSQL every write transaction takes the database's write lock first, so

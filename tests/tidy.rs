@@ -1,6 +1,7 @@
 //! The house's rules that the compiler cannot keep, kept by reading the tree:
 //! which crate may depend on which (from `cargo metadata`), where a database engine
-//! may be named, who may write to stdout, and how long a source file may be.
+//! may be named, who may write to stdout, how long a source file may be, and that
+//! the kernel's rooms never name `Kernel` (only its façade does).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -236,6 +237,40 @@ fn no_state_or_backend_is_compared_as_a_string() {
     assert!(
         found.is_empty(),
         "compare the typed state or backend instead:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The kernel's code before its test module (tests may build a whole kernel).
+fn without_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]").next().unwrap_or(text)
+}
+
+#[test]
+fn rooms_are_services_and_only_the_facade_is_the_kernel() {
+    // Each room is a struct built from the store, the clock, the events and the
+    // rooms below it; `Kernel` is the composition root and the façade over them.
+    let names_kernel = regex::Regex::new(
+        r"\bimpl Kernel\b|&(Arc<)?Kernel\b|\bcrate::Kernel\b|\bKernel,|, Kernel\b",
+    )
+    .unwrap();
+    let mut found = Vec::new();
+    for path in source_files() {
+        let name = relative(&path);
+        let in_facade = name.starts_with("crates/kernel/src/facade/");
+        if !name.starts_with("crates/kernel/src/") || in_facade || name.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in without_tests(&text).lines().enumerate() {
+            if names_kernel.is_match(&code_of(line)) {
+                found.push(format!("{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a room names Kernel (give it what it needs instead, and its façade method to facade/):\n{}",
         found.join("\n")
     );
 }

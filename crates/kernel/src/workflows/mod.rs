@@ -20,8 +20,13 @@ mod facts;
 pub mod run;
 pub mod setup;
 
-use crate::events::Event;
-use crate::{Caller, Kernel, messaging};
+use crate::context::Context;
+use crate::events::{Event, Events};
+use crate::governance::contracts::Contracts;
+use crate::messaging::Messaging;
+use crate::registry::Registry;
+use crate::runtime::Runtime;
+use crate::{Caller, messaging};
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::Result;
 use domain::names::WorkflowRef;
@@ -30,8 +35,10 @@ use domain::states::{AgentState, WorkflowState};
 use facts::{AgentFacts, agent_facts, open_binding_proposals, workflow_row};
 use schemars::JsonSchema;
 use serde::Serialize;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use store::Store;
 use store::sql;
 
 /// Most of the main document a status shows (the rest: team_doc_read).
@@ -119,7 +126,53 @@ pub struct WorkflowListed {
     pub ended_at: Option<String>,
 }
 
-impl Kernel {
+/// The workflows room as a service: it starts workflow runs from YAML, settles
+/// them when their team goes quiet (hearing the runtime through events) and stops
+/// them. It sits on every other room.
+pub struct Workflows {
+    store: Store,
+    events: Events,
+    contracts: Arc<Contracts>,
+    registry: Arc<Registry>,
+    messaging: Arc<Messaging>,
+    context: Arc<Context>,
+    runtime: Arc<Runtime>,
+    /// Where a workflow's shell setup steps keep their logs.
+    data_dir: PathBuf,
+}
+
+/// The rooms a [`Workflows`] is built on.
+pub struct Rooms {
+    pub contracts: Arc<Contracts>,
+    pub registry: Arc<Registry>,
+    pub messaging: Arc<Messaging>,
+    pub context: Arc<Context>,
+    pub runtime: Arc<Runtime>,
+}
+
+impl Workflows {
+    pub fn new(store: Store, events: Events, rooms: Rooms, data_dir: PathBuf) -> Self {
+        let Rooms {
+            contracts,
+            registry,
+            messaging,
+            context,
+            runtime,
+        } = rooms;
+        Self {
+            store,
+            events,
+            contracts,
+            registry,
+            messaging,
+            context,
+            runtime,
+            data_dir,
+        }
+    }
+}
+
+impl Workflows {
     /// The status of a workflow instance, computed from the store and the runs in
     /// progress.
     pub async fn workflow_status(&self, workflow: &str) -> Result<WorkflowStatus> {
@@ -189,6 +242,7 @@ impl Kernel {
 
     async fn main_document(&self, wref: &WorkflowRef) -> Option<DocShown> {
         let scope = self
+            .registry
             .scope(&Caller::Lead, Some(&wref.to_string()))
             .await
             .ok()?;

@@ -6,11 +6,11 @@
 //! registers the instance and its agents and schedules, the document settings are
 //! applied, and the kickoff is posted as `user`; the scheduler takes it from there.
 
-use crate::Kernel;
 use crate::context::documents::settings::ContextChange;
 use crate::messaging::Outgoing;
 use crate::registry::config::AgentConfig;
 use crate::registry::{has_no_worker, workflow_id_tx};
+use crate::workflows::Workflows;
 use crate::{Caller, runtime::schedules};
 use domain::backends::Backend;
 use domain::clock::now_ms;
@@ -46,7 +46,7 @@ struct Registered {
     node: Option<String>,
 }
 
-impl Kernel {
+impl Workflows {
     /// Parses, sets up and starts a workflow instance. Returns its id and reference.
     pub async fn workflow_start(
         self: &Arc<Self>,
@@ -55,7 +55,7 @@ impl Kernel {
         params: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<(i64, WorkflowRef)> {
         // Reading and parsing are blocking (a file, libyaml): off the async threads.
-        let data_dir = self.data_dir().to_owned();
+        let data_dir = self.data_dir.as_path().to_owned();
         let wf = tokio::task::spawn_blocking(move || match source {
             Source::File(p) => {
                 let p = if p.is_absolute() {

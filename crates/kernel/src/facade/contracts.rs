@@ -1,0 +1,36 @@
+use crate::Kernel;
+use crate::governance::contracts::{ContractList, ContractView};
+use domain::contracts;
+use domain::error::{Error, Result};
+use domain::names::WorkflowRef;
+use serde_json::Value;
+
+impl Kernel {
+    /// contract_set: creates or replaces the lead's contract of this name.
+    pub async fn contract_set(&self, spec: Value) -> Result<ContractView> {
+        let c = contracts::parse(&spec).map_err(|e| Error::invalid(format!("contract.{e}")))?;
+        if let Some(w) = &c.workflow {
+            let wf = WorkflowRef::parse(w)?;
+            if w.contains(':') {
+                // A named instance must exist, so a typo is not a contract that never applies.
+                self.registry.workflow_id(&wf).await?;
+            }
+        }
+        self.contracts.set(c, spec).await
+    }
+
+    /// contract_set with remove: deletes the lead's contract of this name.
+    pub async fn contract_delete(&self, name: &str) -> Result<()> {
+        self.contracts.delete(name).await
+    }
+
+    /// contract_list: the contracts (all, or those in force in one instance), the
+    /// built-in guards and the latest decisions.
+    pub async fn contract_list(&self, workflow: Option<&WorkflowRef>) -> Result<ContractList> {
+        let scope = match workflow {
+            Some(wf) => Some((self.registry.workflow_id(wf).await?, wf.clone())),
+            None => None,
+        };
+        self.contracts.list(scope).await
+    }
+}

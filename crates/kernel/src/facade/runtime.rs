@@ -1,0 +1,179 @@
+use crate::AgentIdentity;
+use crate::governance::approvals::ApprovalView;
+use crate::registry::AgentView;
+use crate::registry::NewAgent;
+use crate::runtime::agents::{AgentInfo, AgentUpdate};
+use crate::runtime::ask::{AskResult, Asking};
+use crate::runtime::nodes::NodeView;
+use crate::runtime::requests::Answer;
+use crate::runtime::runs::RunView;
+use crate::runtime::schedules::ScheduleView;
+use crate::{Caller, Kernel};
+use domain::error::Result;
+use domain::names::WorkflowRef;
+use domain::permissions::Permissions;
+use domain::protocol::BackendReport;
+use domain::trigger::Trigger;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Agents as things that run.
+impl Kernel {
+    pub fn touch_client(&self) {
+        self.runtime.touch_client()
+    }
+
+    pub fn client_idle_for(&self) -> Duration {
+        self.runtime.client_idle_for()
+    }
+
+    pub async fn owes_nothing(&self) -> Result<bool> {
+        self.runtime.owes_nothing().await
+    }
+
+    pub async fn stop_all_runs(&self) {
+        self.runtime.stop_all_runs().await
+    }
+
+    pub async fn run_view(&self, run_id: &str) -> Result<RunView> {
+        self.runtime.run_view(run_id).await
+    }
+
+    pub async fn set_paused(&self, agent_id: i64, paused: bool) -> Result<()> {
+        self.runtime.set_paused(agent_id, paused).await
+    }
+
+    pub async fn approval_decide(
+        &self,
+        caller: &Caller,
+        id: i64,
+        approve: bool,
+        reason: Option<String>,
+    ) -> Result<ApprovalView> {
+        self.runtime
+            .approval_decide(caller, id, approve, reason)
+            .await
+    }
+
+    pub async fn approval_view(&self, id: i64) -> Result<Option<ApprovalView>> {
+        self.runtime.approval_view(id).await
+    }
+
+    pub async fn approval_list(
+        &self,
+        caller: &Caller,
+        workflow: Option<&WorkflowRef>,
+    ) -> Result<Vec<ApprovalView>> {
+        self.runtime.approval_list(caller, workflow).await
+    }
+
+    pub async fn tool_request(
+        &self,
+        who: &AgentIdentity,
+        tool_name: &str,
+        input: &serde_json::Value,
+    ) -> Result<Answer> {
+        self.runtime.tool_request(who, tool_name, input).await
+    }
+
+    pub async fn probe_backends(
+        &self,
+        backends: &[&str],
+        env: &BTreeMap<String, String>,
+    ) -> Result<Vec<BackendReport>> {
+        self.runtime.probe_backends(backends, env).await
+    }
+
+    pub async fn readiness_warning(
+        &self,
+        backend: &str,
+        env: &BTreeMap<String, String>,
+        permissions: &domain::permissions::Permissions,
+    ) -> Option<String> {
+        self.runtime
+            .readiness_warning(backend, env, permissions)
+            .await
+    }
+
+    pub fn set_url(&self, url: String) {
+        self.runtime.set_url(url)
+    }
+
+    pub fn url(&self) -> Option<&str> {
+        self.runtime.url()
+    }
+
+    pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
+        self.runtime.agent_new(a).await
+    }
+
+    pub async fn agent_delete(self: &std::sync::Arc<Self>, target: &str) -> Result<AgentView> {
+        self.runtime.agent_delete(target).await
+    }
+
+    pub async fn agent_env_and_permissions(
+        &self,
+        target: &str,
+    ) -> Result<(BTreeMap<String, String>, Permissions)> {
+        self.runtime.agent_env_and_permissions(target).await
+    }
+
+    pub async fn agent_update(&self, target: &str, u: AgentUpdate) -> Result<AgentView> {
+        self.runtime.agent_update(target, u).await
+    }
+
+    pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
+        self.runtime.agent_info(target).await
+    }
+
+    pub async fn ask(&self, target: &str, message: &str) -> Result<Asking> {
+        self.runtime.ask(target, message).await
+    }
+
+    pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {
+        self.runtime.asked(target, message_id).await
+    }
+
+    pub async fn await_answer(
+        &self,
+        a: Asking,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        progress: impl Fn(String),
+    ) -> Result<AskResult> {
+        self.runtime
+            .await_answer(a, deadline, cancel, progress)
+            .await
+    }
+
+    pub async fn schedule_set(
+        &self,
+        target: &str,
+        trigger: Trigger,
+        prompt: Option<String>,
+    ) -> Result<ScheduleView> {
+        self.runtime.schedule_set(target, trigger, prompt).await
+    }
+
+    pub async fn schedule_clear(&self, target: &str) -> Result<bool> {
+        self.runtime.schedule_clear(target).await
+    }
+
+    pub fn node(&self) -> &str {
+        self.runtime.node()
+    }
+
+    pub async fn node_list(&self) -> Result<Vec<NodeView>> {
+        self.runtime.node_list().await
+    }
+
+    pub async fn leave(&self) -> Result<()> {
+        self.runtime.leave().await
+    }
+
+    pub async fn start_scheduler(&self) -> Result<()> {
+        self.runtime.start_scheduler().await
+    }
+}
