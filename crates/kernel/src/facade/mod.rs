@@ -72,16 +72,32 @@ impl Kernel {
         timing: timing::Timing,
     ) -> Result<Arc<Self>> {
         rt::nodes::validate_name(node).map_err(Error::invalid)?;
-        std::fs::create_dir_all(data_dir).map_err(|e| {
-            Error::internal(format!(
-                "cannot create data dir {}: {e}",
-                data_dir.display()
-            ))
-        })?;
-        let (location, me) = (store.clone(), node.to_owned());
-        let store = tokio::task::spawn_blocking(move || Store::open_as(&location, &me))
-            .await
-            .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
+        let (location, me, dir) = (store.clone(), node.to_owned(), data_dir.to_owned());
+        let store = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Error::internal(format!("cannot create data dir {}: {e}", dir.display()))
+            })?;
+            Store::open_as(&location, &me)
+        })
+        .await
+        .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
+        let kernel = Arc::new(Self::compose(
+            store,
+            admin_token,
+            (data_dir, node),
+            (clock, timing),
+        ));
+        kernel.recover(node).await?;
+        Ok(kernel)
+    }
+
+    /// Builds each room from the store, the events and the rooms below it.
+    fn compose(
+        store: Store,
+        admin_token: String,
+        (data_dir, node): (&Path, &str),
+        (clock, timing): (timing::Clock, timing::Timing),
+    ) -> Self {
         let events = Events::default();
         let registry = Arc::new(reg::Registry::new(store.clone(), admin_token));
         let contracts = Arc::new(governance::contracts::Contracts::new(
@@ -126,7 +142,7 @@ impl Kernel {
             },
             data_dir.to_owned(),
         ));
-        let kernel = Arc::new(Self {
+        Self {
             registry,
             store,
             events,
@@ -136,12 +152,16 @@ impl Kernel {
             workflows,
             contracts,
             messaging,
-        });
-        kernel.contracts.reload().await?;
-        // This node's agents, and those no live node holds (every other node's, on
-        // SQLite), are recovered below as after a restart.
-        let (me, exclusive) = (node.to_owned(), kernel.store.is_exclusive());
-        let taken = kernel
+        }
+    }
+
+    /// Recovers from the previous run: this node's agents, and those no live node
+    /// holds (every other node's, on SQLite), are taken over; lost runs closed;
+    /// read but unacked deliveries pending again; approvals and proposals timed.
+    async fn recover(&self, node: &str) -> Result<()> {
+        self.contracts.reload().await?;
+        let (me, exclusive) = (node.to_owned(), self.store.is_exclusive());
+        let taken = self
             .store
             .write(move |c| {
                 rt::nodes::register_tx(c, &me)?;
@@ -156,23 +176,23 @@ impl Kernel {
                 "agents of nodes that are gone are run by this one now"
             );
         }
-        let lost = kernel.runtime.recover_runs().await?;
+        let lost = self.runtime.recover_runs().await?;
         if lost > 0 {
             tracing::warn!(
                 lost,
                 "runs in progress when the previous kernel stopped are closed as lost"
             );
         }
-        let requeued = kernel.messaging.requeue_seen().await?;
+        let requeued = self.messaging.requeue_seen().await?;
         if requeued > 0 {
             tracing::info!(
                 requeued,
                 "deliveries read but not acked before the restart are pending again"
             );
         }
-        kernel.runtime.recover_approvals().await?;
-        kernel.context.start_proposal_timer();
-        Ok(kernel)
+        self.runtime.recover_approvals().await?;
+        self.context.start_proposal_timer();
+        Ok(())
     }
 
     /// Starts what runs by itself once the HTTP endpoint is known (workers need its
