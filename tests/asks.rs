@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn a_new_agent_inherits_nothing_from_a_deleted_one() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     call(
         &lead,
@@ -66,7 +66,7 @@ async fn a_new_agent_inherits_nothing_from_a_deleted_one() {
 #[tokio::test]
 async fn questions_close_together_are_each_answered_by_the_run_that_read_them() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let lead2 = s.lead(Proto::Legacy).await;
     call(

@@ -16,7 +16,7 @@ async fn contract(lead: &Client, spec: Value) -> Value {
 #[tokio::test]
 async fn messages_to_a_member_are_routed_through_a_reviewer_or_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     for (name, backend) in [
         ("alice", "external"),
@@ -100,7 +100,7 @@ async fn messages_to_a_member_are_routed_through_a_reviewer_or_refused() {
 #[tokio::test]
 async fn contract_errors_name_the_field_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     for (spec, want) in [
         (
@@ -143,7 +143,7 @@ async fn contract_errors_name_the_field_and_change_nothing() {
 #[tokio::test]
 async fn an_agent_drafts_a_contract_and_only_the_leads_approve_puts_it_in_force() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     for name in ["alice", "bob"] {
         call(
@@ -244,7 +244,7 @@ async fn an_agent_drafts_a_contract_and_only_the_leads_approve_puts_it_in_force(
 #[tokio::test]
 async fn a_workflow_brings_its_own_contracts_and_the_lead_adds_one_while_it_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let yaml = r#"
 name: guarded
@@ -339,7 +339,7 @@ async fn the_readmes_worked_examples_parse_and_read_back() {
         "name: examples\nagents:\n  deployer: {{ backend: human }}\n  reviewer: {{ backend: human }}\n{block}"
     );
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     call(
         &lead,

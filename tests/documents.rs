@@ -6,7 +6,7 @@ use common::*;
 use serde_json::{Value, json};
 
 /// An instance with agents alice and bob, its documents in `provider`.
-async fn team(s: &HttpServer, lead: &Client, wf: &str, provider: &str) -> (Client, Client) {
+async fn team(s: &impl Served, lead: &Client, wf: &str, provider: &str) -> (Client, Client) {
     let mut sessions = agent_sessions(s, lead, wf, &["alice", "bob"]).await;
     let set = call(
         lead,
@@ -184,7 +184,7 @@ async fn refuses_past_the_limits(alice: &Client) {
 #[tokio::test]
 async fn round_trips_on_both_providers() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     for provider in ["file", "sqlite"] {
         let wf = format!("@docs:{provider}");
@@ -246,7 +246,7 @@ async fn path_traversal_is_refused() {
     let secret = outside.path().join("secret.md");
     std::fs::write(&secret, "outside").unwrap();
 
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     let (alice, _bob) = team(&s, &lead, "@paths:t", "file").await;
     call(&alice, "team_doc_write", json!({"content": "inside"}))
@@ -402,7 +402,7 @@ async fn store_switches_are_guarded(lead: &Client) {
 async fn a_bound_folder_holds_the_documents() {
     let dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@proj:main", &["alice"]).await;
     let set = call(
@@ -505,7 +505,7 @@ async fn bob_suggests_to_alice(alice: &Client, bob: &Client) {
 #[tokio::test]
 async fn only_the_owner_writes_and_others_suggest() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let (alice, bob) = team(&s, &lead, "@own:t", "file").await;
 
@@ -599,7 +599,7 @@ async fn only_the_owner_writes_and_others_suggest() {
 #[tokio::test]
 async fn concurrent_writers_with_a_version_exactly_one_wins() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     for provider in ["file", "sqlite"] {
         let wf = format!("@race:{provider}");

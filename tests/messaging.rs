@@ -8,7 +8,7 @@ use serde_json::json;
 #[tokio::test]
 async fn dm_never_leaks() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@team:t", &["alice", "bob", "carol"]).await;
     let alice = join(&s, &lead, "alice@team:t", Proto::Modern).await;
@@ -70,7 +70,7 @@ async fn dm_never_leaks() {
 #[tokio::test]
 async fn addressed_rule_and_all() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     new_agents(&lead, "@team:t", &["alice", "bob", "carol"]).await;
     let alice = join(&s, &lead, "alice@team:t", Proto::Legacy).await;
@@ -227,7 +227,7 @@ async fn alice_inbox_errors(alice: &Client, sent: &[String], bob_msg: &str) {
 #[tokio::test]
 async fn acks_and_defers() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@global:main", &["alice", "bob"]).await;
     let alice = join(&s, &lead, "alice", Proto::Modern).await;
@@ -316,7 +316,7 @@ async fn acks_and_defers() {
 #[tokio::test]
 async fn limits_and_long_lead_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     new_agents(&lead, "@global:main", &["alice", "bob"]).await;
     let alice = join(&s, &lead, "alice", Proto::Modern).await;
@@ -379,7 +379,7 @@ async fn limits_and_long_lead_messages() {
 #[tokio::test]
 async fn resources_are_content_addressed() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@global:main", &["alice", "bob"]).await;
     let alice = join(&s, &lead, "alice", Proto::Modern).await;
@@ -468,7 +468,7 @@ async fn resources_are_content_addressed() {
 #[tokio::test]
 async fn channel_read_paging_and_isolation() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@review:pr-1", &["alice"]).await;
     new_agents(&lead, "@review:pr-2", &["alice"]).await;
@@ -542,7 +542,7 @@ async fn channel_read_paging_and_isolation() {
 #[tokio::test]
 async fn status_and_team_members() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     new_agents(&lead, "@global:main", &["alice", "bob"]).await;
     let alice = join(&s, &lead, "alice", Proto::Modern).await;

@@ -111,7 +111,7 @@ async fn votes_short_of_the_quorum(alice: &Client, bob: &Client, carol: &Client)
 #[tokio::test]
 async fn approval_by_plurality_after_quorum_reaches_everyone() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let t = agent_sessions(&s, &lead, "@vote:t", &["alice", "bob", "carol"]).await;
     let (alice, bob, carol) = (&t[0], &t[1], &t[2]);
@@ -184,7 +184,7 @@ async fn approval_by_plurality_after_quorum_reaches_everyone() {
 #[tokio::test]
 async fn majority_deadlock_is_broken_by_a_revote() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     let t = agent_sessions(&s, &lead, "@maj:t", &["alice", "bob", "carol"]).await;
     let c = call(
@@ -223,7 +223,7 @@ async fn majority_deadlock_is_broken_by_a_revote() {
 #[tokio::test]
 async fn unanimous_needs_every_vote_alike() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let t = agent_sessions(&s, &lead, "@una:t", &["alice", "bob"]).await;
     call(
@@ -251,7 +251,7 @@ async fn unanimous_needs_every_vote_alike() {
 #[tokio::test]
 async fn quorum_and_tie_breakers_incl_creator_decides() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     let t = agent_sessions(&s, &lead, "@tie:t", &["alice", "bob", "carol", "dave"]).await;
     let (alice, bob, carol, dave) = (&t[0], &t[1], &t[2], &t[3]);
@@ -366,7 +366,7 @@ async fn quorum_and_tie_breakers_incl_creator_decides() {
 #[tokio::test]
 async fn bad_proposals_are_explained() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let t = agent_sessions(&s, &lead, "@bad:t", &["alice", "bob"]).await;
     let cases = [
@@ -434,7 +434,7 @@ async fn bad_proposals_are_explained() {
 #[tokio::test]
 async fn cancel_is_for_the_creator_or_the_lead() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     let t = agent_sessions(&s, &lead, "@can:t", &["alice", "bob", "carol"]).await;
     for title in ["one", "two"] {
@@ -492,7 +492,7 @@ async fn cancel_is_for_the_creator_or_the_lead() {
 #[tokio::test]
 async fn expiry_happens_on_time_without_anyone_looking() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let t = agent_sessions(&s, &lead, "@exp:t", &["alice", "bob", "carol"]).await;
     call(

@@ -142,7 +142,7 @@ async fn the_lead_sees_everything(lead: &Client, run_id: &str) {
 #[tokio::test]
 async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let run_id = populate_team(&lead).await;
 
@@ -200,7 +200,7 @@ async fn resources_show_the_team_to_each_identity_as_far_as_it_may_see() {
 async fn completion_offers_what_the_caller_may_see() {
     use rmcp::model::{ArgumentInfo, CompleteRequestParams, CompletionContext, Reference};
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@team", &["alice", "albert"]).await;
     new_agents(&lead, "@other", &["carol"]).await;
@@ -295,7 +295,7 @@ async fn page(c: &Client, cursor: Option<String>) -> (Vec<(String, String)>, Opt
 #[tokio::test]
 async fn resources_list_pages_through_every_resource_once() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     // 30 instances of channel, status, agent info and inbox, the global instance's
     // channel and status, and the lead's three.

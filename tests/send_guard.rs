@@ -23,14 +23,14 @@ fn previews(r: &Value) -> Vec<String> {
 /// A server with agents alice, bob and carol, and sessions of the first two.
 struct Team {
     _dir: tempfile::TempDir,
-    _server: HttpServer,
+    _server: InProcess,
     alice: Client,
     bob: Client,
 }
 
 async fn team() -> Team {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@global:main", &["alice", "bob", "carol"]).await;
     let alice = join(&s, &lead, "alice", Proto::Modern).await;
@@ -46,7 +46,7 @@ async fn team() -> Team {
 #[tokio::test]
 async fn send_guard_reports_missed_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@global:main", &["alice", "bob"]).await;
     let alice = join(&s, &lead, "alice", Proto::Modern).await;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn an_empty_inbox_waits_for_the_next_message() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@team", &["alice", "bob"]).await;
     let alice = join(&s, &lead, "alice@team", Proto::Modern).await;
@@ -79,7 +79,7 @@ async fn an_empty_inbox_waits_for_the_next_message() {
 #[tokio::test]
 async fn channel_read_waits_after_since_for_what_the_reader_may_see() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     new_agents(&lead, "@team", &["alice", "bob", "carol"]).await;
     new_agents(&lead, "@other", &["alice"]).await;

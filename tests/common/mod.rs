@@ -1,10 +1,15 @@
-//! Test harness: the real binary over real transports, driven by rmcp's client.
+//! Test harness: the real binary over real transports, or the kernel in the test's
+//! own process (in_process.rs), driven by rmcp's client.
 #![allow(dead_code)]
 
 pub mod clis;
 pub mod fake_llm;
+pub mod in_process;
 pub mod inspector;
 pub mod store;
+
+#[allow(unused_imports)] // not every test binary uses it
+pub use in_process::InProcess;
 
 use rmcp::{
     RoleClient,
@@ -177,14 +182,6 @@ impl HttpServer {
         }
     }
 
-    pub async fn client(&self, token: &str, p: Proto) -> Client {
-        http_client(&self.url, token, p).await
-    }
-
-    pub async fn lead(&self, p: Proto) -> Client {
-        self.client(&self.admin.clone(), p).await
-    }
-
     /// SIGTERM and wait: a clean shutdown.
     pub async fn stop(mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
@@ -201,6 +198,35 @@ impl HttpServer {
     /// SIGKILL: a crash.
     pub async fn kill(mut self) {
         self.child.kill().await.unwrap();
+    }
+}
+
+/// A kernel a test talks to: a server process ([`HttpServer`]) or one in the test's
+/// own process ([`InProcess`]).
+pub trait Served {
+    /// Its MCP endpoint over HTTP.
+    fn url(&self) -> &str;
+    /// The lead's bearer token.
+    fn admin(&self) -> &str;
+
+    /// A session with this bearer token over HTTP.
+    async fn client(&self, token: &str, p: Proto) -> Client {
+        http_client(self.url(), token, p).await
+    }
+
+    /// A lead session (over HTTP with the admin token, unless the kernel says otherwise).
+    async fn lead(&self, p: Proto) -> Client {
+        self.client(self.admin(), p).await
+    }
+}
+
+impl Served for HttpServer {
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn admin(&self) -> &str {
+        &self.admin
     }
 }
 
@@ -469,7 +495,7 @@ pub async fn task_ended(
 }
 
 /// An agent session through an agent_join token.
-pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) -> Client {
+pub async fn join(server: &impl Served, lead: &Client, target: &str, p: Proto) -> Client {
     let j = call(lead, "agent_join", json!({"target": target}))
         .await
         .ok();
@@ -479,7 +505,7 @@ pub async fn join(server: &HttpServer, lead: &Client, target: &str, p: Proto) ->
 /// Registers agents in a workflow instance and connects each through its own
 /// agent_join token, alternating protocol generations (2026-07-28 first).
 pub async fn agent_sessions(
-    server: &HttpServer,
+    server: &impl Served,
     lead: &Client,
     workflow: &str,
     names: &[&str],

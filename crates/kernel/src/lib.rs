@@ -12,7 +12,7 @@
 pub mod context;
 pub mod events;
 mod facade;
-pub use facade::Kernel;
+pub use facade::{Kernel, Setup};
 pub mod governance;
 pub mod messaging;
 pub mod registry;

@@ -22,6 +22,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use store::Store;
 
+/// How a kernel runs besides its store: the clock it reads, the delays it keeps
+/// and the binary its workers run.
+pub struct Setup {
+    pub clock: timing::Clock,
+    pub timing: timing::Timing,
+    pub worker_exe: PathBuf,
+}
+
+impl Setup {
+    /// The system clock, production's delays (retries from the environment, see
+    /// [`timing::Timing::from_env`]) and [`crate::worker_exe`].
+    pub fn production() -> Self {
+        Self {
+            clock: timing::Clock::system(),
+            timing: timing::Timing::from_env(),
+            worker_exe: crate::worker_exe(),
+        }
+    }
+}
+
 pub struct Kernel {
     pub(crate) store: Store,
     pub events: Events,
@@ -57,19 +77,17 @@ impl Kernel {
         store: &store::Location,
         node: &str,
     ) -> Result<Arc<Self>> {
-        let (clock, timing) = (timing::Clock::system(), timing::Timing::from_env());
-        Self::open_timed(data_dir, admin_token, store, node, clock, timing).await
+        Self::open_timed(data_dir, admin_token, store, node, Setup::production()).await
     }
 
-    /// [`Kernel::open_at`] on the given clock and delays (a test's manual clock and
-    /// short retries; production's are the system clock and [`timing::Timing::from_env`]).
+    /// [`Kernel::open_at`] with the given [`Setup`] (a test's manual clock, short
+    /// retries, the binary its workers run).
     pub async fn open_timed(
         data_dir: &Path,
         admin_token: String,
         store: &store::Location,
         node: &str,
-        clock: timing::Clock,
-        timing: timing::Timing,
+        setup: Setup,
     ) -> Result<Arc<Self>> {
         rt::nodes::validate_name(node).map_err(Error::invalid)?;
         let (location, me, dir) = (store.clone(), node.to_owned(), data_dir.to_owned());
@@ -81,12 +99,7 @@ impl Kernel {
         })
         .await
         .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
-        let kernel = Arc::new(Self::compose(
-            store,
-            admin_token,
-            (data_dir, node),
-            (clock, timing),
-        ));
+        let kernel = Arc::new(Self::compose(store, admin_token, (data_dir, node), setup));
         kernel.recover(node).await?;
         Ok(kernel)
     }
@@ -96,7 +109,7 @@ impl Kernel {
         store: Store,
         admin_token: String,
         (data_dir, node): (&Path, &str),
-        (clock, timing): (timing::Clock, timing::Timing),
+        setup: Setup,
     ) -> Self {
         let events = Events::default();
         let registry = Arc::new(reg::Registry::new(store.clone(), admin_token));
@@ -127,8 +140,7 @@ impl Kernel {
             },
             data_dir.to_owned(),
             node.to_owned(),
-            clock,
-            timing,
+            setup,
         ));
         let workflows = Arc::new(wf::Workflows::new(
             store.clone(),

@@ -3,7 +3,6 @@
 //! whether its command is there and logged in, and what to do if not.
 
 use crate::runtime::Runtime;
-use crate::worker_exe;
 use domain::error::{Error, Result};
 use domain::protocol::{BackendReport, PROBE_MODE};
 use std::collections::BTreeMap;
@@ -22,7 +21,7 @@ impl Runtime {
         backends: &[&str],
         env: &BTreeMap<String, String>,
     ) -> Result<Vec<BackendReport>> {
-        let mut cmd = tokio::process::Command::new(worker_exe());
+        let mut cmd = tokio::process::Command::new(&self.workers.exe);
         cmd.arg(PROBE_MODE)
             .args(backends)
             .current_dir(self.data_dir.as_path())

@@ -77,13 +77,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub fn new(
-        below: Below,
-        data_dir: PathBuf,
-        node: String,
-        clock: Clock,
-        timing: Timing,
-    ) -> Self {
+    pub fn new(below: Below, data_dir: PathBuf, node: String, setup: crate::Setup) -> Self {
+        let crate::Setup {
+            clock,
+            timing,
+            worker_exe,
+        } = setup;
         let Below {
             store,
             events,
@@ -100,7 +99,7 @@ impl Runtime {
             data_dir,
             node,
             url: OnceLock::new(),
-            workers: workers::Workers::new(crate::worker_exe(), os::process::Limits::default()),
+            workers: workers::Workers::new(worker_exe, os::process::Limits::default()),
             scheduler: scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
             last_client: AtomicI64::new(domain::clock::now_ms()),
             approval_waits: Mutex::new(HashMap::new()),

@@ -21,8 +21,11 @@ async fn a_cron_schedule_fires_when_the_kernels_clock_comes_to_it() {
         "awadmin_test_token_0123456789".into(),
         &store,
         "local",
-        clock.clone(),
-        Timing::default(),
+        crate::Setup {
+            clock: clock.clone(),
+            timing: Timing::default(),
+            worker_exe: crate::worker_exe(),
+        },
     )
     .await
     .unwrap();
