@@ -197,6 +197,9 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
                 c.query_row("SELECT pg_terminate_backend(?1)", [pid], |_| Ok(()))?;
                 std::thread::sleep(Duration::from_millis(100));
             }
+            // A kernel of this name killed a moment ago holds it until the server
+            // notices its connection closed: wait for that, a little.
+            _ if wait_for_node_lock(&c, node) => return Ok(c),
             // Another kernel of this name holds it: this one must not write.
             other => {
                 let by = other.map_or_else(
@@ -215,6 +218,23 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
         "could not take node {node} on the PostgreSQL database at {} from this kernel's own stale session",
         redacted(url)
     )))
+}
+
+/// How long a starting kernel waits for its node's lock held by another session.
+const NODE_LOCK_WAIT: &str = "3s";
+
+/// Waits for the node's lock at most [`NODE_LOCK_WAIT`] (the server wakes the
+/// waiter when the holder's session ends); true when this connection took it.
+fn wait_for_node_lock(c: &Connection, node: &str) -> bool {
+    let wait = format!("SET lock_timeout = '{NODE_LOCK_WAIT}'");
+    let took = c.execute_batch(&wait).is_ok()
+        && c.query_row(
+            "SELECT pg_advisory_lock(CAST(?1 AS INTEGER), hashtext(?2))",
+            (NODE_LOCK, node),
+            |_| Ok(()),
+        )
+        .is_ok();
+    took && c.execute_batch("SET lock_timeout = 0").is_ok()
 }
 
 /// Applies the migrations the database has not seen, under a lock so that kernels
