@@ -10,7 +10,7 @@ use serde_json::json;
 #[tokio::test]
 async fn agent_update_changes_what_it_is_given_and_keeps_the_rest() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     call(
         &lead,
@@ -101,7 +101,7 @@ async fn agent_update_changes_what_it_is_given_and_keeps_the_rest() {
 #[tokio::test]
 async fn backend_list_reports_every_backend_and_its_profiles() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let r = call(&lead, "backend_list", json!({})).await.ok();
     let list = r["backends"].as_array().unwrap();
@@ -143,7 +143,7 @@ async fn backend_list_reports_every_backend_and_its_profiles() {
 #[tokio::test]
 async fn agent_new_warns_when_the_backend_cannot_run_yet() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let r = call(
         &lead,

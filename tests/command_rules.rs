@@ -51,7 +51,7 @@ fn deletions() -> Vec<(String, String)> {
 #[tokio::test]
 async fn the_readmes_rm_rule_refuses_every_way_of_deleting_a_file() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     call(
         &lead,
@@ -126,7 +126,7 @@ async fn an_allowed_find_does_not_run_what_exec_names_or_delete() {
     ];
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_sdk_in(
         &lead,
@@ -157,7 +157,7 @@ async fn an_edit_deny_holds_through_a_symlink_in_the_agents_folder() {
     ];
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_sdk_in(&lead, "writer", work.path(), &llm.url, json!("edit")).await;
     call(

@@ -30,7 +30,7 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
     let rm = [("run_command", json!({"command": "rm -f victim.txt"}))];
     let llm = FakeLlm::start(Script::steps(&rm, "done")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_sdk_in(&lead, "worker", work.path(), &llm.url, json!("full")).await;
 
@@ -300,7 +300,7 @@ async fn spending_past_a_threshold_waits_for_the_lead() {
     let work = tempfile::tempdir().unwrap();
     let llm = FakeLlm::start(Script::text("done")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_sdk_in(&lead, "worker", work.path(), &llm.url, json!("read")).await;
     let set = contract(

@@ -34,7 +34,7 @@ async fn anthropic_tool_loop_posts_through_mcp() {
     ))
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     sdk_agent(
         &lead,
@@ -120,7 +120,7 @@ async fn openai_compatible_tool_loop_posts_through_mcp() {
     ))
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     // A local server (like Ollama or llama.cpp) needs no key.
     sdk_agent(
@@ -172,7 +172,7 @@ async fn openai_compatible_tool_loop_posts_through_mcp() {
 #[tokio::test]
 async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let bad_key = FakeLlm::start(Script::error(401)).await;
     let no_quota = FakeLlm::start(Script::error(429)).await;
@@ -237,7 +237,7 @@ async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
 async fn a_token_budget_pauses_the_agent_once_spent() {
     let llm = FakeLlm::start(Script::text("noted")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     call(
         &lead,
@@ -288,7 +288,7 @@ async fn a_token_budget_pauses_the_agent_once_spent() {
 async fn an_agent_made_again_under_a_deleted_name_starts_clean() {
     let llm = FakeLlm::start(Script::text("noted")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let env = json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"});
     sdk_agent(&lead, "keeper", "claude-sonnet-4-5", env.clone()).await;
@@ -363,7 +363,7 @@ async fn an_oversized_local_tool_call_is_refused_at_once() {
     ))
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let env = json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"});
     call(
@@ -416,7 +416,7 @@ for line in sys.stdin:
 async fn a_silent_mcp_server_fails_the_run_naming_it() {
     let llm = FakeLlm::start(Script::text("never asked")).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     // A workflow, for the agent's `timeout` (its silence limit: 5 s).
     let yaml = json!({

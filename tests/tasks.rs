@@ -26,9 +26,9 @@ type TasksClient = RunningService<rmcp::RoleClient, ClientConfig>;
 const WORKFLOW: &str = "name: t\nagents:\n  a: { backend: mock }\nkickoff: \"@a go\"\n";
 
 /// A client of `token` that declares the tasks extension, in era `p`.
-async fn tasks_client(s: &HttpServer, token: &str, p: Proto) -> TasksClient {
+async fn tasks_client(s: &impl Served, token: &str, p: Proto) -> TasksClient {
     let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(token),
+        StreamableHttpClientTransportConfig::with_uri(s.url()).auth_header(token),
     );
     let lifecycle = match p {
         Proto::Legacy => ClientLifecycleMode::Initialize,
@@ -86,7 +86,7 @@ async fn plain(c: &TasksClient, tool: &str, args: Value) -> Value {
 #[tokio::test]
 async fn a_modern_client_gets_agent_ask_and_workflow_run_as_tasks() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_mock(&lead, "echo", json!([])).await;
     let tasks = tasks_client(&s, &s.admin, Proto::Modern).await;
@@ -141,8 +141,8 @@ fn init_with_tasks() -> Value {
 }
 
 /// One request in a raw legacy session; its answer's `result`.
-async fn raw_request(s: &HttpServer, sid: &str, msg: Value) -> Value {
-    let body = raw_post(&s.url, &s.admin, Some(sid))
+async fn raw_request(s: &impl Served, sid: &str, msg: Value) -> Value {
+    let body = raw_post(s.url(), s.admin(), Some(sid))
         .json(&msg)
         .send()
         .await
@@ -160,7 +160,7 @@ async fn raw_request(s: &HttpServer, sid: &str, msg: Value) -> Value {
 #[tokio::test]
 async fn a_legacy_client_gets_a_task_only_when_its_request_asks_for_one() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(dir.path()).await;
+    let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_mock(&lead, "echo", json!([])).await;
 
