@@ -23,7 +23,7 @@ pub const RECENT_RUNS: i64 = 10;
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RunView {
     pub id: String,
-    /// Why it started: ask, wake, schedule or retry.
+    /// Why it started: message (its inbox woke it), ask, schedule, retry or resume.
     pub trigger: String,
     /// What it was started with, in a line: its prompt, or the messages waiting
     /// in its inbox (how many, from whom, the first one's start).
