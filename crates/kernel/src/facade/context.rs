@@ -1,3 +1,6 @@
+//! The façade of [`Context`](crate::context::Context), documents and proposals: each method hands the call to
+//! the room (its documentation is there), resolving names first where it needs them.
+
 use crate::context::documents::settings::{ContextChange, ContextView};
 use crate::context::documents::{DocList, DocRead, DocWritten, Suggested};
 use crate::context::proposals::{self, Cancelled, NewProposal, StatusList, Voted};

@@ -1,3 +1,6 @@
+//! The façade of [`Contracts`](crate::governance::contracts::Contracts), the lead's contracts: each method hands the call to
+//! the room (its documentation is there), resolving names first where it needs them.
+
 use crate::Kernel;
 use crate::governance::contracts::{ContractList, ContractView};
 use domain::contracts;

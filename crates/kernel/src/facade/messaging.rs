@@ -1,3 +1,6 @@
+//! The façade of [`Messaging`](crate::messaging::Messaging), the channel, inboxes, status and resources: each method hands the call to
+//! the room (its documentation is there), resolving names first where it needs them.
+
 use crate::messaging::inbox::{AckResult, DeferResult, Inbox};
 use crate::messaging::resources::{Created, Resource};
 use crate::messaging::team::{Member, Status, StatusUpdate};

@@ -32,7 +32,7 @@ pub struct Setup {
 
 impl Setup {
     /// The system clock, production's delays (retries from the environment, see
-    /// [`timing::Timing::from_env`]) and [`crate::worker_exe`].
+    /// [`timing::Timing::from_env`]) and this binary (or the one `AGENT_WORKER_EXE` names).
     pub fn production() -> Self {
         Self {
             clock: timing::Clock::system(),

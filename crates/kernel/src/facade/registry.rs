@@ -1,3 +1,6 @@
+//! The façade of [`Registry`](crate::registry::Registry), who is who (instances, agents, tokens): each method hands the call to
+//! the room (its documentation is there), resolving names first where it needs them.
+
 use crate::registry::tokens::AuthError;
 use crate::registry::{AgentRecord, AgentView};
 use crate::{Caller, Kernel, Scope};

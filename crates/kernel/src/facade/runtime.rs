@@ -1,3 +1,6 @@
+//! The façade of [`Runtime`](crate::runtime::Runtime), agents as things that run: each method hands the call to
+//! the room (its documentation is there), resolving names first where it needs them.
+
 use crate::AgentIdentity;
 use crate::governance::approvals::ApprovalView;
 use crate::registry::AgentView;

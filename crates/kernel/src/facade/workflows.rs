@@ -1,3 +1,6 @@
+//! The façade of [`Workflows`](crate::workflows::Workflows), workflow runs: each method hands the call to
+//! the room (its documentation is there), resolving names first where it needs them.
+
 use crate::Kernel;
 use crate::workflows::run::Source;
 use crate::workflows::{WorkflowListed, WorkflowStatus};

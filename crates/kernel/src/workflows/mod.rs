@@ -117,7 +117,7 @@ pub struct WorkflowListed {
     pub agents: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// The YAML file it came from ("<inline>" for text).
+    /// The YAML file it came from (`<inline>` for text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

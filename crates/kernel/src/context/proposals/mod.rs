@@ -13,7 +13,7 @@
 //!   members who must act, so their inboxes (and schedulers) see it. Text quoted from
 //!   members has its @ signs removed so that it never mentions anyone by accident.
 //! - Expiry is enforced by a kernel task that sleeps until the next deadline (see
-//!   [`Kernel::start_proposal_timer`]), not only when someone looks. In the moment
+//!   [`Context::start_proposal_timer`](crate::context::Context)), not only when someone looks. In the moment
 //!   between a deadline and the timer, a vote or cancel is refused and a status read
 //!   closes it first, so nobody acts on or sees an open proposal past its deadline.
 //! - `binding` is recorded and shown: a binding decision is one the team agreed to

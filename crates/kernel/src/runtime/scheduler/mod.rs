@@ -3,7 +3,7 @@
 //! Sources of a run: a delivery (the `Delivered` event, at once), a schedule
 //! (`every` after idle, `cron`), a retry after a failure, the end of an automatic
 //! pause, a deferred message whose time came, and agent_ask (which goes straight to
-//! the process manager). All but the ask pass through [`Kernel::admit`]:
+//! the process manager). All but the ask pass through [`Runtime::admit`](crate::runtime::Runtime):
 //!
 //! - a running agent gets the wake remembered (one more run when this one ends);
 //! - at most `limit` runs at once; the rest wait in a FIFO queue with one place per
@@ -11,7 +11,7 @@
 //! - the gate: a paused agent, a stopped or failed workflow, or a message wake with
 //!   nothing in the inbox starts nothing; a guard that trips pauses the agent.
 //!
-//! After a run ([`Kernel::after_run`], called by the process manager before it
+//! After a run ([`Runtime::after_run`](crate::runtime::Runtime), called by the process manager before it
 //! reports the run done): success clears the retry count; a failure is retried after
 //! 1 s, 2 s and 4 s (the deliveries stay pending); auth and billing errors pause the
 //! agent and resume it after 5 min, doubling to 1 h; a fourth failure marks the
