@@ -19,6 +19,8 @@
 //!   the one mapping to and from the store's text
 //! - `workflow_yaml`: workflow YAML: parsing with positions, params, `${{ }}`
 //! - `fsread`: reading a file someone named: regular files only, size first, bounded
+//! - `workspace`: where an agent's runs work: a shared folder or a git worktree of
+//!   its own, and the branch names that go with it
 
 pub mod backends;
 pub mod clock;
@@ -32,3 +34,4 @@ pub mod protocol;
 pub mod states;
 pub mod trigger;
 pub mod workflow_yaml;
+pub mod workspace;

@@ -2,5 +2,6 @@
 //! subprocess (its process group, bounded output, limits, kill and sweep) and giving
 //! freed memory back.
 
+pub mod bounded;
 pub mod memory;
 pub mod process;

@@ -397,4 +397,8 @@ CREATE TABLE nodes (
 ALTER TABLE agents ADD COLUMN node TEXT;
 CREATE INDEX agents_by_node ON agents (node);
 "#,
+    // 15: the commit of what a run left in its agent's worktree (workspace: worktree).
+    r#"
+ALTER TABLE runs ADD COLUMN commit_sha TEXT;
+"#,
 ];

@@ -91,6 +91,8 @@ pub struct AgentDef {
     pub permissions: crate::permissions::Permissions,
     /// Its own MCP servers, by name.
     pub mcp_servers: BTreeMap<String, crate::protocol::McpServer>,
+    /// Where its runs work: its cwd, or a git worktree of its own.
+    pub workspace: crate::workspace::Workspace,
 }
 
 /// The workflow's shared documents. All `None` = the kernel's defaults.

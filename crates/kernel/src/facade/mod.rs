@@ -169,7 +169,8 @@ impl Kernel {
 
     /// Recovers from the previous run: this node's agents, and those no live node
     /// holds (every other node's, on SQLite), are taken over; lost runs closed;
-    /// read but unacked deliveries pending again; approvals and proposals timed.
+    /// what they left in worktrees committed; read but unacked deliveries pending
+    /// again; approvals and proposals timed.
     async fn recover(&self, node: &str) -> Result<()> {
         self.contracts.reload().await?;
         let (me, exclusive) = (node.to_owned(), self.store.is_exclusive());
@@ -195,6 +196,7 @@ impl Kernel {
                 "runs in progress when the previous kernel stopped are closed as lost"
             );
         }
+        self.runtime.recover_worktrees().await?;
         let requeued = self.messaging.requeue_seen().await?;
         if requeued > 0 {
             tracing::info!(

@@ -112,8 +112,12 @@ impl Kernel {
         self.runtime.agent_new(a).await
     }
 
-    pub async fn agent_delete(self: &std::sync::Arc<Self>, target: &str) -> Result<AgentView> {
-        self.runtime.agent_delete(target).await
+    pub async fn agent_delete(
+        &self,
+        target: &str,
+        discard: bool,
+    ) -> Result<(AgentView, Option<String>)> {
+        self.runtime.agent_delete(target, discard).await
     }
 
     pub async fn agent_env_and_permissions(

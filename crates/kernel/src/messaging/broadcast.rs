@@ -238,7 +238,7 @@ mod tests {
 
         add(&k, "dave").await;
         assert_eq!(pending(&k, "dave").await, 0, "sent before dave joined");
-        k.agent_delete("carol").await.unwrap();
+        k.agent_delete("carol", false).await.unwrap();
         add(&k, "carol").await;
         assert_eq!(pending(&k, "carol").await, 0, "sent before this carol");
 

@@ -3,6 +3,7 @@
 //! (permissions, its own MCP servers) and its guards.
 
 use domain::protocol::{self, MockRule};
+use domain::workspace::Workspace;
 use std::collections::BTreeMap;
 
 /// Model turns per run unless the agent says otherwise.
@@ -27,4 +28,11 @@ pub struct AgentConfig {
     /// The agent's own MCP servers (their env and headers are secrets).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, protocol::McpServer>,
+    /// Where its runs work: its cwd (shared) or a git worktree of its own.
+    #[serde(default, skip_serializing_if = "is_shared")]
+    pub workspace: Workspace,
+}
+
+fn is_shared(w: &Workspace) -> bool {
+    !w.is_worktree()
 }

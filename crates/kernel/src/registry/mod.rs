@@ -82,6 +82,10 @@ pub struct AgentView {
     /// Its own MCP servers (env and header values are not shown).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, domain::protocol::McpServerView>,
+    /// Where its runs work, when not in its cwd: a git worktree of its own (the
+    /// repository, base, branch and base commit, as made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<domain::workspace::Workspace>,
     /// The node (kernel) that runs it; absent for an agent without a worker (the
     /// lead's `agent-worker://nodes` resource lists the nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,6 +135,7 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.into()))
                 .collect(),
+            workspace: config.workspace.is_worktree().then_some(config.workspace),
         },
     ))
 }
@@ -249,6 +254,11 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
 /// Checks what an agent may do and use: its permissions must be expressible on
 /// its backend exactly, and its MCP servers well formed (and usable by it).
 pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Result<()> {
+    if config.workspace.is_worktree() && has_no_worker(backend) {
+        return Err(Error::invalid(format!(
+            "workspace: a {backend} agent has no runs to work in a worktree; leave workspace out"
+        )));
+    }
     for (name, s) in &config.mcp_servers {
         domain::protocol::McpServer::validate(name, s).map_err(Error::invalid)?;
     }

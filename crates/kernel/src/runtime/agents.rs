@@ -41,6 +41,8 @@ pub struct AgentUpdate {
     /// Replaces the whole set.
     pub mcp_servers: Option<BTreeMap<String, McpServer>>,
     pub max_steps: Option<u32>,
+    /// A new workspace: a worktree is made, or removed with its branch kept.
+    pub workspace: Option<domain::workspace::Workspace>,
 }
 
 impl AgentUpdate {
@@ -53,6 +55,7 @@ impl AgentUpdate {
             && self.budget.is_none()
             && self.mcp_servers.is_none()
             && self.max_steps.is_none()
+            && self.workspace.is_none()
     }
 }
 
@@ -89,7 +92,8 @@ impl Runtime {
             }
         }
         let (me, now) = (self.node.clone(), self.clock.now_ms());
-        let (workflow_id, id, view, next) = self
+        let (mut config, wf_of) = (a.config.clone(), wf.clone());
+        let (workflow_id, id, mut view, next) = self
             .store
             .write(move |c| {
                 let node = match crate::registry::has_no_worker(&a.backend) {
@@ -104,6 +108,12 @@ impl Runtime {
                 Ok((wid, id, view, next))
             })
             .await?;
+        if config.workspace.is_worktree() {
+            let cwd = view.cwd.clone();
+            self.make_worktree_of_new(id, &wf_of, &view.name, cwd.as_deref(), &mut config)
+                .await?;
+            view.workspace = Some(config.workspace);
+        }
         if next.is_some() {
             self.arm_schedule(id, next);
         }
@@ -116,12 +126,30 @@ impl Runtime {
 
     /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
     /// its messages and documents stay; if it owned the documents, nobody does now.
-    pub async fn agent_delete(self: &std::sync::Arc<Self>, target: &str) -> Result<AgentView> {
+    pub async fn agent_delete(
+        self: &std::sync::Arc<Self>,
+        target: &str,
+        discard: bool,
+    ) -> Result<(AgentView, Option<String>)> {
         let rec = self.registry.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
         let name = rec.view.name.clone();
+        let (_, config) = self.stored_env_and_config(id).await?;
+        if discard && !config.workspace.is_worktree() {
+            return Err(Error::invalid(format!(
+                "discard: {name} has no worktree (its workspace is shared); leave discard out"
+            )));
+        }
         // Its worker goes first, so no run writes after the agent is gone.
         self.set_paused(id, true).await?;
+        // Then its worktree: what is in it committed, the branch kept unless discarded.
+        let worktree = match WorkflowRef::parse(&rec.view.workflow) {
+            Ok(wf) => {
+                self.remove_worktree_of(&wf, &name, &config, discard)
+                    .await?
+            }
+            Err(_) => None,
+        };
         // Then its own folder, while the name is still taken (a new agent of the
         // name cannot claim it in between). Nothing of it may reach a later agent
         // of the name; one on another node empties what is left there at its
@@ -171,7 +199,7 @@ impl Runtime {
             workflow_id: wid,
             name: rec.view.name.clone(),
         });
-        Ok(rec.view)
+        Ok((rec.view, worktree))
     }
 
     /// An agent's stored env and permissions (the view hides env values).
@@ -209,7 +237,7 @@ impl Runtime {
         if u.is_empty() {
             return Err(Error::invalid(
                 "nothing to change: give at least one of permissions, model, system, cwd, env, budget, \
-                 mcp_servers, max_steps",
+                 mcp_servers, max_steps, workspace",
             ));
         }
         let rec = self.registry.agent_get(target).await?;
@@ -245,7 +273,16 @@ impl Runtime {
             node: v.node.clone(),
         };
         crate::registry::validate(&merged)?;
-        let moved = merged.cwd != v.cwd;
+        let mut merged = merged;
+        let old_workspace = merged.config.workspace.clone();
+        if let Some(ws) = u.workspace {
+            let wf = WorkflowRef::parse(&v.workflow)?;
+            let cwd = merged.cwd.clone();
+            merged.config.workspace = self
+                .change_workspace((id, &wf, &v.name), &old_workspace, ws, cwd.as_deref())
+                .await?;
+        }
+        let moved = merged.cwd != v.cwd || merged.config.workspace != old_workspace;
         let (env, config) = (
             serde_json::to_string(&merged.env).map_err(|e| Error::internal(e.to_string()))?,
             serde_json::to_string(&merged.config).map_err(|e| Error::internal(e.to_string()))?,
@@ -301,6 +338,10 @@ pub struct AgentInfo {
     /// Its schedule, if it has one, with the next fire time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<crate::runtime::schedules::ScheduleView>,
+    /// Its worktree (workspace: worktree): folder, branch, base and head commits,
+    /// commits since the base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::runtime::worktrees::WorktreeInfo>,
 }
 
 impl Runtime {
@@ -345,7 +386,14 @@ impl Runtime {
             })
             .await?;
         let target = rec.view.target.clone();
+        let worktree = match (&rec.view.workspace, WorkflowRef::parse(&rec.view.workflow)) {
+            (Some(domain::workspace::Workspace::Worktree(w)), Ok(wf)) => {
+                Some(self.worktrees.info(&wf, &rec.view.name, w).await)
+            }
+            _ => None,
+        };
         Ok(AgentInfo {
+            worktree,
             running,
             agent: rec.view,
             status,

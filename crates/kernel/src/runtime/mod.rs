@@ -21,6 +21,7 @@ pub mod schedules;
 pub mod spending;
 mod supervise;
 pub mod workers;
+pub mod worktrees;
 
 use crate::events::Events;
 use crate::governance::contracts::Contracts;
@@ -71,6 +72,8 @@ pub struct Runtime {
     bus: OnceLock<Arc<store::bus::Bus>>,
     /// Set when the node leaves the store (a clean stop): no more heartbeats.
     leaving: AtomicBool,
+    /// The agents' own git worktrees.
+    worktrees: worktrees::Worktrees,
     /// The clock the scheduler reads, and the delays it keeps (see [`crate::timing`]).
     clock: Clock,
     timing: Timing,
@@ -96,6 +99,7 @@ impl Runtime {
             contracts,
             registry,
             messaging,
+            worktrees: worktrees::Worktrees::new(&data_dir),
             data_dir,
             node,
             url: OnceLock::new(),

@@ -55,6 +55,9 @@ pub struct RunView {
     /// happened).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<Denial>,
+    /// The commit of what it left in its agent's worktree (worktree agents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// A tool call refused by the agent's permissions.
@@ -70,7 +73,7 @@ pub struct Denial {
 /// At most this many refusals are kept per run.
 pub const MAX_DENIALS: usize = 50;
 
-pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials, prompt_summary";
+pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials, prompt_summary, commit_sha";
 
 pub fn run_row(r: &Row) -> sql::Result<RunView> {
     let started: i64 = r.get(3)?;
@@ -98,6 +101,7 @@ pub fn run_row(r: &Row) -> sql::Result<RunView> {
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default(),
         prompt_summary: r.get(14)?,
+        commit: r.get(15)?,
         status,
     })
 }
@@ -264,6 +268,8 @@ pub struct RunEnd {
     pub session_total: Option<Usage>,
     pub stderr_tail: String,
     pub denials: Vec<Denial>,
+    /// The commit of what it left in its agent's worktree.
+    pub commit: Option<String>,
 }
 
 impl RunEnd {
@@ -321,7 +327,7 @@ pub fn finish_tx(
     let ended = c.execute(
         "UPDATE runs SET status = ?2, ended_at = ?3, exit_code = ?4, signal = ?5, error_class = ?6,
                 error = ?7, input_tokens = ?8, output_tokens = ?9, cost_usd = ?10, final_text = ?11,
-                stderr_tail = ?12, denials = ?13
+                stderr_tail = ?12, denials = ?13, commit_sha = ?14
          WHERE id = ?1 AND status = 'running'",
         sql::params![
             run_id,
@@ -339,6 +345,7 @@ pub fn finish_tx(
             (!end.denials.is_empty())
                 .then(|| serde_json::to_string(&end.denials).ok())
                 .flatten(),
+            end.commit,
         ],
     )?;
     c.execute(

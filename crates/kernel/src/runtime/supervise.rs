@@ -69,6 +69,7 @@ impl Runtime {
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
         let _ = tokio::fs::remove_dir_all(spec.scratch_dir(&run_id)).await;
         conclude(&mut end, finished, outcome, &limits);
+        self.commit_run(&spec, &run_id, &mut end).await;
         let again = self.close_run(&spec, &run_id, &mut end).await;
         // The scheduler settles the outcome (retry, pause, guards) and, unless the
         // run failed (its retry serves the wake), starts the remembered run before this

@@ -43,6 +43,7 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
 
 use super::running::Active;
 pub use super::running::{RunHandle, Workers};
+use domain::workspace::Workspace;
 
 /// What a run needs to know about its agent, read when it starts.
 pub(super) struct Spec {
@@ -207,6 +208,11 @@ impl Runtime {
             .url()
             .ok_or_else(|| Error::internal("the kernel has no HTTP endpoint for workers"))?
             .to_owned();
+        let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
+        let cwd = match self.run_folder(&spec, &state_dir).await {
+            Ok(cwd) => cwd,
+            Err(e) => return Err(self.workspace_broken(&spec, e).await),
+        };
         let run_id = uuid::Uuid::now_v7().to_string();
         let stop = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
@@ -228,7 +234,10 @@ impl Runtime {
         let Some(handle) = claimed else {
             return Err(Error::conflict(format!("{} is already running", spec.name)));
         };
-        match self.prepare(&spec, &run_id, wake, prompt, url).await {
+        match self
+            .prepare(&spec, (&run_id, &cwd), wake, prompt, url)
+            .await
+        {
             Ok(cmd) => {
                 let k = self.clone();
                 tokio::spawn(async move {
@@ -244,22 +253,41 @@ impl Runtime {
         }
     }
 
+    /// The folder a run works in: its worktree, its cwd, or its own folder.
+    pub(super) async fn run_folder(
+        &self,
+        spec: &Spec,
+        state_dir: &std::path::Path,
+    ) -> Result<PathBuf> {
+        let cwd = spec.cwd.as_deref().map(std::path::Path::new);
+        match &spec.config.workspace {
+            Workspace::Worktree(w) => {
+                self.worktrees
+                    .run_folder(&spec.workflow, &spec.name, w, cwd)
+                    .await
+            }
+            Workspace::Shared => Ok(cwd.map_or_else(|| state_dir.to_owned(), PathBuf::from)),
+        }
+    }
+
     /// Writes the run row and its token, makes the working directory and builds
     /// the worker's command.
     async fn prepare(
         &self,
         spec: &Spec,
-        run_id: &str,
+        (run_id, cwd): (&str, &std::path::Path),
         wake: Wake,
         prompt: Option<String>,
         url: String,
     ) -> Result<tokio::process::Command> {
         let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
-        let cwd = spec.cwd.as_ref().map_or(state_dir.clone(), PathBuf::from);
-        let (dirs, id) = ([state_dir.clone(), cwd.clone()], spec.agent_id);
+        let cwd = cwd.to_owned();
+        // A worktree is checked (by start_run), never made here.
+        let made = (!spec.config.workspace.is_worktree()).then(|| cwd.clone());
+        let (dir, id) = (state_dir.clone(), spec.agent_id);
         tokio::task::spawn_blocking(move || {
-            super::own_folder::claim(&dirs[0], id)?;
-            std::fs::create_dir_all(&dirs[1])
+            super::own_folder::claim(&dir, id)?;
+            made.map_or(Ok(()), std::fs::create_dir_all)
         })
         .await
         .map_err(|e| Error::internal(e.to_string()))?

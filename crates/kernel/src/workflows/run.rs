@@ -20,6 +20,7 @@ use domain::protocol::MockRule;
 use domain::states::WorkflowState;
 use domain::trigger::Trigger;
 use domain::workflow_yaml::{self, Vars, Workflow};
+use domain::workspace::Workspace;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -93,7 +94,19 @@ impl Workflows {
             .await
             .map_err(|e| Error::invalid(format!("{wref}: {e}. Nothing was started.")))?;
         create_agent_folders(&wf).await?;
-        let agents = registered(&wf, &vars)?;
+        let mut agents = registered(&wf, &vars)?;
+        for a in &mut agents {
+            if let Workspace::Worktree(asked) = &a.config.workspace {
+                let made = self
+                    .runtime
+                    .worktree_for(&wref, &a.name, asked, a.cwd.as_deref())
+                    .await
+                    .map_err(|e| {
+                        Error::invalid(format!("agents.{}.{e}. Nothing was started.", a.name))
+                    })?;
+                a.config.workspace = Workspace::Worktree(made);
+            }
+        }
         let kickoff = wf
             .kickoff
             .as_deref()
@@ -305,6 +318,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     timeout_ms: a.timeout.map(|t| t.as_millis() as u64),
                     permissions: a.permissions.clone(),
                     mcp_servers: a.mcp_servers.clone(),
+                    workspace: a.workspace.clone(),
                 },
                 wakeup,
             };

@@ -8,17 +8,12 @@
 //! as is (no shell quoting), as in the original: params come from the lead.
 
 use domain::workflow_yaml::{SetupStep, Vars, interpolate};
-use os::process::{Ended, Group, Limits, supervise};
 use std::path::Path;
 use std::time::Duration;
 use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
 /// Most stdout a step may print: an output is meant for a prompt, not a payload.
 pub const MAX_SETUP_OUTPUT: usize = 1024 * 1024;
-
-/// Lines of stderr quoted in a failure.
-const STDERR_LINES: usize = 10;
 
 /// Runs the steps in order in `cwd`; each output goes into `vars` under its `as`.
 pub async fn run_setup(steps: &[SetupStep], vars: &mut Vars, cwd: &Path) -> Result<(), String> {
@@ -52,86 +47,12 @@ fn shown(shell: &str) -> String {
 async fn run_step(command: &str, timeout: Duration, cwd: &Path) -> Result<String, String> {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command).current_dir(cwd);
-    let limits = Limits {
-        startup: timeout,
-        idle: timeout,
-        total: timeout,
-        grace: Duration::from_secs(1),
-        held: Default::default(),
-    };
-    let stop = CancellationToken::new();
-    let mut out = String::new();
-    let mut too_long = false;
-    let finished = {
-        let stop = stop.clone();
-        supervise(
-            cmd,
-            limits,
-            Group::Own,
-            stop.clone(),
-            |_| {},
-            |line| {
-                if too_long {
-                    return;
-                }
-                // supervise turns a line over its own limit (the same 1 MiB) into
-                // this marker: that much output is too long anyway.
-                let marker = line.starts_with("<line too long: ") && line.ends_with(" bytes>");
-                if marker || out.len() + line.len() + 1 > MAX_SETUP_OUTPUT {
-                    too_long = true;
-                    out.clear();
-                    stop.cancel();
-                    return;
-                }
-                out.push_str(&line);
-                out.push('\n');
-            },
-        )
+    os::bounded::output(cmd, timeout, MAX_SETUP_OUTPUT)
         .await
-    }
-    .map_err(|e| format!("could not start `sh` in {}: {e}", cwd.display()))?;
-    if too_long {
-        return Err(format!(
-            "printed more than {} KiB: write large output to a file and pass its path instead",
-            MAX_SETUP_OUTPUT / 1024
-        ));
-    }
-    match finished.ended {
-        Ended::Exited => {}
-        Ended::StartupTimeout | Ended::IdleTimeout | Ended::TotalTimeout => {
-            return Err(format!(
-                "timed out after {}{}",
-                humantime::format_duration(timeout),
-                stderr_suffix(&finished.stderr_tail)
-            ));
-        }
-        Ended::Stopped => return Err("was stopped".into()),
-    }
-    if finished.success() {
-        return Ok(out.trim().to_owned());
-    }
-    let how = match (finished.exit_code(), finished.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(sig)) => format!("was killed by signal {sig}"),
-        (None, None) => "ended without an exit status".to_owned(),
-    };
-    Err(format!("{how}{}", stderr_suffix(&finished.stderr_tail)))
-}
-
-/// `: <the last lines of stderr>`, or nothing if it printed none.
-fn stderr_suffix(tail: &str) -> String {
-    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let last = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
-    let last: String = if last.chars().count() > 2000 {
-        let skip = last.chars().count() - 2000;
-        format!("…{}", last.chars().skip(skip).collect::<String>())
-    } else {
-        last
-    };
-    format!(": {last}")
+        .map_err(|e| match e.strip_prefix("could not start `sh`") {
+            Some(why) => format!("could not start `sh` in {}{why}", cwd.display()),
+            None => e,
+        })
 }
 
 #[cfg(test)]

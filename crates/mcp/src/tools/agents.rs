@@ -9,6 +9,7 @@ use domain::clock::{fmt_ms, parse_duration};
 use domain::guards::Budget;
 use domain::permissions::PermissionsArg;
 use domain::protocol::{McpServer, MockRule};
+use domain::workspace::{Workspace, WorkspaceArg};
 use kernel::registry::config::AgentConfig;
 use kernel::registry::{AgentView, NewAgent};
 use kernel::runtime::agents::AgentInfo;
@@ -84,6 +85,8 @@ pub struct AgentNewArgs {
     /// backend beside the team server; env and header values are never shown back.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServer>,
+    #[serde(default)]
+    pub workspace: Option<WorkspaceArg>,
 }
 
 /// agent_update: what to change (everything else stays).
@@ -120,6 +123,10 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 500))]
     pub max_steps: Option<u32>,
+    /// A new workspace: switching to a worktree makes one; back to shared removes it
+    /// and keeps its branch.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -148,6 +155,10 @@ pub struct AgentOut {
 }
 
 /// Checks the `permissions` argument; the error names the entry at fault.
+fn read_workspace(w: Option<&WorkspaceArg>) -> Result<Option<Workspace>, ToolError> {
+    w.map(WorkspaceArg::read).transpose().map_err(ToolError)
+}
+
 fn read_permissions(
     p: Option<&PermissionsArg>,
 ) -> Result<Option<domain::permissions::Permissions>, ToolError> {
@@ -172,6 +183,20 @@ pub struct AgentsOut {
 pub struct DeletedOut {
     /// The deleted agent's target.
     pub deleted: String,
+    /// What became of its worktree and branch (worktree agents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+}
+
+/// agent_delete's arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct AgentDeleteArgs {
+    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    /// Worktree agents: also delete its branch (by default it is kept, with its commits).
+    #[serde(default)]
+    pub discard: bool,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -235,6 +260,7 @@ impl AgentWorker {
                 timeout_ms: None,
                 permissions,
                 mcp_servers: a.mcp_servers,
+                workspace: read_workspace(a.workspace.as_ref())?.unwrap_or_default(),
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
             node: given(&a.node).map(str::to_owned),
@@ -278,6 +304,7 @@ impl AgentWorker {
             budget: a.budget,
             mcp_servers: a.mcp_servers,
             max_steps: a.max_steps,
+            workspace: read_workspace(a.workspace.as_ref())?,
         };
         let agent = self.kernel.agent_update(&a.target, u).await?;
         let warning = if changed_env {
@@ -332,7 +359,8 @@ impl AgentWorker {
 
     /// Delete an agent (`target`: "name" or "name@workflow:tag"): its running worker is
     /// stopped first, its tokens stop working, its unread deliveries are dropped and its own
-    /// folder in the data dir goes. The channel, its messages and documents stay.
+    /// folder in the data dir goes. The channel, its messages and documents stay. A worktree
+    /// agent's worktree goes after a last commit; its branch stays unless `discard`.
     #[tool(
         title = "Delete an agent",
         annotations(
@@ -344,10 +372,13 @@ impl AgentWorker {
     )]
     async fn agent_delete(
         &self,
-        Parameters(a): Parameters<TargetArgs>,
+        Parameters(a): Parameters<AgentDeleteArgs>,
     ) -> Result<Json<DeletedOut>, ToolError> {
-        let v = self.kernel.agent_delete(&a.target).await?;
-        Ok(Json(DeletedOut { deleted: v.target }))
+        let (v, worktree) = self.kernel.agent_delete(&a.target, a.discard).await?;
+        Ok(Json(DeletedOut {
+            deleted: v.target,
+            worktree,
+        }))
     }
 
     /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as the

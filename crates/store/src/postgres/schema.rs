@@ -314,4 +314,8 @@ CREATE TABLE nodes (
 ALTER TABLE agents ADD COLUMN node TEXT COLLATE "C";
 CREATE INDEX agents_by_node ON agents (node);
 "#,
+    // 3: SQLite's migration 15, a run's commit.
+    r#"
+ALTER TABLE runs ADD COLUMN commit_sha TEXT;
+"#,
 ];

@@ -96,6 +96,7 @@ impl Doc<'_> {
             Some((sp, sn)) => Some(self.system_prompt(sn, &sp, scope)?),
         };
         let cwd = self.agent_cwd(&f)?;
+        let workspace = self.agent_workspace(&f)?;
         let env = match set("env") {
             None => BTreeMap::new(),
             Some((ep, en)) => self.env(en, &ep)?,
@@ -131,6 +132,7 @@ impl Doc<'_> {
             timeout,
             permissions,
             mcp_servers,
+            workspace,
         })
     }
 

@@ -5,6 +5,7 @@ use super::agent::{DEFAULT_BACKEND_ENV, key_of};
 use super::*;
 use crate::permissions::{self, Permissions};
 use crate::protocol::McpServer;
+use crate::workspace::{self, Workspace};
 
 /// One agent's mapping, with the path of each of its keys.
 pub(super) struct Fields<'a> {
@@ -105,6 +106,29 @@ impl Doc<'_> {
             }
         };
         Ok(cwd)
+    }
+
+    /// `workspace`: `shared`, `worktree` or `{mode, repo, base, branch}` (as
+    /// agent_new); a relative `repo` is the YAML's folder's.
+    pub(super) fn agent_workspace(&self, f: &Fields) -> Result<Workspace, SpecError> {
+        let Some((wp, _)) = f.set("workspace") else {
+            return Ok(Workspace::Shared);
+        };
+        let value: serde_json::Value = crate::workflow_yaml::locate::extract(self.text, &wp)
+            .map_err(|e| self.typed_error(&e, &wp))?;
+        let mut ws = workspace::parse(&value).map_err(|e| {
+            self.err(
+                &wp,
+                e,
+                "write workspace: worktree, or workspace: { repo: ., base: main, branch: feat/x }",
+            )
+        })?;
+        if let Workspace::Worktree(w) = &mut ws
+            && let Some(repo) = w.repo.take()
+        {
+            w.repo = Some(self.path(&repo.to_string_lossy(), &wp)?);
+        }
+        Ok(ws)
     }
 
     /// `wakeup` (or the seed's `schedule`) and the prompt of the scheduled runs.

@@ -60,6 +60,7 @@ const AGENT_KEYS: &[&str] = &[
     "model",
     "system_prompt",
     "cwd",
+    "workspace",
     "env",
     "node",
     "wakeup",

@@ -1,0 +1,189 @@
+//! A worktree through its agent's life: made when the agent is registered (or
+//! switched to one), removed with it (its branch kept unless discarded).
+
+use crate::registry::config::AgentConfig;
+use crate::runtime::Runtime;
+use domain::error::{Error, Result};
+use domain::names::WorkflowRef;
+use domain::workspace::{Workspace, Worktree};
+use std::path::Path;
+use store::sql::OptionalExtension;
+
+impl Runtime {
+    /// Makes the worktree a newly registered agent asked for and records it as
+    /// made. On failure the agent is removed again, so its registration is refused
+    /// with the reason (the repository is not one, the branch exists…).
+    pub(in crate::runtime) async fn make_worktree_of_new(
+        &self,
+        id: i64,
+        wf: &WorkflowRef,
+        name: &str,
+        cwd: Option<&str>,
+        config: &mut AgentConfig,
+    ) -> Result<()> {
+        let Workspace::Worktree(asked) = &config.workspace else {
+            return Ok(());
+        };
+        match self
+            .worktrees
+            .make(wf, name, asked, cwd.map(Path::new))
+            .await
+        {
+            Ok(made) => {
+                config.workspace = Workspace::Worktree(made);
+                self.store_config(id, config).await
+            }
+            Err(e) => {
+                self.store
+                    .write(move |c| {
+                        c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
+                        c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
+                        Ok(())
+                    })
+                    .await?;
+                Err(e)
+            }
+        }
+    }
+
+    /// agent_update's change of workspace, before the row is written: the
+    /// workspace to store. Switching to a worktree makes one; switching back to
+    /// shared removes it and keeps its branch.
+    pub(in crate::runtime) async fn change_workspace(
+        &self,
+        (id, wf, name): (i64, &WorkflowRef, &str),
+        old: &Workspace,
+        new: Workspace,
+        cwd: Option<&str>,
+    ) -> Result<Workspace> {
+        if self.workers.handle(id).is_some() && old != &new {
+            return Err(Error::conflict(format!(
+                "{name} is running; change its workspace when it is idle (agent_pause stops it)"
+            )));
+        }
+        match (old, new) {
+            (Workspace::Shared, Workspace::Shared) => Ok(Workspace::Shared),
+            (Workspace::Shared, Workspace::Worktree(asked)) => Ok(Workspace::Worktree(
+                self.worktrees
+                    .make(wf, name, &asked, cwd.map(Path::new))
+                    .await?,
+            )),
+            (Workspace::Worktree(w), Workspace::Shared) => {
+                let note = self
+                    .worktrees
+                    .remove(wf, name, w, false)
+                    .await
+                    .map_err(Error::internal)?;
+                tracing::info!(agent = %name, "its worktree is removed: {note}");
+                Ok(Workspace::Shared)
+            }
+            (Workspace::Worktree(w), Workspace::Worktree(asked)) if same(w, &asked) => {
+                Ok(Workspace::Worktree(w.clone()))
+            }
+            (Workspace::Worktree(_), Workspace::Worktree(_)) => Err(Error::conflict(format!(
+                "{name} has a worktree already; set its workspace to shared first (its branch is \
+                 kept), then to the new worktree"
+            ))),
+        }
+    }
+
+    /// agent_delete: the agent's worktree goes (after a commit of what is in it);
+    /// its branch stays unless `discard`. What became of it, for the lead.
+    pub(in crate::runtime) async fn remove_worktree_of(
+        &self,
+        wf: &WorkflowRef,
+        name: &str,
+        config: &AgentConfig,
+        discard: bool,
+    ) -> Result<Option<String>> {
+        match &config.workspace {
+            Workspace::Shared => Ok(None),
+            Workspace::Worktree(w) => self
+                .worktrees
+                .remove(wf, name, w, discard)
+                .await
+                .map(Some)
+                .map_err(|e| Error::internal(format!("its worktree could not be removed: {e}"))),
+        }
+    }
+
+    /// A workflow agent's worktree: the one it has when run again with the same
+    /// settings, else a new one.
+    pub(crate) async fn worktree_for(
+        &self,
+        wf: &WorkflowRef,
+        name: &str,
+        asked: &Worktree,
+        cwd: Option<&str>,
+    ) -> Result<Worktree> {
+        let (w, n) = (wf.clone(), name.to_owned());
+        let stored: Option<String> = self
+            .store
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT a.config FROM agents a JOIN workflows w ON w.id = a.workflow_id
+                      WHERE w.name = ?1 AND w.tag = ?2 AND a.name = ?3",
+                    (&w.name, &w.tag, &n),
+                    |r| r.get(0),
+                )
+                .optional()?)
+            })
+            .await?;
+        let stored: Option<AgentConfig> = stored.and_then(|c| serde_json::from_str(&c).ok());
+        if let Some(AgentConfig {
+            workspace: Workspace::Worktree(made),
+            ..
+        }) = stored
+            && made.base_commit.is_some()
+            && same(&made, asked)
+        {
+            return Ok(made);
+        }
+        self.worktrees
+            .make(wf, name, asked, cwd.map(Path::new))
+            .await
+    }
+
+    /// A run cannot start because its worktree is gone or broken: the agent is
+    /// paused with the reason (its messages wait), and the start fails with it.
+    pub(in crate::runtime) async fn workspace_broken(
+        self: &std::sync::Arc<Self>,
+        spec: &crate::runtime::workers::Spec,
+        e: Error,
+    ) -> Error {
+        let reason = e.to_string();
+        let paused = self
+            .pause_with_reason(
+                spec.agent_id,
+                &spec.workflow,
+                spec.workflow_id,
+                &spec.name,
+                &reason,
+                None,
+            )
+            .await;
+        if let Err(p) = paused {
+            tracing::warn!(agent = %spec.name, "cannot pause it: {p}");
+        }
+        Error::invalid(reason)
+    }
+
+    async fn store_config(&self, id: i64, config: &AgentConfig) -> Result<()> {
+        let json = serde_json::to_string(config).map_err(|e| Error::internal(e.to_string()))?;
+        self.store
+            .write(move |c| {
+                c.execute("UPDATE agents SET config = ?2 WHERE id = ?1", (id, &json))?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// The settings asked for are those the worktree was made with (what was not
+/// asked for is the default it was made with).
+fn same(made: &Worktree, asked: &Worktree) -> bool {
+    let agrees = |a: &Option<String>, m: &Option<String>| a.is_none() || a == m;
+    agrees(&asked.base, &made.base)
+        && agrees(&asked.branch, &made.branch)
+        && (asked.repo.is_none() || asked.repo == made.repo)
+}

@@ -1,0 +1,138 @@
+//! At start, before any run: what runs killed mid-way left in their worktrees is
+//! committed (marked so), and the worktrees of agents that no longer exist are
+//! removed, their branches kept.
+
+use super::{RunNote, author, commit_all, git};
+use crate::runtime::Runtime;
+use domain::error::Result;
+use domain::names::WorkflowRef;
+use domain::workspace::{Workspace, Worktree};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+impl Runtime {
+    /// Commits what killed runs left in this node's worktrees and prunes those of
+    /// agents that are gone. Problems are logged: a broken worktree fails its
+    /// agent's next run with the reason, not the kernel's start.
+    pub(crate) async fn recover_worktrees(&self) -> Result<()> {
+        let me = self.node.clone();
+        let rows: Vec<(String, String, String, String)> = self
+            .store
+            .read(move |c| {
+                let mut st = c.prepare(
+                    "SELECT w.name, w.tag, a.name, a.config FROM agents a
+                       JOIN workflows w ON w.id = a.workflow_id WHERE a.node = ?1",
+                )?;
+                let rows = st
+                    .query_map([me], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                    .collect::<store::sql::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await?;
+        let mut live: HashMap<PathBuf, (WorkflowRef, String, Worktree)> = HashMap::new();
+        for (name, tag, agent, config) in rows {
+            let config: crate::registry::config::AgentConfig =
+                serde_json::from_str(&config).unwrap_or_default();
+            if let Workspace::Worktree(w) = config.workspace {
+                let wf = WorkflowRef { name, tag };
+                live.insert(self.worktrees.path(&wf, &agent), (wf, agent, w));
+            }
+        }
+        for (path, (wf, agent, _)) in &live {
+            if !tokio::fs::try_exists(path).await.unwrap_or(false) {
+                continue;
+            }
+            let note = RunNote {
+                run_id: "(killed)",
+                trigger: "recovered",
+                status: "lost",
+                final_text: Some("what a run killed mid-way left, committed at the next start"),
+            };
+            let message = super::message(agent, &note);
+            match commit_all(path, &author(wf, agent), &message).await {
+                Ok(Some(c)) => {
+                    tracing::warn!(agent = %agent, commit = %c, "a killed run's edits are committed")
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(agent = %agent, "its worktree could not be committed: {e}")
+                }
+            }
+        }
+        for orphan in self.worktrees.folders().await {
+            if !live.contains_key(&orphan) {
+                prune(&orphan).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl super::Worktrees {
+    /// Every agent folder under the root (`<workflow>/<tag>/<agent>`).
+    async fn folders(&self) -> Vec<PathBuf> {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            let dirs = |p: &Path| -> Vec<PathBuf> {
+                std::fs::read_dir(p)
+                    .map(|rd| {
+                        rd.flatten()
+                            .map(|e| e.path())
+                            .filter(|p| p.is_dir())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            for wf in dirs(&root) {
+                for tag in dirs(&wf) {
+                    out.extend(dirs(&tag));
+                }
+            }
+            out
+        })
+        .await
+        .unwrap_or_default()
+    }
+}
+
+/// The worktree of an agent that no longer exists: its leftovers committed, the
+/// folder removed, the branch kept.
+async fn prune(path: &Path) {
+    let ceiling = path.parent();
+    let common = git(
+        path,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        ceiling,
+    )
+    .await;
+    let Ok(common) = common else {
+        tracing::warn!(folder = %path.display(), "a worktree folder of no agent is not a worktree; left alone");
+        return;
+    };
+    let who = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let message = format!("{who}: left uncommitted when its agent was gone");
+    let author = format!("{who} <{who}@agent-worker.invalid>");
+    if let Err(e) = commit_all(path, &author, &message).await {
+        tracing::warn!(folder = %path.display(), "cannot commit a gone agent's worktree: {e}");
+        return;
+    }
+    let target = path.to_string_lossy();
+    let removed = git(
+        Path::new(&common),
+        &["worktree", "remove", "--force", &target],
+        None,
+    )
+    .await;
+    match removed {
+        Ok(_) => {
+            tracing::info!(folder = %path.display(), "the worktree of a gone agent is removed; its branch is kept")
+        }
+        Err(e) => {
+            tracing::warn!(folder = %path.display(), "cannot remove a gone agent's worktree: {e}")
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `workspace: worktree`: each agent works in a git worktree of its own, on its own
+//! branch, made outside the user's tree; every run ends in a commit; deleting the
+//! agent keeps its branch. Real git, sdk agents driven by the fake model.
+
+mod common;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+/// `git -C dir args…`, which must succeed: its trimmed stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A repository with one commit on main: `lib.rs`.
+fn repository() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.path().join("lib.rs"), "fn answer() -> u32 { 41 }\n").unwrap();
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "first"]);
+    repo
+}
+
+/// An sdk agent of the fake model at `llm` with its own worktree of `repo`.
+async fn coder(lead: &Client, name: &str, repo: &Path, llm: &str) -> Value {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": name, "backend": "sdk", "model": "claude-sonnet-4-5",
+               "env": {"ANTHROPIC_BASE_URL": llm, "ANTHROPIC_API_KEY": "sk-test"},
+               "cwd": repo.display().to_string(), "workspace": "worktree"}),
+    )
+    .await
+    .ok()
+}
+
+/// A model that writes `lib.rs` its own way, then says so.
+async fn writer(answer: u32) -> FakeLlm {
+    let content = format!("fn answer() -> u32 {{ {answer} }}\n");
+    let steps = [("write_file", json!({"path": "lib.rs", "content": content}))];
+    FakeLlm::start(Script::steps(&steps, &format!("answer is {answer} now"))).await
+}
+
+#[tokio::test]
+async fn two_coders_in_worktrees_never_see_each_others_edits() {
+    let repo = repository();
+    let (llm_a, llm_b) = (writer(42).await, writer(43).await);
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let made = coder(&lead, "ada", repo.path(), &llm_a.url).await;
+    assert_eq!(made["agent"]["workspace"]["mode"], "worktree", "{made}");
+    assert_eq!(made["agent"]["workspace"]["branch"], "aw/global-main/ada");
+    coder(&lead, "bob", repo.path(), &llm_b.url).await;
+    // Both at once.
+    let (a, b) = tokio::join!(
+        ask(&lead, "ada", "make it 42", 45),
+        ask(&lead, "bob", "make it 43", 45)
+    );
+    assert_eq!(a["status"], "succeeded", "{a}");
+    assert_eq!(b["status"], "succeeded", "{b}");
+
+    for (name, answer) in [("ada", 42), ("bob", 43)] {
+        let i = info(&lead, name).await;
+        let wt = &i["worktree"];
+        let folder = Path::new(wt["path"].as_str().unwrap());
+        assert!(
+            !folder.starts_with(repo.path()),
+            "a worktree in the user's tree: {wt}"
+        );
+        let text = std::fs::read_to_string(folder.join("lib.rs")).unwrap();
+        assert!(text.contains(&answer.to_string()), "{name} sees {text}");
+        assert_eq!(wt["commits"], 1, "{i}");
+        assert_eq!(
+            git(folder, &["status", "--porcelain"]),
+            "",
+            "left uncommitted"
+        );
+        let head = git(
+            repo.path(),
+            &["rev-parse", &format!("aw/global-main/{name}")],
+        );
+        assert_eq!(wt["head"], head);
+        assert_eq!(
+            i["runs"][0]["commit"], head,
+            "the run names its commit: {i}"
+        );
+        let message = git(repo.path(), &["log", "-1", "--format=%an%n%B", &head]);
+        assert!(
+            message.starts_with(&format!("{name}\n{name}: ask: answer is {answer} now")),
+            "{message}"
+        );
+        assert!(message.contains("Agent-Worker-Run: "), "{message}");
+    }
+    // The user's own checkout is untouched.
+    let mine = std::fs::read_to_string(repo.path().join("lib.rs")).unwrap();
+    assert!(mine.contains("41"), "{mine}");
+    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_worktree_needs_a_repository_and_a_free_branch() {
+    let plain = tempfile::tempdir().unwrap();
+    let repo = repository();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let e = call(
+        &lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "mock", "cwd": plain.path().display().to_string(),
+               "workspace": "worktree"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("workspace.repo") && e.contains("git init"),
+        "{e}"
+    );
+    let e = call(
+        &lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "mock", "workspace": {"mode": "sandbox"}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("workspace.mode"), "{e}");
+    // Refused means not made: the name is free again.
+    let list = call(&lead, "agent_list", json!({})).await.ok();
+    assert_eq!(list["agents"], json!([]), "{list}");
+    git(repo.path(), &["branch", "taken"]);
+    let e = call(
+        &lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "mock",
+               "workspace": {"repo": repo.path().display().to_string(), "branch": "taken"}}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("branch taken already exists") && e.contains("branch -D"),
+        "{e}"
+    );
+    let e = call(
+        &lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "external", "cwd": repo.path().display().to_string(),
+               "workspace": "worktree"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("workspace") && e.contains("no runs"), "{e}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_keeps_the_branch_and_discard_removes_it() {
+    let repo = repository();
+    let llm = writer(42).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let r = ask(&lead, "ada", "make it 42", 45).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let folder = info(&lead, "ada").await["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Something left after the run is committed as the agent goes.
+    std::fs::write(Path::new(&folder).join("notes.md"), "half done\n").unwrap();
+    let d = call(&lead, "agent_delete", json!({"target": "ada"}))
+        .await
+        .ok();
+    let said = d["worktree"].as_str().unwrap();
+    assert!(
+        said.contains("aw/global-main/ada is kept") && said.contains("2 commits"),
+        "{said}"
+    );
+    assert!(!Path::new(&folder).exists(), "the worktree folder stays");
+    let files = git(
+        repo.path(),
+        &["ls-tree", "--name-only", "aw/global-main/ada"],
+    );
+    assert!(files.contains("notes.md"), "{files}");
+
+    // The branch is taken until discarded: a new agent of the name says so.
+    let e = coder_err(&lead, repo.path()).await;
+    assert!(e.contains("already exists"), "{e}");
+    git(repo.path(), &["branch", "-D", "aw/global-main/ada"]);
+    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let d = call(
+        &lead,
+        "agent_delete",
+        json!({"target": "ada", "discard": true}),
+    )
+    .await
+    .ok();
+    assert!(d["worktree"].as_str().unwrap().contains("discarded"), "{d}");
+    let branches = git(repo.path(), &["branch", "--list", "aw/*"]);
+    assert_eq!(branches, "", "the branch is gone");
+    let e = call(&lead, "agent_new", json!({"name": "m", "backend": "mock"})).await;
+    e.ok();
+    let e = call(
+        &lead,
+        "agent_delete",
+        json!({"target": "m", "discard": true}),
+    )
+    .await
+    .err();
+    assert!(e.contains("no worktree"), "{e}");
+    s.stop().await;
+}
+
+async fn coder_err(lead: &Client, repo: &Path) -> String {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "sdk", "model": "claude-sonnet-4-5",
+               "cwd": repo.display().to_string(), "workspace": "worktree"}),
+    )
+    .await
+    .err()
+}
+
+/// What a run killed mid-way left in the worktree is committed at the next start
+/// (the kernel killed with SIGKILL while the worktree has edits).
+#[tokio::test]
+async fn a_restart_after_kill_9_commits_what_was_left() {
+    let repo = repository();
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    coder(&lead, "ada", repo.path(), "http://127.0.0.1:9").await;
+    let folder = info(&lead, "ada").await["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        Path::new(&folder).join("lib.rs"),
+        "fn answer() -> u32 { 44 }\n",
+    )
+    .unwrap();
+    drop(lead);
+    s.kill().await;
+
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let log = git(
+        repo.path(),
+        &["log", "-1", "--format=%an%n%B", "aw/global-main/ada"],
+    );
+    assert!(log.starts_with("ada\nada: recovered"), "{log}");
+    assert_eq!(info(&lead, "ada").await["worktree"]["commits"], 1);
+    s.stop().await;
+}
+
+/// A workflow's agents get worktrees from the YAML (the repository is the file's
+/// folder), a second team run (another tag) gets its own, and a worktree no agent
+/// has any more (the YAML run again without it) is removed at the next start, its
+/// branch kept.
+#[tokio::test]
+async fn workflow_agents_get_worktrees_of_their_own_run() {
+    let repo = repository();
+    let yaml = |workspace: &str| {
+        format!(
+            "name: pair\nagents:\n  ada:\n    backend: mock\n    {workspace}\n    mock: [{{reply: done}}]\nkickoff: \"@ada go\"\n"
+        )
+    };
+    let file = repo.path().join("team.yaml");
+    std::fs::write(&file, yaml("workspace: worktree")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let f = file.display().to_string();
+    for tag in ["one", "two"] {
+        let r = call(
+            &lead,
+            "workflow_run",
+            json!({"file": f, "tag": tag, "wait_seconds": 30}),
+        )
+        .await
+        .ok();
+        assert_eq!(r["status"], "completed", "{r}");
+        let i = info(&lead, &format!("ada@pair:{tag}")).await;
+        assert_eq!(i["worktree"]["branch"], format!("aw/pair-{tag}/ada"), "{i}");
+        assert_eq!(i["worktree"]["commits"], 0, "a mock writes nothing: {i}");
+    }
+    let one = info(&lead, "ada@pair:one").await["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(Path::new(&one).join("draft.md"), "kept\n").unwrap();
+    // Run again without a worktree: the old one belongs to no agent now.
+    std::fs::write(&file, yaml("cwd: .")).unwrap();
+    let r = call(
+        &lead,
+        "workflow_run",
+        json!({"file": f, "tag": "one", "wait_seconds": 30}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["status"], "completed", "{r}");
+    assert!(info(&lead, "ada@pair:one").await.get("worktree").is_none());
+    drop(lead);
+    s.kill().await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    assert!(
+        !Path::new(&one).exists(),
+        "the orphan worktree was removed at start"
+    );
+    let files = git(repo.path(), &["ls-tree", "--name-only", "aw/pair-one/ada"]);
+    assert!(
+        files.contains("draft.md"),
+        "its leftovers were committed first: {files}"
+    );
+    let two = info(&lead, "ada@pair:two").await;
+    assert!(two["worktree"].get("error").is_none(), "{two}");
+    s.stop().await;
+}
