@@ -230,7 +230,9 @@ impl AgentWorker {
     /// classes like "shell:git *"), `schedule` ({every: "30m"} or {cron: "0 9 * * 1-5"},
     /// optional prompt), `budget` ({max_runs_per_hour, max_hops, max_tokens,
     /// max_cost_usd}), `mcp_servers` ({name: {command, args, env} or {url, headers}}),
-    /// `mock` (mock only: a list of rules {when, send, reply, ...}), `max_steps`, `node`.
+    /// `mock` (mock only: a list of rules {when, send, reply, ...}), `max_steps`, `node`,
+    /// `workspace` ("worktree": a git worktree of its own on its own branch, committed
+    /// after every run; default "shared", its cwd).
     #[tool(
         title = "Create an agent",
         annotations(
@@ -275,7 +277,8 @@ impl AgentWorker {
     }
 
     /// Change an agent after it was made: its permissions, model, system prompt, folder,
-    /// environment, guards, own MCP servers or step cap. Only what you give changes; the
+    /// environment, guards, own MCP servers, step cap or `workspace` (to a worktree, or
+    /// back to "shared", which keeps the branch). Only what you give changes; the
     /// result is checked as agent_new checks a new agent. A run in progress keeps what it
     /// started with; the next run uses the change. `target` names the agent ("name" or
     /// "name@workflow:tag"); `permissions`, `env`, `budget` and `mcp_servers` take the
