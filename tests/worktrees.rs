@@ -86,6 +86,7 @@ async fn two_coders_in_worktrees_never_see_each_others_edits() {
         let text = std::fs::read_to_string(folder.join("lib.rs")).unwrap();
         assert!(text.contains(&answer.to_string()), "{name} sees {text}");
         assert_eq!(wt["commits"], 1, "{i}");
+        assert!(wt["disk_bytes"].as_u64().unwrap() > 20, "{wt}");
         assert_eq!(
             git(folder, &["status", "--porcelain"]),
             "",
@@ -344,5 +345,13 @@ async fn workflow_agents_get_worktrees_of_their_own_run() {
     );
     let two = info(&lead, "ada@pair:two").await;
     assert!(two["worktree"].get("error").is_none(), "{two}");
+    let stop = call(&lead, "workflow_stop", json!({"workflow": "@pair:two"}))
+        .await
+        .ok();
+    let said = stop["branches"][0].as_str().unwrap_or_default();
+    assert!(
+        said.contains("aw/pair-two/ada is kept") && said.contains("discard: true"),
+        "{stop}"
+    );
     s.stop().await;
 }

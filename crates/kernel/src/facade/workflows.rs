@@ -23,7 +23,7 @@ impl Kernel {
         self.workflows.workflow_wait(workflow, wait, progress).await
     }
 
-    pub async fn workflow_stop(&self, workflow: &str) -> Result<usize> {
+    pub async fn workflow_stop(&self, workflow: &str) -> Result<(usize, Vec<String>)> {
         self.workflows.workflow_stop(workflow).await
     }
 

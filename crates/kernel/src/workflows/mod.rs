@@ -502,7 +502,9 @@ impl Workflows {
     /// workflow_stop: stops the workers and the schedules of an instance; its channel,
     /// documents and inboxes stay. A workflow run becomes `stopped` (workflow_run
     /// starts it again); the agents of an `active` instance are paused instead.
-    pub async fn workflow_stop(self: &Arc<Self>, workflow: &str) -> Result<usize> {
+    /// Returns how many runs were stopped and what became of its worktree agents'
+    /// branches (kept, with how to merge or discard them).
+    pub async fn workflow_stop(self: &Arc<Self>, workflow: &str) -> Result<(usize, Vec<String>)> {
         let wref = WorkflowRef::parse(workflow)?;
         let wid = self.registry.workflow_id(&wref).await?;
         let w2 = wref.clone();
@@ -539,7 +541,7 @@ impl Workflows {
             workflow_id: wid,
             status: WorkflowState::Stopped,
         });
-        Ok(stopped)
+        Ok((stopped, self.runtime.kept_branches(wid).await?))
     }
 
     /// workflow_list: every instance, newest first.

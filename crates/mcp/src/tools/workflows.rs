@@ -150,6 +150,9 @@ pub struct StoppedOut {
     pub workflow: String,
     /// How many runs in progress were stopped.
     pub stopped: usize,
+    /// Its worktree agents' branches: kept, with how to merge or discard them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -259,10 +262,11 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<WorkflowArgs>,
     ) -> Result<Json<StoppedOut>, ToolError> {
-        let stopped = self.kernel.workflow_stop(&a.workflow).await?;
+        let (stopped, branches) = self.kernel.workflow_stop(&a.workflow).await?;
         Ok(Json(StoppedOut {
             workflow: a.workflow,
             stopped,
+            branches,
         }))
     }
 

@@ -168,6 +168,34 @@ impl Runtime {
         Error::invalid(reason)
     }
 
+    /// The branches of an instance's worktree agents, as workflow_stop tells them.
+    pub(crate) async fn kept_branches(&self, workflow_id: i64) -> Result<Vec<String>> {
+        let rows: Vec<(String, String, String, String)> = self
+            .store
+            .read(move |c| {
+                let mut st = c.prepare(
+                    "SELECT a.name, w.name, w.tag, a.config FROM agents a
+                       JOIN workflows w ON w.id = a.workflow_id WHERE a.workflow_id = ?1 ORDER BY a.name",
+                )?;
+                let rows = st
+                    .query_map([workflow_id], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })?
+                    .collect::<store::sql::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await?;
+        let mut out = Vec::new();
+        for (agent, name, tag, config) in rows {
+            let config: AgentConfig = serde_json::from_str(&config).unwrap_or_default();
+            if let Workspace::Worktree(w) = &config.workspace {
+                let target = format!("{agent}@{name}:{tag}");
+                out.push(self.worktrees.kept(&target, w).await);
+            }
+        }
+        Ok(out)
+    }
+
     async fn store_config(&self, id: i64, config: &AgentConfig) -> Result<()> {
         let json = serde_json::to_string(config).map_err(|e| Error::internal(e.to_string()))?;
         self.store

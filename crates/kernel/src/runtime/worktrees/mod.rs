@@ -41,6 +41,9 @@ pub struct WorktreeInfo {
     /// Commits on its branch since the base.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commits: Option<u64>,
+    /// Bytes its files take on disk (git's own data is the repository's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
     /// Why git could not answer (the worktree or its repository is gone).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -219,6 +222,7 @@ impl Worktrees {
             base_commit: w.base_commit.clone().unwrap_or_default(),
             head: None,
             commits: None,
+            disk_bytes: None,
             error: None,
         };
         if let Err(e) = verify(&path, w).await {
@@ -229,8 +233,49 @@ impl Worktrees {
         if let Some(top) = &w.repo {
             info.commits = ahead(top, w).await.ok();
         }
+        let folder = path.clone();
+        info.disk_bytes = tokio::task::spawn_blocking(move || disk_bytes(&folder))
+            .await
+            .ok();
         info
     }
+
+    /// What workflow_stop says of a worktree agent's branch: kept, and how to
+    /// bring it back or discard it.
+    pub async fn kept(&self, target: &str, w: &Worktree) -> String {
+        let (Some(top), Some(branch)) = (&w.repo, &w.branch) else {
+            return format!("{target}: no worktree yet");
+        };
+        let commits = ahead(top, w).await.unwrap_or(0);
+        format!(
+            "{target}: branch {branch} is kept in {} ({commits} commits past its base); merge it \
+             with git, or agent_delete {{target: \"{target}\", discard: true}}",
+            top.display()
+        )
+    }
+}
+
+/// The bytes of the files under `dir` (not following links; at most 100,000
+/// entries are looked at, so a huge tree costs a bounded walk).
+fn disk_bytes(dir: &Path) -> u64 {
+    let (mut total, mut seen, mut stack) = (0u64, 0usize, vec![dir.to_owned()]);
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > 100_000 {
+                return total;
+            }
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) if m.is_file() => total += m.len(),
+                _ => {}
+            }
+        }
+    }
+    total
 }
 
 /// The top folder of the repository the worktree is made from.
