@@ -355,3 +355,143 @@ async fn workflow_agents_get_worktrees_of_their_own_run() {
     );
     s.stop().await;
 }
+
+/// The worktree's `.git` file is the agent's to write: a rewritten one must not
+/// send the kernel's commit to the user's checkout.
+#[tokio::test]
+async fn a_rewritten_dot_git_does_not_move_the_commit() {
+    let repo = repository();
+    let llm = writer(42).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let folder = info(&lead, "ada").await["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let main_git = repo.path().join(".git");
+    std::fs::write(
+        Path::new(&folder).join(".git"),
+        format!("gitdir: {}\n", main_git.display()),
+    )
+    .unwrap();
+    let r = ask(&lead, "ada", "make it 42", 45).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(
+        git(repo.path(), &["log", "--format=%s", "main"]),
+        "first",
+        "main moved"
+    );
+    assert_eq!(
+        git(repo.path(), &["status", "--porcelain"]),
+        "",
+        "the user's index changed"
+    );
+    let on_branch = git(repo.path(), &["show", "aw/global-main/ada:lib.rs"]);
+    assert!(on_branch.contains("42"), "{on_branch}");
+    s.stop().await;
+}
+
+/// shared -> worktree -> shared -> worktree: leaving keeps the branch, coming back
+/// takes it up again; a repository that vanished does not keep an agent from
+/// being deleted.
+#[tokio::test]
+async fn an_agent_moves_in_and_out_of_its_worktree() {
+    let repo = repository();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let cwd = repo.path().display().to_string();
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "mock", "cwd": cwd}),
+    )
+    .await
+    .ok();
+    assert!(info(&lead, "ada").await.get("worktree").is_none());
+    let update = |ws: &'static str| {
+        call(
+            &lead,
+            "agent_update",
+            json!({"target": "ada", "workspace": ws}),
+        )
+    };
+    let u = update("worktree").await.ok();
+    assert_eq!(
+        u["agent"]["workspace"]["branch"], "aw/global-main/ada",
+        "{u}"
+    );
+    let folder = info(&lead, "ada").await["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(Path::new(&folder).join("plan.md"), "step 1\n").unwrap();
+    update("shared").await.ok();
+    assert!(!Path::new(&folder).exists(), "the worktree went");
+    let files = git(
+        repo.path(),
+        &["ls-tree", "--name-only", "aw/global-main/ada"],
+    );
+    assert!(files.contains("plan.md"), "committed as it left: {files}");
+    update("worktree").await.ok();
+    let back = std::fs::read_to_string(Path::new(&folder).join("plan.md")).unwrap();
+    assert_eq!(back, "step 1\n", "its branch is taken up again");
+    // The repository goes away: deleting the agent still works, and says what is left.
+    let gone = tempfile::tempdir().unwrap();
+    std::fs::rename(repo.path(), gone.path().join("moved")).unwrap();
+    let d = call(&lead, "agent_delete", json!({"target": "ada"}))
+        .await
+        .ok();
+    let said = d["worktree"].as_str().unwrap();
+    assert!(
+        said.contains("could not be removed") && said.contains("left as it was"),
+        "{said}"
+    );
+    s.stop().await;
+}
+
+/// A workflow start refused at its second agent's worktree discards the first
+/// agent's new worktree and branch, so the corrected file runs.
+#[tokio::test]
+async fn a_refused_start_leaves_no_branch_behind() {
+    let repo = repository();
+    let yaml = |base: &str| {
+        format!(
+            "name: duo\nagents:\n  ada:\n    backend: mock\n    workspace: worktree\n  bob:\n    backend: mock\n    workspace: {{ base: {base} }}\nkickoff: \"@ada @bob go\"\n"
+        )
+    };
+    let file = repo.path().join("duo.yaml");
+    std::fs::write(&file, yaml("no-such-ref")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let f = file.display().to_string();
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"file": f, "wait_seconds": 30}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("agents.bob.workspace.base") && e.contains("Nothing was started"),
+        "{e}"
+    );
+    assert_eq!(
+        git(repo.path(), &["branch", "--list", "aw/*"]),
+        "",
+        "a branch was left"
+    );
+    std::fs::write(&file, yaml("main")).unwrap();
+    let r = call(
+        &lead,
+        "workflow_run",
+        json!({"file": f, "wait_seconds": 30}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["status"], "completed", "{r}");
+    s.stop().await;
+}

@@ -40,6 +40,10 @@ pub struct Worktree {
     /// The commit the branch was made from (recorded when the worktree is made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_commit: Option<String>,
+    /// The worktree's git dir in the repository (recorded when it is made; the
+    /// kernel's git uses it, never the `.git` file in the folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dir: Option<PathBuf>,
 }
 
 impl Workspace {
@@ -74,6 +78,7 @@ pub fn parse(v: &Value) -> Result<Workspace, String> {
                 base: text("base")?,
                 branch: text("branch")?,
                 base_commit: None,
+                git_dir: None,
             };
             if let Some(b) = &settings.branch {
                 check_branch(b).map_err(|e| format!("workspace.branch {e}"))?;
@@ -194,6 +199,7 @@ mod tests {
                 base: Some("main".into()),
                 branch: Some("feat/x".into()),
                 base_commit: None,
+                git_dir: None,
             })
         );
         // The stored form reads back as itself.

@@ -91,15 +91,19 @@ impl Kernel {
     ) -> Result<Arc<Self>> {
         rt::nodes::validate_name(node).map_err(Error::invalid)?;
         let (location, me, dir) = (store.clone(), node.to_owned(), data_dir.to_owned());
-        let store = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&dir).map_err(|e| {
+        // The data dir as an absolute path without links: worktrees and folders the
+        // kernel hands to git and to workers are named from it.
+        let (store, data_dir) = tokio::task::spawn_blocking(move || {
+            let cannot = |e: std::io::Error| {
                 Error::internal(format!("cannot create data dir {}: {e}", dir.display()))
-            })?;
-            Store::open_as(&location, &me)
+            };
+            std::fs::create_dir_all(&dir).map_err(cannot)?;
+            let dir = std::fs::canonicalize(&dir).map_err(cannot)?;
+            Ok::<_, Error>((Store::open_as(&location, &me)?, dir))
         })
         .await
         .map_err(|e| Error::internal(format!("the store did not open: {e}")))??;
-        let kernel = Arc::new(Self::compose(store, admin_token, (data_dir, node), setup));
+        let kernel = Arc::new(Self::compose(store, admin_token, (&data_dir, node), setup));
         kernel.recover(node).await?;
         Ok(kernel)
     }

@@ -84,6 +84,12 @@ impl Runtime {
         };
         if let Some(n) = &a.node {
             super::nodes::validate_name(n).map_err(|e| Error::invalid(format!("node: {e}")))?;
+            if a.config.workspace.is_worktree() && *n != self.node {
+                return Err(Error::invalid(format!(
+                    "node: a worktree agent runs on the node that makes its worktree (its data \
+                     dir holds it); leave node out, or ask the kernel of node {n}"
+                )));
+            }
             if crate::registry::has_no_worker(&a.backend) {
                 return Err(Error::invalid(format!(
                     "node: a {} agent has no worker, so it runs on no node; leave node out",
@@ -96,9 +102,14 @@ impl Runtime {
         let (workflow_id, id, mut view, next) = self
             .store
             .write(move |c| {
+                // A worktree agent stays on this node, whose data dir holds its worktree.
+                let asked = match a.config.workspace.is_worktree() {
+                    true => Some(me.as_str()),
+                    false => a.node.as_deref(),
+                };
                 let node = match crate::registry::has_no_worker(&a.backend) {
                     true => None,
-                    false => Some(super::nodes::place_tx(c, &me, a.node.as_deref())?),
+                    false => Some(super::nodes::place_tx(c, &me, asked)?),
                 };
                 let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref())?;
                 let next = match &a.schedule {

@@ -95,18 +95,7 @@ impl Workflows {
             .map_err(|e| Error::invalid(format!("{wref}: {e}. Nothing was started.")))?;
         create_agent_folders(&wf).await?;
         let mut agents = registered(&wf, &vars)?;
-        for a in &mut agents {
-            if let Workspace::Worktree(asked) = &a.config.workspace {
-                let made = self
-                    .runtime
-                    .worktree_for(&wref, &a.name, asked, a.cwd.as_deref())
-                    .await
-                    .map_err(|e| {
-                        Error::invalid(format!("agents.{}.{e}. Nothing was started.", a.name))
-                    })?;
-                a.config.workspace = Workspace::Worktree(made);
-            }
-        }
+        self.make_worktrees(&wref, &mut agents).await?;
         let kickoff = wf
             .kickoff
             .as_deref()
@@ -134,6 +123,40 @@ impl Workflows {
         }
         tracing::info!(workflow = %wref, "workflow started");
         Ok((wid, wref))
+    }
+
+    /// The worktrees of the workflow's worktree agents (theirs again when run with
+    /// the same settings). If one cannot be made, those made by this start are
+    /// discarded (they hold nothing yet) and the start is refused.
+    async fn make_worktrees(&self, wref: &WorkflowRef, agents: &mut [Registered]) -> Result<()> {
+        let mut made = Vec::new();
+        for a in agents.iter_mut() {
+            let Workspace::Worktree(asked) = &a.config.workspace else {
+                continue;
+            };
+            match self
+                .runtime
+                .worktree_for(wref, &a.name, asked, a.cwd.as_deref())
+                .await
+            {
+                Ok((w, new)) => {
+                    if new {
+                        made.push((a.name.clone(), w.clone()));
+                    }
+                    a.config.workspace = Workspace::Worktree(w);
+                }
+                Err(e) => {
+                    for (name, w) in &made {
+                        self.runtime.discard_worktree(wref, name, w).await;
+                    }
+                    return Err(Error::invalid(format!(
+                        "agents.{}.{e}. Nothing was started.",
+                        a.name
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn refuse_if_running(&self, wref: &WorkflowRef) -> Result<()> {

@@ -26,7 +26,7 @@ impl Runtime {
         };
         match self
             .worktrees
-            .make(wf, name, asked, cwd.map(Path::new))
+            .make((wf, name), asked, cwd.map(Path::new), false)
             .await
         {
             Ok(made) => {
@@ -63,18 +63,15 @@ impl Runtime {
         }
         match (old, new) {
             (Workspace::Shared, Workspace::Shared) => Ok(Workspace::Shared),
+            // Its own branch, kept when it last left a worktree, is taken up again.
             (Workspace::Shared, Workspace::Worktree(asked)) => Ok(Workspace::Worktree(
                 self.worktrees
-                    .make(wf, name, &asked, cwd.map(Path::new))
+                    .make((wf, name), &asked, cwd.map(Path::new), true)
                     .await?,
             )),
             (Workspace::Worktree(w), Workspace::Shared) => {
-                let note = self
-                    .worktrees
-                    .remove(wf, name, w, false)
-                    .await
-                    .map_err(Error::internal)?;
-                tracing::info!(agent = %name, "its worktree is removed: {note}");
+                let note = self.worktrees.remove(wf, name, w, false).await;
+                tracing::info!(agent = %name, "it leaves its worktree: {note}");
                 Ok(Workspace::Shared)
             }
             (Workspace::Worktree(w), Workspace::Worktree(asked)) if same(w, &asked) => {
@@ -98,24 +95,19 @@ impl Runtime {
     ) -> Result<Option<String>> {
         match &config.workspace {
             Workspace::Shared => Ok(None),
-            Workspace::Worktree(w) => self
-                .worktrees
-                .remove(wf, name, w, discard)
-                .await
-                .map(Some)
-                .map_err(|e| Error::internal(format!("its worktree could not be removed: {e}"))),
+            Workspace::Worktree(w) => Ok(Some(self.worktrees.remove(wf, name, w, discard).await)),
         }
     }
 
     /// A workflow agent's worktree: the one it has when run again with the same
-    /// settings, else a new one.
+    /// settings, else a new one (then true).
     pub(crate) async fn worktree_for(
         &self,
         wf: &WorkflowRef,
         name: &str,
         asked: &Worktree,
         cwd: Option<&str>,
-    ) -> Result<Worktree> {
+    ) -> Result<(Worktree, bool)> {
         let (w, n) = (wf.clone(), name.to_owned());
         let stored: Option<String> = self
             .store
@@ -137,11 +129,20 @@ impl Runtime {
             && made.base_commit.is_some()
             && same(&made, asked)
         {
-            return Ok(made);
+            return Ok((made, false));
         }
-        self.worktrees
-            .make(wf, name, asked, cwd.map(Path::new))
-            .await
+        let made = self
+            .worktrees
+            .make((wf, name), asked, cwd.map(Path::new), false)
+            .await?;
+        Ok((made, true))
+    }
+
+    /// Discards a worktree and its branch made a moment ago for a start that was
+    /// refused (it holds nothing yet).
+    pub(crate) async fn discard_worktree(&self, wf: &WorkflowRef, name: &str, w: &Worktree) {
+        let note = self.worktrees.remove(wf, name, w, true).await;
+        tracing::info!(agent = %name, "a refused start's worktree: {note}");
     }
 
     /// A run cannot start because its worktree is gone or broken: the agent is

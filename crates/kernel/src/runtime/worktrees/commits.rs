@@ -14,9 +14,9 @@ impl Runtime {
     /// A failure is logged and kept in the run's error: the edits stay in the
     /// worktree for the next commit.
     pub(in crate::runtime) async fn commit_run(&self, spec: &Spec, run_id: &str, end: &mut RunEnd) {
-        if !matches!(spec.config.workspace, Workspace::Worktree(_)) {
+        let Workspace::Worktree(w) = &spec.config.workspace else {
             return;
-        }
+        };
         let id = run_id.to_owned();
         let trigger: Option<String> = self
             .store
@@ -37,7 +37,7 @@ impl Runtime {
         };
         match self
             .worktrees
-            .commit(&spec.workflow, &spec.name, &note)
+            .commit(&spec.workflow, &spec.name, w, &note)
             .await
         {
             Ok(commit) => end.commit = commit,

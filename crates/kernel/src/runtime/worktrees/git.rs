@@ -1,6 +1,11 @@
 //! git, as the kernel runs it: the real `git` as a bounded subprocess (a timeout,
-//! bounded output, its own process group), never on a lock, with the environment
-//! that makes it answer for the folder it is given and nothing else.
+//! bounded output, its own process group), never on a lock, in a clean
+//! environment (PATH and HOME only: no store URL, token or `GIT_*` variable of the
+//! kernel's reaches git or anything git runs), with no hooks and no fsmonitor.
+//!
+//! In an agent's worktree git is always given the git dir recorded when the
+//! worktree was made, never the `.git` file in the folder: the agent can rewrite
+//! that file, and must not be able to point the kernel's commits elsewhere.
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,12 +13,13 @@ use tokio::process::Command;
 
 /// One git command takes at most this long (a commit of a large tree included).
 const TIMEOUT: Duration = Duration::from_secs(120);
-/// Most output kept from one command (a patch is bounded by its caller as well).
+/// Most output kept from one command.
 const MAX_OUTPUT: usize = 4 * 1024 * 1024;
 
 /// Who the kernel commits as (the author is the agent): commits work on a machine
-/// with no git identity, and a user's hooks and signing never block a run's commit.
-const KERNEL_IDENTITY: &[&str] = &[
+/// with no git identity, and a user's hooks, fsmonitor and signing never run for
+/// or block a run's commit.
+const KERNEL_CONFIG: &[&str] = &[
     "-c",
     "user.name=agent-worker",
     "-c",
@@ -22,30 +28,42 @@ const KERNEL_IDENTITY: &[&str] = &[
     "commit.gpgsign=false",
     "-c",
     "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
 ];
 
-/// `git -C dir args…`: its trimmed stdout, or why it failed. With `ceiling`, git
-/// looks for no repository above it, so a folder that stopped being a worktree is
-/// an error instead of whatever repository encloses it.
-pub(super) async fn git(
-    dir: &Path,
-    args: &[&str],
-    ceiling: Option<&Path>,
-) -> Result<String, String> {
+/// Where a git command runs.
+#[derive(Clone, Copy)]
+pub(super) enum At<'a> {
+    /// A folder in a repository (git finds the repository from it).
+    Repo(&'a Path),
+    /// An agent's worktree, with the git dir recorded when it was made.
+    Worktree { dir: &'a Path, git_dir: &'a Path },
+}
+
+/// git's trimmed stdout, or why it failed.
+pub(super) async fn git(at: At<'_>, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(KERNEL_IDENTITY).args(args);
-    for k in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_CEILING_DIRECTORIES",
-    ] {
-        cmd.env_remove(k);
+    match at {
+        At::Repo(dir) => {
+            cmd.arg("-C").arg(dir);
+        }
+        At::Worktree { dir, git_dir } => {
+            cmd.arg("-C").arg(dir);
+            cmd.arg("--git-dir")
+                .arg(git_dir)
+                .arg("--work-tree")
+                .arg(dir);
+        }
+    }
+    cmd.args(KERNEL_CONFIG).args(args);
+    cmd.env_clear();
+    for k in ["PATH", "HOME"] {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
-    if let Some(c) = ceiling {
-        cmd.env("GIT_CEILING_DIRECTORIES", c);
-    }
     os::bounded::output(cmd, TIMEOUT, MAX_OUTPUT)
         .await
         .map_err(|e| format!("git {}: {e}", args.first().copied().unwrap_or("")))
@@ -53,8 +71,8 @@ pub(super) async fn git(
 
 /// Whether git says yes (exit 0) or no (exit 1) to a question such as
 /// `diff --cached --quiet`; anything else is an error.
-pub(super) async fn yes(dir: &Path, args: &[&str], ceiling: Option<&Path>) -> Result<bool, String> {
-    match git(dir, args, ceiling).await {
+pub(super) async fn yes(at: At<'_>, args: &[&str]) -> Result<bool, String> {
+    match git(at, args).await {
         Ok(_) => Ok(true),
         Err(e) if e.ends_with("exited with status 1") || e.contains("exited with status 1:") => {
             Ok(false)

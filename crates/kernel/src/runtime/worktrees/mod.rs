@@ -15,10 +15,10 @@ mod recover;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::workspace::{Worktree, default_branch};
-use git::git;
+use git::{At, git};
 use schemars::JsonSchema;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// The worktrees of this node's agents, under `<data dir>/worktrees`.
 pub struct Worktrees {
@@ -70,13 +70,15 @@ impl Worktrees {
     }
 
     /// Makes the agent's worktree from the settings as given (`cwd` is the
-    /// repository when `repo` is not given): the settings as made.
+    /// repository when `repo` is not given): the settings as made. With
+    /// `continue_branch`, a branch of that name that no worktree holds (the
+    /// agent's own, kept when it last left a worktree) is taken up again.
     pub async fn make(
         &self,
-        wf: &WorkflowRef,
-        agent: &str,
+        (wf, agent): (&WorkflowRef, &str),
         w: &Worktree,
         cwd: Option<&Path>,
+        continue_branch: bool,
     ) -> Result<Worktree> {
         let path = self.path(wf, agent);
         let top = repository(w, cwd).await?;
@@ -92,24 +94,15 @@ impl Worktrees {
             .clone()
             .unwrap_or_else(|| default_branch(&wf.name, &wf.tag, agent));
         let base = w.base.clone().unwrap_or_else(|| "HEAD".to_owned());
-        let commit = git(
-            &top,
-            &["rev-parse", "--verify", &format!("{base}^{{commit}}")],
-            None,
+        let commit = base_commit(&top, &base).await?;
+        let exists = format!("refs/heads/{branch}");
+        let taken = git::yes(
+            At::Repo(&top),
+            &["show-ref", "--verify", "--quiet", &exists],
         )
         .await
-        .map_err(|_| {
-            Error::invalid(format!(
-                "workspace.base {base:?} is not a commit of {}: give a branch, tag or commit \
-                     (an empty repository needs a first commit)",
-                top.display()
-            ))
-        })?;
-        let exists = format!("refs/heads/{branch}");
-        if git::yes(&top, &["show-ref", "--verify", "--quiet", &exists], None)
-            .await
-            .map_err(Error::internal)?
-        {
+        .map_err(Error::internal)?;
+        if taken && !continue_branch {
             return Err(Error::conflict(format!(
                 "workspace: branch {branch} already exists in {}: give workspace.branch another \
                  name, or delete it (`git -C {} branch -D {branch}`) if its work is not wanted",
@@ -123,18 +116,24 @@ impl Worktrees {
                 .map_err(|e| Error::internal(format!("cannot create {}: {e}", parent.display())))?;
         }
         let target = path.to_string_lossy();
-        git(
-            &top,
-            &["worktree", "add", "-q", "-b", &branch, &target, &commit],
-            None,
-        )
-        .await
-        .map_err(|e| Error::internal(format!("cannot make the worktree: {e}")))?;
+        let add: Vec<&str> = if taken {
+            vec!["worktree", "add", "-q", &target, &branch]
+        } else {
+            vec!["worktree", "add", "-q", "-b", &branch, &target, &commit]
+        };
+        git(At::Repo(&top), &add)
+            .await
+            .map_err(|e| Error::conflict(format!("workspace: cannot make the worktree: {e}")))?;
+        // Read once, now that git itself wrote the folder's `.git` file.
+        let git_dir = git(At::Repo(&path), &["rev-parse", "--absolute-git-dir"])
+            .await
+            .map_err(|e| Error::internal(format!("the new worktree: {e}")))?;
         Ok(Worktree {
             repo: Some(top),
             base: Some(base),
             branch: Some(branch),
             base_commit: Some(commit),
+            git_dir: Some(PathBuf::from(git_dir)),
         })
     }
 
@@ -150,11 +149,23 @@ impl Worktrees {
     ) -> Result<PathBuf> {
         let path = self.path(wf, agent);
         verify(&path, w).await.map_err(Error::conflict)?;
-        let sub = match (cwd, &w.repo) {
-            (Some(cwd), Some(top)) => cwd.strip_prefix(top).ok().map(|rel| path.join(rel)),
+        let rel = match (cwd, &w.repo) {
+            (Some(cwd), Some(top)) => cwd.strip_prefix(top).ok().map(Path::to_owned),
             _ => None,
         };
-        Ok(sub.filter(|s| s.is_dir()).unwrap_or(path))
+        // Only plain names down from the worktree, and only to a folder that stays
+        // inside it (a link the agent planted does not lead a later run out).
+        let plain = |r: &Path| r.components().all(|c| matches!(c, Component::Normal(_)));
+        if let Some(rel) = rel.filter(|r| !r.as_os_str().is_empty() && plain(r)) {
+            let sub = path.join(rel);
+            if let Ok(real) = tokio::fs::canonicalize(&sub).await
+                && real.starts_with(&path)
+                && real.is_dir()
+            {
+                return Ok(real);
+            }
+        }
+        Ok(path)
     }
 
     /// Commits everything a run left in the worktree: the new commit, or None when
@@ -163,49 +174,64 @@ impl Worktrees {
         &self,
         wf: &WorkflowRef,
         agent: &str,
+        w: &Worktree,
         note: &RunNote<'_>,
     ) -> std::result::Result<Option<String>, String> {
         let path = self.path(wf, agent);
-        let message = message(agent, note);
-        commit_all(&path, &author(wf, agent), &message).await
+        verify(&path, w).await?;
+        commit_all(at(&path, w)?, &author(wf, agent), &message(agent, note)).await
     }
 
     /// Removes the agent's worktree after committing what is in it; its branch stays
-    /// unless `discard`. What became of its work, for the lead.
+    /// unless `discard`. What became of its work, for the lead; when git cannot do
+    /// it (the repository moved or vanished), what was left and where.
     pub async fn remove(
         &self,
         wf: &WorkflowRef,
         agent: &str,
         w: &Worktree,
         discard: bool,
-    ) -> std::result::Result<String, String> {
+    ) -> String {
         let path = self.path(wf, agent);
         let (Some(top), Some(branch)) = (&w.repo, &w.branch) else {
-            return Ok("it had no worktree yet".to_owned());
+            return "it had no worktree yet".to_owned();
         };
-        if tokio::fs::try_exists(&path).await.unwrap_or(false) {
-            let note = format!("{agent}: left uncommitted when it was deleted");
-            commit_all(&path, &author(wf, agent), &note).await?;
-            git(
-                top,
-                &["worktree", "remove", "--force", &path.to_string_lossy()],
-                None,
-            )
-            .await?;
-        } else {
-            git(top, &["worktree", "prune"], None).await?;
+        let removed = async {
+            if tokio::fs::try_exists(&path).await.unwrap_or(false) {
+                verify(&path, w).await?;
+                let note = format!("{agent}: left uncommitted when it left its worktree");
+                commit_all(at(&path, w)?, &author(wf, agent), &note).await?;
+                git(
+                    At::Repo(top),
+                    &["worktree", "remove", "--force", &path.to_string_lossy()],
+                )
+                .await?;
+            }
+            git(At::Repo(top), &["worktree", "prune"]).await?;
+            if discard {
+                git(At::Repo(top), &["branch", "-D", branch]).await?;
+            }
+            Ok::<_, String>(())
         }
-        if discard {
-            git(top, &["branch", "-D", branch], None).await?;
-            return Ok(format!("its worktree and branch {branch} were discarded"));
+        .await;
+        match removed {
+            Err(e) => format!(
+                "its worktree could not be removed ({e}): what is in {} is left as it was, and \
+                 branch {branch} of {} too",
+                path.display(),
+                top.display()
+            ),
+            Ok(()) if discard => format!("its worktree and branch {branch} were discarded"),
+            Ok(()) => {
+                let commits = ahead(top, w).await.unwrap_or(0);
+                format!(
+                    "its branch {branch} is kept in {} ({commits} commits past its base): merge it, \
+                     or discard it with `git -C {} branch -D {branch}`",
+                    top.display(),
+                    top.display()
+                )
+            }
         }
-        let commits = ahead(top, w).await.unwrap_or(0);
-        Ok(format!(
-            "its branch {branch} is kept in {} ({commits} commits past its base): merge it, or \
-             discard it with `git -C {} branch -D {branch}`",
-            top.display(),
-            top.display()
-        ))
     }
 
     /// What agent_info shows of the agent's worktree.
@@ -229,7 +255,9 @@ impl Worktrees {
             info.error = Some(e);
             return info;
         }
-        info.head = git(&path, &["rev-parse", "HEAD"], path.parent()).await.ok();
+        if let Ok(at) = at(&path, w) {
+            info.head = git(at, &["rev-parse", "HEAD"]).await.ok();
+        }
         if let Some(top) = &w.repo {
             info.commits = ahead(top, w).await.ok();
         }
@@ -253,6 +281,31 @@ impl Worktrees {
             top.display()
         )
     }
+}
+
+/// The worktree with its recorded git dir.
+fn at<'a>(path: &'a Path, w: &'a Worktree) -> std::result::Result<At<'a>, String> {
+    let git_dir = w.git_dir.as_deref().ok_or_else(|| {
+        "its git dir was not recorded: set the agent's workspace to shared, then to worktree"
+            .to_owned()
+    })?;
+    Ok(At::Worktree { dir: path, git_dir })
+}
+
+/// The commit `base` names in the repository.
+async fn base_commit(top: &Path, base: &str) -> Result<String> {
+    git(
+        At::Repo(top),
+        &["rev-parse", "--verify", &format!("{base}^{{commit}}")],
+    )
+    .await
+    .map_err(|_| {
+        Error::invalid(format!(
+            "workspace.base {base:?} is not a commit of {}: give a branch, tag or commit \
+                 (an empty repository needs a first commit)",
+            top.display()
+        ))
+    })
 }
 
 /// The bytes of the files under `dir` (not following links; at most 100,000
@@ -286,27 +339,32 @@ async fn repository(w: &Worktree, cwd: Option<&Path>) -> Result<PathBuf> {
              in it) or the agent's cwd",
         )
     })?;
-    let top = git(from, &["rev-parse", "--show-toplevel"], None)
+    let top = git(At::Repo(from), &["rev-parse", "--show-toplevel"])
         .await
         .map_err(|e| {
+            let field = if w.repo.is_some() {
+                "workspace.repo"
+            } else {
+                "cwd"
+            };
             Error::invalid(format!(
-                "workspace.repo {} is not inside a git repository ({e}): run `git init` there, \
-                 or give workspace.repo",
+                "workspace: {field} {} is not inside a git repository ({e}): run `git init` \
+                 there, or give workspace.repo",
                 from.display()
             ))
         })?;
     Ok(PathBuf::from(top))
 }
 
-/// The worktree is there, is a worktree of its own (not a folder of some other
-/// repository) and is on its branch.
+/// The worktree is there (a folder, not a link) and, by its recorded git dir,
+/// on its branch.
 async fn verify(path: &Path, w: &Worktree) -> std::result::Result<(), String> {
     let branch = w.branch.as_deref().unwrap_or_default();
     let gone = |why: String| {
         format!(
             "the worktree {} of branch {branch} is gone or broken ({why}); its repository {} may \
-             have moved or been deleted. Set the agent's workspace again (agent_update) to make a \
-             new one",
+             have moved or been deleted. Set the agent's workspace to shared (its branch is \
+             kept), then to worktree again, and agent_resume it",
             path.display(),
             w.repo
                 .as_ref()
@@ -314,21 +372,17 @@ async fn verify(path: &Path, w: &Worktree) -> std::result::Result<(), String> {
                 .unwrap_or_default()
         )
     };
-    if !tokio::fs::try_exists(path).await.unwrap_or(false) {
-        return Err(gone("no such folder".to_owned()));
+    match tokio::fs::symlink_metadata(path).await {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(gone("it is not a folder".to_owned())),
+        Err(e) => return Err(gone(e.to_string())),
     }
-    let top = git(path, &["rev-parse", "--show-toplevel"], path.parent())
-        .await
-        .map_err(gone)?;
-    if Path::new(&top) != path {
-        return Err(gone(format!("git answers for {top} there")));
-    }
-    let on = git(path, &["symbolic-ref", "--short", "HEAD"], path.parent())
+    let on = git(at(path, w)?, &["symbolic-ref", "--short", "HEAD"])
         .await
         .map_err(gone)?;
     if on != branch {
         return Err(format!(
-            "the worktree {} is on branch {on}, not on its own {branch}: check out {branch} there",
+            "the worktree {} is on {on}, not on its own branch {branch}: check out {branch} there",
             path.display()
         ));
     }
@@ -337,13 +391,12 @@ async fn verify(path: &Path, w: &Worktree) -> std::result::Result<(), String> {
 
 /// `git add -A` and a commit as `author` when anything changed.
 async fn commit_all(
-    path: &Path,
+    at: At<'_>,
     author: &str,
     message: &str,
 ) -> std::result::Result<Option<String>, String> {
-    let ceiling = path.parent();
-    git(path, &["add", "-A"], ceiling).await?;
-    if git::yes(path, &["diff", "--cached", "--quiet"], ceiling).await? {
+    git(at, &["add", "-A"]).await?;
+    if git::yes(at, &["diff", "--cached", "--quiet"]).await? {
         return Ok(None);
     }
     let args = [
@@ -355,8 +408,8 @@ async fn commit_all(
         "-m",
         message,
     ];
-    git(path, &args, ceiling).await?;
-    git(path, &["rev-parse", "HEAD"], ceiling).await.map(Some)
+    git(at, &args).await?;
+    git(at, &["rev-parse", "HEAD"]).await.map(Some)
 }
 
 /// Commits on the worktree's branch since its base.
@@ -365,7 +418,7 @@ async fn ahead(top: &Path, w: &Worktree) -> std::result::Result<u64, String> {
         return Ok(0);
     };
     let range = format!("{base}..refs/heads/{branch}");
-    let n = git(top, &["rev-list", "--count", &range], None).await?;
+    let n = git(At::Repo(top), &["rev-list", "--count", &range]).await?;
     n.parse().map_err(|e| format!("git rev-list --count: {e}"))
 }
 

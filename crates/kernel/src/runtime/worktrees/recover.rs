@@ -2,7 +2,8 @@
 //! committed (marked so), and the worktrees of agents that no longer exist are
 //! removed, their branches kept.
 
-use super::{RunNote, author, commit_all, git};
+use super::git::{At, git};
+use super::{RunNote, author, commit_all, verify};
 use crate::runtime::Runtime;
 use domain::error::Result;
 use domain::names::WorkflowRef;
@@ -38,7 +39,7 @@ impl Runtime {
                 live.insert(self.worktrees.path(&wf, &agent), (wf, agent, w));
             }
         }
-        for (path, (wf, agent, _)) in &live {
+        for (path, (wf, agent, w)) in &live {
             if !tokio::fs::try_exists(path).await.unwrap_or(false) {
                 continue;
             }
@@ -49,7 +50,14 @@ impl Runtime {
                 final_text: Some("what a run killed mid-way left, committed at the next start"),
             };
             let message = super::message(agent, &note);
-            match commit_all(path, &author(wf, agent), &message).await {
+            let committed = match verify(path, w).await {
+                Ok(()) => match super::at(path, w) {
+                    Ok(at) => commit_all(at, &author(wf, agent), &message).await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match committed {
                 Ok(Some(c)) => {
                     tracing::warn!(agent = %agent, commit = %c, "a killed run's edits are committed")
                 }
@@ -97,17 +105,12 @@ impl super::Worktrees {
 }
 
 /// The worktree of an agent that no longer exists: its leftovers committed, the
-/// folder removed, the branch kept.
+/// folder removed, the branch kept. Its git dir is taken from its `.git` file only
+/// when the git dir points back at this folder (git's own record of it), so a
+/// rewritten file cannot send the commit elsewhere.
 async fn prune(path: &Path) {
-    let ceiling = path.parent();
-    let common = git(
-        path,
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-        ceiling,
-    )
-    .await;
-    let Ok(common) = common else {
-        tracing::warn!(folder = %path.display(), "a worktree folder of no agent is not a worktree; left alone");
+    let Some(git_dir) = own_git_dir(path).await else {
+        tracing::warn!(folder = %path.display(), "a worktree folder of no agent is not a worktree git knows; left alone");
         return;
     };
     let who = path
@@ -116,17 +119,30 @@ async fn prune(path: &Path) {
         .unwrap_or_default();
     let message = format!("{who}: left uncommitted when its agent was gone");
     let author = format!("{who} <{who}@agent-worker.invalid>");
-    if let Err(e) = commit_all(path, &author, &message).await {
+    let at = At::Worktree {
+        dir: path,
+        git_dir: &git_dir,
+    };
+    if let Err(e) = commit_all(at, &author, &message).await {
         tracing::warn!(folder = %path.display(), "cannot commit a gone agent's worktree: {e}");
         return;
     }
-    let target = path.to_string_lossy();
-    let removed = git(
-        Path::new(&common),
-        &["worktree", "remove", "--force", &target],
-        None,
+    let common = git(
+        at,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
     )
     .await;
+    let removed = match common {
+        Ok(common) => {
+            let target = path.to_string_lossy();
+            git(
+                At::Repo(Path::new(&common)),
+                &["worktree", "remove", "--force", &target],
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
     match removed {
         Ok(_) => {
             tracing::info!(folder = %path.display(), "the worktree of a gone agent is removed; its branch is kept")
@@ -135,4 +151,14 @@ async fn prune(path: &Path) {
             tracing::warn!(folder = %path.display(), "cannot remove a gone agent's worktree: {e}")
         }
     }
+}
+
+/// The git dir a worktree folder's `.git` file names, if that git dir's own
+/// `gitdir` file names this folder's `.git` back.
+async fn own_git_dir(path: &Path) -> Option<PathBuf> {
+    let dot_git = path.join(".git");
+    let text = tokio::fs::read_to_string(&dot_git).await.ok()?;
+    let named = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    let back = tokio::fs::read_to_string(named.join("gitdir")).await.ok()?;
+    (Path::new(back.trim()) == dot_git).then_some(named)
 }
