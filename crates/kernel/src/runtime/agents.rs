@@ -153,6 +153,7 @@ impl Runtime {
         }
         // Its worker goes first, so no run writes after the agent is gone.
         self.set_paused(id, true).await?;
+        self.workers.forget(id);
         // Then its worktree: what is in it committed, the branch kept unless discarded.
         let worktree = match WorkflowRef::parse(&rec.view.workflow) {
             Ok(wf) => {

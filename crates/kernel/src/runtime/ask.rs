@@ -137,8 +137,14 @@ impl Runtime {
                 .filter(|h| h.run_id == done)
                 .unwrap_or_else(|| RunHandle::ended(done)));
         }
-        match self.start_run(agent.id, Wake::Ask, None).await {
-            Ok(h) => Ok(h),
+        // A run that started after the question may have read it and ended since
+        // the look above: the claim looks again under the lock it takes.
+        match self
+            .start_run_unless_served(agent.id, Wake::Ask, None, Some(message_id))
+            .await
+        {
+            Ok(Ok(h)) => Ok(h),
+            Ok(Err(served)) => Ok(RunHandle::ended(served)),
             // The scheduler, woken by the question's delivery, claimed the agent
             // between the look and the claim: that run reads the question.
             Err(e) => self

@@ -13,10 +13,22 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+/// What a claim found.
+pub(super) enum Claim {
+    Claimed(RunHandle),
+    /// A run is in progress.
+    Busy,
+    /// A run that started after the message has come and gone: its id.
+    Served(String),
+}
+
 /// The kernel's table of runs in progress.
 pub struct Workers {
     /// The running workers, by agent id: locked only by the methods below.
     active: Mutex<HashMap<i64, Active>>,
+    /// The latest run claimed for each agent (locked after `active`, never alone
+    /// before it): whether a question was already served by a run since.
+    latest: Mutex<HashMap<i64, String>>,
     pub(super) exe: PathBuf,
     pub(super) limits: Limits,
 }
@@ -79,6 +91,7 @@ impl Workers {
     pub fn new(exe: PathBuf, limits: Limits) -> Self {
         Self {
             active: Mutex::new(HashMap::new()),
+            latest: Mutex::new(HashMap::new()),
             exe,
             limits,
         }
@@ -121,15 +134,31 @@ impl Workers {
         }
     }
 
-    /// Claims `agent_id` for the run `a`: its handle, or None if it is running.
-    pub(super) fn claim(&self, agent_id: i64, a: Active) -> Option<RunHandle> {
+    /// Claims `agent_id` for the run `a` (its handle), unless it is running, or a
+    /// run started after the message `after` already (it read that message, or
+    /// failed before it could): then that run's id. One lock for the look and the
+    /// claim, so a run that starts and ends in between cannot be missed.
+    pub(super) fn claim_unless_served(
+        &self,
+        agent_id: i64,
+        a: Active,
+        after: Option<&str>,
+    ) -> Claim {
         let mut active = self.active.lock().unwrap();
         if active.contains_key(&agent_id) {
-            return None;
+            return Claim::Busy;
         }
+        let latest = self.latest.lock().unwrap();
+        // Run and message ids are both UUIDv7 from one clock: time-ordered.
+        if let (Some(after), Some(run)) = (after, latest.get(&agent_id))
+            && run.as_str() > after
+        {
+            return Claim::Served(run.clone());
+        }
+        drop(latest);
         let h = a.handle();
         active.insert(agent_id, a);
-        Some(h)
+        Claim::Claimed(h)
     }
 
     /// Remembers a wake that arrived during the run of `agent_id` (one more run
@@ -165,6 +194,21 @@ impl Workers {
             a.wake_again = Some((wake, None));
         }
         Some(a.handle())
+    }
+
+    /// The claimed run of `agent_id` has started (its row is written): the latest.
+    pub(super) fn started(&self, agent_id: i64, run_id: &str) {
+        let _active = self.active.lock().unwrap();
+        self.latest
+            .lock()
+            .unwrap()
+            .insert(agent_id, run_id.to_owned());
+    }
+
+    /// Forgets a deleted agent's latest run.
+    pub(super) fn forget(&self, agent_id: i64) {
+        let _active = self.active.lock().unwrap();
+        self.latest.lock().unwrap().remove(&agent_id);
     }
 
     /// How many runs are in progress.

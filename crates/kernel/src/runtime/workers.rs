@@ -41,7 +41,7 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
     protocol::RUN_ENV,
 ];
 
-use super::running::Active;
+use super::running::{Active, Claim};
 pub use super::running::{RunHandle, Workers};
 use domain::workspace::Workspace;
 
@@ -176,6 +176,24 @@ impl Runtime {
         wake: Wake,
         prompt: Option<String>,
     ) -> Result<RunHandle> {
+        match self
+            .start_run_unless_served(agent_id, wake, prompt, None)
+            .await?
+        {
+            Ok(h) => Ok(h),
+            Err(_) => unreachable!("a claim without a message is never served"),
+        }
+    }
+
+    /// [`Self::start_run`], unless a run that started after the message `after`
+    /// has already come and gone (it read it): then that run's id.
+    pub(crate) async fn start_run_unless_served(
+        self: &Arc<Self>,
+        agent_id: i64,
+        wake: Wake,
+        prompt: Option<String>,
+        after: Option<&str>,
+    ) -> Result<std::result::Result<RunHandle, String>> {
         let spec = self.spec(agent_id).await?;
         if spec.state == AgentState::Paused {
             return Err(Error::conflict(format!(
@@ -218,7 +236,7 @@ impl Runtime {
         let (done_tx, done_rx) = watch::channel(false);
         let (progress, _) = broadcast::channel(256);
         // Claim the agent before any await, so two starts cannot both spawn.
-        let claimed = self.workers.claim(
+        let claimed = self.workers.claim_unless_served(
             agent_id,
             Active {
                 run_id: run_id.clone(),
@@ -230,21 +248,27 @@ impl Runtime {
                 held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
                 denials: spec.denials.clone(),
             },
+            after,
         );
-        let Some(handle) = claimed else {
-            return Err(Error::conflict(format!("{} is already running", spec.name)));
+        let handle = match claimed {
+            Claim::Claimed(h) => h,
+            Claim::Served(run) => return Ok(Err(run)),
+            Claim::Busy => {
+                return Err(Error::conflict(format!("{} is already running", spec.name)));
+            }
         };
         match self
             .prepare(&spec, (&run_id, &cwd), wake, prompt, url)
             .await
         {
             Ok(cmd) => {
+                self.workers.started(agent_id, &run_id);
                 let k = self.clone();
                 tokio::spawn(async move {
                     k.supervise_run(spec, run_id, cmd, stop, progress, done_tx)
                         .await
                 });
-                Ok(handle)
+                Ok(Ok(handle))
             }
             Err(e) => {
                 self.workers.finish(agent_id);
