@@ -495,3 +495,56 @@ async fn a_refused_start_leaves_no_branch_behind() {
     assert_eq!(r["status"], "completed", "{r}");
     s.stop().await;
 }
+
+/// The kernel killed (SIGKILL) while a worktree agent's run is in progress and
+/// its edits are in the folder: after the restart the run is lost, its worker is
+/// gone, and the edits are committed on the agent's branch, marked recovered.
+#[tokio::test]
+async fn kill_9_during_a_run_loses_no_edit() {
+    let repo = repository();
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "ada", "backend": "mock", "cwd": repo.path().display().to_string(),
+               "workspace": "worktree", "mock": [{"sleep": "60s"}]}),
+    )
+    .await
+    .ok();
+    call(&lead, "channel_send", json!({"message": "@ada work on it"}))
+        .await
+        .ok();
+    let i = wait_info(&lead, "ada", 20, |i| i.get("running").is_some()).await;
+    let folder = i["worktree"]["path"].as_str().unwrap().to_owned();
+    // What the run has written so far.
+    std::fs::write(
+        Path::new(&folder).join("lib.rs"),
+        "fn answer() -> u32 { 45 }\n",
+    )
+    .unwrap();
+    drop(lead);
+    s.kill().await;
+
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let log = git(
+        repo.path(),
+        &["log", "-1", "--format=%an%n%B", "aw/global-main/ada"],
+    );
+    assert!(log.starts_with("ada\nada: recovered"), "{log}");
+    let at_head = git(repo.path(), &["show", "aw/global-main/ada:lib.rs"]);
+    assert!(at_head.contains("45"), "{at_head}");
+    // The killed run is lost (its message is read again by a new run).
+    let i = info(&lead, "ada").await;
+    let lost = i["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "lost")
+        .count();
+    assert_eq!(lost, 1, "{i}");
+    assert_eq!(git(repo.path(), &["log", "--format=%s", "main"]), "first");
+    s.stop().await;
+}
