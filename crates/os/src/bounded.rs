@@ -11,9 +11,24 @@ use tokio_util::sync::CancellationToken;
 /// Lines of stderr quoted in a failure.
 const STDERR_LINES: usize = 10;
 
-/// Runs `cmd` to its end: its trimmed stdout, or why it failed ("exited with
-/// status 1: <stderr>", "timed out after 30s", "printed more than 1024 KiB: …").
+/// Why a command did not succeed: its exit code when it exited with one, and the
+/// reason in words ("exited with status 1: <stderr>", "timed out after 30s",
+/// "printed more than 1024 KiB: …").
+#[derive(Debug)]
+pub struct Failed {
+    pub code: Option<i32>,
+    pub reason: String,
+}
+
+/// Runs `cmd` to its end: its trimmed stdout, or why it failed in words.
 pub async fn output(cmd: Command, timeout: Duration, max_output: usize) -> Result<String, String> {
+    run(cmd, timeout, max_output).await.map_err(|f| f.reason)
+}
+
+/// [`output`], with the exit code of a command that failed by exiting (for
+/// commands whose exit code is the answer, such as `git diff --quiet`).
+pub async fn run(cmd: Command, timeout: Duration, max_output: usize) -> Result<String, Failed> {
+    let words = |reason: String| Failed { code: None, reason };
     let program = cmd.as_std().get_program().to_string_lossy().into_owned();
     let limits = Limits {
         startup: timeout,
@@ -49,23 +64,23 @@ pub async fn output(cmd: Command, timeout: Duration, max_output: usize) -> Resul
         },
     )
     .await
-    .map_err(|e| format!("could not start `{program}`: {e}"))?;
+    .map_err(|e| words(format!("could not start `{program}`: {e}")))?;
     if too_long {
-        return Err(format!(
+        return Err(words(format!(
             "printed more than {} KiB: write large output to a file and pass its path instead",
             max_output / 1024
-        ));
+        )));
     }
     match finished.ended {
         Ended::Exited => {}
         Ended::StartupTimeout | Ended::IdleTimeout | Ended::TotalTimeout => {
-            return Err(format!(
+            return Err(words(format!(
                 "timed out after {}{}",
                 humantime::format_duration(timeout),
                 stderr_suffix(&finished.stderr_tail)
-            ));
+            )));
         }
-        Ended::Stopped => return Err("was stopped".into()),
+        Ended::Stopped => return Err(words("was stopped".into())),
     }
     if finished.success() {
         return Ok(out.trim().to_owned());
@@ -75,7 +90,10 @@ pub async fn output(cmd: Command, timeout: Duration, max_output: usize) -> Resul
         (None, Some(sig)) => format!("was killed by signal {sig}"),
         (None, None) => "ended without an exit status".to_owned(),
     };
-    Err(format!("{how}{}", stderr_suffix(&finished.stderr_tail)))
+    Err(Failed {
+        code: finished.exit_code(),
+        reason: format!("{how}{}", stderr_suffix(&finished.stderr_tail)),
+    })
 }
 
 /// `: <the last lines of stderr>`, or nothing if it printed none.

@@ -43,6 +43,20 @@ pub(super) enum At<'a> {
 
 /// git's trimmed stdout, or why it failed.
 pub(super) async fn git(at: At<'_>, args: &[&str]) -> Result<String, String> {
+    run(at, args).await.map_err(|f| f.reason)
+}
+
+/// Whether git says yes (exit 0) or no (exit 1) to a question such as
+/// `diff --cached --quiet`; anything else is an error.
+pub(super) async fn yes(at: At<'_>, args: &[&str]) -> Result<bool, String> {
+    match run(at, args).await {
+        Ok(_) => Ok(true),
+        Err(os::bounded::Failed { code: Some(1), .. }) => Ok(false),
+        Err(f) => Err(f.reason),
+    }
+}
+
+async fn run(at: At<'_>, args: &[&str]) -> Result<String, os::bounded::Failed> {
     let mut cmd = Command::new("git");
     match at {
         At::Repo(dir) => {
@@ -64,19 +78,11 @@ pub(super) async fn git(at: At<'_>, args: &[&str]) -> Result<String, String> {
         }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
-    os::bounded::output(cmd, TIMEOUT, MAX_OUTPUT)
+    let what = args.first().copied().unwrap_or("");
+    os::bounded::run(cmd, TIMEOUT, MAX_OUTPUT)
         .await
-        .map_err(|e| format!("git {}: {e}", args.first().copied().unwrap_or("")))
-}
-
-/// Whether git says yes (exit 0) or no (exit 1) to a question such as
-/// `diff --cached --quiet`; anything else is an error.
-pub(super) async fn yes(at: At<'_>, args: &[&str]) -> Result<bool, String> {
-    match git(at, args).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.ends_with("exited with status 1") || e.contains("exited with status 1:") => {
-            Ok(false)
-        }
-        Err(e) => Err(e),
-    }
+        .map_err(|f| os::bounded::Failed {
+            reason: format!("git {what}: {}", f.reason),
+            ..f
+        })
 }
