@@ -146,10 +146,7 @@ impl Runtime {
         }
         let spec = self.spec(who.agent_id).await?;
         let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
-        let cwd = match self.run_folder(&spec, &state_dir).await {
-            Ok(folder) => folder,
-            Err(e) => return Ok(self.refuse(who, tool_name, req.detail(), e.to_string())),
-        };
+        let cwd = self.work_folder(&spec, &state_dir).await;
         let reached = reach_of(&req, &cwd).await;
         if let Some(why) = profile_refusal(&spec.config.permissions, &req, reached.as_ref(), &cwd) {
             return Ok(self.refuse(who, tool_name, req.detail(), why));

@@ -195,33 +195,7 @@ impl Runtime {
         after: Option<&str>,
     ) -> Result<std::result::Result<RunHandle, String>> {
         let spec = self.spec(agent_id).await?;
-        if spec.state == AgentState::Paused {
-            return Err(Error::conflict(format!(
-                "{} is paused; agent_resume it first",
-                spec.name
-            )));
-        }
-        if spec.backend.has_no_worker() {
-            return Err(Error::invalid(format!(
-                "{} has no worker (backend {}): the client connected with agent_join acts as it and \
-                 reads its inbox itself",
-                spec.name, spec.backend
-            )));
-        }
-        if spec.node.as_deref() != Some(self.node()) {
-            return Err(Error::conflict(format!(
-                "{} runs on node {}, not on {}",
-                spec.name,
-                spec.node.as_deref().unwrap_or("(none)"),
-                self.node()
-            )));
-        }
-        if spec.workflow_state.is_ended() {
-            return Err(Error::conflict(format!(
-                "{} is {}; run it again with workflow_run to wake its agents",
-                spec.workflow, spec.workflow_state
-            )));
-        }
+        self.may_start(&spec)?;
         let url = self
             .url()
             .ok_or_else(|| Error::internal("the kernel has no HTTP endpoint for workers"))?
@@ -277,6 +251,39 @@ impl Runtime {
         }
     }
 
+    /// Why the agent cannot run now, if it cannot: paused, no worker, another
+    /// node's, or its workflow ended.
+    fn may_start(&self, spec: &Spec) -> Result<()> {
+        if spec.state == AgentState::Paused {
+            return Err(Error::conflict(format!(
+                "{} is paused; agent_resume it first",
+                spec.name
+            )));
+        }
+        if spec.backend.has_no_worker() {
+            return Err(Error::invalid(format!(
+                "{} has no worker (backend {}): the client connected with agent_join acts as it and \
+                 reads its inbox itself",
+                spec.name, spec.backend
+            )));
+        }
+        if spec.node.as_deref() != Some(self.node()) {
+            return Err(Error::conflict(format!(
+                "{} runs on node {}, not on {}",
+                spec.name,
+                spec.node.as_deref().unwrap_or("(none)"),
+                self.node()
+            )));
+        }
+        if spec.workflow_state.is_ended() {
+            return Err(Error::conflict(format!(
+                "{} is {}; run it again with workflow_run to wake its agents",
+                spec.workflow, spec.workflow_state
+            )));
+        }
+        Ok(())
+    }
+
     /// The folder a run works in: its worktree, its cwd, or its own folder.
     pub(super) async fn run_folder(
         &self,
@@ -291,6 +298,20 @@ impl Runtime {
                     .await
             }
             Workspace::Shared => Ok(cwd.map_or_else(|| state_dir.to_owned(), PathBuf::from)),
+        }
+    }
+
+    /// [`Self::run_folder`] as a path only, for what a run asks while it runs
+    /// (its start checked the worktree; a tool request runs no git).
+    pub(super) async fn work_folder(&self, spec: &Spec, state_dir: &std::path::Path) -> PathBuf {
+        let cwd = spec.cwd.as_deref().map(std::path::Path::new);
+        match &spec.config.workspace {
+            Workspace::Worktree(w) => {
+                self.worktrees
+                    .folder(&spec.workflow, &spec.name, w, cwd)
+                    .await
+            }
+            Workspace::Shared => cwd.map_or_else(|| state_dir.to_owned(), PathBuf::from),
         }
     }
 

@@ -171,30 +171,48 @@ impl Runtime {
 
     /// The branches of an instance's worktree agents, as workflow_stop tells them.
     pub(crate) async fn kept_branches(&self, workflow_id: i64) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for (wf, agent, w) in self.worktree_agents(None, Some(workflow_id)).await? {
+            let target = format!("{agent}@{}:{}", wf.name, wf.tag);
+            out.push(self.worktrees.kept(&target, &w).await);
+        }
+        Ok(out)
+    }
+
+    /// The worktree agents of a node or of an instance (or both): where they are,
+    /// their names and their worktrees' settings.
+    pub(in crate::runtime) async fn worktree_agents(
+        &self,
+        node: Option<String>,
+        workflow_id: Option<i64>,
+    ) -> Result<Vec<(WorkflowRef, String, Worktree)>> {
         let rows: Vec<(String, String, String, String)> = self
             .store
             .read(move |c| {
                 let mut st = c.prepare(
-                    "SELECT a.name, w.name, w.tag, a.config FROM agents a
-                       JOIN workflows w ON w.id = a.workflow_id WHERE a.workflow_id = ?1 ORDER BY a.name",
+                    "SELECT w.name, w.tag, a.name, a.config FROM agents a
+                       JOIN workflows w ON w.id = a.workflow_id
+                      WHERE (?1 IS NULL OR a.node = ?1) AND (?2 IS NULL OR a.workflow_id = ?2)
+                      ORDER BY w.name, w.tag, a.name",
                 )?;
                 let rows = st
-                    .query_map([workflow_id], |r| {
+                    .query_map(store::sql::params![node, workflow_id], |r| {
                         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                     })?
                     .collect::<store::sql::Result<Vec<_>>>()?;
                 Ok(rows)
             })
             .await?;
-        let mut out = Vec::new();
-        for (agent, name, tag, config) in rows {
-            let config: AgentConfig = serde_json::from_str(&config).unwrap_or_default();
-            if let Workspace::Worktree(w) = &config.workspace {
-                let target = format!("{agent}@{name}:{tag}");
-                out.push(self.worktrees.kept(&target, w).await);
-            }
-        }
-        Ok(out)
+        Ok(rows
+            .into_iter()
+            .filter_map(|(name, tag, agent, config)| {
+                let config: AgentConfig = serde_json::from_str(&config).ok()?;
+                match config.workspace {
+                    Workspace::Worktree(w) => Some((WorkflowRef { name, tag }, agent, w)),
+                    Workspace::Shared => None,
+                }
+            })
+            .collect())
     }
 
     async fn store_config(&self, id: i64, config: &AgentConfig) -> Result<()> {

@@ -137,9 +137,8 @@ impl Worktrees {
         })
     }
 
-    /// The folder a run works in: the worktree, or the same subfolder of it that
-    /// `cwd` is of the repository. Fails, naming why, when the worktree is not there
-    /// or not on its branch.
+    /// The folder a run works in, checked: fails, naming why, when the worktree is
+    /// not there or not on its branch (see [`Self::folder`]).
     pub async fn run_folder(
         &self,
         wf: &WorkflowRef,
@@ -147,25 +146,36 @@ impl Worktrees {
         w: &Worktree,
         cwd: Option<&Path>,
     ) -> Result<PathBuf> {
+        verify(&self.path(wf, agent), w)
+            .await
+            .map_err(Error::conflict)?;
+        Ok(self.folder(wf, agent, w, cwd).await)
+    }
+
+    /// The folder a run works in, as a path (no git): the worktree, or the same
+    /// subfolder of it that `cwd` is of the repository, if that stays inside it (a
+    /// link the agent planted does not lead a run out).
+    pub async fn folder(
+        &self,
+        wf: &WorkflowRef,
+        agent: &str,
+        w: &Worktree,
+        cwd: Option<&Path>,
+    ) -> PathBuf {
         let path = self.path(wf, agent);
-        verify(&path, w).await.map_err(Error::conflict)?;
         let rel = match (cwd, &w.repo) {
             (Some(cwd), Some(top)) => cwd.strip_prefix(top).ok().map(Path::to_owned),
             _ => None,
         };
-        // Only plain names down from the worktree, and only to a folder that stays
-        // inside it (a link the agent planted does not lead a later run out).
         let plain = |r: &Path| r.components().all(|c| matches!(c, Component::Normal(_)));
-        if let Some(rel) = rel.filter(|r| !r.as_os_str().is_empty() && plain(r)) {
-            let sub = path.join(rel);
-            if let Ok(real) = tokio::fs::canonicalize(&sub).await
-                && real.starts_with(&path)
-                && real.is_dir()
-            {
-                return Ok(real);
-            }
+        if let Some(rel) = rel.filter(|r| !r.as_os_str().is_empty() && plain(r))
+            && let Ok(real) = tokio::fs::canonicalize(path.join(rel)).await
+            && real.starts_with(&path)
+            && real.is_dir()
+        {
+            return real;
         }
-        Ok(path)
+        path
     }
 
     /// Commits everything a run left in the worktree: the new commit, or None when
@@ -178,8 +188,12 @@ impl Worktrees {
         note: &RunNote<'_>,
     ) -> std::result::Result<Option<String>, String> {
         let path = self.path(wf, agent);
-        verify(&path, w).await?;
-        commit_all(at(&path, w)?, &author(wf, agent), &message(agent, note)).await
+        commit_all(
+            verify(&path, w).await?,
+            &author(wf, agent),
+            &message(agent, note),
+        )
+        .await
     }
 
     /// Removes the agent's worktree after committing what is in it; its branch stays
@@ -198,9 +212,8 @@ impl Worktrees {
         };
         let removed = async {
             if tokio::fs::try_exists(&path).await.unwrap_or(false) {
-                verify(&path, w).await?;
                 let note = format!("{agent}: left uncommitted when it left its worktree");
-                commit_all(at(&path, w)?, &author(wf, agent), &note).await?;
+                commit_all(verify(&path, w).await?, &author(wf, agent), &note).await?;
                 git(
                     At::Repo(top),
                     &["worktree", "remove", "--force", &path.to_string_lossy()],
@@ -251,12 +264,12 @@ impl Worktrees {
             disk_bytes: None,
             error: None,
         };
-        if let Err(e) = verify(&path, w).await {
-            info.error = Some(e);
-            return info;
-        }
-        if let Ok(at) = at(&path, w) {
-            info.head = git(at, &["rev-parse", "HEAD"]).await.ok();
+        match verify(&path, w).await {
+            Ok(at) => info.head = git(at, &["rev-parse", "HEAD"]).await.ok(),
+            Err(e) => {
+                info.error = Some(e);
+                return info;
+            }
         }
         if let Some(top) = &w.repo {
             info.commits = ahead(top, w).await.ok();
@@ -357,8 +370,8 @@ async fn repository(w: &Worktree, cwd: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// The worktree is there (a folder, not a link) and, by its recorded git dir,
-/// on its branch.
-async fn verify(path: &Path, w: &Worktree) -> std::result::Result<(), String> {
+/// on its branch: where git may act on it.
+async fn verify<'a>(path: &'a Path, w: &'a Worktree) -> std::result::Result<At<'a>, String> {
     let branch = w.branch.as_deref().unwrap_or_default();
     let gone = |why: String| {
         format!(
@@ -377,7 +390,8 @@ async fn verify(path: &Path, w: &Worktree) -> std::result::Result<(), String> {
         Ok(_) => return Err(gone("it is not a folder".to_owned())),
         Err(e) => return Err(gone(e.to_string())),
     }
-    let on = git(at(path, w)?, &["symbolic-ref", "--short", "HEAD"])
+    let at = at(path, w)?;
+    let on = git(at, &["symbolic-ref", "--short", "HEAD"])
         .await
         .map_err(gone)?;
     if on != branch {
@@ -386,7 +400,7 @@ async fn verify(path: &Path, w: &Worktree) -> std::result::Result<(), String> {
             path.display()
         ));
     }
-    Ok(())
+    Ok(at)
 }
 
 /// `git add -A` and a commit as `author` when anything changed.

@@ -7,7 +7,7 @@ use super::{RunNote, author, commit_all, verify};
 use crate::runtime::Runtime;
 use domain::error::Result;
 use domain::names::WorkflowRef;
-use domain::workspace::{Workspace, Worktree};
+use domain::workspace::Worktree;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -16,28 +16,9 @@ impl Runtime {
     /// agents that are gone. Problems are logged: a broken worktree fails its
     /// agent's next run with the reason, not the kernel's start.
     pub(crate) async fn recover_worktrees(&self) -> Result<()> {
-        let me = self.node.clone();
-        let rows: Vec<(String, String, String, String)> = self
-            .store
-            .read(move |c| {
-                let mut st = c.prepare(
-                    "SELECT w.name, w.tag, a.name, a.config FROM agents a
-                       JOIN workflows w ON w.id = a.workflow_id WHERE a.node = ?1",
-                )?;
-                let rows = st
-                    .query_map([me], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-                    .collect::<store::sql::Result<Vec<_>>>()?;
-                Ok(rows)
-            })
-            .await?;
         let mut live: HashMap<PathBuf, (WorkflowRef, String, Worktree)> = HashMap::new();
-        for (name, tag, agent, config) in rows {
-            let config: crate::registry::config::AgentConfig =
-                serde_json::from_str(&config).unwrap_or_default();
-            if let Workspace::Worktree(w) = config.workspace {
-                let wf = WorkflowRef { name, tag };
-                live.insert(self.worktrees.path(&wf, &agent), (wf, agent, w));
-            }
+        for (wf, agent, w) in self.worktree_agents(Some(self.node.clone()), None).await? {
+            live.insert(self.worktrees.path(&wf, &agent), (wf, agent, w));
         }
         for (path, (wf, agent, w)) in &live {
             if !tokio::fs::try_exists(path).await.unwrap_or(false) {
@@ -51,10 +32,7 @@ impl Runtime {
             };
             let message = super::message(agent, &note);
             let committed = match verify(path, w).await {
-                Ok(()) => match super::at(path, w) {
-                    Ok(at) => commit_all(at, &author(wf, agent), &message).await,
-                    Err(e) => Err(e),
-                },
+                Ok(at) => commit_all(at, &author(wf, agent), &message).await,
                 Err(e) => Err(e),
             };
             match committed {
