@@ -26,6 +26,20 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The folder of an agent's worktree, as agent_info gives it.
+async fn folder_of(lead: &Client, target: &str) -> String {
+    let i = info(lead, target).await;
+    i["worktree"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no worktree: {i}"))
+        .to_owned()
+}
+
+/// The author and message of a branch's latest commit.
+fn last_commit(repo: &Path, branch: &str) -> String {
+    git(repo, &["log", "-1", "--format=%an%n%B", branch])
+}
+
 /// A repository with one commit on main: `lib.rs`.
 fn repository() -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
@@ -191,10 +205,7 @@ async fn deleting_keeps_the_branch_and_discard_removes_it() {
     coder(&lead, "ada", repo.path(), &llm.url).await;
     let r = ask(&lead, "ada", "make it 42", 45).await;
     assert_eq!(r["status"], "succeeded", "{r}");
-    let folder = info(&lead, "ada").await["worktree"]["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let folder = folder_of(&lead, "ada").await;
     // Something left after the run is committed as the agent goes.
     std::fs::write(Path::new(&folder).join("notes.md"), "half done\n").unwrap();
     let d = call(&lead, "agent_delete", json!({"target": "ada"}))
@@ -260,10 +271,7 @@ async fn a_restart_after_kill_9_commits_what_was_left() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     coder(&lead, "ada", repo.path(), "http://127.0.0.1:9").await;
-    let folder = info(&lead, "ada").await["worktree"]["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let folder = folder_of(&lead, "ada").await;
     std::fs::write(
         Path::new(&folder).join("lib.rs"),
         "fn answer() -> u32 { 44 }\n",
@@ -274,10 +282,7 @@ async fn a_restart_after_kill_9_commits_what_was_left() {
 
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let log = git(
-        repo.path(),
-        &["log", "-1", "--format=%an%n%B", "aw/global-main/ada"],
-    );
+    let log = last_commit(repo.path(), "aw/global-main/ada");
     assert!(log.starts_with("ada\nada: recovered"), "{log}");
     assert_eq!(info(&lead, "ada").await["worktree"]["commits"], 1);
     s.stop().await;
@@ -314,10 +319,7 @@ async fn workflow_agents_get_worktrees_of_their_own_run() {
         assert_eq!(i["worktree"]["branch"], format!("aw/pair-{tag}/ada"), "{i}");
         assert_eq!(i["worktree"]["commits"], 0, "a mock writes nothing: {i}");
     }
-    let one = info(&lead, "ada@pair:one").await["worktree"]["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let one = folder_of(&lead, "ada@pair:one").await;
     std::fs::write(Path::new(&one).join("draft.md"), "kept\n").unwrap();
     // Run again without a worktree: the old one belongs to no agent now.
     std::fs::write(&file, yaml("cwd: .")).unwrap();
@@ -366,10 +368,7 @@ async fn a_rewritten_dot_git_does_not_move_the_commit() {
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     coder(&lead, "ada", repo.path(), &llm.url).await;
-    let folder = info(&lead, "ada").await["worktree"]["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let folder = folder_of(&lead, "ada").await;
     let main_git = repo.path().join(".git");
     std::fs::write(
         Path::new(&folder).join(".git"),
@@ -423,10 +422,7 @@ async fn an_agent_moves_in_and_out_of_its_worktree() {
         u["agent"]["workspace"]["branch"], "aw/global-main/ada",
         "{u}"
     );
-    let folder = info(&lead, "ada").await["worktree"]["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let folder = folder_of(&lead, "ada").await;
     std::fs::write(Path::new(&folder).join("plan.md"), "step 1\n").unwrap();
     update("shared").await.ok();
     assert!(!Path::new(&folder).exists(), "the worktree went");
@@ -529,10 +525,7 @@ async fn kill_9_during_a_run_loses_no_edit() {
 
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let log = git(
-        repo.path(),
-        &["log", "-1", "--format=%an%n%B", "aw/global-main/ada"],
-    );
+    let log = last_commit(repo.path(), "aw/global-main/ada");
     assert!(log.starts_with("ada\nada: recovered"), "{log}");
     let at_head = git(repo.path(), &["show", "aw/global-main/ada:lib.rs"]);
     assert!(at_head.contains("45"), "{at_head}");
