@@ -172,34 +172,40 @@ impl Runtime {
     /// The branches of an instance's worktree agents, as workflow_stop tells them.
     pub(crate) async fn kept_branches(&self, workflow_id: i64) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        for (wf, agent, w) in self.worktree_agents(None, Some(workflow_id)).await? {
+        for (wf, agent, w) in self.worktree_agents(Of::Instance(workflow_id)).await? {
             let target = format!("{agent}@{}:{}", wf.name, wf.tag);
             out.push(self.worktrees.kept(&target, &w).await);
         }
         Ok(out)
     }
 
-    /// The worktree agents of a node or of an instance (or both): where they are,
-    /// their names and their worktrees' settings.
+    /// The worktree agents of a node, or of an instance: where they are, their
+    /// names and their worktrees' settings.
     pub(in crate::runtime) async fn worktree_agents(
         &self,
-        node: Option<String>,
-        workflow_id: Option<i64>,
+        of: Of,
     ) -> Result<Vec<(WorkflowRef, String, Worktree)>> {
         let rows: Vec<(String, String, String, String)> = self
             .store
             .read(move |c| {
-                let mut st = c.prepare(
-                    "SELECT w.name, w.tag, a.name, a.config FROM agents a
-                       JOIN workflows w ON w.id = a.workflow_id
-                      WHERE (?1 IS NULL OR a.node = ?1) AND (?2 IS NULL OR a.workflow_id = ?2)
-                      ORDER BY w.name, w.tag, a.name",
-                )?;
-                let rows = st
-                    .query_map(store::sql::params![node, workflow_id], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })?
-                    .collect::<store::sql::Result<Vec<_>>>()?;
+                let sql = |filter: &str| {
+                    format!(
+                        "SELECT w.name, w.tag, a.name, a.config FROM agents a
+                           JOIN workflows w ON w.id = a.workflow_id
+                          WHERE {filter} ORDER BY w.name, w.tag, a.name"
+                    )
+                };
+                let row = |r: &store::sql::Row| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+                let rows = match &of {
+                    Of::Node(n) => c
+                        .prepare(&sql("a.node = ?1"))?
+                        .query_map([n], row)?
+                        .collect::<store::sql::Result<Vec<_>>>()?,
+                    Of::Instance(id) => c
+                        .prepare(&sql("a.workflow_id = ?1"))?
+                        .query_map([id], row)?
+                        .collect::<store::sql::Result<Vec<_>>>()?,
+                };
                 Ok(rows)
             })
             .await?;
@@ -224,6 +230,12 @@ impl Runtime {
             })
             .await
     }
+}
+
+/// Whose worktree agents [`Runtime::worktree_agents`] lists.
+pub(in crate::runtime) enum Of {
+    Node(String),
+    Instance(i64),
 }
 
 /// The settings asked for are those the worktree was made with (what was not

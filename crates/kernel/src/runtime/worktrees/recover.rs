@@ -17,7 +17,10 @@ impl Runtime {
     /// agent's next run with the reason, not the kernel's start.
     pub(crate) async fn recover_worktrees(&self) -> Result<()> {
         let mut live: HashMap<PathBuf, (WorkflowRef, String, Worktree)> = HashMap::new();
-        for (wf, agent, w) in self.worktree_agents(Some(self.node.clone()), None).await? {
+        for (wf, agent, w) in self
+            .worktree_agents(super::agents::Of::Node(self.node.clone()))
+            .await?
+        {
             live.insert(self.worktrees.path(&wf, &agent), (wf, agent, w));
         }
         for (path, (wf, agent, w)) in &live {
