@@ -86,6 +86,26 @@ fn every_tool(target: &[String], era: &str) {
     assert_eq!(r["contract"]["name"], format!("no-rm-{era}"), "{r}");
     let r = call("approval_list", json!({}));
     assert!(r["approvals"].is_array(), "{r}");
+    let r = call("agent_pause", json!({ "target": echo }));
+    assert_eq!(r["agent"]["state"], "paused", "{r}");
+    let r = call("agent_pause", json!({"target": echo, "resume": true}));
+    assert_eq!(r["agent"]["state"], "idle", "{r}");
+    let r = call("schedule_set", json!({"target": echo, "every": "1h"}));
+    assert!(r["next_at"].is_string(), "{r}");
+    let r = call("schedule_set", json!({"target": echo, "clear": true}));
+    assert_eq!(r["cleared"], true, "{r}");
+    // A coder in a worktree of its own: its branch read and merged (nothing yet).
+    let repo = common::repo::repository();
+    let coder = format!("coder-{era}");
+    call(
+        "agent_new",
+        json!({"name": coder, "backend": "mock", "workspace": "worktree",
+               "cwd": repo.path().display().to_string()}),
+    );
+    let r = call("branch_diff", json!({ "agent": coder }));
+    assert_eq!(r["files"], json!([]), "{r}");
+    let r = call("branch_merge", json!({ "agent": coder }));
+    assert_eq!(r["status"], "up_to_date", "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,6 +147,6 @@ async fn the_inspector_calls_every_tool_in_both_eras_over_http_and_stdio() {
     for r in runs {
         r.await.unwrap();
     }
-    eprintln!("40 Inspector calls in {:.1?}", started.elapsed());
+    eprintln!("the Inspector calls in {:.1?}", started.elapsed());
     s.stop().await;
 }

@@ -181,15 +181,22 @@ async fn an_auth_error_pauses_the_agent_and_tells_the_lead() {
         text.starts_with("@user erin is paused. auth: 401 Unauthorized"),
         "{text}"
     );
-    assert!(text.contains("agent_resume erin"), "{text}");
+    assert!(
+        text.contains("resume erin (agent_pause, resume: true)"),
+        "{text}"
+    );
     // A resume runs it again at once; the same error pauses it for twice as long.
     let resumed_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    call(&lead, "agent_resume", json!({"target": "erin"}))
-        .await
-        .ok();
+    call(
+        &lead,
+        "agent_pause",
+        json!({"target": "erin", "resume": true}),
+    )
+    .await
+    .ok();
     let i = wait_info(&lead, "erin", 20, |i| {
         runs(i).len() == 2 && i["agent"]["state"] == "paused"
     })
@@ -248,9 +255,13 @@ async fn the_hop_guard_stops_a_ping_pong_loop() {
     assert_eq!(info(&lead, "pong").await["agent"]["state"], "idle");
     // The lead looked: resuming restarts the count, and the loop goes on (until the
     // guard trips again after six more).
-    call(&lead, "agent_resume", json!({"target": "ping"}))
-        .await
-        .ok();
+    call(
+        &lead,
+        "agent_pause",
+        json!({"target": "ping", "resume": true}),
+    )
+    .await
+    .ok();
     wait_info(&lead, "ping", 30, |i| {
         i["agent"]["state"] == "paused" && runs(i).len() >= 6
     })
@@ -265,7 +276,7 @@ async fn the_hop_guard_stops_a_ping_pong_loop() {
 }
 
 #[tokio::test]
-async fn every_fires_after_idle_and_schedule_clear_stops_it() {
+async fn every_fires_after_idle_and_clearing_the_schedule_stops_it() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
@@ -303,9 +314,21 @@ async fn every_fires_after_idle_and_schedule_clear_stops_it() {
     let gap = ms(&r[0]["started_at"]) - ms(&r[1]["ended_at"]);
     assert!((900..5000).contains(&gap), "{gap}");
     let armed = info(&lead, "tick").await["schedule"]["next_at"].clone();
-    let c = call(&lead, "schedule_clear", json!({"target": "tick"}))
-        .await
-        .ok();
+    let e = call(
+        &lead,
+        "schedule_set",
+        json!({"target": "tick", "clear": true, "every": "1s"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("without every"), "{e}");
+    let c = call(
+        &lead,
+        "schedule_set",
+        json!({"target": "tick", "clear": true}),
+    )
+    .await
+    .ok();
     assert_eq!(c["cleared"], true);
     // Past the fire that was armed, and the one a run under way would arm when it
     // ends (the interval counts from then): nothing more.
@@ -322,10 +345,22 @@ async fn every_fires_after_idle_and_schedule_clear_stops_it() {
         n,
         "no fire after clear"
     );
-    let c = call(&lead, "schedule_clear", json!({"target": "tick"}))
-        .await
-        .ok();
+    let c = call(
+        &lead,
+        "schedule_set",
+        json!({"target": "tick", "clear": true}),
+    )
+    .await
+    .ok();
     assert_eq!(c["cleared"], false);
+    // A lead's old script is told the call that replaced the old tool.
+    let e = try_call(&lead, "schedule_clear", json!({"target": "tick"}))
+        .await
+        .expect_err("an old tool name");
+    assert!(
+        e.to_string().contains("schedule_set {target, clear: true}"),
+        "{e}"
+    );
     s.stop().await;
 }
 

@@ -168,11 +168,18 @@ async fn pause_stops_a_running_worker_and_resume_lets_it_run_again() {
     )
     .await
     .err();
-    assert!(e.contains("paused") && e.contains("agent_resume"), "{e}");
+    assert!(
+        e.contains("paused") && e.contains("agent_pause {resume: true}"),
+        "{e}"
+    );
 
-    call(&lead, "agent_resume", json!({"target": "slow"}))
-        .await
-        .ok();
+    call(
+        &lead,
+        "agent_pause",
+        json!({"target": "slow", "resume": true}),
+    )
+    .await
+    .ok();
     // The pending "please wait" sleeps again; delete stops it, leaving no run behind.
     // The run resume started may have begun before "hi" (then "hi" waits for the next
     // run) or after it (then this run has read it too).

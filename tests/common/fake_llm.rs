@@ -60,6 +60,10 @@ pub struct Script {
     /// offered tool ending with it, else that name even though it is not offered,
     /// as a model may); when they are used up, answer `final_text`.
     pub then: Vec<(String, Value)>,
+    /// Count only the tool results since the conversation's last prompt (a
+    /// user message with text), so a backend that keeps its conversation from
+    /// run to run plays the script again in every run.
+    pub every_run: bool,
 }
 
 impl Script {
@@ -71,6 +75,7 @@ impl Script {
             final_text: final_text.into(),
             error_status: None,
             then: Vec::new(),
+            every_run: false,
         }
     }
     /// Calls to each of `steps` (tool, args) in turn, one per model call, then
@@ -82,6 +87,14 @@ impl Script {
             .map(|(n, a)| ((*n).to_owned(), a.clone()))
             .collect();
         s
+    }
+    /// [`Self::steps`], played again in every run of an agent whose backend
+    /// keeps its conversation (the sdk).
+    pub fn every_run(steps: &[(&str, Value)], final_text: &str) -> Self {
+        Self {
+            every_run: true,
+            ..Self::steps(steps, final_text)
+        }
     }
     /// Plain text answers, no tool calls.
     pub fn text(final_text: &str) -> Self {
@@ -259,7 +272,10 @@ async fn handle(
 /// The scripted policy, applied to each provider's request shape.
 fn decide(script: &Script, api: Api, req: &Value) -> Turn {
     let done = Turn::Text(script.final_text.clone());
-    let results = tool_results(api, req);
+    let results = match (script.every_run, api) {
+        (true, Api::Anthropic) => tool_results_since_prompt(req),
+        _ => tool_results(api, req),
+    };
     if script.tool_suffix.is_empty() {
         return done;
     }
@@ -319,6 +335,21 @@ fn decide(script: &Script, api: Api, req: &Value) -> Turn {
 
 fn arr(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// How many `tool_result` blocks follow the last user message with text (the
+/// prompt of the run under way), in an Anthropic request.
+fn tool_results_since_prompt(req: &Value) -> usize {
+    let messages = arr(&req["messages"]);
+    let prompt = messages.iter().rposition(|m| {
+        m["role"] == "user"
+            && (m["content"].is_string() || arr(&m["content"]).iter().any(|b| b["type"] == "text"))
+    });
+    messages[prompt.map_or(0, |p| p + 1)..]
+        .iter()
+        .flat_map(|m| arr(&m["content"]))
+        .filter(|b| b["type"] == "tool_result")
+        .count()
 }
 
 /// How many answers to tool calls the conversation holds.

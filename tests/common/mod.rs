@@ -6,6 +6,7 @@ pub mod clis;
 pub mod fake_llm;
 pub mod in_process;
 pub mod inspector;
+pub mod repo;
 pub mod store;
 
 #[allow(unused_imports)] // not every test binary uses it
@@ -34,6 +35,7 @@ pub type Client = RunningService<RoleClient, ()>;
 pub const CONTEXT_TOOLS: &[&str] = &[
     "approval_decide",
     "approval_list",
+    "branch_diff",
     "channel_read",
     "channel_send",
     "document_suggest",
@@ -63,12 +65,11 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "agent_list",
     "agent_new",
     "agent_pause",
-    "agent_resume",
     "agent_update",
     "backend_list",
+    "branch_merge",
     "contract_list",
     "contract_set",
-    "schedule_clear",
     "schedule_set",
     "workflow_context_set",
     "workflow_list",

@@ -44,6 +44,10 @@ pub struct Worktree {
     /// kernel's git uses it, never the `.git` file in the folder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_dir: Option<PathBuf>,
+    /// The branch `base` named (or HEAD was on) when the worktree was made: what
+    /// its diff compares with and where its merges go unless told otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
 }
 
 impl Workspace {
@@ -77,8 +81,7 @@ pub fn parse(v: &Value) -> Result<Workspace, String> {
                 repo: text("repo")?.map(PathBuf::from),
                 base: text("base")?,
                 branch: text("branch")?,
-                base_commit: None,
-                git_dir: None,
+                ..Worktree::default()
             };
             if let Some(b) = &settings.branch {
                 check_branch(b).map_err(|e| format!("workspace.branch {e}"))?;
@@ -198,8 +201,7 @@ mod tests {
                 repo: Some("/src/app".into()),
                 base: Some("main".into()),
                 branch: Some("feat/x".into()),
-                base_commit: None,
-                git_dir: None,
+                ..Worktree::default()
             })
         );
         // The stored form reads back as itself.

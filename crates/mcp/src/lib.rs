@@ -212,6 +212,14 @@ impl ServerHandler for AgentWorker {
                 None,
             ));
         }
+        if who.is_lead()
+            && let Some(now) = renamed(&request.name)
+        {
+            return Err(McpError::invalid_params(
+                format!("tool not found: {}; it is now {now}", request.name),
+                None,
+            ));
+        }
         if let (Some(tool), Some(args)) = (self.tools.get(&request.name), &request.arguments)
             && let Some(why) = schemas::unknown_arguments(&request.name, &tool.input_schema, args)
         {
@@ -479,5 +487,14 @@ impl ServerHandler for AgentWorker {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.get(name).cloned()
+    }
+}
+
+/// A tool folded into another, and its call now (for a lead's old script).
+fn renamed(tool: &str) -> Option<&'static str> {
+    match tool {
+        "agent_resume" => Some("agent_pause {target, resume: true}"),
+        "schedule_clear" => Some("schedule_set {target, clear: true}"),
+        _ => None,
     }
 }

@@ -18,6 +18,8 @@ const STDERR_LINES: usize = 10;
 pub struct Failed {
     pub code: Option<i32>,
     pub reason: String,
+    /// What it printed before it failed by exiting (within the bound).
+    pub stdout: String,
 }
 
 /// Runs `cmd` to its end: its trimmed stdout, or why it failed in words.
@@ -28,7 +30,41 @@ pub async fn output(cmd: Command, timeout: Duration, max_output: usize) -> Resul
 /// [`output`], with the exit code of a command that failed by exiting (for
 /// commands whose exit code is the answer, such as `git diff --quiet`).
 pub async fn run(cmd: Command, timeout: Duration, max_output: usize) -> Result<String, Failed> {
-    let words = |reason: String| Failed { code: None, reason };
+    match bounded(cmd, timeout, max_output, false).await? {
+        (_, true) => Err(Failed {
+            code: None,
+            stdout: String::new(),
+            reason: format!(
+                "printed more than {} KiB: write large output to a file and pass its path instead",
+                max_output / 1024
+            ),
+        }),
+        (out, false) => Ok(out.trim().to_owned()),
+    }
+}
+
+/// Runs `cmd` to its end keeping the first `max_output` bytes of its stdout as
+/// printed (cut at a line's end; then it is stopped): the output and whether it
+/// was cut. For output that is read, not parsed (a patch, a file).
+pub async fn head(
+    cmd: Command,
+    timeout: Duration,
+    max_output: usize,
+) -> Result<(String, bool), Failed> {
+    bounded(cmd, timeout, max_output, true).await
+}
+
+async fn bounded(
+    cmd: Command,
+    timeout: Duration,
+    max_output: usize,
+    keep_head: bool,
+) -> Result<(String, bool), Failed> {
+    let words = |reason: String| Failed {
+        code: None,
+        reason,
+        stdout: String::new(),
+    };
     let program = cmd.as_std().get_program().to_string_lossy().into_owned();
     let limits = Limits {
         startup: timeout,
@@ -55,7 +91,9 @@ pub async fn run(cmd: Command, timeout: Duration, max_output: usize) -> Result<S
             let marker = line.starts_with("<line too long: ") && line.ends_with(" bytes>");
             if marker || out.len() + line.len() + 1 > max_output {
                 too_long = true;
-                out.clear();
+                if !keep_head {
+                    out.clear();
+                }
                 stop.cancel();
                 return;
             }
@@ -66,10 +104,7 @@ pub async fn run(cmd: Command, timeout: Duration, max_output: usize) -> Result<S
     .await
     .map_err(|e| words(format!("could not start `{program}`: {e}")))?;
     if too_long {
-        return Err(words(format!(
-            "printed more than {} KiB: write large output to a file and pass its path instead",
-            max_output / 1024
-        )));
+        return Ok((out, true));
     }
     match finished.ended {
         Ended::Exited => {}
@@ -83,7 +118,7 @@ pub async fn run(cmd: Command, timeout: Duration, max_output: usize) -> Result<S
         Ended::Stopped => return Err(words("was stopped".into())),
     }
     if finished.success() {
-        return Ok(out.trim().to_owned());
+        return Ok((out, false));
     }
     let how = match (finished.exit_code(), finished.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
@@ -93,6 +128,7 @@ pub async fn run(cmd: Command, timeout: Duration, max_output: usize) -> Result<S
     Err(Failed {
         code: finished.exit_code(),
         reason: format!("{how}{}", stderr_suffix(&finished.stderr_tail)),
+        stdout: out,
     })
 }
 

@@ -401,4 +401,8 @@ CREATE INDEX agents_by_node ON agents (node);
     r#"
 ALTER TABLE runs ADD COLUMN commit_sha TEXT;
 "#,
+    // 16: what an approval without a run holds, done once it is approved (a merge, as JSON).
+    r#"
+ALTER TABLE approvals ADD COLUMN held TEXT;
+"#,
 ];

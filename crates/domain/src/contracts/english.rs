@@ -83,6 +83,19 @@ fn subject(when: &When) -> String {
                 .map(|f| format!("a document matching \"{f}\""))
                 .unwrap_or_else(|| "a document".into())
         ),
+        When::Merge { agent, into, mode } => format!(
+            "When {} is merged into {}{}",
+            agent
+                .as_ref()
+                .map(|a| format!("agent {a}'s branch"))
+                .unwrap_or_else(|| "an agent's branch".into()),
+            into.as_ref()
+                .map(|i| format!("a branch matching \"{i}\""))
+                .unwrap_or_else(|| "any branch".into()),
+            mode.as_ref()
+                .map(|m| format!(" (mode {m})"))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -114,9 +127,9 @@ fn action(c: &Contract) -> String {
                 .unwrap_or_default();
             match c.when {
                 When::ToolRequest { .. } => {
-                    format!("refuse it and pause the agent until agent_resume{r}")
+                    format!("refuse it and pause the agent until it is resumed{r}")
                 }
-                _ => format!("pause the agent until agent_resume{r}"),
+                _ => format!("pause the agent until it is resumed{r}"),
             }
         }
         Then::Route { to } => format!("deliver it to @{to} instead, who forwards it or drops it"),
@@ -146,6 +159,7 @@ fn approval(
     };
     let held = match when {
         When::Spend { .. } => "hold the agent's next runs until",
+        When::Merge { .. } => "hold the merge until",
         _ => "wait until",
     };
     format!(

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 type R<T> = Result<T, String>;
 
-const EVENTS: &str = "tool_request, message, spend, run_end or doc_write";
+const EVENTS: &str = "tool_request, message, spend, run_end, doc_write or merge";
 const ACTIONS: &str = "allow, deny, require_approval, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
@@ -93,25 +93,7 @@ fn when(v: &Value) -> R<When> {
     Ok(match event.as_str() {
         "tool_request" => {
             only(o, "", &["event", "tool", "match", "agent"])?;
-            let tool = match text(o, "tool")?.as_deref() {
-                None => None,
-                Some("read") => Some(ToolClass::Read),
-                Some("edit") => Some(ToolClass::Edit),
-                Some("shell") => Some(ToolClass::Shell),
-                Some("web") => Some(ToolClass::Web),
-                Some("mcp") => Some(ToolClass::Mcp),
-                Some("team") => {
-                    return Err(
-                        "tool: team tools are governed by message and doc_write contracts, not tool_request"
-                            .into(),
-                    );
-                }
-                Some(t) => {
-                    return Err(format!(
-                        "tool: unknown tool class {t:?}; use read, edit, shell, web or mcp"
-                    ));
-                }
-            };
+            let tool = tool_class(o)?;
             When::ToolRequest {
                 tool,
                 matches: glob_field(o, "match")?,
@@ -182,7 +164,48 @@ fn when(v: &Value) -> R<When> {
                 agent: agent()?,
             }
         }
+        "merge" => merge_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
+    })
+}
+
+/// `when.tool`: the class of tool requests a contract is about.
+fn tool_class(o: &Map<String, Value>) -> R<Option<ToolClass>> {
+    Ok(match text(o, "tool")?.as_deref() {
+        None => None,
+        Some("read") => Some(ToolClass::Read),
+        Some("edit") => Some(ToolClass::Edit),
+        Some("shell") => Some(ToolClass::Shell),
+        Some("web") => Some(ToolClass::Web),
+        Some("mcp") => Some(ToolClass::Mcp),
+        Some("team") => {
+            return Err(
+                "tool: team tools are governed by message and doc_write contracts, not tool_request"
+                    .into(),
+            );
+        }
+        Some(t) => {
+            return Err(format!(
+                "tool: unknown tool class {t:?}; use read, edit, shell, web or mcp"
+            ));
+        }
+    })
+}
+
+/// `when` of a merge contract.
+fn merge_when(o: &Map<String, Value>) -> R<When> {
+    only(o, "", &["event", "agent", "into", "mode"])?;
+    let mode = text(o, "mode")?;
+    const MODES: &[&str] = &["auto", "ff", "merge", "squash"];
+    if let Some(m) = &mode
+        && !MODES.contains(&m.as_str())
+    {
+        return Err(format!("mode: {m:?}; use one of {}", MODES.join(", ")));
+    }
+    Ok(When::Merge {
+        agent: glob_field(o, "agent")?,
+        into: glob_field(o, "into")?,
+        mode,
     })
 }
 
@@ -287,6 +310,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
         When::Spend { .. } => &["require_approval", "notify", "pause"],
         When::RunEnd { .. } => &["notify", "pause"],
         When::DocWrite { .. } => &["allow", "deny", "notify"],
+        When::Merge { .. } => &["allow", "deny", "require_approval", "notify"],
     };
     if ok.contains(&then.action()) {
         return Ok(());
@@ -295,7 +319,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
         (When::Message { .. }, Then::RequireApproval { .. }) => {
             " (to have messages reviewed, route them to the reviewer: {action: route, to: reviewer})"
         }
-        (When::Spend { .. }, Then::Deny { .. }) => " (pause stops the agent until agent_resume)",
+        (When::Spend { .. }, Then::Deny { .. }) => " (pause stops the agent until it is resumed)",
         _ => "",
     };
     Err(format!(

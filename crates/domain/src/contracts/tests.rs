@@ -230,3 +230,45 @@ fn a_path_whose_landing_is_unknown_is_denied_and_never_exempt() {
     assert!(!matches(&deny, &ev(Reached::AsGiven)));
     assert!(matches(&deny, &ev(Reached::At("secrets/k"))));
 }
+
+#[test]
+fn merges_into_main_need_the_lead() {
+    let k = c(
+        json!({"name": "main-needs-me", "when": {"event": "merge", "into": "main"},
+        "then": {"action": "require_approval", "approvers": ["user"]}}),
+    );
+    let ev = |agent, into, mode| Event::Merge { agent, into, mode };
+    let v = decide([&k], &ev("bob", "main", "auto"));
+    assert!(v.approval.is_some(), "{v:?}");
+    assert!(!matches(&k, &ev("bob", "aw/team-t1/alice", "auto")));
+    assert!(
+        sentence(&k).contains("merged into a branch matching \"main\""),
+        "{}",
+        sentence(&k)
+    );
+    assert!(
+        sentence(&k).contains("hold the merge until"),
+        "{}",
+        sentence(&k)
+    );
+    let squash = c(
+        json!({"name": "no-squash", "when": {"event": "merge", "agent": "b*", "mode": "squash"},
+        "then": {"action": "deny"}}),
+    );
+    assert!(matches(&squash, &ev("bob", "main", "squash")));
+    assert!(!matches(&squash, &ev("bob", "main", "merge")));
+    assert!(!matches(&squash, &ev("alice", "main", "squash")));
+    let e = parse(
+        &json!({"name": "x", "when": {"event": "merge", "mode": "rebase"},
+        "then": {"action": "deny"}}),
+    )
+    .unwrap_err();
+    assert!(e.contains("mode") && e.contains("squash"), "{e}");
+    let e = parse(&json!({"name": "x", "when": {"event": "merge"},
+        "then": {"action": "route", "to": "bob"}}))
+    .unwrap_err();
+    assert!(
+        e.contains("a merge contract can allow, deny, require_approval, notify"),
+        "{e}"
+    );
+}

@@ -24,6 +24,21 @@ use tokio_util::sync::CancellationToken;
 
 /// Agents as things that run.
 impl Kernel {
+    pub async fn branch_diff(
+        &self,
+        scope: &crate::Scope,
+        a: crate::runtime::worktrees::DiffArgs<'_>,
+    ) -> Result<crate::runtime::worktrees::diff::BranchDiff> {
+        self.runtime.branch_diff(scope, a).await
+    }
+
+    pub async fn branch_merge(
+        &self,
+        ask: crate::runtime::worktrees::MergeAsk,
+    ) -> Result<crate::runtime::worktrees::merge::MergeOut> {
+        self.runtime.branch_merge(ask).await
+    }
+
     pub fn touch_client(&self) {
         self.runtime.touch_client()
     }

@@ -77,6 +77,33 @@ pub enum Ended {
     Refused(String),
 }
 
+/// Keeps with approval `id` what it holds (done once it is approved).
+pub fn set_held_tx(c: &Connection, id: i64, held: &str) -> Result<()> {
+    c.execute("UPDATE approvals SET held = ?2 WHERE id = ?1", (id, held))?;
+    Ok(())
+}
+
+/// What approval `id` holds, if anything.
+pub fn held_of(c: &Connection, id: i64) -> Result<Option<String>> {
+    Ok(
+        c.query_row("SELECT held FROM approvals WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()?
+        .flatten(),
+    )
+}
+
+/// The pending approval of the instance that holds exactly `held`, if any.
+pub fn pending_held(c: &Connection, workflow_id: i64, held: &str) -> Result<Option<i64>> {
+    Ok(c.query_row(
+        "SELECT id FROM approvals WHERE workflow_id = ?1 AND state = 'pending' AND held = ?2",
+        (workflow_id, held),
+        |r| r.get(0),
+    )
+    .optional()?)
+}
+
 pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
     let deadline = now_ms() + a.approval.timeout.as_millis() as i64;
     let id: i64 = c.query_row(

@@ -257,23 +257,23 @@ pub struct ContractList {
 fn guards(workflow: &str, b: &Budget) -> Vec<ContractView> {
     let mut out = vec![
         format!(
-            "When an agent has started {} runs in the last hour, pause it until agent_resume.",
+            "When an agent has started {} runs in the last hour, pause it until it is resumed.",
             b.max_runs_per_hour.unwrap_or(DEFAULT_RUNS_PER_HOUR)
         ),
         format!(
             "When agents have sent each other {} messages without one from you (the lead), pause the one about to \
-             run until agent_resume.",
+             run until it is resumed.",
             b.max_hops.unwrap_or(DEFAULT_MAX_HOPS)
         ),
     ];
     if let Some(t) = b.max_tokens {
         out.push(format!(
-            "When an agent has used more than {t} tokens, pause it until agent_resume."
+            "When an agent has used more than {t} tokens, pause it until it is resumed."
         ));
     }
     if let Some(c) = b.max_cost_usd {
         out.push(format!(
-            "When an agent has spent more than ${c}, pause it until agent_resume."
+            "When an agent has spent more than ${c}, pause it until it is resumed."
         ));
     }
     out.into_iter()

@@ -288,6 +288,10 @@ impl Runtime {
             workflow_id: r.workflow_id,
             id: r.view.id,
         });
+        if r.view.event == "merge" {
+            let allowed = matches!(approvals::ended(r), Ended::Allowed(_));
+            return self.held_merge_closed(r, allowed).await;
+        }
         if r.view.event != "spend" {
             return Ok(());
         }

@@ -69,7 +69,7 @@ impl Runtime {
         let agent = self.registry.agent_get(target).await?;
         if agent.view.state == AgentState::Paused {
             return Err(Error::conflict(format!(
-                "{} is paused; agent_resume it first (nothing was sent)",
+                "{} is paused; agent_pause {{resume: true}} it first (nothing was sent)",
                 agent.view.target
             )));
         }

@@ -45,6 +45,9 @@ pub(super) struct Active {
     /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
     pub(super) held_file: PathBuf,
     pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
+    /// A worktree agent's run holds its worktree until its end is committed and
+    /// recorded: no sync or merge writes in it meanwhile.
+    pub(super) _worktree: Option<super::worktrees::Held>,
 }
 
 impl Active {
@@ -112,6 +115,13 @@ impl Workers {
         let a = active.get(&agent_id).filter(|a| a.run_id == run_id)?;
         a.held.store(true, Ordering::Relaxed);
         Some(a.held_file.clone())
+    }
+
+    /// The claimed run of `agent_id` holds its worktree until it ends.
+    pub(super) fn keep_worktree(&self, agent_id: i64, held: super::worktrees::Held) {
+        if let Some(a) = self.active.lock().unwrap().get_mut(&agent_id) {
+            a._worktree = Some(held);
+        }
     }
 
     /// The run of `agent_id` waits on no approval any more.

@@ -221,6 +221,7 @@ impl Runtime {
                 held: spec.held.clone(),
                 held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
                 denials: spec.denials.clone(),
+                _worktree: None,
             },
             after,
         );
@@ -231,6 +232,7 @@ impl Runtime {
                 return Err(Error::conflict(format!("{} is already running", spec.name)));
             }
         };
+        self.hold_worktree(&spec).await;
         match self
             .prepare(&spec, (&run_id, &cwd), wake, prompt, url)
             .await
@@ -256,7 +258,7 @@ impl Runtime {
     fn may_start(&self, spec: &Spec) -> Result<()> {
         if spec.state == AgentState::Paused {
             return Err(Error::conflict(format!(
-                "{} is paused; agent_resume it first",
+                "{} is paused; agent_pause {{resume: true}} it first",
                 spec.name
             )));
         }

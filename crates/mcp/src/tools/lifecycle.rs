@@ -1,8 +1,7 @@
-//! agent_ask, agent_pause, agent_resume (the lead only): running agents on demand.
+//! agent_ask, agent_pause (the lead only): running agents on demand, and holding them.
 
 use super::agents::AgentOut;
 use super::params::Parameters;
-use super::params::TargetArgs;
 use super::{Progress, ToolError, caller, wait_seconds};
 use crate::AgentWorker;
 use crate::input_required::{Round, Waited};
@@ -27,6 +26,16 @@ pub struct AgentAskArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct PauseArgs {
+    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
+    pub target: String,
+    /// True to resume a paused agent (it runs again when asked or woken) instead of pausing it.
+    #[serde(default)]
+    pub resume: bool,
 }
 
 /// What a retry of agent_ask resumes: the question it posted (never posted twice).
@@ -95,11 +104,11 @@ impl AgentWorker {
         round.wait(&self.kernel, &ctx, answer, resume).await
     }
 
-    /// Pause an agent (`target`: "name" or "name@workflow:tag"): stops its running worker at once (the run is recorded as
-    /// stopped and what it had read goes back to its inbox) and keeps it from running
-    /// until agent_resume.
+    /// Pause an agent (`target`: "name" or "name@workflow:tag"): stops its running worker
+    /// at once (the run is recorded as stopped and what it had read goes back to its
+    /// inbox) and keeps it from running; `resume: true` lets it run again.
     #[tool(
-        title = "Pause an agent",
+        title = "Pause or resume an agent",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -109,26 +118,8 @@ impl AgentWorker {
     )]
     async fn agent_pause(
         &self,
-        Parameters(a): Parameters<TargetArgs>,
+        Parameters(a): Parameters<PauseArgs>,
     ) -> Result<Json<AgentOut>, ToolError> {
-        self.set_paused(&a.target, true).await
-    }
-
-    /// Resume a paused agent (`target`: "name" or "name@workflow:tag") so it runs again when
-    /// asked or woken.
-    #[tool(
-        title = "Resume an agent",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    async fn agent_resume(
-        &self,
-        Parameters(a): Parameters<TargetArgs>,
-    ) -> Result<Json<AgentOut>, ToolError> {
-        self.set_paused(&a.target, false).await
+        self.set_paused(&a.target, !a.resume).await
     }
 }

@@ -11,6 +11,7 @@
 
 mod agents;
 mod backends;
+mod branches;
 mod channel;
 pub(crate) mod contracts;
 mod documents;
@@ -165,6 +166,7 @@ impl AgentWorker {
             + Self::proposal_tools()
             + Self::resource_tools()
             + Self::approval_tools()
+            + Self::branch_read_tools()
     }
 
     /// Management tools: the lead only.
@@ -176,5 +178,6 @@ impl AgentWorker {
             + Self::workflow_run_tools()
             + Self::schedule_tools()
             + Self::contract_tools()
+            + Self::branch_merge_tools()
     }
 }

@@ -53,8 +53,7 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
     }
 }
 
-/// The one argument of the tools that act on one agent (pause, resume, the
-/// schedule's removal).
+/// The one argument of the tools that act on one agent.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct TargetArgs {

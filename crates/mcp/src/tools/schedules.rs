@@ -1,7 +1,6 @@
-//! schedule_set, schedule_clear (the lead only): run an agent on a timer too.
+//! schedule_set (the lead only): run an agent on a timer too, or no longer.
 
 use super::params::Parameters;
-use super::params::TargetArgs;
 use super::{ToolError, given};
 use crate::AgentWorker;
 use domain::trigger::Trigger;
@@ -44,27 +43,31 @@ pub struct ScheduleSetArgs {
     pub target: String,
     #[serde(flatten)]
     pub schedule: ScheduleArgs,
+    /// True to remove the agent's schedule instead (give no `every`, `cron` or `prompt`).
+    #[serde(default)]
+    pub clear: bool,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ScheduleOut {
-    pub schedule: ScheduleView,
+    /// The schedule set (absent after `clear`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleView>,
     /// When it fires next (RFC 3339, UTC).
-    pub next_at: String,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ClearedOut {
-    /// False when the agent had no schedule.
-    pub cleared: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_at: Option<String>,
+    /// After `clear`: false when the agent had no schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleared: Option<bool>,
 }
 
 #[tool_router(router = schedule_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Give an agent (`target`) a schedule (replacing any), with `every` ("30m") or `cron`
     /// ("0 9 * * 1-5", local time): it then also runs every interval after
-    /// it was last idle, or at cron times, with an optional prompt. Returns the next fire
-    /// time. A paused agent's schedule waits until agent_resume.
+    /// it was last idle, or at cron times, with an optional `prompt`. Returns the next fire
+    /// time. A paused agent's schedule waits until it is resumed. `clear: true` removes the
+    /// schedule; it still runs when messaged.
     #[tool(
         title = "Schedule an agent",
         annotations(
@@ -78,30 +81,26 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<ScheduleSetArgs>,
     ) -> Result<Json<ScheduleOut>, ToolError> {
+        if a.clear {
+            let s = &a.schedule;
+            if s.every.is_some() || s.cron.is_some() || s.prompt.is_some() {
+                return Err(ToolError(
+                    "clear: true removes the schedule; give it without every, cron or prompt"
+                        .into(),
+                ));
+            }
+            return Ok(Json(ScheduleOut {
+                schedule: None,
+                next_at: None,
+                cleared: Some(self.kernel.schedule_clear(&a.target).await?),
+            }));
+        }
         let (trigger, prompt) = a.schedule.read()?;
         let schedule = self.kernel.schedule_set(&a.target, trigger, prompt).await?;
         Ok(Json(ScheduleOut {
-            next_at: schedule.next_at.clone().unwrap_or_default(),
-            schedule,
-        }))
-    }
-
-    /// Remove an agent's (`target`) schedule; it still runs when messaged.
-    #[tool(
-        title = "Clear a schedule",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    async fn schedule_clear(
-        &self,
-        Parameters(a): Parameters<TargetArgs>,
-    ) -> Result<Json<ClearedOut>, ToolError> {
-        Ok(Json(ClearedOut {
-            cleared: self.kernel.schedule_clear(&a.target).await?,
+            next_at: schedule.next_at.clone(),
+            schedule: Some(schedule),
+            cleared: None,
         }))
     }
 }

@@ -318,4 +318,8 @@ CREATE INDEX agents_by_node ON agents (node);
     r#"
 ALTER TABLE runs ADD COLUMN commit_sha TEXT;
 "#,
+    // 4: SQLite's migration 16, what an approval holds.
+    r#"
+ALTER TABLE approvals ADD COLUMN held TEXT;
+"#,
 ];

@@ -224,11 +224,11 @@ impl Runtime {
                 let then = match resume_at {
                     Some(at) => format!(
                         "It tries again by itself at {} (the wait doubles each time, up to 1 h); fix the cause and \
-                         agent_resume {name2} to try now.",
+                         resume {name2} (agent_pause, resume: true) to try now.",
                         domain::clock::fmt_ms(at)
                     ),
                     None => format!(
-                        "It stays paused: raise the limit or agent_resume {name2} when you have looked (its unread \
+                        "It stays paused: raise the limit or resume {name2} (agent_pause, resume: true) when you have looked (its unread \
                          messages wait)."
                     ),
                 };

@@ -145,6 +145,15 @@ impl Runtime {
         tracing::info!(agent = %name, "a refused start's worktree: {note}");
     }
 
+    /// A worktree agent's run, just claimed, holds its worktree from here to its
+    /// commit: at once, or when a sync or merge writing there is done.
+    pub(in crate::runtime) async fn hold_worktree(&self, spec: &crate::runtime::workers::Spec) {
+        if spec.config.workspace.is_worktree() {
+            let held = self.worktrees.hold(&spec.workflow, &spec.name).await;
+            self.workers.keep_worktree(spec.agent_id, held);
+        }
+    }
+
     /// A run cannot start because its worktree is gone or broken: the agent is
     /// paused with the reason (its messages wait), and the start fails with it.
     pub(in crate::runtime) async fn workspace_broken(

@@ -56,7 +56,40 @@ pub(super) async fn yes(at: At<'_>, args: &[&str]) -> Result<bool, String> {
     }
 }
 
+/// Whether git succeeded (exit 0) or said no (exit 1, as `merge-tree` does for a
+/// conflict), with what it printed either way; anything else is an error.
+pub(super) async fn answer(at: At<'_>, args: &[&str]) -> Result<(bool, String), String> {
+    match run(at, args).await {
+        Ok(out) => Ok((true, out)),
+        Err(os::bounded::Failed {
+            code: Some(1),
+            stdout,
+            ..
+        }) => Ok((false, stdout)),
+        Err(f) => Err(f.reason),
+    }
+}
+
+/// The first `max` bytes of what git prints, as printed, and whether there was more
+/// (a patch, a file: read, never parsed).
+pub(super) async fn head(at: At<'_>, args: &[&str], max: usize) -> Result<(String, bool), String> {
+    let what = args.first().copied().unwrap_or("");
+    os::bounded::head(command(at, args), TIMEOUT, max)
+        .await
+        .map_err(|f| format!("git {what}: {}", f.reason))
+}
+
 async fn run(at: At<'_>, args: &[&str]) -> Result<String, os::bounded::Failed> {
+    let what = args.first().copied().unwrap_or("");
+    os::bounded::run(command(at, args), TIMEOUT, MAX_OUTPUT)
+        .await
+        .map_err(|f| os::bounded::Failed {
+            reason: format!("git {what}: {}", f.reason),
+            ..f
+        })
+}
+
+fn command(at: At<'_>, args: &[&str]) -> Command {
     let mut cmd = Command::new("git");
     match at {
         At::Repo(dir) => {
@@ -78,11 +111,5 @@ async fn run(at: At<'_>, args: &[&str]) -> Result<String, os::bounded::Failed> {
         }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
-    let what = args.first().copied().unwrap_or("");
-    os::bounded::run(cmd, TIMEOUT, MAX_OUTPUT)
-        .await
-        .map_err(|f| os::bounded::Failed {
-            reason: format!("git {what}: {}", f.reason),
-            ..f
-        })
+    cmd
 }

@@ -8,9 +8,14 @@
 //! vanished fails the run with the reason; nothing is made again somewhere else.
 
 mod agents;
+mod branches;
 mod commits;
+pub mod diff;
 mod git;
+pub mod merge;
 mod recover;
+
+pub use branches::{DiffArgs, MergeAsk, summary};
 
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
@@ -18,12 +23,20 @@ use domain::workspace::{Worktree, default_branch};
 use git::{At, git};
 use schemars::JsonSchema;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// The worktrees of this node's agents, under `<data dir>/worktrees`.
 pub struct Worktrees {
     root: PathBuf,
+    /// One lock per worktree (see [`Held`]), locked only by the methods below.
+    busy: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+/// A worktree held: by a run from its start to its commit, or by a sync or a
+/// merge that writes in it. Nothing else writes there meanwhile.
+pub type Held = tokio::sync::OwnedMutexGuard<()>;
 
 /// A worktree as agent_info shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -61,7 +74,33 @@ impl Worktrees {
     pub fn new(data_dir: &Path) -> Self {
         Self {
             root: data_dir.join("worktrees"),
+            busy: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn lock_of(&self, wf: &WorkflowRef, agent: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut busy = self.busy.lock().unwrap();
+        busy.entry(self.path(wf, agent)).or_default().clone()
+    }
+
+    /// The agent's worktree, held, if nothing holds it.
+    pub fn try_hold(&self, wf: &WorkflowRef, agent: &str) -> Option<Held> {
+        self.lock_of(wf, agent).try_lock_owned().ok()
+    }
+
+    /// The agent's worktree, held when what holds it lets go.
+    pub async fn hold(&self, wf: &WorkflowRef, agent: &str) -> Held {
+        self.lock_of(wf, agent).lock_owned().await
+    }
+
+    /// Forgets the lock of a worktree that is gone.
+    fn forget(&self, path: &Path) {
+        self.busy.lock().unwrap().remove(path);
+    }
+
+    /// Whether `path` is one of the agents' worktrees.
+    pub fn is_ours(&self, path: &Path) -> bool {
+        path.starts_with(&self.root)
     }
 
     /// Where an agent's worktree is.
@@ -95,6 +134,13 @@ impl Worktrees {
             .unwrap_or_else(|| default_branch(&wf.name, &wf.tag, agent));
         let base = w.base.clone().unwrap_or_else(|| "HEAD".to_owned());
         let commit = base_commit(&top, &base).await?;
+        let base_branch = git(
+            At::Repo(&top),
+            &["rev-parse", "--symbolic-full-name", &base],
+        )
+        .await
+        .ok()
+        .and_then(|r| r.strip_prefix("refs/heads/").map(str::to_owned));
         let exists = format!("refs/heads/{branch}");
         let taken = git::yes(
             At::Repo(&top),
@@ -134,6 +180,7 @@ impl Worktrees {
             branch: Some(branch),
             base_commit: Some(commit),
             git_dir: Some(PathBuf::from(git_dir)),
+            base_branch,
         })
     }
 
@@ -227,6 +274,7 @@ impl Worktrees {
             Ok::<_, String>(())
         }
         .await;
+        self.forget(&path);
         match removed {
             Err(e) => format!(
                 "its worktree could not be removed ({e}): what is in {} is left as it was, and \
@@ -377,7 +425,7 @@ async fn verify<'a>(path: &'a Path, w: &'a Worktree) -> std::result::Result<At<'
         format!(
             "the worktree {} of branch {branch} is gone or broken ({why}); its repository {} may \
              have moved or been deleted. Set the agent's workspace to shared (its branch is \
-             kept), then to worktree again, and agent_resume it",
+             kept), then to worktree again, and resume it (agent_pause, resume: true)",
             path.display(),
             w.repo
                 .as_ref()
@@ -410,7 +458,10 @@ async fn commit_all(
     message: &str,
 ) -> std::result::Result<Option<String>, String> {
     git(at, &["add", "-A"]).await?;
-    if git::yes(at, &["diff", "--cached", "--quiet"]).await? {
+    // A sync's merge left for the agent is concluded by this commit, even when
+    // the agent resolved it to its own side (no change against its last commit).
+    let merging = git::yes(at, &["rev-parse", "-q", "--verify", "MERGE_HEAD"]).await?;
+    if !merging && git::yes(at, &["diff", "--cached", "--quiet"]).await? {
         return Ok(None);
     }
     let args = [

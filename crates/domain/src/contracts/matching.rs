@@ -1,0 +1,104 @@
+//! Whether a contract's `when` matches an event.
+
+use super::*;
+
+/// Whether a contract's `when` matches an event.
+pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
+    match (&c.when, e) {
+        (
+            When::ToolRequest { tool, matches, .. },
+            Event::Tool {
+                agent,
+                request,
+                reached,
+            },
+        ) => {
+            c.agent_matches(agent)
+                && tool.is_none_or(|t| t.kind() == request.kind())
+                && request.kind() != Kind::Team
+                && matches
+                    .as_deref()
+                    .is_none_or(|g| tool_detail_matches(g, request, *reached, &c.then))
+        }
+        (
+            When::Message { to, text, .. },
+            Event::Message {
+                from,
+                to: rcpt,
+                text: t,
+            },
+        ) => {
+            c.agent_matches(from)
+                && to.as_deref().is_none_or(|g| {
+                    rcpt.iter()
+                        .any(|r| glob(&g.to_ascii_lowercase(), &r.to_ascii_lowercase()))
+                })
+                && text.as_ref().is_none_or(|re| re.is_match(t))
+        }
+        (
+            When::Spend {
+                usd, tokens, per, ..
+            },
+            Event::Spend {
+                agent,
+                agent_usd,
+                agent_tokens,
+                workflow_usd,
+                workflow_tokens,
+            },
+        ) => {
+            let (u, t) = match per {
+                Per::Agent => (*agent_usd, *agent_tokens),
+                Per::Workflow => (*workflow_usd, *workflow_tokens),
+            };
+            c.agent_matches(agent) && (usd.is_some_and(|x| u > x) || tokens.is_some_and(|x| t > x))
+        }
+        (When::RunEnd { status, .. }, Event::RunEnd { agent, status: s }) => {
+            c.agent_matches(agent) && status.as_deref().is_none_or(|x| x == *s)
+        }
+        (When::DocWrite { file, .. }, Event::DocWrite { agent, file: f }) => {
+            c.agent_matches(agent) && file.as_deref().is_none_or(|g| glob(g, f))
+        }
+        (
+            When::Merge { into, mode, .. },
+            Event::Merge {
+                agent,
+                into: i,
+                mode: m,
+            },
+        ) => {
+            c.agent_matches(agent)
+                && into.as_deref().is_none_or(|g| glob(g, i))
+                && mode.as_deref().is_none_or(|x| x == *m)
+        }
+        _ => false,
+    }
+}
+
+/// A `match` glob against what a tool request is about. Shell commands are judged
+/// by what they run (`crate::permissions::shell`): a deny (or approval, notify,
+/// pause) matches when any program the line would run matches, or the line does
+/// not show what runs, so `rm *` catches `cd x && /bin/rm y` and `sh -c 'rm y'`;
+/// an allow only exempts a line whose every program matches. Paths: an allow
+/// matches the path the request would reach (relative to the agent's folder when
+/// inside it), so a symlink cannot borrow an exempt folder's name; anything else
+/// matches that path or the path as given.
+fn tool_detail_matches(g: &str, r: &Request, reached: Reached<'_>, then: &Then) -> bool {
+    match r {
+        Request::Shell { command } => {
+            if matches!(then, Then::Allow) {
+                shell::allow_matches(&[g], command)
+            } else {
+                shell::deny_matches(g, command)
+            }
+        }
+        Request::Mcp { server, tool } => glob(g, &format!("{server}:{tool}")),
+        Request::Read { path } | Request::Edit { path } => match reached {
+            Reached::Unknown => !matches!(then, Then::Allow),
+            Reached::At(p) if matches!(then, Then::Allow) => glob(g, p),
+            Reached::At(p) => glob(g, path) || glob(g, p),
+            Reached::AsGiven => glob(g, path),
+        },
+        other => glob(g, other.detail()),
+    }
+}

@@ -1,0 +1,213 @@
+//! Bringing worktree agents' work back: branch_diff shows what a branch holds,
+//! branch_merge fast-forwards, merges or squashes it into a branch, reports a
+//! conflict file by file without writing anything, and syncs the base into an
+//! agent's branch for the agent to resolve; a contract on `merge` holds a merge
+//! for the lead's approval. Real git, sdk agents driven by the fake model.
+
+mod common;
+use common::fake_llm::{FakeLlm, Script};
+use common::repo::*;
+use common::*;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// A model that writes `lib.rs` its own way in every run, then says so.
+async fn steady_writer(answer: u32) -> FakeLlm {
+    let content = format!("fn answer() -> u32 {{ {answer} }}\n");
+    let steps = [("write_file", json!({"path": "lib.rs", "content": content}))];
+    FakeLlm::start(Script::every_run(
+        &steps,
+        &format!("answer is {answer} now"),
+    ))
+    .await
+}
+
+async fn merge(lead: &Client, args: Value) -> Value {
+    call(lead, "branch_merge", args).await.ok()
+}
+
+fn main_head(repo: &Path) -> String {
+    git(repo, &["rev-parse", "main"])
+}
+
+#[tokio::test]
+async fn two_branches_one_fast_forward_one_conflict_then_a_resolved_merge() {
+    let repo = repository();
+    let (llm_a, llm_b) = (writer(42).await, steady_writer(43).await);
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    coder(&lead, "ada", repo.path(), &llm_a.url).await;
+    coder(&lead, "bob", repo.path(), &llm_b.url).await;
+    let (a, b) = tokio::join!(
+        ask(&lead, "ada", "make it 42", 45),
+        ask(&lead, "bob", "make it 43", 45)
+    );
+    assert_eq!(a["status"], "succeeded", "{a}");
+    assert_eq!(b["status"], "succeeded", "{b}");
+
+    // The diff shows each branch's own work against main.
+    let d = call(&lead, "branch_diff", json!({"agent": "ada"}))
+        .await
+        .ok();
+    assert_eq!(d["against"], "main", "{d}");
+    assert_eq!(
+        d["files"],
+        json!([{"path": "lib.rs", "added": 1, "removed": 1}]),
+        "{d}"
+    );
+    let patch = d["patch"].as_str().unwrap();
+    assert!(patch.contains("+fn answer() -> u32 { 42 }"), "{patch}");
+    assert!(patch.contains("-fn answer() -> u32 { 41 }"), "{patch}");
+    let c = call(
+        &lead,
+        "branch_diff",
+        json!({"agent": "bob", "file": "lib.rs", "content": true}),
+    )
+    .await
+    .ok();
+    assert_eq!(c["content"], "fn answer() -> u32 { 43 }\n", "{c}");
+    // A teammate reads it too, read-only; another team's branch is not theirs.
+    let bob = join(&s, &lead, "bob", Proto::Modern).await;
+    let seen = call(
+        &bob,
+        "branch_diff",
+        json!({"agent": "ada", "against": "@bob"}),
+    )
+    .await
+    .ok();
+    assert!(seen["patch"].as_str().unwrap().contains("{ 42 }"), "{seen}");
+    let e = call(&bob, "branch_diff", json!({"agent": "ada@other:x"}))
+        .await
+        .err();
+    assert!(e.contains("your own team"), "{e}");
+    let e = try_call(&bob, "branch_merge", json!({"agent": "ada"}))
+        .await
+        .expect_err("the lead's tool");
+    assert!(e.to_string().contains("tool not found"), "{e}");
+
+    // ada's branch fast-forwards main, and the user's checkout of main with it.
+    let m = merge(&lead, json!({"agent": "ada"})).await;
+    assert_eq!(m["status"], "merged", "{m}");
+    assert_eq!(m["how"], "fast-forward", "{m}");
+    let ada_head = git(repo.path(), &["rev-parse", "aw/global-main/ada"]);
+    assert_eq!(main_head(repo.path()), ada_head);
+    let mine = std::fs::read_to_string(repo.path().join("lib.rs")).unwrap();
+    assert!(mine.contains("42"), "{mine}");
+    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+    // Again: nothing new.
+    let again = merge(&lead, json!({"agent": "ada"})).await;
+    assert_eq!(again["status"], "up_to_date", "{again}");
+
+    // bob's conflicts: reported with its hunks, nothing written.
+    let m = merge(&lead, json!({"agent": "bob"})).await;
+    assert_eq!(m["status"], "conflict", "{m}");
+    let f = &m["conflicts"][0];
+    assert_eq!(f["file"], "lib.rs", "{m}");
+    assert_eq!(f["kind"], "content", "{m}");
+    assert_eq!(f["hunks"][0]["ours"], "fn answer() -> u32 { 42 }\n", "{m}");
+    assert_eq!(
+        f["hunks"][0]["theirs"], "fn answer() -> u32 { 43 }\n",
+        "{m}"
+    );
+    assert_eq!(main_head(repo.path()), ada_head, "main did not move");
+    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+
+    // Sync main into bob's branch: the markers are left for bob, who is woken,
+    // resolves them in its next run, and that run's commit concludes the merge.
+    let runs_before = info(&lead, "bob").await["runs"].as_array().unwrap().len();
+    let sync = merge(&lead, json!({"agent": "bob", "from": "main"})).await;
+    assert_eq!(sync["status"], "conflict", "{sync}");
+    assert_eq!(sync["conflicts"][0]["file"], "lib.rs", "{sync}");
+    let i = wait_info(&lead, "bob", 45, |i| {
+        i.get("running").is_none() && i["runs"].as_array().is_some_and(|r| r.len() > runs_before)
+    })
+    .await;
+    assert_eq!(i["runs"][0]["status"], "succeeded", "{i}");
+    let bob_head = git(repo.path(), &["rev-parse", "aw/global-main/bob"]);
+    let parents = git(
+        repo.path(),
+        &["rev-list", "--parents", "-n", "1", &bob_head],
+    );
+    assert_eq!(parents.split(' ').count(), 3, "a merge commit: {parents}");
+    let m = merge(&lead, json!({"agent": "bob"})).await;
+    assert_eq!(m["status"], "merged", "{m}");
+    assert_eq!(m["how"], "fast-forward", "{m}");
+    let mine = std::fs::read_to_string(repo.path().join("lib.rs")).unwrap();
+    assert!(mine.contains("43"), "{mine}");
+    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn merges_into_main_wait_for_the_lead_s_approval() {
+    let repo = repository();
+    let llm = writer(42).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let a = ask(&lead, "ada", "make it 42", 45).await;
+    assert_eq!(a["status"], "succeeded", "{a}");
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "main-needs-me", "when": {"event": "merge", "into": "main"},
+               "then": {"action": "require_approval", "approvers": ["user"]}}),
+    )
+    .await
+    .ok();
+    let before = main_head(repo.path());
+    let m = merge(&lead, json!({"agent": "ada", "mode": "squash"})).await;
+    assert_eq!(m["status"], "held", "{m}");
+    let id = m["approval"].as_i64().unwrap();
+    assert_eq!(main_head(repo.path()), before, "held: nothing merged yet");
+    // Asking again finds the same approval.
+    let again = merge(&lead, json!({"agent": "ada", "mode": "squash"})).await;
+    assert_eq!(again["approval"], id, "{again}");
+    call(
+        &lead,
+        "approval_decide",
+        json!({"id": id, "decision": "approve"}),
+    )
+    .await
+    .ok();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while main_head(repo.path()) == before {
+        assert!(
+            std::time::Instant::now() < end,
+            "the approved merge did not happen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A squash: one new commit on main, with main as its only parent.
+    let head = main_head(repo.path());
+    let parents = git(repo.path(), &["rev-list", "--parents", "-n", "1", &head]);
+    assert_eq!(parents, format!("{head} {before}"), "a squash commit");
+    let ch = call(&lead, "channel_read", json!({"limit": 20})).await.ok();
+    let told = ch.to_string();
+    assert!(
+        told.contains(&format!(
+            "approval {id}: aw/global-main/ada was merged into main"
+        )),
+        "{told}"
+    );
+    // A refusing contract: nothing is done, and the reason says why.
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "no-merges", "when": {"event": "merge"},
+               "then": {"action": "deny", "reason": "frozen for the release"}}),
+    )
+    .await
+    .ok();
+    let e = call(
+        &lead,
+        "branch_merge",
+        json!({"agent": "ada", "into": "side"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("frozen for the release"), "{e}");
+    s.stop().await;
+}
