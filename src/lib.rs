@@ -121,8 +121,11 @@
 //!                  contracts), approvals.rs waiting, deadlines, approval_decide,
 //!                  spending.rs spend before a run and run_end contracts,
 //!                  nodes/ the kernels of a store (name, heartbeat, placement,
-//!                  takeover; bus.rs their events to each other); tells workflows
-//!                  through events
+//!                  takeover; bus.rs their events to each other), worktrees/ an
+//!                  agent's own git worktree (made, checked, a commit per run,
+//!                  recovered at start; diff.rs and merge.rs git's reading and merging,
+//!                  branches.rs branch_diff and branch_merge with merge contracts);
+//!                  tells workflows through events
 //!   workflows/     Workflows, workflow runs: start (run.rs), setup.rs its shell setup steps,
 //!                  status, completion, stop, list; facts.rs what a status and the
 //!                  idle check read
@@ -141,8 +144,9 @@
 //!   lib.rs         the rmcp handler: identity per request, tool visibility, dispatch,
 //!                  list pagination
 //!   client_configs.rs what agent_join hands out: HTTP and stdio client configs
-//!   resources.rs   resources and templates per identity (channel, status, documents,
-//!                  agents, inboxes, runs, backends)
+//!   resources/     resources and templates per identity (channel, status, documents,
+//!                  agents, inboxes, branches, runs, backends); instance.rs reads an
+//!                  instance's
 //!   subscriptions/ kernel events as resource updates, list changes and log messages;
 //!                  budget.rs what one identity's subscriptions may hold
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)

@@ -490,3 +490,30 @@ async fn an_agent_cannot_grow_the_server_with_subscriptions() {
     assert!(e.to_string().contains("unknown resource"), "{e}");
     s.stop().await;
 }
+
+/// A worktree agent's diff resource: a subscriber hears of each run's commit, and
+/// reading it shows what the branch changed; a teammate may read it too.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn a_subscriber_hears_of_each_commit_on_an_agent_s_branch() {
+    let repo = common::repo::repository();
+    let llm = common::repo::writer(42).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    common::repo::coder(&lead, "ada", repo.path(), &llm.url).await;
+    let uri = "agent-worker://workflows/global/main/agents/ada/diff";
+    let (watcher, mut rx) = watch(&s).await;
+    subscribe(&watcher, uri).await;
+    let a = ask(&lead, "ada", "make it 42", 45).await;
+    assert_eq!(a["status"], "succeeded", "{a}");
+    wait_for(&mut rx, uri).await;
+    let r = watcher
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(text.contains("lib.rs") && text.contains("{ 42 }"), "{text}");
+    s.stop().await;
+}

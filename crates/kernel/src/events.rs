@@ -42,6 +42,8 @@ pub enum Event {
         run_id: String,
         ok: bool,
     },
+    /// An agent's branch moved: a run's commit, a merge into it, or a sync.
+    BranchMoved { workflow_id: i64, agent: String },
     /// A workflow run's status changed (completed, blocked, failed, stopped, running).
     WorkflowSettled {
         workflow_id: i64,

@@ -353,6 +353,7 @@ async fn changed(
         | Event::AgentChanged { workflow_id, .. }
         | Event::RunStarted { workflow_id, .. }
         | Event::RunEnded { workflow_id, .. }
+        | Event::BranchMoved { workflow_id, .. }
         | Event::WorkflowSettled { workflow_id, .. }
         | Event::DocumentChanged { workflow_id, .. }
         | Event::ApprovalAsked { workflow_id, .. }
@@ -387,6 +388,7 @@ async fn changed(
             ],
             false,
         ),
+        Event::BranchMoved { agent, .. } => (vec![resources::diff_uri(&w, agent)], false),
         Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
         Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => (
             vec![resources::status_uri(&w), resources::contracts_uri()],

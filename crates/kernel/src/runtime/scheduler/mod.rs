@@ -303,6 +303,7 @@ impl Runtime {
                         | Event::WorkflowQuiet { .. }
                         | Event::AgentFailed { .. }
                         | Event::DocumentChanged { .. }
+                        | Event::BranchMoved { .. }
                         | Event::Notice { .. }
                         | Event::ContractsChanged,
                     ) => {}

@@ -379,9 +379,20 @@ impl Runtime {
         Ok(self.after_merge(b, ask, out).await)
     }
 
-    /// After a merge: a sync that conflicts wakes the agent to resolve it.
+    /// After a merge: an agent's branch that moved is announced; a sync that
+    /// conflicts wakes the agent to resolve it.
     async fn after_merge(&self, b: &Branch, ask: &MergeAsk, mut out: MergeOut) -> MergeOut {
         out.from = out.from.trim_start_matches("refs/heads/").to_owned();
+        let into_agent = match &ask.into {
+            Some(i) if i.starts_with('@') => Some(i.trim_start_matches('@').to_owned()),
+            _ => ask.from.as_ref().map(|_| b.name.clone()),
+        };
+        if let (Some(agent), Status::Merged) = (into_agent, out.status) {
+            self.events.publish(Event::BranchMoved {
+                workflow_id: b.workflow_id,
+                agent,
+            });
+        }
         if ask.from.is_none() || out.status != Status::Conflict {
             return out;
         }

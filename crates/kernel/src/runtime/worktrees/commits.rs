@@ -40,7 +40,15 @@ impl Runtime {
             .commit(&spec.workflow, &spec.name, w, &note)
             .await
         {
-            Ok(commit) => end.commit = commit,
+            Ok(commit) => {
+                if commit.is_some() {
+                    self.events.publish(crate::events::Event::BranchMoved {
+                        workflow_id: spec.workflow_id,
+                        agent: spec.name.clone(),
+                    });
+                }
+                end.commit = commit;
+            }
             Err(e) => {
                 tracing::warn!(run = %run_id, agent = %spec.name, "the run's edits could not be committed: {e}");
                 let why = format!("its edits could not be committed on its branch: {e}");

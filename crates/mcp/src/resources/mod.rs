@@ -7,6 +7,7 @@
 //! | `agent-worker://workflows/{name}/{tag}/documents/{+file}` | a document, with its MIME type | the same |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}` | agent_info (JSON) | the lead; an agent, itself |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox` | the inbox, looked at, not read (JSON) | the same |
+//! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/diff` | a worktree agent's branch (branch_diff, JSON) | the lead; its teammates |
 //! | `agent-worker://runs/{run_id}` | one run: status, final text, error, stderr tail, usage (JSON) | the lead |
 //! | `agent-worker://resources/{id}` | a content-addressed resource (resource_create) | everyone |
 //! | `agent-worker://backends` | backend_list (JSON) | the lead |
@@ -16,8 +17,10 @@
 //! What a caller may not see reads as unknown, like what does not exist: an agent
 //! cannot probe for other instances.
 
+mod instance;
+
 use domain::names::WorkflowRef;
-use kernel::{Caller, Kernel, Scope};
+use kernel::{Caller, Kernel};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use std::collections::{BTreeMap, HashMap};
@@ -68,6 +71,13 @@ pub fn templates(caller: &Caller) -> Vec<ResourceTemplate> {
             "agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox",
             "inbox",
             "An agent's unacknowledged messages (looking does not mark them read).",
+            JSON,
+        ),
+        t(
+            "agent-worker://workflows/{name}/{tag}/agents/{agent}/diff",
+            "diff",
+            "A worktree agent's branch against the one it was made from: files, counts, patch \
+             (branch_diff); updated at each of its commits.",
             JSON,
         ),
         t(
@@ -314,6 +324,7 @@ pub async fn authorize_with(
             match what {
                 ["channel"] | ["status"] => Ok(()),
                 ["documents", file] if decode(file).is_some() => Ok(()),
+                ["agents", agent, "diff"] if is_token(agent, 64) => Ok(()),
                 ["agents", agent] | ["agents", agent, "inbox"] if may_see_agent(caller, agent) => {
                     Ok(())
                 }
@@ -360,6 +371,9 @@ pub fn agent_uri(w: &WorkflowRef, agent: &str) -> String {
 }
 pub fn inbox_uri(w: &WorkflowRef, agent: &str) -> String {
     format!("{}/agents/{agent}/inbox", base(w))
+}
+pub fn diff_uri(w: &WorkflowRef, agent: &str) -> String {
+    format!("{}/agents/{agent}/diff", base(w))
 }
 pub fn document_uri(w: &WorkflowRef, file: &str) -> String {
     format!("{}/documents/{}", base(w), encode(file))
@@ -423,58 +437,7 @@ pub async fn read(
             json(serde_json::to_string_pretty(&r))
         }
         ["workflows", name, tag, what @ ..] => {
-            let w = format!("@{name}:{tag}");
-            // An agent outside its instance, or an instance that does not exist: unknown.
-            let scope = kernel
-                .scope(caller, Some(&w))
-                .await
-                .map_err(|_| unknown())?;
-            match what {
-                ["channel"] => {
-                    let r = kernel
-                        .channel_read(&scope, None, Some(50))
-                        .await
-                        .map_err(internal)?;
-                    text(channel_markdown(&w, &r.messages), "text/markdown")
-                }
-                ["status"] => {
-                    let r = kernel.workflow_status(&w).await.map_err(internal)?;
-                    json(serde_json::to_string_pretty(&r))
-                }
-                ["documents", file] => {
-                    let file = decode(file).ok_or_else(unknown)?;
-                    let d = kernel
-                        .doc_read(&scope, Some(&file))
-                        .await
-                        .map_err(|_| unknown())?;
-                    if !d.exists {
-                        return Err(unknown());
-                    }
-                    text(d.content, mime_of(&file))
-                }
-                ["agents", agent, rest @ ..] if may_see_agent(caller, agent) => {
-                    let target = format!("{agent}{w}");
-                    match rest {
-                        [] => {
-                            let r = kernel.agent_info(&target).await.map_err(|_| unknown())?;
-                            json(serde_json::to_string_pretty(&r))
-                        }
-                        ["inbox"] => {
-                            let info = kernel.agent_get(&target).await.map_err(|_| unknown())?;
-                            let as_agent = Scope {
-                                me: info.view.name,
-                                lead: false,
-                                run_id: None,
-                                ..scope
-                            };
-                            let r = kernel.inbox_peek(&as_agent, 50).await.map_err(internal)?;
-                            json(serde_json::to_string_pretty(&r))
-                        }
-                        _ => Err(unknown()),
-                    }
-                }
-                _ => Err(unknown()),
-            }
+            instance::read(kernel, caller, uri, &format!("@{name}:{tag}"), what).await
         }
         _ => Err(unknown()),
     }
