@@ -211,3 +211,52 @@ async fn merges_into_main_wait_for_the_lead_s_approval() {
     assert!(e.contains("frozen for the release"), "{e}");
     s.stop().await;
 }
+
+/// The mock's `write` is the sdk's write_file: its profile decides (a read-only
+/// agent's write fails its run, nothing written), and it stays in its folder.
+#[tokio::test]
+async fn a_mock_writes_only_what_its_permissions_allow() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let rule = |path: &str| json!([{"write": {"path": path, "content": "hello\n"}}]);
+    for (name, permissions, path) in [
+        ("writer", "edit", "a.txt"),
+        ("reader", "read", "b.txt"),
+        ("escaper", "edit", "../c.txt"),
+    ] {
+        call(
+            &lead,
+            "agent_new",
+            json!({"name": name, "backend": "mock", "permissions": permissions,
+                   "cwd": work.path().display().to_string(), "mock": rule(path)}),
+        )
+        .await
+        .ok();
+    }
+    let ok = ask(&lead, "writer", "go", 30).await;
+    assert_eq!(ok["status"], "succeeded", "{ok}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).unwrap(),
+        "hello\n"
+    );
+    let refused = ask(&lead, "reader", "go", 30).await;
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("write b.txt"),
+        "{refused}"
+    );
+    assert!(!work.path().join("b.txt").exists());
+    let out = ask(&lead, "escaper", "go", 30).await;
+    assert_eq!(out["status"], "failed", "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("outside this agent's folder"),
+        "{out}"
+    );
+    assert!(!work.path().parent().unwrap().join("c.txt").exists());
+    s.stop().await;
+}

@@ -655,8 +655,39 @@ async fn the_coding_team_example_runs_with_its_permissions() {
     let msgs = channel(&lead, "@coding-team:main").await;
     assert_eq!(
         from(&msgs, "reviewer"),
-        ["@user the retry change is implemented, tested and approved (see notes.md)"]
+        [
+            "@user the retry change is implemented, tested and approved (see notes.md); merge it \
+             with branch_merge {agent: \"coder@coding-team:main\"}"
+        ]
     );
+    // The coder wrote in a worktree of its own; its run is a commit on its branch,
+    // which the lead reads and merges into the demo repository's main.
+    let coder = info(&lead, "coder@coding-team").await;
+    assert_eq!(coder["worktree"]["commits"], 1, "{coder}");
+    let project = std::path::PathBuf::from(coder["agent"]["cwd"].as_str().unwrap());
+    let d = call(&lead, "branch_diff", json!({"agent": "coder@coding-team"}))
+        .await
+        .ok();
+    assert_eq!(d["files"][0]["path"], "retry.rs", "{d}");
+    assert!(
+        d["patch"]
+            .as_str()
+            .unwrap()
+            .contains("+    1 << attempt.min(2)"),
+        "{d}"
+    );
+    let before = std::fs::read_to_string(project.join("retry.rs")).unwrap();
+    assert!(
+        before.contains("    0\n"),
+        "the project is as it was: {before}"
+    );
+    let m = call(&lead, "branch_merge", json!({"agent": "coder@coding-team"}))
+        .await
+        .ok();
+    assert_eq!(m["how"], "fast-forward", "{m}");
+    let after = std::fs::read_to_string(project.join("retry.rs")).unwrap();
+    assert!(after.contains("1 << attempt.min(2)"), "{after}");
+    std::fs::remove_dir_all(&project).unwrap();
     for (name, means) in [
         ("coder", "may read, create and edit files in its folder"),
         (

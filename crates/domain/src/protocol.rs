@@ -86,6 +86,14 @@ pub enum McpServer {
     Http(HttpServer),
 }
 
+/// A file a mock rule writes: `path` relative to the agent's folder.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockWrite {
+    pub path: String,
+    pub content: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StdioServer {
@@ -208,6 +216,11 @@ pub struct MockRule {
     /// Store this text as a resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// Write a file in its folder, as the sdk backend's write_file does (its
+    /// permissions and the contracts decide; a refusal fails the run):
+    /// {path: "src/retry.rs", content: "..."}.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<MockWrite>,
     /// Start a vote: a proposal with these options, e.g.
     /// {title: "Ship it?", options: [yes, no]}.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -301,13 +314,21 @@ impl MockRule {
                 r.vote.is_some(),
                 r.propose.is_some(),
                 r.resource.is_some(),
+                r.write.is_some(),
                 r.fail.is_some(),
                 r.reply.is_some(),
             ];
             if !acts.contains(&true) {
                 return Err(format!(
-                    "mock rule {n} does nothing: give it one of sleep, send, doc_append, vote, propose, resource, \
-                     fail, reply"
+                    "mock rule {n} does nothing: give it one of sleep, write, send, doc_append, vote, propose, \
+                     resource, fail, reply"
+                ));
+            }
+            if let Some(w) = &r.write
+                && (w.path.trim().is_empty() || w.content.len() > 1024 * 1024)
+            {
+                return Err(format!(
+                    "mock rule {n}: write needs a path, and at most 1 MiB of content"
                 ));
             }
             if let Some(p) = &r.propose

@@ -87,6 +87,7 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
                 && rule.vote.is_none()
                 && rule.propose.is_none()
                 && rule.resource.is_none()
+                && rule.write.is_none()
                 && rule.reply.is_none();
             if !only_sleeps {
                 break;
@@ -96,8 +97,8 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
     Ok(reply)
 }
 
-/// What one rule does, in order: sleep, send, append, vote, propose, create a
-/// resource, fail; its reply, if it has one.
+/// What one rule does, in order: sleep, write a file, send, append, vote,
+/// propose, create a resource, fail; its reply, if it has one.
 async fn apply(
     run: &Run<'_>,
     rule: &MockRule,
@@ -107,6 +108,9 @@ async fn apply(
         let d = humantime::parse_duration(s).unwrap_or(Duration::ZERO);
         run.report.progress(format!("sleeping {s}"));
         tokio::time::sleep(d).await;
+    }
+    if let Some(w) = &rule.write {
+        write(run, &w.path, &fill(&w.content)).await?;
     }
     if let Some(text) = &rule.send {
         send(run, &fill(text), rule.to.as_deref()).await?;
@@ -155,6 +159,31 @@ async fn apply(
         return Err(Failure::classified(fill(f)));
     }
     Ok(rule.reply.as_deref().map(fill))
+}
+
+/// Writes a file as the sdk backend's write_file does: the agent's permissions,
+/// then the contracts, then a confined, atomic write. A refusal fails the run.
+async fn write(run: &Run<'_>, path: &str, content: &str) -> Result<(), Failure> {
+    let local = crate::sdk::local::Local {
+        root: crate::sdk::fs::Root::new(&run.cfg.cwd)
+            .map_err(|e| Failure::new(ErrorClass::Other, e))?,
+        permissions: &run.cfg.permissions,
+        client: run.client,
+        stop: run.stop,
+        report: run.report,
+    };
+    let args = json!({ "path": path, "content": content });
+    match local.call("write_file", &args).await {
+        Some((_, false)) => {
+            run.report.progress(format!("wrote {path}"));
+            Ok(())
+        }
+        Some((why, true)) => Err(Failure::classified(format!("write {path}: {why}"))),
+        None => Err(Failure::new(
+            ErrorClass::Other,
+            "write_file is not a local tool",
+        )),
+    }
 }
 
 /// Counts one use of rule `i` in the agent's own folder (not its working directory,

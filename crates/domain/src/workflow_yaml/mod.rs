@@ -73,7 +73,8 @@ pub struct AgentDef {
     pub model: Option<String>,
     /// The text (the file's content if it named a file); raw, not interpolated yet.
     pub system_prompt: Option<String>,
-    /// Absolute: relative paths are resolved against the YAML's folder, `~` expanded.
+    /// Absolute: relative paths are resolved against the YAML's folder, `~` expanded;
+    /// one with `${{ }}` is kept as written, filled in and resolved when the run starts.
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
     /// The node (kernel) to run it on, when several share the store (default: the

@@ -328,11 +328,10 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 system,
                 // CLI agents work where the workflow file is, unless told otherwise;
                 // inline YAML has no folder of its own, so those get one in the data dir.
-                cwd: a
-                    .cwd
-                    .as_deref()
-                    .or(wf.file.as_ref().map(|_| wf.source_dir.as_path()))
-                    .map(path_string),
+                cwd: match &a.cwd {
+                    Some(c) => Some(path_string(&agent_cwd(c, vars, &wf.source_dir)?)),
+                    None => wf.file.as_ref().map(|_| path_string(&wf.source_dir)),
+                },
                 env: a.env.clone(),
                 config: AgentConfig {
                     mock,
@@ -490,4 +489,22 @@ fn schedule_tx(
             Ok(None)
         }
     }
+}
+
+/// An agent's `cwd` as the YAML gave it, with `${{ }}` filled in (a param, a
+/// setup step's output) and taken relative to the YAML's folder.
+fn agent_cwd(cwd: &Path, vars: &Vars, source_dir: &Path) -> Result<PathBuf> {
+    let raw = cwd.to_string_lossy();
+    if !raw.contains("${{") {
+        return Ok(cwd.to_owned());
+    }
+    let filled =
+        workflow_yaml::interpolate(&raw, vars).map_err(|e| Error::invalid(format!("cwd: {e}")))?;
+    let filled = filled.trim();
+    if filled.is_empty() {
+        return Err(Error::invalid(format!(
+            "cwd: {raw} is empty once filled in"
+        )));
+    }
+    Ok(source_dir.join(filled).components().collect())
 }

@@ -58,8 +58,9 @@ pub struct AgentNewArgs {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Mock backend only: its script. Each rule may have `when` (case-insensitive
-    /// regex on a message) and actions: sleep ("2s"), send (+ to), doc_append
-    /// {file, content}, vote {proposal, choice, reason}, resource, fail, reply.
+    /// regex on a message) and actions: sleep ("2s"), write {path, content} (a file in
+    /// its folder, as its permissions allow), send (+ to), doc_append {file, content},
+    /// vote {proposal, choice, reason}, resource, fail, reply.
     /// `{from}`, `{name}` and `{message}` are filled in. Without rules a mock
     /// acknowledges its inbox in one message.
     #[serde(default)]

@@ -17,7 +17,7 @@ mod anthropic;
 mod command;
 mod conversation;
 pub mod fs;
-mod local;
+pub(crate) mod local;
 mod openai;
 pub mod price;
 mod servers;

@@ -95,7 +95,7 @@ impl Doc<'_> {
             None => None,
             Some((sp, sn)) => Some(self.system_prompt(sn, &sp, scope)?),
         };
-        let cwd = self.agent_cwd(&f)?;
+        let cwd = self.agent_cwd(&f, scope)?;
         let workspace = self.agent_workspace(&f)?;
         let env = match set("env") {
             None => BTreeMap::new(),

@@ -88,24 +88,22 @@ impl Doc<'_> {
     }
 
     /// The agent's folder: a path (relative to the YAML's folder), never `${{ }}`.
-    pub(super) fn agent_cwd(&self, f: &Fields) -> Result<Option<PathBuf>, SpecError> {
-        let set = |k: &str| f.set(k);
-        let cwd = match set("cwd") {
-            None => None,
-            Some((cp, cn)) => {
-                let raw = self.non_empty_text(cn, &cp, "../project")?;
-                if raw.contains("${{") {
-                    return Err(self.err_at(
-                        self.expr_pos(&cp, raw, raw.find("${{").unwrap_or(0)),
-                        self.field(&cp),
-                        "`${{ }}` is not interpolated in cwd",
-                        "write the folder itself (relative to the YAML's folder, or absolute)",
-                    ));
-                }
-                Some(self.path(raw, &cp)?)
-            }
+    pub(super) fn agent_cwd(
+        &self,
+        f: &Fields,
+        scope: &KnownNames,
+    ) -> Result<Option<PathBuf>, SpecError> {
+        let Some((cp, cn)) = f.set("cwd") else {
+            return Ok(None);
         };
-        Ok(cwd)
+        let raw = self.non_empty_text(cn, &cp, "../project")?;
+        if raw.contains("${{") {
+            // A param or a setup step's output names it: filled in when the run
+            // starts, then taken relative to the YAML's folder.
+            self.check_refs(raw, &cp, scope)?;
+            return Ok(Some(PathBuf::from(raw.trim())));
+        }
+        Ok(Some(self.path(raw, &cp)?))
     }
 
     /// `workspace`: `shared`, `worktree` or `{mode, repo, base, branch}` (as
