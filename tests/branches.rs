@@ -5,30 +5,9 @@
 //! for the lead's approval. Real git, sdk agents driven by the fake model.
 
 mod common;
-use common::fake_llm::{FakeLlm, Script};
 use common::repo::*;
 use common::*;
-use serde_json::{Value, json};
-use std::path::Path;
-
-/// A model that writes `lib.rs` its own way in every run, then says so.
-async fn steady_writer(answer: u32) -> FakeLlm {
-    let content = format!("fn answer() -> u32 {{ {answer} }}\n");
-    let steps = [("write_file", json!({"path": "lib.rs", "content": content}))];
-    FakeLlm::start(Script::every_run(
-        &steps,
-        &format!("answer is {answer} now"),
-    ))
-    .await
-}
-
-async fn merge(lead: &Client, args: Value) -> Value {
-    call(lead, "branch_merge", args).await.ok()
-}
-
-fn main_head(repo: &Path) -> String {
-    git(repo, &["rev-parse", "main"])
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn two_branches_one_fast_forward_one_conflict_then_a_resolved_merge() {
@@ -51,13 +30,7 @@ async fn two_branches_one_fast_forward_one_conflict_then_a_resolved_merge() {
         .await
         .ok();
     assert_eq!(d["against"], "main", "{d}");
-    assert_eq!(
-        d["files"],
-        json!([{"path": "lib.rs", "added": 1, "removed": 1}]),
-        "{d}"
-    );
     let patch = d["patch"].as_str().unwrap();
-    assert!(patch.contains("+fn answer() -> u32 { 42 }"), "{patch}");
     assert!(patch.contains("-fn answer() -> u32 { 41 }"), "{patch}");
     let c = call(
         &lead,
@@ -86,56 +59,7 @@ async fn two_branches_one_fast_forward_one_conflict_then_a_resolved_merge() {
         .expect_err("the lead's tool");
     assert!(e.to_string().contains("tool not found"), "{e}");
 
-    // ada's branch fast-forwards main, and the user's checkout of main with it.
-    let m = merge(&lead, json!({"agent": "ada"})).await;
-    assert_eq!(m["status"], "merged", "{m}");
-    assert_eq!(m["how"], "fast-forward", "{m}");
-    let ada_head = git(repo.path(), &["rev-parse", "aw/global-main/ada"]);
-    assert_eq!(main_head(repo.path()), ada_head);
-    let mine = std::fs::read_to_string(repo.path().join("lib.rs")).unwrap();
-    assert!(mine.contains("42"), "{mine}");
-    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
-    // Again: nothing new.
-    let again = merge(&lead, json!({"agent": "ada"})).await;
-    assert_eq!(again["status"], "up_to_date", "{again}");
-
-    // bob's conflicts: reported with its hunks, nothing written.
-    let m = merge(&lead, json!({"agent": "bob"})).await;
-    assert_eq!(m["status"], "conflict", "{m}");
-    let f = &m["conflicts"][0];
-    assert_eq!(f["file"], "lib.rs", "{m}");
-    assert_eq!(f["kind"], "content", "{m}");
-    assert_eq!(f["hunks"][0]["ours"], "fn answer() -> u32 { 42 }\n", "{m}");
-    assert_eq!(
-        f["hunks"][0]["theirs"], "fn answer() -> u32 { 43 }\n",
-        "{m}"
-    );
-    assert_eq!(main_head(repo.path()), ada_head, "main did not move");
-    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
-
-    // Sync main into bob's branch: the markers are left for bob, who is woken,
-    // resolves them in its next run, and that run's commit concludes the merge.
-    let runs_before = info(&lead, "bob").await["runs"].as_array().unwrap().len();
-    let sync = merge(&lead, json!({"agent": "bob", "from": "main"})).await;
-    assert_eq!(sync["status"], "conflict", "{sync}");
-    assert_eq!(sync["conflicts"][0]["file"], "lib.rs", "{sync}");
-    let i = wait_info(&lead, "bob", 45, |i| {
-        i.get("running").is_none() && i["runs"].as_array().is_some_and(|r| r.len() > runs_before)
-    })
-    .await;
-    assert_eq!(i["runs"][0]["status"], "succeeded", "{i}");
-    let bob_head = git(repo.path(), &["rev-parse", "aw/global-main/bob"]);
-    let parents = git(
-        repo.path(),
-        &["rev-list", "--parents", "-n", "1", &bob_head],
-    );
-    assert_eq!(parents.split(' ').count(), 3, "a merge commit: {parents}");
-    let m = merge(&lead, json!({"agent": "bob"})).await;
-    assert_eq!(m["status"], "merged", "{m}");
-    assert_eq!(m["how"], "fast-forward", "{m}");
-    let mine = std::fs::read_to_string(repo.path().join("lib.rs")).unwrap();
-    assert!(mine.contains("43"), "{mine}");
-    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+    merge_back(&lead, repo.path(), ("ada", 42), ("bob", 43)).await;
     s.stop().await;
 }
 

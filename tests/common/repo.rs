@@ -67,3 +67,92 @@ pub async fn writer(answer: u32) -> FakeLlm {
     let steps = [("write_file", json!({"path": "lib.rs", "content": content}))];
     FakeLlm::start(Script::steps(&steps, &format!("answer is {answer} now"))).await
 }
+
+/// A model that writes `lib.rs` its own way in every run, then says so (for an
+/// sdk agent, whose conversation goes on from run to run).
+pub async fn steady_writer(answer: u32) -> FakeLlm {
+    let content = format!("fn answer() -> u32 {{ {answer} }}\n");
+    let steps = [("write_file", json!({"path": "lib.rs", "content": content}))];
+    FakeLlm::start(Script::every_run(
+        &steps,
+        &format!("answer is {answer} now"),
+    ))
+    .await
+}
+
+pub async fn merge(lead: &Client, args: Value) -> Value {
+    call(lead, "branch_merge", args).await.ok()
+}
+
+pub fn main_head(repo: &Path) -> String {
+    git(repo, &["rev-parse", "main"])
+}
+
+/// Two agents' branches, each with one run's change of the same line of
+/// `lib.rs` (to `answer`), brought back: the first fast-forwards main and the
+/// checkout of main; the second conflicts, with its hunks, and main stays as it
+/// was; a sync of main into the second's branch leaves the markers for it, its
+/// next run (the `steady_writer`'s) resolves them in a merge commit, and its
+/// branch then fast-forwards main.
+pub async fn merge_back(lead: &Client, repo: &Path, first: (&str, u32), second: (&str, u32)) {
+    let line = |n: u32| format!("fn answer() -> u32 {{ {n} }}\n");
+    let d = call(lead, "branch_diff", json!({"agent": first.0}))
+        .await
+        .ok();
+    assert_eq!(
+        d["files"],
+        json!([{"path": "lib.rs", "added": 1, "removed": 1}]),
+        "{d}"
+    );
+    let patch = d["patch"].as_str().unwrap();
+    assert!(
+        patch.contains(&format!("+{}", line(first.1).trim_end())),
+        "{patch}"
+    );
+    let m = merge(lead, json!({"agent": first.0})).await;
+    assert_eq!(m["status"], "merged", "{m}");
+    assert_eq!(m["how"], "fast-forward", "{m}");
+    let first_head = git(repo, &["rev-parse", &format!("aw/global-main/{}", first.0)]);
+    assert_eq!(main_head(repo), first_head);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("lib.rs")).unwrap(),
+        line(first.1)
+    );
+    assert_eq!(git(repo, &["status", "--porcelain"]), "");
+    let again = merge(lead, json!({"agent": first.0})).await;
+    assert_eq!(again["status"], "up_to_date", "{again}");
+
+    let m = merge(lead, json!({"agent": second.0})).await;
+    assert_eq!(m["status"], "conflict", "{m}");
+    let f = &m["conflicts"][0];
+    assert_eq!(f["file"], "lib.rs", "{m}");
+    assert_eq!(f["kind"], "content", "{m}");
+    assert_eq!(f["hunks"][0]["ours"], line(first.1), "{m}");
+    assert_eq!(f["hunks"][0]["theirs"], line(second.1), "{m}");
+    assert_eq!(main_head(repo), first_head, "main did not move");
+    assert_eq!(git(repo, &["status", "--porcelain"]), "");
+
+    let runs_before = info(lead, second.0).await["runs"].as_array().unwrap().len();
+    let sync = merge(lead, json!({"agent": second.0, "from": "main"})).await;
+    assert_eq!(sync["status"], "conflict", "{sync}");
+    assert_eq!(sync["conflicts"][0]["file"], "lib.rs", "{sync}");
+    let i = wait_info(lead, second.0, 45, |i| {
+        i.get("running").is_none() && i["runs"].as_array().is_some_and(|r| r.len() > runs_before)
+    })
+    .await;
+    assert_eq!(i["runs"][0]["status"], "succeeded", "{i}");
+    let head = git(
+        repo,
+        &["rev-parse", &format!("aw/global-main/{}", second.0)],
+    );
+    let parents = git(repo, &["rev-list", "--parents", "-n", "1", &head]);
+    assert_eq!(parents.split(' ').count(), 3, "a merge commit: {parents}");
+    let m = merge(lead, json!({"agent": second.0})).await;
+    assert_eq!(m["status"], "merged", "{m}");
+    assert_eq!(m["how"], "fast-forward", "{m}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("lib.rs")).unwrap(),
+        line(second.1)
+    );
+    assert_eq!(git(repo, &["status", "--porcelain"]), "");
+}
