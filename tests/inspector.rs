@@ -103,6 +103,7 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
         "debate-vote",
         "scheduled-digest",
         "coding-team",
+        "teams-guide",
     ] {
         assert!(names.contains(&n), "{n} missing: {names:?}");
     }
@@ -153,6 +154,17 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
     assert!(
         code != 0 && format!("{out}{err}").contains("goal"),
         "a missing goal was not refused: {code} {out} {err}"
+    );
+    // The lead's skill as a prompt, for clients without the Skills extension.
+    let (code, out, err) = inspect(
+        &http,
+        &["--method", "prompts/get", "--prompt-name", "teams-guide"],
+    )
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Contracts cookbook") && out.contains("branch_merge"),
+        "{out}"
     );
     s.stop().await;
 }

@@ -298,7 +298,7 @@ async fn resources_list_pages_through_every_resource_once() {
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     // 30 instances of channel, status, agent info and inbox, the global instance's
-    // channel and status, and the lead's three.
+    // channel and status, the lead's three, and its skill (skill:// sorts last).
     for i in 0..30 {
         new_agents(&lead, &format!("@w{i:02}"), &["coder"]).await;
     }
@@ -311,7 +311,8 @@ async fn resources_list_pages_through_every_resource_once() {
     let (second, last) = page(&lead, Some(cursor)).await;
     assert_eq!(last, None);
     let all: Vec<(String, String)> = first.into_iter().chain(second).collect();
-    assert_eq!(all.len(), 5 + 30 * 4, "{all:?}");
+    assert_eq!(all.len(), 6 + 30 * 4, "{all:?}");
+    assert_eq!(all.last().unwrap().0, "skill://agent-worker-teams/SKILL.md");
     let paged: Vec<&str> = all.iter().map(|(u, _)| u.as_str()).collect();
     let mut sorted = paged.clone();
     sorted.sort();

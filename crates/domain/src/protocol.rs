@@ -71,6 +71,9 @@ pub struct RunConfig {
     /// The agent's own MCP servers, given to its backend beside the team server.
     #[serde(default)]
     pub mcp_servers: std::collections::BTreeMap<String, McpServer>,
+    /// The agent's skills, read at the run's start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<SkillRef>,
     /// Tool classes (read, edit, shell, web, mcp) a contract governs for this agent:
     /// a CLI with a permission hook brings those requests to the kernel
     /// (permission_request) instead of deciding them by its own rules.
@@ -187,6 +190,14 @@ impl McpServer {
             _ => Ok(()),
         }
     }
+}
+
+/// A skill a run may use: its name, what it is for, and its folder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SkillRef {
+    pub name: String,
+    pub description: String,
+    pub dir: PathBuf,
 }
 
 /// One rule of the mock backend: the first rule whose `when` matches a message is

@@ -13,9 +13,9 @@
 #![allow(deprecated)]
 
 use rmcp::model::{
-    CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams, InitializeRequestParams,
-    PaginatedRequestParams, ReadResourceRequestParams, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams, GetSkillRequestParams,
+    InitializeRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -163,6 +163,8 @@ fn check_params(method: &str, params: Option<Value>) -> Result<(), String> {
         "resources/subscribe" => fits::<SubscribeRequestParams>(params, true),
         "resources/unsubscribe" => fits::<UnsubscribeRequestParams>(params, true),
         "prompts/get" => fits::<GetPromptRequestParams>(params, true),
+        "skills/list" => fits::<PaginatedRequestParams>(params, false),
+        "skills/get" => fits::<GetSkillRequestParams>(params, true),
         "completion/complete" => fits::<CompleteRequestParams>(params, true),
         "logging/setLevel" => fits::<SetLevelRequestParams>(params, true),
         "ping" => Ok(()),

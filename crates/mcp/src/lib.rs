@@ -18,6 +18,7 @@ pub mod jsonrpc;
 pub mod prompts;
 pub mod resources;
 pub mod schemas;
+pub mod skills;
 pub mod stdio;
 pub mod subscriptions;
 pub mod tasks;
@@ -42,7 +43,9 @@ agent wakes it at once. Schedules (schedule_set) run agents on an interval or cr
 runaway agents and say why. Watch them with agent_info and team_members. Teams share documents \
 (team_doc_*), long content as resources (resource_create), and decide by vote (team_proposal_create, \
 team_vote). Agents see only the context tools, scoped to their own workflow instance. Use agent_join \
-to let an external MCP client act as an agent.";
+to let an external MCP client act as an agent. How to run teams well (patterns, coding teams with \
+worktrees and merges, a contracts cookbook): skill://agent-worker-teams/SKILL.md, also the prompt \
+teams-guide.";
 
 /// The tool table, built once per process and shared by every handler instance.
 pub struct Tools {
@@ -193,6 +196,7 @@ impl ServerHandler for AgentWorker {
                 .enable_logging()
                 .enable_tasks()
                 .enable_completions()
+                .enable_skills()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -352,9 +356,36 @@ impl ServerHandler for AgentWorker {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let who = caller(&context)?;
+        if skills::is_skill_uri(&request.uri) {
+            return Ok(skills::read(&self.kernel, &who, &request.uri).await?.into());
+        }
         Ok(resources::read(&self.kernel, &who, &request.uri)
             .await?
             .into())
+    }
+
+    /// The caller's skills (the Skills extension): an agent's own, the lead's
+    /// know-how of running teams.
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        let who = caller(&context)?;
+        Ok(ListSkillsResult::with_all_items(
+            skills::list(&self.kernel, &who).await?,
+        ))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        let who = caller(&context)?;
+        Ok(GetSkillResult::new(
+            skills::get(&self.kernel, &who, &request.uri).await?,
+        ))
     }
 
     /// The lead's clients hear what it should notice (an agent paused or failed, a

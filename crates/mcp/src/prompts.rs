@@ -54,6 +54,18 @@ const EXAMPLES: &[Example] = &[
 ];
 
 const START_TEAM: &str = "start-team";
+/// The lead's skill (how to run teams well) as a prompt, for clients without the
+/// Skills extension.
+const TEAMS_GUIDE: &str = "teams-guide";
+const TEAMS_GUIDE_DESCRIPTION: &str = "How to run agent-worker teams well: team patterns, the worktree, diff and merge flow, a contracts cookbook.";
+
+/// The lead's skill without its frontmatter.
+pub fn guide() -> &'static str {
+    let md = crate::skills::LEAD_SKILL_MD;
+    md.strip_prefix("---\n")
+        .and_then(|r| r.split_once("\n---\n"))
+        .map_or(md, |(_, body)| body)
+}
 
 fn argument(name: &str, description: &str, required: bool) -> PromptArgument {
     let mut a = PromptArgument::new(name).with_description(description);
@@ -77,6 +89,8 @@ pub fn list() -> Vec<Prompt> {
             ]),
         )
         .with_title("Start a team"),
+        Prompt::new(TEAMS_GUIDE, Some(TEAMS_GUIDE_DESCRIPTION), None)
+            .with_title("How to run teams well"),
     ];
     for e in EXAMPLES {
         let args = e
@@ -101,6 +115,18 @@ pub fn list() -> Vec<Prompt> {
 pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult, McpError> {
     let empty = JsonObject::new();
     let args = arguments.unwrap_or(&empty);
+    if name == TEAMS_GUIDE {
+        if let Some(k) = args.keys().next() {
+            return Err(McpError::invalid_params(
+                format!("unknown argument {k:?} for prompt {name}: it takes none"),
+                None,
+            ));
+        }
+        return Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, guide())])
+                .with_description(TEAMS_GUIDE_DESCRIPTION),
+        );
+    }
     let text = |k: &str| -> Option<String> {
         args.get(k).map(|v| match v {
             serde_json::Value::String(s) => s.trim().to_owned(),

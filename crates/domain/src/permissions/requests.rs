@@ -33,6 +33,10 @@ pub fn request_of(tool_name: &str, input: &serde_json::Value) -> Option<Request>
         "WebFetch" | "WebSearch" => Request::Web {
             target: s(&["url", "query"]),
         },
+        // Claude Code loading one of the agent's skills: its own know-how, read-only.
+        "Skill" => Request::Team {
+            tool: "Skill".into(),
+        },
         other => {
             let rest = other.strip_prefix("mcp__")?;
             let (server, tool) = rest.split_once("__")?;

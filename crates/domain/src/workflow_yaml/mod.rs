@@ -94,6 +94,8 @@ pub struct AgentDef {
     pub mcp_servers: BTreeMap<String, crate::protocol::McpServer>,
     /// Where its runs work: its cwd, or a git worktree of its own.
     pub workspace: crate::workspace::Workspace,
+    /// Its skills' folders (absolute; each read and checked when the YAML is).
+    pub skills: Vec<PathBuf>,
 }
 
 /// The workflow's shared documents. All `None` = the kernel's defaults.

@@ -31,6 +31,9 @@ pub struct AgentConfig {
     /// Where its runs work: its cwd (shared) or a git worktree of its own.
     #[serde(default, skip_serializing_if = "is_shared")]
     pub workspace: Workspace,
+    /// Its skills: folders holding SKILL.md (absolute), read again at each run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<std::path::PathBuf>,
 }
 
 fn is_shared(w: &Workspace) -> bool {

@@ -86,6 +86,9 @@ pub struct AgentView {
     /// repository, base, branch and base commit, as made).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<domain::workspace::Workspace>,
+    /// Its skills' folders (each holds a SKILL.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
     /// The node (kernel) that runs it; absent for an agent without a worker (the
     /// lead's `agent-worker://nodes` resource lists the nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,6 +139,11 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
                 .map(|(k, v)| (k.clone(), v.into()))
                 .collect(),
             workspace: config.workspace.is_worktree().then_some(config.workspace),
+            skills: config
+                .skills
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         },
     ))
 }
@@ -254,6 +262,12 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
 /// Checks what an agent may do and use: its permissions must be expressible on
 /// its backend exactly, and its MCP servers well formed (and usable by it).
 pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Result<()> {
+    // An external agent is served its skills through the Skills extension.
+    if !config.skills.is_empty() && backend.parse() == Ok(domain::backends::Backend::Human) {
+        return Err(Error::invalid(
+            "skills: a human member is given no skills; leave skills out",
+        ));
+    }
     if config.workspace.is_worktree() && has_no_worker(backend) {
         return Err(Error::invalid(format!(
             "workspace: a {backend} agent has no runs to work in a worktree; leave workspace out"

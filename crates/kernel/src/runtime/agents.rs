@@ -43,6 +43,8 @@ pub struct AgentUpdate {
     pub max_steps: Option<u32>,
     /// A new workspace: a worktree is made, or removed with its branch kept.
     pub workspace: Option<domain::workspace::Workspace>,
+    /// Replaces the whole set (empty: none).
+    pub skills: Option<Vec<std::path::PathBuf>>,
 }
 
 impl AgentUpdate {
@@ -56,6 +58,7 @@ impl AgentUpdate {
             && self.mcp_servers.is_none()
             && self.max_steps.is_none()
             && self.workspace.is_none()
+            && self.skills.is_none()
     }
 }
 
@@ -70,6 +73,7 @@ fn cleared(v: Option<String>, current: Option<String>) -> Option<String> {
 impl Runtime {
     pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
         validate(&a)?;
+        check_skills(&a.config.skills).await?;
         if let Some((_, Some(p))) = &a.schedule
             && p.chars().count() > schedules::MAX_PROMPT_CHARS
         {
@@ -249,7 +253,7 @@ impl Runtime {
         if u.is_empty() {
             return Err(Error::invalid(
                 "nothing to change: give at least one of permissions, model, system, cwd, env, budget, \
-                 mcp_servers, max_steps, workspace",
+                 mcp_servers, max_steps, workspace, skills",
             ));
         }
         let rec = self.registry.agent_get(target).await?;
@@ -267,6 +271,10 @@ impl Runtime {
         }
         if let Some(n) = u.max_steps {
             config.max_steps = Some(n);
+        }
+        if let Some(s) = u.skills {
+            check_skills(&s).await?;
+            config.skills = s;
         }
         if let Some(e) = u.env {
             env = e;
@@ -416,4 +424,19 @@ impl Runtime {
             schedule: schedule.map(|row| crate::runtime::schedules::view(target, row)),
         })
     }
+}
+
+/// Reads the skills' folders (off the runtime's threads): an error names the
+/// skill and its file.
+pub(crate) async fn check_skills(
+    dirs: &[std::path::PathBuf],
+) -> Result<Vec<domain::skills::Skill>> {
+    if dirs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dirs = dirs.to_vec();
+    tokio::task::spawn_blocking(move || domain::skills::load_all(&dirs))
+        .await
+        .map_err(|e| Error::internal(e.to_string()))?
+        .map_err(Error::invalid)
 }

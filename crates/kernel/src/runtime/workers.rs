@@ -203,7 +203,11 @@ impl Runtime {
         let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
         let cwd = match self.run_folder(&spec, &state_dir).await {
             Ok(cwd) => cwd,
-            Err(e) => return Err(self.workspace_broken(&spec, e).await),
+            Err(e) => return Err(self.start_refused(&spec, e).await),
+        };
+        let skills = match super::agents::check_skills(&spec.config.skills).await {
+            Ok(s) => s.into_iter().map(skill_ref).collect(),
+            Err(e) => return Err(self.start_refused(&spec, e).await),
         };
         let run_id = uuid::Uuid::now_v7().to_string();
         let stop = CancellationToken::new();
@@ -234,7 +238,7 @@ impl Runtime {
         };
         self.hold_worktree(&spec).await;
         match self
-            .prepare(&spec, (&run_id, &cwd), wake, prompt, url)
+            .prepare(&spec, (&run_id, &cwd, skills), wake, prompt, url)
             .await
         {
             Ok(cmd) => {
@@ -322,7 +326,7 @@ impl Runtime {
     async fn prepare(
         &self,
         spec: &Spec,
-        (run_id, cwd): (&str, &std::path::Path),
+        (run_id, cwd, skills): (&str, &std::path::Path, Vec<protocol::SkillRef>),
         wake: Wake,
         prompt: Option<String>,
         url: String,
@@ -390,6 +394,7 @@ impl Runtime {
             max_steps: spec.config.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
             permissions,
             mcp_servers: spec.config.mcp_servers.clone(),
+            skills,
             governed,
         };
         let mut cmd = tokio::process::Command::new(&self.workers.exe);
@@ -548,5 +553,13 @@ impl Runtime {
             self.resumed(agent_id).await?;
         }
         Ok(())
+    }
+}
+
+fn skill_ref(s: domain::skills::Skill) -> protocol::SkillRef {
+    protocol::SkillRef {
+        name: s.name,
+        description: s.description,
+        dir: s.dir,
     }
 }

@@ -341,6 +341,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     permissions: a.permissions.clone(),
                     mcp_servers: a.mcp_servers.clone(),
                     workspace: a.workspace.clone(),
+                    skills: a.skills.clone(),
                 },
                 wakeup,
             };

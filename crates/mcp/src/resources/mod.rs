@@ -173,6 +173,11 @@ pub async fn list(
         items.sort_by(|a, b| a.uri.cmp(&b.uri));
         out.extend(items.into_iter().filter(|r| beyond(&r.uri)));
     }
+    // The lead's skill (skill:// sorts after every agent-worker:// URI).
+    let skill = lead_skill();
+    if caller.is_lead() && out.len() <= PAGE && beyond(&skill.uri) {
+        out.push(skill);
+    }
     if out.len() <= PAGE {
         return Ok((out, None));
     }
@@ -201,6 +206,16 @@ fn read_cursor(cursor: &str) -> Result<String, McpError> {
                 None,
             )
         })
+}
+
+/// The lead's skill as a resource, for clients without the Skills extension.
+fn lead_skill() -> Resource {
+    resource(
+        format!("skill://{}/SKILL.md", crate::skills::LEAD_SKILL),
+        crate::skills::LEAD_SKILL.into(),
+        "How to run teams well: patterns, the worktree and merge flow, a contracts cookbook.",
+        "text/markdown",
+    )
 }
 
 /// The store-wide resources only the lead lists, in URI order.

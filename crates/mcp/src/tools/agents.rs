@@ -88,6 +88,9 @@ pub struct AgentNewArgs {
     pub mcp_servers: BTreeMap<String, McpServer>,
     #[serde(default)]
     pub workspace: Option<WorkspaceArg>,
+    /// Its skills: absolute folders, each holding a SKILL.md.
+    #[serde(default)]
+    pub skills: Vec<String>,
 }
 
 /// agent_update: what to change (everything else stays).
@@ -128,6 +131,9 @@ pub struct AgentUpdateArgs {
     /// and keeps its branch.
     #[serde(default)]
     pub workspace: Option<WorkspaceArg>,
+    /// Replaces its skills ([] for none).
+    #[serde(default)]
+    pub skills: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -153,6 +159,24 @@ pub struct AgentJoinArgs {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AgentOut {
     pub agent: AgentView,
+}
+
+/// The `skills` argument: absolute folders.
+fn read_skills(s: &[String]) -> Result<Vec<std::path::PathBuf>, ToolError> {
+    s.iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let p = std::path::PathBuf::from(p.trim());
+            if p.is_absolute() {
+                Ok(p)
+            } else {
+                Err(ToolError(format!(
+                    "skills[{i}]: {} is not an absolute path; give the skill's folder as one",
+                    p.display()
+                )))
+            }
+        })
+        .collect()
 }
 
 /// Checks the `permissions` argument; the error names the entry at fault.
@@ -233,7 +257,7 @@ impl AgentWorker {
     /// max_cost_usd}), `mcp_servers` ({name: {command, args, env} or {url, headers}}),
     /// `mock` (mock only: a list of rules {when, send, reply, ...}), `max_steps`, `node`,
     /// `workspace` ("worktree": a git worktree of its own on its own branch, committed
-    /// after every run; default "shared", its cwd).
+    /// after every run; default "shared", its cwd), `skills` (folders holding a SKILL.md).
     #[tool(
         title = "Create an agent",
         annotations(
@@ -264,6 +288,7 @@ impl AgentWorker {
                 permissions,
                 mcp_servers: a.mcp_servers,
                 workspace: read_workspace(a.workspace.as_ref())?.unwrap_or_default(),
+                skills: read_skills(&a.skills)?,
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
             node: given(&a.node).map(str::to_owned),
@@ -278,8 +303,8 @@ impl AgentWorker {
     }
 
     /// Change an agent after it was made: its permissions, model, system prompt, folder,
-    /// environment, guards, own MCP servers, step cap or `workspace` (to a worktree, or
-    /// back to "shared", which keeps the branch). Only what you give changes; the
+    /// environment, guards, own MCP servers, step cap, `skills` or `workspace` (to a
+    /// worktree, or back to "shared", which keeps the branch). Only what you give changes; the
     /// result is checked as agent_new checks a new agent. A run in progress keeps what it
     /// started with; the next run uses the change. `target` names the agent ("name" or
     /// "name@workflow:tag"); `permissions`, `env`, `budget` and `mcp_servers` take the
@@ -309,6 +334,7 @@ impl AgentWorker {
             mcp_servers: a.mcp_servers,
             max_steps: a.max_steps,
             workspace: read_workspace(a.workspace.as_ref())?,
+            skills: a.skills.as_deref().map(read_skills).transpose()?,
         };
         let agent = self.kernel.agent_update(&a.target, u).await?;
         let warning = if changed_env {

@@ -16,6 +16,7 @@ mod cursor;
 mod gemini;
 pub mod locate;
 mod opencode;
+mod skills;
 mod workspace;
 
 pub use workspace::WorkspaceFile;
@@ -335,6 +336,14 @@ impl Cli {
             Kind::Gemini => gemini::invocation(run, session, &scratch)?,
             Kind::OpenCode => opencode::invocation(run, session, &scratch)?,
         };
+        let _placed = skills::place(
+            self.kind,
+            &run.cfg.skills,
+            &run.cfg.cwd,
+            &scratch,
+            &mut inv,
+            run.report,
+        )?;
         // Some CLIs take their project folder from PWD, not from their working
         // directory (OpenCode would call the agent's own folder external).
         inv.env

@@ -21,6 +21,7 @@ pub(crate) mod local;
 mod openai;
 pub mod price;
 mod servers;
+mod skills;
 
 use super::client::ToolFailed;
 use super::protocol::{ErrorClass, Usage};
@@ -208,6 +209,7 @@ async fn tool_loop(
         });
     }
     tools.extend(servers.tools().await?);
+    tools.extend(skills::tool(&run.cfg.skills));
     let local = local::Local {
         root: fs::Root::new(&run.cfg.cwd).map_err(|e| Failure::new(ErrorClass::Other, e))?,
         permissions: &run.cfg.permissions,
@@ -215,7 +217,7 @@ async fn tool_loop(
         stop: run.stop,
         report: run.report,
     };
-    let system = prompt::system(run.cfg);
+    let system = prompt::system(run.cfg) + &skills::section(&run.cfg.skills);
     let provider = match ep.provider {
         Provider::Anthropic => "anthropic",
         Provider::OpenAi => "openai",
@@ -301,6 +303,9 @@ async fn answer(
     if let Some(why) = super::client::oversized(&name, &args) {
         run.report.progress(why.clone());
         return Ok((why, true));
+    }
+    if name == skills::TOOL && !run.cfg.skills.is_empty() {
+        return Ok(skills::load(&run.cfg.skills, &args).await);
     }
     if let Some(r) = local.call(&name, &args).await {
         return Ok(r);

@@ -97,6 +97,7 @@ impl Doc<'_> {
         };
         let cwd = self.agent_cwd(&f, scope)?;
         let workspace = self.agent_workspace(&f)?;
+        let skills = self.agent_skills(&f)?;
         let env = match set("env") {
             None => BTreeMap::new(),
             Some((ep, en)) => self.env(en, &ep)?,
@@ -133,6 +134,7 @@ impl Doc<'_> {
             permissions,
             mcp_servers,
             workspace,
+            skills,
         })
     }
 

@@ -106,6 +106,35 @@ impl Doc<'_> {
         Ok(Some(self.path(raw, &cp)?))
     }
 
+    /// `skills`: folders holding a SKILL.md each (relative to the YAML's folder),
+    /// read and checked now, so a mistake points at its line.
+    pub(super) fn agent_skills(&self, f: &Fields) -> Result<Vec<PathBuf>, SpecError> {
+        let Some((sp, sn)) = f.set("skills") else {
+            return Ok(Vec::new());
+        };
+        let Node::Seq(items) = sn else {
+            return Err(self.err(
+                &sp,
+                "skills must be a list of folders",
+                "write skills: [./skills/review-checklist]",
+            ));
+        };
+        let mut dirs = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let ip = with(&sp, Step::Item(i));
+            let raw = self.non_empty_text(item, &ip, "./skills/review-checklist")?;
+            dirs.push(self.path(raw, &ip)?);
+        }
+        if let Err(e) = crate::skills::load_all(&dirs) {
+            return Err(self.err(
+                &sp,
+                e,
+                "each skill is a folder holding SKILL.md with a frontmatter of name and description",
+            ));
+        }
+        Ok(dirs)
+    }
+
     /// `workspace`: `shared`, `worktree` or `{mode, repo, base, branch}` (as
     /// agent_new); a relative `repo` is the YAML's folder's.
     pub(super) fn agent_workspace(&self, f: &Fields) -> Result<Workspace, SpecError> {

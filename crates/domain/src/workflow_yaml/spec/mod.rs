@@ -61,6 +61,7 @@ const AGENT_KEYS: &[&str] = &[
     "system_prompt",
     "cwd",
     "workspace",
+    "skills",
     "env",
     "node",
     "wakeup",

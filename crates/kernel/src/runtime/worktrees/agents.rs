@@ -154,9 +154,10 @@ impl Runtime {
         }
     }
 
-    /// A run cannot start because its worktree is gone or broken: the agent is
-    /// paused with the reason (its messages wait), and the start fails with it.
-    pub(in crate::runtime) async fn workspace_broken(
+    /// A run cannot start because what it works with is gone or broken (its
+    /// worktree, a skill's folder): the agent is paused with the reason (its
+    /// messages wait), and the start fails with it.
+    pub(in crate::runtime) async fn start_refused(
         self: &std::sync::Arc<Self>,
         spec: &crate::runtime::workers::Spec,
         e: Error,

@@ -457,6 +457,11 @@ async fn commit_all(
     author: &str,
     message: &str,
 ) -> std::result::Result<Option<String>, String> {
+    // Skills a killed worker left in the worktree are the run's tools, not its work.
+    if let At::Worktree { dir, .. } = at {
+        let dir = dir.to_owned();
+        let _ = tokio::task::spawn_blocking(move || domain::skills::remove_placed(&dir)).await;
+    }
     git(at, &["add", "-A"]).await?;
     // A sync's merge left for the agent is concluded by this commit, even when
     // the agent resolved it to its own side (no change against its last commit).
