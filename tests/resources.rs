@@ -330,7 +330,7 @@ async fn resources_list_pages_through_every_resource_once() {
     }
     // Listing again from the start shows the late one.
     let listed = uris(&lead).await;
-    assert_eq!(listed.len(), 5 + 31 * 4);
+    assert_eq!(listed.len(), 6 + 31 * 4);
 
     for bad in ["bogus", "after:https://example.com/"] {
         let e = lead

@@ -31,6 +31,7 @@ async fn tool_schema_files_match_the_server() {
             serde_json::to_string_pretty(&v).unwrap() + "\n",
         );
     }
+    expected.insert(AGENT_VIEW.into(), agent_view().await);
     if update {
         for entry in std::fs::read_dir(&schema_dir).unwrap() {
             let p = entry.unwrap().path();
@@ -63,6 +64,77 @@ async fn tool_schema_files_match_the_server() {
     );
 }
 
+/// The tools an agent is shown (without the lead's `workflow` argument), as
+/// `{name, description, inputSchema}`: what scripts/context-cost and
+/// [`the_tool_lists_fit_their_token_budgets`] count for an agent. (A run's own
+/// session also has `permission_request`, which no model is shown.)
+const AGENT_VIEW: &str = "agent-view.json";
+
+async fn agent_view() -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    call(
+        &lead,
+        "agent_new",
+        serde_json::json!({"name": "a", "backend": "external"}),
+    )
+    .await
+    .ok();
+    let agent = join(&s, &lead, "a", Proto::Modern).await;
+    let tools: Vec<serde_json::Value> = agent
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| shown(&serde_json::to_value(&t).unwrap()))
+        .collect();
+    s.stop().await;
+    serde_json::to_string_pretty(&tools).unwrap() + "\n"
+}
+
+/// A tool as a model is shown it.
+fn shown(t: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]})
+}
+
+/// What a list of tools costs a model, as scripts/context-cost counts it: each as
+/// `{name, description, inputSchema}` in compact JSON, characters / 4.
+fn cost(tools: &[serde_json::Value]) -> usize {
+    tools
+        .iter()
+        .map(|t| serde_json::to_string(&shown(t)).unwrap().chars().count())
+        .sum::<usize>()
+        / 4
+}
+
+fn read(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The lead's tool list costs at most 6,000 tokens, an agent's at most 2,500
+/// (how-to lives in the lead's skill, shapes in errors that name the field).
+#[test]
+fn the_tool_lists_fit_their_token_budgets() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tool-schemas");
+    let lead: Vec<serde_json::Value> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.ends_with(AGENT_VIEW))
+        .map(|p| read(&p))
+        .collect();
+    let agent = read(&dir.join(AGENT_VIEW));
+    let (lead, agent) = (cost(&lead), cost(agent.as_array().unwrap()));
+    assert!(
+        lead <= 6_000,
+        "the lead's tools cost ~{lead} tokens; the budget is 6,000"
+    );
+    assert!(
+        agent <= 2_500,
+        "an agent's tools cost ~{agent} tokens; the budget is 2,500"
+    );
+}
+
 /// Whether a parameter's schema is more than a plain scalar: an object, a list, a
 /// choice of values or of shapes (what a model gets wrong without being told).
 fn structured(s: &serde_json::Value) -> bool {
@@ -83,7 +155,11 @@ fn every_tool_description_stands_alone() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tool-schemas");
     let mut unnamed = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let path = entry.unwrap().path();
+        if path.ends_with(AGENT_VIEW) {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
         let tool: serde_json::Value = serde_json::from_str(&text).unwrap();
         let (schema, description) = (&tool["inputSchema"], tool["description"].as_str().unwrap());
         let required: Vec<&str> = schema["required"]

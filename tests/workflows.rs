@@ -688,6 +688,12 @@ async fn the_coding_team_example_runs_with_its_permissions() {
     let after = std::fs::read_to_string(project.join("retry.rs")).unwrap();
     assert!(after.contains("1 << attempt.min(2)"), "{after}");
     std::fs::remove_dir_all(&project).unwrap();
+    // `${{ project }}` was filled in before any folder was made, never taken as a name.
+    let literal = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("${{ project }}");
+    assert!(
+        !literal.exists(),
+        "a folder named after the unfilled cwd was made"
+    );
     for (name, means) in [
         ("coder", "may read, create and edit files in its folder"),
         (

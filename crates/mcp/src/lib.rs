@@ -54,6 +54,9 @@ pub struct Tools {
     management: HashSet<String>,
     /// Every tool as clients see it: schemas made portable (see [`schemas`]).
     listed: Vec<Tool>,
+    /// The tools an agent may see, without the lead's `workflow` argument (an
+    /// agent acts in its own instance).
+    for_agents: Vec<Tool>,
     /// Resource subscriptions of every session (started with the first one).
     hub: std::sync::OnceLock<Arc<subscriptions::Hub>>,
     /// agent_ask and workflow_run run as tasks (see [`tasks`]).
@@ -63,7 +66,7 @@ pub struct Tools {
 impl Tools {
     pub fn new() -> Arc<Self> {
         let management = AgentWorker::management_tools();
-        let names = management
+        let names: HashSet<String> = management
             .list_all()
             .into_iter()
             .map(|t| t.name.to_string())
@@ -83,11 +86,23 @@ impl Tools {
                 }
                 t
             })
+            .collect::<Vec<Tool>>();
+        let for_agents = listed
+            .iter()
+            .filter(|t| !names.contains(t.name.as_ref()))
+            .map(|t| {
+                let mut t = t.clone();
+                let mut input = (*t.input_schema).clone();
+                schemas::without(&mut input, "workflow");
+                t.input_schema = Arc::new(input);
+                t
+            })
             .collect();
         Arc::new(Self {
             router,
             management: names,
             listed,
+            for_agents,
             hub: std::sync::OnceLock::new(),
             tasks: rmcp::task_manager::TaskManager::new(),
         })
@@ -97,20 +112,25 @@ impl Tools {
         self.management.contains(name)
     }
 
-    fn get(&self, name: &str) -> Option<&Tool> {
-        self.listed.iter().find(|t| t.name == name)
+    /// A tool as `caller` sees it.
+    fn get(&self, caller: &Caller, name: &str) -> Option<&Tool> {
+        self.seen_by(caller).iter().find(|t| t.name == name)
+    }
+
+    fn seen_by(&self, caller: &Caller) -> &[Tool] {
+        match caller {
+            Caller::Lead => &self.listed,
+            Caller::Agent(_) => &self.for_agents,
+        }
     }
 
     fn visible_to(&self, caller: &Caller) -> Vec<Tool> {
-        self.listed
+        self.seen_by(caller)
             .iter()
-            .filter(|t| match caller {
-                // How a worker run asks before a tool runs: only runs see it.
-                _ if t.name == tools::contracts::PERMISSION_TOOL => {
-                    matches!(caller, Caller::Agent(a) if a.run_id.is_some())
-                }
-                Caller::Lead => true,
-                Caller::Agent(_) => !self.is_management(&t.name),
+            // How a worker run asks before a tool runs: only runs see it.
+            .filter(|t| {
+                t.name != tools::contracts::PERMISSION_TOOL
+                    || matches!(caller, Caller::Agent(a) if a.run_id.is_some())
             })
             .cloned()
             .collect()
@@ -224,7 +244,7 @@ impl ServerHandler for AgentWorker {
                 None,
             ));
         }
-        if let (Some(tool), Some(args)) = (self.tools.get(&request.name), &request.arguments)
+        if let (Some(tool), Some(args)) = (self.tools.get(&who, &request.name), &request.arguments)
             && let Some(why) = schemas::unknown_arguments(&request.name, &tool.input_schema, args)
         {
             return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
@@ -517,7 +537,7 @@ impl ServerHandler for AgentWorker {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.get(name).cloned()
+        self.tools.get(&Caller::Lead, name).cloned()
     }
 }
 

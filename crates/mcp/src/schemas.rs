@@ -30,6 +30,16 @@ const STANDARD_FORMATS: &[&str] = &[
     "regex",
 ];
 
+/// Takes the property `name` out of an input schema (and out of `required`).
+pub fn without(schema: &mut Map<String, Value>, name: &str) {
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.remove(name);
+    }
+    if let Some(Value::Array(req)) = schema.get_mut("required") {
+        req.retain(|r| r != name);
+    }
+}
+
 /// Rewrites a schema to the portable form (see the module docs).
 pub fn portable(schema: &mut Map<String, Value>, input: bool) {
     let defs = schema

@@ -93,7 +93,7 @@ impl Workflows {
         super::setup::run_setup(&wf.setup, &mut vars, &wf.source_dir)
             .await
             .map_err(|e| Error::invalid(format!("{wref}: {e}. Nothing was started.")))?;
-        create_agent_folders(&wf).await?;
+        create_agent_folders(&wf, &vars).await?;
         let mut agents = registered(&wf, &vars)?;
         self.make_worktrees(&wref, &mut agents).await?;
         let kickoff = wf
@@ -387,11 +387,12 @@ fn path_string(p: &Path) -> String {
 }
 
 /// Creates the folders the agents name as their `cwd` (before `registered` checks
-/// them as agent_new does).
-async fn create_agent_folders(wf: &Workflow) -> Result<()> {
+/// them as agent_new does), with what `${{ }}` names in them filled in.
+async fn create_agent_folders(wf: &Workflow, vars: &Vars) -> Result<()> {
     for a in &wf.agents {
         if let Some(cwd) = &a.cwd {
-            tokio::fs::create_dir_all(cwd).await.map_err(|e| {
+            let cwd = agent_cwd(cwd, vars, &wf.source_dir)?;
+            tokio::fs::create_dir_all(&cwd).await.map_err(|e| {
                 Error::invalid(format!(
                     "agents.{}.cwd {}: cannot create it: {e}",
                     a.name,

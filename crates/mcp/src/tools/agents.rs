@@ -24,72 +24,56 @@ pub const DEFAULT_JOIN_TTL: &str = "24h";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentNewArgs {
-    /// The agent's name: starts with a letter, then letters, digits, '_' or '-'. Others @mention it by this name.
     pub name: String,
-    /// Worker backend: claude, codex, cursor, gemini, opencode, sdk, mock, external (no
-    /// worker: a client connected with agent_join acts as the agent) or human (a person: no
-    /// worker; contracts may name them as approvers or route messages to them).
     #[schemars(extend("enum" = ["claude", "codex", "cursor", "gemini", "opencode", "sdk", "mock", "external", "human"]))]
     pub backend: String,
-    /// Model for the backend, e.g. "sonnet" or "gpt-5.5" (default: the backend's own).
+    /// E.g. "sonnet" (default: the backend's).
     #[serde(default)]
     #[schemars(with = "String")]
     pub model: Option<String>,
-    /// System prompt: the agent's role and standing instructions.
+    /// Its role.
     #[serde(default)]
     #[schemars(with = "String")]
     pub system: Option<String>,
-    /// The workflow instance to register in, e.g. "@review:pr-1" (default "@global:main"; created if new).
+    /// E.g. "@review:pr-1" (default "@global:main").
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// The node (kernel) to run it on, when several share the store (the lead's
-    /// agent-worker://nodes resource lists them; default: the live node with the
-    /// fewest agents).
+    /// The node to run it on (default: the least loaded).
     #[serde(default)]
     #[schemars(with = "String")]
     pub node: Option<String>,
-    /// Absolute working directory for the agent's worker (must exist).
+    /// Absolute, existing folder.
     #[serde(default)]
     #[schemars(with = "String")]
     pub cwd: Option<String>,
-    /// Extra environment variables for the agent's worker: API keys, base URLs, PATH
-    /// (names starting with AW_ or AGENT_WORKER_ are reserved).
+    /// API keys, base URLs.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Mock backend only: its script. Each rule may have `when` (case-insensitive
-    /// regex on a message) and actions: sleep ("2s"), write {path, content} (a file in
-    /// its folder, as its permissions allow), send (+ to), doc_append {file, content},
-    /// vote {proposal, choice, reason}, resource, fail, reply.
-    /// `{from}`, `{name}` and `{message}` are filled in. Without rules a mock
-    /// acknowledges its inbox in one message.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_array")]
     pub mock: Vec<MockRule>,
-    /// Model turns per run at most (default 30).
+    /// Model turns per run (default 30).
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 500))]
     pub max_steps: Option<u32>,
-    /// Run it on a schedule as well as when messaged: {"every": "30m"} (that long after
-    /// it was last idle) or {"cron": "0 9 * * 1-5"} (local time), with an optional
-    /// "prompt" for those runs. schedule_set changes it later.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
     pub schedule: Option<ScheduleArgs>,
-    /// Guards: max_runs_per_hour (default 60), max_hops (agent-to-agent messages without
-    /// one from you, default 30), max_tokens, max_cost_usd. A guard that trips pauses the
-    /// agent and tells you why.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
     pub budget: Option<Budget>,
     #[serde(default)]
+    #[schemars(schema_with = "super::any_value")]
     pub permissions: Option<PermissionsArg>,
-    /// Extra MCP servers for this agent, by name: {"command", "args", "env"} for one it
-    /// starts (stdio) or {"url", "headers"} for one it reaches over HTTP. Given to its
-    /// backend beside the team server; env and header values are never shown back.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
     pub mcp_servers: BTreeMap<String, McpServer>,
     #[serde(default)]
+    #[schemars(schema_with = "super::any_value")]
     pub workspace: Option<WorkspaceArg>,
-    /// Its skills: absolute folders, each holding a SKILL.md.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_array")]
     pub skills: Vec<String>,
 }
 
@@ -97,49 +81,45 @@ pub struct AgentNewArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentUpdateArgs {
-    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
     pub target: String,
     #[serde(default)]
+    #[schemars(schema_with = "super::any_value")]
     pub permissions: Option<PermissionsArg>,
-    /// A new model ("" for the backend's default).
+    /// "" for the backend's default.
     #[serde(default)]
     #[schemars(with = "String")]
     pub model: Option<String>,
-    /// A new system prompt ("" for none).
+    /// "" for none.
     #[serde(default)]
     #[schemars(with = "String")]
     pub system: Option<String>,
-    /// A new absolute working directory ("" for the default); a CLI starts a new
-    /// conversation there.
+    /// "" for the default.
     #[serde(default)]
     #[schemars(with = "String")]
     pub cwd: Option<String>,
-    /// Replaces the whole environment of its worker.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
-    /// Replaces its guards.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
     pub budget: Option<Budget>,
-    /// Replaces its own MCP servers ({} for none).
     #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
     pub mcp_servers: Option<BTreeMap<String, McpServer>>,
-    /// Model turns per run at most.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 500))]
     pub max_steps: Option<u32>,
-    /// A new workspace: switching to a worktree makes one; back to shared removes it
-    /// and keeps its branch.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_value")]
     pub workspace: Option<WorkspaceArg>,
-    /// Replaces its skills ([] for none).
     #[serde(default)]
+    #[schemars(schema_with = "super::any_array")]
     pub skills: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentListArgs {
-    /// Only this workflow instance, e.g. "@review:pr-1" (default: every instance).
+    /// Only this instance's, e.g. "@review:pr-1".
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
@@ -148,9 +128,8 @@ pub struct AgentListArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentJoinArgs {
-    /// The agent to act as: "alice", "alice@review" or "alice@review:pr-1".
     pub target: String,
-    /// How long the token is valid, e.g. "2h" or "7d" (default 24h, at most 30 days).
+    /// E.g. "2h" (default 24h, at most 30 days).
     #[serde(default)]
     #[schemars(with = "String")]
     pub ttl: Option<String>,
@@ -217,9 +196,8 @@ pub struct DeletedOut {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentDeleteArgs {
-    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
     pub target: String,
-    /// Worktree agents: also delete its branch (by default it is kept, with its commits).
+    /// Also delete a worktree agent's branch (kept by default).
     #[serde(default)]
     pub discard: bool,
 }
@@ -244,20 +222,14 @@ pub struct JoinOut {
 
 #[tool_router(router = agent_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Register a new agent: a named team member with a worker backend and a role. It joins
-    /// the workflow instance's channel and can be @mentioned at once. Fails if the name is
-    /// taken in that instance.
-    /// Required: `name` (a letter, then letters, digits, _ or -) and `backend` (claude,
-    /// codex, cursor, gemini, opencode, sdk, mock, external or human). Optional: `model`,
-    /// `system` (its role), `workflow` ("@name:tag", default "@global:main"), `cwd`
-    /// (absolute, existing), `env` (object of strings: API keys, base URLs), `permissions`
-    /// ("read", "edit" (default) or "full", or {profile, allow: [...], deny: [...]} with
-    /// classes like "shell:git *"), `schedule` ({every: "30m"} or {cron: "0 9 * * 1-5"},
-    /// optional prompt), `budget` ({max_runs_per_hour, max_hops, max_tokens,
-    /// max_cost_usd}), `mcp_servers` ({name: {command, args, env} or {url, headers}}),
-    /// `mock` (mock only: a list of rules {when, send, reply, ...}), `max_steps`, `node`,
-    /// `workspace` ("worktree": a git worktree of its own on its own branch, committed
-    /// after every run; default "shared", its cwd), `skills` (folders holding a SKILL.md).
+    /// Register an agent `name` (a letter, then letters, digits, _ or -) with a `backend`
+    /// (external: a client joined with agent_join; human: a person), `env` {KEY: value}.
+    /// Shapes: `permissions`
+    /// "read", "edit" (default), "full" or {profile, allow, deny} ("shell:git *"); `schedule`
+    /// {every: "30m"} or {cron, prompt}; `budget` {max_runs_per_hour, max_hops, max_tokens,
+    /// max_cost_usd}; `mcp_servers` {name: {command, args, env} or {url, headers}}; `mock`
+    /// rules {when, send, to, write, reply, ...}; `workspace` "worktree" (its own git
+    /// worktree and branch) or {mode, repo, base, branch}; `skills` [SKILL.md folders].
     #[tool(
         title = "Create an agent",
         annotations(
@@ -302,13 +274,9 @@ impl AgentWorker {
         Ok(Json(AgentMadeOut { agent, warning }))
     }
 
-    /// Change an agent after it was made: its permissions, model, system prompt, folder,
-    /// environment, guards, own MCP servers, step cap, `skills` or `workspace` (to a
-    /// worktree, or back to "shared", which keeps the branch). Only what you give changes; the
-    /// result is checked as agent_new checks a new agent. A run in progress keeps what it
-    /// started with; the next run uses the change. `target` names the agent ("name" or
-    /// "name@workflow:tag"); `permissions`, `env`, `budget` and `mcp_servers` take the
-    /// shapes agent_new takes (`env` and `mcp_servers` replace the whole map).
+    /// Change an agent (`target`): only what is given, checked as agent_new checks, from its
+    /// next run; `permissions`, `env`, `budget`, `mcp_servers`, `workspace` and `skills` as
+    /// agent_new takes them (maps and lists replace). Workspace "shared" keeps its branch.
     #[tool(
         title = "Change an agent",
         annotations(
@@ -348,7 +316,7 @@ impl AgentWorker {
         Ok(Json(AgentMadeOut { agent, warning }))
     }
 
-    /// List agents with their backend, model and state: all of them, or one workflow instance's.
+    /// Agents with backend, model, state and node.
     #[tool(
         title = "List agents",
         annotations(
@@ -367,10 +335,8 @@ impl AgentWorker {
         }))
     }
 
-    /// Everything about one agent (`target`: "name" or "name@workflow:tag"): its
-    /// configuration, lifecycle state, self-reported status, how many messages wait in its
-    /// inbox, its recent runs (status, errors in the backend's own words, usage) and its
-    /// total usage and cost.
+    /// One agent (`target`): configuration, state, inbox, recent runs (errors, usage,
+    /// commits), totals, worktree.
     #[tool(
         title = "Show an agent",
         annotations(
@@ -387,10 +353,8 @@ impl AgentWorker {
         Ok(Json(self.kernel.agent_info(&a.target).await?))
     }
 
-    /// Delete an agent (`target`: "name" or "name@workflow:tag"): its running worker is
-    /// stopped first, its tokens stop working, its unread deliveries are dropped and its own
-    /// folder in the data dir goes. The channel, its messages and documents stay. A worktree
-    /// agent's worktree goes after a last commit; its branch stays unless `discard`.
+    /// Delete an agent (`target`): its worker stops, its tokens end; channel and documents
+    /// stay. A worktree agent's branch stays unless `discard`.
     #[tool(
         title = "Delete an agent",
         annotations(
@@ -411,13 +375,8 @@ impl AgentWorker {
         }))
     }
 
-    /// Let an external MCP client (Claude Code, Codex, Cursor, the Inspector...) act as the
-    /// agent `target` ("name" or "name@workflow:tag", made with backend external): mints a bearer token with a time limit and returns it two ways, with
-    /// ready-to-paste client configuration for each: `configs`, HTTP to the kernel's URL
-    /// (its port is the data dir's, kept across the kernel's idle exits and restarts), and
-    /// `stdio`, a launch of agent-worker with the token in its environment that reaches
-    /// whichever kernel serves the data dir, starting one if none runs (on this machine, as
-    /// the data dir's owner). The client then sees only the context tools of that agent's team.
+    /// Let an MCP client act as the external agent `target`: a token (`ttl`) with ready
+    /// client configs over HTTP and stdio.
     #[tool(
         title = "Join as an agent",
         annotations(

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct BackendListArgs {
-    /// Only these backends (default: all of them).
+    /// Default: all.
     #[serde(default)]
     pub backends: Vec<String>,
 }
@@ -24,11 +24,8 @@ pub struct BackendsOut {
 
 #[tool_router(router = backend_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Which backends can run agents here, as the kernel sees them (an agent's own env
-    /// may add keys or a PATH): for each CLI where its command was found (PATH or the
-    /// usual install places) and its version, whether it is logged in, what to do if
-    /// not, and what each permission profile becomes on it. Starts the CLIs' own checks,
-    /// so it takes a few seconds. `backends` (a list of names) limits it to those.
+    /// Which `backends` can run here: found, version, logged in, the fix, what each permission
+    /// profile becomes. Takes a few seconds.
     #[tool(
         title = "List backends",
         annotations(

@@ -14,20 +14,20 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct BranchDiffArgs {
-    /// The agent whose branch to read: a teammate's name ("bob"); the lead may also write "bob@review:pr-1".
+    /// A teammate ("bob"; the lead also "bob@review:pr-1").
     pub agent: String,
-    /// Compare with this branch, tag or commit, or "@alice" (her branch); default the branch it was made from.
+    /// A ref or "@alice" (default: its base).
     #[serde(default)]
     #[schemars(with = "String")]
     pub against: Option<String>,
-    /// Only this file (a path in the repository).
+    /// Only this file.
     #[serde(default)]
     #[schemars(with = "String")]
     pub file: Option<String>,
-    /// With `file`: that file as it is on the branch, instead of a patch.
+    /// The file's text instead of a patch.
     #[serde(default)]
     pub content: bool,
-    /// Cut the patch or file here (default 65536, at most 262144).
+    /// Default 65536, at most 262144.
     #[serde(default)]
     #[schemars(with = "u32")]
     pub max_bytes: Option<usize>,
@@ -38,21 +38,20 @@ pub struct BranchDiffArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct BranchMergeArgs {
-    /// The agent whose branch is merged: "bob" or "bob@review:pr-1".
     pub agent: String,
-    /// Where it goes: a branch, or "@alice" (her branch); default the branch it was made from.
+    /// A branch or "@alice" (default: its base).
     #[serde(default)]
     #[schemars(with = "String")]
     pub into: Option<String>,
-    /// Instead, bring this branch (or "@alice") into the agent's branch; a conflict is left for the agent to resolve.
+    /// Instead bring this ref into the agent's branch; conflicts are left to the agent.
     #[serde(default)]
     #[schemars(with = "String")]
     pub from: Option<String>,
-    /// auto (default: fast-forward when possible, else a merge commit), ff, merge or squash.
+    /// Default auto: fast-forward, else a merge commit.
     #[serde(default)]
     #[schemars(with = "String", extend("enum" = ["auto", "ff", "merge", "squash"]))]
     pub mode: Option<String>,
-    /// The commit message (default: says whose branch went where).
+
     #[serde(default)]
     #[schemars(with = "String")]
     pub message: Option<String>,
@@ -60,10 +59,8 @@ pub struct BranchMergeArgs {
 
 #[tool_router(router = branch_read_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// What a worktree agent (`agent`) committed on its branch: the files changed with
-    /// lines added and removed, and the patch, against the branch it was made from or
-    /// `against`; with `file` only that file, with `content` the file itself. Bounded by
-    /// `max_bytes`. Read-only: use it to review a teammate's work.
+    /// What a worktree `agent` committed on its branch since its base: files with line
+    /// counts, and the patch. Read-only; for reviews.
     #[tool(
         title = "Read an agent's branch",
         annotations(
@@ -92,12 +89,9 @@ impl AgentWorker {
 
 #[tool_router(router = branch_merge_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Merge a worktree agent's (`agent`) branch `into` the branch it was made from, another
-    /// branch or "@alice": `mode` auto, ff, merge or squash, with an optional `message`;
-    /// repeatable as it keeps working. A conflict is reported file by file with its hunks
-    /// and nothing is written. `from` does the reverse (the base into the agent's branch):
-    /// a conflict there is left in its worktree and the agent is asked to resolve it.
-    /// Contracts on `merge` may refuse it or hold it for an approval.
+    /// Merge a worktree `agent`'s branch into its base (or `into`) by `mode`; a conflict is
+    /// reported with its hunks and nothing written; `from` merges the other way. Contracts on
+    /// merge may hold it for approval.
     #[tool(
         title = "Merge an agent's branch",
         annotations(

@@ -11,14 +11,13 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ChannelSendArgs {
-    /// The message (at most 4,000 characters). Start it with @name (or several) to address
-    /// those members; otherwise everyone mentioned anywhere gets it; @all reaches every agent.
+    /// At most 4,000 characters; @all reaches every agent.
     pub message: String,
-    /// Send a direct message to this one member instead: only they (and you) can see it.
+    /// A direct message to this member only.
     #[serde(default)]
     #[schemars(with = "String")]
     pub to: Option<String>,
-    /// Skip the check for messages posted since you last read the channel.
+    /// Send even if others posted since you last read.
     #[serde(default)]
     pub force: bool,
     #[serde(flatten)]
@@ -28,16 +27,15 @@ pub struct ChannelSendArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ChannelReadArgs {
-    /// Return messages after this message id (paging forward). Without it, the latest messages.
+    /// Messages after this id (default: the latest).
     #[serde(default)]
     #[schemars(with = "String")]
     pub since: Option<String>,
-    /// How many messages (1-200, default 20).
+    /// 1-200 (default 20).
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
-    /// If there is nothing yet, wait up to this many seconds (0..=50, default 0) for
-    /// something to arrive instead of polling; it answers as soon as it does.
+    /// With nothing to show, wait up to this long (0..=50 s) for something.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -47,9 +45,8 @@ pub struct ChannelReadArgs {
 
 #[tool_router(router = channel_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Post a `message` to your team's channel. Start with @name to address members (they get it
-    /// in their inbox and are woken); use `to` for a private direct message. Returns the new
-    /// message id, who received it, and any messages you missed since you last read the channel.
+    /// Post a `message` to the team channel; @name wakes that member. Returns its id, who got
+    /// it, and what you missed since your last read.
     #[tool(
         title = "Send a message",
         annotations(
@@ -73,10 +70,7 @@ impl AgentWorker {
         Ok(Json(self.kernel.channel_send(&scope, send).await?))
     }
 
-    /// Read the team channel, oldest first: the latest messages, or those after `since`
-    /// (pass the last id you saw to page forward). Direct messages appear only to their
-    /// sender and recipient. With wait_seconds, a read with nothing to show (after `since`,
-    /// or in an empty channel) waits for the next message instead of answering empty.
+    /// Read the team channel, oldest first: the latest messages, or those after `since`.
     #[tool(
         title = "Read the channel",
         annotations(

@@ -21,30 +21,27 @@ pub const PERMISSION_TOOL: &str = "permission_request";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ContractSetArgs {
-    /// The contract's name (letters, digits, '-', '_', '.'): setting a name again replaces it.
     pub name: String,
-    /// Why it exists, for people reading contract_list.
+    /// Why it exists.
     #[serde(default)]
     #[schemars(with = "String")]
     pub description: Option<String>,
-    /// Where it applies: "review" (every instance of that workflow) or "review:pr-1"; default everywhere.
+    /// "review" or "review:pr-1" (default everywhere).
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// The event and its filters. `event` is one of: tool_request {tool: read|edit|shell|web|mcp,
-    /// match: glob on the command, path, URL or server:tool, agent: name glob}; message {from, to: name
-    /// globs, text: regex}; spend {usd or tokens: threshold, per: agent|workflow, agent}; run_end
-    /// {status: succeeded|failed|stopped|lost, agent}; doc_write {file: glob, agent}.
+    /// {event: tool_request (tool read|edit|shell|web|mcp, match, agent) | message (from, to,
+    /// text) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write (file,
+    /// agent) | merge (agent, into, mode)}.
     #[serde(default)]
-    #[schemars(with = "Map<String, Value>")]
+    #[schemars(schema_with = "super::any_object")]
     pub when: Option<Value>,
-    /// What to do. `action` is one of: allow; deny {reason}; require_approval {approvers: members
-    /// (user is you), count, timeout e.g. "10m", on_timeout: deny|allow}; notify {to: members}; pause
-    /// {reason}; route {to: member} (messages only).
+    /// {action: allow | deny (reason) | require_approval (approvers, count, timeout,
+    /// on_timeout) | notify (to) | pause (reason) | route (to)}.
     #[serde(default)]
-    #[schemars(with = "Map<String, Value>")]
+    #[schemars(schema_with = "super::any_object")]
     pub then: Option<Value>,
-    /// Remove the contract of this name instead (give only name).
+    /// Delete the contract `name` instead.
     #[serde(default)]
     pub remove: bool,
 }
@@ -52,7 +49,7 @@ pub struct ContractSetArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct WorkflowFilter {
-    /// Only what applies in this workflow instance, e.g. "@review:pr-1" (default: everything).
+    /// Only this instance's, e.g. "@review:pr-1".
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
@@ -61,11 +58,10 @@ pub struct WorkflowFilter {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct DecideArgs {
-    /// The approval's id (approval_list, or the message that asked).
     pub id: i64,
-    /// "approve" or "deny".
+    #[schemars(extend("enum" = ["approve", "deny"]))]
     pub decision: String,
-    /// Why (shown to the agent and kept with the decision).
+    /// Why (shown to the asker).
     #[serde(default)]
     #[schemars(with = "String")]
     pub reason: Option<String>,
@@ -122,16 +118,9 @@ fn workflow_arg(w: &Option<String>) -> Result<Option<WorkflowRef>, ToolError> {
 
 #[tool_router(router = contract_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Create or replace a contract: a rule the kernel applies to what agents do, e.g. deny shell
-    /// commands matching "rm *", require your approval for edits, route messages to @deployer
-    /// through @reviewer, ask you before a workflow spends more than $5. Applies from the next
-    /// decision on, with no restart. With remove: true, deletes the contract of that name.
-    /// `name` is required. `when` is an object: {event: tool_request, tool: shell, match:
-    /// "rm *"}, {event: message, from, to, text}, {event: spend, usd, per}, or {event:
-    /// doc_write, file}. `then` is an object: {action: deny, reason}, {action:
-    /// require_approval, approvers: ["user"], timeout: "10m"}, {action: notify, to},
-    /// {action: route, to} or {action: allow}. Example: name "no-rm", when {event:
-    /// tool_request, tool: shell, match: "rm *"}, then {action: deny, reason: "ask first"}.
+    /// Create or replace the contract `name`: `when` an event happens, `then` an action, e.g.
+    /// when {event: tool_request, tool: shell, match: "rm *"} then {action: deny, reason:
+    /// "ask first"}. In force at once. Cookbook: prompt teams-guide.
     #[tool(
         title = "Set a contract",
         annotations(
@@ -176,8 +165,7 @@ impl AgentWorker {
         }))
     }
 
-    /// The contracts (each as one plain sentence, oldest first: a deny found first wins), the
-    /// built-in guards as the contracts they are, and the latest decisions contracts made.
+    /// Every contract as a sentence, the built-in guards, and the latest decisions.
     #[tool(
         title = "List contracts",
         annotations(
@@ -198,9 +186,7 @@ impl AgentWorker {
 
 #[tool_router(router = approval_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Approvals contracts asked for: who asks, for what exactly (the command, path or spend),
-    /// under which contract, since when, and who may decide. Pending first, then recent ones.
-    /// An agent sees those it asked for or may decide.
+    /// Approvals contracts asked for: who, for what, why, who may decide. Pending first.
     #[tool(
         title = "List approvals",
         annotations(
@@ -222,10 +208,7 @@ impl AgentWorker {
         }))
     }
 
-    /// Decide the approval `id` (a number, from approval_list): `decision` "approve" or
-    /// "deny", with an optional reason. The agent waiting on it
-    /// goes on (or is told no, and nothing of it happens). The lead may decide any approval; an
-    /// agent only those that name it as an approver.
+    /// Decide approval `id` (from approval_list): `decision` approve or deny.
     #[tool(
         title = "Decide an approval",
         annotations(

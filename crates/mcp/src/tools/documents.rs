@@ -24,7 +24,7 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ReadArgs {
-    /// The document, a relative path such as "notes.md" or "design/api.md" (default "notes.md", the main document).
+    /// A relative path (default "notes.md").
     #[serde(default)]
     #[schemars(with = "String")]
     pub file: Option<String>,
@@ -35,14 +35,13 @@ pub struct ReadArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct WriteArgs {
-    /// The whole new content (at most 1 MiB).
+    /// At most 1 MiB.
     pub content: String,
-    /// The document (default "notes.md").
+    /// Default "notes.md".
     #[serde(default)]
     #[schemars(with = "String")]
     pub file: Option<String>,
-    /// The version team_doc_read returned: if the document changed since, nothing is written and the
-    /// error gives the current version. Leave it out to overwrite unconditionally.
+    /// Write only if it is still at this version (from team_doc_read).
     #[serde(default)]
     #[schemars(with = "String")]
     pub expected_version: Option<String>,
@@ -53,9 +52,8 @@ pub struct WriteArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AppendArgs {
-    /// The text to add at the end (a newline is put between it and the existing text).
     pub content: String,
-    /// The document (default "notes.md"; created if missing).
+    /// Default "notes.md".
     #[serde(default)]
     #[schemars(with = "String")]
     pub file: Option<String>,
@@ -66,9 +64,9 @@ pub struct AppendArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct CreateArgs {
-    /// The new document's relative path, e.g. "design/api.md".
+    /// E.g. "design/api.md".
     pub file: String,
-    /// Its content (may be empty).
+
     #[serde(default)]
     pub content: String,
     #[serde(flatten)]
@@ -85,9 +83,9 @@ pub struct ListArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct SuggestArgs {
-    /// What should change and why (at most 4,000 characters; put a long draft in a resource and give its id).
+    /// What should change and why.
     pub suggestion: String,
-    /// The document it is about (default "notes.md").
+    /// Default "notes.md".
     #[serde(default)]
     #[schemars(with = "String")]
     pub file: Option<String>,
@@ -97,9 +95,7 @@ pub struct SuggestArgs {
 
 #[tool_router(router = document_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Read a shared document of your team (default notes.md, the main document) with its
-    /// version. Pass the version to team_doc_write as expected_version to never overwrite a
-    /// change you have not seen.
+    /// Read a team document (default notes.md) with its version.
     #[tool(
         title = "Read a document",
         annotations(
@@ -120,10 +116,8 @@ impl AgentWorker {
         ))
     }
 
-    /// Replace a shared document's whole `content` (creating it if needed). With
-    /// expected_version, the write happens only if nobody changed it since you read it. If the
-    /// team has a document owner, only the owner and the lead may write; others use
-    /// document_suggest.
+    /// Replace a team document's whole `content` (made if missing). If it has an owner, others
+    /// use document_suggest.
     #[tool(
         title = "Write a document",
         annotations(
@@ -151,8 +145,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Add `content` at the end of a shared document (default notes.md), e.g. a finding or a log
-    /// line, without rewriting it. Creates the document if missing.
+    /// Add `content` at the end of a team document (made if missing).
     #[tool(
         title = "Append to a document",
         annotations(
@@ -175,8 +168,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Create a new shared document `file` (a relative path); fails if it already exists (then read it and write or
-    /// append instead). Folders in the path are created.
+    /// Create a new team document `file` with `content`; fails if it exists.
     #[tool(
         title = "Create a document",
         annotations(
@@ -197,8 +189,7 @@ impl AgentWorker {
         ))
     }
 
-    /// List your team's shared documents (nested folders included) with size, last change
-    /// and owner.
+    /// The team's documents with size, last change and owner.
     #[tool(
         title = "List documents",
         annotations(
@@ -217,8 +208,7 @@ impl AgentWorker {
         Ok(Json(self.kernel.doc_list(&scope).await?))
     }
 
-    /// Propose a change to a document that only its owner may write: posts your `suggestion` to
-    /// @owner in the channel (it lands in their inbox) and returns the message id.
+    /// Send a document's owner your `suggestion` for it.
     #[tool(
         title = "Suggest a document change",
         annotations(

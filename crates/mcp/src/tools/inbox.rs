@@ -11,12 +11,11 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct InboxArgs {
-    /// How many messages (1-200, default 50).
+    /// 1-200 (default 50).
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
-    /// If there is nothing yet, wait up to this many seconds (0..=50, default 0) for
-    /// something to arrive instead of polling; it answers as soon as it does.
+    /// With nothing to show, wait up to this long (0..=50 s) for something.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -27,9 +26,8 @@ pub struct InboxArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AckArgs {
-    /// The id of a message from your my_inbox.
     pub message_id: String,
-    /// Also acknowledge every earlier message in your inbox (except ones you deferred).
+    /// Also every earlier one (not the deferred).
     #[serde(default)]
     pub through: bool,
     #[serde(flatten)]
@@ -39,10 +37,8 @@ pub struct AckArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct DeferArgs {
-    /// The id of a message from your my_inbox.
     pub message_id: String,
-    /// When it should come back: a duration such as "30m" or "2h", or a time such as
-    /// "2026-11-22T10:00:00Z" (default "10m", at most 30 days).
+    /// "30m", "2h" or an RFC 3339 time (default "10m", at most 30 days).
     #[serde(default)]
     #[schemars(with = "String")]
     pub until: Option<String>,
@@ -52,10 +48,7 @@ pub struct DeferArgs {
 
 #[tool_router(router = inbox_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Your inbox: messages addressed to you (mentions and direct messages) that you have not
-    /// acknowledged, oldest first. Reading does not remove them: handle each one, then
-    /// my_inbox_ack it; until then it stays (and comes back after a restart). With
-    /// wait_seconds, an empty inbox waits for the next message instead of answering empty.
+    /// Messages to you not yet acknowledged, oldest first; handle each, then my_inbox_ack it.
     #[tool(
         title = "Read my inbox",
         annotations(
@@ -77,8 +70,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Mark a message (`message_id`, from my_inbox) as handled so it does not come back. With through: true,
-    /// also everything before it. Acknowledgements are final.
+    /// Mark a message (`message_id`) handled, so it does not come back.
     #[tool(
         title = "Acknowledge a message",
         annotations(
@@ -101,8 +93,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Put a message (`message_id`, from my_inbox) off until later: it leaves the inbox and comes back at
-    /// the given time (default in 10 minutes).
+    /// Put a message (`message_id`) off: it comes back `until` then.
     #[tool(
         title = "Defer a message",
         annotations(

@@ -17,12 +17,9 @@ pub const DEFAULT_ASK_WAIT: u64 = 30;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentAskArgs {
-    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
     pub target: String,
-    /// Your question or instruction; it reaches the agent as a direct message from `user`.
     pub message: String,
-    /// How long to wait for the answer, 0..=50 seconds (default 30). If the run is not
-    /// over by then you get its run_id; poll agent_info for the outcome.
+    /// 0..=50 (default 30); then poll agent_info.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -31,9 +28,8 @@ pub struct AgentAskArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct PauseArgs {
-    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
     pub target: String,
-    /// True to resume a paused agent (it runs again when asked or woken) instead of pausing it.
+    /// Let a paused agent run again instead.
     #[serde(default)]
     pub resume: bool,
 }
@@ -57,11 +53,8 @@ impl AgentWorker {
 
 #[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Ask an agent (`target`: "name" or "name@workflow:tag") something (`message`) and get
-    /// its answer: sends it a direct message from you
-    /// (`user`), runs it now, and waits up to wait_seconds (progress notifications show
-    /// what it does meanwhile). Returns the messages it sent you plus its final text, or
-    /// the run id to poll with agent_info if it is still working.
+    /// Ask an agent (`target`, "name" or "name@workflow:tag") a `message` as a DM from you, run it
+    /// now and wait for its answer: the messages it sent you and its final text, or its run id.
     #[tool(
         title = "Ask an agent",
         output_schema = rmcp::handler::server::tool::schema_for_output::<AskResult>(),
@@ -104,9 +97,8 @@ impl AgentWorker {
         round.wait(&self.kernel, &ctx, answer, resume).await
     }
 
-    /// Pause an agent (`target`: "name" or "name@workflow:tag"): stops its running worker
-    /// at once (the run is recorded as stopped and what it had read goes back to its
-    /// inbox) and keeps it from running; `resume: true` lets it run again.
+    /// Pause an agent (`target`): a running worker stops at once (its messages go back to its
+    /// inbox) and it does not run until resumed.
     #[tool(
         title = "Pause or resume an agent",
         annotations(

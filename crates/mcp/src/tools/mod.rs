@@ -79,6 +79,23 @@ pub(crate) fn no_null_defaults(schema: &mut schemars::Schema) {
     }
 }
 
+/// A parameter listed as a plain object: its shape is in the tool's description
+/// and the lead's skill, and a mistake in it is refused naming the field, so its
+/// schema costs the model no tokens.
+pub(crate) fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object"})
+}
+
+/// [`any_object`] for a value of more than one shape (a string or an object).
+pub(crate) fn any_value(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"anyOf": [{"type": "string"}, {"type": "object"}]})
+}
+
+/// [`any_object`] for a list.
+pub(crate) fn any_array(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array"})
+}
+
 /// Progress notifications for a call that waits: lines sent here reach the client
 /// as `notifications/progress` when it asked for them (a progress token), in order.
 pub(crate) struct Progress {
@@ -140,7 +157,7 @@ pub(crate) fn given(s: &Option<String>) -> Option<&str> {
 /// The scope argument every context tool takes (flattened into its arguments).
 #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct ScopeArg {
-    /// Lead only: the workflow instance, e.g. "@review:pr-1" (default "@global:main"). Agents leave it out.
+    /// The instance, e.g. "@review:pr-1" (default "@global:main").
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,

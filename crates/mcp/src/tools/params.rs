@@ -57,6 +57,6 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct TargetArgs {
-    /// The agent: "alice" (in @global:main), "alice@review" or "alice@review:pr-1".
+    /// "alice" or "alice@review:pr-1".
     pub target: String,
 }

@@ -11,47 +11,37 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct CreateArgs {
-    /// election, decision, approval or assignment.
     #[serde(rename = "type")]
     #[schemars(extend("enum" = ["election", "decision", "approval", "assignment"]))]
     pub kind: String,
-    /// What is being decided, in a few words.
     pub title: String,
-    /// Context for the voters (at most 2,000 characters).
+    /// Context for the voters.
     #[serde(default)]
     #[schemars(with = "String")]
     pub description: Option<String>,
-    /// The choices: strings (the string is the id) or {id, label} objects. approval defaults to
-    /// approve/reject; election and assignment default to the team's agents; a decision needs them.
     #[serde(default)]
+    #[schemars(schema_with = "super::any_array")]
     pub options: Vec<OptionArg>,
-    /// plurality (default: most votes wins), majority (more than half) or unanimous.
     #[serde(default)]
     #[schemars(with = "String", extend("enum" = ["plurality", "majority", "unanimous"]))]
     pub resolution: Option<String>,
-    /// Votes needed before it can resolve (default: every agent of the team).
+    /// Votes needed (default: every agent).
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 1000))]
     pub quorum: Option<i64>,
-    /// How a plurality tie is broken: first (option order, default), random, or creator-decides
-    /// (the creator's own vote picks among the tied options).
     #[serde(default)]
     #[schemars(with = "String", extend("enum" = ["first", "random", "creator-decides"]))]
     pub tie_breaker: Option<String>,
-    /// Whether the team commits to the outcome (default true) or it is advisory.
+    /// Default true; false: advisory.
     #[serde(default)]
     #[schemars(with = "bool")]
     pub binding: Option<bool>,
-    /// How long voting stays open, e.g. "30m" (default "1h", at most "7d"). When it runs out the
-    /// proposal expires with the plurality winner of the votes cast.
+    /// Voting time, e.g. "30m" (default "1h", at most "7d").
     #[serde(default)]
     #[schemars(with = "String")]
     pub timeout: Option<String>,
-    /// A contract to put in force in this workflow instance (type approval only; the
-    /// fields contract_set takes, without workflow). The lead's approve installs it at
-    /// once; the lead's reject drops it; other votes are advice to the lead.
     #[serde(default)]
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    #[schemars(schema_with = "super::any_object")]
     pub contract: Option<serde_json::Value>,
     #[serde(flatten)]
     pub scope: ScopeArg,
@@ -60,11 +50,11 @@ pub struct CreateArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct VoteArgs {
-    /// The proposal id, e.g. "prop-3", or "latest".
+    /// "prop-3" or "latest".
     pub proposal: String,
-    /// The option id (or its label) you vote for. Voting again replaces your vote.
+    /// An option's id or label.
     pub choice: String,
-    /// Why, in a sentence; shown to the team.
+    /// Why (shown to the team).
     #[serde(default)]
     #[schemars(with = "String")]
     pub reason: Option<String>,
@@ -75,7 +65,7 @@ pub struct VoteArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct StatusArgs {
-    /// One proposal ("prop-3" or "latest"); leave out for the open ones and the recently closed.
+    /// "prop-3" or "latest" (default: open and recently closed ones).
     #[serde(default)]
     #[schemars(with = "String")]
     pub proposal: Option<String>,
@@ -86,7 +76,7 @@ pub struct StatusArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct CancelArgs {
-    /// The proposal id, e.g. "prop-3".
+    /// E.g. "prop-3".
     pub proposal: String,
     #[serde(flatten)]
     pub scope: ScopeArg,
@@ -94,14 +84,10 @@ pub struct CancelArgs {
 
 #[tool_router(router = proposal_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Ask the team to decide something by vote: an election, a decision, an approval or an
-    /// assignment. The team is told in the channel (@mentioned, so it reaches their inboxes);
-    /// it resolves when the votes meet the rule, or expires at its timeout with the plurality
-    /// winner. Returns the proposal with its id. Required: `type` (election, decision,
-    /// approval or assignment) and `title`. `options` is a list of strings or {id, label}
-    /// (a decision needs them; the others have defaults); `resolution` is plurality
-    /// (default), majority or unanimous; `tie_breaker` first (default), random or
-    /// creator-decides; `contract` (approval only) is a contract_set object without workflow.
+    /// Put a question (`type`, `title`) to a team vote; the team is @mentioned. `options`:
+    /// strings or {id, label} (a decision needs them). `contract` (type approval): a
+    /// contract_set object the lead's approve puts in force here. Resolves by `resolution`
+    /// (a tie by `tie_breaker`) or at its timeout.
     #[tool(
         title = "Propose a vote",
         annotations(
@@ -132,9 +118,8 @@ impl AgentWorker {
         Ok(Json(self.kernel.proposal_create(&scope, new).await?))
     }
 
-    /// Vote on an open `proposal` ("prop-3" or "latest") for `choice` (an option id or label;
-    /// a revote replaces your earlier vote). Returns the proposal's
-    /// tally and, if your vote settled it, the winner.
+    /// Vote on an open `proposal` for `choice`; a revote replaces yours. Returns the tally
+    /// and any winner.
     #[tool(
         title = "Vote",
         annotations(
@@ -157,8 +142,7 @@ impl AgentWorker {
         ))
     }
 
-    /// See proposals: options with vote counts, each vote and its reason, who has not voted,
-    /// the deadline, and the winner once closed.
+    /// A proposal's tally, votes with reasons, who has not voted, deadline and winner.
     #[tool(
         title = "Proposal status",
         annotations(
@@ -181,8 +165,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Withdraw an open `proposal` ("prop-3") you created (the lead may cancel any). The team is told that
-    /// no vote is needed.
+    /// Withdraw an open `proposal` you created (the lead: any).
     #[tool(
         title = "Cancel a proposal",
         annotations(

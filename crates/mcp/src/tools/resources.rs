@@ -11,9 +11,9 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct CreateArgs {
-    /// The content (at most 1 MiB).
+    /// At most 1 MiB.
     pub content: String,
-    /// text (default), markdown, json (must parse) or diff.
+
     #[serde(default, rename = "type")]
     #[schemars(with = "String", extend("enum" = ["text", "markdown", "json", "diff"]))]
     pub kind: Option<String>,
@@ -24,15 +24,14 @@ pub struct CreateArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ReadArgs {
-    /// The resource id (res_...), as returned by resource_create or quoted in a message.
+    /// "res_…".
     pub id: String,
 }
 
 #[tool_router(router = resource_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Store long `content` (a report, a diff, JSON data; at most 1 MiB) and get a short id
-    /// for it; send the id in a channel message instead of the content. Identical content
-    /// always gets the same id. `type` is text (default), markdown, json or diff.
+    /// Store long `content` and get an id to send instead; `type` text (default), markdown,
+    /// json or diff.
     #[tool(
         title = "Store a resource",
         annotations(
@@ -55,7 +54,7 @@ impl AgentWorker {
         ))
     }
 
-    /// Read a resource by its `id` (res_...), e.g. one quoted in a channel message.
+    /// Read a resource by its `id` ("res_…"), e.g. one quoted in a message.
     #[tool(
         title = "Read a resource",
         annotations(

@@ -13,16 +13,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ScheduleArgs {
-    /// An interval such as "30s", "15m" or "2h", counted from when the agent was last idle.
+    /// E.g. "30m", after it was last idle.
     #[serde(default)]
     #[schemars(with = "String")]
     pub every: Option<String>,
-    /// Five cron fields in the server's local time: minute hour day-of-month month
-    /// day-of-week, e.g. "0 9 * * 1-5".
+    /// Five fields, local time, e.g. "0 9 * * 1-5".
     #[serde(default)]
     #[schemars(with = "String")]
     pub cron: Option<String>,
-    /// What the agent is told when the schedule wakes it (default: check for pending work).
+    /// What those runs are told.
     #[serde(default)]
     #[schemars(with = "String")]
     pub prompt: Option<String>,
@@ -39,11 +38,10 @@ impl ScheduleArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ScheduleSetArgs {
-    /// The agent: "alice", "alice@review" or "alice@review:pr-1".
     pub target: String,
     #[serde(flatten)]
     pub schedule: ScheduleArgs,
-    /// True to remove the agent's schedule instead (give no `every`, `cron` or `prompt`).
+    /// Remove the schedule instead.
     #[serde(default)]
     pub clear: bool,
 }
@@ -63,11 +61,8 @@ pub struct ScheduleOut {
 
 #[tool_router(router = schedule_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Give an agent (`target`) a schedule (replacing any), with `every` ("30m") or `cron`
-    /// ("0 9 * * 1-5", local time): it then also runs every interval after
-    /// it was last idle, or at cron times, with an optional `prompt`. Returns the next fire
-    /// time. A paused agent's schedule waits until it is resumed. `clear: true` removes the
-    /// schedule; it still runs when messaged.
+    /// Run an agent (`target`) `every` "30m" or at `cron` times too, replacing its schedule;
+    /// `clear` removes it. Returns the next fire time.
     #[tool(
         title = "Schedule an agent",
         annotations(

@@ -11,15 +11,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct StatusArgs {
-    /// What you are working on (an empty string clears it).
+    /// What you work on ("" clears it).
     #[serde(default)]
     #[schemars(with = "String")]
     pub task: Option<String>,
-    /// idle, busy or blocked. Setting idle without a task clears the task.
+
     #[serde(default)]
     #[schemars(with = "String", extend("enum" = ["idle", "busy", "blocked"]))]
     pub state: Option<String>,
-    /// A short note for the team, e.g. what you are waiting for.
+    /// E.g. what you wait for.
     #[serde(default)]
     #[schemars(with = "String")]
     pub note: Option<String>,
@@ -35,7 +35,7 @@ pub struct StatusOut {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct MembersArgs {
-    /// Also show each member's state, task and note.
+    /// Also each one's state, task and note.
     #[serde(default)]
     pub include_status: bool,
     #[serde(flatten)]
@@ -50,8 +50,7 @@ pub struct MembersOut {
 
 #[tool_router(router = team_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Tell the team what you are doing: your task, your `state` (idle, busy or blocked) and a
-    /// short note. Others see it in team_members.
+    /// Tell the team your task, `state` and a note (team_members shows them).
     #[tool(
         title = "Set my status",
         annotations(
@@ -77,8 +76,7 @@ impl AgentWorker {
         }))
     }
 
-    /// Who is on your team: every agent in your workflow instance (name and backend) plus
-    /// `user`, the lead. With include_status, also what each one reports doing.
+    /// Your team: its agents (name, backend) and `user`, the lead.
     #[tool(
         title = "List team members",
         annotations(

@@ -21,22 +21,19 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ContextArgs {
-    /// The workflow instance, e.g. "@review:pr-1" (default "@global:main"; created if new).
+    /// E.g. "@review:pr-1" (default "@global:main").
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// Where documents are stored: "file" (real files, the default) or "sqlite" (in the database).
-    /// Refused while the current store holds documents (they are not moved).
+
     #[serde(default)]
     #[schemars(with = "String", extend("enum" = ["file", "sqlite"]))]
     pub documents: Option<String>,
-    /// File provider: an existing absolute folder to keep the documents in, e.g. a project's docs
-    /// folder ("" = back to the data dir's own folder for this instance).
+    /// An existing absolute folder ("" for the default).
     #[serde(default)]
     #[schemars(with = "String")]
     pub documents_dir: Option<String>,
-    /// The agent who alone (with the lead) may write documents; others must use
-    /// document_suggest ("" = everyone may write).
+    /// The one agent who may write ("" for everyone).
     #[serde(default)]
     #[schemars(with = "String")]
     pub document_owner: Option<String>,
@@ -70,9 +67,8 @@ impl AgentWorker {
 
 #[tool_router(router = workflow_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Set how a workflow instance keeps its shared documents: `documents` (file or sqlite), a
-    /// folder to bind, and a document owner. Leave an argument out to keep its setting. Returns
-    /// the settings now in force.
+    /// How an instance keeps its documents: `documents` "file" (default) or "sqlite", a folder
+    /// to bind, an owner. What is left out stays.
     #[tool(
         title = "Set documents of a workflow",
         annotations(
@@ -104,24 +100,21 @@ pub const DEFAULT_RUN_WAIT: u64 = 0;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct WorkflowRunArgs {
-    /// Path of a workflow YAML file (absolute, or relative to the server's working directory).
     #[serde(default)]
     #[schemars(with = "String")]
     pub file: Option<String>,
-    /// The workflow YAML itself, instead of `file`.
+
     #[serde(default)]
     #[schemars(with = "String")]
     pub yaml: Option<String>,
-    /// The instance tag (default "main"): the same workflow runs side by side under
-    /// different tags, e.g. "pr-123", each with its own channel, inboxes and documents.
+    /// Default "main"; each tag is its own instance.
     #[serde(default)]
     #[schemars(with = "String")]
     pub tag: Option<String>,
-    /// Values for the workflow's params, e.g. {"pr": 123}.
+
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
-    /// Wait up to this many seconds (0..=50, default 0) for it to finish; progress
-    /// notifications show what happens meanwhile. Poll workflow_status for the rest.
+    /// 0..=50 (default 0).
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -130,16 +123,14 @@ pub struct WorkflowRunArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct WorkflowArgs {
-    /// The workflow instance, e.g. "@review:pr-1".
     pub workflow: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct WorkflowStatusArgs {
-    /// The workflow instance, e.g. "@review:pr-1".
     pub workflow: String,
-    /// Wait up to this many seconds (0..=50, default 0) for it to stop running.
+    /// 0..=50: wait for it to stop running.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -162,13 +153,9 @@ pub struct WorkflowsOut {
 
 #[tool_router(router = workflow_run_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Run a workflow from YAML (a file path or the text): registers its agents in the
-    /// instance @name:tag, runs its setup steps, posts the kickoff as you (`user`), and
-    /// lets the agents work. Returns the status; once done (idle), also a summary (runs,
-    /// messages, usage and cost per agent) and the main document. Mistakes in the YAML
-    /// come back with file:line:column and a fix, and start nothing. Give `file` (a path)
-    /// or `yaml` (the text), `params` as an object ({"pr": 123}), `tag` for a side-by-side
-    /// instance, and `wait_seconds` (at most 50) to wait for it to finish.
+    /// Run a workflow from YAML (`file` or `yaml`) as @name:tag with `params` {"pr": 123}:
+    /// registers its agents, runs its setup, posts the kickoff. YAML mistakes come back with
+    /// file:line:column and start nothing.
     #[tool(
         title = "Run a workflow",
         output_schema = schema_for_output::<WorkflowStatus>(),
@@ -218,11 +205,8 @@ impl AgentWorker {
         self.wait_for(round, &ctx, wref, wait).await
     }
 
-    /// The status of a `workflow` instance ("@name:tag" or "name:tag"): running, completed, scheduled (idle, but its
-    /// schedules will run agents again until workflow_stop), blocked (an agent is paused
-    /// by a guard or an auth error, with the reason), failed (with the reason) or
-    /// stopped; each agent's state, runs, inbox and usage; the main document once it is
-    /// not running. With wait_seconds, waits for it to stop running first.
+    /// A `workflow` instance's status (running, completed, scheduled, blocked, failed or
+    /// stopped, with why), agents, runs, usage and main document.
     #[tool(
         title = "Workflow status",
         output_schema = schema_for_output::<WorkflowStatus>(),
@@ -247,8 +231,7 @@ impl AgentWorker {
         self.wait_for(round, &ctx, a.workflow, wait).await
     }
 
-    /// Stop a `workflow` instance ("@name:tag"): stops its running workers and its schedules. The
-    /// channel, documents and unread messages stay; workflow_run starts it again.
+    /// Stop a `workflow` instance's workers and schedules; its channel and documents stay.
     #[tool(
         title = "Stop a workflow",
         annotations(
@@ -270,7 +253,7 @@ impl AgentWorker {
         }))
     }
 
-    /// List every workflow instance with its status, newest first.
+    /// Every workflow instance, newest first, with its status and times.
     #[tool(
         title = "List workflows",
         annotations(

@@ -208,9 +208,9 @@ pub(super) const MISTAKES: &[(&str, &str, &str)] = &[
         "max_tokens",
     ),
     (
-        "agents:\n  a:\n    backend: mock\n    cwd: ./${{ workflow.tag }}\n",
+        "agents:\n  a:\n    backend: mock\n    cwd: ./${{ nope }}\n",
         "4:12",
-        "not interpolated in cwd",
+        "nope",
     ),
     // Context.
     (
