@@ -65,12 +65,13 @@ async fn two_branches_one_fast_forward_one_conflict_then_a_resolved_merge() {
 
 #[tokio::test]
 async fn merges_into_main_wait_for_the_lead_s_approval() {
-    let repo = repository();
-    let llm = writer(42).await;
-    let dir = tempfile::tempdir().unwrap();
-    let s = InProcess::start(dir.path()).await;
-    let lead = s.lead(Proto::Modern).await;
-    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let OneCoder {
+        repo,
+        llm: _llm,
+        data: _data,
+        server: s,
+        lead,
+    } = one_coder(Proto::Modern).await;
     let a = ask(&lead, "ada", "make it 42", 45).await;
     assert_eq!(a["status"], "succeeded", "{a}");
     call(

@@ -190,13 +190,7 @@ async fn an_auth_error_pauses_the_agent_and_tells_the_lead() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    call(
-        &lead,
-        "agent_pause",
-        json!({"target": "erin", "resume": true}),
-    )
-    .await
-    .ok();
+    resume(&lead, "erin").await;
     let i = wait_info(&lead, "erin", 20, |i| {
         runs(i).len() == 2 && i["agent"]["state"] == "paused"
     })
@@ -255,13 +249,7 @@ async fn the_hop_guard_stops_a_ping_pong_loop() {
     assert_eq!(info(&lead, "pong").await["agent"]["state"], "idle");
     // The lead looked: resuming restarts the count, and the loop goes on (until the
     // guard trips again after six more).
-    call(
-        &lead,
-        "agent_pause",
-        json!({"target": "ping", "resume": true}),
-    )
-    .await
-    .ok();
+    resume(&lead, "ping").await;
     wait_info(&lead, "ping", 30, |i| {
         i["agent"]["state"] == "paused" && runs(i).len() >= 6
     })

@@ -173,13 +173,7 @@ async fn pause_stops_a_running_worker_and_resume_lets_it_run_again() {
         "{e}"
     );
 
-    call(
-        &lead,
-        "agent_pause",
-        json!({"target": "slow", "resume": true}),
-    )
-    .await
-    .ok();
+    resume(&lead, "slow").await;
     // The pending "please wait" sleeps again; delete stops it, leaving no run behind.
     // The run resume started may have begun before "hi" (then "hi" waits for the next
     // run) or after it (then this run has read it too).

@@ -136,12 +136,13 @@ async fn a_worktree_needs_a_repository_and_a_free_branch() {
 
 #[tokio::test]
 async fn deleting_keeps_the_branch_and_discard_removes_it() {
-    let repo = repository();
-    let llm = writer(42).await;
-    let dir = tempfile::tempdir().unwrap();
-    let s = InProcess::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let OneCoder {
+        repo,
+        llm,
+        data: _data,
+        server: s,
+        lead,
+    } = one_coder(Proto::Legacy).await;
     let r = ask(&lead, "ada", "make it 42", 45).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     let folder = folder_of(&lead, "ada").await;
@@ -301,12 +302,13 @@ async fn workflow_agents_get_worktrees_of_their_own_run() {
 /// send the kernel's commit to the user's checkout.
 #[tokio::test]
 async fn a_rewritten_dot_git_does_not_move_the_commit() {
-    let repo = repository();
-    let llm = writer(42).await;
-    let dir = tempfile::tempdir().unwrap();
-    let s = InProcess::start(dir.path()).await;
-    let lead = s.lead(Proto::Legacy).await;
-    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let OneCoder {
+        repo,
+        llm: _llm,
+        data: _data,
+        server: s,
+        lead,
+    } = one_coder(Proto::Legacy).await;
     let folder = folder_of(&lead, "ada").await;
     let main_git = repo.path().join(".git");
     std::fs::write(

@@ -343,6 +343,17 @@ pub async fn info(lead: &Client, target: &str) -> Value {
         .ok()
 }
 
+/// Resumes a paused agent (agent_pause with resume).
+pub async fn resume(lead: &Client, target: &str) {
+    call(
+        lead,
+        "agent_pause",
+        json!({"target": target, "resume": true}),
+    )
+    .await
+    .ok();
+}
+
 /// Polls agent_info until the agent has no run in progress.
 pub async fn settled(lead: &Client, target: &str) -> Value {
     for _ in 0..200 {

@@ -156,3 +156,29 @@ pub async fn merge_back(lead: &Client, repo: &Path, first: (&str, u32), second: 
     );
     assert_eq!(git(repo, &["status", "--porcelain"]), "");
 }
+
+/// One sdk coder, `ada`, with a worktree of a fresh repository, its model making
+/// `lib.rs` answer 42, on a kernel in the test's process.
+pub struct OneCoder {
+    pub repo: tempfile::TempDir,
+    pub llm: FakeLlm,
+    pub data: tempfile::TempDir,
+    pub server: InProcess,
+    pub lead: Client,
+}
+
+pub async fn one_coder(p: Proto) -> OneCoder {
+    let repo = repository();
+    let llm = writer(42).await;
+    let data = tempfile::tempdir().unwrap();
+    let server = InProcess::start(data.path()).await;
+    let lead = server.lead(p).await;
+    coder(&lead, "ada", repo.path(), &llm.url).await;
+    OneCoder {
+        repo,
+        llm,
+        data,
+        server,
+        lead,
+    }
+}
