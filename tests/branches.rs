@@ -65,13 +65,7 @@ async fn two_branches_one_fast_forward_one_conflict_then_a_resolved_merge() {
 
 #[tokio::test]
 async fn merges_into_main_wait_for_the_lead_s_approval() {
-    let OneCoder {
-        repo,
-        llm: _llm,
-        data: _data,
-        server: s,
-        lead,
-    } = one_coder(Proto::Modern).await;
+    let (repo, lead, s, _keep) = one_coder(Proto::Modern).await;
     let a = ask(&lead, "ada", "make it 42", 45).await;
     assert_eq!(a["status"], "succeeded", "{a}");
     call(

@@ -268,6 +268,15 @@ async fn every_fires_after_idle_and_clearing_the_schedule_stops_it() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
+    let clear = async |target: &str| {
+        call(
+            &lead,
+            "schedule_set",
+            json!({"target": target, "clear": true}),
+        )
+        .await
+        .ok()
+    };
     let a = call(
         &lead,
         "agent_new",
@@ -310,13 +319,7 @@ async fn every_fires_after_idle_and_clearing_the_schedule_stops_it() {
     .await
     .err();
     assert!(e.contains("without every"), "{e}");
-    let c = call(
-        &lead,
-        "schedule_set",
-        json!({"target": "tick", "clear": true}),
-    )
-    .await
-    .ok();
+    let c = clear("tick").await;
     assert_eq!(c["cleared"], true);
     // Past the fire that was armed, and the one a run under way would arm when it
     // ends (the interval counts from then): nothing more.
@@ -333,13 +336,7 @@ async fn every_fires_after_idle_and_clearing_the_schedule_stops_it() {
         n,
         "no fire after clear"
     );
-    let c = call(
-        &lead,
-        "schedule_set",
-        json!({"target": "tick", "clear": true}),
-    )
-    .await
-    .ok();
+    let c = clear("tick").await;
     assert_eq!(c["cleared"], false);
     // A lead's old script is told the call that replaced the old tool.
     let e = try_call(&lead, "schedule_clear", json!({"target": "tick"}))

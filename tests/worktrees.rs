@@ -136,13 +136,7 @@ async fn a_worktree_needs_a_repository_and_a_free_branch() {
 
 #[tokio::test]
 async fn deleting_keeps_the_branch_and_discard_removes_it() {
-    let OneCoder {
-        repo,
-        llm,
-        data: _data,
-        server: s,
-        lead,
-    } = one_coder(Proto::Legacy).await;
+    let (repo, lead, s, keep) = one_coder(Proto::Legacy).await;
     let r = ask(&lead, "ada", "make it 42", 45).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     let folder = folder_of(&lead, "ada").await;
@@ -167,7 +161,7 @@ async fn deleting_keeps_the_branch_and_discard_removes_it() {
     let e = coder_err(&lead, repo.path()).await;
     assert!(e.contains("already exists"), "{e}");
     git(repo.path(), &["branch", "-D", "aw/global-main/ada"]);
-    coder(&lead, "ada", repo.path(), &llm.url).await;
+    coder(&lead, "ada", repo.path(), &keep.0.url).await;
     let d = call(
         &lead,
         "agent_delete",
@@ -302,13 +296,7 @@ async fn workflow_agents_get_worktrees_of_their_own_run() {
 /// send the kernel's commit to the user's checkout.
 #[tokio::test]
 async fn a_rewritten_dot_git_does_not_move_the_commit() {
-    let OneCoder {
-        repo,
-        llm: _llm,
-        data: _data,
-        server: s,
-        lead,
-    } = one_coder(Proto::Legacy).await;
+    let (repo, lead, s, _keep) = one_coder(Proto::Legacy).await;
     let folder = folder_of(&lead, "ada").await;
     let main_git = repo.path().join(".git");
     std::fs::write(

@@ -157,28 +157,18 @@ pub async fn merge_back(lead: &Client, repo: &Path, first: (&str, u32), second: 
     assert_eq!(git(repo, &["status", "--porcelain"]), "");
 }
 
-/// One sdk coder, `ada`, with a worktree of a fresh repository, its model making
-/// `lib.rs` answer 42, on a kernel in the test's process.
-pub struct OneCoder {
-    pub repo: tempfile::TempDir,
-    pub llm: FakeLlm,
-    pub data: tempfile::TempDir,
-    pub server: InProcess,
-    pub lead: Client,
-}
+/// What must live as long as a test's coder: its model and its data dir.
+pub type Keep = (FakeLlm, tempfile::TempDir);
 
-pub async fn one_coder(p: Proto) -> OneCoder {
+/// One sdk coder, `ada`, with a worktree of a fresh repository, its model making
+/// `lib.rs` answer 42, on a kernel in the test's process: the repository, the
+/// lead, the kernel, and what must be kept.
+pub async fn one_coder(p: Proto) -> (tempfile::TempDir, Client, InProcess, Keep) {
     let repo = repository();
     let llm = writer(42).await;
     let data = tempfile::tempdir().unwrap();
     let server = InProcess::start(data.path()).await;
     let lead = server.lead(p).await;
     coder(&lead, "ada", repo.path(), &llm.url).await;
-    OneCoder {
-        repo,
-        llm,
-        data,
-        server,
-        lead,
-    }
+    (repo, lead, server, (llm, data))
 }
