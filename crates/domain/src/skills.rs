@@ -34,6 +34,10 @@ pub fn marker_of(root: &Path, name: &str) -> PathBuf {
 /// before it could clean up left behind. Only while no run uses the folder.
 pub fn remove_placed(folder: &Path) {
     let root = folder.join(PLACED_DIR);
+    // `.agents` or its `skills` made a link by an agent leads elsewhere: not ours.
+    if !real_dirs(folder, &root) {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(&root) else {
         return;
     };
@@ -53,6 +57,22 @@ pub fn remove_placed(folder: &Path) {
     {
         let _ = std::fs::remove_dir(agents);
     }
+}
+
+/// Whether every folder from `folder` down to `root` is a folder, not a link.
+pub fn real_dirs(folder: &Path, root: &Path) -> bool {
+    let Ok(rel) = root.strip_prefix(folder) else {
+        return false;
+    };
+    let mut at = folder.to_owned();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// A skill as read from its folder.
@@ -312,5 +332,24 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
         let again = skill(&other, "g", "---\nname: g\ndescription: d\n---\n");
         assert!(load_all(&[twice, again]).unwrap_err().contains("skills[1]"));
+    }
+
+    #[test]
+    fn placed_copies_are_removed_through_real_folders_only() {
+        let work = tempfile::tempdir().unwrap();
+        let mine = work.path().join(PLACED_DIR);
+        std::fs::create_dir_all(mine.join("ours")).unwrap();
+        std::fs::write(marker_of(&mine, "ours"), "").unwrap();
+        std::fs::create_dir_all(mine.join("theirs")).unwrap();
+        remove_placed(work.path());
+        assert!(!mine.join("ours").exists() && mine.join("theirs").exists());
+        // A link where `.agents` should be is never followed.
+        let other = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(elsewhere.path().join("skills/keep")).unwrap();
+        std::fs::write(elsewhere.path().join("skills/.keep.agent-worker"), "").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), other.path().join(".agents")).unwrap();
+        remove_placed(other.path());
+        assert!(elsewhere.path().join("skills/keep").exists());
     }
 }

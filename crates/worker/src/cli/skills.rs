@@ -70,6 +70,14 @@ fn in_folder(skills: &[SkillRef], cwd: &Path, report: &Reporter) -> Result<Place
     let root = cwd.join(PLACED_DIR);
     std::fs::create_dir_all(&root)
         .map_err(|e| fail(format!("cannot create {}: {e}", root.display())))?;
+    // A link where `.agents` or `.agents/skills` should be leads out of the folder.
+    if !domain::skills::real_dirs(cwd, &root) {
+        report.progress(format!(
+            "skills are not placed: {} is a link, not a folder of this one",
+            root.display()
+        ));
+        return Ok(Placed::default());
+    }
     let folder = lock(&root)?;
     let mut placed = Placed {
         root: Some(root.clone()),
