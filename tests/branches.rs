@@ -179,3 +179,54 @@ async fn a_mock_writes_only_what_its_permissions_allow() {
     assert!(!work.path().parent().unwrap().join("c.txt").exists());
     s.stop().await;
 }
+
+/// A sync's conflict stays a conflict until the agent resolves it: a run that
+/// leaves the markers ends without committing them (its error says why), so the
+/// markers never reach the agent's branch, nor main through it.
+#[tokio::test]
+async fn unresolved_markers_are_never_committed() {
+    let repo = repository();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let rule = json!([{"when": "make it", "write": {"path": "lib.rs", "content": "fn answer() -> u32 { 43 }\n"}}]);
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "carl", "backend": "mock", "mock": rule, "workspace": "worktree",
+               "cwd": repo.path().display().to_string()}),
+    )
+    .await
+    .ok();
+    let a = ask(&lead, "carl", "make it 43", 30).await;
+    assert_eq!(a["status"], "succeeded", "{a}");
+    std::fs::write(repo.path().join("lib.rs"), "fn answer() -> u32 { 42 }\n").unwrap();
+    git(repo.path(), &["commit", "-q", "-am", "main says 42"]);
+    let before = git(repo.path(), &["rev-parse", "aw/global-main/carl"]);
+    let runs = info(&lead, "carl").await["runs"].as_array().unwrap().len();
+    let sync = merge(&lead, json!({"agent": "carl", "from": "main"})).await;
+    assert_eq!(sync["status"], "conflict", "{sync}");
+    // carl is woken, does nothing about it, and its run ends.
+    let i = wait_info(&lead, "carl", 30, |i| {
+        i.get("running").is_none() && i["runs"].as_array().is_some_and(|r| r.len() > runs)
+    })
+    .await;
+    let error = i["runs"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("not resolved yet") && error.contains("lib.rs"),
+        "{i}"
+    );
+    assert_eq!(
+        git(repo.path(), &["rev-parse", "aw/global-main/carl"]),
+        before
+    );
+    let e = call(
+        &lead,
+        "branch_merge",
+        json!({"agent": "carl", "from": "main"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not resolved yet"), "{e}");
+    s.stop().await;
+}

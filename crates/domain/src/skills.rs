@@ -206,6 +206,7 @@ pub fn check_name(name: &str, dir: &Path) -> Result<(), String> {
 /// regular file or folder), SKILL.md first, bounded.
 fn files_of(dir: &Path) -> Result<Vec<SkillFile>, String> {
     let (mut out, mut total, mut stack) = (Vec::new(), 0u64, vec![dir.to_owned()]);
+    let mut seen = 0usize;
     while let Some(d) = stack.pop() {
         let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
         for e in entries {
@@ -213,6 +214,10 @@ fn files_of(dir: &Path) -> Result<Vec<SkillFile>, String> {
             let p = e.path();
             let ft = e.file_type().map_err(|e| format!("{}: {e}", p.display()))?;
             if ft.is_dir() {
+                seen += 1;
+                if seen > MAX_FILES {
+                    return Err(format!("{}: over {MAX_FILES} folders", dir.display()));
+                }
                 stack.push(p);
                 continue;
             }

@@ -68,14 +68,10 @@ pub fn place(
 /// Places each skill in `<cwd>/.agents/skills`.
 fn in_folder(skills: &[SkillRef], cwd: &Path, report: &Reporter) -> Result<Placed, Failure> {
     let root = cwd.join(PLACED_DIR);
-    std::fs::create_dir_all(&root)
-        .map_err(|e| fail(format!("cannot create {}: {e}", root.display())))?;
-    // A link where `.agents` or `.agents/skills` should be leads out of the folder.
-    if !domain::skills::real_dirs(cwd, &root) {
-        report.progress(format!(
-            "skills are not placed: {} is a link, not a folder of this one",
-            root.display()
-        ));
+    // A link where `.agents` or `.agents/skills` should be leads out of the folder:
+    // nothing is made, written or removed through it.
+    if let Err(e) = real_dir(&cwd.join(".agents")).and_then(|_| real_dir(&root)) {
+        report.progress(format!("skills are not placed: {e}"));
         return Ok(Placed::default());
     }
     let folder = lock(&root)?;
@@ -84,33 +80,100 @@ fn in_folder(skills: &[SkillRef], cwd: &Path, report: &Reporter) -> Result<Place
         held: Vec::new(),
     };
     for s in skills {
-        let (dest, marker) = (root.join(&s.name), marker_of(&root, &s.name));
-        let ours = marker.exists();
-        let there = dest.exists();
-        if there && !ours {
-            report.progress(format!(
-                "skill {} is not placed: {} is a skill of your own, left as it is",
-                s.name,
-                dest.display()
-            ));
-            continue;
+        match place_one(s, &root)? {
+            Ok(m) => placed.held.push((s.name.clone(), m)),
+            Err(why) => report.progress(format!("skill {} is not placed: {why}", s.name)),
         }
-        if !there {
-            let tmp = root.join(format!(".{}.agent-worker-new", s.name));
-            let _ = std::fs::remove_dir_all(&tmp);
-            copy_dir(&s.dir, &tmp)?;
-            File::create(&marker)
-                .map_err(|e| fail(format!("cannot write {}: {e}", marker.display())))?;
-            std::fs::rename(&tmp, &dest)
-                .map_err(|e| fail(format!("cannot place skill {}: {e}", s.name)))?;
-        }
-        let m = File::open(&marker)
-            .and_then(|f| f.lock_shared().map(|_| f))
-            .map_err(|e| fail(format!("cannot lock {}: {e}", marker.display())))?;
-        placed.held.push((s.name.clone(), m));
     }
     drop(folder);
     Ok(placed)
+}
+
+/// One skill in the skills folder (locked): its marker, held shared, or why
+/// it is not placed. A copy of ours with other content (another agent's skill of
+/// that name, or an older one) is replaced when no run uses it.
+fn place_one(s: &SkillRef, root: &Path) -> Result<Result<File, String>, Failure> {
+    let (dest, marker) = (root.join(&s.name), marker_of(root, &s.name));
+    let mine = digests(s)?;
+    let there = std::fs::symlink_metadata(&dest).is_ok();
+    let theirs = match open_marker(&marker, false) {
+        Ok(f) => Some(f),
+        Err(_) if there => {
+            return Ok(Err(format!(
+                "{} is a skill of your own, left as it is",
+                dest.display()
+            )));
+        }
+        Err(_) => None,
+    };
+    let current = theirs
+        .as_ref()
+        .is_some_and(|_| std::fs::read_to_string(&marker).is_ok_and(|t| t == mine) && there);
+    if !current {
+        if let Some(f) = &theirs
+            && f.try_lock().is_err()
+        {
+            return Ok(Err(
+                "a run using another copy of that name is under way".into()
+            ));
+        }
+        drop(theirs);
+        let tmp = root.join(format!(".{}.agent-worker-new", s.name));
+        let _ = std::fs::remove_dir_all(&tmp);
+        copy_dir(&s.dir, &tmp)?;
+        let _ = std::fs::remove_dir_all(&dest);
+        let _ = std::fs::remove_file(&marker);
+        use std::io::Write;
+        open_marker(&marker, true)
+            .and_then(|mut f| f.write_all(mine.as_bytes()))
+            .map_err(|e| fail(format!("cannot write {}: {e}", marker.display())))?;
+        std::fs::rename(&tmp, &dest)
+            .map_err(|e| fail(format!("cannot place skill {}: {e}", s.name)))?;
+    }
+    let m = open_marker(&marker, false)
+        .and_then(|f| f.lock_shared().map(|_| f))
+        .map_err(|e| fail(format!("cannot lock {}: {e}", marker.display())))?;
+    Ok(Ok(m))
+}
+
+/// The skill's files and their digests: what a copy of it holds.
+fn digests(s: &SkillRef) -> Result<String, Failure> {
+    let skill = domain::skills::load(&s.dir).map_err(fail)?;
+    Ok(skill
+        .files
+        .iter()
+        .map(|f| format!("{} {}\n", f.digest, f.path))
+        .collect())
+}
+
+/// A marker, opened without following a link or waiting on a FIFO (a regular
+/// file only); with `create`, made anew.
+fn open_marker(path: &Path, create: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create_new(create)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
+/// `dir` as a folder of its own: made if missing, refused if a link or a file.
+fn real_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{} is a link or a file, not a folder",
+            dir.display()
+        )),
+        Err(_) => {
+            std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
+        }
+    }
 }
 
 impl Drop for Placed {
@@ -121,7 +184,7 @@ impl Drop for Placed {
             drop(shared);
             let marker = marker_of(root, &name);
             // The last run using it can lock it alone; another still using it keeps it.
-            let last = File::open(&marker).is_ok_and(|f| f.try_lock().is_ok());
+            let last = open_marker(&marker, false).is_ok_and(|f| f.try_lock().is_ok());
             if last {
                 let _ = std::fs::remove_dir_all(root.join(&name));
                 let _ = std::fs::remove_file(&marker);

@@ -431,6 +431,7 @@ impl Runtime {
         let id = r.view.id;
         let held = self.store.read(move |c| approvals::held_of(c, id)).await?;
         let Some(held) = held.and_then(|h| serde_json::from_str::<HeldMerge>(&h).ok()) else {
+            tracing::warn!(approval = id, "a merge approval holds no merge it can read");
             return Ok(());
         };
         let text = if allowed {
@@ -475,14 +476,15 @@ pub fn summary(out: &MergeOut) -> String {
         ),
         Status::UpToDate => format!("{} already has all of {}", out.into, out.from),
         Status::Conflict => format!(
-            "merging {} into {} conflicts in {}; nothing was written",
+            "merging {} into {} conflicts in {}; {}",
             out.from,
             out.into,
             out.conflicts
                 .iter()
                 .map(|c| c.file.as_str())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            out.note.as_deref().unwrap_or("nothing was written")
         ),
         Status::Held => format!("the merge waits for approval {:?}", out.approval),
     }

@@ -72,7 +72,13 @@ pub async fn diff(top: &Path, branch: &str, ask: &DiffAsk<'_>) -> Result<BranchD
     })?;
     let since = git(repo, &["merge-base", &against, &head])
         .await
-        .unwrap_or(against);
+        .map_err(|_| {
+            format!(
+                "against: {:?} has no history in common with branch {branch}: compare with its \
+                 base or a teammate's branch",
+                ask.against
+            )
+        })?;
     let mut range = vec!["--no-renames".to_owned(), since.clone(), head.clone()];
     if let Some(f) = ask.file {
         range.extend(["--".to_owned(), f.to_owned()]);

@@ -30,6 +30,8 @@ const KERNEL_CONFIG: &[&str] = &[
     "core.hooksPath=/dev/null",
     "-c",
     "core.fsmonitor=false",
+    "-c",
+    "core.quotePath=false",
 ];
 
 /// Where a git command runs.

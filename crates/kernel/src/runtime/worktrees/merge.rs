@@ -134,6 +134,11 @@ pub(super) async fn into_branch(
     let dst = commit_of(top, &dst_ref)
         .await
         .map_err(|_| format!("into: there is no branch {into} in {}", top.display()))?;
+    if git::yes(repo, &["symbolic-ref", "-q", &dst_ref]).await? {
+        return Err(format!(
+            "into: {into} is another name for a branch (a symbolic ref): give the branch itself"
+        ));
+    }
     let mut out = MergeOut::new(from, into);
     if git::yes(repo, &["merge-base", "--is-ancestor", &src, &dst]).await? {
         out.status = Status::UpToDate;
@@ -149,7 +154,9 @@ pub(super) async fn into_branch(
             ));
         }
         _ => {
-            let tree = match merged_tree(top, (&dst_ref, &src_ref)).await? {
+            // The commits read above, not the refs: a branch that moves meanwhile
+            // must not bring in what was not asked (or approved).
+            let tree = match merged_tree(top, (&dst, &src)).await? {
                 Ok(tree) => tree,
                 Err(conflicts) => {
                     out.status = Status::Conflict;
@@ -244,9 +251,10 @@ fn first_line(s: &str) -> String {
 
 /// The kind git's message gives a conflict in `file` ("content", "modify/delete"…).
 fn kind_of(messages: &str, file: &str) -> String {
+    let (at_end, inside) = (format!(" {file}"), format!(" {file} "));
     messages
         .lines()
-        .filter(|l| l.contains(file))
+        .filter(|l| l.ends_with(&at_end) || l.contains(&inside))
         .find_map(|l| {
             let rest = l.strip_prefix("CONFLICT (")?;
             Some(rest.split_once(')')?.0.to_owned())
@@ -265,6 +273,7 @@ pub(super) fn hunks_of(file: &str, kind: String, text: &str) -> Conflict {
     let (mut side, mut start) = (0u8, 0u64);
     let (mut ours, mut theirs) = (String::new(), String::new());
     for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
         if line.starts_with("<<<<<<< ") || line == "<<<<<<<" {
             (side, start) = (1, n as u64 + 1);
             ours.clear();
@@ -325,6 +334,16 @@ async fn move_target(
             .map_err(|e| format!("the target moved meanwhile; merge again ({e})"))?;
         }
         Target::Checkout(at) => {
+            // The checkout still has the target, where it was read: else it moved.
+            let on = git(at, &["symbolic-ref", "-q", "HEAD"])
+                .await
+                .unwrap_or_default();
+            let head = git(at, &["rev-parse", "HEAD"]).await.unwrap_or_default();
+            if on != dst_ref || head != old {
+                return Err(format!(
+                    "the checkout that has {dst_ref} changed meanwhile (now {on} at {head}); merge again"
+                ));
+            }
             git(at, &["merge", "--ff-only", "-q", new])
                 .await
                 .map_err(|e| {
@@ -391,19 +410,37 @@ pub(super) async fn into_worktree(
     Ok(out)
 }
 
-/// A file of the worktree, at most 256 KiB of it, off the runtime's threads.
+/// A file of the worktree, at most 256 KiB of it, off the runtime's threads:
+/// a regular file only (no link followed, no FIFO waited on).
 async fn read_bounded(path: &Path) -> Option<String> {
     let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let f = std::fs::File::open(&path).ok()?;
-        let mut buf = Vec::new();
-        f.take(256 * 1024).read_to_end(&mut buf).ok()?;
-        Some(String::from_utf8_lossy(&buf).into_owned())
-    })
-    .await
-    .ok()
-    .flatten()
+    tokio::task::spawn_blocking(move || domain::fsread::read(&path, 256 * 1024, false).ok())
+        .await
+        .ok()
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The files of a merge in progress in an agent's worktree that still hold
+/// conflict markers.
+pub(super) async fn unresolved(at: At<'_>) -> Result<Vec<String>, String> {
+    let At::Worktree { dir, .. } = at else {
+        return Ok(Vec::new());
+    };
+    let names = git(at, &["diff", "--name-only", "--diff-filter=U"]).await?;
+    let mut left = Vec::new();
+    for file in names.lines().filter(|l| !l.is_empty()) {
+        let text = read_bounded(&dir.join(file)).await.unwrap_or_default();
+        if text.lines().any(is_marker) {
+            left.push(file.to_owned());
+        }
+    }
+    Ok(left)
+}
+
+fn is_marker(line: &str) -> bool {
+    let line = line.trim_end_matches('\r');
+    line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") || line == "======="
 }
 
 #[cfg(test)]
@@ -423,10 +460,21 @@ mod tests {
     }
 
     #[test]
+    fn crlf_files_have_their_hunks_read_too() {
+        let text = "a\r\n<<<<<<< x\r\nours\r\n=======\r\ntheirs\r\n>>>>>>> y\r\n";
+        let c = hunks_of("f", "content".into(), text);
+        assert_eq!(c.hunks.len(), 1);
+        assert_eq!(c.hunks[0].ours, "ours\n");
+        assert!(is_marker("=======\r"));
+    }
+
+    #[test]
     fn the_kind_comes_from_git_s_message() {
         let m =
             "Auto-merging f.txt\nCONFLICT (modify/delete): g.txt deleted in a and modified in b.\n";
         assert_eq!(kind_of(m, "g.txt"), "modify/delete");
         assert_eq!(kind_of(m, "h.txt"), "content");
+        let m = "CONFLICT (modify/delete): ba.txt deleted in a and modified in b.\n";
+        assert_eq!(kind_of(m, "a.txt"), "content", "ba.txt is another file");
     }
 }

@@ -257,8 +257,14 @@ impl Worktrees {
         let (Some(top), Some(branch)) = (&w.repo, &w.branch) else {
             return "it had no worktree yet".to_owned();
         };
+        // Nothing else writes in it meanwhile (a sync, a merge into it).
+        let _held = self.hold(wf, agent).await;
         let removed = async {
             if tokio::fs::try_exists(&path).await.unwrap_or(false) {
+                if discard {
+                    // A merge left for the agent goes with its work.
+                    let _ = git(verify(&path, w).await?, &["merge", "--abort"]).await;
+                }
                 let note = format!("{agent}: left uncommitted when it left its worktree");
                 commit_all(verify(&path, w).await?, &author(wf, agent), &note).await?;
                 git(
@@ -462,10 +468,21 @@ async fn commit_all(
         let dir = dir.to_owned();
         let _ = tokio::task::spawn_blocking(move || domain::skills::remove_placed(&dir)).await;
     }
-    git(at, &["add", "-A"]).await?;
-    // A sync's merge left for the agent is concluded by this commit, even when
-    // the agent resolved it to its own side (no change against its last commit).
+    // A sync's merge left for the agent is concluded by this commit (even when the
+    // agent resolved it to its own side), but never while markers remain: they
+    // would be merged on as text.
     let merging = git::yes(at, &["rev-parse", "-q", "--verify", "MERGE_HEAD"]).await?;
+    if merging {
+        let left = merge::unresolved(at).await?;
+        if !left.is_empty() {
+            return Err(format!(
+                "a merge into its branch is not resolved yet: conflict markers remain in {}; \
+                 they must be resolved (the next run's commit concludes the merge)",
+                left.join(", ")
+            ));
+        }
+    }
+    git(at, &["add", "-A"]).await?;
     if !merging && git::yes(at, &["diff", "--cached", "--quiet"]).await? {
         return Ok(None);
     }
