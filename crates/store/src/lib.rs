@@ -86,7 +86,14 @@ impl Location {
             return Ok(Location::in_data_dir(data_dir));
         }
         if postgres::is_url(s) {
-            s.parse::<::postgres::Config>().map_err(|e| {
+            let bad = |why: String| {
+                format!(
+                    "--store (or AGENT_WORKER_STORE) {}: {why}",
+                    postgres::redacted(s)
+                )
+            };
+            let (plain, _) = postgres::tls::split(s).map_err(bad)?;
+            plain.parse::<::postgres::Config>().map_err(|e| {
                 format!(
                     "--store (or AGENT_WORKER_STORE) {}: not a PostgreSQL URL ({e}); write \
                      postgres://USER:PASSWORD@HOST:PORT/DATABASE",

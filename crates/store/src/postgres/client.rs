@@ -17,7 +17,11 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
-use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// The connection's stream: TLS when the URL asks for it, else plain.
+type Stream = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Notification, Row, Socket, Statement};
 
@@ -75,7 +79,7 @@ pub struct Client {
 struct Link {
     rt: tokio::runtime::Runtime,
     /// None once the connection ended, failed, or a call ran past its deadline.
-    connection: Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    connection: Option<tokio_postgres::Connection<Socket, Stream>>,
     /// Notifications (LISTEN) the connection brought while a call was driven.
     notifications: VecDeque<Notification>,
 }
@@ -120,21 +124,28 @@ impl Drop for Link {
 }
 
 impl Client {
-    /// Connects with `config` (TCP, startup and authentication) within `connect`;
-    /// statements are then bounded by `bound`.
+    /// Connects with `config` (TCP, TLS if `tls` is asked, startup and
+    /// authentication) within `connect`; statements are then bounded by `bound`.
     pub fn connect(
         config: &tokio_postgres::Config,
+        tls: &super::tls::Tls,
         connect: Duration,
         bound: Duration,
     ) -> Result<Self> {
+        let connector =
+            super::tls::connector(tls).map_err(|e| Fail::Io(std::io::Error::other(e)))?;
+        // TLS exactly when asked: a server that offers it is never trusted unchecked.
+        let mut config = config.clone();
+        config.ssl_mode(match tls.mode {
+            super::tls::Mode::Off => tokio_postgres::config::SslMode::Disable,
+            _ => tokio_postgres::config::SslMode::Require,
+        });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(Fail::Io)?;
         let (client, connection) = rt
-            .block_on(async {
-                tokio::time::timeout(connect, config.connect(tokio_postgres::NoTls)).await
-            })
+            .block_on(async { tokio::time::timeout(connect, config.connect(connector)).await })
             .map_err(|_| Fail::Silent(connect))??;
         Ok(Self {
             client,
@@ -221,7 +232,7 @@ impl Client {
 /// `connection` None.
 fn drive<T>(
     rt: &tokio::runtime::Runtime,
-    connection: &mut Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    connection: &mut Option<tokio_postgres::Connection<Socket, Stream>>,
     notifications: &mut VecDeque<Notification>,
     bound: Duration,
     fut: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
@@ -233,7 +244,7 @@ fn drive<T>(
 /// Drives the connection as far as it goes now, keeping its notifications: None
 /// while it lives, Some when it ended (with its error, if it had one).
 fn pump(
-    conn: &mut tokio_postgres::Connection<Socket, NoTlsStream>,
+    conn: &mut tokio_postgres::Connection<Socket, Stream>,
     cx: &mut std::task::Context<'_>,
     notifications: &mut VecDeque<Notification>,
 ) -> Option<Option<tokio_postgres::Error>> {
@@ -254,7 +265,7 @@ fn pump(
 /// [`drive`]; with `on_notification`, also done as soon as a notification came.
 fn drive_until<T>(
     rt: &tokio::runtime::Runtime,
-    connection: &mut Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    connection: &mut Option<tokio_postgres::Connection<Socket, Stream>>,
     notifications: &mut VecDeque<Notification>,
     bound: Duration,
     fut: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,

@@ -17,6 +17,7 @@
 pub mod bus;
 pub mod client;
 pub mod schema;
+pub mod tls;
 
 use super::sql::{self, Connection};
 use domain::error::{Error, Result};
@@ -62,7 +63,8 @@ pub fn is_url(s: &str) -> bool {
 /// (user, hosts, ports, database), so a password anywhere in it (before the `@`, or
 /// as `?password=`) never appears.
 pub fn redacted(url: &str) -> String {
-    let Ok(c) = url.parse::<postgres::Config>() else {
+    let plain = tls::split(url).map_or_else(|_| url.to_owned(), |(rest, _)| rest);
+    let Ok(c) = plain.parse::<postgres::Config>() else {
         return "(an unreadable PostgreSQL URL)".into();
     };
     let hosts: Vec<String> = c
@@ -106,7 +108,11 @@ pub(super) fn connect(url: &str, application: &str) -> Result<Connection> {
 /// vocabulary does not say: LISTEN and notifications). Fails within [`timeout`]
 /// (TCP connect, startup and authentication), saying why.
 pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
-    let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+    let invalid = |why: String| Error::invalid(format!("--store {}: {why}", redacted(url)));
+    let (rest, asked) = tls::split(url).map_err(invalid)?;
+    // A root that cannot be read is the URL's mistake, said before connecting.
+    tls::connector(&asked).map_err(invalid)?;
+    let mut config: tokio_postgres::Config = rest.parse().map_err(|e| {
         Error::invalid(format!(
             "--store {}: not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
             redacted(url)
@@ -138,7 +144,7 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
              -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
         );
     let statements = client::statement_bound(bound);
-    let client = client::Client::connect(&config, bound, statements).map_err(|e| match e {
+    let client = client::Client::connect(&config, &asked, bound, statements).map_err(|e| match e {
         client::Fail::Silent(d) => Error::internal(format!(
             "cannot connect to PostgreSQL at {}: the server accepted the connection but did not \
              answer within {} s: check that the URL names a PostgreSQL server and that it is not \

@@ -363,6 +363,14 @@ impl Silencer {
 /// and leaves the connection closed (so the store opens a new one); a connect
 /// whose startup is never answered fails within the connect bound; once the
 /// database answers again, connecting works.
+/// No TLS.
+fn plain() -> &'static super::tls::Tls {
+    &super::tls::Tls {
+        mode: super::tls::Mode::Off,
+        root: None,
+    }
+}
+
 #[test]
 fn a_silent_database_fails_calls_within_their_bound() {
     use super::client::{Client, Fail};
@@ -385,7 +393,8 @@ fn a_silent_database_fails_calls_within_their_bound() {
         .port(proxy.port);
     let (connect, bound) = (Duration::from_millis(1500), Duration::from_millis(500));
 
-    let mut c = Client::connect(&config, connect, bound).expect("connect through the proxy");
+    let mut c =
+        Client::connect(&config, plain(), connect, bound).expect("connect through the proxy");
     c.batch_execute("SELECT 1")
         .expect("an answer while it answers");
     proxy.freeze(true);
@@ -401,7 +410,7 @@ fn a_silent_database_fails_calls_within_their_bound() {
     assert!(c.batch_execute("SELECT 1").is_err(), "and stays closed");
 
     let t = Instant::now();
-    let e = Client::connect(&config, connect, bound)
+    let e = Client::connect(&config, plain(), connect, bound)
         .err()
         .expect("a startup nobody answers fails");
     assert!(matches!(e, Fail::Silent(d) if d == connect), "{e}");
@@ -412,6 +421,68 @@ fn a_silent_database_fails_calls_within_their_bound() {
     );
 
     proxy.freeze(false);
-    let mut c = Client::connect(&config, connect, bound).expect("connect again");
+    let mut c = Client::connect(&config, plain(), connect, bound).expect("connect again");
     c.batch_execute("SELECT 1").expect("answers again");
+}
+
+/// TLS as the URL asks: the test cluster's certificate names `localhost` only and
+/// is signed by its own CA (AGENT_WORKER_TEST_PG_CA). `verify-full` by that name
+/// connects over TLS; by the address it is refused (the name does not match) while
+/// `verify-ca` accepts it; another root is refused; without `sslmode`, no TLS.
+#[test]
+fn tls_is_verified_as_the_url_asks() {
+    let Some(url) = fresh_database() else { return };
+    let ca = std::env::var("AGENT_WORKER_TEST_PG_CA").expect("scripts/pg-cluster exports the CA");
+    let ssl = |url: &str| -> Result<bool, String> {
+        let c = super::client(url, "tls-test").map_err(|e| e.to_string())?;
+        let conn = sql::Connection::postgres_engine(c);
+        conn.query_row(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            (),
+            |r| r.get::<bool>(0),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let by_name = url.replace("@127.0.0.1:", "@localhost:");
+    assert_eq!(
+        ssl(&format!("{by_name}?sslmode=verify-full&sslrootcert={ca}")),
+        Ok(true)
+    );
+    assert_eq!(
+        ssl(&format!("{by_name}?sslmode=require&sslrootcert={ca}")),
+        Ok(true)
+    );
+    let e = ssl(&format!("{url}?sslmode=verify-full&sslrootcert={ca}")).unwrap_err();
+    assert!(
+        e.contains("cannot connect") && e.contains("certificate"),
+        "{e}"
+    );
+    assert_eq!(
+        ssl(&format!("{url}?sslmode=verify-ca&sslrootcert={ca}")),
+        Ok(true)
+    );
+    // The server's own certificate is no root for it.
+    let other = std::path::Path::new(&ca).with_file_name("server.crt");
+    let e = ssl(&format!(
+        "{by_name}?sslmode=verify-full&sslrootcert={}",
+        other.display()
+    ))
+    .unwrap_err();
+    assert!(e.contains("certificate"), "{e}");
+    let e = ssl(&format!(
+        "{by_name}?sslmode=verify-full&sslrootcert=/nowhere.pem"
+    ))
+    .unwrap_err();
+    assert!(e.contains("sslrootcert /nowhere.pem"), "{e}");
+    assert_eq!(ssl(&url), Ok(false));
+    // The password is never in an error.
+    let pw = url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('@')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(!e.contains(&pw));
 }
