@@ -127,6 +127,11 @@ impl Relay {
             {
                 Err(Answer::KernelGone(url.to_owned()))
             }
+            // A kernel that was stopping (its idle limit reached) as the request came
+            // drops it unread, and is gone a moment later: then a new one takes it.
+            Err(e) if !e.is_timeout() && self.kernel_stops().await => {
+                Err(Answer::KernelGone(url.to_owned()))
+            }
             Err(e) => {
                 if write {
                     let why = format!("the agent-worker kernel at {url} is unreachable: {e}");
@@ -135,6 +140,21 @@ impl Relay {
                 Err(Answer::Done)
             }
         }
+    }
+
+    /// Whether the kernel this bridge launched stops within a second or two (a
+    /// request it dropped as it was exiting), rather than being up and failing.
+    async fn kernel_stops(&self) -> bool {
+        let Some(l) = &self.launcher else {
+            return false;
+        };
+        for _ in 0..40 {
+            if !l.kernel_alive() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
     }
 
     /// A session id the kernel named in its answer becomes this bridge's.
