@@ -199,6 +199,14 @@ async fn the_skills_extension_serves_each_identity_its_own() {
         .await
         .unwrap();
     assert!(text(tone).contains("warm, short"));
+    // A change to the skill is seen at the next listing (read again, not cached).
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: greet-politely\ndescription: Greet briefly.\n---\nShort.\n",
+    )
+    .unwrap();
+    let again = agent.peer().list_all_skills().await.unwrap();
+    assert_eq!(again[0].frontmatter.description, "Greet briefly.");
     // Another agent has none of them, and cannot read them.
     let other = join(&s, &lead, "other", Proto::Modern).await;
     assert!(other.peer().list_all_skills().await.unwrap().is_empty());

@@ -202,6 +202,30 @@ pub fn check_name(name: &str, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// What a skill's folder holds as the file system says it (each entry's path,
+/// size and modification time), without reading a file: equal fingerprints mean
+/// an unchanged skill. Bounded as [`load`] is.
+pub fn fingerprint(dir: &Path) -> Result<Vec<(PathBuf, u64, std::time::SystemTime)>, String> {
+    let (mut out, mut stack) = (Vec::new(), vec![dir.to_owned()]);
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        for e in entries {
+            let e = e.map_err(|e| format!("{}: {e}", d.display()))?;
+            let m = std::fs::symlink_metadata(e.path()).map_err(|e| e.to_string())?;
+            if out.len() > 2 * MAX_FILES {
+                return Err(format!("{}: too many entries", dir.display()));
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+            let when = m.modified().unwrap_or(std::time::UNIX_EPOCH);
+            out.push((e.path(), m.len(), when));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// The files of a skill's folder (links are refused, as is anything not a
 /// regular file or folder), SKILL.md first, bounded.
 fn files_of(dir: &Path) -> Result<Vec<SkillFile>, String> {
