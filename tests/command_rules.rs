@@ -21,11 +21,14 @@ fn conversation(llm: &FakeLlm) -> String {
 async fn run(lead: &Client, name: &str) -> Vec<Value> {
     let r = ask(lead, name, "go", 45).await;
     assert_eq!(r["status"], "succeeded", "{r}");
+    // The run that answered: a wake of the same message may have run the agent
+    // once more since, with nothing left to do.
     let i = info(lead, name).await;
-    i["runs"][0]["denials"]
+    let answered = i["runs"]
         .as_array()
-        .cloned()
-        .unwrap_or_default()
+        .and_then(|runs| runs.iter().find(|x| x["id"] == r["run_id"]))
+        .unwrap_or_else(|| panic!("the answering run is not among the recent ones: {i}"));
+    answered["denials"].as_array().cloned().unwrap_or_default()
 }
 
 /// The nine ways of deleting a file a `rm *` rule must refuse, each on its own file.
