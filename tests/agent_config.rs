@@ -172,3 +172,48 @@ async fn agent_new_warns_when_the_backend_cannot_run_yet() {
     }
     s.stop().await;
 }
+
+/// Changes made at once each stay: agent_update reads the configuration, changes
+/// what it was given and writes it back, one change at a time per agent.
+#[tokio::test]
+async fn updates_at_once_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "coder", "backend": "sdk"}),
+    )
+    .await
+    .ok();
+    for round in 0..5 {
+        let steps = 10 + round;
+        let (a, b) = tokio::join!(
+            call(
+                &lead,
+                "agent_update",
+                json!({"target": "coder", "max_steps": steps})
+            ),
+            call(
+                &lead,
+                "agent_update",
+                json!({"target": "coder", "budget": {"max_tokens": 1000 + round}})
+            ),
+        );
+        let (_, _) = (a.ok(), b.ok());
+        let i = info(&lead, "coder").await;
+        assert_eq!(
+            i["agent"]["max_steps"], steps,
+            "round {round}: {}",
+            i["agent"]
+        );
+        assert_eq!(
+            i["agent"]["budget"]["max_tokens"],
+            1000 + round,
+            "round {round}: {}",
+            i["agent"]
+        );
+    }
+    s.stop().await;
+}

@@ -258,6 +258,7 @@ impl Runtime {
         }
         let rec = self.registry.agent_get(target).await?;
         let id = rec.id;
+        let _changing = self.changing(id).await;
         // The stored config (the view hides secrets, so read the row itself).
         let (mut env, mut config) = self.stored_env_and_config(id).await?;
         if let Some(p) = u.permissions {
@@ -423,6 +424,19 @@ impl Runtime {
             usage,
             schedule: schedule.map(|row| crate::runtime::schedules::view(target, row)),
         })
+    }
+}
+
+impl Runtime {
+    /// The agent's change lock, held until the guard is dropped.
+    async fn changing(&self, id: i64) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut m = self.changing.lock().unwrap();
+            // Locks nobody holds any more go, so the map stays as small as the work.
+            m.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+            m.entry(id).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 }
 

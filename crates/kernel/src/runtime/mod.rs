@@ -74,6 +74,9 @@ pub struct Runtime {
     leaving: AtomicBool,
     /// The agents' own git worktrees.
     worktrees: worktrees::Worktrees,
+    /// One lock per agent for changes that read its configuration, change it and
+    /// write it back (agent_update): two at once never lose one another's change.
+    changing: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
     /// The clock the scheduler reads, and the delays it keeps (see [`crate::timing`]).
     clock: Clock,
     timing: Timing,
@@ -107,6 +110,7 @@ impl Runtime {
             scheduler: scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),
             last_client: AtomicI64::new(domain::clock::now_ms()),
             approval_waits: Mutex::new(HashMap::new()),
+            changing: Mutex::new(HashMap::new()),
             bus: OnceLock::new(),
             leaving: AtomicBool::new(false),
             clock,
