@@ -345,10 +345,9 @@ impl Runtime {
                     .ok_or_else(|| busy(&to.name))?;
                 let path = self.worktrees.path(&to.wf, &to.name);
                 let at = verify(&path, &to.w).await.map_err(Error::conflict)?;
-                let src = source_rev(&b.top, label, commit).await;
                 merge::into_branch(
                     &b.top,
-                    (&src, &plan.into),
+                    ((label, commit), &plan.into),
                     mode,
                     &message,
                     Target::Checkout(at),
@@ -357,7 +356,6 @@ impl Runtime {
                 .map_err(Error::conflict)?
             }
             (_, None) => {
-                let src = source_rev(&b.top, label, commit).await;
                 let checkout = checked_out(&b.top, &plan.into).await?;
                 let target = match &checkout {
                     Some(p) if self.worktrees.is_ours(p) => {
@@ -371,9 +369,15 @@ impl Runtime {
                     Some(p) => Target::Checkout(At::Repo(p)),
                     None => Target::Ref,
                 };
-                merge::into_branch(&b.top, (&src, &plan.into), mode, &message, target)
-                    .await
-                    .map_err(Error::conflict)?
+                merge::into_branch(
+                    &b.top,
+                    ((label, commit), &plan.into),
+                    mode,
+                    &message,
+                    target,
+                )
+                .await
+                .map_err(Error::conflict)?
             }
         };
         Ok(self.after_merge(b, ask, out).await)
@@ -382,7 +386,6 @@ impl Runtime {
     /// After a merge: an agent's branch that moved is announced; a sync that
     /// conflicts wakes the agent to resolve it.
     async fn after_merge(&self, b: &Branch, ask: &MergeAsk, mut out: MergeOut) -> MergeOut {
-        out.from = out.from.trim_start_matches("refs/heads/").to_owned();
         let into_agent = match &ask.into {
             Some(i) if i.starts_with('@') => Some(i.trim_start_matches('@').to_owned()),
             _ => ask.from.as_ref().map(|_| b.name.clone()),
@@ -486,7 +489,10 @@ pub fn summary(out: &MergeOut) -> String {
                 .join(", "),
             out.note.as_deref().unwrap_or("nothing was written")
         ),
-        Status::Held => format!("the merge waits for approval {:?}", out.approval),
+        Status::Held => format!(
+            "the merge waits for approval {}",
+            out.approval.map(|a| a.to_string()).unwrap_or_default()
+        ),
     }
 }
 
@@ -527,16 +533,6 @@ fn same_repository(a: &Branch, b: &Branch) -> Result<()> {
         b.name,
         b.top.display()
     )))
-}
-
-/// The incoming side as merge-tree names it: its ref while that is still at the
-/// commit asked about (the conflict markers then carry the branch's name).
-async fn source_rev(top: &Path, branch: &str, commit: &str) -> String {
-    let r = format!("refs/heads/{branch}");
-    match diff::commit_of(top, &r).await {
-        Ok(c) if c == commit => r,
-        _ => commit.to_owned(),
-    }
 }
 
 /// The folder where `branch` is checked out, if any.

@@ -118,19 +118,19 @@ pub(super) enum Target<'a> {
     Checkout(At<'a>),
 }
 
-/// Merges `from` (a ref or commit) into branch `into` of the repository at `top`.
+/// Merges the commit `src` (of the branch named `from`, as read or approved:
+/// never read again, so a branch that moves meanwhile brings nothing unasked)
+/// into branch `into` of the repository at `top`.
 pub(super) async fn into_branch(
     top: &Path,
-    (from, into): (&str, &str),
+    ((from, src), into): ((&str, &str), &str),
     mode: Mode,
     message: &str,
     target: Target<'_>,
 ) -> Result<MergeOut, String> {
     let repo = At::Repo(top);
-    let (src_ref, dst_ref) = (from.to_owned(), format!("refs/heads/{into}"));
-    let src = commit_of(top, &src_ref)
-        .await
-        .map_err(|_| format!("{from} is not in {}", top.display()))?;
+    let dst_ref = format!("refs/heads/{into}");
+    let src = src.to_owned();
     let dst = commit_of(top, &dst_ref)
         .await
         .map_err(|_| format!("into: there is no branch {into} in {}", top.display()))?;
