@@ -101,12 +101,20 @@ pub struct SkillFile {
 /// Reads the skills of these folders, in order: an error names which one (and
 /// its file) and what to change.
 pub fn load_all(dirs: &[PathBuf]) -> Result<Vec<Skill>, String> {
+    load_all_with(dirs, load)
+}
+
+/// [`load_all`] with each folder read by `read` (a cache of [`load`]).
+pub fn load_all_with(
+    dirs: &[PathBuf],
+    read: impl Fn(&Path) -> Result<Skill, String>,
+) -> Result<Vec<Skill>, String> {
     if dirs.len() > MAX_SKILLS {
         return Err(format!("skills: at most {MAX_SKILLS} skills an agent"));
     }
     let mut out: Vec<Skill> = Vec::new();
     for (i, dir) in dirs.iter().enumerate() {
-        let skill = load(dir).map_err(|e| format!("skills[{i}] {e}"))?;
+        let skill = read(dir).map_err(|e| format!("skills[{i}] {e}"))?;
         if out.iter().any(|s| s.name == skill.name) {
             return Err(format!(
                 "skills[{i}] {}: another of its skills is named {:?} too; give each skill its own name",

@@ -1,8 +1,8 @@
 //! The Skills extension (`io.modelcontextprotocol/skills`, SEP-2640): each
 //! identity is served its own skills, as `skill://<name>/SKILL.md` and the
 //! skill's other files, through `skills/list`, `skills/get` and `resources/read`.
-//! An agent gets the skills it was given (read from their folders at each call,
-//! bounded, off the runtime's threads); the lead gets the know-how of running
+//! An agent gets the skills it was given (as the kernel keeps them: read again
+//! only when their folders change); the lead gets the know-how of running
 //! teams (`agent-worker-teams`), which is also a resource and a prompt for clients
 //! without the extension.
 
@@ -11,8 +11,6 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ReadResourceResult, ResourceContents, Skill, SkillFrontmatter, SkillResource, SkillResources,
 };
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 const SCHEME: &str = "skill://";
 /// The lead's skill, its name and its text.
@@ -38,47 +36,11 @@ async fn held(kernel: &Kernel, caller: &Caller) -> Result<Vec<Held>, McpError> {
         return Ok(vec![lead_skill()]);
     };
     let target = format!("{}@{}:{}", a.name, a.workflow.name, a.workflow.tag);
-    let rec = kernel
-        .agent_get(&target)
+    let skills = kernel
+        .agent_skills(&target)
         .await
         .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-    let dirs: Vec<std::path::PathBuf> = rec.view.skills.iter().map(Into::into).collect();
-    let skills = tokio::task::spawn_blocking(move || {
-        // A skill that went missing is left out here; the agent's next run says why.
-        dirs.iter()
-            .filter_map(|d| cached(d).ok())
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
     Ok(skills.into_iter().map(agent_skill).collect())
-}
-
-type Fingerprint = Vec<(std::path::PathBuf, u64, std::time::SystemTime)>;
-
-/// Skills read before, by folder, with what their folder held then: a skill is
-/// read and hashed again only when a file of it changed (a caller listing its
-/// skills over and over costs stat calls, not reads).
-static CACHE: std::sync::Mutex<Option<HashMap<PathBuf, (Fingerprint, domain::skills::Skill)>>> =
-    std::sync::Mutex::new(None);
-/// Folders the cache holds at most (then it starts afresh).
-const CACHED: usize = 256;
-
-fn cached(dir: &Path) -> Result<domain::skills::Skill, String> {
-    let print = domain::skills::fingerprint(dir)?;
-    if let Some((p, s)) = CACHE.lock().unwrap().as_ref().and_then(|m| m.get(dir))
-        && *p == print
-    {
-        return Ok(s.clone());
-    }
-    let skill = domain::skills::load(dir)?;
-    let mut cache = CACHE.lock().unwrap();
-    let map = cache.get_or_insert_with(HashMap::new);
-    if map.len() >= CACHED {
-        map.clear();
-    }
-    map.insert(dir.to_owned(), (print, skill.clone()));
-    Ok(skill)
 }
 
 fn lead_skill() -> Held {

@@ -32,6 +32,10 @@ impl Kernel {
         self.runtime.branch_diff(scope, a).await
     }
 
+    pub async fn agent_skills(&self, target: &str) -> Result<Vec<domain::skills::Skill>> {
+        self.runtime.agent_skills(target).await
+    }
+
     pub async fn branch_merge(
         &self,
         ask: crate::runtime::worktrees::MergeAsk,

@@ -73,7 +73,7 @@ fn cleared(v: Option<String>, current: Option<String>) -> Option<String> {
 impl Runtime {
     pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
         validate(&a)?;
-        check_skills(&a.config.skills).await?;
+        self.read_skills(&a.config.skills).await?;
         if let Some((_, Some(p))) = &a.schedule
             && p.chars().count() > schedules::MAX_PROMPT_CHARS
         {
@@ -274,7 +274,7 @@ impl Runtime {
             config.max_steps = Some(n);
         }
         if let Some(s) = u.skills {
-            check_skills(&s).await?;
+            self.read_skills(&s).await?;
             config.skills = s;
         }
         if let Some(e) = u.env {
@@ -438,19 +438,4 @@ impl Runtime {
         };
         lock.lock_owned().await
     }
-}
-
-/// Reads the skills' folders (off the runtime's threads): an error names the
-/// skill and its file.
-pub(crate) async fn check_skills(
-    dirs: &[std::path::PathBuf],
-) -> Result<Vec<domain::skills::Skill>> {
-    if dirs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let dirs = dirs.to_vec();
-    tokio::task::spawn_blocking(move || domain::skills::load_all(&dirs))
-        .await
-        .map_err(|e| Error::internal(e.to_string()))?
-        .map_err(Error::invalid)
 }

@@ -18,6 +18,7 @@ mod running;
 pub mod runs;
 pub mod scheduler;
 pub mod schedules;
+pub mod skills;
 pub mod spending;
 mod supervise;
 pub mod workers;
@@ -77,6 +78,8 @@ pub struct Runtime {
     /// One lock per agent for changes that read its configuration, change it and
     /// write it back (agent_update): two at once never lose one another's change.
     changing: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
+    /// The agents' skills as last read.
+    skills: Arc<skills::Skills>,
     /// The clock the scheduler reads, and the delays it keeps (see [`crate::timing`]).
     clock: Clock,
     timing: Timing,
@@ -111,6 +114,7 @@ impl Runtime {
             last_client: AtomicI64::new(domain::clock::now_ms()),
             approval_waits: Mutex::new(HashMap::new()),
             changing: Mutex::new(HashMap::new()),
+            skills: Arc::default(),
             bus: OnceLock::new(),
             leaving: AtomicBool::new(false),
             clock,

@@ -205,7 +205,7 @@ impl Runtime {
             Ok(cwd) => cwd,
             Err(e) => return Err(self.start_refused(&spec, e).await),
         };
-        let skills = match super::agents::check_skills(&spec.config.skills).await {
+        let skills = match self.read_skills(&spec.config.skills).await {
             Ok(s) => s.into_iter().map(skill_ref).collect(),
             Err(e) => return Err(self.start_refused(&spec, e).await),
         };
