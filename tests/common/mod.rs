@@ -8,9 +8,12 @@ pub mod in_process;
 pub mod inspector;
 pub mod repo;
 pub mod store;
+pub mod waits;
 
 #[allow(unused_imports)] // not every test binary uses it
 pub use in_process::InProcess;
+#[allow(unused_imports)]
+pub use waits::*;
 
 use rmcp::{
     RoleClient,
@@ -375,42 +378,6 @@ pub async fn ask(lead: &Client, target: &str, message: &str, wait: u64) -> Value
     )
     .await
     .ok()
-}
-
-/// Waits until `cond` holds for the agent's info, or panics with the last info.
-pub async fn wait_info(
-    lead: &Client,
-    target: &str,
-    secs: u64,
-    cond: impl Fn(&Value) -> bool,
-) -> Value {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let i = info(lead, target).await;
-        if cond(&i) {
-            return i;
-        }
-        if Instant::now() > end {
-            panic!("{target}: condition not met in {secs} s: {i}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Polls approval_list until an approval in `state` shows up (contracts).
-pub async fn approval_in(lead: &Client, state: &str, secs: u64) -> Value {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let l = call(lead, "approval_list", json!({})).await.ok();
-        if let Some(a) = l["approvals"]
-            .as_array()
-            .and_then(|v| v.iter().find(|a| a["state"] == state))
-        {
-            return a.clone();
-        }
-        assert!(Instant::now() < end, "no {state} approval in {secs} s: {l}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Registers agents in a workflow instance (as the lead).
