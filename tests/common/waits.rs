@@ -40,4 +40,3 @@ pub async fn approval_in(lead: &Client, state: &str, secs: u64) -> Value {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
-

@@ -284,13 +284,7 @@ fn files_of(dir: &Path) -> Result<Vec<SkillFile>, String> {
 /// `sha256:` and the hex of the bytes' SHA-256.
 pub fn digest(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    let hash = Sha256::digest(bytes);
-    let mut s = String::with_capacity(71);
-    s.push_str("sha256:");
-    for b in hash {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// A file of a skill by its path in the folder: only one its listing has (no

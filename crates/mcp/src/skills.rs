@@ -114,22 +114,26 @@ pub async fn read(
     caller: &Caller,
     want: &str,
 ) -> Result<ReadResourceResult, McpError> {
-    let rest = want.strip_prefix(SCHEME).ok_or_else(|| unknown(want))?;
-    let (name, path) = rest.split_once('/').ok_or_else(|| unknown(want))?;
+    let rest = want
+        .strip_prefix(SCHEME)
+        .ok_or_else(|| crate::resources::unknown_resource(want))?;
+    let (name, path) = rest
+        .split_once('/')
+        .ok_or_else(|| crate::resources::unknown_resource(want))?;
     let h = held(kernel, caller)
         .await?
         .into_iter()
         .find(|h| h.entry.name() == name)
-        .ok_or_else(|| unknown(want))?;
+        .ok_or_else(|| crate::resources::unknown_resource(want))?;
     let bytes = match h.dir {
         None if path == domain::skills::SKILL_MD => LEAD_SKILL_MD.as_bytes().to_vec(),
-        None => return Err(unknown(want)),
+        None => return Err(crate::resources::unknown_resource(want)),
         Some(skill) => {
             let path = path.to_owned();
             tokio::task::spawn_blocking(move || domain::skills::read_file(&skill, &path, MAX_READ))
                 .await
                 .map_err(|e| McpError::internal_error(e.to_string(), None))?
-                .map_err(|_| unknown(want))?
+                .map_err(|_| crate::resources::unknown_resource(want))?
         }
     };
     let mime = if path.ends_with(".md") {
@@ -148,9 +152,7 @@ pub async fn read(
     Ok(ReadResourceResult::new(vec![contents]))
 }
 
+/// `skills/get` of a skill the caller does not have: -32602, as SEP-2640 says.
 fn unknown(uri: &str) -> McpError {
-    McpError::invalid_params(
-        format!("no skill resource {uri}: skills/list gives yours"),
-        None,
-    )
+    McpError::invalid_params(format!("no skill {uri}: skills/list gives yours"), None)
 }

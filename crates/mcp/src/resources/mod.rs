@@ -365,7 +365,7 @@ fn is_token(id: &str, max: usize) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-fn unknown_resource(uri: &str) -> McpError {
+pub(crate) fn unknown_resource(uri: &str) -> McpError {
     McpError::resource_not_found(
         format!(
             "unknown resource {uri}: resources/list and resources/templates/list show what you may read"
