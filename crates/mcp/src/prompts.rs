@@ -59,6 +59,20 @@ const START_TEAM: &str = "start-team";
 const TEAMS_GUIDE: &str = "teams-guide";
 const TEAMS_GUIDE_DESCRIPTION: &str = "How to run agent-worker teams well: team patterns, the worktree, diff and merge flow, a contracts cookbook.";
 
+/// The `teams-guide` prompt: the lead's skill, which takes no arguments.
+fn guide_prompt(args: &JsonObject) -> Result<GetPromptResult, McpError> {
+    if let Some(k) = args.keys().next() {
+        return Err(McpError::invalid_params(
+            format!("unknown argument {k:?} for prompt {TEAMS_GUIDE}: it takes none"),
+            None,
+        ));
+    }
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, guide())])
+            .with_description(TEAMS_GUIDE_DESCRIPTION),
+    )
+}
+
 /// The lead's skill without its frontmatter.
 pub fn guide() -> &'static str {
     let md = crate::skills::LEAD_SKILL_MD;
@@ -116,16 +130,7 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
     let empty = JsonObject::new();
     let args = arguments.unwrap_or(&empty);
     if name == TEAMS_GUIDE {
-        if let Some(k) = args.keys().next() {
-            return Err(McpError::invalid_params(
-                format!("unknown argument {k:?} for prompt {name}: it takes none"),
-                None,
-            ));
-        }
-        return Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, guide())])
-                .with_description(TEAMS_GUIDE_DESCRIPTION),
-        );
+        return guide_prompt(args);
     }
     let text = |k: &str| -> Option<String> {
         args.get(k).map(|v| match v {

@@ -83,20 +83,25 @@ fn subject(when: &When) -> String {
                 .map(|f| format!("a document matching \"{f}\""))
                 .unwrap_or_else(|| "a document".into())
         ),
-        When::Merge { agent, into, mode } => format!(
-            "When {} is merged into {}{}",
-            agent
-                .as_ref()
-                .map(|a| format!("agent {a}'s branch"))
-                .unwrap_or_else(|| "an agent's branch".into()),
-            into.as_ref()
-                .map(|i| format!("a branch matching \"{i}\""))
-                .unwrap_or_else(|| "any branch".into()),
-            mode.as_ref()
-                .map(|m| format!(" (mode {m})"))
-                .unwrap_or_default()
-        ),
+        When::Merge { agent, into, mode } => merge_subject(agent, into, mode),
     }
+}
+
+/// "When agent bob's branch is merged into a branch matching "main" (mode squash)".
+fn merge_subject(agent: &Option<String>, into: &Option<String>, mode: &Option<String>) -> String {
+    format!(
+        "When {} is merged into {}{}",
+        agent
+            .as_ref()
+            .map(|a| format!("agent {a}'s branch"))
+            .unwrap_or_else(|| "an agent's branch".into()),
+        into.as_ref()
+            .map(|i| format!("a branch matching \"{i}\""))
+            .unwrap_or_else(|| "any branch".into()),
+        mode.as_ref()
+            .map(|m| format!(" (mode {m})"))
+            .unwrap_or_default()
+    )
 }
 
 /// What the kernel does when the event happens.
