@@ -124,7 +124,8 @@
 //!                  takeover; bus.rs their events to each other), worktrees/ an
 //!                  agent's own git worktree (made, checked, a commit per run,
 //!                  recovered at start; diff.rs and merge.rs git's reading and merging,
-//!                  branches.rs branch_diff and branch_merge with merge contracts),
+//!                  branches.rs branch_diff and branch_merge with merge contracts,
+//!                  verdict.rs a merge verdict recorded),
 //!                  skills.rs the agents' skills, read again only when their folders change;
 //!                  tells workflows through events
 //!   workflows/     Workflows, workflow runs: start (run.rs), setup.rs its shell setup steps,

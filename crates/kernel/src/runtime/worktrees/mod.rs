@@ -14,6 +14,7 @@ pub mod diff;
 mod git;
 pub mod merge;
 mod recover;
+mod verdict;
 
 pub use branches::{DiffArgs, MergeAsk, summary};
 
