@@ -32,6 +32,15 @@ impl Kernel {
         self.messaging.channel_read(scope, since, limit).await
     }
 
+    pub async fn channel_view(
+        &self,
+        scope: &Scope,
+        since: Option<String>,
+        limit: Option<i64>,
+    ) -> Result<ReadResult> {
+        self.messaging.channel_view(scope, since, limit).await
+    }
+
     pub async fn my_inbox(&self, scope: &Scope, limit: Option<i64>) -> Result<Inbox> {
         self.messaging.my_inbox(scope, limit).await
     }

@@ -55,61 +55,91 @@ impl Messaging {
         since: Option<String>,
         limit: Option<i64>,
     ) -> Result<ReadResult> {
-        let limit = limit.unwrap_or(DEFAULT_READ_LIMIT);
-        if !(1..=MAX_READ_LIMIT).contains(&limit) {
-            return Err(Error::invalid(format!(
-                "limit must be between 1 and {MAX_READ_LIMIT} (default {DEFAULT_READ_LIMIT})"
-            )));
-        }
-        let since = since.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+        let (since, limit) = checked(since, limit)?;
         let s = scope.clone();
         self.store
             .write(move |c| {
-                const COLS: &str = "id, sender, content, created_at, kind, to_member, mentions";
-                // A direct message is its two members' only: not a later agent's
-                // that took one of their names (agent_delete, then agent_new).
-                const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR ((sender = ?2 OR to_member = ?2) \
-                    AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)))";
-                let (mut messages, has_more) = match &since {
-                    Some(since) => {
-                        let known: Option<i64> = c
-                            .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
-                            .query_row((s.workflow_id, since), |r| r.get(0))
-                            .optional()?;
-                        if known.is_none() {
-                            return Err(Error::not_found(format!(
-                                "unknown message id {since:?} in {}: pass an id returned by channel_read or channel_send, \
-                                 or leave since out to get the latest messages",
-                                s.workflow
-                            )));
-                        }
-                        let mut st = c.prepare_cached(&format!(
-                            "SELECT {COLS} FROM messages WHERE {VISIBLE} AND id > ?3 ORDER BY id LIMIT ?4"
-                        ))?;
-                        let mut rows = st
-                            .query_map(sql::params![s.workflow_id, s.me, since, limit + 1], message_row)?
-                            .collect::<sql::Result<Vec<_>>>()?;
-                        let more = rows.len() as i64 > limit;
-                        rows.truncate(limit as usize);
-                        (rows, more)
-                    }
-                    None => {
-                        let mut st = c.prepare_cached(&format!(
-                            "SELECT {COLS} FROM messages WHERE {VISIBLE} ORDER BY id DESC LIMIT ?3"
-                        ))?;
-                        let mut rows = st
-                            .query_map(sql::params![s.workflow_id, s.me, limit], message_row)?
-                            .collect::<sql::Result<Vec<_>>>()?;
-                        rows.reverse();
-                        (rows, false)
-                    }
-                };
-                if let Some(last) = messages.last() {
+                let mut read = select(c, &s, since.as_deref(), limit)?;
+                if let Some(last) = read.messages.last() {
                     set_cursor(c, s.workflow_id, &s.me, &last.id)?;
                 }
-                messages.shrink_to_fit();
-                Ok(ReadResult { messages, has_more })
+                read.messages.shrink_to_fit();
+                Ok(read)
             })
             .await
     }
+
+    /// What channel_read returns, on a reader thread, moving no cursor: for a
+    /// person watching (the dashboard), whose looking is not the lead's reading.
+    pub async fn channel_view(
+        &self,
+        scope: &Scope,
+        since: Option<String>,
+        limit: Option<i64>,
+    ) -> Result<ReadResult> {
+        let (since, limit) = checked(since, limit)?;
+        let s = scope.clone();
+        self.store
+            .read(move |c| select(c, &s, since.as_deref(), limit))
+            .await
+    }
+}
+
+fn checked(since: Option<String>, limit: Option<i64>) -> Result<(Option<String>, i64)> {
+    let limit = limit.unwrap_or(DEFAULT_READ_LIMIT);
+    if !(1..=MAX_READ_LIMIT).contains(&limit) {
+        return Err(Error::invalid(format!(
+            "limit must be between 1 and {MAX_READ_LIMIT} (default {DEFAULT_READ_LIMIT})"
+        )));
+    }
+    let since = since.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    Ok((since, limit))
+}
+
+/// The messages `s.me` may see after `since` (oldest first), or the latest ones.
+fn select(c: &sql::Connection, s: &Scope, since: Option<&str>, limit: i64) -> Result<ReadResult> {
+    const COLS: &str = "id, sender, content, created_at, kind, to_member, mentions";
+    // A direct message is its two members' only: not a later agent's
+    // that took one of their names (agent_delete, then agent_new).
+    const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR ((sender = ?2 OR to_member = ?2) \
+        AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)))";
+    let Some(since) = since else {
+        let mut st = c.prepare_cached(&format!(
+            "SELECT {COLS} FROM messages WHERE {VISIBLE} ORDER BY id DESC LIMIT ?3"
+        ))?;
+        let mut rows = st
+            .query_map(sql::params![s.workflow_id, s.me, limit], message_row)?
+            .collect::<sql::Result<Vec<_>>>()?;
+        rows.reverse();
+        return Ok(ReadResult {
+            messages: rows,
+            has_more: false,
+        });
+    };
+    let known: Option<i64> = c
+        .prepare_cached("SELECT 1 FROM messages WHERE workflow_id = ?1 AND id = ?2")?
+        .query_row((s.workflow_id, since), |r| r.get(0))
+        .optional()?;
+    if known.is_none() {
+        return Err(Error::not_found(format!(
+            "unknown message id {since:?} in {}: pass an id returned by channel_read or channel_send, \
+             or leave since out to get the latest messages",
+            s.workflow
+        )));
+    }
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {COLS} FROM messages WHERE {VISIBLE} AND id > ?3 ORDER BY id LIMIT ?4"
+    ))?;
+    let mut rows = st
+        .query_map(
+            sql::params![s.workflow_id, s.me, since, limit + 1],
+            message_row,
+        )?
+        .collect::<sql::Result<Vec<_>>>()?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    Ok(ReadResult {
+        messages: rows,
+        has_more,
+    })
 }
