@@ -157,6 +157,11 @@
 //!                  (2025-11-25); input_required.rs the same forms as `input_required`
 //!                  and the retry that answers them (2026-07-28), its state sealed
 //!   complete.rs    completion of prompt arguments and template variables
+//!   dashboard/     the team dashboard, an MCP App (io.modelcontextprotocol/ui): offered
+//!                  only to a lead whose host declares the extension (mod.rs: the
+//!                  ui:// page, built from crates/mcp/ui by scripts/ui-build and
+//!                  embedded, its CSP, the tools that open it); view.rs what it shows
+//!                  of an instance; tool.rs dashboard_watch, the app-only long poll
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
 //!   stdio.rs       the stdio transport with those checks

@@ -242,3 +242,154 @@ async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_brows
     let doc = run["document"]["content"].as_str().unwrap_or_default();
     assert!(doc.contains("## Review 2\n- approved"), "{run}");
 }
+
+/// The team `@dash:main`: a mock coder whose write waits for the lead's approval,
+/// a document to view; and `@global:main` with bob, for the switcher.
+async fn dashboard_team(lead: &Client) {
+    let yaml = "name: dash\nagents:\n  coder:\n    backend: mock\n    permissions: edit\n    \
+                mock:\n      - write: {path: out.txt, content: hi}\nkickoff: \"@coder go\"\n";
+    call(
+        lead,
+        "contract_set",
+        serde_json::json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
+               "then": {"action": "require_approval", "timeout": "5m"}}),
+    )
+    .await
+    .ok();
+    call(lead, "workflow_run", serde_json::json!({"yaml": yaml}))
+        .await
+        .ok();
+    call(
+        lead,
+        "team_doc_write",
+        serde_json::json!({"workflow": "@dash:main", "file": "plan.md",
+               "content": "# Plan\n\n- Ship the dashboard\n"}),
+    )
+    .await
+    .ok();
+    new_agents(lead, "@global:main", &["bob"]).await;
+}
+
+/// Reads the driver's stdout up to a line starting with `word`.
+async fn line_from(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    word: &str,
+) -> Result<String, String> {
+    while let Ok(Some(l)) = lines.next_line().await {
+        if let Some(rest) = l.strip_prefix(word) {
+            return Ok(rest.trim().to_owned());
+        }
+    }
+    Err(format!("the driver ended before {word}"))
+}
+
+fn epoch_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead() {
+    let Some(t) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(&dir.path().join("data"), &["--token", TOKEN], &[]).await;
+    let lead = s.lead(Proto::Legacy).await;
+    dashboard_team(&lead).await;
+
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let (inspector, ui_url) = start_web_ui(&t, dir.path(), &home, &s.url).await;
+    let profile = dir.path().join("chromium-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    // AW_DASHBOARD_SHOTS=docs/images keeps the screenshots (the README's).
+    let shots = std::env::var_os("AW_DASHBOARD_SHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.path().to_owned());
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/dashboard.mjs");
+    let mut driver = Group::spawn(
+        Command::new(&t.node)
+            .arg(&script)
+            .env("HOME", &home)
+            .env("PLAYWRIGHT_CORE", &t.playwright)
+            .env("CHROMIUM", &t.chromium)
+            .env("INSPECTOR_URL", &ui_url)
+            .env("USER_DATA_DIR", &profile)
+            .env("SHOTS", &shots)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let mut stdin = driver.0.stdin.take().unwrap();
+    let mut lines = BufReader::new(driver.0.stdout.take().unwrap()).lines();
+    let mut stderr = driver.0.stderr.take().unwrap();
+    let err = tokio::spawn(async move {
+        let mut e = String::new();
+        let _ = stderr.read_to_string(&mut e).await;
+        e
+    });
+    let run = tokio::time::timeout(Duration::from_secs(90), async {
+        line_from(&mut lines, "READY").await?;
+        let sent = epoch_ms();
+        call(
+            &lead,
+            "channel_send",
+            serde_json::json!({"workflow": "@dash:main", "message": "status please"}),
+        )
+        .await
+        .ok();
+        use tokio::io::AsyncWriteExt;
+        stdin.write_all(b"SENT\n").await.unwrap();
+        let seen: u128 = line_from(&mut lines, "SEEN").await?.parse().unwrap();
+        line_from(&mut lines, "APPROVED").await?;
+        let result = line_from(&mut lines, "RESULT").await?;
+        Ok::<_, String>((seen.saturating_sub(sent), result))
+    })
+    .await;
+    driver.stop().await;
+    inspector.stop().await;
+    let marker = profile.display().to_string();
+    let left = processes_with(&marker);
+    for pid in &left {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    let err = err.await.unwrap();
+    let (latency, result) = match run {
+        Ok(Ok(r)) => r,
+        Ok(Err(why)) => panic!("{why}:\n{err}"),
+        Err(_) => panic!("the driver did not finish in 90 s:\n{err}"),
+    };
+    assert!(left.is_empty(), "Chromium outlived the script: {left:?}");
+    eprintln!(
+        "screenshots in {}; the message showed {latency} ms after its send",
+        shots.display()
+    );
+    assert!(latency < 1000, "the message took {latency} ms to show");
+
+    // Approve in the page decided it as the lead.
+    let approvals = call(
+        &lead,
+        "approval_list",
+        serde_json::json!({"workflow": "@dash:main"}),
+    )
+    .await
+    .ok();
+    let a = &approvals["approvals"][0];
+    assert_eq!(a["state"], "approved", "{approvals}");
+    assert_eq!(a["votes"][0]["who"], "user", "decided by the lead: {a}");
+
+    let r: serde_json::Value = serde_json::from_str(&result).unwrap();
+    eprintln!("the dashboard in the browser: {r}");
+    assert!(
+        r["width"].as_u64().unwrap() <= 420,
+        "shown at about 400 px: {r}"
+    );
+    assert_eq!(r["overflows"], false, "nothing wider than the panel: {r}");
+    assert_eq!(r["viewer_focus"], "viewer-title", "{r}");
+    assert_eq!(r["focus_back"], "plan.md", "{r}");
+    assert_ne!(r["bg_light"], r["bg_dark"], "{r}");
+    assert_eq!(r["switched"], serde_json::json!(["bob"]), "{r}");
+    s.stop().await;
+}

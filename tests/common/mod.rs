@@ -300,13 +300,18 @@ impl Out {
     }
 }
 
-pub async fn call(c: &Client, tool: &str, args: Value) -> Out {
+/// A tool's result, for any session (`&client` coerces: a session derefs to its peer).
+pub async fn call(c: &rmcp::Peer<RoleClient>, tool: &str, args: Value) -> Out {
     try_call(c, tool, args)
         .await
         .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
 }
 
-pub async fn try_call(c: &Client, tool: &str, args: Value) -> Result<Out, rmcp::ServiceError> {
+pub async fn try_call(
+    c: &rmcp::Peer<RoleClient>,
+    tool: &str,
+    args: Value,
+) -> Result<Out, rmcp::ServiceError> {
     let args = match args {
         Value::Object(m) => m,
         Value::Null => Default::default(),

@@ -10,6 +10,7 @@
 
 pub mod client_configs;
 pub mod complete;
+pub mod dashboard;
 pub mod elicit;
 pub mod era;
 pub mod http;
@@ -54,6 +55,9 @@ pub struct Tools {
     management: HashSet<String>,
     /// Every tool as clients see it: schemas made portable (see [`schemas`]).
     listed: Vec<Tool>,
+    /// The lead's tools as a host that renders MCP Apps sees them: with the
+    /// dashboard's links and its app-only tools (see [`dashboard`]).
+    with_apps: Vec<Tool>,
     /// The tools an agent may see, without the lead's `workflow` argument (an
     /// agent acts in its own instance).
     for_agents: Vec<Tool>,
@@ -65,7 +69,7 @@ pub struct Tools {
 
 impl Tools {
     pub fn new() -> Arc<Self> {
-        let management = AgentWorker::management_tools();
+        let management = AgentWorker::management_tools() + AgentWorker::dashboard_tools();
         let names: HashSet<String> = management
             .list_all()
             .into_iter()
@@ -87,6 +91,11 @@ impl Tools {
                 t
             })
             .collect::<Vec<Tool>>();
+        let with_apps = dashboard::decorate(&listed);
+        let listed: Vec<Tool> = listed
+            .into_iter()
+            .filter(|t| !dashboard::APP_ONLY.contains(&t.name.as_ref()))
+            .collect();
         let for_agents = listed
             .iter()
             .filter(|t| !names.contains(t.name.as_ref()))
@@ -102,6 +111,7 @@ impl Tools {
             router,
             management: names,
             listed,
+            with_apps,
             for_agents,
             hub: std::sync::OnceLock::new(),
             tasks: rmcp::task_manager::TaskManager::new(),
@@ -112,20 +122,21 @@ impl Tools {
         self.management.contains(name)
     }
 
-    /// A tool as `caller` sees it.
-    fn get(&self, caller: &Caller, name: &str) -> Option<&Tool> {
-        self.seen_by(caller).iter().find(|t| t.name == name)
+    /// A tool as `caller` sees it (`apps`: from a host that renders the dashboard).
+    fn get(&self, caller: &Caller, apps: bool, name: &str) -> Option<&Tool> {
+        self.seen_by(caller, apps).iter().find(|t| t.name == name)
     }
 
-    fn seen_by(&self, caller: &Caller) -> &[Tool] {
+    fn seen_by(&self, caller: &Caller, apps: bool) -> &[Tool] {
         match caller {
+            Caller::Lead if apps => &self.with_apps,
             Caller::Lead => &self.listed,
             Caller::Agent(_) => &self.for_agents,
         }
     }
 
-    fn visible_to(&self, caller: &Caller) -> Vec<Tool> {
-        self.seen_by(caller)
+    fn visible_to(&self, caller: &Caller, apps: bool) -> Vec<Tool> {
+        self.seen_by(caller, apps)
             .iter()
             // How a worker run asks before a tool runs: only runs see it.
             .filter(|t| {
@@ -206,21 +217,25 @@ pub(crate) fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, McpErro
 impl ServerHandler for AgentWorker {
     #[allow(deprecated)] // logging is legacy (SEP-2577); 2025-11-25 clients use it
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_prompts()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_resources_list_changed()
-                .enable_logging()
-                .enable_tasks()
-                .enable_completions()
-                .enable_skills()
-                .build(),
-        )
-        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_logging()
+            .enable_tasks()
+            .enable_completions()
+            .enable_skills()
+            .build();
+        // MCP Apps: the dashboard, for a lead whose host renders it.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(dashboard::EXTENSION.into(), Default::default());
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
     }
 
     async fn call_tool(
@@ -229,7 +244,9 @@ impl ServerHandler for AgentWorker {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let who = caller(&context)?;
-        if !who.is_lead() && self.tools.is_management(&request.name) {
+        let apps = dashboard::offered(&who, &context);
+        let hidden = !apps && dashboard::APP_ONLY.contains(&request.name.as_ref());
+        if hidden || (!who.is_lead() && self.tools.is_management(&request.name)) {
             // Same answer as for a tool that does not exist: agents cannot probe for it.
             return Err(McpError::invalid_params(
                 format!("tool not found: {}", request.name),
@@ -244,8 +261,10 @@ impl ServerHandler for AgentWorker {
                 None,
             ));
         }
-        if let (Some(tool), Some(args)) = (self.tools.get(&who, &request.name), &request.arguments)
-            && let Some(why) = schemas::unknown_arguments(&request.name, &tool.input_schema, args)
+        if let (Some(tool), Some(args)) = (
+            self.tools.get(&who, apps, &request.name),
+            &request.arguments,
+        ) && let Some(why) = schemas::unknown_arguments(&request.name, &tool.input_schema, args)
         {
             return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
         }
@@ -305,7 +324,10 @@ impl ServerHandler for AgentWorker {
     ) -> Result<ListToolsResult, McpError> {
         let who = caller(&context)?;
         no_cursor("tools/list", request)?;
-        Ok(ListToolsResult::with_all_items(self.tools.visible_to(&who)))
+        let apps = dashboard::offered(&who, &context);
+        Ok(ListToolsResult::with_all_items(
+            self.tools.visible_to(&who, apps),
+        ))
     }
 
     /// The lead's prompts (agents have none).
@@ -346,7 +368,10 @@ impl ServerHandler for AgentWorker {
     ) -> Result<ListResourcesResult, McpError> {
         let who = caller(&context)?;
         let cursor = request.and_then(|r| r.cursor);
-        let (page, next) = resources::list(&self.kernel, &who, cursor.as_deref()).await?;
+        let (mut page, next) = resources::list(&self.kernel, &who, cursor.as_deref()).await?;
+        if cursor.is_none() && dashboard::offered(&who, &context) {
+            page.insert(0, dashboard::listed());
+        }
         // A session that lists resources hears when the list changes.
         self.hub().watch_list(
             subscriptions::watcher_key(&who, &context),
@@ -376,6 +401,9 @@ impl ServerHandler for AgentWorker {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let who = caller(&context)?;
+        if request.uri == dashboard::URI && who.is_lead() {
+            return Ok(dashboard::read().into());
+        }
         if skills::is_skill_uri(&request.uri) {
             return Ok(skills::read(&self.kernel, &who, &request.uri).await?.into());
         }
@@ -537,7 +565,7 @@ impl ServerHandler for AgentWorker {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.get(&Caller::Lead, name).cloned()
+        self.tools.get(&Caller::Lead, true, name).cloned()
     }
 }
 

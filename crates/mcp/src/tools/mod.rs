@@ -17,7 +17,7 @@ pub(crate) mod contracts;
 mod documents;
 mod inbox;
 mod lifecycle;
-mod params;
+pub(crate) mod params;
 mod proposals;
 mod resources;
 pub(crate) mod schedules;

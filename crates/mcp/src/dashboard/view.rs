@@ -1,0 +1,292 @@
+//! What the dashboard shows of an instance at one moment, read as the lead: the
+//! same views the lead's tools return, cut to what a panel needs and bounded.
+
+use domain::error::Result;
+use domain::protocol::Usage;
+use domain::states::{AgentState, WorkflowState};
+use kernel::governance::approvals::ApprovalView;
+use kernel::messaging::read::ChannelMessage;
+use kernel::runtime::runs::RunView;
+use kernel::{Caller, Kernel};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Agents shown with their runs at most (the rest are counted).
+const MAX_AGENTS: usize = 50;
+/// Runs shown per agent.
+const RUNS_SHOWN: usize = 5;
+/// Instances in the switcher at most (newest first).
+const MAX_INSTANCES: usize = 100;
+/// Messages returned per poll at most (the app reads on with the cursor).
+const MESSAGES_PER_POLL: i64 = 100;
+/// Decided approvals shown after the pending ones.
+const DECIDED_SHOWN: usize = 5;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = crate::tools::no_null_defaults)]
+pub struct WatchArgs {
+    /// The instance, e.g. "@review:pr-1" (default: the newest running one, else
+    /// the newest).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+    /// The last message id shown: only newer messages are returned.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub since: Option<String>,
+    /// The `version` last shown: the call waits until something else changes.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub seen: Option<String>,
+    /// 0..=50 (default 25).
+    #[serde(default)]
+    #[schemars(with = "i64", range(min = 0, max = 50))]
+    pub wait_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Snapshot {
+    /// Changes when anything shown but the channel changes; pass it back as `seen`.
+    pub version: String,
+    /// The server's clock, in milliseconds (for elapsed times).
+    pub now_ms: i64,
+    /// The instance shown (absent when there is none yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    pub instances: Vec<Instance>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusShown>,
+    pub agents: Vec<AgentShown>,
+    /// Agents not shown (past the first 50).
+    pub agents_more: usize,
+    pub approvals: Vec<ApprovalView>,
+    pub documents: Vec<String>,
+    /// Messages after `since` (or the latest), oldest first.
+    pub messages: Vec<ChannelMessage>,
+    /// More messages follow the last one returned.
+    pub messages_more: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, Hash)]
+pub struct Instance {
+    pub workflow: String,
+    pub status: WorkflowState,
+    pub agents: i64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StatusShown {
+    pub status: WorkflowState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    pub runs: i64,
+    pub pending: i64,
+    pub messages: i64,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentShown {
+    pub name: String,
+    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `shared`, or `worktree` with its branch.
+    pub workspace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    pub state: AgentState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+    /// The run in progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<RunShown>,
+    /// The latest runs, newest first.
+    pub runs: Vec<RunShown>,
+    pub total_runs: i64,
+    pub failed_runs: i64,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunShown {
+    pub id: String,
+    pub trigger: String,
+    pub status: domain::states::RunStatus,
+    pub started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    pub usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl From<&RunView> for RunShown {
+    fn from(r: &RunView) -> Self {
+        Self {
+            id: r.id.clone(),
+            trigger: r.trigger.clone(),
+            status: r.status,
+            started_at: r.started_at.clone(),
+            duration_ms: r.duration_ms,
+            usage: r.usage,
+            error_class: r.error_class.clone(),
+            error: r.error.clone(),
+        }
+    }
+}
+
+/// The instance to show: the one asked for, else the newest running, else the newest.
+fn chosen(asked: Option<&str>, instances: &[Instance]) -> Option<String> {
+    if let Some(w) = asked {
+        return Some(w.to_owned());
+    }
+    instances
+        .iter()
+        .find(|i| i.status == WorkflowState::Running)
+        .or_else(|| instances.first())
+        .map(|i| i.workflow.clone())
+}
+
+async fn instances(kernel: &Kernel) -> Result<Vec<Instance>> {
+    let mut all = kernel.workflow_list().await?;
+    all.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    all.truncate(MAX_INSTANCES);
+    Ok(all
+        .into_iter()
+        .map(|w| Instance {
+            workflow: w.workflow,
+            status: w.status,
+            agents: w.agents,
+        })
+        .collect())
+}
+
+/// Reads what the dashboard shows of `asked` (or the instance [`chosen`]).
+pub async fn snapshot(
+    kernel: &Kernel,
+    asked: Option<&str>,
+    since: Option<String>,
+) -> Result<Snapshot> {
+    let instances = instances(kernel).await?;
+    let mut snap = Snapshot {
+        version: String::new(),
+        now_ms: domain::clock::now_ms(),
+        workflow: chosen(asked, &instances),
+        instances,
+        status: None,
+        agents: Vec::new(),
+        agents_more: 0,
+        approvals: Vec::new(),
+        documents: Vec::new(),
+        messages: Vec::new(),
+        messages_more: false,
+    };
+    if let Some(w) = snap.workflow.clone() {
+        fill(kernel, &mut snap, &w, since).await?;
+    }
+    snap.version = version(&snap);
+    Ok(snap)
+}
+
+async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<String>) -> Result<()> {
+    let scope = kernel.scope(&Caller::Lead, Some(w)).await?;
+    let status = kernel.workflow_status(w).await?;
+    snap.agents_more = status.agents.len().saturating_sub(MAX_AGENTS);
+    for a in status.agents.iter().take(MAX_AGENTS) {
+        snap.agents.push(agent(kernel, w, a).await?);
+    }
+    snap.status = Some(StatusShown {
+        status: status.status,
+        reason: status.reason,
+        started_at: status.started_at,
+        ended_at: status.ended_at,
+        runs: status.runs,
+        pending: status.pending,
+        messages: status.messages,
+        usage: status.usage,
+    });
+    snap.approvals = approvals(kernel, &scope.workflow).await?;
+    let docs = kernel.doc_list(&scope).await?;
+    snap.documents = docs.files.into_iter().map(|f| f.file).collect();
+    let read = kernel
+        .channel_view(&scope, since, Some(MESSAGES_PER_POLL))
+        .await?;
+    snap.messages = read.messages;
+    snap.messages_more = read.has_more;
+    Ok(())
+}
+
+async fn agent(
+    kernel: &Kernel,
+    w: &str,
+    a: &kernel::workflows::AgentSummary,
+) -> Result<AgentShown> {
+    let info = kernel.agent_info(&format!("{}{w}", a.name)).await?;
+    let running = info
+        .running
+        .as_ref()
+        .and_then(|id| info.runs.iter().find(|r| &r.id == id))
+        .map(RunShown::from);
+    let (workspace, branch) = match &info.worktree {
+        Some(t) => ("worktree".to_owned(), Some(t.branch.clone())),
+        None => ("shared".to_owned(), None),
+    };
+    Ok(AgentShown {
+        name: a.name.clone(),
+        backend: a.backend.clone(),
+        model: info.agent.model.clone(),
+        node: a.node.clone(),
+        workspace,
+        branch,
+        state: a.state,
+        reason: a.reason.clone(),
+        resume_at: a.resume_at.clone(),
+        running,
+        runs: info
+            .runs
+            .iter()
+            .take(RUNS_SHOWN)
+            .map(RunShown::from)
+            .collect(),
+        total_runs: a.runs,
+        failed_runs: a.failed_runs,
+        usage: a.usage,
+    })
+}
+
+/// Pending approvals first, then the latest decided.
+async fn approvals(kernel: &Kernel, w: &domain::names::WorkflowRef) -> Result<Vec<ApprovalView>> {
+    let all = kernel.approval_list(&Caller::Lead, Some(w)).await?;
+    let (mut pending, decided): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|a| a.state == domain::states::ApprovalState::Pending);
+    pending.extend(decided.into_iter().take(DECIDED_SHOWN));
+    Ok(pending)
+}
+
+/// A digest of everything shown but the clock and the channel.
+fn version(s: &Snapshot) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let shown = serde_json::json!([
+        s.workflow,
+        s.instances,
+        s.status,
+        s.agents,
+        s.approvals,
+        s.documents
+    ]);
+    shown.to_string().hash(&mut h);
+    format!("{:016x}", h.finish())
+}

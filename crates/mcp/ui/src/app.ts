@@ -1,0 +1,382 @@
+// The team dashboard: an MCP App the host renders beside workflow_run,
+// workflow_status, workflow_list and agent_ask. It shows one workflow instance
+// live by calling the app-only tool dashboard_watch (a long poll); the person's
+// clicks are the host's tool calls (approval_decide, team_doc_read), so the
+// rules that govern the lead govern it. Everything shown is text: nothing an
+// agent wrote is ever parsed as HTML.
+import {
+  App,
+  applyDocumentTheme,
+  applyHostFonts,
+  applyHostStyleVariables,
+  type McpUiHostContext,
+} from "@modelcontextprotocol/ext-apps/app-with-deps";
+
+type Usage = { input_tokens: number; output_tokens: number; cost_usd?: number };
+type Run = {
+  id: string;
+  trigger: string;
+  status: string;
+  started_at: string;
+  duration_ms?: number;
+  usage: Usage;
+  error_class?: string;
+  error?: string;
+};
+type Agent = {
+  name: string;
+  backend: string;
+  model?: string;
+  node?: string;
+  workspace: string;
+  branch?: string;
+  state: string;
+  reason?: string;
+  resume_at?: string;
+  running?: Run;
+  runs: Run[];
+  total_runs: number;
+  failed_runs: number;
+  usage: Usage;
+};
+type Approval = {
+  id: number;
+  agent: string;
+  event: string;
+  what: string;
+  contracts: string[];
+  state: string;
+  reason?: string;
+  deadline: string;
+};
+type Message = {
+  id: string;
+  from: string;
+  content: string;
+  created_at: string;
+  kind: string;
+  to?: string;
+};
+type Snapshot = {
+  version: string;
+  now_ms: number;
+  workflow?: string;
+  instances: { workflow: string; status: string; agents: number }[];
+  status?: { status: string; reason?: string; runs: number; usage: Usage };
+  agents: Agent[];
+  agents_more: number;
+  approvals: Approval[];
+  documents: string[];
+  messages: Message[];
+  messages_more: boolean;
+};
+
+/** Messages kept on the page (the oldest go first). */
+const KEPT_MESSAGES = 500;
+const WAIT_SECONDS = 25;
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Partial<Record<string, string>> = {},
+  ...children: (Node | string | null | undefined)[]
+): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (v !== undefined) e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c !== null && c !== undefined) e.append(c);
+  }
+  return e;
+}
+
+const tokens = (u: Usage) => {
+  const n = u.input_tokens + u.output_tokens;
+  return n >= 10_000 ? `${Math.round(n / 1000)}k` : String(n);
+};
+const cost = (u: Usage) => (u.cost_usd === undefined ? "" : `$${u.cost_usd.toFixed(u.cost_usd < 1 ? 4 : 2)}`);
+const seconds = (ms: number) =>
+  ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+const badge = (state: string) => el("span", { class: `badge s-${state}` }, state.replace("_", " "));
+const time = (iso: string) => el("time", { datetime: iso }, iso.slice(11, 19));
+
+/** The instance a tool call was about: its `workflow`, or the one in a target. */
+function instanceOf(x: Record<string, unknown> | undefined): string | undefined {
+  if (!x) return undefined;
+  if (typeof x.workflow === "string" && x.workflow) return x.workflow;
+  if (typeof x.target === "string" && x.target) {
+    const at = x.target.indexOf("@");
+    return at < 0 ? "@global:main" : x.target.slice(at);
+  }
+  return undefined;
+}
+
+class Dashboard {
+  workflow: string | undefined;
+  since: string | undefined;
+  seen: string | undefined;
+  clockOffset = 0;
+  generation = 0;
+  poll: AbortController | undefined;
+  last: Snapshot | undefined;
+
+  constructor(readonly app: App) {}
+
+  /** Shows `w` from now on (a switch, or the instance of the call the host shows). */
+  show(w: string | undefined) {
+    if (!w || w === this.workflow) return;
+    this.workflow = w;
+    this.since = undefined;
+    this.seen = undefined;
+    $("channel").replaceChildren();
+    this.closeViewer();
+    this.restart();
+  }
+
+  restart() {
+    this.poll?.abort();
+    void this.loop(++this.generation);
+  }
+
+  async loop(generation: number) {
+    let first = true;
+    while (generation === this.generation) {
+      this.poll = new AbortController();
+      try {
+        const args: Record<string, unknown> = { wait_seconds: first ? 0 : WAIT_SECONDS };
+        if (this.workflow) args.workflow = this.workflow;
+        if (this.since) args.since = this.since;
+        if (this.seen) args.seen = this.seen;
+        const r = await this.app.callServerTool(
+          { name: "dashboard_watch", arguments: args },
+          { signal: this.poll.signal, timeout: (WAIT_SECONDS + 20) * 1000 },
+        );
+        if (generation !== this.generation) return;
+        if (r.isError) throw new Error(textOf(r.content));
+        this.render(r.structuredContent as unknown as Snapshot);
+        this.error(undefined);
+        first = false;
+      } catch (e) {
+        if (generation !== this.generation) return;
+        this.error(`Could not refresh: ${(e as Error).message ?? e}. Retrying.`);
+        await new Promise((ok) => setTimeout(ok, 2000));
+      }
+    }
+  }
+
+  error(text: string | undefined) {
+    const p = $("error");
+    p.hidden = !text;
+    p.textContent = text ?? "";
+  }
+
+  render(s: Snapshot) {
+    this.last = s;
+    this.clockOffset = s.now_ms - Date.now();
+    if (!this.workflow && s.workflow) this.workflow = s.workflow;
+    this.seen = s.version;
+    this.renderInstances(s);
+    this.renderStatus(s);
+    this.renderApprovals(s.approvals);
+    this.renderAgents(s);
+    this.renderMessages(s.messages);
+    this.renderDocuments(s.documents);
+    this.tick();
+  }
+
+  renderInstances(s: Snapshot) {
+    const select = $<HTMLSelectElement>("instance");
+    const options = s.instances.map((i) =>
+      el("option", { value: i.workflow }, `${i.workflow} (${i.status}, ${i.agents} agents)`),
+    );
+    if (s.workflow && !s.instances.some((i) => i.workflow === s.workflow)) {
+      options.unshift(el("option", { value: s.workflow }, s.workflow));
+    }
+    select.replaceChildren(...options);
+    select.value = s.workflow ?? "";
+  }
+
+  renderStatus(s: Snapshot) {
+    const st = s.status;
+    const status = $("status");
+    status.className = `badge s-${st?.status ?? "none"}`;
+    status.textContent = st ? st.status + (st.reason ? `: ${st.reason}` : "") : "no instance";
+    $("totals").textContent = st
+      ? [`${st.runs} runs`, `${tokens(st.usage)} tokens`, cost(st.usage)].filter(Boolean).join(" · ")
+      : "";
+  }
+
+  renderApprovals(list: Approval[]) {
+    $("approvals-section").hidden = list.length === 0;
+    $("approvals").replaceChildren(
+      ...list.map((a) => {
+        const card = el(
+          "li",
+          { class: "card", "data-approval": String(a.id) },
+          el("div", { class: "card-head" }, el("span", { class: "name" }, `#${a.id} ${a.agent}`), badge(a.state)),
+          el("div", {}, a.what),
+          el("div", { class: "meta" }, a.contracts.join("; ")),
+        );
+        if (a.state === "pending") {
+          const approve = el("button", { type: "button" }, "Approve");
+          const deny = el("button", { type: "button" }, "Deny");
+          approve.onclick = () => this.decide(a.id, "approve", [approve, deny]);
+          deny.onclick = () => this.decide(a.id, "deny", [approve, deny]);
+          card.append(el("div", { class: "actions" }, approve, deny));
+        } else if (a.reason) {
+          card.append(el("div", { class: "meta" }, a.reason));
+        }
+        return card;
+      }),
+    );
+  }
+
+  async decide(id: number, decision: "approve" | "deny", buttons: HTMLButtonElement[]) {
+    for (const b of buttons) b.disabled = true;
+    try {
+      const r = await this.app.callServerTool({ name: "approval_decide", arguments: { id, decision } });
+      if (r.isError) throw new Error(textOf(r.content));
+      this.error(undefined);
+    } catch (e) {
+      this.error(`Approval #${id} was not decided: ${(e as Error).message ?? e}`);
+      for (const b of buttons) b.disabled = false;
+    }
+  }
+
+  renderAgents(s: Snapshot) {
+    $("agents").replaceChildren(...s.agents.map((a) => this.agentCard(a)));
+    const more = $("agents-more");
+    more.hidden = s.agents_more === 0;
+    more.textContent = `${s.agents_more} more agents (agent_info shows them)`;
+  }
+
+  agentCard(a: Agent) {
+    const where = [a.backend + (a.model ? ` (${a.model})` : ""), a.node ? `node ${a.node}` : "", a.branch ? `worktree ${a.branch}` : a.workspace];
+    const head = el("div", { class: "card-head" }, el("span", { class: "name" }, a.name), badge(a.state));
+    if (a.running) {
+      head.append(el("span", { class: "elapsed", "data-started": a.running.started_at }, ""));
+    }
+    const totals = `${a.total_runs} runs${a.failed_runs ? `, ${a.failed_runs} failed` : ""} · ${tokens(a.usage)} tokens ${cost(a.usage)}`;
+    const card = el(
+      "li",
+      { class: "card", "data-agent": a.name },
+      head,
+      el("div", { class: "meta" }, where.filter(Boolean).join(" · ")),
+      a.reason ? el("div", { class: "why" }, a.reason + (a.resume_at ? ` (until ${a.resume_at})` : "")) : null,
+      el("div", { class: "meta" }, totals),
+    );
+    if (a.runs.length) card.append(runsTable(a.runs));
+    return card;
+  }
+
+  renderMessages(list: Message[]) {
+    if (!list.length) return;
+    const ol = $("channel");
+    const atEnd = ol.scrollTop + ol.clientHeight >= ol.scrollHeight - 4;
+    for (const m of list) {
+      const from = el("span", { class: "from" }, m.from);
+      const to = m.to ? el("span", { class: "to" }, ` → ${m.to}`) : null;
+      ol.append(
+        el("li", { class: m.kind === "system" ? "system" : "", "data-id": m.id }, time(m.created_at), " ", from, to, ": ", m.content),
+      );
+    }
+    while (ol.children.length > KEPT_MESSAGES) ol.firstElementChild?.remove();
+    this.since = list[list.length - 1].id;
+    if (atEnd) ol.scrollTop = ol.scrollHeight;
+  }
+
+  renderDocuments(files: string[]) {
+    $("documents").replaceChildren(
+      ...files.map((f) => {
+        const b = el("button", { type: "button" }, f);
+        b.onclick = () => this.openDoc(f, b);
+        return el("li", {}, b);
+      }),
+    );
+    if (!files.length) $("documents").append(el("li", { class: "muted" }, "none yet"));
+  }
+
+  opener: HTMLElement | undefined;
+
+  async openDoc(file: string, opener: HTMLElement) {
+    this.opener = opener;
+    const r = await this.app
+      .callServerTool({ name: "team_doc_read", arguments: { workflow: this.workflow, file } })
+      .catch((e) => ({ isError: true, content: [{ type: "text", text: String(e) }] }) as never);
+    const doc = r.structuredContent as { content?: string } | undefined;
+    $("viewer-title").textContent = file;
+    $("viewer-body").textContent = r.isError ? textOf(r.content) : (doc?.content ?? "");
+    $("viewer").hidden = false;
+    $("viewer-title").focus();
+  }
+
+  closeViewer() {
+    $("viewer").hidden = true;
+    this.opener?.focus();
+    this.opener = undefined;
+  }
+
+  /** Elapsed times of the runs in progress, by the server's clock. */
+  tick() {
+    const now = Date.now() + this.clockOffset;
+    for (const e of document.querySelectorAll<HTMLElement>(".elapsed")) {
+      const started = Date.parse(e.dataset.started ?? "");
+      if (!Number.isNaN(started)) e.textContent = `running ${seconds(Math.max(0, now - started))}`;
+    }
+  }
+}
+
+function runsTable(runs: Run[]) {
+  const head = el("tr", {}, ...["run", "status", "time", "tokens", "cost"].map((h, i) => el("th", i > 1 ? { class: "num" } : {}, h)));
+  const rows = runs.map((r) =>
+    el(
+      "tr",
+      { title: r.error ?? "" },
+      el("td", {}, r.trigger),
+      el("td", {}, badge(r.status)),
+      el("td", { class: "num" }, r.duration_ms === undefined ? "…" : seconds(r.duration_ms)),
+      el("td", { class: "num" }, tokens(r.usage)),
+      el("td", { class: "num" }, cost(r.usage)),
+    ),
+  );
+  return el("table", { class: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+function textOf(content: unknown): string {
+  if (!Array.isArray(content)) return "";
+  return content.map((c) => (c && typeof c === "object" && "text" in c ? String(c.text) : "")).join(" ");
+}
+
+function applyContext(ctx: McpUiHostContext | undefined) {
+  if (!ctx) return;
+  if (ctx.theme) applyDocumentTheme(ctx.theme);
+  if (ctx.styles?.variables) applyHostStyleVariables(ctx.styles.variables);
+  if (ctx.styles?.css?.fonts) applyHostFonts(ctx.styles.css.fonts);
+}
+
+const app = new App({ name: "agent-worker dashboard", version: "1" }, {}, { autoResize: true });
+const board = new Dashboard(app);
+app.ontoolinput = (p) => board.show(instanceOf(p.arguments as Record<string, unknown> | undefined));
+app.ontoolresult = (p) => board.show(instanceOf(p.structuredContent as Record<string, unknown> | undefined));
+app.onhostcontextchanged = (ctx) => applyContext(ctx);
+app.onteardown = async () => {
+  board.generation++;
+  board.poll?.abort();
+  return {};
+};
+
+$<HTMLSelectElement>("instance").onchange = (e) => board.show((e.target as HTMLSelectElement).value);
+$("viewer-close").onclick = () => board.closeViewer();
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && !$("viewer").hidden) board.closeViewer();
+});
+setInterval(() => board.tick(), 1000);
+
+void (async () => {
+  await app.connect();
+  applyContext(app.getHostContext());
+  // The call the host shows may already have said which instance; else the newest.
+  if (board.generation === 0) board.restart();
+})();

@@ -1,0 +1,131 @@
+// Drives the team dashboard (an MCP App) in the MCP Inspector's web UI, in
+// headless Chromium (playwright-core): connects, opens the dashboard from the
+// Apps tab (beside workflow_list), and talks to the Rust test over stdio:
+//   prints READY            the dashboard shows the coder and its approval
+//   reads   SENT            the test has sent "status please" with channel_send
+//   prints  SEEN <epoch ms> when that message showed in the dashboard
+//   prints  APPROVED        after clicking Approve, when the dashboard shows it
+//   prints  RESULT <json>   what else it checked (theme, keyboard, switcher)
+// Run by tests/inspector_web.rs on the Inspector's Node. Environment:
+//   PLAYWRIGHT_CORE, CHROMIUM, INSPECTOR_URL, USER_DATA_DIR as inspector_web.mjs;
+//   SHOTS  a folder for dashboard-light.png (an approval pending), dashboard-dark.png
+//          (decided, a document open) and, if it fails, failure.png
+import { createRequire } from "node:module";
+import { createInterface } from "node:readline";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const require = createRequire(import.meta.url);
+const { chromium } = require(env("PLAYWRIGHT_CORE"));
+const shots = env("SHOTS");
+
+const deadline = setTimeout(() => {
+  console.error("dashboard: timed out");
+  process.exit(1);
+}, 80_000);
+
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+async function expectLine(word) {
+  const { value, done } = await lines.next();
+  if (done || value.trim() !== word) throw new Error(`expected ${word} from the test, got ${value}`);
+}
+
+const context = await chromium.launchPersistentContext(env("USER_DATA_DIR"), {
+  executablePath: env("CHROMIUM"),
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const page = context.pages()[0] ?? (await context.newPage());
+let failure = null;
+const result = {};
+try {
+  await context.route(
+    (url) => !/^(https?:\/\/127\.0\.0\.1[:/]|about:|data:)/.test(url.toString()),
+    (route) => route.abort(),
+  );
+  page.setDefaultTimeout(20_000);
+  await page.goto(env("INSPECTOR_URL"));
+  const toggle = page.getByRole("switch", { name: /^Connect or disconnect/ });
+  await toggle.waitFor({ state: "attached" });
+  await toggle.dispatchEvent("click");
+  await page.waitForSelector('[data-testid="connection-status"][data-status="connected"]');
+
+  // Apps: the tools that open the dashboard; workflow_list needs no argument.
+  await page.locator("label", { hasText: /^Apps$/ }).first().click();
+  await page.getByRole("button", { name: /workflow_list|List workflows/ }).first().click();
+  // A tool with no required argument opens at once; else "Open App" runs it.
+  const open = page.getByTestId("open-app");
+  const ready = page.locator('[data-app-status="ready"]');
+  await open.or(ready).first().waitFor();
+  if (!(await ready.count())) await open.click();
+  await ready.waitFor();
+  const frame = page.frames().find((f) => f.url() === "about:srcdoc");
+  if (!frame) throw new Error("no app frame (about:srcdoc)");
+  await frame.waitForSelector('[data-agent="coder"] .badge.s-running');
+  await frame.waitForSelector('[data-approval] button:has-text("Approve")');
+  result.width = await frame.evaluate(() => document.documentElement.clientWidth);
+  result.overflows = await frame.evaluate(
+    () => document.documentElement.scrollWidth > document.documentElement.clientWidth,
+  );
+  const panel = page.getByTestId("apps-form");
+  await panel.screenshot({ path: `${shots}/dashboard-light.png` });
+  console.log("READY");
+
+  // A message the test sends shows within a second.
+  await expectLine("SENT");
+  await frame.waitForSelector('#channel li:has-text("status please")', { timeout: 5_000 });
+  console.log(`SEEN ${Date.now()}`);
+
+  // Approve, as the person would: by keyboard, the button focused and Enter.
+  const approve = frame.locator('[data-approval] button:has-text("Approve")').first();
+  await approve.focus();
+  await approve.press("Enter");
+  await frame.waitForSelector('[data-approval] .badge.s-approved');
+  console.log("APPROVED");
+
+  // The document viewer, by keyboard: Enter opens, Escape closes and gives focus back.
+  const doc = frame.locator('#documents button:has-text("plan.md")');
+  await doc.focus();
+  await doc.press("Enter");
+  await frame.waitForSelector('#viewer:not([hidden]) #viewer-body:has-text("Ship the dashboard")');
+  result.viewer_focus = await frame.evaluate(() => document.activeElement?.id);
+  await frame.locator("body").press("Escape");
+  await frame.waitForSelector("#viewer", { state: "hidden" });
+  result.focus_back = await frame.evaluate(() => document.activeElement?.textContent);
+
+  // Light and dark: the host's theme reaches the page.
+  result.theme_light = await frame.evaluate(() => document.documentElement.dataset.theme ?? null);
+  result.bg_light = await frame.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await doc.press("Enter");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await frame.waitForFunction(
+    (light) => getComputedStyle(document.body).backgroundColor !== light,
+    result.bg_light,
+    { timeout: 10_000 },
+  );
+  result.theme_dark = await frame.evaluate(() => document.documentElement.dataset.theme ?? null);
+  result.bg_dark = await frame.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await panel.screenshot({ path: `${shots}/dashboard-dark.png` });
+
+  // The switcher: another instance, its agents.
+  await frame.selectOption("#instance", "@global:main");
+  await frame.waitForSelector('[data-agent="bob"]');
+  result.switched = await frame.evaluate(() => [...document.querySelectorAll("[data-agent]")].map((e) => e.dataset.agent));
+} catch (e) {
+  failure = e;
+  await page.screenshot({ path: `${shots}/failure.png`, fullPage: true }).catch(() => {});
+} finally {
+  await context.close();
+  clearTimeout(deadline);
+}
+if (failure) {
+  console.error(`dashboard: ${failure.message ?? failure}`);
+  process.exit(1);
+}
+console.log(`RESULT ${JSON.stringify(result)}`);
+process.exit(0);

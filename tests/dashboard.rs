@@ -1,0 +1,439 @@
+//! The team dashboard (an MCP App) as the protocol shows it, through rmcp's client
+//! in both eras: offered only to a lead whose client declares
+//! `io.modelcontextprotocol/ui` (the `ui://` resource, its CSP, the tools that open
+//! it, the app-only `dashboard_watch`), unchanged for every other client, never
+//! to agents; and `dashboard_watch` showing an instance live (a message within a
+//! second of its sending, an approval a contract asked for, the lead's decision).
+
+mod common;
+use common::*;
+use rmcp::ClientServiceExt;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ExtensionCapabilities, Implementation, ProtocolVersion,
+    ReadResourceRequestParams, ResourceContents,
+};
+use rmcp::service::{ClientLifecycleMode, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceError};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const URI: &str = "ui://agent-worker/dashboard";
+const MIME: &str = "text/html;profile=mcp-app";
+
+type UiClient = RunningService<RoleClient, ClientConfig>;
+
+/// The capabilities of a host that renders MCP Apps of `mime_types`.
+fn ui_capabilities(mime_types: Value) -> ClientConfig {
+    let mut ext = ExtensionCapabilities::new();
+    ext.insert(
+        "io.modelcontextprotocol/ui".into(),
+        serde_json::from_value(json!({ "mimeTypes": mime_types })).unwrap(),
+    );
+    ClientConfig::new(
+        ClientCapabilities::builder()
+            .enable_extensions_with(ext)
+            .build(),
+        Implementation::from_build_env(),
+    )
+}
+
+/// A session of `token` whose client renders MCP Apps of `mime_types`.
+async fn ui_client(s: &impl Served, token: &str, p: Proto, mime_types: Value) -> UiClient {
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url()).auth_header(token),
+    );
+    let lifecycle = match p {
+        Proto::Legacy => ClientLifecycleMode::Initialize,
+        Proto::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
+    ui_capabilities(mime_types)
+        .serve_with_lifecycle(t, lifecycle)
+        .await
+        .unwrap()
+}
+
+async fn tools_json(c: &rmcp::Peer<RoleClient>) -> Vec<Value> {
+    c.list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect()
+}
+
+fn named<'a>(tools: &'a [Value], name: &str) -> Option<&'a Value> {
+    tools.iter().find(|t| t["name"] == name)
+}
+
+async fn read(
+    c: &rmcp::Peer<RoleClient>,
+    uri: &str,
+) -> Result<Vec<ResourceContents>, ServiceError> {
+    c.read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .map(|r| r.contents)
+}
+
+/// The ext-apps SDK's own schema (the version the page is built with, installed by
+/// scripts/ui-build) accepts every `_meta.ui` offered (tests/python/app_check.py).
+fn sdk_schema_accepts(tools: &[Value], contents: &[ResourceContents]) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let schema = root.join(
+        "crates/mcp/ui/node_modules/@modelcontextprotocol/ext-apps/dist/src/generated/schema.json",
+    );
+    if !schema.exists() {
+        assert!(
+            std::env::var("INTEROP_REQUIRED").as_deref() != Ok("1"),
+            "not installed: {} (run scripts/ui-build)",
+            schema.display()
+        );
+        eprintln!("skipping the schema check: run scripts/ui-build");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let offer = dir.path().join("offer.json");
+    let body = json!({"tools": tools, "contents": contents, "uri": URI});
+    std::fs::write(&offer, serde_json::to_vec(&body).unwrap()).unwrap();
+    let py = std::process::Command::new(root.join("scripts/py-env"))
+        .output()
+        .expect("scripts/py-env");
+    assert!(
+        py.status.success(),
+        "py-env: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let python = String::from_utf8_lossy(&py.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let out = std::process::Command::new(python)
+        .arg(root.join("tests/python/app_check.py"))
+        .arg(&schema)
+        .arg(&offer)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{report}");
+    assert!(
+        out.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_host_that_renders_apps_is_offered_the_dashboard_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    for p in [Proto::Legacy, Proto::Modern] {
+        let host = ui_client(&s, &s.admin, p, json!([MIME])).await;
+        let tools = tools_json(&host).await;
+        for opener in [
+            "workflow_run",
+            "workflow_status",
+            "agent_ask",
+            "workflow_list",
+        ] {
+            let t = named(&tools, opener).unwrap();
+            assert_eq!(t["_meta"]["ui"]["resourceUri"], URI, "{p:?} {t}");
+        }
+        let watch = named(&tools, "dashboard_watch").expect("the app-only tool is listed");
+        assert_eq!(
+            watch["_meta"]["ui"]["visibility"],
+            json!(["app"]),
+            "{watch}"
+        );
+        assert!(
+            named(&tools, "channel_send")
+                .unwrap()
+                .get("_meta")
+                .is_none()
+        );
+
+        let listed = host.list_resources(None).await.unwrap().resources;
+        let ui = serde_json::to_value(&listed[0]).unwrap();
+        assert_eq!(ui["uri"], URI, "{p:?}: {ui}");
+        assert_eq!(ui["mimeType"], MIME, "{ui}");
+        let contents = read(&host, URI).await.unwrap();
+        let page = serde_json::to_value(&contents[0]).unwrap();
+        assert_eq!(page["mimeType"], MIME);
+        let csp = &page["_meta"]["ui"]["csp"];
+        for key in [
+            "connectDomains",
+            "resourceDomains",
+            "frameDomains",
+            "baseUriDomains",
+        ] {
+            assert_eq!(csp[key], json!([]), "no outside domain: {csp}");
+        }
+        if matches!(p, Proto::Legacy) {
+            sdk_schema_accepts(&tools, &contents);
+        }
+        let html = page["text"].as_str().unwrap();
+        assert!(
+            html.starts_with("<!doctype html>"),
+            "{}",
+            &html[..80.min(html.len())]
+        );
+        assert!(
+            html.contains("dashboard_watch"),
+            "the page polls the app-only tool"
+        );
+        for outside in ["src=\"http", "href=\"http", "src=\"//", "@import"] {
+            assert!(
+                !html.contains(outside),
+                "the page loads nothing from outside: {outside}"
+            );
+        }
+        host.cancel().await.unwrap();
+    }
+    s.stop().await;
+}
+
+/// dashboard_watch answered as a tool that does not exist.
+async fn not_found(c: &rmcp::Peer<RoleClient>) {
+    match try_call(c, "dashboard_watch", json!({})).await {
+        Err(e) => assert!(e.to_string().contains("tool not found"), "{e}"),
+        Ok(o) => panic!("dashboard_watch answered: {o:?}"),
+    }
+}
+
+#[tokio::test]
+async fn other_clients_and_agents_see_no_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let plain = s.client(&s.admin, Proto::Modern).await;
+    // A host that renders some other kind of app only.
+    let other_mime = ui_client(&s, &s.admin, Proto::Legacy, json!(["text/x-other"])).await;
+    for c in [&*lead, &*plain, &*other_mime] {
+        let tools = tools_json(c).await;
+        assert!(named(&tools, "dashboard_watch").is_none());
+        assert!(
+            tools.iter().all(|t| t.get("_meta").is_none()),
+            "no _meta on any tool"
+        );
+        let listed = c.list_resources(None).await.unwrap().resources;
+        assert!(listed.iter().all(|r| r.uri != URI));
+        not_found(c).await;
+    }
+    // An agent, even from a host that renders apps.
+    new_agents(&lead, "@global:main", &["alice"]).await;
+    let token = call(&lead, "agent_join", json!({"target": "alice"}))
+        .await
+        .ok();
+    let token = token["token"].as_str().unwrap().to_owned();
+    let agent = ui_client(&s, &token, Proto::Modern, json!([MIME])).await;
+    let tools = tools_json(&agent).await;
+    assert!(named(&tools, "dashboard_watch").is_none());
+    assert!(tools.iter().all(|t| t.get("_meta").is_none()));
+    not_found(&agent).await;
+    assert!(read(&agent, URI).await.is_err(), "the page is the lead's");
+    s.stop().await;
+}
+
+/// A mock agent whose write waits for the lead's approval, in `@dash:main`.
+async fn team_with_an_approval(lead: &rmcp::Peer<RoleClient>) {
+    let yaml = "name: dash\nagents:\n  coder:\n    backend: mock\n    permissions: edit\n    mock:\n      - write: {path: out.txt, content: hi}\nkickoff: \"@coder go\"\n";
+    call(
+        lead,
+        "contract_set",
+        json!({"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
+               "then": {"action": "require_approval", "timeout": "5m"}}),
+    )
+    .await
+    .ok();
+    call(lead, "workflow_run", json!({"yaml": yaml})).await.ok();
+}
+
+async fn watch(c: &rmcp::Peer<RoleClient>, args: Value) -> Value {
+    call(c, "dashboard_watch", args).await.ok()
+}
+
+/// The dashboard's view once the approval the contract asked for shows, the coder
+/// running and waiting on it.
+async fn approval_shown(host: &rmcp::Peer<RoleClient>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let snap = loop {
+        let v = watch(host, json!({"workflow": "@dash:main", "wait_seconds": 2})).await;
+        if v["approvals"].as_array().is_some_and(|a| !a.is_empty()) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no approval shown: {v}");
+    };
+    assert_eq!(snap["workflow"], "@dash:main");
+    assert!(
+        snap["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["workflow"] == "@dash:main"),
+        "{snap}"
+    );
+    let coder = &snap["agents"][0];
+    assert_eq!(coder["name"], "coder", "{snap}");
+    assert_eq!(coder["backend"], "mock");
+    assert_eq!(coder["workspace"], "shared");
+    assert_eq!(coder["state"], "running", "{coder}");
+    assert!(coder["running"]["started_at"].is_string(), "{coder}");
+    snap
+}
+
+/// Watches from `snap` until a call returns with nothing new: the version and
+/// the last message id it leaves at.
+async fn settled(host: &rmcp::Peer<RoleClient>, snap: &Value) -> (Value, Value) {
+    let mut seen = snap["version"].clone();
+    let mut last = snap["messages"].as_array().unwrap().last().unwrap()["id"].clone();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = watch(
+            host,
+            json!({"workflow": "@dash:main", "since": last, "seen": seen, "wait_seconds": 1}),
+        )
+        .await;
+        if let Some(m) = v["messages"].as_array().unwrap().last() {
+            last = m["id"].clone();
+        }
+        if v["version"] == seen && v["messages"] == json!([]) {
+            break;
+        }
+        seen = v["version"].clone();
+        assert!(Instant::now() < deadline, "the view never settled: {v}");
+    }
+    (seen, last)
+}
+
+#[tokio::test]
+async fn the_watch_shows_an_instance_live_and_waits_for_what_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let host = ui_client(&s, &s.admin, Proto::Legacy, json!([MIME])).await;
+    team_with_an_approval(&host).await;
+
+    let snap = approval_shown(&host).await;
+    let approval = &snap["approvals"][0];
+    assert_eq!(approval["state"], "pending", "{approval}");
+    assert!(
+        snap["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["content"] == "@coder go"),
+        "{snap}"
+    );
+
+    // Nothing changed: the call waits. First the view settles (the run asked
+    // and waits), then a wait is held until a message ends it within a second.
+    let (seen, last) = settled(&host, &snap).await;
+    let args = json!({"workflow": "@dash:main", "since": last, "seen": seen, "wait_seconds": 20});
+    let mut waiting = tokio::spawn({
+        let peer = host.peer().clone();
+        async move { watch(&peer, args).await }
+    });
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
+    assert!(
+        early.is_err(),
+        "with nothing new, the call waits: {early:?}"
+    );
+    let sent_at = Instant::now();
+    call(
+        &host,
+        "channel_send",
+        json!({"workflow": "@dash:main", "message": "status please"}),
+    )
+    .await
+    .ok();
+    let v = waiting.await.unwrap();
+    assert!(
+        sent_at.elapsed() < Duration::from_secs(1),
+        "the message ended the wait at once"
+    );
+    let texts: Vec<&str> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        ["status please"],
+        "only what came after `since`: {v}"
+    );
+
+    // The lead's decision (the app's Approve is this call) shows as approved.
+    let id = approval["id"].as_i64().unwrap();
+    call(
+        &host,
+        "approval_decide",
+        json!({"id": id, "decision": "approve"}),
+    )
+    .await
+    .ok();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = watch(&host, json!({"workflow": "@dash:main", "wait_seconds": 2})).await;
+        let a = v["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned();
+        if a.as_ref().is_some_and(|a| a["state"] == "approved") && v["agents"][0]["state"] == "idle"
+        {
+            let run = &v["agents"][0]["runs"][0];
+            assert_eq!(run["status"], "succeeded", "{v}");
+            assert!(run["duration_ms"].is_number(), "{run}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the approval never showed as decided: {v}"
+        );
+    }
+    let e = call(&host, "dashboard_watch", json!({"wait_seconds": 51}))
+        .await
+        .err();
+    assert!(e.contains("wait_seconds is at most 50"), "{e}");
+    let e = call(&host, "dashboard_watch", json!({"workflow": "@nope:main"}))
+        .await
+        .err();
+    assert!(e.contains("nope"), "{e}");
+    let e = call(&host, "dashboard_watch", json!({"bogus": 1}))
+        .await
+        .err();
+    assert!(e.contains("bogus"), "{e}");
+    host.cancel().await.unwrap();
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_host_over_stdio_is_offered_the_dashboard_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir").arg(dir.path()).arg("--foreground");
+    cmd.envs(store::env_for(dir.path()));
+    let (t, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let host = ui_capabilities(json!([MIME]))
+        .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    let tools = tools_json(&host).await;
+    assert!(named(&tools, "dashboard_watch").is_some());
+    let page = serde_json::to_value(&read(&host, URI).await.unwrap()[0]).unwrap();
+    assert_eq!(page["mimeType"], MIME);
+    let v = call(&host, "dashboard_watch", json!({"wait_seconds": 0}))
+        .await
+        .ok();
+    assert!(v["version"].is_string(), "{v}");
+    host.cancel().await.unwrap();
+}
