@@ -158,6 +158,9 @@ impl Launcher {
         if let Some(n) = &self.opts.node {
             cmd.arg("--node").arg(n);
         }
+        if let Some(e) = &self.opts.otlp_endpoint {
+            cmd.arg("--otlp-endpoint").arg(e);
+        }
         // By environment, not on the command line: a URL may carry a password.
         if let Some(s) = &self.opts.store {
             cmd.env(crate::config::STORE_ENV, s);

@@ -42,6 +42,8 @@ pub struct Options {
     /// `--token-env NAME`: stdio, relayed as the agent whose token (from agent_join)
     /// is in the environment variable NAME, instead of as the lead.
     pub token_env: Option<String>,
+    /// `--otlp-endpoint`: where traces go (else `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Where a running kernel says where it is (its URL, pid and local lead
@@ -87,6 +89,8 @@ options:
                    (also AGENT_WORKER_FOREGROUND=1)
   --token-env NAME stdio: act as the agent whose token (from agent_join) is in the environment
                    variable NAME, relayed to the data dir's kernel (started if none runs)
+  --otlp-endpoint URL  export traces over OTLP/HTTP to http://HOST:PORT (/v1/traces is added;
+                   default: env OTEL_EXPORTER_OTLP_ENDPOINT; none: no traces, no cost)
   --help, --version";
 
 /// What the command line asked for.
@@ -143,6 +147,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
             }
             "--foreground" => o.foreground = true,
             "--token-env" => o.token_env = Some(token_env(value("--token-env")?)?),
+            "--otlp-endpoint" => o.otlp_endpoint = Some(otlp_endpoint(value("--otlp-endpoint")?)?),
             BACKGROUND_KERNEL => o.background_kernel = true,
             "-h" | "--help" => return Ok(Launch::Help),
             "-V" | "--version" => return Ok(Launch::Version),
@@ -172,6 +177,20 @@ fn finish(mut o: Options) -> Result<Launch, String> {
         o.foreground = true;
     }
     Ok(Launch::Serve(o))
+}
+
+/// `--otlp-endpoint`: an http URL (the exporter carries no TLS of its own).
+fn otlp_endpoint(v: String) -> Result<String, String> {
+    let rest = v.strip_prefix("http://").ok_or_else(|| {
+        format!(
+            "--otlp-endpoint {v:?}: write http://HOST:PORT (an OTLP/HTTP receiver; for https, \
+             point it at a local OpenTelemetry collector that forwards)"
+        )
+    })?;
+    if rest.is_empty() || rest.contains(char::is_whitespace) {
+        return Err(format!("--otlp-endpoint {v:?}: write http://HOST:PORT"));
+    }
+    Ok(v)
 }
 
 /// `--http`: a loopback address only.

@@ -15,6 +15,8 @@
 //!                                              worker protocol, contracts, permissions,
 //!                                              schedules, workflow YAML: pure
 //!         agent-worker-os (crates/os)      subprocess supervision, giving memory back
+//!         agent-worker-telemetry (crates/telemetry)  traces over OTLP when an endpoint
+//!                                              is set, nothing otherwise
 //! ```
 //!
 //! Below, each crate's files (paths inside its `src/`):
@@ -63,6 +65,10 @@
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
 //!                transparent huge pages
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
+//! --- agent-worker-telemetry (crates/telemetry/src/) ---
+//! lib.rs         OpenTelemetry spans exported over OTLP/HTTP (init once per process,
+//!                Span, a caller's context from `traceparent`, the carrier a
+//!                subprocess continues: TRACEPARENT); without an endpoint, no span
 //! --- agent-worker-store (crates/store/src/) ---
 //!   lib.rs         one writer thread with group commit, fixed reader threads, on
 //!                  either engine; queue.rs their job queues (sleep when idle, never
@@ -110,7 +116,8 @@
 //!   runtime/       Runtime, agents as things that run (it owns the workers, the
 //!                  scheduler, the approval waits, the node bus): agents.rs create/update/delete/info,
 //!                  own_folder.rs an agent's folder in the data dir (its alone),
-//!                  workers.rs the process manager, running.rs the runs in progress
+//!                  workers.rs the process manager (spec.rs what a run reads of its
+//!                  agent, and its span), running.rs the runs in progress
 //!                  (Workers, whose methods alone lock them), supervise.rs one run from spawn
 //!                  to settlement, runs.rs run records, ask.rs agent_ask,
 //!                  scheduler/ (state and timers, gate.rs admission and the queue,
@@ -134,6 +141,9 @@
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in
+//!   lib.rs         the run, in spans when traces are exported (the worker's, its
+//!                  reading, its backend's; client.rs a span per MCP call, its
+//!                  context in `_meta`; sdk/ a span per model turn and tool call)
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
 //!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
 //!                  with local tools (fs.rs confined to the agent's folder,
@@ -143,8 +153,10 @@
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
 //! --- agent-worker-mcp (crates/mcp/src/): stateless translation onto the kernel ---
-//!   lib.rs         the rmcp handler: identity per request, tool visibility, dispatch,
-//!                  list pagination
+//!   lib.rs         the tool table and the handler type; handler.rs the rmcp handler:
+//!                  identity per request, tool visibility, dispatch, list pagination,
+//!                  each request in a span (traced.rs: the client's `traceparent`
+//!                  from `_meta` or the HTTP header continued)
 //!   client_configs.rs what agent_join hands out: HTTP and stdio client configs
 //!   resources/     resources and templates per identity (channel, status, documents,
 //!                  agents, inboxes, branches, runs, backends); instance.rs reads an
@@ -256,4 +268,4 @@ pub mod server;
 
 pub use domain::{clock, contracts, error, fsread, names, permissions, trigger, workflow_yaml};
 pub use os::{memory, process};
-pub use {kernel, mcp, store, worker};
+pub use {kernel, mcp, store, telemetry, worker};

@@ -93,6 +93,10 @@ fn worker() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    // Traces (the kernel's OTLP endpoint reaches a worker by its environment); the
+    // guard exports what is left before the worker exits.
+    let traces = agent_worker::telemetry::init("agent-worker-worker", None);
     let code = rt.block_on(agent_worker::worker::main());
+    drop(traces);
     std::process::ExitCode::from(code as u8)
 }

@@ -291,6 +291,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         return relay_to_running(&opts, dir).await;
     };
+    // Traces, when an endpoint is set (nothing runs otherwise); made off the async
+    // threads (its HTTP client is a blocking one), flushed when this returns.
+    let endpoint = opts.otlp_endpoint.clone();
+    let _traces =
+        tokio::task::spawn_blocking(move || telemetry::init("agent-worker", endpoint.as_deref()))
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
     let node = config::node(&opts).map_err(|e| anyhow!(e))?;

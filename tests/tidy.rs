@@ -13,6 +13,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const LAYERS: &[(&str, &[&str])] = &[
     ("agent-worker-domain", &[]),
     ("agent-worker-os", &[]),
+    ("agent-worker-telemetry", &[]),
     (
         "agent-worker-store",
         &["agent-worker-domain", "agent-worker-os"],
@@ -23,11 +24,16 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agent-worker-domain",
             "agent-worker-os",
             "agent-worker-store",
+            "agent-worker-telemetry",
         ],
     ),
     (
         "agent-worker-worker",
-        &["agent-worker-domain", "agent-worker-os"],
+        &[
+            "agent-worker-domain",
+            "agent-worker-os",
+            "agent-worker-telemetry",
+        ],
     ),
     (
         "agent-worker-mcp",
@@ -35,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agent-worker-domain",
             "agent-worker-kernel",
             "agent-worker-store",
+            "agent-worker-telemetry",
         ],
     ),
     (
@@ -46,6 +53,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agent-worker-kernel",
             "agent-worker-worker",
             "agent-worker-mcp",
+            "agent-worker-telemetry",
         ],
     ),
 ];

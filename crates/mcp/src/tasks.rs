@@ -30,6 +30,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use serde_json::Value;
+use telemetry::FutureExt as _;
 
 /// The tools a client may run as tasks.
 pub const TASK_TOOLS: &[&str] = &["agent_ask", "workflow_run"];
@@ -102,29 +103,34 @@ pub fn start(
     // decided with approval_decide meanwhile).
     context.extensions.insert(super::input_required::InTask);
     let me = worker.clone();
+    // The task's work stays in the call's trace (a run it starts nests under it).
+    let trace = telemetry::Context::current();
     let task = manager.spawn(
         TaskOptions::new()
             .with_ttl_ms(TTL_MS)
             .with_poll_interval_ms(1000),
         move |ctx| {
-            Box::pin(async move {
-                let call = async {
-                    let tcc = ToolCallContext::new(&me, request, context);
-                    me.tools.router.call(tcc).await
-                };
-                tokio::select! {
-                    _ = ctx.cancelled() => {
-                        stop.cancel();
-                        Err(TaskExit::Cancelled)
+            Box::pin(
+                async move {
+                    let call = async {
+                        let tcc = ToolCallContext::new(&me, request, context);
+                        me.tools.router.call(tcc).await
+                    };
+                    tokio::select! {
+                        _ = ctx.cancelled() => {
+                            stop.cancel();
+                            Err(TaskExit::Cancelled)
+                        }
+                        r = call => match r {
+                            Ok(CallToolResponse::Complete(result)) => Ok(result),
+                            Ok(_) => Err(TaskExit::Error(McpError::internal_error(
+                                "the call did not complete", None))),
+                            Err(e) => Err(TaskExit::Error(e)),
+                        },
                     }
-                    r = call => match r {
-                        Ok(CallToolResponse::Complete(result)) => Ok(result),
-                        Ok(_) => Err(TaskExit::Error(McpError::internal_error(
-                            "the call did not complete", None))),
-                        Err(e) => Err(TaskExit::Error(e)),
-                    },
                 }
-            })
+                .with_context(trace),
+            )
         },
     );
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))

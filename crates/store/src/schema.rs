@@ -405,4 +405,8 @@ ALTER TABLE runs ADD COLUMN commit_sha TEXT;
     r#"
 ALTER TABLE approvals ADD COLUMN held TEXT;
 "#,
+    // 17: the trace a run's spans are in, when traces are exported.
+    r#"
+ALTER TABLE runs ADD COLUMN trace_id TEXT;
+"#,
 ];

@@ -89,13 +89,26 @@ impl KernelClient {
             Value::Object(m) => m,
             _ => Default::default(),
         };
-        let r = self
-            .service
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-            .await
-            .map_err(|e| {
-                Failure::new(ErrorClass::Network, format!("calling {tool} failed: {e}"))
-            })?;
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let span = traced(&mut params, tool);
+        let r = self.service.call_tool(params).await;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("calling {tool} failed: {e}");
+                if let Some(s) = span {
+                    s.fail(why.clone());
+                    s.end();
+                }
+                return Err(Failure::new(ErrorClass::Network, why));
+            }
+        };
+        if let Some(s) = span {
+            if r.is_error == Some(true) {
+                s.set("error.type", "tool_error");
+            }
+            s.end();
+        }
         if r.is_error == Some(true) {
             return Ok(Err(ToolFailed(text_of(&r.content))));
         }
@@ -121,6 +134,28 @@ impl KernelClient {
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }
+}
+
+/// A client span for a call to the kernel, its context carried in the
+/// request's `_meta` (SEP-414) so that the kernel's span of it nests here.
+fn traced(params: &mut CallToolRequestParams, tool: &str) -> Option<telemetry::Span> {
+    use rmcp::model::RequestParamsMeta;
+    let span = telemetry::Span::start(
+        format!("tools/call {tool}"),
+        telemetry::SpanKind::Client,
+        None,
+        vec![
+            telemetry::KeyValue::new("mcp.method.name", "tools/call"),
+            telemetry::KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+        ],
+    )?;
+    for (k, v) in span.carrier() {
+        match k {
+            "traceparent" => params.set_traceparent(&v),
+            _ => params.set_tracestate(&v),
+        }
+    }
+    Some(span)
 }
 
 fn text_of(content: &[rmcp::model::ContentBlock]) -> String {

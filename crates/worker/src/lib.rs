@@ -156,7 +156,7 @@ pub async fn main() -> i32 {
             serde_json::from_str::<RunConfig>(&s).map_err(|e| format!("bad run config: {e}"))
         }) {
         Err(e) => Err(Failure::new(ErrorClass::Other, e)),
-        Ok(cfg) => run(&cfg, &report, &stop).await,
+        Ok(cfg) => in_span(worker_span(&cfg), run(&cfg, &report, &stop)).await,
     };
     // Bounded, so the result stays one line the kernel reads (lines over 1 MiB are not).
     let (code, outcome) = match outcome {
@@ -205,7 +205,9 @@ async fn run(
         or_stop(stop, b.check(cfg)).await?;
     }
     let client = or_stop(stop, client::KernelClient::connect(&cfg.url, &cfg.token)).await?;
-    let context = match or_stop(stop, context::Context::fetch(&client)).await {
+    let fetch = context::Context::fetch(&client);
+    let fetch = in_span(span("read_context", Vec::new()), fetch);
+    let context = match or_stop(stop, fetch).await {
         Ok(c) => c,
         Err(f) => {
             client.close().await;
@@ -224,16 +226,68 @@ async fn run(
         report,
         stop,
     };
-    let result = match (cfg.backend.as_str(), backend) {
-        ("mock", _) => or_stop(stop, mock::run(&run)).await,
-        ("sdk", _) => or_stop(stop, sdk::run(&run)).await,
-        // Supervises its CLI with `stop` itself, so the CLI gets a grace period.
-        (_, Some(b)) => b.run(&run).await,
-        (other, None) => Err(Failure::new(
-            ErrorClass::Other,
-            format!("unknown backend {other:?}"),
-        )),
+    let backend_span = span(
+        format!("backend {}", cfg.backend),
+        vec![telemetry::KeyValue::new(
+            "agent_worker.backend",
+            cfg.backend.clone(),
+        )],
+    );
+    let work = async {
+        match (cfg.backend.as_str(), backend) {
+            ("mock", _) => or_stop(stop, mock::run(&run)).await,
+            ("sdk", _) => or_stop(stop, sdk::run(&run)).await,
+            // Supervises its CLI with `stop` itself, so the CLI gets a grace period.
+            (_, Some(b)) => b.run(&run).await,
+            (other, None) => Err(Failure::new(
+                ErrorClass::Other,
+                format!("unknown backend {other:?}"),
+            )),
+        }
     };
+    let result = in_span(backend_span, work).await;
     client.close().await;
     result
+}
+
+/// The worker's span: a child of its run's (`TRACEPARENT`), when traces are exported.
+fn worker_span(cfg: &RunConfig) -> Option<telemetry::Span> {
+    use telemetry::KeyValue;
+    telemetry::Span::start(
+        format!("worker {}", cfg.agent),
+        telemetry::SpanKind::Internal,
+        Some(&telemetry::from_env().unwrap_or_default()),
+        vec![
+            KeyValue::new("agent_worker.run_id", cfg.run_id.clone()),
+            KeyValue::new("gen_ai.agent.name", cfg.agent.clone()),
+            KeyValue::new("agent_worker.backend", cfg.backend.clone()),
+            KeyValue::new("agent_worker.trigger", cfg.trigger.as_str()),
+        ],
+    )
+}
+
+/// A span under the current one.
+fn span(
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    attributes: Vec<telemetry::KeyValue>,
+) -> Option<telemetry::Span> {
+    telemetry::Span::start(name, telemetry::SpanKind::Internal, None, attributes)
+}
+
+/// `work` in `span` (when there is one), which ends with its outcome.
+async fn in_span<T>(
+    span: Option<telemetry::Span>,
+    work: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    use telemetry::FutureExt;
+    let Some(span) = span else {
+        return work.await;
+    };
+    let r = work.with_context(span.context().clone()).await;
+    if let Err(f) = &r {
+        span.set("error.type", f.class.as_str());
+        span.fail(clip(&f.message, 500).into_owned());
+    }
+    span.end();
+    r
 }

@@ -19,6 +19,7 @@ pub mod runs;
 pub mod scheduler;
 pub mod schedules;
 pub mod skills;
+mod spec;
 pub mod spending;
 mod supervise;
 pub mod workers;

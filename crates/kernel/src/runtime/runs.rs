@@ -58,6 +58,9 @@ pub struct RunView {
     /// The commit of what it left in its agent's worktree (worktree agents).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// The trace its spans are in, when traces are exported (OTLP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// A tool call refused by the agent's permissions.
@@ -73,7 +76,7 @@ pub struct Denial {
 /// At most this many refusals are kept per run.
 pub const MAX_DENIALS: usize = 50;
 
-pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials, prompt_summary, commit_sha";
+pub const RUN_COLUMNS: &str = "id, trigger, status, started_at, ended_at, exit_code, error_class, error, input_tokens, output_tokens, cost_usd, final_text, stderr_tail, denials, prompt_summary, commit_sha, trace_id";
 
 pub fn run_row(r: &Row) -> sql::Result<RunView> {
     let started: i64 = r.get(3)?;
@@ -102,6 +105,7 @@ pub fn run_row(r: &Row) -> sql::Result<RunView> {
             .unwrap_or_default(),
         prompt_summary: r.get(14)?,
         commit: r.get(15)?,
+        trace_id: r.get(16)?,
         status,
     })
 }
@@ -168,6 +172,8 @@ pub struct NewRun<'a> {
     pub prompt: Option<&'a str>,
     /// The node starting it: it must hold the agent's lease.
     pub node: &'a str,
+    /// The trace of its span, when traces are exported.
+    pub trace_id: Option<&'a str>,
 }
 
 pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
@@ -189,8 +195,8 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
     broadcast::write_own(c, r.workflow_id, r.agent, now_ms())?;
     let summary = prompt_summary_tx(c, r)?;
     c.execute(
-        "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary, trace_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         sql::params![
             r.id,
             r.agent_id,
@@ -199,7 +205,8 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
             r.backend,
             r.trigger,
             now_ms(),
-            summary
+            summary,
+            r.trace_id
         ],
     )?;
     c.execute(

@@ -71,6 +71,9 @@ impl Runtime {
         conclude(&mut end, finished, outcome, &limits);
         self.commit_run(&spec, &run_id, &mut end).await;
         let again = self.close_run(&spec, &run_id, &mut end).await;
+        if let Some(span) = &spec.trace {
+            traced_end(span, &end);
+        }
         // The scheduler settles the outcome (retry, pause, guards) and, unless the
         // run failed (its retry serves the wake), starts the remembered run before this
         // one reports done, so a waiter that wants "the run after this one" finds it.
@@ -190,6 +193,23 @@ impl Folded {
 
 /// How the worker's process ended and what it reported, told into the run's end:
 /// its exit, and the error class and words when it did not succeed.
+/// The run's span, closed with what the run cost and how it ended.
+fn traced_end(span: &telemetry::Span, end: &RunEnd) {
+    span.set("gen_ai.usage.input_tokens", end.usage.input_tokens as i64);
+    span.set("gen_ai.usage.output_tokens", end.usage.output_tokens as i64);
+    if let Some(cost) = end.usage.cost_usd {
+        span.set("agent_worker.cost_usd", cost);
+    }
+    span.set("agent_worker.outcome", end.status().as_str());
+    if let Some(class) = end.error_class {
+        span.set("error.type", class.as_str());
+    }
+    if !end.ok {
+        span.fail(end.error.clone().unwrap_or_else(|| "the run failed".into()));
+    }
+    span.end();
+}
+
 fn conclude(
     end: &mut RunEnd,
     finished: std::io::Result<process::Finished>,

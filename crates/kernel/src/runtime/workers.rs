@@ -9,7 +9,7 @@
 //! The worker is this same binary in its internal worker mode; the kernel never
 //! builds prompts (the worker does, from what it reads over MCP).
 
-use crate::registry::config::{AgentConfig, DEFAULT_MAX_STEPS};
+use crate::registry::config::DEFAULT_MAX_STEPS;
 use crate::registry::tokens;
 use crate::runtime::Runtime;
 use crate::runtime::runs::{self, NewRun, RunView};
@@ -17,12 +17,10 @@ use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
-use domain::states::{AgentState, Wake, WorkflowState};
+use domain::states::{AgentState, Wake};
 use os::process;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use store::sql;
 use store::sql::OptionalExtension;
@@ -39,93 +37,17 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
     "AGENT_WORKER_HOME",
     store::STORE_ENV,
     protocol::RUN_ENV,
+    // A run's context is its own (set below), never one the kernel was started in.
+    telemetry::TRACEPARENT_ENV,
+    telemetry::TRACESTATE_ENV,
 ];
 
 use super::running::{Active, Claim};
 pub use super::running::{RunHandle, Workers};
+pub(crate) use super::spec::Spec;
 use domain::workspace::Workspace;
 
-/// What a run needs to know about its agent, read when it starts.
-pub(super) struct Spec {
-    pub(super) agent_id: i64,
-    pub(super) name: String,
-    pub(super) workflow: WorkflowRef,
-    pub(super) workflow_id: i64,
-    pub(super) backend: Backend,
-    pub(super) model: Option<String>,
-    pub(super) system: Option<String>,
-    pub(super) cwd: Option<String>,
-    pub(super) env: BTreeMap<String, String>,
-    pub(super) config: AgentConfig,
-    pub(super) state: AgentState,
-    pub(super) session_id: Option<String>,
-    pub(super) session_usage: Option<protocol::Usage>,
-    /// The instance's state: a stopped or failed workflow starts no runs.
-    pub(super) workflow_state: WorkflowState,
-    /// The node that runs it: only that node starts its runs.
-    pub(super) node: Option<String>,
-    /// Set while the run waits for an approval (its silence is not idleness).
-    pub(super) held: Arc<AtomicBool>,
-    /// What the kernel refused the run (tool requests), kept with the run at its end.
-    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
-}
-
-impl Spec {
-    /// The run's scratch folder as its worker sees it (under the agent's TMPDIR).
-    pub(super) fn scratch_dir(&self, run_id: &str) -> PathBuf {
-        let temp = self
-            .env
-            .get("TMPDIR")
-            .filter(|t| !t.is_empty())
-            .map_or_else(std::env::temp_dir, PathBuf::from);
-        protocol::scratch_dir(&temp, run_id)
-    }
-}
-
 impl Runtime {
-    pub(super) async fn spec(&self, agent_id: i64) -> Result<Spec> {
-        self.store
-            .read(move |c| {
-                c.query_row(
-                    "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,
-                            a.env, a.config, a.state, a.session_id, w.state, a.session_usage, a.node
-                     FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
-                    [agent_id],
-                    |r| {
-                        let env: String = r.get(9)?;
-                        let config: String = r.get(10)?;
-                        Ok(Spec {
-                            agent_id: r.get(0)?,
-                            name: r.get(1)?,
-                            workflow: WorkflowRef {
-                                name: r.get(2)?,
-                                tag: r.get(3)?,
-                            },
-                            workflow_id: r.get(4)?,
-                            backend: r.parse(5)?,
-                            model: r.get(6)?,
-                            system: r.get(7)?,
-                            cwd: r.get(8)?,
-                            env: serde_json::from_str(&env).unwrap_or_default(),
-                            config: serde_json::from_str(&config).unwrap_or_default(),
-                            state: r.parse(11)?,
-                            session_id: r.get(12)?,
-                            workflow_state: r.parse(13)?,
-                            node: r.get(15)?,
-                            held: Default::default(),
-                            denials: Default::default(),
-                            session_usage: r
-                                .get::<Option<String>>(14)?
-                                .and_then(|u| serde_json::from_str(&u).ok()),
-                        })
-                    },
-                )
-                .optional()?
-                .ok_or_else(|| Error::not_found("the agent was deleted"))
-            })
-            .await
-    }
-
     /// The run in progress for an agent, if any.
     pub fn active_run(&self, agent_id: i64) -> Option<RunHandle> {
         self.workers.handle(agent_id)
@@ -194,7 +116,7 @@ impl Runtime {
         prompt: Option<String>,
         after: Option<&str>,
     ) -> Result<std::result::Result<RunHandle, String>> {
-        let spec = self.spec(agent_id).await?;
+        let mut spec = self.spec(agent_id).await?;
         self.may_start(&spec)?;
         let url = self
             .url()
@@ -237,6 +159,7 @@ impl Runtime {
             }
         };
         self.hold_worktree(&spec).await;
+        spec.traced(&run_id, wake);
         match self
             .prepare(&spec, (&run_id, &cwd, skills), wake, prompt, url)
             .await
@@ -353,6 +276,7 @@ impl Runtime {
         let (name, backend) = (spec.name.clone(), spec.backend);
         let asked = prompt.clone();
         let node = self.node().to_owned();
+        let trace_id = spec.trace.as_ref().map(telemetry::Span::trace_id);
         let token = self
             .store
             .write(move |c| {
@@ -367,6 +291,7 @@ impl Runtime {
                         trigger: wake.as_str(),
                         prompt: asked.as_deref(),
                         node: &node,
+                        trace_id: trace_id.as_deref(),
                     },
                 )?;
                 let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;
@@ -403,6 +328,16 @@ impl Runtime {
             cmd.env_remove(k);
         }
         cmd.envs(&spec.env);
+        if let Some(span) = &spec.trace {
+            cmd.envs(
+                span.carrier()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_ascii_uppercase(), v)),
+            );
+            if let Some(endpoint) = telemetry::flag_endpoint() {
+                cmd.env(telemetry::ENDPOINT_ENV, endpoint);
+            }
+        }
         cmd.env(
             protocol::RUN_ENV,
             serde_json::to_string(&config).map_err(|e| Error::internal(e.to_string()))?,

@@ -263,6 +263,16 @@ impl AgentWorker {
             .kernel
             .tool_request(&who, &a.tool_name, &a.input)
             .await?;
+        // The decision, on this request's span (traces): what the contracts said.
+        telemetry::note("agent_worker.tool_request", a.tool_name.clone());
+        telemetry::note(
+            "agent_worker.decision",
+            if matches!(answer, Answer::Allow) {
+                "allow"
+            } else {
+                "deny"
+            },
+        );
         let out = match answer {
             Answer::Allow => PermissionOut {
                 behavior: "allow".into(),

@@ -322,4 +322,8 @@ ALTER TABLE runs ADD COLUMN commit_sha TEXT;
     r#"
 ALTER TABLE approvals ADD COLUMN held TEXT;
 "#,
+    // 5: SQLite's migration 17, a run's trace.
+    r#"
+ALTER TABLE runs ADD COLUMN trace_id TEXT;
+"#,
 ];

@@ -37,6 +37,9 @@ pub const TOKEN_ENV: &str = "AW_AGENT_TOKEN";
 /// Backtrace switches would make a Rust CLI (Codex) end its error with a backtrace.
 const SCRUBBED_ENV: &[&str] = &[
     super::protocol::RUN_ENV,
+    // The CLI continues the backend's span (set below), not the worker's parent.
+    telemetry::TRACEPARENT_ENV,
+    telemetry::TRACESTATE_ENV,
     "CLAUDECODE",
     "CLAUDE_CODE_ENTRYPOINT",
     "RUST_BACKTRACE",
@@ -404,6 +407,12 @@ async fn drive(
         cmd.env_remove(k);
     }
     cmd.env(TOKEN_ENV, &run.cfg.token);
+    // A CLI that continues TRACEPARENT (Claude Code, Codex) nests its spans here.
+    cmd.envs(
+        telemetry::current_carrier()
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_uppercase(), v)),
+    );
     cmd.envs(inv.env.iter().map(|(k, v)| (k, v)));
     let report = run.report;
     let limits = cli_limits(run.cfg);

@@ -241,10 +241,7 @@ async fn tool_loop(
     let is_prompt = |m: &Value| m["role"] == "user" && m["content"].is_string();
     let mut last_text = None;
     for step in 1..=run.cfg.max_steps {
-        let turn = match ep.provider {
-            Provider::Anthropic => anthropic::turn(ep, &system, &convo, &tools).await?,
-            Provider::OpenAi => openai::turn(ep, &system, &convo, &tools).await?,
-        };
+        let turn = model_turn(ep, &system, &convo, &tools).await?;
         let mut usage = turn.usage;
         usage.cost_usd = price::cost(&ep.model, &usage);
         run.report.add_usage(usage);
@@ -264,7 +261,26 @@ async fn tool_loop(
         for call in turn.calls {
             run.report
                 .progress(format!("step {step}: calls {}", call.name));
-            let (text, is_error) = answer(run, &local, servers, call.name, call.args).await?;
+            let span = telemetry::Span::start(
+                format!("execute_tool {}", call.name),
+                telemetry::SpanKind::Internal,
+                None,
+                vec![telemetry::KeyValue::new(
+                    "gen_ai.tool.name",
+                    call.name.clone(),
+                )],
+            );
+            let work = answer(run, &local, servers, call.name, call.args);
+            let (text, is_error) = match &span {
+                Some(s) => telemetry::FutureExt::with_context(work, s.context().clone()).await?,
+                None => work.await?,
+            };
+            if let Some(s) = span {
+                if is_error {
+                    s.set("error.type", "tool_error");
+                }
+                s.end();
+            }
             results.push((call.id, text, is_error));
         }
         match ep.provider {
@@ -279,6 +295,40 @@ async fn tool_loop(
         last_text.map(|t| format!("{t}\n")).unwrap_or_default(),
         run.cfg.max_steps
     )))
+}
+
+/// One model turn, in a span with what it used (when traces are exported).
+async fn model_turn(
+    ep: &Endpoint,
+    system: &str,
+    convo: &[Value],
+    tools: &[ToolDef],
+) -> Result<Turn, Failure> {
+    use telemetry::KeyValue;
+    let span = telemetry::Span::start(
+        format!("chat {}", ep.model),
+        telemetry::SpanKind::Client,
+        None,
+        vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.request.model", ep.model.clone()),
+        ],
+    );
+    let turn = match ep.provider {
+        Provider::Anthropic => anthropic::turn(ep, system, convo, tools).await,
+        Provider::OpenAi => openai::turn(ep, system, convo, tools).await,
+    };
+    if let Some(s) = span {
+        match &turn {
+            Ok(t) => {
+                s.set("gen_ai.usage.input_tokens", t.usage.input_tokens as i64);
+                s.set("gen_ai.usage.output_tokens", t.usage.output_tokens as i64);
+            }
+            Err(f) => s.fail(crate::clip(&f.message, 500).into_owned()),
+        }
+        s.end();
+    }
+    turn
 }
 
 /// What the model gets back for one tool call: refused if too big to make, else

@@ -1,0 +1,259 @@
+//! Traces over OTLP: a kernel started with `OTEL_EXPORTER_OTLP_ENDPOINT` exports
+//! one trace for an agent_ask on the sdk backend, received by an OTLP/HTTP
+//! receiver (tests/python/otlp_receiver.py, the OpenTelemetry Python packages):
+//! the client's `traceparent` (in `_meta`) is the parent of the kernel's span of
+//! the call, under which the run, the worker, its model turns, its MCP calls
+//! back (each continued by the kernel's span of it) and its tool request with
+//! the contracts' decision nest, with tokens and the outcome as attributes.
+//! agent_info's run carries the trace's id.
+
+mod common;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use rmcp::model::{CallToolRequestParams, RequestParamsMeta};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// The receiver, running: its port, and the process to stop for its spans.
+async fn receiver() -> (u16, tokio::process::Child) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let py = std::process::Command::new(root.join("scripts/py-env"))
+        .output()
+        .expect("scripts/py-env");
+    assert!(
+        py.status.success(),
+        "py-env: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let python = String::from_utf8_lossy(&py.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut child = tokio::process::Command::new(python)
+        .arg(root.join("tests/python/otlp_receiver.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = BufReader::new(out);
+    reader.read_line(&mut first).await.unwrap();
+    (first.trim().parse().expect("the receiver's port"), child)
+}
+
+/// Every span the receiver got, once it is stopped.
+async fn spans_of(mut child: tokio::process::Child) -> Vec<Value> {
+    drop(child.stdin.take());
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    child.wait().await.unwrap();
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
+    spans.iter().filter(|s| s["name"] == name).collect()
+}
+
+#[track_caller]
+fn one<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    let found = named(spans, name);
+    assert_eq!(
+        found.len(),
+        1,
+        "one span {name:?}: {found:?}\nall: {}",
+        names(spans)
+    );
+    found[0]
+}
+
+fn names(spans: &[Value]) -> String {
+    spans
+        .iter()
+        .map(|s| s["name"].as_str().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The span whose id is `s`'s parent.
+fn parent_of<'a>(spans: &'a [Value], s: &Value) -> &'a Value {
+    spans
+        .iter()
+        .find(|p| p["span_id"] == s["parent"])
+        .unwrap_or_else(|| panic!("no parent for {s}"))
+}
+
+/// The worker's spans (its own process) under the run: its reading, its model
+/// turns, its MCP calls back (each continued by the kernel), its tool request.
+fn worker_spans_nest(ours: &[Value], run: &Value) {
+    // The worker (its own process) under the run; its work under it.
+    let worker = one(ours, "worker coder");
+    assert_eq!(worker["parent"], run["span_id"], "{worker}");
+    assert_eq!(worker["resource"]["service.name"], "agent-worker-worker");
+    let backend = one(ours, "backend sdk");
+    assert_eq!(backend["parent"], worker["span_id"]);
+    assert_eq!(
+        parent_of(ours, one(ours, "read_context"))["span_id"],
+        worker["span_id"]
+    );
+    let turns = named(ours, "chat claude-sonnet-4-5");
+    assert_eq!(turns.len(), 2, "a write, then the answer: {}", names(ours));
+    for t in &turns {
+        assert_eq!(t["parent"], backend["span_id"], "{t}");
+        assert!(
+            t["attributes"]["gen_ai.usage.input_tokens"]
+                .as_i64()
+                .unwrap()
+                > 0
+        );
+    }
+
+    // Each MCP call back: the worker's client span, continued by the kernel's.
+    let server_inbox = named(ours, "tools/call my_inbox");
+    assert_eq!(server_inbox.len(), 2, "client and server: {server_inbox:?}");
+    let (client, server) = if server_inbox[0]["kind"] == 3 {
+        (server_inbox[0], server_inbox[1])
+    } else {
+        (server_inbox[1], server_inbox[0])
+    };
+    assert_eq!(server["parent"], client["span_id"], "{server}");
+    assert_eq!(
+        server["attributes"]["agent_worker.caller"],
+        "coder@global:main"
+    );
+
+    // The tool request, in its tool's span, and the contracts' decision.
+    let tool = one(ours, "execute_tool write_file");
+    assert_eq!(tool["parent"], backend["span_id"], "{tool}");
+    let asks = named(ours, "tools/call permission_request");
+    let decided = asks
+        .iter()
+        .find(|s| s["kind"] == 2)
+        .unwrap_or_else(|| panic!("no kernel span of the tool request: {asks:?}"));
+    assert_eq!(
+        decided["attributes"]["agent_worker.decision"], "allow",
+        "{decided}"
+    );
+    assert_eq!(
+        decided["attributes"]["agent_worker.tool_request"],
+        "write_file"
+    );
+    let asking = parent_of(ours, decided);
+    assert_eq!(asking["kind"], 3, "the worker's call: {asking}");
+    assert_eq!(asking["parent"], tool["span_id"], "{asking}");
+}
+
+#[tokio::test]
+async fn an_agent_ask_is_one_trace_from_the_clients_span_to_the_tool_request() {
+    let (port, rx) = receiver().await;
+    let work = tempfile::tempdir().unwrap();
+    let write = [("write_file", json!({"path": "hello.txt", "content": "hi"}))];
+    let llm = FakeLlm::start(Script::steps(&write, "wrote it")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let s = HttpServer::start_with_env(
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_sdk_in(&lead, "coder", work.path(), &llm.url, json!("edit")).await;
+    // Governed, so the sdk's write asks the kernel first (a notice, then allowed).
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "tell-me-of-edits", "when": {"event": "tool_request", "tool": "edit"},
+               "then": {"action": "notify"}}),
+    )
+    .await
+    .ok();
+
+    // The lead's call, in the client's own trace.
+    let mut ask = CallToolRequestParams::new("agent_ask").with_arguments(
+        json!({"target": "coder", "message": "write hello.txt", "wait_seconds": 40})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    ask.set_traceparent(&format!("00-{TRACE}-{CLIENT_SPAN}-01"));
+    let r = lead.call_tool(ask).await.unwrap();
+    let answer = r.structured_content.unwrap();
+    assert_eq!(answer["status"], "succeeded", "{answer}");
+    let info = call(&lead, "agent_info", json!({"target": "coder"}))
+        .await
+        .ok();
+    assert_eq!(info["runs"][0]["trace_id"], TRACE, "{info}");
+    lead.cancel().await.unwrap();
+    // SIGTERM: the kernel exports what is left; the worker did when it exited.
+    s.stop().await;
+    let spans = spans_of(rx).await;
+    let ours: Vec<Value> = spans
+        .iter()
+        .filter(|s| s["trace_id"] == TRACE)
+        .cloned()
+        .collect();
+    eprintln!("{} spans in the trace: {}", ours.len(), names(&ours));
+
+    // The kernel's span of the call continues the client's.
+    let asked = one(&ours, "tools/call agent_ask");
+    assert_eq!(asked["parent"], CLIENT_SPAN, "{asked}");
+    assert_eq!(asked["kind"], 2, "a server span: {asked}");
+    assert_eq!(asked["resource"]["service.name"], "agent-worker");
+    assert_eq!(asked["attributes"]["gen_ai.tool.name"], "agent_ask");
+
+    // The run, under it, with what it cost and how it ended.
+    let run = one(&ours, "invoke_agent coder");
+    assert_eq!(run["parent"], asked["span_id"], "{run}");
+    let a = &run["attributes"];
+    assert_eq!(a["agent_worker.backend"], "sdk", "{run}");
+    assert_eq!(a["agent_worker.trigger"], "ask", "{run}");
+    assert_eq!(a["gen_ai.request.model"], "claude-sonnet-4-5", "{run}");
+    assert_eq!(a["agent_worker.outcome"], "succeeded", "{run}");
+    assert!(
+        a["gen_ai.usage.input_tokens"].as_i64().unwrap() > 0,
+        "{run}"
+    );
+    assert!(
+        a["gen_ai.usage.output_tokens"].as_i64().unwrap() > 0,
+        "{run}"
+    );
+    assert!(a["agent_worker.cost_usd"].as_f64().unwrap() > 0.0, "{run}");
+
+    worker_spans_nest(&ours, run);
+    assert!(work.path().join("hello.txt").exists());
+}
+
+#[tokio::test]
+async fn without_an_endpoint_no_run_has_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(&lead, "agent_new", json!({"name": "m", "backend": "mock"}))
+        .await
+        .ok();
+    let r = ask(&lead, "m", "hello", 20).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let info = call(&lead, "agent_info", json!({"target": "m"})).await.ok();
+    assert!(info["runs"][0].get("trace_id").is_none(), "{info}");
+    assert!(!agent_worker::telemetry::enabled());
+    s.stop().await;
+}
