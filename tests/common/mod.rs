@@ -386,7 +386,7 @@ pub async fn ask(lead: &Client, target: &str, message: &str, wait: u64) -> Value
 }
 
 /// Registers agents in a workflow instance (as the lead).
-pub async fn new_agents(lead: &Client, workflow: &str, names: &[&str]) {
+pub async fn new_agents(lead: &rmcp::Peer<RoleClient>, workflow: &str, names: &[&str]) {
     for n in names {
         call(
             lead,

@@ -281,7 +281,7 @@ impl ServerHandler for AgentWorker {
         let span = traced::start(&context, "resources/read", None);
         traced::run(span, async move {
             let who = caller(&context)?;
-            if request.uri == dashboard::URI && who.is_lead() {
+            if request.uri == dashboard::URI && dashboard::offered(&who, &context) {
                 return Ok(dashboard::read().into());
             }
             if skills::is_skill_uri(&request.uri) {

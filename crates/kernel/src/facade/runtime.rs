@@ -63,6 +63,14 @@ impl Kernel {
         self.runtime.run_view(run_id).await
     }
 
+    pub async fn recent_runs(
+        &self,
+        workflow_id: i64,
+        per_agent: i64,
+    ) -> Result<Vec<(String, RunView)>> {
+        self.runtime.recent_runs(workflow_id, per_agent).await
+    }
+
     pub async fn set_paused(&self, agent_id: i64, paused: bool) -> Result<()> {
         self.runtime.set_paused(agent_id, paused).await
     }

@@ -34,6 +34,8 @@ pub struct Reply {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AskResult {
+    /// The agent's workflow instance, e.g. "@global:main".
+    pub workflow: String,
     /// The run that serves the question (poll agent_info while it is running); absent
     /// while it has not started.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -237,6 +239,7 @@ impl Runtime {
         };
         let Some(run_id) = serving else {
             return Ok(AskResult {
+                workflow: a.agent.view.workflow.clone(),
                 run_id: None,
                 status: "waiting".into(),
                 message_id: a.message_id,
@@ -306,6 +309,7 @@ impl Runtime {
                     .is_some_and(|h| h.run_id == run_id) =>
             {
                 return Ok(AskResult {
+                    workflow: agent.view.workflow.clone(),
                     run_id: Some(run_id.to_owned()),
                     status: "running".into(),
                     message_id: message_id.to_owned(),
@@ -327,6 +331,7 @@ impl Runtime {
             })
         };
         Ok(AskResult {
+            workflow: agent.view.workflow.clone(),
             run_id: Some(run.id),
             status: run.status.to_string(),
             message_id: message_id.to_owned(),

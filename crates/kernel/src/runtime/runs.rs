@@ -129,6 +129,28 @@ pub fn recent_runs(c: &Connection, agent_id: i64, limit: i64) -> Result<Vec<RunV
     Ok(rows)
 }
 
+/// The latest `per_agent` runs of each agent of a workflow instance, in one
+/// read: (agent, run), each agent's newest first.
+pub fn recent_of_workflow(
+    c: &Connection,
+    workflow_id: i64,
+    per_agent: i64,
+) -> Result<Vec<(String, RunView)>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS}, agent FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY agent_id \
+         ORDER BY started_at DESC, id DESC) AS n FROM runs WHERE workflow_id = ?1) r \
+         WHERE n <= ?2 ORDER BY agent, started_at DESC, id DESC"
+    ))?;
+    let rows = st
+        .query_map((workflow_id, per_agent), |r| {
+            // After the run's columns (run_row reads them by position).
+            let agent: String = r.get(RUN_COLUMNS.split(',').count())?;
+            Ok((agent, run_row(r)?))
+        })?
+        .collect::<sql::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
 /// Totals over every run of an agent.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct RunTotals {

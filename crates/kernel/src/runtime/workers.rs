@@ -437,6 +437,17 @@ impl Runtime {
             .ok_or_else(|| Error::not_found(format!("no run {run_id}")))
     }
 
+    /// The latest `per_agent` runs of each agent of a workflow instance (one read).
+    pub async fn recent_runs(
+        &self,
+        workflow_id: i64,
+        per_agent: i64,
+    ) -> Result<Vec<(String, RunView)>> {
+        self.store
+            .read(move |c| runs::recent_of_workflow(c, workflow_id, per_agent))
+            .await
+    }
+
     /// Messages an agent sent to the lead after `after` (an ask's message id): DMs
     /// to `user` and messages that mention it.
     pub async fn replies_to_lead(

@@ -1,6 +1,7 @@
 //! What the dashboard shows of an instance at one moment, read as the lead: the
 //! same views the lead's tools return, cut to what a panel needs and bounded.
 
+use super::redact;
 use domain::error::Result;
 use domain::protocol::Usage;
 use domain::states::{AgentState, WorkflowState};
@@ -21,6 +22,8 @@ const MAX_INSTANCES: usize = 100;
 const MESSAGES_PER_POLL: i64 = 100;
 /// Decided approvals shown after the pending ones.
 const DECIDED_SHOWN: usize = 5;
+/// Pending approvals shown at most (the rest are counted).
+const PENDING_SHOWN: usize = 50;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = crate::tools::no_null_defaults)]
@@ -48,6 +51,9 @@ pub struct WatchArgs {
 pub struct Snapshot {
     /// Changes when anything shown but the channel changes; pass it back as `seen`.
     pub version: String,
+    /// The shown instance's id: which events concern it.
+    #[serde(skip)]
+    pub(super) workflow_id: Option<i64>,
     /// The server's clock, in milliseconds (for elapsed times).
     pub now_ms: i64,
     /// The instance shown (absent when there is none yet).
@@ -60,6 +66,8 @@ pub struct Snapshot {
     /// Agents not shown (past the first 50).
     pub agents_more: usize,
     pub approvals: Vec<ApprovalView>,
+    /// Pending approvals not shown (past the first 50; approval_list has them).
+    pub approvals_more: usize,
     pub documents: Vec<String>,
     /// Messages after `since` (or the latest), oldest first.
     pub messages: Vec<ChannelMessage>,
@@ -84,8 +92,6 @@ pub struct StatusShown {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
     pub runs: i64,
-    pub pending: i64,
-    pub messages: i64,
     pub usage: Usage,
 }
 
@@ -141,7 +147,7 @@ impl From<&RunView> for RunShown {
             duration_ms: r.duration_ms,
             usage: r.usage,
             error_class: r.error_class.clone(),
-            error: r.error.clone(),
+            error: r.error.as_deref().map(redact::shown),
         }
     }
 }
@@ -158,9 +164,9 @@ fn chosen(asked: Option<&str>, instances: &[Instance]) -> Option<String> {
         .map(|i| i.workflow.clone())
 }
 
+/// The instances, newest first (as workflow_list gives them), the first 100.
 async fn instances(kernel: &Kernel) -> Result<Vec<Instance>> {
     let mut all = kernel.workflow_list().await?;
-    all.sort_by(|a, b| b.started_at.cmp(&a.started_at));
     all.truncate(MAX_INSTANCES);
     Ok(all
         .into_iter()
@@ -182,12 +188,14 @@ pub async fn snapshot(
     let mut snap = Snapshot {
         version: String::new(),
         now_ms: domain::clock::now_ms(),
+        workflow_id: None,
         workflow: chosen(asked, &instances),
         instances,
         status: None,
         agents: Vec::new(),
         agents_more: 0,
         approvals: Vec::new(),
+        approvals_more: 0,
         documents: Vec::new(),
         messages: Vec::new(),
         messages_more: false,
@@ -201,22 +209,28 @@ pub async fn snapshot(
 
 async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<String>) -> Result<()> {
     let scope = kernel.scope(&Caller::Lead, Some(w)).await?;
+    snap.workflow_id = Some(scope.workflow_id);
     let status = kernel.workflow_status(w).await?;
+    let views = kernel.agent_list(Some(w)).await?;
+    let mut runs = kernel
+        .recent_runs(scope.workflow_id, RUNS_SHOWN as i64)
+        .await?;
     snap.agents_more = status.agents.len().saturating_sub(MAX_AGENTS);
     for a in status.agents.iter().take(MAX_AGENTS) {
-        snap.agents.push(agent(kernel, w, a).await?);
+        let view = views.iter().find(|v| v.name == a.name);
+        let mine = runs.iter().filter(|(n, _)| n == &a.name).map(|(_, r)| r);
+        snap.agents.push(agent(a, view, mine));
     }
+    runs.clear();
     snap.status = Some(StatusShown {
         status: status.status,
-        reason: status.reason,
+        reason: status.reason.as_deref().map(redact::shown),
         started_at: status.started_at,
         ended_at: status.ended_at,
         runs: status.runs,
-        pending: status.pending,
-        messages: status.messages,
         usage: status.usage,
     });
-    snap.approvals = approvals(kernel, &scope.workflow).await?;
+    (snap.approvals, snap.approvals_more) = approvals(kernel, &scope.workflow).await?;
     let docs = kernel.doc_list(&scope).await?;
     snap.documents = docs.files.into_iter().map(|f| f.file).collect();
     let read = kernel
@@ -227,52 +241,66 @@ async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<Strin
     Ok(())
 }
 
-async fn agent(
-    kernel: &Kernel,
-    w: &str,
+/// An agent as shown: its summary, its configuration's view (model,
+/// workspace), its latest runs (newest first; a running one is the run in
+/// progress).
+fn agent<'r>(
     a: &kernel::workflows::AgentSummary,
-) -> Result<AgentShown> {
-    let info = kernel.agent_info(&format!("{}{w}", a.name)).await?;
-    let running = info
-        .running
-        .as_ref()
-        .and_then(|id| info.runs.iter().find(|r| &r.id == id))
-        .map(RunShown::from);
-    let (workspace, branch) = match &info.worktree {
-        Some(t) => ("worktree".to_owned(), Some(t.branch.clone())),
-        None => ("shared".to_owned(), None),
-    };
-    Ok(AgentShown {
+    view: Option<&kernel::registry::AgentView>,
+    runs: impl Iterator<Item = &'r RunView>,
+) -> AgentShown {
+    let runs: Vec<RunShown> = runs.map(RunShown::from).collect();
+    let running = runs
+        .first()
+        .filter(|r| r.status == domain::states::RunStatus::Running)
+        .cloned();
+    let branch = view.and_then(|v| match &v.workspace {
+        Some(domain::workspace::Workspace::Worktree(t)) => {
+            Some(t.branch.clone().unwrap_or_default())
+        }
+        _ => None,
+    });
+    AgentShown {
         name: a.name.clone(),
         backend: a.backend.clone(),
-        model: info.agent.model.clone(),
+        model: view.and_then(|v| v.model.clone()),
         node: a.node.clone(),
-        workspace,
+        workspace: if branch.is_some() {
+            "worktree"
+        } else {
+            "shared"
+        }
+        .to_owned(),
         branch,
         state: a.state,
-        reason: a.reason.clone(),
+        reason: a.reason.as_deref().map(redact::shown),
         resume_at: a.resume_at.clone(),
         running,
-        runs: info
-            .runs
-            .iter()
-            .take(RUNS_SHOWN)
-            .map(RunShown::from)
-            .collect(),
+        runs,
         total_runs: a.runs,
         failed_runs: a.failed_runs,
         usage: a.usage,
-    })
+    }
 }
 
-/// Pending approvals first, then the latest decided.
-async fn approvals(kernel: &Kernel, w: &domain::names::WorkflowRef) -> Result<Vec<ApprovalView>> {
+/// Pending approvals first (at most 50, and how many more), then the latest
+/// decided; what each is about shown as [`redact::shown`] says.
+async fn approvals(
+    kernel: &Kernel,
+    w: &domain::names::WorkflowRef,
+) -> Result<(Vec<ApprovalView>, usize)> {
     let all = kernel.approval_list(&Caller::Lead, Some(w)).await?;
     let (mut pending, decided): (Vec<_>, Vec<_>) = all
         .into_iter()
         .partition(|a| a.state == domain::states::ApprovalState::Pending);
+    let more = pending.len().saturating_sub(PENDING_SHOWN);
+    pending.truncate(PENDING_SHOWN);
     pending.extend(decided.into_iter().take(DECIDED_SHOWN));
-    Ok(pending)
+    for a in &mut pending {
+        a.what = redact::shown(&a.what);
+        a.reason = a.reason.as_deref().map(redact::shown);
+    }
+    Ok((pending, more))
 }
 
 /// A digest of everything shown but the clock and the channel.

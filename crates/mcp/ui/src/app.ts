@@ -63,6 +63,7 @@ type Snapshot = {
   workflow?: string;
   instances: { workflow: string; status: string; agents: number }[];
   status?: { status: string; reason?: string; runs: number; usage: Usage };
+  approvals_more: number;
   agents: Agent[];
   agents_more: number;
   approvals: Approval[];
@@ -120,24 +121,52 @@ class Dashboard {
   clockOffset = 0;
   generation = 0;
   poll: AbortController | undefined;
-  last: Snapshot | undefined;
+  /** Each section's data as last drawn: a section is drawn again only when it changed. */
+  drawn = new Map<string, string>();
+  /** Approvals being decided: their buttons stay disabled across redraws. */
+  deciding = new Set<number>();
+  /** Taken down by the host: nothing starts again. */
+  torn = false;
+  switching: ReturnType<typeof setTimeout> | undefined;
 
   constructor(readonly app: App) {}
 
+  /** Whether `key`'s data differs from what is drawn (and remembers it). */
+  changed(key: string, data: unknown): boolean {
+    const json = JSON.stringify(data);
+    if (this.drawn.get(key) === json) return false;
+    this.drawn.set(key, json);
+    return true;
+  }
+
   /** Shows `w` from now on (a switch, or the instance of the call the host shows). */
   show(w: string | undefined) {
-    if (!w || w === this.workflow) return;
+    if (!w || w === this.workflow || this.torn) return;
     this.workflow = w;
     this.since = undefined;
     this.seen = undefined;
+    this.drawn.clear();
     $("channel").replaceChildren();
     this.closeViewer();
     this.restart();
   }
 
+  /** A switch by the person: after they stop moving through the list. */
+  switchTo(w: string) {
+    clearTimeout(this.switching);
+    this.switching = setTimeout(() => this.show(w), 300);
+  }
+
   restart() {
     this.poll?.abort();
+    if (this.torn || document.hidden) return;
     void this.loop(++this.generation);
+  }
+
+  /** Stops polling (hidden, or taken down). */
+  pause() {
+    this.generation++;
+    this.poll?.abort();
   }
 
   async loop(generation: number) {
@@ -173,16 +202,17 @@ class Dashboard {
   }
 
   render(s: Snapshot) {
-    this.last = s;
     this.clockOffset = s.now_ms - Date.now();
     if (!this.workflow && s.workflow) this.workflow = s.workflow;
     this.seen = s.version;
-    this.renderInstances(s);
-    this.renderStatus(s);
-    this.renderApprovals(s.approvals);
-    this.renderAgents(s);
+    if (this.changed("instances", [s.instances, s.workflow])) this.renderInstances(s);
+    if (this.changed("status", s.status ?? null)) this.renderStatus(s);
+    if (this.changed("approvals", [s.approvals, s.approvals_more, [...this.deciding]])) {
+      this.renderApprovals(s.approvals, s.approvals_more);
+    }
+    if (this.changed("agents", [s.agents, s.agents_more])) this.renderAgents(s);
     this.renderMessages(s.messages);
-    this.renderDocuments(s.documents);
+    if (this.changed("documents", s.documents)) this.renderDocuments(s.documents);
     this.tick();
   }
 
@@ -202,14 +232,20 @@ class Dashboard {
     const st = s.status;
     const status = $("status");
     status.className = `badge s-${st?.status ?? "none"}`;
-    status.textContent = st ? st.status + (st.reason ? `: ${st.reason}` : "") : "no instance";
+    status.textContent = st ? st.status : "no instance";
+    const reason = $("reason");
+    reason.hidden = !st?.reason;
+    reason.textContent = st?.reason ?? "";
     $("totals").textContent = st
       ? [`${st.runs} runs`, `${tokens(st.usage)} tokens`, cost(st.usage)].filter(Boolean).join(" · ")
       : "";
   }
 
-  renderApprovals(list: Approval[]) {
+  renderApprovals(list: Approval[], more: number) {
     $("approvals-section").hidden = list.length === 0;
+    const rest = $("approvals-more");
+    rest.hidden = more === 0;
+    rest.textContent = `${more} more pending (approval_list shows them)`;
     $("approvals").replaceChildren(
       ...list.map((a) => {
         const card = el(
@@ -220,8 +256,9 @@ class Dashboard {
           el("div", { class: "meta" }, a.contracts.join("; ")),
         );
         if (a.state === "pending") {
-          const approve = el("button", { type: "button" }, "Approve");
-          const deny = el("button", { type: "button" }, "Deny");
+          const busy = this.deciding.has(a.id) ? "" : undefined;
+          const approve = el("button", { type: "button", disabled: busy }, "Approve");
+          const deny = el("button", { type: "button", disabled: busy }, "Deny");
           approve.onclick = () => this.decide(a.id, "approve", [approve, deny]);
           deny.onclick = () => this.decide(a.id, "deny", [approve, deny]);
           card.append(el("div", { class: "actions" }, approve, deny));
@@ -234,6 +271,8 @@ class Dashboard {
   }
 
   async decide(id: number, decision: "approve" | "deny", buttons: HTMLButtonElement[]) {
+    if (this.deciding.has(id)) return;
+    this.deciding.add(id);
     for (const b of buttons) b.disabled = true;
     try {
       const r = await this.app.callServerTool({ name: "approval_decide", arguments: { id, decision } });
@@ -242,6 +281,8 @@ class Dashboard {
     } catch (e) {
       this.error(`Approval #${id} was not decided: ${(e as Error).message ?? e}`);
       for (const b of buttons) b.disabled = false;
+    } finally {
+      this.deciding.delete(id);
     }
   }
 
@@ -268,6 +309,8 @@ class Dashboard {
       el("div", { class: "meta" }, totals),
     );
     if (a.runs.length) card.append(runsTable(a.runs));
+    const failed = a.runs[0]?.error;
+    if (failed) card.append(el("div", { class: "why" }, `last run: ${failed}`));
     return card;
   }
 
@@ -302,9 +345,11 @@ class Dashboard {
 
   async openDoc(file: string, opener: HTMLElement) {
     this.opener = opener;
+    const generation = this.generation;
     const r = await this.app
       .callServerTool({ name: "team_doc_read", arguments: { workflow: this.workflow, file } })
       .catch((e) => ({ isError: true, content: [{ type: "text", text: String(e) }] }) as never);
+    if (generation !== this.generation) return;
     const doc = r.structuredContent as { content?: string } | undefined;
     $("viewer-title").textContent = file;
     $("viewer-body").textContent = r.isError ? textOf(r.content) : (doc?.content ?? "");
@@ -314,7 +359,12 @@ class Dashboard {
 
   closeViewer() {
     $("viewer").hidden = true;
-    this.opener?.focus();
+    // The button that opened it, or its redrawn twin.
+    const file = this.opener?.textContent;
+    const back = this.opener?.isConnected
+      ? this.opener
+      : [...document.querySelectorAll<HTMLElement>("#documents button")].find((b) => b.textContent === file);
+    back?.focus();
     this.opener = undefined;
   }
 
@@ -362,12 +412,14 @@ app.ontoolinput = (p) => board.show(instanceOf(p.arguments as Record<string, unk
 app.ontoolresult = (p) => board.show(instanceOf(p.structuredContent as Record<string, unknown> | undefined));
 app.onhostcontextchanged = (ctx) => applyContext(ctx);
 app.onteardown = async () => {
-  board.generation++;
-  board.poll?.abort();
+  board.torn = true;
+  board.pause();
   return {};
 };
+// Hidden (another tab, scrolled away in some hosts): no polling until seen again.
+document.addEventListener("visibilitychange", () => (document.hidden ? board.pause() : board.restart()));
 
-$<HTMLSelectElement>("instance").onchange = (e) => board.show((e.target as HTMLSelectElement).value);
+$<HTMLSelectElement>("instance").onchange = (e) => board.switchTo((e.target as HTMLSelectElement).value);
 $("viewer-close").onclick = () => board.closeViewer();
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && !$("viewer").hidden) board.closeViewer();
