@@ -9,63 +9,13 @@
 
 mod common;
 use common::fake_llm::{FakeLlm, Script};
+use common::otlp::{receiver, spans_of};
 use common::*;
 use rmcp::model::{CallToolRequestParams, RequestParamsMeta};
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::Stdio;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
-
-/// The receiver, running: its port, and the process to stop for its spans.
-async fn receiver() -> (u16, tokio::process::Child) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let py = std::process::Command::new(root.join("scripts/py-env"))
-        .output()
-        .expect("scripts/py-env");
-    assert!(
-        py.status.success(),
-        "py-env: {}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let python = String::from_utf8_lossy(&py.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
-    let mut child = tokio::process::Command::new(python)
-        .arg(root.join("tests/python/otlp_receiver.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    let out = child.stdout.as_mut().unwrap();
-    let mut reader = BufReader::new(out);
-    reader.read_line(&mut first).await.unwrap();
-    (first.trim().parse().expect("the receiver's port"), child)
-}
-
-/// Every span the receiver got, once it is stopped.
-async fn spans_of(mut child: tokio::process::Child) -> Vec<Value> {
-    drop(child.stdin.take());
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .await
-        .unwrap();
-    child.wait().await.unwrap();
-    out.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
@@ -256,4 +206,68 @@ async fn without_an_endpoint_no_run_has_a_trace() {
     assert!(info["runs"][0].get("trace_id").is_none(), "{info}");
     assert!(!agent_worker::telemetry::enabled());
     s.stop().await;
+}
+
+/// What a CLI is started with: a stand-in `claude` on the agent's PATH writes its
+/// environment down and fails; its TRACEPARENT names the worker's span of the
+/// backend's process (a CLI that continues it, as Claude Code and Codex do,
+/// nests its spans there), and the OTLP endpoint reached it too.
+#[tokio::test]
+async fn a_cli_is_started_in_the_backends_span() {
+    let (port, rx) = receiver().await;
+    let bin = tempfile::tempdir().unwrap();
+    let dump = bin.path().join("env.txt");
+    let cli = bin.path().join("claude");
+    std::fs::write(&cli, "#!/bin/sh\nenv > \"$ENV_DUMP\"\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let s = HttpServer::start_with_env(
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
+    let lead = s.lead(Proto::Legacy).await;
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "cc", "backend": "claude", "env": {"PATH": path, "ENV_DUMP": dump.display().to_string(),
+               "ANTHROPIC_API_KEY": "sk-test"}}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "cc", "hello", 30).await;
+    assert_eq!(r["status"], "failed", "the stand-in fails: {r}");
+    lead.cancel().await.unwrap();
+    s.stop().await;
+    let spans = spans_of(rx).await;
+    let env = std::fs::read_to_string(&dump).expect("the stand-in CLI ran");
+    let var = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in the CLI's environment:\n{env}"))
+            .to_owned()
+    };
+    let backend = one(&spans, "backend claude");
+    let parent = var("TRACEPARENT");
+    let want = format!(
+        "00-{}-{}-01",
+        backend["trace_id"].as_str().unwrap(),
+        backend["span_id"].as_str().unwrap()
+    );
+    assert_eq!(parent, want, "{backend}");
+    assert_eq!(var("OTEL_EXPORTER_OTLP_ENDPOINT"), endpoint);
+    assert_eq!(
+        backend["status"], 2,
+        "the backend's failure is on its span: {backend}"
+    );
 }

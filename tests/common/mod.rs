@@ -6,6 +6,7 @@ pub mod clis;
 pub mod fake_llm;
 pub mod in_process;
 pub mod inspector;
+pub mod otlp;
 pub mod repo;
 pub mod store;
 pub mod waits;
