@@ -16,6 +16,23 @@ use serde_json::{Value, json};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+const SENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+/// The agent's newest run once it has `n` runs and the newest has ended.
+async fn wait_for_run(lead: &Client, agent: &str, n: usize) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let info = call(lead, "agent_info", json!({"target": agent}))
+            .await
+            .ok();
+        let runs = info["runs"].as_array().unwrap();
+        if runs.len() >= n && runs[0]["status"] != "running" {
+            return runs[0].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no run {n}: {info}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
 
 fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
@@ -152,6 +169,18 @@ async fn an_agent_ask_is_one_trace_from_the_clients_span_to_the_tool_request() {
         .await
         .ok();
     assert_eq!(info["runs"][0]["trace_id"], TRACE, "{info}");
+    // A run the scheduler starts for a message continues the sender's trace.
+    let mut send = CallToolRequestParams::new("channel_send").with_arguments(
+        json!({"message": "@coder once more"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    send.set_traceparent(&format!("00-{SENT_TRACE}-{CLIENT_SPAN}-01"));
+    lead.call_tool(send).await.unwrap();
+    let next = wait_for_run(&lead, "coder", 2).await;
+    assert_eq!(next["trace_id"], SENT_TRACE, "{next}");
+    assert_eq!(next["trigger"], "message", "{next}");
     lead.cancel().await.unwrap();
     // SIGTERM: the kernel exports what is left; the worker did when it exited.
     s.stop().await;
@@ -175,7 +204,9 @@ async fn an_agent_ask_is_one_trace_from_the_clients_span_to_the_tool_request() {
     assert_eq!(run["parent"], asked["span_id"], "{run}");
     let a = &run["attributes"];
     assert_eq!(a["agent_worker.backend"], "sdk", "{run}");
-    assert_eq!(a["agent_worker.trigger"], "ask", "{run}");
+    // The ask starts the run, or the question's delivery woke it first.
+    let trigger = a["agent_worker.trigger"].as_str().unwrap();
+    assert!(["ask", "message"].contains(&trigger), "{run}");
     assert_eq!(a["gen_ai.request.model"], "claude-sonnet-4-5", "{run}");
     assert_eq!(a["agent_worker.outcome"], "succeeded", "{run}");
     assert!(

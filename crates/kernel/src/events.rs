@@ -6,7 +6,8 @@
 //! which is always the truth.
 
 use serde::{Deserialize, Serialize};
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::broadcast;
 
 /// Serialised (for the other kernels of a store: see `runtime::nodes::bus`) as
@@ -80,13 +81,22 @@ type Forward = Box<dyn Fn(&Event) + Send + Sync>;
 pub struct Events {
     tx: broadcast::Sender<Event>,
     forward: Arc<OnceLock<Forward>>,
+    /// When traces are exported: the context a message to an agent was sent in,
+    /// which the agent's next run continues (a run the scheduler starts is not in
+    /// the sender's call). Keyed by (workflow id, agent); at most
+    /// [`MAX_TRACED`] kept.
+    traced: Arc<Mutex<HashMap<(i64, String), telemetry::Context>>>,
 }
+
+/// Senders' contexts kept at most (past it, the oldest are forgotten together).
+const MAX_TRACED: usize = 4096;
 
 impl Default for Events {
     fn default() -> Self {
         Self {
             tx: broadcast::channel(4096).0,
             forward: Arc::default(),
+            traced: Arc::default(),
         }
     }
 }
@@ -95,6 +105,21 @@ impl Events {
     /// Publishes an event of this kernel: to its subscribers and, when the store
     /// is shared, to the other kernels.
     pub fn publish(&self, e: Event) {
+        if let Event::Delivered {
+            workflow_id,
+            recipients,
+            ..
+        } = &e
+            && let Some(cx) = telemetry::current_span()
+        {
+            let mut traced = self.traced.lock().unwrap();
+            if traced.len() + recipients.len() > MAX_TRACED {
+                traced.clear();
+            }
+            for r in recipients.iter() {
+                traced.insert((*workflow_id, r.clone()), cx.clone());
+            }
+        }
         if let Some(f) = self.forward.get() {
             f(&e);
         }
@@ -112,6 +137,17 @@ impl Events {
     }
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.tx.subscribe()
+    }
+
+    /// The context the latest message to `agent` was sent in (traces only), once.
+    pub fn take_trace(&self, workflow_id: i64, agent: &str) -> Option<telemetry::Context> {
+        if !telemetry::enabled() {
+            return None;
+        }
+        self.traced
+            .lock()
+            .unwrap()
+            .remove(&(workflow_id, agent.to_owned()))
     }
 }
 

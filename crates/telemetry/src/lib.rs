@@ -137,6 +137,15 @@ pub fn from_env() -> Option<Context> {
     )
 }
 
+/// The current context, when traces are exported and it is in a span.
+pub fn current_span() -> Option<Context> {
+    if !enabled() {
+        return None;
+    }
+    let cx = Context::current();
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
 /// `traceparent` and (when not empty) `tracestate` of the current context, for
 /// a subprocess to continue (nothing when no span is current).
 pub fn current_carrier() -> Vec<(&'static str, String)> {

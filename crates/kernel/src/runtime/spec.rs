@@ -53,14 +53,15 @@ impl Spec {
         protocol::scratch_dir(&temp, run_id)
     }
 
-    /// Starts the run's span, under the current context (the lead's call that
-    /// started it, e.g. agent_ask; a run the scheduler starts is a trace's root).
-    pub(super) fn traced(&mut self, run_id: &str, wake: Wake) {
+    /// Starts the run's span, under `parent` (the call that sent the message
+    /// that woke it), else the current context (the lead's call that started it,
+    /// e.g. agent_ask), else as a trace's root (a schedule's run).
+    pub(super) fn traced(&mut self, run_id: &str, wake: Wake, parent: Option<telemetry::Context>) {
         use telemetry::KeyValue;
         self.trace = telemetry::Span::start(
             format!("invoke_agent {}", self.name),
             telemetry::SpanKind::Internal,
-            None,
+            parent.as_ref(),
             vec![
                 KeyValue::new("gen_ai.operation.name", "invoke_agent"),
                 KeyValue::new("gen_ai.agent.name", self.name.clone()),

@@ -159,7 +159,8 @@ impl Runtime {
             }
         };
         self.hold_worktree(&spec).await;
-        spec.traced(&run_id, wake);
+        let woken_by = self.events.take_trace(spec.workflow_id, &spec.name);
+        spec.traced(&run_id, wake, woken_by);
         match self
             .prepare(&spec, (&run_id, &cwd, skills), wake, prompt, url)
             .await
