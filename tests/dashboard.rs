@@ -99,21 +99,7 @@ fn sdk_schema_accepts(tools: &[Value], contents: &[ResourceContents]) {
     let offer = dir.path().join("offer.json");
     let body = json!({"tools": tools, "contents": contents, "uri": URI});
     std::fs::write(&offer, serde_json::to_vec(&body).unwrap()).unwrap();
-    let py = std::process::Command::new(root.join("scripts/py-env"))
-        .output()
-        .expect("scripts/py-env");
-    assert!(
-        py.status.success(),
-        "py-env: {}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let python = String::from_utf8_lossy(&py.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
-    let out = std::process::Command::new(python)
+    let out = std::process::Command::new(python())
         .arg(root.join("tests/python/app_check.py"))
         .arg(&schema)
         .arg(&offer)
@@ -253,6 +239,52 @@ async fn team_with_an_approval(lead: &rmcp::Peer<RoleClient>) {
     call(lead, "workflow_run", json!({"yaml": yaml})).await.ok();
 }
 
+/// `@dash:main` followed as the app follows it: each call passes back the
+/// version shown (`seen`) and the last message (`since`), so it waits for news.
+struct Follow {
+    seen: Value,
+    since: Value,
+    wait: u64,
+}
+
+impl Default for Follow {
+    fn default() -> Self {
+        Self {
+            seen: Value::Null,
+            since: Value::Null,
+            wait: 5,
+        }
+    }
+}
+
+impl Follow {
+    /// Follows until a view satisfies `done` (within `seconds`): that view.
+    async fn until(
+        &mut self,
+        host: &rmcp::Peer<RoleClient>,
+        seconds: u64,
+        mut done: impl FnMut(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        loop {
+            let args = json!({"workflow": "@dash:main", "seen": self.seen, "since": self.since,
+                              "wait_seconds": self.wait});
+            let v = watch(host, args).await;
+            self.seen = v["version"].clone();
+            if let Some(m) = v["messages"].as_array().unwrap().last() {
+                self.since = m["id"].clone();
+            }
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not shown within {seconds} s: {v}"
+            );
+        }
+    }
+}
+
 async fn watch(c: &rmcp::Peer<RoleClient>, args: Value) -> Value {
     call(c, "dashboard_watch", args).await.ok()
 }
@@ -260,82 +292,50 @@ async fn watch(c: &rmcp::Peer<RoleClient>, args: Value) -> Value {
 /// The dashboard's view once the approval the contract asked for shows, the coder
 /// running and waiting on it.
 async fn approval_shown(host: &rmcp::Peer<RoleClient>) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut seen, mut since) = (Value::Null, Value::Null);
-    loop {
-        let v = watch(
-            host,
-            json!({"workflow": "@dash:main", "seen": seen, "since": since, "wait_seconds": 5}),
-        )
-        .await;
-        if v["approvals"].as_array().is_some_and(|a| !a.is_empty()) {
-            // The whole channel so far, for the caller.
-            return watch(host, json!({"workflow": "@dash:main", "wait_seconds": 0})).await;
-        }
-        seen = v["version"].clone();
-        if let Some(m) = v["messages"].as_array().unwrap().last() {
-            since = m["id"].clone();
-        }
-        assert!(Instant::now() < deadline, "no approval shown: {v}");
-    }
+    let mut app = Follow::default();
+    app.until(host, 30, |v| {
+        v["approvals"].as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    // The whole channel so far, for the caller.
+    watch(host, json!({"workflow": "@dash:main", "wait_seconds": 0})).await
 }
 
 /// Watches from `snap` until a call returns with nothing new: the version and
 /// the last message id it leaves at.
 async fn settled(host: &rmcp::Peer<RoleClient>, snap: &Value) -> (Value, Value) {
-    let mut seen = snap["version"].clone();
-    let mut last = snap["messages"].as_array().unwrap().last().unwrap()["id"].clone();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let v = watch(
-            host,
-            json!({"workflow": "@dash:main", "since": last, "seen": seen, "wait_seconds": 1}),
-        )
-        .await;
-        if let Some(m) = v["messages"].as_array().unwrap().last() {
-            last = m["id"].clone();
-        }
-        if v["version"] == seen && v["messages"] == json!([]) {
-            break;
-        }
-        seen = v["version"].clone();
-        assert!(Instant::now() < deadline, "the view never settled: {v}");
-    }
-    (seen, last)
+    let mut app = Follow {
+        seen: snap["version"].clone(),
+        since: snap["messages"].as_array().unwrap().last().unwrap()["id"].clone(),
+        wait: 1,
+    };
+    // Settled: a call that waited and came back with nothing new.
+    let mut before = app.seen.clone();
+    app.until(host, 20, |v| {
+        let quiet = v["version"] == before && v["messages"] == json!([]);
+        before = v["version"].clone();
+        quiet
+    })
+    .await;
+    (app.seen, app.since)
 }
 
 /// Watches until approval `id` shows approved and the coder's run succeeded.
 async fn decided_shown(host: &rmcp::Peer<RoleClient>, id: i64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut seen, mut since) = (Value::Null, Value::Null);
-    loop {
-        let v = watch(
-            host,
-            json!({"workflow": "@dash:main", "seen": seen, "since": since, "wait_seconds": 5}),
-        )
+    let mut app = Follow::default();
+    let v = app
+        .until(host, 30, |v| {
+            let a = v["approvals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["id"] == id);
+            a.is_some_and(|a| a["state"] == "approved") && v["agents"][0]["state"] == "idle"
+        })
         .await;
-        seen = v["version"].clone();
-        if let Some(m) = v["messages"].as_array().unwrap().last() {
-            since = m["id"].clone();
-        }
-        let a = v["approvals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["id"] == id)
-            .cloned();
-        if a.as_ref().is_some_and(|a| a["state"] == "approved") && v["agents"][0]["state"] == "idle"
-        {
-            let run = &v["agents"][0]["runs"][0];
-            assert_eq!(run["status"], "succeeded", "{v}");
-            assert!(run["duration_ms"].is_number(), "{run}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the approval never showed as decided: {v}"
-        );
-    }
+    let run = &v["agents"][0]["runs"][0];
+    assert_eq!(run["status"], "succeeded", "{v}");
+    assert!(run["duration_ms"].is_number(), "{run}");
 }
 
 #[tokio::test]

@@ -116,6 +116,44 @@ fn processes_with(marker: &str) -> Vec<i32> {
         .collect()
 }
 
+/// The browser script `script` (in tests/browser/) on the Inspector's Node, for
+/// the web UI at `ui_url`, with its HOME and a fresh Chromium profile, and `env`.
+fn driver(
+    t: &Tools,
+    script: &str,
+    ui_url: &str,
+    (home, profile): (&Path, &Path),
+    env: &[(&str, &Path)],
+    stdin: Stdio,
+) -> Group {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/browser")
+        .join(script);
+    Group::spawn(
+        Command::new(&t.node)
+            .arg(&script)
+            .env("HOME", home)
+            .env("PLAYWRIGHT_CORE", &t.playwright)
+            .env("CHROMIUM", &t.chromium)
+            .env("INSPECTOR_URL", ui_url)
+            .env("USER_DATA_DIR", profile)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+}
+
+/// What of Chromium outlived its script (its profile is in its command line),
+/// killed; the pids there were.
+fn chromium_left(profile: &Path) -> Vec<i32> {
+    let left = processes_with(&profile.display().to_string());
+    for pid in &left {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    left
+}
+
 /// Starts the Inspector's web UI for the server at `url`; returns its process group and its URL.
 async fn start_web_ui(t: &Tools, dir: &Path, home: &Path, url: &str) -> (Group, String) {
     let ui_token = uuid::Uuid::now_v7().simple().to_string();
@@ -174,20 +212,17 @@ async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_brows
         .unwrap_or_else(|| dir.path().join("inspector-web.png"));
     let workflow =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows/review-loop.yaml");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/inspector_web.mjs");
-    let mut driver = Group::spawn(
-        Command::new(&t.node)
-            .arg(&script)
-            .env("HOME", &home)
-            .env("PLAYWRIGHT_CORE", &t.playwright)
-            .env("CHROMIUM", &t.chromium)
-            .env("INSPECTOR_URL", &ui_url)
-            .env("WORKFLOW_FILE", &workflow)
-            .env("USER_DATA_DIR", &profile)
-            .env("SCREENSHOT", &screenshot)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+    let env = [
+        ("WORKFLOW_FILE", workflow.as_path()),
+        ("SCREENSHOT", &screenshot),
+    ];
+    let mut driver = driver(
+        &t,
+        "inspector_web.mjs",
+        &ui_url,
+        (&home, &profile),
+        &env,
+        Stdio::null(),
     );
     let (mut out, mut err) = (String::new(), String::new());
     let mut stdout = driver.0.stdout.take().unwrap();
@@ -205,11 +240,7 @@ async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_brows
     driver.stop().await;
     inspector.stop().await;
     // Chromium runs in a group of its own: nothing may outlive the script.
-    let marker = profile.display().to_string();
-    let left = processes_with(&marker);
-    for pid in &left {
-        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
-    }
+    let left = chromium_left(&profile);
     s.stop().await;
     eprintln!("screenshot: {}", screenshot.display());
 
@@ -308,19 +339,14 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
         .map(PathBuf::from)
         .unwrap_or_else(|| dir.path().to_owned());
     std::fs::create_dir_all(&shots).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/dashboard.mjs");
-    let mut driver = Group::spawn(
-        Command::new(&t.node)
-            .arg(&script)
-            .env("HOME", &home)
-            .env("PLAYWRIGHT_CORE", &t.playwright)
-            .env("CHROMIUM", &t.chromium)
-            .env("INSPECTOR_URL", &ui_url)
-            .env("USER_DATA_DIR", &profile)
-            .env("SHOTS", &shots)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+    let env = [("SHOTS", shots.as_path())];
+    let mut driver = driver(
+        &t,
+        "dashboard.mjs",
+        &ui_url,
+        (&home, &profile),
+        &env,
+        Stdio::piped(),
     );
     let mut stdin = driver.0.stdin.take().unwrap();
     let mut lines = BufReader::new(driver.0.stdout.take().unwrap()).lines();
@@ -350,11 +376,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
     .await;
     driver.stop().await;
     inspector.stop().await;
-    let marker = profile.display().to_string();
-    let left = processes_with(&marker);
-    for pid in &left {
-        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
-    }
+    let left = chromium_left(&profile);
     let err = err.await.unwrap();
     let (latency, result) = match run {
         Ok(Ok(r)) => r,

@@ -39,17 +39,7 @@ async fn a_forged_request_state_decides_nothing() {
 /// Runs the script in `mode` (legacy or a protocol version) for `scenario`;
 /// whether the agent's file was written.
 async fn check(mode: &str, scenario: &str) -> bool {
-    let py = std::process::Command::new(Path::new(REPO).join("scripts/py-env"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run scripts/py-env");
-    assert!(py.status.success(), "scripts/py-env failed: {py:?}");
-    let python = String::from_utf8_lossy(&py.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
+    let python = common::python();
     let work = tempfile::tempdir().unwrap();
     let write = [(
         "write_file",

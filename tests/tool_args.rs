@@ -61,23 +61,6 @@ async fn unknown_and_mistyped_arguments_are_refused_naming_the_field() {
     lead.cancel().await.unwrap();
 }
 
-fn python() -> String {
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/py-env"))
-        .output()
-        .expect("scripts/py-env");
-    assert!(
-        out.status.success(),
-        "py-env: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned()
-}
-
 #[tokio::test]
 async fn every_schema_is_portable_draft_2020_12_with_enums_and_ranges() {
     let dir = tempfile::tempdir().unwrap();

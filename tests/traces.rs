@@ -34,6 +34,17 @@ async fn wait_for_run(lead: &Client, agent: &str, n: usize) -> Value {
     }
 }
 
+/// A server exporting traces to the receiver on `port` (a batch every 100 ms);
+/// the endpoint it was given.
+async fn exporting_to(dir: &std::path::Path, port: u16) -> (HttpServer, String) {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    (HttpServer::start_with_env(dir, &env).await, endpoint)
+}
+
 fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
 }
@@ -133,15 +144,7 @@ async fn an_agent_ask_is_one_trace_from_the_clients_span_to_the_tool_request() {
     let write = [("write_file", json!({"path": "hello.txt", "content": "hi"}))];
     let llm = FakeLlm::start(Script::steps(&write, "wrote it")).await;
     let dir = tempfile::tempdir().unwrap();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let s = HttpServer::start_with_env(
-        dir.path(),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    )
-    .await;
+    let (s, _) = exporting_to(dir.path(), port).await;
     let lead = s.lead(Proto::Legacy).await;
     new_sdk_in(&lead, "coder", work.path(), &llm.url, json!("edit")).await;
     // Governed, so the sdk's write asks the kernel first (a notice, then allowed).
@@ -253,15 +256,7 @@ async fn a_cli_is_started_in_the_backends_span() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let s = HttpServer::start_with_env(
-        dir.path(),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    )
-    .await;
+    let (s, endpoint) = exporting_to(dir.path(), port).await;
     let lead = s.lead(Proto::Legacy).await;
     let path = format!(
         "{}:{}",

@@ -574,3 +574,24 @@ pub fn raw_post(url: &str, token: &str, session: Option<&str>) -> reqwest::Reque
     }
     r
 }
+
+/// The Python of the tests' virtualenv (scripts/py-env sets it up from
+/// tests/python/requirements.txt, idempotent and locked).
+pub fn python() -> String {
+    let out =
+        std::process::Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/py-env"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/py-env (needs bash and python3 with venv)");
+    assert!(
+        out.status.success(),
+        "scripts/py-env failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}

@@ -9,21 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 /// The receiver, running: its port, and the process to stop for its spans.
 pub async fn receiver() -> (u16, tokio::process::Child) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let py = std::process::Command::new(root.join("scripts/py-env"))
-        .output()
-        .expect("scripts/py-env");
-    assert!(
-        py.status.success(),
-        "py-env: {}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let python = String::from_utf8_lossy(&py.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
-    let mut child = tokio::process::Command::new(python)
+    let mut child = tokio::process::Command::new(super::python())
         .arg(root.join("tests/python/otlp_receiver.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
