@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
+use std::path::Path;
 
 /// The lead's `agent-worker://nodes`.
 async fn nodes(c: &Client) -> Value {
@@ -271,6 +272,11 @@ async fn pauses_a_run_on_another_node(la: &Client, lc: &Client) {
     .ok();
     let r = ask(la, "slow", "take your time", 1).await;
     assert_eq!(r["status"], "running", "{r}");
+    // Not moved while it runs.
+    let e = call(la, "agent_update", json!({"target": "slow", "node": "a"}))
+        .await
+        .err();
+    assert!(e.contains("is running on c"), "{e}");
     let paused_at = std::time::Instant::now();
     let p = call(la, "agent_pause", json!({"target": "slow"}))
         .await
@@ -280,6 +286,50 @@ async fn pauses_a_run_on_another_node(la: &Client, lc: &Client) {
     let slow = info(lc, "slow").await;
     assert_eq!(slow["runs"][0]["status"], "stopped", "{slow}");
     assert!(slow.get("running").is_none(), "{slow}");
+}
+
+/// An agent moved from b to c by hand (through a) takes its waiting message with
+/// it: c runs it (its folder is made in c's data dir, not b's).
+async fn moves_an_agent_by_hand(la: &Client, lb: &Client, b_dir: &Path, c_dir: &Path) {
+    let made =
+        json!({"name": "mover", "backend": "mock", "node": "b", "mock": [{"reply": "moved fine"}]});
+    call(lb, "agent_new", made).await.ok();
+    call(la, "agent_pause", json!({"target": "mover"}))
+        .await
+        .ok();
+    call(
+        la,
+        "channel_send",
+        json!({"message": "@mover waiting for you"}),
+    )
+    .await
+    .ok();
+    let m = call(la, "agent_update", json!({"target": "mover", "node": "c"}))
+        .await
+        .ok();
+    assert_eq!(m["agent"]["node"], "c", "{m}");
+    assert_eq!(info(la, "mover").await["inbox"]["pending"], 1);
+    call(
+        la,
+        "agent_pause",
+        json!({"target": "mover", "resume": true}),
+    )
+    .await
+    .ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let done = loop {
+        let i = info(la, "mover").await;
+        if i["runs"][0]["status"] == "succeeded" {
+            break i;
+        }
+        assert!(std::time::Instant::now() < deadline, "mover never ran: {i}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["runs"][0]["final_text"], "moved fine", "{done}");
+    assert_eq!(done["inbox"]["acked"], 1, "{done}");
+    let folder = |dir: &Path| dir.join("workspaces/global/main/mover");
+    assert!(folder(c_dir).is_dir(), "c ran it");
+    assert!(!folder(b_dir).exists(), "b never did");
 }
 
 /// Within the lease after `killed`, b's agents run on a or c and b leaves the node list.
@@ -391,6 +441,8 @@ async fn three_nodes_share_a_postgresql_database() {
 
     pauses_a_run_on_another_node(&la, &lc).await;
 
+    moves_an_agent_by_hand(&la, &lb, dirs[1].path(), dirs[2].path()).await;
+
     // b runs a workflow; it is killed while a1 sleeps in its first run.
     let w = call(&lb, "workflow_run", json!({"yaml": RELAY})).await.ok();
     assert_eq!(w["status"], "running", "{w}");
@@ -437,4 +489,47 @@ async fn three_nodes_share_a_postgresql_database() {
     assert_eq!(r["status"], "succeeded", "{r}");
     a.stop().await;
     c.stop().await;
+}
+
+#[tokio::test]
+async fn a_move_by_hand_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_mock(&lead, "m", json!([{"reply": "hi"}])).await;
+    let here = node_of(&lead, "m").await;
+    let e = call(
+        &lead,
+        "agent_update",
+        json!({"target": "m", "node": "nowhere"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("not a live node") && e.contains(&here), "{e}");
+    let e = call(
+        &lead,
+        "agent_update",
+        json!({"target": "m", "node": here, "model": "x"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("goes alone"), "{e}");
+    let same = call(&lead, "agent_update", json!({"target": "m", "node": here}))
+        .await
+        .ok();
+    assert_eq!(
+        same["agent"]["node"],
+        here.as_str(),
+        "where it is: nothing to do"
+    );
+    new_agents(&lead, "@global:main", &["ext"]).await;
+    let e = call(
+        &lead,
+        "agent_update",
+        json!({"target": "ext", "node": here}),
+    )
+    .await
+    .err();
+    assert!(e.contains("has no worker"), "{e}");
+    s.stop().await;
 }

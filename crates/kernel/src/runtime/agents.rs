@@ -45,6 +45,8 @@ pub struct AgentUpdate {
     pub workspace: Option<domain::workspace::Workspace>,
     /// Replaces the whole set (empty: none).
     pub skills: Option<Vec<std::path::PathBuf>>,
+    /// The live node to run it from now on (see [`Runtime::move_agent`]).
+    pub node: Option<String>,
 }
 
 impl AgentUpdate {
@@ -58,6 +60,7 @@ impl AgentUpdate {
             && self.mcp_servers.is_none()
             && self.max_steps.is_none()
             && self.workspace.is_none()
+            && self.node.is_none()
             && self.skills.is_none()
     }
 }
@@ -249,12 +252,26 @@ impl Runtime {
         ))
     }
 
-    pub async fn agent_update(&self, target: &str, u: AgentUpdate) -> Result<AgentView> {
+    pub async fn agent_update(
+        self: &std::sync::Arc<Self>,
+        target: &str,
+        u: AgentUpdate,
+    ) -> Result<AgentView> {
         if u.is_empty() {
             return Err(Error::invalid(
                 "nothing to change: give at least one of permissions, model, system, cwd, env, budget, \
-                 mcp_servers, max_steps, workspace, skills",
+                 mcp_servers, max_steps, workspace, skills, node",
             ));
+        }
+        let mut u = u;
+        if let Some(node) = u.node.take() {
+            if !u.is_empty() {
+                return Err(Error::invalid(
+                    "node moves the agent and goes alone: make the other changes in another agent_update",
+                ));
+            }
+            self.move_agent(target, &node).await?;
+            return Ok(self.registry.agent_get(target).await?.view);
         }
         let rec = self.registry.agent_get(target).await?;
         let id = rec.id;

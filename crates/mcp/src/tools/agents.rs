@@ -114,6 +114,10 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_array")]
     pub skills: Option<Vec<String>>,
+    /// Move it to this live node (when it is not running): its waiting messages and schedule follow.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -303,6 +307,7 @@ impl AgentWorker {
             max_steps: a.max_steps,
             workspace: read_workspace(a.workspace.as_ref())?,
             skills: a.skills.as_deref().map(read_skills).transpose()?,
+            node: given(&a.node).map(str::to_owned),
         };
         let agent = self.kernel.agent_update(&a.target, u).await?;
         let warning = if changed_env {

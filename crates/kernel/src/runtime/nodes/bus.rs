@@ -159,7 +159,7 @@ impl Runtime {
     /// Another node changed an agent: forget its tokens if it is gone; if this node
     /// runs it, stop a run it may no longer have (paused, its workflow stopped) and
     /// serve what it is owed now (resumed, scheduled, moved here).
-    async fn reconcile_agent(
+    pub(crate) async fn reconcile_agent(
         self: &Arc<Self>,
         workflow_id: i64,
         name: &str,

@@ -254,7 +254,60 @@ fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {
     })
 }
 
+/// Leases agent `id` to `node` in one write: it has a worker, the node is live,
+/// and no run of it is in progress (the run's own write checks the lease, so a
+/// run that starts on the old node after this commits is refused there).
+fn move_tx(c: &sql::Connection, id: i64, name: &str, node: &str) -> Result<Option<String>> {
+    let (had, running): (Option<String>, bool) = c.query_row(
+        "SELECT node, EXISTS (SELECT 1 FROM runs WHERE agent_id = ?1 AND status = 'running')
+           FROM agents WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let Some(had) = had else {
+        return Err(domain::error::Error::invalid(format!(
+            "{name} has no worker (an agent_join agent runs where its client is): it has no node to move"
+        )));
+    };
+    require_live_tx(c, node, "move it to one of them")?;
+    if had == node {
+        return Ok(None);
+    }
+    if running {
+        return Err(domain::error::Error::conflict(format!(
+            "{name} is running on {had}: move it when the run has ended (agent_info), or pause it first"
+        )));
+    }
+    c.execute(
+        "UPDATE agents SET node = ?2 WHERE id = ?1",
+        sql::params![id, node],
+    )?;
+    Ok(Some(had))
+}
+
 impl Runtime {
+    /// Moves an agent to the live node `node` by hand: from then on that node runs
+    /// it; the messages waiting in its inbox and its schedule follow it (they are in
+    /// the store; the node it left forgets it, the new one serves what it is owed,
+    /// each told by the bus or here).
+    pub async fn move_agent(self: &Arc<Self>, target: &str, node: &str) -> Result<()> {
+        let rec = self.registry.agent_get(target).await?;
+        let (id, name, to) = (rec.id, rec.view.name.clone(), node.trim().to_owned());
+        let moved = self
+            .store
+            .write(move |c| move_tx(c, id, &name, &to))
+            .await?;
+        let Some(from) = moved else { return Ok(()) };
+        tracing::info!(agent = %rec.view.name, %from, to = %node.trim(), "agent moved by hand");
+        self.reconcile_agent(rec.workflow_id, &rec.view.name)
+            .await?;
+        self.events.publish(crate::events::Event::AgentChanged {
+            workflow_id: rec.workflow_id,
+            name: rec.view.name,
+        });
+        Ok(())
+    }
+
     /// This kernel's node name.
     pub fn node(&self) -> &str {
         &self.node
