@@ -531,5 +531,19 @@ async fn a_move_by_hand_is_checked() {
     .await
     .err();
     assert!(e.contains("has no worker"), "{e}");
+    // A worktree lives in its node's data dir: it does not move.
+    let repo = common::repo::repository();
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "wt", "backend": "mock", "cwd": repo.path().display().to_string(),
+               "workspace": "worktree"}),
+    )
+    .await
+    .ok();
+    let e = call(&lead, "agent_update", json!({"target": "wt", "node": here}))
+        .await
+        .err();
+    assert!(e.contains("git worktree") && e.contains("shared"), "{e}");
     s.stop().await;
 }

@@ -292,6 +292,14 @@ impl Runtime {
     /// each told by the bus or here).
     pub async fn move_agent(self: &Arc<Self>, target: &str, node: &str) -> Result<()> {
         let rec = self.registry.agent_get(target).await?;
+        if let Some(domain::workspace::Workspace::Worktree(_)) = &rec.view.workspace {
+            return Err(domain::error::Error::invalid(format!(
+                "{} works in a git worktree in its node's data dir ({}): it cannot move; make it \
+                 shared first (agent_update workspace: \"shared\", its branch is kept)",
+                rec.view.name,
+                rec.view.node.as_deref().unwrap_or("?")
+            )));
+        }
         let (id, name, to) = (rec.id, rec.view.name.clone(), node.trim().to_owned());
         let moved = self
             .store
