@@ -179,18 +179,32 @@ fn finish(mut o: Options) -> Result<Launch, String> {
     Ok(Launch::Serve(o))
 }
 
-/// `--otlp-endpoint`: an http URL (the exporter carries no TLS of its own).
+/// `--otlp-endpoint`: the base URL of an OTLP/HTTP receiver, `http://HOST[:PORT]`
+/// (the exporter carries no TLS of its own; `/v1/traces` is added; no user or
+/// password, which would reach a command line and workers' environments).
 fn otlp_endpoint(v: String) -> Result<String, String> {
-    let rest = v.strip_prefix("http://").ok_or_else(|| {
+    let bad = |why: &str| {
         format!(
-            "--otlp-endpoint {v:?}: write http://HOST:PORT (an OTLP/HTTP receiver; for https, \
-             point it at a local OpenTelemetry collector that forwards)"
+            "--otlp-endpoint: {why}; write http://HOST:PORT (the receiver's base URL; for https, point \
+             it at a local OpenTelemetry collector that forwards)"
         )
-    })?;
-    if rest.is_empty() || rest.contains(char::is_whitespace) {
-        return Err(format!("--otlp-endpoint {v:?}: write http://HOST:PORT"));
+    };
+    let rest = match v.get(..7) {
+        Some(s) if s.eq_ignore_ascii_case("http://") => &v[7..],
+        _ => return Err(bad("not an http:// URL")),
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.is_empty() {
+        return Err(bad("no path: /v1/traces is added"));
     }
-    Ok(v)
+    if authority.contains(['@', '?', '#']) || authority.contains(char::is_whitespace) {
+        return Err(bad("a host and a port only"));
+    }
+    let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "80"));
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad("a host and a port (1-65535)"));
+    }
+    Ok(format!("http://{authority}"))
 }
 
 /// `--http`: a loopback address only.
@@ -414,6 +428,34 @@ mod tests {
         ] {
             let err = parse(&["--store", bad]).unwrap_err();
             assert!(err.contains("--store"), "{err}");
+            assert!(!err.contains("s3cret"), "{bad}: {err}");
+        }
+    }
+
+    /// `--otlp-endpoint` takes an OTLP/HTTP receiver's base URL, and its errors
+    /// never repeat the value (it could carry a password).
+    #[test]
+    fn otlp_endpoint_flag() {
+        for (given, kept) in [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318"),
+            ("HTTP://collector:4318/", "http://collector:4318"),
+            ("http://collector", "http://collector"),
+        ] {
+            let Ok(Launch::Serve(o)) = parse(&["--otlp-endpoint", given]) else {
+                panic!("{given}")
+            };
+            assert_eq!(o.otlp_endpoint.as_deref(), Some(kept));
+        }
+        for bad in [
+            "https://collector:4318",
+            "collector:4318",
+            "http://me:s3cret@collector:4318",
+            "http://collector:4318/v1/traces",
+            "http://collector:43l8",
+            "http://:4318",
+        ] {
+            let err = parse(&["--otlp-endpoint", bad]).unwrap_err();
+            assert!(err.starts_with("--otlp-endpoint: "), "{err}");
             assert!(!err.contains("s3cret"), "{bad}: {err}");
         }
     }

@@ -95,7 +95,7 @@ fn worker() -> std::process::ExitCode {
     };
     // Traces (the kernel's OTLP endpoint reaches a worker by its environment); the
     // guard exports what is left before the worker exits.
-    let traces = agent_worker::telemetry::init("agent-worker-worker", None);
+    let traces = agent_worker::telemetry::init_worker(std::time::Duration::from_secs(1));
     let code = rt.block_on(agent_worker::worker::main());
     drop(traces);
     std::process::ExitCode::from(code as u8)

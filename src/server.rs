@@ -292,12 +292,27 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         return relay_to_running(&opts, dir).await;
     };
     // Traces, when an endpoint is set (nothing runs otherwise); made off the async
-    // threads (its HTTP client is a blocking one), flushed when this returns.
-    let endpoint = opts.otlp_endpoint.clone();
-    let _traces =
-        tokio::task::spawn_blocking(move || telemetry::init("agent-worker", endpoint.as_deref()))
+    // threads (its HTTP client is a blocking one), flushed when this returns. An
+    // endpoint given by flag that cannot be used stops the start.
+    let flag = opts.otlp_endpoint.clone();
+    let _traces = match telemetry::configured(flag.as_deref()) {
+        None => None,
+        Some(url) => {
+            let made = tokio::task::spawn_blocking(move || {
+                telemetry::init("agent-worker", &url, std::time::Duration::from_secs(3))
+            })
             .await
             .map_err(|e| anyhow!("{e}"))?;
+            match (made, flag) {
+                (Ok(g), _) => Some(g),
+                (Err(e), Some(_)) => return Err(anyhow!("--otlp-endpoint: {e}")),
+                (Err(e), None) => {
+                    tracing::warn!("traces are off: {e}");
+                    None
+                }
+            }
+        }
+    };
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
     let node = config::node(&opts).map_err(|e| anyhow!(e))?;

@@ -243,20 +243,33 @@ async fn without_an_endpoint_no_run_has_a_trace() {
 }
 
 /// What a CLI is started with: a stand-in `claude` on the agent's PATH writes its
-/// environment down and fails; its TRACEPARENT names the worker's span of the
-/// backend's process (a CLI that continues it, as Claude Code and Codex do,
-/// nests its spans there), and the OTLP endpoint reached it too.
+/// environment down, prints a key in its error and fails. Its TRACEPARENT names
+/// the worker's span of the backend's process (a CLI that continues it, as Claude
+/// Code and Codex do, nests its spans there); the endpoint given by flag reaches
+/// it as OTEL_EXPORTER_OTLP_ENDPOINT, the worker's own setting does not; and the
+/// key in the error reaches no span.
 #[tokio::test]
 async fn a_cli_is_started_in_the_backends_span() {
     let (port, rx) = receiver().await;
     let bin = tempfile::tempdir().unwrap();
     let dump = bin.path().join("env.txt");
     let cli = bin.path().join("claude");
-    std::fs::write(&cli, "#!/bin/sh\nenv > \"$ENV_DUMP\"\nexit 3\n").unwrap();
+    std::fs::write(
+        &cli,
+        "#!/bin/sh\nenv > \"$ENV_DUMP\"\necho 'Invalid API key: sk-ant-api03-SECRETSECRET' >&2\nexit 3\n",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (s, endpoint) = exporting_to(dir.path(), port).await;
+    // By flag this time (the other tests set the environment).
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let s = HttpServer::start_with(
+        dir.path(),
+        &["--otlp-endpoint", &endpoint],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    )
+    .await;
     let lead = s.lead(Proto::Legacy).await;
     let path = format!(
         "{}:{}",
@@ -292,8 +305,16 @@ async fn a_cli_is_started_in_the_backends_span() {
     );
     assert_eq!(parent, want, "{backend}");
     assert_eq!(var("OTEL_EXPORTER_OTLP_ENDPOINT"), endpoint);
+    assert!(
+        !env.contains("AGENT_WORKER_TRACES="),
+        "the worker's setting is its own:\n{env}"
+    );
     assert_eq!(
         backend["status"], 2,
         "the backend's failure is on its span: {backend}"
     );
+    let message = backend["message"].as_str().unwrap();
+    assert!(message.contains("Invalid API key: sk…"), "{backend}");
+    let all = serde_json::to_string(&spans).unwrap();
+    assert!(!all.contains("SECRETSECRET"), "a key reached a span: {all}");
 }

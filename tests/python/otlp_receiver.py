@@ -6,8 +6,8 @@ Listens on 127.0.0.1 (a free port, printed first on stdout), takes
 POST /v1/traces (protobuf, or gzip of it) and answers 200 to every export (logs
 and metrics too, which it ignores). When stdin closes it prints every span it
 received as one JSON line: name, trace_id, span_id, parent (hex, "" for a root),
-kind (1 internal, 2 server, 3 client), status (0 unset, 1 ok, 2 error), its
-attributes, and its resource's.
+kind (1 internal, 2 server, 3 client), status (0 unset, 1 ok, 2 error) and its
+message, its attributes, and its resource's.
 """
 
 import gzip
@@ -59,6 +59,7 @@ class Handler(BaseHTTPRequestHandler):
                             "parent": s.parent_span_id.hex(),
                             "kind": s.kind,
                             "status": s.status.code,
+                            "message": s.status.message,
                             "attributes": attributes(s.attributes),
                             "resource": resource,
                         })

@@ -31,6 +31,7 @@ pub mod guards;
 pub mod names;
 pub mod permissions;
 pub mod protocol;
+pub mod redact;
 pub mod skills;
 pub mod states;
 pub mod trigger;

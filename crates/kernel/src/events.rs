@@ -110,9 +110,9 @@ impl Events {
             recipients,
             ..
         } = &e
-            && let Some(cx) = telemetry::current_span()
+            && let Some(cx) = telemetry::current_parent()
         {
-            let mut traced = self.traced.lock().unwrap();
+            let mut traced = self.traced.lock().unwrap_or_else(|e| e.into_inner());
             if traced.len() + recipients.len() > MAX_TRACED {
                 traced.clear();
             }
@@ -146,7 +146,7 @@ impl Events {
         }
         self.traced
             .lock()
-            .unwrap()
+            .unwrap_or_else(|e| e.into_inner())
             .remove(&(workflow_id, agent.to_owned()))
     }
 }

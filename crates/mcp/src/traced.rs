@@ -52,7 +52,8 @@ pub(crate) fn start(
     Span::start(span_name, SpanKind::Server, Some(&parent), attributes)
 }
 
-/// Runs `work` in `span`'s context and ends the span with its outcome.
+/// Runs `work` in `span`'s context and ends the span with its outcome; a
+/// request cancelled or dropped before its end ends its span as cancelled.
 pub(crate) async fn run<T>(
     span: Option<Span>,
     work: impl Future<Output = Result<T, McpError>>,
@@ -60,12 +61,28 @@ pub(crate) async fn run<T>(
     let Some(span) = span else {
         return work.await;
     };
+    let mut open = Open(Some(span.clone()));
     let r = work.with_context(span.context().clone()).await;
+    open.0 = None;
     if let Err(e) = &r {
         span.set("error.type", e.code.0.to_string());
         span.set("rpc.response.status_code", e.code.0.to_string());
-        span.fail(e.message.to_string());
+        span.fail(domain::redact::shown(&e.message));
     }
     span.end();
     r
+}
+
+/// A request's span while its work runs: if the work is dropped (the request
+/// cancelled, the client gone), the span ends saying so.
+struct Open(Option<Span>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(span) = self.0.take() {
+            span.set("error.type", "cancelled");
+            span.fail("cancelled before it ended");
+            span.end();
+        }
+    }
 }

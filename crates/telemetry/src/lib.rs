@@ -31,67 +31,76 @@ pub const TRACESTATE_ENV: &str = "TRACESTATE";
 /// The base URL of an OTLP/HTTP receiver (`/v1/traces` is added).
 pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 const TRACES_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
-/// How long exporting what is left may take when the process ends.
-const FLUSH: Duration = Duration::from_secs(3);
 
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
-/// The endpoint given by flag, which the process's subprocesses are told.
-static FLAG_ENDPOINT: OnceLock<String> = OnceLock::new();
+/// Where this process's spans go.
+static TRACES_URL: OnceLock<String> = OnceLock::new();
 
-/// Exports what is left when dropped: keep it until the process ends.
-pub struct Guard(SdkTracerProvider);
+/// Exports what is left when dropped (within its flush time): keep it until the
+/// process ends.
+pub struct Guard(SdkTracerProvider, Duration);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Err(e) = self.0.shutdown_with_timeout(FLUSH) {
+        if let Err(e) = self.0.shutdown_with_timeout(self.1) {
             tracing::warn!("traces: the last spans were not exported: {e}");
         }
     }
 }
 
-fn set(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
+fn set(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// Starts exporting spans as `service` when an endpoint is set (`flag`, else the
-/// environment); `None` (and nothing running) otherwise, or when
-/// `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`. Once per process.
-pub fn init(service: &'static str, flag: Option<&str>) -> Option<Guard> {
-    let off = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
-        || std::env::var("OTEL_TRACES_EXPORTER").is_ok_and(|v| v.trim() == "none");
-    let flag = flag.map(str::trim).filter(|f| !f.is_empty());
-    if off || (flag.is_none() && !set(ENDPOINT_ENV) && !set(TRACES_ENDPOINT_ENV)) {
+/// The variable a kernel hands its workers the exact traces URL in: a worker
+/// exports when, and only when, its kernel does (an agent's own `OTEL_*`
+/// variables are for its CLI).
+pub const WORKER_ENV: &str = "AGENT_WORKER_TRACES";
+/// How long one export may take (a slow collector never holds a run's end long).
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where a kernel's traces go, as the OTLP/HTTP traces URL: `flag` (a base URL:
+/// `/v1/traces` is added), else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (as is), else
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL); none when `OTEL_SDK_DISABLED=true`
+/// or `OTEL_TRACES_EXPORTER=none`, or for an `https://` endpoint (refused with a
+/// warning: the exporter carries no TLS of its own).
+pub fn configured(flag: Option<&str>) -> Option<String> {
+    let off = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        || set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+    if off {
         return None;
     }
-    let effective = flag.map(str::to_owned).or_else(|| {
-        [TRACES_ENDPOINT_ENV, ENDPOINT_ENV]
-            .into_iter()
-            .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-    });
-    if effective.is_some_and(|e| e.trim_start().starts_with("https://")) {
+    let base = |b: &str| format!("{}/v1/traces", b.trim().trim_end_matches('/'));
+    let url = match flag.map(str::trim).filter(|f| !f.is_empty()) {
+        Some(f) => base(f),
+        None => set(TRACES_ENDPOINT_ENV)
+            .map(|u| u.trim().to_owned())
+            .or_else(|| set(ENDPOINT_ENV).map(|b| base(&b)))?,
+    };
+    if url.to_ascii_lowercase().starts_with("https://") {
         tracing::warn!(
             "traces are off: the OTLP exporter carries no TLS of its own; point it at http:// (a local \
              OpenTelemetry collector that forwards over https)"
         );
         return None;
     }
-    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+    Some(url)
+}
+
+/// Starts exporting spans as `service` to `traces_url` (see [`configured`]);
+/// what is left is exported within `flush` when the guard drops. Once per
+/// process. An error when the exporter cannot be made.
+pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<Guard, String> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-    if let Some(base) = flag {
-        exporter = exporter.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
-        let _ = FLAG_ENDPOINT.set(base.to_owned());
-    }
-    let exporter = match exporter.build() {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::warn!("traces are off: the OTLP exporter cannot be made: {e}");
-            return None;
-        }
-    };
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_endpoint(traces_url)
+        .with_timeout(EXPORT_TIMEOUT)
+        .build()
+        .map_err(|e| format!("the OTLP exporter to {traces_url} cannot be made: {e}"))?;
     let mut resource = opentelemetry_sdk::Resource::builder()
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    if !set("OTEL_SERVICE_NAME") {
+    if set("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name(service);
     }
     let provider = SdkTracerProvider::builder()
@@ -99,19 +108,28 @@ pub fn init(service: &'static str, flag: Option<&str>) -> Option<Guard> {
         .with_resource(resource.build())
         .build();
     if TRACER.set(provider.tracer("agent-worker")).is_err() {
-        return None;
+        return Err("traces were started already".into());
     }
-    Some(Guard(provider))
+    let _ = TRACES_URL.set(traces_url.to_owned());
+    Ok(Guard(provider, flush))
+}
+
+/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none.
+pub fn init_worker(flush: Duration) -> Option<Guard> {
+    let url = set(WORKER_ENV)?;
+    init("agent-worker-worker", url.trim(), flush)
+        .map_err(|e| tracing::warn!("traces are off: {e}"))
+        .ok()
+}
+
+/// Where this process exports traces, for its workers ([`WORKER_ENV`]).
+pub fn traces_url() -> Option<&'static str> {
+    TRACES_URL.get().map(String::as_str)
 }
 
 /// Whether spans are exported.
 pub fn enabled() -> bool {
     TRACER.get().is_some()
-}
-
-/// The endpoint given by flag, for subprocesses (which read the environment).
-pub fn flag_endpoint() -> Option<&'static str> {
-    FLAG_ENDPOINT.get().map(String::as_str)
 }
 
 /// The context a caller sent (W3C `traceparent`, `tracestate`): `None` when
@@ -137,13 +155,17 @@ pub fn from_env() -> Option<Context> {
     )
 }
 
-/// The current context, when traces are exported and it is in a span.
-pub fn current_span() -> Option<Context> {
+/// The current span as a parent for later work (a context naming it, not
+/// holding it: keeping this never keeps the span from ending), when traces are
+/// exported and a span is current.
+pub fn current_parent() -> Option<Context> {
     if !enabled() {
         return None;
     }
     let cx = Context::current();
-    cx.span().span_context().is_valid().then_some(cx)
+    let sc = cx.span().span_context().clone();
+    sc.is_valid()
+        .then(|| Context::new().with_remote_span_context(sc))
 }
 
 /// `traceparent` and (when not empty) `tracestate` of the current context, for

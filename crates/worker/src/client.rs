@@ -97,7 +97,7 @@ impl KernelClient {
             Err(e) => {
                 let why = format!("calling {tool} failed: {e}");
                 if let Some(s) = span {
-                    s.fail(why.clone());
+                    s.fail(domain::redact::shown(&why));
                     s.end();
                 }
                 return Err(Failure::new(ErrorClass::Network, why));

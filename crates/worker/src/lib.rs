@@ -286,7 +286,7 @@ async fn in_span<T>(
     let r = work.with_context(span.context().clone()).await;
     if let Err(f) = &r {
         span.set("error.type", f.class.as_str());
-        span.fail(clip(&f.message, 500).into_owned());
+        span.fail(domain::redact::shown(&f.message));
     }
     span.end();
     r

@@ -446,7 +446,7 @@ impl Runtime {
 
 impl Runtime {
     /// The agent's change lock, held until the guard is dropped.
-    async fn changing(&self, id: i64) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(super) async fn changing(&self, id: i64) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
             let mut m = self.changing.lock().unwrap();
             // Locks nobody holds any more go, so the map stays as small as the work.

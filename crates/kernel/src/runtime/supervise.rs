@@ -205,7 +205,10 @@ fn traced_end(span: &telemetry::Span, end: &RunEnd) {
         span.set("error.type", class.as_str());
     }
     if !end.ok {
-        span.fail(end.error.clone().unwrap_or_else(|| "the run failed".into()));
+        // What leaves for the collector: cut, any credential masked.
+        span.fail(domain::redact::shown(
+            end.error.as_deref().unwrap_or("the run failed"),
+        ));
     }
     span.end();
 }

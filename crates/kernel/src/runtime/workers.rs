@@ -40,6 +40,7 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
     // A run's context is its own (set below), never one the kernel was started in.
     telemetry::TRACEPARENT_ENV,
     telemetry::TRACESTATE_ENV,
+    telemetry::WORKER_ENV,
 ];
 
 use super::running::{Active, Claim};
@@ -176,6 +177,11 @@ impl Runtime {
             }
             Err(e) => {
                 self.workers.finish(agent_id);
+                if let Some(span) = &spec.trace {
+                    span.set("agent_worker.outcome", "refused");
+                    span.fail(domain::redact::shown(&e.to_string()));
+                    span.end();
+                }
                 Err(e)
             }
         }
@@ -335,8 +341,15 @@ impl Runtime {
                     .into_iter()
                     .map(|(k, v)| (k.to_ascii_uppercase(), v)),
             );
-            if let Some(endpoint) = telemetry::flag_endpoint() {
-                cmd.env(telemetry::ENDPOINT_ENV, endpoint);
+            if let Some(url) = telemetry::traces_url() {
+                // The worker exports where this kernel does; a CLI that exports
+                // reads the base URL (unless the agent or the kernel set one).
+                cmd.env(telemetry::WORKER_ENV, url);
+                let set = spec.env.contains_key(telemetry::ENDPOINT_ENV)
+                    || std::env::var_os(telemetry::ENDPOINT_ENV).is_some();
+                if let (false, Some(base)) = (set, url.strip_suffix("/v1/traces")) {
+                    cmd.env(telemetry::ENDPOINT_ENV, base);
+                }
             }
         }
         cmd.env(

@@ -12,7 +12,6 @@
 //! The page is built from `crates/mcp/ui/` with the ext-apps SDK into one
 //! self-contained file that the binary embeds; `cargo build` never needs Node.
 
-mod redact;
 mod tool;
 mod view;
 

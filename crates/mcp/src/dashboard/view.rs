@@ -1,9 +1,9 @@
 //! What the dashboard shows of an instance at one moment, read as the lead: the
 //! same views the lead's tools return, cut to what a panel needs and bounded.
 
-use super::redact;
 use domain::error::Result;
 use domain::protocol::Usage;
+use domain::redact;
 use domain::states::{AgentState, WorkflowState};
 use kernel::governance::approvals::ApprovalView;
 use kernel::messaging::read::ChannelMessage;

@@ -40,6 +40,7 @@ const SCRUBBED_ENV: &[&str] = &[
     // The CLI continues the backend's span (set below), not the worker's parent.
     telemetry::TRACEPARENT_ENV,
     telemetry::TRACESTATE_ENV,
+    telemetry::WORKER_ENV,
     "CLAUDECODE",
     "CLAUDE_CODE_ENTRYPOINT",
     "RUST_BACKTRACE",

@@ -324,7 +324,7 @@ async fn model_turn(
                 s.set("gen_ai.usage.input_tokens", t.usage.input_tokens as i64);
                 s.set("gen_ai.usage.output_tokens", t.usage.output_tokens as i64);
             }
-            Err(f) => s.fail(crate::clip(&f.message, 500).into_owned()),
+            Err(f) => s.fail(domain::redact::shown(&f.message)),
         }
         s.end();
     }

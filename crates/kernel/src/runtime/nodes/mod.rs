@@ -300,6 +300,8 @@ impl Runtime {
                 rec.view.node.as_deref().unwrap_or("?")
             )));
         }
+        // Not while an agent_update of it (a workspace made in this data dir) runs.
+        let _changing = self.changing(rec.id).await;
         let (id, name, to) = (rec.id, rec.view.name.clone(), node.trim().to_owned());
         let moved = self
             .store

@@ -1,7 +1,8 @@
-//! What the dashboard shows of text it does not control (a backend's error, a
-//! pause's reason, the command an approval is about): cut short, with anything
-//! shaped like a credential masked, so a panel a person (or a shared screen)
-//! sees never shows a secret an error happened to echo.
+//! Text this server does not control (a backend's error, a pause's reason, the
+//! command an approval is about) as it may leave for a person or a collector
+//! (the dashboard, a span's status): cut short, with anything shaped like a
+//! credential masked, so a panel or a trace never shows a secret an error
+//! happened to echo.
 
 use regex::Regex;
 use std::sync::LazyLock;
