@@ -47,6 +47,8 @@
 //! names.rs       name rules and targets (alice@review:pr-1)
 //! error.rs       the kernel's typed errors
 //! fsread.rs      reading a file someone named: regular files only, size first, bounded
+//! redact.rs      text we do not control as it leaves for a person or a collector: cut,
+//!                credentials masked (the dashboard, a span's status)
 //! permissions/   permission profiles (pure): classes, allow/deny, decisions; backends.rs
 //!                each backend's terms for a profile (Claude's mode and tool rules,
 //!                Codex's sandbox, Gemini's policy, OpenCode's config, Cursor's
