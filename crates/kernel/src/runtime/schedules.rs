@@ -152,13 +152,26 @@ impl Runtime {
     }
 
     /// A schedule came due: ask for a run with its prompt and arm the next fire.
+    /// Only on the agent's node, checked in the write that consumes the fire (an
+    /// agent moved away a moment ago is the new node's to fire: this one disarms).
     pub(crate) async fn fire_schedule(self: &Arc<Self>, agent_id: i64) -> Result<()> {
         let now = self.clock.now_ms();
+        let me = self.node.clone();
         let fired = self
             .store
             .write(move |c| {
+                let node: Option<String> = c
+                    .query_row("SELECT node FROM agents WHERE id = ?1", [agent_id], |r| {
+                        r.get(0)
+                    })
+                    .optional()?
+                    .flatten();
+                // Another node's agent (one without a worker has none: as before).
+                if node.is_some_and(|n| n != me) {
+                    return Ok(Err(()));
+                }
                 let Some((kind, spec, prompt, _)) = get(c, agent_id)? else {
-                    return Ok(None);
+                    return Ok(Ok(None));
                 };
                 let trigger = Trigger::stored(&kind, &spec).map_err(Error::internal)?;
                 let next = trigger.next_after(now);
@@ -171,9 +184,13 @@ impl Runtime {
                     "UPDATE schedules SET next_at = ?2, seen_upto = ?3 WHERE agent_id = ?1",
                     (agent_id, next, newest),
                 )?;
-                Ok(Some((prompt, next)))
+                Ok(Ok(Some((prompt, next))))
             })
             .await?;
+        let Ok(fired) = fired else {
+            self.arm_schedule(agent_id, None);
+            return Ok(());
+        };
         let Some((prompt, next)) = fired else {
             return Ok(());
         };
