@@ -215,6 +215,17 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
     }
     // The run reads its inbox: its broadcasts become rows it can mark and settle.
     broadcast::write_own(c, r.workflow_id, r.agent, now_ms())?;
+    // A message's wake, checked where it counts too: the scheduler decided on
+    // what it read before, and the run it waited for may have read and acked the
+    // messages since; a run now would read nothing.
+    if r.trigger == domain::states::Wake::Message.as_str()
+        && crate::runtime::scheduler::open_deliveries(c, r.workflow_id, r.agent, now_ms())? == 0
+    {
+        return Err(domain::error::Error::conflict(format!(
+            "nothing is waiting for {} any more: a run has read it",
+            r.agent
+        )));
+    }
     let summary = prompt_summary_tx(c, r)?;
     c.execute(
         "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary, trace_id)
