@@ -41,19 +41,19 @@ const OPENED_BY: [&str; 4] = [
 /// Tools only the app calls (the model never sees them).
 pub const APP_ONLY: [&str; 1] = [tool::WATCH];
 
-/// Whether this request's client shows MCP Apps of our MIME type (a declaration
-/// without `mimeTypes` is taken as HTML, the only type the extension defines).
+/// Whether this request's client shows MCP Apps of our MIME type: the extension's
+/// settings list it in `mimeTypes`, which its text makes required (a declaration
+/// without it names no type this server serves).
 pub fn declared(ctx: &RequestContext<RoleServer>) -> bool {
-    let Some(caps) = ctx.client_capabilities() else {
-        return false;
-    };
-    let Some(settings) = caps.extensions.as_ref().and_then(|e| e.get(EXTENSION)) else {
-        return false;
-    };
-    match settings.get("mimeTypes").and_then(|m| m.as_array()) {
-        None => true,
-        Some(types) => types.iter().any(|t| t.as_str() == Some(MIME)),
-    }
+    ctx.client_capabilities()
+        .and_then(|caps| caps.extensions?.remove(EXTENSION))
+        .and_then(|settings| {
+            settings
+                .get("mimeTypes")
+                .and_then(|m| m.as_array())
+                .cloned()
+        })
+        .is_some_and(|types| types.iter().any(|t| t.as_str() == Some(MIME)))
 }
 
 /// Whether the dashboard is offered to this request: the lead, from a host that
