@@ -125,7 +125,7 @@ fn serve(args: &[String]) -> std::process::ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    match rt.block_on(agent_worker::server::run(opts)) {
+    match rt.block_on(agent_worker::server::run(*opts)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chaos kernel: {e:#}");

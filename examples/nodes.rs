@@ -175,7 +175,7 @@ async fn run() {
             .agent_new(NewAgent {
                 name: name.into(),
                 backend: "mock".into(),
-                node: Some(node.to_owned()),
+                node: Some(agent_worker::placement::Placement::Node(node.to_owned())),
                 ..Default::default()
             })
             .await

@@ -158,6 +158,9 @@ impl Launcher {
         if let Some(n) = &self.opts.node {
             cmd.arg("--node").arg(n);
         }
+        if let Some(l) = &self.opts.labels {
+            cmd.arg("--labels").arg(l);
+        }
         if let Some(e) = &self.opts.otlp_endpoint {
             cmd.arg("--otlp-endpoint").arg(e);
         }

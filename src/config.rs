@@ -8,6 +8,7 @@
 //!   --store STORE     sqlite (default: a file in the data dir) or a postgres:// URL
 //!                     (default: AGENT_WORKER_STORE)
 //!   --node NAME       this kernel's node name (default: AGENT_WORKER_NODE, else the host name)
+//!   --labels A,B      what this node offers to agents placed by labels (default: AGENT_WORKER_LABELS)
 //!   --log LEVEL       error, warn, info (default), debug, trace
 //! agent-worker --token-env NAME         stdio as an agent (its agent_join token in $NAME)
 //! ```
@@ -29,6 +30,8 @@ pub struct Options {
     pub store: Option<String>,
     /// `--node`: this kernel's node name (else `AGENT_WORKER_NODE`, else the host name).
     pub node: Option<String>,
+    /// `--labels`: what this node offers (else `AGENT_WORKER_LABELS`), as given.
+    pub labels: Option<String>,
     pub log: Option<String>,
     /// How long a background kernel waits without clients, with nothing owed,
     /// before it stops (None: never). Default 10 minutes.
@@ -58,6 +61,8 @@ pub use store::STORE_ENV;
 
 /// The environment variable that names the node when `--node` does not.
 pub const NODE_ENV: &str = "AGENT_WORKER_NODE";
+/// The environment variable that gives the node's labels when `--labels` does not.
+pub const LABELS_ENV: &str = "AGENT_WORKER_LABELS";
 
 /// The default of `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -81,6 +86,8 @@ options:
                    AGENT_WORKER_STORE, the better place for a password)
   --node NAME      this kernel's name among the nodes that share a store; it runs the agents
                    leased to it (default: env AGENT_WORKER_NODE, else the host name)
+  --labels A,B     labels this node offers: agents placed with node: {labels: [..]} run only
+                   on nodes with all of theirs (default: env AGENT_WORKER_LABELS, else none)
   --log LEVEL      error | warn | info | debug | trace (default info); logs go to stderr and
                    DATA_DIR/logs/agent-worker.log
   --idle-exit D    stdio: the background kernel stops after D without clients once nothing is
@@ -96,7 +103,7 @@ options:
 /// What the command line asked for.
 #[derive(Debug)]
 pub enum Launch {
-    Serve(Options),
+    Serve(Box<Options>),
     /// The internal worker mode the kernel starts for each run (not for people:
     /// its input is the `AW_RUN` environment variable).
     Worker,
@@ -140,6 +147,11 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
                 kernel::runtime::nodes::validate_name(&v).map_err(|e| format!("--node: {e}"))?;
                 o.node = Some(v);
             }
+            "--labels" => {
+                let v = value("--labels")?;
+                split_labels("--labels", &v)?;
+                o.labels = Some(v);
+            }
             "--log" => o.log = Some(log_level(value("--log")?)?),
             "--idle-exit" => {
                 o.idle_exit = idle_exit(&value("--idle-exit")?)?;
@@ -171,12 +183,12 @@ fn finish(mut o: Options) -> Result<Launch, String> {
                     .into(),
             );
         }
-        return Ok(Launch::Serve(o));
+        return Ok(Launch::Serve(Box::new(o)));
     }
     if std::env::var("AGENT_WORKER_FOREGROUND").is_ok_and(|v| v == "1") {
         o.foreground = true;
     }
-    Ok(Launch::Serve(o))
+    Ok(Launch::Serve(Box::new(o)))
 }
 
 /// `--otlp-endpoint`: the base URL of an OTLP/HTTP receiver, `http://HOST[:PORT]`
@@ -290,6 +302,23 @@ pub fn node(o: &Options) -> Result<String, String> {
         }
         None => Ok(kernel::runtime::nodes::default_name()),
     }
+}
+
+/// `--labels`, else `AGENT_WORKER_LABELS`, else none: checked, sorted, unique.
+pub fn labels(o: &Options) -> anyhow::Result<Vec<String>> {
+    let given = o.labels.clone().or_else(|| std::env::var(LABELS_ENV).ok());
+    match given {
+        Some(v) => {
+            split_labels(&format!("--labels (or {LABELS_ENV})"), &v).map_err(anyhow::Error::msg)
+        }
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Labels written `gpu,eu` (spaces allowed around the commas; none for "").
+fn split_labels(field: &str, v: &str) -> Result<Vec<String>, String> {
+    let parts = v.split(',').map(str::trim).filter(|l| !l.is_empty());
+    domain::placement::labels(field, parts)
 }
 
 /// A launch that names a node relays only to a kernel of that name (`running`:

@@ -45,6 +45,8 @@
 //!                one English sentence each (english.rs), what a backend without a
 //!                hook holds of them as profile denials
 //! names.rs       name rules and targets (alice@review:pr-1)
+//! placement.rs   which node runs an agent: by name or by labels (`node: {labels}`),
+//!                labels as stored and matched
 //! error.rs       the kernel's typed errors
 //! fsread.rs      reading a file someone named: regular files only, size first, bounded
 //! redact.rs      text we do not control as it leaves for a person or a collector: cut,
@@ -129,8 +131,9 @@
 //!                  readiness, requests.rs a run's tool request (profile, then
 //!                  contracts), approvals.rs waiting, deadlines, approval_decide,
 //!                  spending.rs spend before a run and run_end contracts,
-//!                  nodes/ the kernels of a store (name, heartbeat, placement,
-//!                  takeover; bus.rs their events to each other), worktrees/ an
+//!                  nodes/ the kernels of a store (name, heartbeat, takeover;
+//!                  placing.rs placement by name or labels and moves by hand;
+//!                  bus.rs their events to each other), worktrees/ an
 //!                  agent's own git worktree (made, checked, a commit per run,
 //!                  recovered at start; diff.rs and merge.rs git's reading and merging,
 //!                  branches.rs branch_diff and branch_merge with merge contracts,
@@ -268,6 +271,8 @@ pub mod bridge;
 pub mod config;
 pub mod server;
 
-pub use domain::{clock, contracts, error, fsread, names, permissions, trigger, workflow_yaml};
+pub use domain::{
+    clock, contracts, error, fsread, names, permissions, placement, trigger, workflow_yaml,
+};
 pub use os::{memory, process};
 pub use {kernel, mcp, store, telemetry, worker};

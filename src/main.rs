@@ -29,7 +29,7 @@ fn main() -> std::process::ExitCode {
         Launch::Version => return answer(&format!("agent-worker {}", env!("CARGO_PKG_VERSION"))),
         Launch::Worker => return worker(),
         Launch::Probe(backends) => return probe(&backends),
-        Launch::Serve(o) => o,
+        Launch::Serve(o) => *o,
     };
     // Blocking work (file I/O) is bounded: a burst queues instead of holding hundreds
     // of threads (the store's reads have their own fixed threads).

@@ -316,7 +316,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
     let node = config::node(&opts).map_err(|e| anyhow!(e))?;
-    let kernel = Kernel::open_at(&dir, admin, &store, &node).await?;
+    let setup = kernel::Setup::production().with_labels(config::labels(&opts)?);
+    let kernel = Kernel::open_timed(&dir, admin, &store, &node, setup).await?;
     let tools = Tools::new();
     let ct = CancellationToken::new();
 

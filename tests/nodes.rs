@@ -542,9 +542,17 @@ async fn a_move_by_hand_is_checked() {
     )
     .await
     .ok();
-    let e = call(&lead, "agent_update", json!({"target": "wt", "node": here}))
+    let same = call(&lead, "agent_update", json!({"target": "wt", "node": here}))
         .await
-        .err();
-    assert!(e.contains("git worktree") && e.contains("shared"), "{e}");
+        .ok();
+    assert_eq!(same["agent"]["node"], here.as_str(), "staying is no move");
+    let e = call(
+        &lead,
+        "agent_update",
+        json!({"target": "wt", "node": {"labels": ["gpu"]}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("no live node has all of [gpu]"), "{e}");
     s.stop().await;
 }

@@ -47,6 +47,7 @@ impl InProcess {
             clock,
             timing,
             worker_exe: PathBuf::from(super::BIN),
+            labels: Vec::new(),
         };
         let kernel = Kernel::open_timed(data_dir, ADMIN.into(), &location, "local", setup)
             .await

@@ -19,6 +19,7 @@
 //!   the one mapping to and from the store's text
 //! - `workflow_yaml`: workflow YAML: parsing with positions, params, `${{ }}`
 //! - `fsread`: reading a file someone named: regular files only, size first, bounded
+//! - `placement`: which node runs an agent: by name or by labels
 //! - `workspace`: where an agent's runs work: a shared folder or a git worktree of
 //!   its own, and the branch names that go with it
 
@@ -30,6 +31,7 @@ pub mod fsread;
 pub mod guards;
 pub mod names;
 pub mod permissions;
+pub mod placement;
 pub mod protocol;
 pub mod redact;
 pub mod skills;

@@ -409,4 +409,10 @@ ALTER TABLE approvals ADD COLUMN held TEXT;
     r#"
 ALTER TABLE runs ADD COLUMN trace_id TEXT;
 "#,
+    // 18: placement by labels: what a node offers (`--labels`) and what an agent
+    // needs, each as ",a,b," (sorted, no duplicates; "" for none).
+    r#"
+ALTER TABLE nodes ADD COLUMN labels TEXT NOT NULL DEFAULT '';
+ALTER TABLE agents ADD COLUMN labels TEXT NOT NULL DEFAULT '';
+"#,
 ];

@@ -77,9 +77,9 @@ pub struct AgentDef {
     /// one with `${{ }}` is kept as written, filled in and resolved when the run starts.
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
-    /// The node (kernel) to run it on, when several share the store (default: the
-    /// node that runs the workflow).
-    pub node: Option<String>,
+    /// The node (kernel) to run it on, by name or by labels, when several share
+    /// the store (default: the node that runs the workflow).
+    pub node: Option<crate::placement::Placement>,
     /// As written; valid for [`crate::trigger::Trigger::wakeup`].
     pub wakeup: Option<String>,
     pub wakeup_prompt: Option<String>,

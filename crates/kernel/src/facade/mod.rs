@@ -28,6 +28,9 @@ pub struct Setup {
     pub clock: timing::Clock,
     pub timing: timing::Timing,
     pub worker_exe: PathBuf,
+    /// The labels this node offers (`--labels`): agents that ask for labels are
+    /// placed only on nodes with all of them.
+    pub labels: Vec<String>,
 }
 
 impl Setup {
@@ -38,7 +41,15 @@ impl Setup {
             clock: timing::Clock::system(),
             timing: timing::Timing::from_env(),
             worker_exe: crate::worker_exe(),
+            labels: Vec::new(),
         }
+    }
+
+    /// This setup on a node offering `labels` (checked, see
+    /// [`domain::placement::labels`]).
+    pub fn with_labels(mut self, labels: Vec<String>) -> Self {
+        self.labels = labels;
+        self
     }
 }
 
@@ -178,11 +189,12 @@ impl Kernel {
     async fn recover(&self, node: &str) -> Result<()> {
         self.contracts.reload().await?;
         let (me, exclusive) = (node.to_owned(), self.store.is_exclusive());
+        let labels = self.runtime.labels().to_owned();
         let taken = self
             .store
             .write(move |c| {
-                rt::nodes::register_tx(c, &me)?;
-                rt::nodes::take_over_tx(c, &me, exclusive)
+                rt::nodes::register_tx(c, &me, &labels)?;
+                rt::nodes::take_over_tx(c, &me, &labels, exclusive)
             })
             .await?;
         if !taken.agents.is_empty() {

@@ -39,8 +39,9 @@ pub struct NewAgent {
     pub config: config::AgentConfig,
     /// A schedule to set with it, and its prompt.
     pub schedule: Option<(domain::trigger::Trigger, Option<String>)>,
-    /// The node to run it on (default: the least loaded live node).
-    pub node: Option<String>,
+    /// The node to run it on, by name or by labels (default: the least loaded
+    /// live node).
+    pub node: Option<domain::placement::Placement>,
 }
 
 /// An agent as tools show it.
@@ -93,10 +94,14 @@ pub struct AgentView {
     /// lead's `agent-worker://nodes` resource lists the nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// The labels a node needs to run it (`node: {labels}`); it runs only on
+    /// nodes with all of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
     pub created_at: String,
 }
 
-const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at, a.node";
+const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at, a.node, a.labels";
 
 fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
     let name: String = r.get(1)?;
@@ -130,6 +135,7 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
             budget: config.budget,
             created_at: fmt_ms(r.get(10)?),
             node: r.get(14)?,
+            labels: domain::placement::from_text(&r.get::<String>(15)?),
             mock: config.mock,
             max_steps: config.max_steps.unwrap_or(config::DEFAULT_MAX_STEPS),
             permissions: (&config.permissions).into(),
@@ -305,10 +311,14 @@ pub(crate) fn insert_agent_tx(
     }
     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
+    let labels = match &a.node {
+        Some(domain::placement::Placement::Labels(l)) => domain::placement::to_text(l),
+        _ => String::new(),
+    };
     let id: i64 = c.query_row(
-        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
-        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms(), node],
+        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node, labels)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms(), node, labels],
         |r| r.get(0),
     )?;
     let (_, view) = c.query_row(

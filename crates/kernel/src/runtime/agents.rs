@@ -20,6 +20,7 @@ use domain::error::{Error, Result};
 use domain::guards::Budget;
 use domain::names::WorkflowRef;
 use domain::permissions::Permissions;
+use domain::placement::Placement;
 use domain::protocol::McpServer;
 use domain::states::DeliveryState;
 use schemars::JsonSchema;
@@ -45,8 +46,9 @@ pub struct AgentUpdate {
     pub workspace: Option<domain::workspace::Workspace>,
     /// Replaces the whole set (empty: none).
     pub skills: Option<Vec<std::path::PathBuf>>,
-    /// The live node to run it from now on (see [`Runtime::move_agent`]).
-    pub node: Option<String>,
+    /// The live node to run it from now on, or the labels it needs (see
+    /// [`Runtime::move_agent`]).
+    pub node: Option<domain::placement::Placement>,
 }
 
 impl AgentUpdate {
@@ -74,6 +76,35 @@ fn cleared(v: Option<String>, current: Option<String>) -> Option<String> {
 }
 
 impl Runtime {
+    /// Checks where a new agent asks to run: a worktree agent runs here (labels it
+    /// asks must be this node's); an agent without a worker runs nowhere.
+    fn check_placement(&self, a: &NewAgent, n: &Placement) -> Result<()> {
+        if crate::registry::has_no_worker(&a.backend) {
+            return Err(Error::invalid(format!(
+                "node: a {} agent has no worker, so it runs on no node; leave node out",
+                a.backend
+            )));
+        }
+        if !a.config.workspace.is_worktree() {
+            return Ok(());
+        }
+        let here = match n {
+            Placement::Node(n) => n == &self.node,
+            Placement::Labels(l) => {
+                domain::placement::satisfies(&self.labels, &domain::placement::to_text(l))
+            }
+        };
+        if here {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "node: a worktree agent runs on the node that makes its worktree (its data dir \
+             holds it), {}, which is not the node asked for; leave node out, or ask the kernel \
+             of a node that fits",
+            self.node
+        )))
+    }
+
     pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
         validate(&a)?;
         self.read_skills(&a.config.skills).await?;
@@ -90,19 +121,7 @@ impl Runtime {
             _ => WorkflowRef::global(),
         };
         if let Some(n) = &a.node {
-            super::nodes::validate_name(n).map_err(|e| Error::invalid(format!("node: {e}")))?;
-            if a.config.workspace.is_worktree() && *n != self.node {
-                return Err(Error::invalid(format!(
-                    "node: a worktree agent runs on the node that makes its worktree (its data \
-                     dir holds it); leave node out, or ask the kernel of node {n}"
-                )));
-            }
-            if crate::registry::has_no_worker(&a.backend) {
-                return Err(Error::invalid(format!(
-                    "node: a {} agent has no worker, so it runs on no node; leave node out",
-                    a.backend
-                )));
-            }
+            self.check_placement(&a, n)?;
         }
         let (me, now) = (self.node.clone(), self.clock.now_ms());
         let (mut config, wf_of) = (a.config.clone(), wf.clone());
@@ -110,9 +129,10 @@ impl Runtime {
             .store
             .write(move |c| {
                 // A worktree agent stays on this node, whose data dir holds its worktree.
+                let here = Placement::Node(me.clone());
                 let asked = match a.config.workspace.is_worktree() {
-                    true => Some(me.as_str()),
-                    false => a.node.as_deref(),
+                    true => Some(&here),
+                    false => a.node.as_ref(),
                 };
                 let node = match crate::registry::has_no_worker(&a.backend) {
                     true => None,
@@ -308,7 +328,7 @@ impl Runtime {
             env,
             config,
             schedule: None,
-            node: v.node.clone(),
+            node: v.node.clone().map(domain::placement::Placement::Node),
         };
         crate::registry::validate(&merged)?;
         let mut merged = merged;

@@ -58,6 +58,9 @@ pub struct Runtime {
     data_dir: PathBuf,
     /// This kernel's node name (see [`nodes`]): the agents it runs are leased to it.
     node: String,
+    /// The labels this node offers (`--labels`), as stored (see
+    /// [`domain::placement`]).
+    labels: String,
     /// The loopback MCP endpoint, once the HTTP listener is bound.
     url: OnceLock<String>,
     /// Runs in progress (the process manager).
@@ -92,6 +95,7 @@ impl Runtime {
             clock,
             timing,
             worker_exe,
+            labels,
         } = setup;
         let Below {
             store,
@@ -109,6 +113,7 @@ impl Runtime {
             worktrees: worktrees::Worktrees::new(&data_dir),
             data_dir,
             node,
+            labels: domain::placement::to_text(&labels),
             url: OnceLock::new(),
             workers: workers::Workers::new(worker_exe, os::process::Limits::default()),
             scheduler: scheduler::Scheduler::new(clock.clone(), timing.settle_debounce),

@@ -16,6 +16,7 @@ use domain::backends::Backend;
 use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{WorkflowRef, check_name};
+use domain::placement::Placement;
 use domain::protocol::MockRule;
 use domain::states::WorkflowState;
 use domain::trigger::Trigger;
@@ -43,8 +44,8 @@ struct Registered {
     env: BTreeMap<String, String>,
     config: AgentConfig,
     wakeup: Option<(Trigger, Option<String>)>,
-    /// The node asked for (`node:`), if any.
-    node: Option<String>,
+    /// The node asked for (`node:`), by name or labels, if any.
+    node: Option<Placement>,
 }
 
 impl Workflows {
@@ -417,19 +418,40 @@ async fn forget_mock_counters(dir: std::path::PathBuf) {
 }
 
 /// Where an agent of the workflow runs: the node it names (which must be alive),
-/// else `node` (the one running the workflow); none for agents without a worker.
+/// the least loaded live node with the labels it asks, else `node` (the one
+/// running the workflow); none for agents without a worker.
 fn placement_tx(c: &sql::Connection, a: &Registered, node: &str) -> Result<Option<String>> {
+    let named = |e: Error| Error::invalid(format!("agents.{}.{e}", a.name));
+    let placed = placed_tx(c, a, node).map_err(named)?;
+    if a.config.workspace.is_worktree() && placed.as_deref().is_some_and(|p| p != node) {
+        return Err(Error::invalid(format!(
+            "agents.{}.node: a worktree agent runs on the node that runs the workflow ({node}, \
+             whose data dir holds its worktree), and that node is not the one asked for (or \
+             lacks its labels); leave node out, or run the workflow on a node that fits",
+            a.name
+        )));
+    }
+    Ok(placed)
+}
+
+fn placed_tx(c: &sql::Connection, a: &Registered, node: &str) -> Result<Option<String>> {
     Ok(match (&a.node, has_no_worker(&a.backend)) {
         (_, true) => None,
-        (Some(n), false) => {
+        (Some(Placement::Node(n)), false) => {
             crate::runtime::nodes::require_live_tx(
                 c,
                 n,
                 "or leave node out to run it on the node that runs the workflow",
-            )
-            .map_err(|e| Error::invalid(format!("agents.{}.{e}", a.name)))?;
+            )?;
             Some(n.clone())
         }
+        // A worktree agent's labels must be those of the node running the workflow.
+        (Some(Placement::Labels(l)), false) if a.config.workspace.is_worktree() => {
+            let here = crate::runtime::nodes::labels_of_tx(c, node)?;
+            let fits = domain::placement::satisfies(&here, &domain::placement::to_text(l));
+            Some(if fits { node } else { "" }.to_owned())
+        }
+        (Some(p), false) => Some(crate::runtime::nodes::place_tx(c, node, Some(p))?),
         (None, false) => Some(node.to_owned()),
     })
 }
@@ -445,9 +467,13 @@ fn upsert_agent_tx(
 ) -> Result<i64> {
     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
+    let labels = match &a.node {
+        Some(Placement::Labels(l)) => domain::placement::to_text(l),
+        _ => String::new(),
+    };
     c.execute(
-        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node, labels)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (workflow_id, name) DO UPDATE SET
            -- a conversation belongs to one CLI in one folder
            session_id = CASE WHEN agents.backend IS NOT DISTINCT FROM excluded.backend
@@ -458,11 +484,11 @@ fn upsert_agent_tx(
                         THEN agents.session_usage END,
            backend = excluded.backend,
            model = excluded.model, system = excluded.system, cwd = excluded.cwd, env = excluded.env,
-           config = excluded.config, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
+           config = excluded.config, labels = excluded.labels, state = 'idle', state_reason = NULL, resume_at = NULL, pauses = 0,
            -- a lease moves only when no run holds it
            node = CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = agents.id AND r.status = 'running')
                        THEN agents.node ELSE excluded.node END",
-        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed],
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed, labels],
     )?;
     Ok(c.query_row(
         "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",

@@ -8,6 +8,7 @@ use crate::client_configs::{ClientConfigs, StdioLaunch, for_http, for_stdio};
 use domain::clock::{fmt_ms, parse_duration};
 use domain::guards::Budget;
 use domain::permissions::PermissionsArg;
+use domain::placement::{Placement, PlacementArg};
 use domain::protocol::{McpServer, MockRule};
 use domain::workspace::{Workspace, WorkspaceArg};
 use kernel::registry::config::AgentConfig;
@@ -39,10 +40,10 @@ pub struct AgentNewArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// The node to run it on (default: the least loaded).
+    /// A node's name, or {labels: [..]} for the least loaded live node with all of them (default: the least loaded).
     #[serde(default)]
-    #[schemars(with = "String")]
-    pub node: Option<String>,
+    #[schemars(schema_with = "super::any_value")]
+    pub node: Option<PlacementArg>,
     /// Absolute, existing folder.
     #[serde(default)]
     #[schemars(with = "String")]
@@ -114,10 +115,10 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_array")]
     pub skills: Option<Vec<String>>,
-    /// Move it to this live node (when it is not running): its waiting messages and schedule follow.
+    /// Move it to this live node, or give it {labels: [..]} (it moves if its node lacks them); not while running. Its waiting messages and schedule follow.
     #[serde(default)]
-    #[schemars(with = "String")]
-    pub node: Option<String>,
+    #[schemars(schema_with = "super::any_value")]
+    pub node: Option<PlacementArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -163,6 +164,15 @@ fn read_skills(s: &[String]) -> Result<Vec<std::path::PathBuf>, ToolError> {
 }
 
 /// Checks the `permissions` argument; the error names the entry at fault.
+/// `node`: a name or `{labels}`; an empty name is none.
+fn read_node(n: Option<&PlacementArg>) -> Result<Option<Placement>, ToolError> {
+    match n {
+        Some(PlacementArg(serde_json::Value::String(s))) if s.trim().is_empty() => Ok(None),
+        Some(n) => n.read().map(Some).map_err(ToolError),
+        None => Ok(None),
+    }
+}
+
 fn read_workspace(w: Option<&WorkspaceArg>) -> Result<Option<Workspace>, ToolError> {
     w.map(WorkspaceArg::read).transpose().map_err(ToolError)
 }
@@ -233,7 +243,8 @@ impl AgentWorker {
     /// {every: "30m"} or {cron, prompt}; `budget` {max_runs_per_hour, max_hops, max_tokens,
     /// max_cost_usd}; `mcp_servers` {name: {command, args, env} or {url, headers}}; `mock`
     /// rules {when, send, to, write, reply, ...}; `workspace` "worktree" (its own git
-    /// worktree and branch) or {mode, repo, base, branch}; `skills` [SKILL.md folders].
+    /// worktree and branch) or {mode, repo, base, branch}; `skills` [SKILL.md folders];
+    /// `node` a node's name or {labels: [gpu]}.
     #[tool(
         title = "Create an agent",
         annotations(
@@ -267,7 +278,7 @@ impl AgentWorker {
                 skills: read_skills(&a.skills)?,
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
-            node: given(&a.node).map(str::to_owned),
+            node: read_node(a.node.as_ref())?,
         };
         let (env, perms) = (new.env.clone(), new.config.permissions.clone());
         let agent = self.kernel.agent_new(new).await?;
@@ -281,6 +292,7 @@ impl AgentWorker {
     /// Change an agent (`target`): only what is given, checked as agent_new checks, from its
     /// next run; `permissions`, `env`, `budget`, `mcp_servers`, `workspace` and `skills` as
     /// agent_new takes them (maps and lists replace). Workspace "shared" keeps its branch.
+    /// `node` alone moves it to a live node, or sets {labels} (moving it if its node lacks them).
     #[tool(
         title = "Change an agent",
         annotations(
@@ -307,7 +319,7 @@ impl AgentWorker {
             max_steps: a.max_steps,
             workspace: read_workspace(a.workspace.as_ref())?,
             skills: a.skills.as_deref().map(read_skills).transpose()?,
-            node: given(&a.node).map(str::to_owned),
+            node: read_node(a.node.as_ref())?,
         };
         let agent = self.kernel.agent_update(&a.target, u).await?;
         let warning = if changed_env {

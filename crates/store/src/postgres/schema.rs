@@ -326,4 +326,9 @@ ALTER TABLE approvals ADD COLUMN held TEXT;
     r#"
 ALTER TABLE runs ADD COLUMN trace_id TEXT;
 "#,
+    // 6: SQLite's migration 18, labels.
+    r#"
+ALTER TABLE nodes ADD COLUMN labels TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE agents ADD COLUMN labels TEXT COLLATE "C" NOT NULL DEFAULT '';
+"#,
 ];

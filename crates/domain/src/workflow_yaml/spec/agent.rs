@@ -111,10 +111,7 @@ impl Doc<'_> {
             None => Vec::new(),
             Some((mp, mn)) => self.mock(mn, &mp, scope)?,
         };
-        let node = match set("node") {
-            None => None,
-            Some((np, nn)) => Some(self.non_empty_text(nn, &np, "build-1")?.to_owned()),
-        };
+        let node = self.agent_node(&f)?;
         let (max_steps, timeout) = self.agent_limits(&f)?;
         let (permissions, mcp_servers) = self.agent_powers(&f, &backend, key)?;
         Ok(AgentDef {

@@ -4,6 +4,7 @@
 use super::agent::{DEFAULT_BACKEND_ENV, key_of};
 use super::*;
 use crate::permissions::{self, Permissions};
+use crate::placement::{self, Placement};
 use crate::protocol::McpServer;
 use crate::workspace::{self, Workspace};
 
@@ -156,6 +157,18 @@ impl Doc<'_> {
             w.repo = Some(self.path(&repo.to_string_lossy(), &wp)?);
         }
         Ok(ws)
+    }
+
+    /// `node`: a node's name, or `{labels: [..]}`.
+    pub(super) fn agent_node(&self, f: &Fields) -> Result<Option<Placement>, SpecError> {
+        let Some((np, _)) = f.set("node") else {
+            return Ok(None);
+        };
+        let value: serde_json::Value = crate::workflow_yaml::locate::extract(self.text, &np)
+            .map_err(|e| self.typed_error(&e, &np))?;
+        placement::parse(&value)
+            .map(Some)
+            .map_err(|e| self.err(&np, e, "write node: build-1, or node: { labels: [gpu] }"))
     }
 
     /// `wakeup` (or the seed's `schedule`) and the prompt of the scheduled runs.

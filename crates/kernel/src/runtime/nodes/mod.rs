@@ -24,12 +24,18 @@
 //! over every agent at once, whatever node ran it before. On PostgreSQL a kernel
 //! that stops cleanly leaves the table, so the others take its agents at their next
 //! beat; the bus (`bus.rs`) carries each node's events to the others.
+//! `placing.rs` chooses the node of an agent (by name, or by labels a node offers
+//! with `--labels`) and moves agents by hand.
 
 mod bus;
+mod placing;
+
+pub(crate) use placing::{labels_of_tx, place_tx, require_live_tx};
 
 use crate::runtime::Runtime;
 use domain::clock::fmt_ms;
 use domain::error::Result;
+use domain::placement;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::{Arc, Weak};
@@ -57,7 +63,6 @@ fn heartbeat() -> Duration {
     lease() / 5
 }
 pub use store::FALLBACK_NODE;
-const MAX_NODE_NAME: usize = 63;
 
 /// A node as the nodes resource shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -80,25 +85,15 @@ pub struct NodeView {
     pub agents: i64,
     /// Runs of its agents in progress.
     pub running: i64,
+    /// The labels it offers (`--labels`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
 }
 
 /// Checks a node name: 1 to 63 letters, digits, `.`, `_` or `-`, starting with a
 /// letter or digit (a host name fits).
 pub fn validate_name(name: &str) -> std::result::Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NODE_NAME
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "node name {name:?}: use 1 to {MAX_NODE_NAME} letters, digits, '.', '_' or '-', \
-             starting with a letter or digit"
-        ))
-    }
+    domain::placement::validate_name(name).map_err(|e| format!("node name {e}"))
 }
 
 /// The default node name: the machine's host name if it is a valid node name,
@@ -117,16 +112,51 @@ fn lease_ms() -> i64 {
     lease().as_millis() as i64
 }
 
-/// Registers `node`: started now, alive, with this kernel's lease.
-pub(crate) fn register_tx(c: &sql::Connection, node: &str) -> Result<()> {
+/// Registers `node`: started now, alive, with this kernel's lease and the labels
+/// it offers (stored text, see [`domain::placement`]).
+pub(crate) fn register_tx(c: &sql::Connection, node: &str, labels: &str) -> Result<()> {
     let now = c.now_ms()?;
     c.execute(
-        "INSERT INTO nodes (name, pid, started_at, heartbeat_at, lease_ms) VALUES (?1, ?2, ?3, ?3, ?4)
+        "INSERT INTO nodes (name, pid, started_at, heartbeat_at, lease_ms, labels)
+              VALUES (?1, ?2, ?3, ?3, ?4, ?5)
          ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, url = NULL, lease_ms = excluded.lease_ms,
-             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
-        sql::params![node, i64::from(std::process::id()), now, lease_ms()],
+             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+             labels = excluded.labels",
+        sql::params![node, i64::from(std::process::id()), now, lease_ms(), labels],
     )?;
     Ok(())
+}
+
+/// The agents with a worker that no live node holds and that node `me`, offering
+/// `offered`, may run (their labels are among its): (id, workflow id, name). By
+/// the store's clock; `exclusive` (SQLite's one kernel) takes every one, labels
+/// or not, since no other kernel can run them.
+pub(crate) fn orphans_tx(
+    c: &sql::Connection,
+    me: &str,
+    offered: &str,
+    exclusive: bool,
+) -> Result<Vec<(i64, i64, String)>> {
+    // A node is alive while heartbeat_at + lease_ms >= cutoff.
+    let cutoff = if exclusive { i64::MAX } else { c.now_ms()? };
+    let mut st = c.prepare(
+        "SELECT id, workflow_id, name, labels FROM agents
+          WHERE backend NOT IN ('external', 'human') AND node IS DISTINCT FROM ?1
+            AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = agents.node
+                              AND n.heartbeat_at + n.lease_ms >= ?2)
+          ORDER BY id",
+    )?;
+    let rows = st.query_map(sql::params![me, cutoff], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<String>(3)?))
+    })?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (id, wid, name, needed) = r?;
+        if exclusive || domain::placement::satisfies(offered, &needed) {
+            out.push((id, wid, name));
+        }
+    }
+    Ok(out)
 }
 
 /// What a takeover moved.
@@ -140,33 +170,31 @@ pub(crate) struct Taken {
     pub nodes: Vec<String>,
 }
 
-/// Takes over, for node `me`, every agent with a worker that no live node holds:
-/// those of nodes whose heartbeat is older than their lease by the store's clock
-/// (or that are not in the table) and those never leased. Their runs in progress
-/// are closed as lost (with the approvals they waited for), what they had read is
-/// pending again, their CLI conversations (files on the old machine) start afresh,
-/// and the gone nodes' rows are dropped. `exclusive` (SQLite's one kernel) takes
-/// over from every other node.
-pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, exclusive: bool) -> Result<Taken> {
-    // A node is alive while heartbeat_at + lease_ms >= cutoff.
+/// Takes over, for node `me` (offering the labels `offered`), every agent with a
+/// worker that no live node holds and whose labels it has ([`orphans_tx`]): those
+/// of nodes whose heartbeat is older than their lease by the store's clock (or
+/// that are not in the table) and those never leased. An agent whose labels no
+/// live node has waits, leased to the node that is gone, for one that has them.
+/// Their runs in progress are closed as lost (with the approvals they waited for),
+/// what they had read is pending again, their CLI conversations (files on the old
+/// machine) start afresh, and the gone nodes' rows are dropped. `exclusive`
+/// (SQLite's one kernel) takes over from every other node.
+pub(crate) fn take_over_tx(
+    c: &sql::Connection,
+    me: &str,
+    offered: &str,
+    exclusive: bool,
+) -> Result<Taken> {
     let cutoff = if exclusive { i64::MAX } else { c.now_ms()? };
-    let mut taken = Taken::default();
-    {
-        let mut st = c.prepare(
-            "UPDATE agents SET node = ?1, session_id = NULL, session_usage = NULL
-              WHERE backend NOT IN ('external', 'human') AND node IS DISTINCT FROM ?1
-                AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = agents.node
-                                  AND n.heartbeat_at + n.lease_ms >= ?2)
-             RETURNING id, workflow_id, name",
-        )?;
-        let rows = st.query_map(sql::params![me, cutoff], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?;
-        for r in rows {
-            taken.agents.push(r?);
-        }
-    }
+    let mut taken = Taken {
+        agents: orphans_tx(c, me, offered, exclusive)?,
+        ..Taken::default()
+    };
     for (id, wid, name) in &taken.agents {
+        c.execute(
+            "UPDATE agents SET node = ?2, session_id = NULL, session_usage = NULL WHERE id = ?1",
+            sql::params![id, me],
+        )?;
         let runs: Vec<String> = c
             .prepare_cached("SELECT id FROM runs WHERE agent_id = ?1 AND status = 'running'")?
             .query_map([id], |r| r.get(0))?
@@ -195,50 +223,6 @@ pub(crate) fn take_over_tx(c: &sql::Connection, me: &str, exclusive: bool) -> Re
     Ok(taken)
 }
 
-/// Where a new agent runs: `wanted` if given (it must be alive), else the alive
-/// node with the fewest agents (this one, `me`, on a tie). Inside the write that
-/// registers the agent, so two placements at once see each other.
-pub(crate) fn place_tx(c: &sql::Connection, me: &str, wanted: Option<&str>) -> Result<String> {
-    if let Some(w) = wanted {
-        require_live_tx(
-            c,
-            w,
-            "or leave node out to place the agent on the least loaded",
-        )?;
-        return Ok(w.to_owned());
-    }
-    let now = c.now_ms()?;
-    let least: Option<String> = sql::OptionalExtension::optional(c.query_row(
-        "SELECT n.name FROM nodes n WHERE n.heartbeat_at + n.lease_ms >= ?2
-          ORDER BY (SELECT count(*) FROM agents a WHERE a.node = n.name), n.name <> ?1, n.name LIMIT 1",
-        sql::params![me, now],
-        |r| r.get(0),
-    ))?;
-    Ok(least.unwrap_or_else(|| me.to_owned()))
-}
-
-/// Refuses a `node` that is not a live node of this store, naming the live ones
-/// and `fix` (what the caller's user can do instead).
-pub(crate) fn require_live_tx(c: &sql::Connection, node: &str, fix: &str) -> Result<()> {
-    let now = c.now_ms()?;
-    let alive: bool = c.query_row(
-        "SELECT EXISTS (SELECT 1 FROM nodes WHERE name = ?1 AND heartbeat_at + lease_ms >= ?2)",
-        sql::params![node, now],
-        |r| r.get(0),
-    )?;
-    if alive {
-        return Ok(());
-    }
-    let names: Vec<String> = c
-        .prepare("SELECT name FROM nodes WHERE heartbeat_at + lease_ms >= ?1 ORDER BY name")?
-        .query_map([now], |r| r.get(0))?
-        .collect::<sql::Result<_>>()?;
-    Err(domain::error::Error::invalid(format!(
-        "node: {node:?} is not a live node of this store; live nodes: {} ({fix})",
-        names.join(", ")
-    )))
-}
-
 fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {
     let name: String = r.get(0)?;
     Ok(NodeView {
@@ -251,76 +235,19 @@ fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {
         heartbeat_at: fmt_ms(r.get(4)?),
         agents: r.get(5)?,
         running: r.get(6)?,
+        labels: placement::from_text(&r.get::<String>(8)?),
     })
 }
 
-/// Leases agent `id` to `node` in one write: it has a worker, the node is live,
-/// and no run of it is in progress (the run's own write checks the lease, so a
-/// run that starts on the old node after this commits is refused there).
-fn move_tx(c: &sql::Connection, id: i64, name: &str, node: &str) -> Result<Option<String>> {
-    let (had, running): (Option<String>, bool) = c.query_row(
-        "SELECT node, EXISTS (SELECT 1 FROM runs WHERE agent_id = ?1 AND status = 'running')
-           FROM agents WHERE id = ?1",
-        [id],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let Some(had) = had else {
-        return Err(domain::error::Error::invalid(format!(
-            "{name} has no worker (an agent_join agent runs where its client is): it has no node to move"
-        )));
-    };
-    require_live_tx(c, node, "move it to one of them")?;
-    if had == node {
-        return Ok(None);
-    }
-    if running {
-        return Err(domain::error::Error::conflict(format!(
-            "{name} is running on {had}: move it when the run has ended (agent_info), or pause it first"
-        )));
-    }
-    c.execute(
-        "UPDATE agents SET node = ?2 WHERE id = ?1",
-        sql::params![id, node],
-    )?;
-    Ok(Some(had))
-}
-
 impl Runtime {
-    /// Moves an agent to the live node `node` by hand: from then on that node runs
-    /// it; the messages waiting in its inbox and its schedule follow it (they are in
-    /// the store; the node it left forgets it, the new one serves what it is owed,
-    /// each told by the bus or here).
-    pub async fn move_agent(self: &Arc<Self>, target: &str, node: &str) -> Result<()> {
-        let rec = self.registry.agent_get(target).await?;
-        if let Some(domain::workspace::Workspace::Worktree(_)) = &rec.view.workspace {
-            return Err(domain::error::Error::invalid(format!(
-                "{} works in a git worktree in its node's data dir ({}): it cannot move; make it \
-                 shared first (agent_update workspace: \"shared\", its branch is kept)",
-                rec.view.name,
-                rec.view.node.as_deref().unwrap_or("?")
-            )));
-        }
-        // Not while an agent_update of it (a workspace made in this data dir) runs.
-        let _changing = self.changing(rec.id).await;
-        let (id, name, to) = (rec.id, rec.view.name.clone(), node.trim().to_owned());
-        let moved = self
-            .store
-            .write(move |c| move_tx(c, id, &name, &to))
-            .await?;
-        let Some(from) = moved else { return Ok(()) };
-        tracing::info!(agent = %rec.view.name, %from, to = %node.trim(), "agent moved by hand");
-        self.reconcile_agent(rec.workflow_id, &rec.view.name)
-            .await?;
-        self.events.publish(crate::events::Event::AgentChanged {
-            workflow_id: rec.workflow_id,
-            name: rec.view.name,
-        });
-        Ok(())
-    }
-
     /// This kernel's node name.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// The labels this node offers, as stored (`",a,b,"`, or `""`).
+    pub fn labels(&self) -> &str {
+        &self.labels
     }
 
     /// Every node registered in the store, this one first, then by name.
@@ -334,7 +261,7 @@ impl Runtime {
                             (SELECT count(*) FROM agents a WHERE a.node = n.name),
                             (SELECT count(*) FROM runs r JOIN agents a ON a.id = r.agent_id
                               WHERE a.node = n.name AND r.status = 'running'),
-                            n.heartbeat_at + n.lease_ms >= ?2
+                            n.heartbeat_at + n.lease_ms >= ?2, n.labels
                        FROM nodes n ORDER BY n.name <> ?1, n.name",
                 )?;
                 let rows = st
@@ -418,9 +345,10 @@ impl Runtime {
             self.stop_all_runs().await;
             self.scheduler_forget_all();
             let (node, url) = (self.node.clone(), self.url().map(str::to_owned));
+            let labels = self.labels.clone();
             self.store
                 .write(move |c| {
-                    register_tx(c, &node)?;
+                    register_tx(c, &node, &labels)?;
                     c.execute(
                         "UPDATE nodes SET url = ?2 WHERE name = ?1",
                         sql::params![node, url],
@@ -438,30 +366,27 @@ impl Runtime {
         if self.store.is_exclusive() {
             return Ok(());
         }
-        let me = self.node.clone();
+        let (me, labels) = (self.node.clone(), self.labels.clone());
         // A read first: the common case (nobody is gone) writes nothing.
         let gone: bool = self
             .store
             .read(move |c| {
                 let now = c.now_ms()?;
-                Ok(c.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human')
-                        AND a.node IS DISTINCT FROM ?1
-                        AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = a.node
-                                          AND n.heartbeat_at + n.lease_ms >= ?2))
-                     OR EXISTS (SELECT 1 FROM nodes WHERE name <> ?1 AND heartbeat_at + lease_ms < ?2)",
+                let nodes_gone: bool = c.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM nodes WHERE name <> ?1 AND heartbeat_at + lease_ms < ?2)",
                     sql::params![me, now],
                     |r| r.get(0),
-                )?)
+                )?;
+                Ok(nodes_gone || !orphans_tx(c, &me, &labels, false)?.is_empty())
             })
             .await?;
         if !gone {
             return Ok(());
         }
-        let me = self.node.clone();
+        let (me, labels) = (self.node.clone(), self.labels.clone());
         let taken = self
             .store
-            .write(move |c| take_over_tx(c, &me, false))
+            .write(move |c| take_over_tx(c, &me, &labels, false))
             .await?;
         self.after_takeover(&taken).await;
         Ok(())

@@ -25,6 +25,7 @@ async fn a_cron_schedule_fires_when_the_kernels_clock_comes_to_it() {
             clock: clock.clone(),
             timing: Timing::default(),
             worker_exe: crate::worker_exe(),
+            labels: Vec::new(),
         },
     )
     .await
