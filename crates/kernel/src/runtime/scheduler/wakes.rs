@@ -95,8 +95,11 @@ impl Runtime {
                     };
                     tracing::trace!(node = %k.node(), ?ids, "wakes");
                     for id in ids {
-                        // A new message gives a failed agent fresh attempts.
-                        k.scheduler.state.lock().unwrap().attempts.remove(&id);
+                        // The retry count stands: an agent that failed for good
+                        // starts afresh (its count was dropped then), and one
+                        // between a failure and its retry reads this message in
+                        // the retry. (Dropping it here let a late wake for the
+                        // message that failed restart the count: a retry too many.)
                         k.admit(id, Wake::Message, None).await;
                     }
                 }
