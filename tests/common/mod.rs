@@ -7,6 +7,7 @@ pub mod fake_llm;
 pub mod in_process;
 pub mod inspector;
 pub mod otlp;
+pub mod proxy;
 pub mod repo;
 pub mod store;
 pub mod waits;
