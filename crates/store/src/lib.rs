@@ -422,21 +422,32 @@ fn exec(conn: &Connection, sql: &str) -> sql::Result<()> {
     }
 }
 
+/// Runs a job in a savepoint of its own. On PostgreSQL the savepoint goes out with
+/// the job's first statement, and the release reads the answers of the job's
+/// deferred writes ([`sql::Statement::execute_later`]): a job whose writes failed
+/// there rolls back like one that failed itself.
 fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    exec(conn, "SAVEPOINT job")?;
+    if conn.sqlite().is_some() {
+        exec(conn, "SAVEPOINT job")?;
+    } else {
+        conn.execute_batch_later("SAVEPOINT job")?;
+    }
     let out =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
             Err(Error::internal(
                 "a store job panicked; its changes were rolled back",
             ))
         });
-    match &out {
-        Ok(_) => exec(conn, "RELEASE job")?,
-        Err(_) => {
-            exec(conn, "ROLLBACK TO job")?;
-            exec(conn, "RELEASE job")?;
-        }
-    }
+    let out = match out {
+        Ok(v) => match exec(conn, "RELEASE job") {
+            Ok(()) => return Ok(v),
+            Err(e) => Err(e.into()),
+        },
+        Err(e) => Err(e),
+    };
+    conn.discard_deferred();
+    exec(conn, "ROLLBACK TO job")?;
+    exec(conn, "RELEASE job")?;
     out
 }
 

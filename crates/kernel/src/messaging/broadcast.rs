@@ -64,7 +64,7 @@ pub(crate) fn record(
     c.prepare_cached(
         "INSERT INTO broadcasts (workflow_id, message_id, sender) VALUES (?1, ?2, ?3)",
     )?
-    .execute((workflow_id, message_id, sender))?;
+    .execute_later((workflow_id, message_id, sender))?;
     Ok(())
 }
 

@@ -37,7 +37,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use store::Store;
 use store::sql;
-use store::sql::{Connection, OptionalExtension};
+use store::sql::Connection;
 
 pub const MAX_MESSAGE_CHARS: usize = 4_000;
 /// The lead's messages may be longer; past [`MAX_MESSAGE_CHARS`] they become a resource.
@@ -215,7 +215,7 @@ fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules)
         "INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
-    .execute(sql::params![
+    .execute_later(sql::params![
         scope.workflow_id,
         id,
         me,
@@ -272,14 +272,8 @@ fn missed_since_last_read(
     scope: &Scope,
     new_id: &str,
 ) -> Result<(Vec<MissedMessage>, i64)> {
-    let cursor: String = c
-        .prepare_cached(
-            "SELECT last_read FROM read_cursors WHERE workflow_id = ?1 AND reader = ?2",
-        )?
-        .query_row((scope.workflow_id, &scope.me), |r| r.get(0))
-        .optional()?
-        .unwrap_or_default();
-    // One pass, newest first, up to the cap: its length is the count (the guard ran
+    // The reader's cursor is read in the same statement (on PostgreSQL each is a
+    // round trip). One pass, newest first, up to the cap: its length is the count (the guard ran
     // two passes, a count and a listing, which were 40% of the writer's time when
     // every send missed a few messages); the text comes with the scan, and only the
     // listed ones make a preview of it.
@@ -289,19 +283,21 @@ fn missed_since_last_read(
     // cost when the missed messages were addressed to others.
     let mut st = c.prepare_cached(&format!(
         "SELECT m.id, m.sender, m.content FROM messages m
-          WHERE m.workflow_id = ?1 AND m.id > ?2 AND m.id < ?3 AND m.sender <> ?4
-            AND (m.to_member IS NULL OR (m.to_member = ?4 AND m.created_at >= COALESCE(
-                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?4), 0)))
-            AND (instr(m.mentions, '\"' || ?4 || '\"') = 0 OR (
-                NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
+          WHERE m.workflow_id = ?1 AND m.id < ?2 AND m.sender <> ?3
+            AND m.id > COALESCE((SELECT r.last_read FROM read_cursors r
+                                  WHERE r.workflow_id = ?1 AND r.reader = ?3), '')
+            AND (m.to_member IS NULL OR (m.to_member = ?3 AND m.created_at >= COALESCE(
+                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?3), 0)))
+            AND (instr(m.mentions, '\"' || ?3 || '\"') = 0 OR (
+                NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?3
                             AND d.message_id = m.id AND d.state <> 'pending')
-                AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?4
+                AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?3
                             AND d.message_id = m.id)))
           ORDER BY m.id DESC LIMIT {MISSED_COUNT_CAP}"
     ))?;
     let mut listed = Vec::new();
     let mut count = 0;
-    let mut rows = st.query((scope.workflow_id, &cursor, new_id, &scope.me))?;
+    let mut rows = st.query((scope.workflow_id, new_id, &scope.me))?;
     while let Some(r) = rows.next()? {
         count += 1;
         if count <= MISSED_LISTED {
@@ -323,7 +319,7 @@ pub(super) fn set_cursor(c: &Connection, workflow_id: i64, reader: &str, id: &st
          ON CONFLICT (workflow_id, reader) DO UPDATE SET last_read =
              CASE WHEN excluded.last_read > read_cursors.last_read THEN excluded.last_read ELSE read_cursors.last_read END",
     )?
-    .execute((workflow_id, reader, id))?;
+    .execute_later((workflow_id, reader, id))?;
     Ok(())
 }
 
@@ -444,7 +440,7 @@ fn deliver(
     )?;
     // The members are the agents and the lead, so the lead is all a broadcast leaves.
     for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
-        ins.execute(sql::params![scope.workflow_id, r, id, now])?;
+        ins.execute_later(sql::params![scope.workflow_id, r, id, now])?;
     }
     Ok(())
 }
@@ -495,10 +491,10 @@ fn send_notes(
 fn count_hop(c: &Connection, scope: &Scope, recipients: &[String]) -> Result<()> {
     if scope.me == LEAD {
         c.prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
-            .execute([scope.workflow_id])?;
+            .execute_later([scope.workflow_id])?;
     } else if scope.me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
         c.prepare_cached("UPDATE workflows SET hops = hops + 1 WHERE id = ?1")?
-            .execute([scope.workflow_id])?;
+            .execute_later([scope.workflow_id])?;
     }
     Ok(())
 }

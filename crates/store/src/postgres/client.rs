@@ -14,7 +14,8 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio_postgres::tls::MakeTlsConnect;
@@ -34,6 +35,9 @@ pub enum Fail {
     Silent(Duration),
     /// The client could not even start (its runtime: out of file descriptors).
     Io(std::io::Error),
+    /// A statement sent earlier without waiting for its answer ([`Client::defer`])
+    /// failed: the statement (for the error) and how.
+    Earlier(String, Box<Fail>),
 }
 
 impl std::fmt::Display for Fail {
@@ -46,6 +50,7 @@ impl std::fmt::Display for Fail {
                 "the server did not answer within {} s (the connection was closed)",
                 domain::clock::secs(*d)
             ),
+            Self::Earlier(_, e) => write!(f, "{e}"),
         }
     }
 }
@@ -66,10 +71,20 @@ pub fn statement_bound(connect: Duration) -> Duration {
     connect.max(Duration::from_secs(60))
 }
 
+/// A statement's answer, read later.
+type Deferred0 =
+    Pin<Box<dyn Future<Output = std::result::Result<u64, tokio_postgres::Error>> + Send>>;
+/// A statement sent whose answer is read later, with its text for errors.
+type Deferred = (Deferred0, String);
+
 pub struct Client {
     /// Declared before `link`, so it is dropped first: the connection, seeing its
-    /// client gone, says goodbye to the server as `link` drops.
-    client: tokio_postgres::Client,
+    /// client gone, says goodbye to the server as `link` drops. Shared with the
+    /// deferred statements' futures, which outlive the call that made them.
+    client: Arc<tokio_postgres::Client>,
+    /// Statements sent, in order, whose answers the next call reads (see
+    /// [`Client::defer`]).
+    deferred: Vec<Deferred>,
     link: Link,
     /// The deadline of each statement.
     bound: Duration,
@@ -148,7 +163,8 @@ impl Client {
             .block_on(async { tokio::time::timeout(connect, config.connect(connector)).await })
             .map_err(|_| Fail::Silent(connect))??;
         Ok(Self {
-            client,
+            client: Arc::new(client),
+            deferred: Vec::new(),
             link: Link {
                 rt,
                 connection: Some(connection),
@@ -171,8 +187,8 @@ impl Client {
 
     /// Runs a simple query (several statements, no parameters).
     pub fn batch_execute(&mut self, sql: &str) -> Result<()> {
-        let fut = self.client.batch_execute(sql);
-        self.link.drive(self.bound, fut)
+        let c = self.client.clone();
+        self.settle(async move { c.batch_execute(sql).await })
     }
 
     /// Whether the server answers within `within` (an empty query).
@@ -182,24 +198,93 @@ impl Client {
     }
 
     pub fn prepare_typed(&mut self, sql: &str, types: &[Type]) -> Result<Statement> {
-        let fut = self.client.prepare_typed(sql, types);
-        self.link.drive(self.bound, fut)
+        let c = self.client.clone();
+        self.settle(async move { c.prepare_typed(sql, types).await })
     }
 
     pub fn execute(&mut self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let fut = self.client.execute(st, params);
-        self.link.drive(self.bound, fut)
+        let c = self.client.clone();
+        self.settle(async move { c.execute(st, params).await })
     }
 
     /// [`Client::execute`] of a statement given as text.
     pub fn execute_sql(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let fut = self.client.execute(sql, params);
-        self.link.drive(self.bound, fut)
+        let c = self.client.clone();
+        self.settle(async move { c.execute(sql, params).await })
     }
 
     pub fn query(&mut self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        let fut = self.client.query(st, params);
-        self.link.drive(self.bound, fut)
+        let c = self.client.clone();
+        self.settle(async move { c.query(st, params).await })
+    }
+
+    /// Sends `st` with `params` now and reads its answer with the next call's (its
+    /// count is never seen): a job's writes whose answers nothing waits for share
+    /// one round trip with the next statement that needs an answer. Their order is
+    /// kept (each is queued on the connection as it is made); the first failure
+    /// among them is the next call's error ([`Fail::Earlier`], naming `sql`).
+    pub fn defer<P>(&mut self, st: Statement, params: Vec<P>, sql: String)
+    where
+        P: ToSql + Sync + Send + 'static,
+    {
+        let c = self.client.clone();
+        self.queue(
+            Box::pin(async move { c.execute_raw(&st, params.iter()).await }),
+            sql,
+        );
+    }
+
+    /// Forgets the answers of the deferred statements (their job is rolled back):
+    /// the server still runs them, in order, before anything sent later, and the
+    /// connection drops answers nobody waits for.
+    pub fn discard_deferred(&mut self) {
+        self.deferred.clear();
+    }
+
+    /// [`Client::defer`] of a simple query (a savepoint).
+    pub fn defer_batch(&mut self, sql: &'static str) {
+        let c = self.client.clone();
+        self.queue(
+            Box::pin(async move { c.batch_execute(sql).await.map(|()| 0) }),
+            sql.to_owned(),
+        );
+    }
+
+    /// Polls `fut` once, which queues its request on the connection (tokio-postgres
+    /// sends before it first waits), and keeps it for the next call to finish.
+    fn queue(&mut self, mut fut: Deferred0, sql: String) {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            fut = Box::pin(std::future::ready(out));
+        }
+        self.deferred.push((fut, sql));
+    }
+
+    /// Runs `fut` together with the answers of the statements deferred before it
+    /// (already sent, so all of them are one round trip); a deferred failure wins.
+    fn settle<T>(
+        &mut self,
+        fut: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        if self.deferred.is_empty() {
+            return self.link.drive(self.bound, fut);
+        }
+        let pending = std::mem::take(&mut self.deferred);
+        let earlier = async move {
+            let mut failed = None;
+            for (f, sql) in pending {
+                if let Err(e) = f.await {
+                    failed.get_or_insert((e, sql));
+                }
+            }
+            failed
+        };
+        // `fut` first: its request goes out behind the deferred ones before anything waits.
+        let both = async move { Ok(futures::join!(fut, earlier)) };
+        match self.link.drive(self.bound, both)? {
+            (_, Some((e, sql))) => Err(Fail::Earlier(sql, Box::new(Fail::Pg(e)))),
+            (out, None) => Ok(out?),
+        }
     }
 
     /// The next notification (LISTEN), waiting for one at most `wait`: None if none

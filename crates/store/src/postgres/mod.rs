@@ -156,6 +156,10 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
             "cannot connect to PostgreSQL at {}: {e}",
             redacted(url)
         )),
+        e @ client::Fail::Earlier(..) => Error::internal(format!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            redacted(url)
+        )),
         client::Fail::Pg(e) => {
             // The client's own words are "error connecting to server"; the why is below.
             let mut why = e.to_string();

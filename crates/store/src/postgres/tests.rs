@@ -174,6 +174,62 @@ async fn a_failing_job_rolls_back_alone() {
     assert_eq!(keys, 13);
 }
 
+/// Writes whose answers are read later share round trips, and still fail their
+/// job alone: a deferred duplicate key fails its job (named by its own statement),
+/// whether the job ended without another statement or read something after it,
+/// and the other jobs of the group commit keep their writes, in order.
+#[tokio::test]
+async fn a_deferred_write_that_fails_rolls_back_its_job_alone() {
+    let Some((_, store)) = store_with("CREATE TABLE d (k TEXT PRIMARY KEY, n BIGINT)").await else {
+        return;
+    };
+    let jobs = (0..30).map(|i| {
+        let store = store.clone();
+        async move {
+            store
+                .write(move |c| {
+                    let k = format!("k{i}");
+                    c.execute_later("INSERT INTO d (k, n) VALUES (?1, 1)", [&k])?;
+                    c.execute_later("UPDATE d SET n = n + 1 WHERE k = ?1", [&k])?;
+                    if i % 3 == 0 {
+                        c.execute_later("INSERT INTO d (k, n) VALUES (?1, 9)", [&k])?;
+                    }
+                    if i % 2 == 0 {
+                        // A read after the writes: the failure surfaces here.
+                        let n: i64 =
+                            c.query_row("SELECT n FROM d WHERE k = ?1", [&k], |r| r.get(0))?;
+                        assert_eq!(n, 2, "a read sees the deferred writes before it");
+                    }
+                    Ok(())
+                })
+                .await
+        }
+    });
+    let results = futures::future::join_all(jobs).await;
+    for (i, r) in results.iter().enumerate() {
+        match r {
+            Err(e) if i % 3 == 0 => assert!(
+                e.to_string()
+                    .contains("INSERT INTO d (k, n) VALUES (?1, 9)"),
+                "{i}: {e}"
+            ),
+            Ok(()) if i % 3 != 0 => {}
+            other => panic!("job {i}: {other:?}"),
+        }
+    }
+    let (rows, sum): (i64, i64) = store
+        .read(|c| {
+            Ok(
+                c.query_row("SELECT count(*), CAST(sum(n) AS BIGINT) FROM d", (), |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?,
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!((rows, sum), (20, 40));
+}
+
 /// One kernel per node name: a second store of the same node on the database is
 /// refused and says why, one of another name opens beside it, and once the first is
 /// gone its name opens again, the migrations already applied.

@@ -142,6 +142,30 @@ impl Connection {
         self.prepare(sql)?.execute(params)
     }
 
+    /// Runs one statement whose answer nobody reads (see [`Statement::execute_later`]).
+    pub fn execute_later(&self, sql: &str, params: impl Params) -> Result<()> {
+        self.prepare_cached(sql)?.execute_later(params)
+    }
+
+    /// Opens or ends a savepoint without waiting for the answer on PostgreSQL (read
+    /// with the next statement's, whose error it becomes); at once on SQLite.
+    pub fn execute_batch_later(&self, sql: &'static str) -> Result<()> {
+        match &self.engine {
+            Engine::Sqlite(c) => Ok(c.execute_batch(sql)?),
+            Engine::Postgres(c) => {
+                c.batch_later(sql);
+                Ok(())
+            }
+        }
+    }
+
+    /// Forgets the answers of deferred statements before their job rolls back.
+    pub(crate) fn discard_deferred(&self) {
+        if let Engine::Postgres(c) = &self.engine {
+            c.discard_deferred();
+        }
+    }
+
     /// Runs several statements without parameters (schema changes, savepoints).
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.engine {
@@ -211,6 +235,20 @@ impl Statement<'_> {
             Prepared::Cached(s) => Ok(params.with_slice(|p| s.execute(p))?),
             Prepared::Postgres(c, s, sql) => params.with_slice(|p| c.execute(s, p, sql)),
         }
+    }
+
+    /// Runs it when nothing reads its answer (how many rows it changed): on SQLite
+    /// at once; on PostgreSQL it is sent now and its answer read together with the
+    /// next statement that needs one (the job's end at the latest), so the writes
+    /// of a job share round trips. Its failure fails the job all the same, named
+    /// by this statement, at that next statement.
+    pub fn execute_later(&mut self, params: impl Params) -> Result<()> {
+        match &mut self.inner {
+            Prepared::Once(s) => params.with_slice(|p| s.execute(p)).map(|_| ())?,
+            Prepared::Cached(s) => params.with_slice(|p| s.execute(p)).map(|_| ())?,
+            Prepared::Postgres(c, s, sql) => params.with_slice(|p| c.execute_later(s, p, sql))?,
+        }
+        Ok(())
     }
 
     /// The first row's value, or [`Error::NoRow`].

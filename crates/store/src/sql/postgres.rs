@@ -124,6 +124,29 @@ impl Conn {
         Ok(n.map_err(|e| error(e, Some(sql)))? as usize)
     }
 
+    /// [`Conn::execute`] whose answer is read with the next statement's (see
+    /// [`crate::postgres::client::Client::defer`]).
+    pub(super) fn execute_later(
+        &self,
+        st: &postgres::Statement,
+        params: &[&dyn rusqlite::ToSql],
+        sql: &str,
+    ) -> Result<()> {
+        let values = bind(params)?;
+        let text = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        self.client.borrow_mut().defer(st.clone(), values, text);
+        Ok(())
+    }
+
+    pub(super) fn discard_deferred(&self) {
+        self.client.borrow_mut().discard_deferred();
+    }
+
+    /// A savepoint (or its release) sent with the next statement.
+    pub(super) fn batch_later(&self, sql: &'static str) {
+        self.client.borrow_mut().defer_batch(sql);
+    }
+
     pub(super) fn query(
         &self,
         st: &postgres::Statement,
@@ -167,12 +190,16 @@ fn unspecified() -> Type {
 /// PostgreSQL's error as the store's: its code and words, and the statement (on
 /// one line) when there is one to name.
 pub(super) fn error(e: Fail, sql: Option<&str>) -> Error {
+    // A deferred statement's failure is about that statement, not the one that read it.
+    if let Fail::Earlier(earlier, e) = e {
+        return error(*e, Some(&earlier));
+    }
     let (code, message) = match &e {
         Fail::Pg(e) => match e.as_db_error() {
             Some(db) => (Some(db.code().code().to_owned()), db.message().to_owned()),
             None => (None, e.to_string()),
         },
-        Fail::Silent(_) | Fail::Io(_) => (None, e.to_string()),
+        Fail::Silent(_) | Fail::Io(_) | Fail::Earlier(..) => (None, e.to_string()),
     };
     Error::Postgres {
         code,
