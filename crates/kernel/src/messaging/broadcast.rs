@@ -68,41 +68,33 @@ pub(crate) fn record(
     Ok(())
 }
 
-/// The agent's mark, or None when `name` is not an agent of the instance (the lead).
-fn mark(c: &Connection, workflow_id: i64, name: &str) -> Result<Option<String>> {
-    Ok(
-        c.prepare_cached("SELECT broadcast_mark FROM agents WHERE workflow_id = ?1 AND name = ?2")?
-            .query_row((workflow_id, name), |r| r.get(0))
-            .optional()?,
-    )
-}
-
 /// Writes `name`'s unwritten broadcast deliveries as pending rows of `deliveries`
-/// and moves its mark past them. Returns how many rows it wrote. Runs inside a store
-/// job, before anything that reads or changes the agent's delivery states.
-pub(crate) fn write_own(c: &Connection, workflow_id: i64, name: &str, now: i64) -> Result<usize> {
-    let Some(mark) = mark(c, workflow_id, name)? else {
-        return Ok(0);
-    };
-    let newest: Option<String> = c
+/// and moves its mark past them (nothing for the lead, who is no agent). Runs inside
+/// a store job, before anything that reads or changes the agent's delivery states;
+/// the writes go out with the job's next statement (one round trip on PostgreSQL).
+pub(crate) fn write_own(c: &Connection, workflow_id: i64, name: &str, now: i64) -> Result<()> {
+    // The mark and the newest broadcast past it, in one statement.
+    let found: Option<(String, Option<String>)> = c
         .prepare_cached(
-            "SELECT max(message_id) FROM broadcasts WHERE workflow_id = ?1 AND message_id > ?2",
+            "SELECT a.broadcast_mark, (SELECT max(b.message_id) FROM broadcasts b
+                                        WHERE b.workflow_id = ?1 AND b.message_id > a.broadcast_mark)
+               FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2",
         )?
-        .query_row((workflow_id, &mark), |r| r.get(0))?;
-    let Some(newest) = newest else {
-        return Ok(0);
+        .query_row((workflow_id, name), |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((mark, Some(newest))) = found else {
+        return Ok(());
     };
-    let written = c
-        .prepare_cached(
-            "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at)
-             SELECT workflow_id, ?2, message_id, 'pending', ?4 FROM broadcasts
-              WHERE workflow_id = ?1 AND message_id > ?3 AND message_id <= ?5 AND sender <> ?2
-             ON CONFLICT DO NOTHING",
-        )?
-        .execute(sql::params![workflow_id, name, mark, now, newest])?;
+    c.prepare_cached(
+        "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at)
+         SELECT workflow_id, ?2, message_id, 'pending', ?4 FROM broadcasts
+          WHERE workflow_id = ?1 AND message_id > ?3 AND message_id <= ?5 AND sender <> ?2
+         ON CONFLICT DO NOTHING",
+    )?
+    .execute_later(sql::params![workflow_id, name, mark, now, newest])?;
     c.prepare_cached("UPDATE agents SET broadcast_mark = ?3 WHERE workflow_id = ?1 AND name = ?2")?
-        .execute((workflow_id, name, &newest))?;
-    Ok(written)
+        .execute_later((workflow_id, name, &newest))?;
+    Ok(())
 }
 
 /// How many broadcast deliveries `name` has that are not rows yet (all pending).

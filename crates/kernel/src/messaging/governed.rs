@@ -197,27 +197,32 @@ impl Governed {
     }
 }
 
-/// Writes a batch of messages through `post`. A refusal by a contract rolls the
-/// batch back (all or none) but keeps its decision; it is returned inside `Ok` so
-/// that the store commits the decision.
+/// How one message is written (see `post` in the module above).
+pub(super) type Post = fn(&Connection, &Scope, &Outgoing, &Rules, &[String]) -> Result<Posted>;
+
+/// Writes a batch of messages through `post`, the instance's agents read once for
+/// all of them. A refusal by a contract rolls the batch back (all or none) but
+/// keeps its decision; it is returned inside `Ok` so that the store commits the
+/// decision.
 pub(super) fn post_all(
     c: &Connection,
     scope: &Scope,
     sends: &[Outgoing],
     rules: &Rules,
-    post: fn(&Connection, &Scope, &Outgoing, &Rules) -> Result<Posted>,
+    post: Post,
 ) -> Result<Result<Vec<Posted>>> {
+    let agents = crate::registry::agent_names(c, scope.workflow_id)?;
     if rules.contracts.is_empty() {
         return sends
             .iter()
-            .map(|m| post(c, scope, m, rules))
+            .map(|m| post(c, scope, m, rules, &agents))
             .collect::<Result<Vec<_>>>()
             .map(Ok);
     }
     c.execute_batch("SAVEPOINT governed_sends")?;
     let mut out = Vec::new();
     for m in sends {
-        match post(c, scope, m, rules) {
+        match post(c, scope, m, rules, &agents) {
             Ok(p) => out.push(p),
             Err(e) => {
                 let refused = rules.refused.borrow_mut().take();

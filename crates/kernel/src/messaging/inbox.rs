@@ -269,18 +269,18 @@ pub(crate) fn settle(
     // Parameters are numbered in this order; a statement binds as many as it names
     // (the delete of `Seen` names two, the copy that stamps `?4` four).
     let params: [&dyn sql::ToSql; 4] = [&workflow_id, &recipient, &id, &now];
-    let run = |sql: String| -> Result<usize> {
-        let mut st = c.prepare_cached(&sql)?;
-        let n = st.parameter_count();
-        Ok(st.execute(&params[..n])?)
-    };
-    run(format!(
+    // The copy goes out with the delete, whose count is the answer.
+    let mut copy = c.prepare_cached(&format!(
         "INSERT INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
          SELECT workflow_id, recipient, message_id, read_by, ?4 FROM deliveries WHERE {which}
          ON CONFLICT (workflow_id, recipient, message_id)
          DO UPDATE SET read_by = excluded.read_by, updated_at = excluded.updated_at"
     ))?;
-    run(format!("DELETE FROM deliveries WHERE {which}"))
+    let n = copy.parameter_count();
+    copy.execute_later(&params[..n])?;
+    let mut delete = c.prepare_cached(&format!("DELETE FROM deliveries WHERE {which}"))?;
+    let n = delete.parameter_count();
+    Ok(delete.execute(&params[..n])?)
 }
 
 /// The caller's due deliveries, oldest first, with counts; `mark` records them as
@@ -330,18 +330,19 @@ fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<
              WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
         )?;
         for id in &to_mark {
-            st.execute(sql::params![s.workflow_id, s.me, id, now, s.run_id])?;
+            st.execute_later(sql::params![s.workflow_id, s.me, id, now, s.run_id])?;
         }
     }
-    let open: i64 = c
-        .prepare_cached(&format!("SELECT count(*) FROM deliveries d WHERE {DUE}"))?
-        .query_row(sql::params![s.workflow_id, s.me, now], |r| r.get(0))?;
-    let deferred: i64 = c
+    // Both counts in one statement (each is a round trip on PostgreSQL).
+    let (open, deferred): (i64, i64) = c
         .prepare_cached(
-            "SELECT count(*) FROM deliveries d WHERE d.workflow_id = ?1
-             AND d.recipient = ?2 AND d.state = 'deferred' AND d.defer_until > ?3",
+            "SELECT count(CASE WHEN d.state <> 'deferred' OR d.defer_until <= ?3 THEN 1 END),
+                    count(CASE WHEN d.state = 'deferred' AND d.defer_until > ?3 THEN 1 END)
+               FROM deliveries d WHERE d.workflow_id = ?1 AND d.recipient = ?2",
         )?
-        .query_row(sql::params![s.workflow_id, s.me, now], |r| r.get(0))?;
+        .query_row(sql::params![s.workflow_id, s.me, now], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
     Ok(Inbox {
         remaining: open - messages.len() as i64,
         messages,

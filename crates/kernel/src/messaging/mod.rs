@@ -166,6 +166,7 @@ pub(crate) fn post_system(
             force: true,
         },
         &governed::Rules::none(),
+        &agent_names(c, workflow_id)?,
     )?;
     if posted.recipients.iter().any(|r| r == LEAD) {
         posted.notice = Some(text);
@@ -186,11 +187,17 @@ pub(crate) fn post_system_to(
     post_system(c, workflow_id, workflow, format!("{who}{text}"))
 }
 
-/// Writes one message and its deliveries. Runs inside a store job.
-fn post(c: &Connection, scope: &Scope, send: &Outgoing, rules: &governed::Rules) -> Result<Posted> {
+/// Writes one message and its deliveries, `agents` being the instance's agents.
+/// Runs inside a store job.
+fn post(
+    c: &Connection,
+    scope: &Scope,
+    send: &Outgoing,
+    rules: &governed::Rules,
+    agents: &[String],
+) -> Result<Posted> {
     let (content, resource) = prepare_content(scope, &send.message)?;
-    let agents = agent_names(c, scope.workflow_id)?;
-    let mut members = agents.clone();
+    let mut members = agents.to_vec();
     members.push(LEAD.to_owned());
     let me = &scope.me;
 
