@@ -203,7 +203,7 @@ fn post(
 
     let mut to = addressee(scope, send, &members)?;
     let parsed = mentions::parse(&send.message);
-    let (mut recipients, unknown) = mentions::recipients(&parsed, &members, &agents, me);
+    let (mut recipients, unknown) = mentions::recipients(&parsed, &members, agents, me);
     if let Some(t) = &to {
         // A DM reaches only its addressee, whatever it mentions.
         recipients = vec![t.clone()];
@@ -233,7 +233,7 @@ fn post(
         priority,
         now
     ])?;
-    deliver(c, scope, &id, &recipients, &agents, to.is_none(), now)?;
+    deliver(c, scope, &id, &recipients, agents, to.is_none(), now)?;
 
     count_hop(c, scope, &recipients)?;
     // The send guard.
