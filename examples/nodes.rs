@@ -13,7 +13,8 @@
 //! and one on the first; the first node's lead sends each a direct message, one at a
 //! time, and the time to the worker's process started (the `RunStarted` event on the
 //! agent's node) is taken. Sends: `--tasks` tasks per node call `channel_send` on
-//! their node's kernel for `--seconds`, then the same number of tasks on one node.
+//! their node's kernel for `--seconds`, then the same number of tasks on one node,
+//! with how long each node's write transactions held the database's write lock.
 
 mod common;
 
@@ -207,12 +208,33 @@ async fn run() {
     ] {
         println!("  {label:<34} {:>8.1} {:>8.1}", pct(v, 0.5), pct(v, 0.99));
     }
+    for k in &kernels {
+        k.take_write_holds();
+    }
     let all = sends(&kernels, a.tasks, a.seconds).await;
+    let held_all: Vec<_> = kernels.iter().map(|k| k.take_write_holds()).collect();
     let one = sends(&kernels[..1], a.tasks * a.nodes, a.seconds).await;
+    let held_one = kernels[0].take_write_holds();
     println!(
         "\nchannel_send through the kernel API, {} tasks in all, {} s:\n  {} nodes: {all:.0}/s\n  1 node:  {one:.0}/s",
         a.tasks * a.nodes,
         a.seconds,
         a.nodes
     );
+    println!("\nwrite transactions (the database's write lock held, begin to commit), µs:");
+    println!(
+        "  {:<24} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "", "count", "mean", "p50", "p99", "max"
+    );
+    let rows = held_all
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (format!("{} nodes: n{}", a.nodes, i + 1), h))
+        .chain([("1 node: n1".to_owned(), &held_one)]);
+    for (label, h) in rows {
+        println!(
+            "  {label:<24} {:>8} {:>8.0} {:>8} {:>8} {:>8}",
+            h.transactions, h.mean_us, h.p50_us, h.p99_us, h.max_us
+        );
+    }
 }

@@ -19,6 +19,7 @@
 
 mod allocator;
 mod checkpoint;
+mod holds;
 pub mod postgres;
 mod pragmas;
 /// The bus between the kernels that share a database (PostgreSQL's LISTEN/NOTIFY;
@@ -30,6 +31,7 @@ pub mod sql;
 mod sqlite;
 
 use domain::error::{Error, Result};
+pub use holds::HoldStats;
 
 /// The environment variable that names the store when `--store` does not. The
 /// better place for a URL with a password: a command line is visible to every user
@@ -146,6 +148,8 @@ struct Inner {
     writer: Arc<Queue<Job>>,
     readers: Arc<Queue<ReadJob>>,
     checkpointer: Option<Arc<Checkpointer>>,
+    /// How long the writer's transactions held the write (see `holds.rs`).
+    holds: Arc<holds::Holds>,
 }
 
 impl Drop for Inner {
@@ -212,6 +216,8 @@ impl Store {
             };
         let writer = Arc::new(Queue::new());
         let rx = writer.clone();
+        let holds = Arc::new(holds::Holds::default());
+        let held = holds.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
         std::thread::Builder::new()
             .name("store-writer".into())
@@ -227,7 +233,7 @@ impl Store {
                     },
                 };
                 let _ = ready_tx.send(Ok(()));
-                writer_loop(conn, &rx, begin, &*reconnect)
+                writer_loop(conn, &rx, (begin, &held), &*reconnect)
             })
             .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
         ready_rx
@@ -248,8 +254,16 @@ impl Store {
                 writer,
                 readers,
                 checkpointer,
+                holds,
             }),
         })
+    }
+
+    /// How long the writer's transactions lasted since the last call (or the
+    /// open), from the write's start (the database's write lock, on PostgreSQL) to
+    /// its commit: what other writers wait behind. For the benchmarks.
+    pub fn take_write_holds(&self) -> HoldStats {
+        self.inner.holds.take()
     }
 
     /// Where the state lives.
@@ -454,7 +468,7 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
 fn writer_loop(
     mut conn: Connection,
     rx: &Queue<Job>,
-    begin: Begin,
+    (begin, holds): (Begin, &holds::Holds),
     reopen: &dyn Fn() -> Result<Connection>,
 ) {
     // Memory goes back when a burst is over, not after some seconds without any
@@ -477,11 +491,13 @@ fn writer_loop(
             drop(batch);
             continue;
         }
+        let began = Instant::now();
         let finishers: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
         let committed = exec(&conn, "COMMIT").map_err(|e| {
             let _ = conn.execute_batch("ROLLBACK");
             e.to_string()
         });
+        holds.record(began.elapsed());
         if let Err(e) = &committed {
             tracing::error!("store commit failed: {e}");
         }

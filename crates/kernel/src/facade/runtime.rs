@@ -194,6 +194,11 @@ impl Kernel {
     pub async fn schedule_clear(&self, target: &str) -> Result<bool> {
         self.runtime.schedule_clear(target).await
     }
+    /// How long this node's write transactions held the store's write since the
+    /// last call (see [`store::Store::take_write_holds`]); for the benchmarks.
+    pub fn take_write_holds(&self) -> store::HoldStats {
+        self.store.take_write_holds()
+    }
 
     pub fn node(&self) -> &str {
         self.runtime.node()

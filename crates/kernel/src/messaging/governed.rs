@@ -13,6 +13,7 @@
 //! Contracts govern agents: the lead's (and the kernel's) messages pass as sent.
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
+use super::rows::Rows;
 use super::{Outgoing, Posted, post_system, post_system_to, preview};
 use crate::Scope;
 use crate::governance::contracts::{Contracts, Decision, in_force, record_tx};
@@ -47,6 +48,11 @@ impl Rules {
             contracts: Vec::new(),
             refused: RefCell::new(None),
         }
+    }
+
+    /// Whether any contract on messages is in force for this send.
+    pub(super) fn any(&self) -> bool {
+        !self.contracts.is_empty()
     }
 
     pub(super) fn of(contracts: &Contracts, scope: &Scope) -> Self {
@@ -197,8 +203,9 @@ impl Governed {
     }
 }
 
-/// How one message is written (see `post` in the module above).
-pub(super) type Post = fn(&Connection, &Scope, &Outgoing, &Rules, &[String]) -> Result<Posted>;
+/// How one message is written (see `post` in the module above): its rows gathered.
+pub(super) type Post =
+    fn(&Connection, &Scope, &Outgoing, &Rules, (&[String], &mut Rows)) -> Result<Posted>;
 
 /// Writes a batch of messages through `post`, the instance's agents read once for
 /// all of them. A refusal by a contract rolls the batch back (all or none) but
@@ -212,17 +219,19 @@ pub(super) fn post_all(
     post: Post,
 ) -> Result<Result<Vec<Posted>>> {
     let agents = crate::registry::agent_names(c, scope.workflow_id)?;
+    let mut rows = Rows::new(scope.workflow_id);
     if rules.contracts.is_empty() {
-        return sends
+        let posted = sends
             .iter()
-            .map(|m| post(c, scope, m, rules, &agents))
-            .collect::<Result<Vec<_>>>()
-            .map(Ok);
+            .map(|m| post(c, scope, m, rules, (&agents, &mut rows)))
+            .collect::<Result<Vec<_>>>()?;
+        rows.write(c)?;
+        return Ok(Ok(posted));
     }
     c.execute_batch("SAVEPOINT governed_sends")?;
     let mut out = Vec::new();
     for m in sends {
-        match post(c, scope, m, rules, &agents) {
+        match post(c, scope, m, rules, (&agents, &mut rows)) {
             Ok(p) => out.push(p),
             Err(e) => {
                 let refused = rules.refused.borrow_mut().take();
@@ -237,6 +246,7 @@ pub(super) fn post_all(
             }
         }
     }
+    rows.write(c)?;
     c.execute_batch("RELEASE governed_sends")?;
     Ok(Ok(out))
 }

@@ -18,6 +18,7 @@ pub mod inbox;
 pub mod mentions;
 pub mod read;
 pub mod resources;
+mod rows;
 pub mod team;
 mod wait;
 
@@ -157,6 +158,7 @@ pub(crate) fn post_system(
         lead: true,
         run_id: None,
     };
+    let mut rows = rows::Rows::new(workflow_id);
     let mut posted = post(
         c,
         &scope,
@@ -166,8 +168,9 @@ pub(crate) fn post_system(
             force: true,
         },
         &governed::Rules::none(),
-        &agent_names(c, workflow_id)?,
+        (&agent_names(c, workflow_id)?, &mut rows),
     )?;
+    rows.write(c)?;
     if posted.recipients.iter().any(|r| r == LEAD) {
         posted.notice = Some(text);
     }
@@ -187,14 +190,14 @@ pub(crate) fn post_system_to(
     post_system(c, workflow_id, workflow, format!("{who}{text}"))
 }
 
-/// Writes one message and its deliveries, `agents` being the instance's agents.
-/// Runs inside a store job.
+/// Writes one message and its deliveries, `agents` being the instance's agents,
+/// gathering the rows in `rows` (the caller writes them). Runs inside a store job.
 fn post(
     c: &Connection,
     scope: &Scope,
     send: &Outgoing,
     rules: &governed::Rules,
-    agents: &[String],
+    (agents, rows): (&[String], &mut rows::Rows),
 ) -> Result<Posted> {
     let (content, resource) = prepare_content(scope, &send.message)?;
     let mut members = agents.to_vec();
@@ -218,32 +221,31 @@ fn post(
     }
     let mentions_json =
         serde_json::to_string(&recipients).map_err(|e| Error::internal(e.to_string()))?;
-    c.prepare_cached(
-        "INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute_later(sql::params![
-        scope.workflow_id,
-        id,
-        me,
+    rows.message(rows::MessageRow {
+        id: id.clone(),
+        sender: me.clone(),
         content,
-        if me == SYSTEM { "system" } else { "message" },
-        to,
-        mentions_json,
-        priority,
-        now
-    ])?;
-    deliver(c, scope, &id, &recipients, agents, to.is_none(), now)?;
-
-    count_hop(c, scope, &recipients)?;
-    // The send guard.
+        kind: if me == SYSTEM { "system" } else { "message" },
+        to: to.clone(),
+        mentions: mentions_json,
+        priority: priority.to_string(),
+        created_at: now,
+    });
+    deliver(c, scope, &id, &recipients, agents, to.is_none(), rows)?;
+    count_hop(scope, &recipients, rows);
+    // The send guard reads the channel: what is gathered is written first.
     let (missed, missed_count) = if send.force {
         (Vec::new(), 0)
     } else {
+        rows.write(c)?;
         missed_since_last_read(c, scope, &id)?
     };
     if me != SYSTEM {
-        set_cursor(c, scope.workflow_id, me, &id)?;
+        rows.read_through(scope, &id);
+    }
+    if rules.any() {
+        // A contract's notes are messages of their own, after this one.
+        rows.write(c)?;
     }
 
     let nobody = recipients.is_empty() && to.is_none() && governed.note.is_none();
@@ -434,7 +436,7 @@ fn deliver(
     recipients: &[String],
     agents: &[String],
     undirected: bool,
-    now: i64,
+    rows: &mut rows::Rows,
 ) -> Result<()> {
     // To every agent but the sender: one broadcast row; only the recipients it
     // does not cover (the lead) get their rows now.
@@ -442,12 +444,9 @@ fn deliver(
     if broadcast {
         broadcast::record(c, scope.workflow_id, id, &scope.me)?;
     }
-    let mut ins = c.prepare_cached(
-        "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
-    )?;
     // The members are the agents and the lead, so the lead is all a broadcast leaves.
     for r in recipients.iter().filter(|r| !broadcast || *r == LEAD) {
-        ins.execute_later(sql::params![scope.workflow_id, r, id, now])?;
+        rows.delivery(r, id);
     }
     Ok(())
 }
@@ -495,13 +494,10 @@ fn send_notes(
 
 /// The hop guard's count (see guards.rs): the lead's message resets it; an agent's
 /// message that reaches another agent adds one.
-fn count_hop(c: &Connection, scope: &Scope, recipients: &[String]) -> Result<()> {
+fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
     if scope.me == LEAD {
-        c.prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
-            .execute_later([scope.workflow_id])?;
+        rows.reset_hops();
     } else if scope.me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
-        c.prepare_cached("UPDATE workflows SET hops = hops + 1 WHERE id = ?1")?
-            .execute_later([scope.workflow_id])?;
+        rows.add_hop();
     }
-    Ok(())
 }
