@@ -289,17 +289,12 @@ fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<
     let now = now_ms();
     const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2
                        AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
-    // The message is found by a range of one id, not by `=`: no engine can make
-    // that a merge join, which walks the channel's whole history up to the newest
-    // delivery. PostgreSQL chose one when its statistics made it look cheap: 39 ms
-    // per inbox read with 20,000 messages, a tenth of phase 1b's rate in the bench.
     let mut st = c.prepare_cached(&format!(
         "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
                 d.read_by IS NOT DISTINCT FROM ?5
          FROM deliveries d
          CROSS JOIN messages m
-         WHERE m.workflow_id = d.workflow_id AND m.id >= d.message_id AND m.id <= d.message_id
-           AND {DUE}
+         WHERE m.workflow_id = d.workflow_id AND m.id = d.message_id AND {DUE}
          ORDER BY d.message_id LIMIT ?4"
     ))?;
     let mut to_mark = Vec::new();

@@ -262,17 +262,14 @@ fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
     if let Some(p) = r.prompt.filter(|p| !p.trim().is_empty()) {
         return Ok(Some(format!("prompt: {}", clip(p))));
     }
-    // Messages by a range of one id (see read_inbox): never a merge join over the
-    // channel's history.
     let (n, senders, first): (i64, Option<String>, Option<String>) = c.query_row(
         "SELECT count(*), group_concat(DISTINCT m.sender),
                 (SELECT m2.content FROM deliveries d2 JOIN messages m2
-                    ON m2.workflow_id = d2.workflow_id AND m2.id >= d2.message_id AND m2.id <= d2.message_id
+                    ON m2.workflow_id = d2.workflow_id AND m2.id = d2.message_id
                   WHERE d2.workflow_id = ?1 AND d2.recipient = ?2 AND d2.state <> 'acked'
                     AND (d2.state <> 'deferred' OR d2.defer_until <= ?3)
                   ORDER BY d2.message_id LIMIT 1)
-           FROM deliveries d JOIN messages m
-             ON m.workflow_id = d.workflow_id AND m.id >= d.message_id AND m.id <= d.message_id
+           FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
           WHERE d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
             AND (d.state <> 'deferred' OR d.defer_until <= ?3)",
         sql::params![r.workflow_id, r.agent, now_ms()],
