@@ -5,28 +5,8 @@
 
 mod common;
 use common::*;
-use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-async fn nodes(c: &Client) -> Value {
-    let r = c
-        .peer()
-        .read_resource(ReadResourceRequestParams::new("agent-worker://nodes"))
-        .await
-        .unwrap();
-    match &r.contents[0] {
-        ResourceContents::TextResourceContents { text, .. } => serde_json::from_str(text).unwrap(),
-        other => panic!("not text: {other:?}"),
-    }
-}
-
-async fn node_of(lead: &Client, target: &str) -> String {
-    info(lead, target).await["agent"]["node"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
 
 /// Polls until `target` runs on `node` (within 15 s).
 async fn until_on(lead: &Client, target: &str, node: &str) {

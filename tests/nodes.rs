@@ -4,22 +4,8 @@
 
 mod common;
 use common::*;
-use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
 use std::path::Path;
-
-/// The lead's `agent-worker://nodes`.
-async fn nodes(c: &Client) -> Value {
-    let r = c
-        .peer()
-        .read_resource(ReadResourceRequestParams::new("agent-worker://nodes"))
-        .await
-        .unwrap();
-    match &r.contents[0] {
-        ResourceContents::TextResourceContents { text, .. } => serde_json::from_str(text).unwrap(),
-        other => panic!("not text: {other:?}"),
-    }
-}
 
 const PAIR: &str = r#"
 name: pair
@@ -184,13 +170,6 @@ agents:
         send: "@user relay finished"
 kickoff: "@a1 start"
 "#;
-
-async fn node_of(lead: &Client, target: &str) -> String {
-    info(lead, target).await["agent"]["node"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
 
 /// Agents go to the node asked for, or the least loaded; an unknown node is refused.
 async fn places_agents(la: &Client, lc: &Client) {

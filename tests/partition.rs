@@ -8,21 +8,8 @@
 mod common;
 use common::proxy::Proxy;
 use common::*;
-use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-async fn nodes(c: &Client) -> Value {
-    let r = c
-        .peer()
-        .read_resource(ReadResourceRequestParams::new("agent-worker://nodes"))
-        .await
-        .unwrap();
-    match &r.contents[0] {
-        ResourceContents::TextResourceContents { text, .. } => serde_json::from_str(text).unwrap(),
-        other => panic!("not text: {other:?}"),
-    }
-}
 
 /// Polls `what` every 100 ms until it gives Some, for at most `within`.
 async fn until<T, F: std::future::Future<Output = Option<T>>>(

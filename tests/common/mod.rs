@@ -353,6 +353,31 @@ pub async fn info(lead: &Client, target: &str) -> Value {
         .ok()
 }
 
+/// The node that runs `target`, as agent_info shows it ("" for none).
+pub async fn node_of(lead: &Client, target: &str) -> String {
+    info(lead, target).await["agent"]["node"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The lead's `agent-worker://nodes`.
+pub async fn nodes(c: &Client) -> Value {
+    let r = c
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "agent-worker://nodes",
+        ))
+        .await
+        .unwrap();
+    match &r.contents[0] {
+        rmcp::model::ResourceContents::TextResourceContents { text, .. } => {
+            serde_json::from_str(text).unwrap()
+        }
+        other => panic!("not text: {other:?}"),
+    }
+}
+
 /// Resumes a paused agent (agent_pause with resume).
 pub async fn resume(lead: &Client, target: &str) {
     call(
