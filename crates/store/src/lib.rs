@@ -475,7 +475,7 @@ fn writer_loop(
     // job: the node's heartbeat writes every few seconds (see `GiveBack`).
     let mut give_back = memory::GiveBack::new(Instant::now());
     loop {
-        let batch = match rx.take(MAX_BATCH, give_back.wait(Instant::now())) {
+        let mut batch = match rx.take(MAX_BATCH, give_back.wait(Instant::now())) {
             Taken::Closed => return,
             Taken::Idle => {
                 release(&conn);
@@ -490,6 +490,14 @@ fn writer_loop(
             tracing::error!("store transaction could not begin: {e}");
             drop(batch);
             continue;
+        }
+        // Jobs queued while the write began (on PostgreSQL, while it waited for the
+        // database's one write lock, which other nodes hold) join this transaction:
+        // under contention batches grow instead of each paying a transaction.
+        if batch.len() < MAX_BATCH
+            && let Taken::Items(more) = rx.take(MAX_BATCH - batch.len(), Some(Duration::ZERO))
+        {
+            batch.extend(more);
         }
         let began = Instant::now();
         let finishers: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
