@@ -8,20 +8,9 @@ use common::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// Polls until `target` runs on `node` (within 15 s).
+/// Waits (15 s at most) until `target` runs on `node`.
 async fn until_on(lead: &Client, target: &str, node: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let now = node_of(lead, target).await;
-        if now == node {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{target} is on {now}, not {node}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_info(lead, target, 15, |i| i["agent"]["node"] == node).await;
 }
 
 const GPU_YAML: &str = r#"

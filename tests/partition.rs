@@ -77,18 +77,12 @@ async fn a_node_cut_off_from_the_database_stops_and_is_taken_over() {
     call(&lb, "channel_send", json!({"message": "@slow work one"}))
         .await
         .ok();
-    until(Duration::from_secs(20), "slow runs on a", || async {
-        (info(&lb, "slow").await["runs"][0]["status"] == "running").then_some(())
-    })
-    .await;
+    wait_info(&lb, "slow", 20, |i| i["runs"][0]["status"] == "running").await;
     let cut = Instant::now();
     proxy.cut();
 
     // b takes slow over once a's lease (2 s) is out; a's run is closed lost.
-    until(Duration::from_secs(15), "b takes slow over", || async {
-        (info(&lb, "slow").await["agent"]["node"] == "b").then_some(())
-    })
-    .await;
+    wait_info(&lb, "slow", 15, |i| i["agent"]["node"] == "b").await;
     let took = cut.elapsed();
     // Not before the lease is out: 2 s after a's last heartbeat (at most a beat,
     // 0.4 s, before the cut).
@@ -105,11 +99,8 @@ async fn a_node_cut_off_from_the_database_stops_and_is_taken_over() {
 
     // It runs again on b and says so once, and a's worker (stopped when a could
     // not renew its lease) never does, although a reaches the database again.
-    let runs = until(Duration::from_secs(30), "slow's run on b", || async {
-        let i = info(&lb, "slow").await;
-        (i["runs"][0]["status"] == "succeeded").then(|| i["runs"].clone())
-    })
-    .await;
+    let runs =
+        wait_info(&lb, "slow", 30, |i| i["runs"][0]["status"] == "succeeded").await["runs"].clone();
     let statuses: Vec<&str> = runs
         .as_array()
         .unwrap()
