@@ -29,6 +29,8 @@ mod queue;
 pub mod schema;
 pub mod sql;
 mod sqlite;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use domain::error::{Error, Result};
 pub use holds::HoldStats;

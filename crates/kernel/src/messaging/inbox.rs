@@ -283,20 +283,31 @@ pub(crate) fn settle(
     Ok(delete.execute(&params[..n])?)
 }
 
+/// The deliveries due to `?2` in instance `?1` at `?3`, oldest first, at most `?4`,
+/// with their messages, and whether run `?5` read each.
+///
+/// `+ 0` keeps the instance out of the planner's reach on the messages side: each
+/// message is then found by its instance and id together, one probe per delivery,
+/// whatever the statistics say. Without it PostgreSQL applies `?1` to messages alone
+/// and, with statistics taken before the instance had messages (they estimate one
+/// row), may scan the instance's whole history for every delivery with the id as a
+/// filter: 3 s for one read of 50 with 400,000 messages, the fall of the bench's
+/// phases 1b to 3 (see `plan_tests`).
+pub(crate) const READ: &str = "
+    SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
+           d.read_by IS NOT DISTINCT FROM ?5
+      FROM deliveries d
+     CROSS JOIN messages m
+     WHERE m.workflow_id = d.workflow_id + 0 AND m.id = d.message_id
+       AND d.workflow_id = ?1 AND d.recipient = ?2
+       AND (d.state <> 'deferred' OR d.defer_until <= ?3)
+     ORDER BY d.message_id LIMIT ?4";
+
 /// The caller's due deliveries, oldest first, with counts; `mark` records them as
 /// seen by the caller (and its run).
 fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<Inbox> {
     let now = now_ms();
-    const DUE: &str = "d.workflow_id = ?1 AND d.recipient = ?2
-                       AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
-    let mut st = c.prepare_cached(&format!(
-        "SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
-                d.read_by IS NOT DISTINCT FROM ?5
-         FROM deliveries d
-         CROSS JOIN messages m
-         WHERE m.workflow_id = d.workflow_id AND m.id = d.message_id AND {DUE}
-         ORDER BY d.message_id LIMIT ?4"
-    ))?;
+    let mut st = c.prepare_cached(READ)?;
     let mut to_mark = Vec::new();
     let messages = st
         .query_map(

@@ -16,6 +16,8 @@ pub(crate) mod broadcast;
 mod governed;
 pub mod inbox;
 pub mod mentions;
+#[cfg(test)]
+mod plan_tests;
 pub mod read;
 pub mod resources;
 mod rows;

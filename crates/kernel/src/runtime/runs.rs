@@ -263,15 +263,7 @@ fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
         return Ok(Some(format!("prompt: {}", clip(p))));
     }
     let (n, senders, first): (i64, Option<String>, Option<String>) = c.query_row(
-        "SELECT count(*), group_concat(DISTINCT m.sender),
-                (SELECT m2.content FROM deliveries d2 JOIN messages m2
-                    ON m2.workflow_id = d2.workflow_id AND m2.id = d2.message_id
-                  WHERE d2.workflow_id = ?1 AND d2.recipient = ?2 AND d2.state <> 'acked'
-                    AND (d2.state <> 'deferred' OR d2.defer_until <= ?3)
-                  ORDER BY d2.message_id LIMIT 1)
-           FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id AND m.id = d.message_id
-          WHERE d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
-            AND (d.state <> 'deferred' OR d.defer_until <= ?3)",
+        SUMMARY,
         sql::params![r.workflow_id, r.agent, now_ms()],
         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
     )?;
@@ -284,6 +276,20 @@ fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
         )
     }))
 }
+
+/// The count of `?2`'s due deliveries in instance `?1` at `?3`, their senders, and
+/// the oldest one's text. Messages are joined by `+ 0` for the reason
+/// `messaging::inbox::READ` gives.
+pub(crate) const SUMMARY: &str = "
+    SELECT count(*), group_concat(DISTINCT m.sender),
+           (SELECT m2.content FROM deliveries d2 JOIN messages m2
+               ON m2.workflow_id = d2.workflow_id + 0 AND m2.id = d2.message_id
+             WHERE d2.workflow_id = ?1 AND d2.recipient = ?2 AND d2.state <> 'acked'
+               AND (d2.state <> 'deferred' OR d2.defer_until <= ?3)
+             ORDER BY d2.message_id LIMIT 1)
+      FROM deliveries d JOIN messages m ON m.workflow_id = d.workflow_id + 0 AND m.id = d.message_id
+     WHERE d.workflow_id = ?1 AND d.recipient = ?2 AND d.state <> 'acked'
+       AND (d.state <> 'deferred' OR d.defer_until <= ?3)";
 
 pub fn set_pid_tx(c: &Connection, id: &str, pid: u32, start: Option<u64>) -> Result<()> {
     c.execute(

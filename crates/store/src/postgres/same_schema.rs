@@ -5,8 +5,8 @@
 //! named indexes on the same columns.
 
 use super::super::{Location, Store};
-use super::tests::fresh_database;
 use crate::sql::Connection;
+use crate::testing::fresh_database;
 use domain::error::Result;
 use std::collections::BTreeMap;
 

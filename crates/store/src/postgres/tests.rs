@@ -5,33 +5,8 @@
 use super::super::{Location, Store};
 use super::{BEGIN_WRITE, WRITE_LOCK, redacted};
 use crate::sql::{self, OptionalExtension};
+use crate::testing::fresh_database;
 use domain::error::Error;
-
-/// A new, empty database on the test cluster, or `None` when there is no cluster.
-pub(super) fn fresh_database() -> Option<String> {
-    let admin = match std::env::var("AGENT_WORKER_TEST_PG") {
-        Ok(url) if !url.is_empty() => url,
-        _ if std::env::var("PG_REQUIRED").is_ok_and(|v| v == "1") => {
-            panic!("PG_REQUIRED=1 but AGENT_WORKER_TEST_PG is not set: run scripts/test")
-        }
-        _ => {
-            eprintln!("skipped: no PostgreSQL (eval \"$(scripts/pg-cluster start)\")");
-            return None;
-        }
-    };
-    let name = format!("aw_unit_{}", uuid::Uuid::now_v7().simple());
-    let (url, db) = (admin.clone(), name.clone());
-    std::thread::spawn(move || {
-        let mut c =
-            postgres::Client::connect(&url, postgres::NoTls).expect("connect to the test cluster");
-        c.batch_execute(&format!("CREATE DATABASE {db}"))
-            .expect("create a test database");
-    })
-    .join()
-    .unwrap();
-    let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
-    Some(format!("{base}/{name}"))
-}
 
 fn open(url: &str) -> Store {
     Store::open_at(&Location::Postgres(url.to_owned())).expect("open the store on PostgreSQL")
