@@ -1,36 +1,49 @@
-//! The plans of the reads that join deliveries to their messages, on a real
-//! PostgreSQL whose statistics were taken before the instance had messages: what a
-//! new workflow instance meets until autovacuum analyzes again. Each message must be
+//! The plans of the reads that join deliveries and messages, on a real PostgreSQL
+//! whose statistics were taken before the instance had messages: what a new
+//! workflow instance meets until autovacuum analyzes again. Each message must be
 //! found by a probe of its instance and id, never by a walk of the instance's
-//! history with the id as a filter.
+//! history with the id as a filter; the send guard's lookups of a delivery must be
+//! probes, never a hash of everything the reader acked.
 
 use crate::messaging::inbox::READ;
+use crate::messaging::missed_sql;
 use crate::runtime::runs::SUMMARY;
 use store::sql;
 
 /// Instance 1 with a small history, analyzed; then instance 2 with a long one that
-/// the statistics do not know, 300 messages of it delivered to `coder`.
+/// the statistics do not know: 300 of its messages delivered to `coder` and open,
+/// the rest acked by it, each mentioning it.
 const STALE: &str = "
     INSERT INTO messages (workflow_id, id, sender, content, created_at)
          SELECT 1, lpad(i::text, 12, '0'), 'lead', 'hello', 0 FROM generate_series(1, 2000) i;
     INSERT INTO deliveries (workflow_id, recipient, message_id, updated_at)
          SELECT 1, 'coder', lpad(i::text, 12, '0'), 0 FROM generate_series(1, 2000) i;
+    INSERT INTO deliveries_done (workflow_id, recipient, message_id, updated_at)
+         SELECT 1, 'tester', lpad(i::text, 12, '0'), 0 FROM generate_series(1, 2000) i;
     ANALYZE messages;
     ANALYZE deliveries;
+    ANALYZE deliveries_done;
     INSERT INTO messages (workflow_id, id, sender, content, created_at)
          SELECT 2, lpad(i::text, 12, '0'), 'lead', 'hello', 0 FROM generate_series(1, 40000) i;
     INSERT INTO deliveries (workflow_id, recipient, message_id, updated_at)
-         SELECT 2, 'coder', lpad(i::text, 12, '0'), 0 FROM generate_series(39701, 40000) i;";
+         SELECT 2, 'coder', lpad(i::text, 12, '0'), 0 FROM generate_series(39701, 40000) i;
+    UPDATE messages SET mentions = '[\"coder\"]' WHERE workflow_id = 2;
+    INSERT INTO deliveries_done (workflow_id, recipient, message_id, updated_at)
+         SELECT 2, 'coder', lpad(i::text, 12, '0'), 0 FROM generate_series(1, 39700) i;";
 
-/// The plan PostgreSQL chooses for `query` with `coder`'s parameters in instance 2.
-async fn plan(store: &store::Store, query: &'static str) -> String {
+/// The plan PostgreSQL chooses for `query` with `coder`'s parameters in instance 2:
+/// an inbox read's (`guard` false: recipient, time, limit, run) or the send
+/// guard's (before the newest id, reader).
+async fn plan(store: &store::Store, query: String, guard: bool) -> String {
     store
         .read(move |c| {
             let mut st = c.prepare(&format!("EXPLAIN {query}"))?;
             let n = st.parameter_count();
-            let params: [&dyn sql::ToSql; 5] = [&2_i64, &"coder", &0_i64, &50_i64, &"run"];
+            let inbox: [&dyn sql::ToSql; 5] = [&2_i64, &"coder", &0_i64, &50_i64, &"run"];
+            let scan: [&dyn sql::ToSql; 3] = [&2_i64, &"999999999999", &"coder"];
+            let params = if guard { &scan[..n] } else { &inbox[..n] };
             let lines = st
-                .query_map(&params[..n], |r| r.get::<String>(0))?
+                .query_map(params, |r| r.get::<String>(0))?
                 .collect::<sql::Result<Vec<_>>>()?;
             Ok(lines.join("\n"))
         })
@@ -50,7 +63,7 @@ async fn deliveries_find_their_messages_by_id_whatever_the_statistics() {
         .await
         .expect("make statistics that do not know instance 2");
     for (name, query) in [("inbox read", READ), ("run summary", SUMMARY)] {
-        let plan = plan(&store, query).await;
+        let plan = plan(&store, query.to_owned(), false).await;
         assert!(
             !plan.contains("Join Filter"),
             "the {name} filters messages by id instead of probing:\n{plan}"
@@ -60,6 +73,27 @@ async fn deliveries_find_their_messages_by_id_whatever_the_statistics() {
                 && l.contains("id = d")
                 && l.contains("message_id")),
             "the {name} does not probe messages by id:\n{plan}"
+        );
+    }
+}
+
+/// The send guard looks each delivery up, one probe per message it scans, with
+/// statistics old or new: with the instance's messages known, hashing the reader's
+/// deliveries looks cheaper than probing, and costs a read of all of them per send.
+#[tokio::test]
+async fn the_send_guard_probes_deliveries_whatever_the_statistics() {
+    let Some(store) = store::testing::fresh_postgres_store() else {
+        return;
+    };
+    for (when, sql) in [("old", STALE), ("new", "ANALYZE")] {
+        store
+            .write(move |c| Ok(c.execute_batch(sql)?))
+            .await
+            .expect("make the statistics");
+        let plan = plan(&store, missed_sql(), true).await;
+        assert!(
+            !plan.contains("hashed SubPlan"),
+            "with {when} statistics the guard hashes the reader's deliveries:\n{plan}"
         );
     }
 }
