@@ -5,9 +5,11 @@
 //! worked examples.
 
 mod common;
+use agent_worker::kernel::timing::{Clock, Timing};
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
+use std::time::Duration;
 
 async fn contract(lead: &Client, spec: Value) -> Value {
     call(lead, "contract_set", spec).await.ok()
@@ -94,6 +96,64 @@ async fn messages_to_a_member_are_routed_through_a_reviewer_or_refused() {
         outcomes.contains(&"denied") && outcomes.contains(&"routed"),
         "{list}"
     );
+    s.stop().await;
+}
+
+/// The seed's rate, "at most 10 messages per hour": a mock agent that answers
+/// eleven messages sends ten; its eleventh is refused (as is every retry of it) and
+/// the refusal is in the decision log.
+#[tokio::test]
+async fn a_rate_stops_the_eleventh_message_of_a_mock_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let timing = Timing {
+        retry_delays: vec![Duration::from_millis(50)],
+        ..Timing::default()
+    };
+    let s = InProcess::start_on(dir.path(), Clock::system(), timing).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let set = contract(
+        &lead,
+        json!({"name": "ten-an-hour",
+               "when": {"event": "message", "from": "coder", "more_than": 10, "within": "1h"},
+               "then": {"action": "deny"}}),
+    )
+    .await;
+    assert!(
+        set.to_string()
+            .contains("When @coder sends a message more than 10 times within 1h, refuse it"),
+        "{set}"
+    );
+    new_mock(&lead, "coder", json!([{"send": "@user pong {message}"}])).await;
+    for i in 1..=11 {
+        let ping = format!("@coder ping {i}");
+        call(&lead, "channel_send", json!({"message": ping}))
+            .await
+            .ok();
+    }
+    let d = decision_by(&lead, "ten-an-hour", "denied", 30).await;
+    assert_eq!(d["agent"], "coder", "{d}");
+    let i = wait_info(&lead, "coder", 30, |i| {
+        i.get("running").is_none() && i["runs"][0]["status"] == "failed"
+    })
+    .await;
+    assert!(
+        i.to_string().contains("ten-an-hour"),
+        "the run says why: {i}"
+    );
+    let ch = call(&lead, "channel_read", json!({"limit": 100}))
+        .await
+        .ok();
+    let mut pongs: Vec<String> = ch["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "coder")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(pongs.len(), 10, "{pongs:#?}");
+    pongs.sort();
+    pongs.dedup();
+    assert_eq!(pongs.len(), 10, "each sent once: {pongs:#?}");
     s.stop().await;
 }
 
@@ -357,11 +417,12 @@ async fn the_readmes_worked_examples_parse_and_read_back() {
         .iter()
         .map(|c| c["says"].as_str().unwrap())
         .collect();
-    assert_eq!(says.len(), 7, "{says:#?}");
+    assert_eq!(says.len(), 8, "{says:#?}");
     for quoted in [
         "When any agent asks to run a command matching \"rm *\", refuse it",
         "When the workflow has spent more than $5, hold the agent's next runs until you (the lead) approve; \
          if nobody decides within 4h, refuse it",
+        "When @coder sends a message more than 10 times within 1h, refuse it",
     ] {
         assert!(
             says.iter().any(|s| s.starts_with(quoted)),

@@ -92,6 +92,49 @@ async fn a_deny_contract_stops_rm_and_the_model_reads_why_until_it_is_removed() 
     s.stop().await;
 }
 
+/// A rate on tool requests: an sdk agent may run three commands an hour; its
+/// fourth is refused and the agent paused, and the three before it ran.
+#[tokio::test]
+async fn a_rate_pauses_an_agent_at_its_fourth_command() {
+    let work = tempfile::tempdir().unwrap();
+    let steps: Vec<(&str, Value)> = (1..=4)
+        .map(|i| {
+            (
+                "run_command",
+                json!({"command": format!("echo {i} >> log.txt")}),
+            )
+        })
+        .collect();
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    new_sdk_in(&lead, "worker", work.path(), &llm.url, json!("full")).await;
+    let set = contract(
+        &lead,
+        json!({"name": "three-an-hour",
+               "when": {"event": "tool_request", "tool": "shell", "more_than": 3, "within": "1h"},
+               "then": {"action": "pause", "reason": "three commands an hour"}}),
+    )
+    .await;
+    assert_eq!(
+        set["contract"]["says"],
+        "When any agent asks to run a command more than 3 times within 1h, refuse it and pause the agent \
+         until it is resumed (\"three commands an hour\")."
+    );
+    ask(&lead, "worker", "log four lines", 40).await;
+    let d = decision_by(&lead, "three-an-hour", "paused", 30).await;
+    assert!(d["detail"].as_str().unwrap().contains("echo 4"), "{d}");
+    let i = wait_info(&lead, "worker", 30, |i| i["agent"]["state"] == "paused").await;
+    assert!(i.to_string().contains("three commands an hour"), "{i}");
+    let log = std::fs::read_to_string(work.path().join("log.txt")).unwrap();
+    assert_eq!(
+        log, "1\n2\n3\n",
+        "the three commands before the rate ran, the fourth not"
+    );
+    s.stop().await;
+}
+
 /// An sdk agent whose write needs the lead's approval, waiting on it.
 async fn held_write(
     timeout: &str,

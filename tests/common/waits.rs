@@ -40,3 +40,23 @@ pub async fn approval_in(lead: &Client, state: &str, secs: u64) -> Value {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Polls contract_list until `contract` has a decision with `outcome`; returns it.
+pub async fn decision_by(lead: &Client, contract: &str, outcome: &str, secs: u64) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let l = call(lead, "contract_list", json!({})).await.ok();
+        let found = l["decisions"].as_array().and_then(|v| {
+            v.iter()
+                .find(|d| d["outcome"] == outcome && d["contracts"].to_string().contains(contract))
+        });
+        if let Some(d) = found {
+            return d.clone();
+        }
+        assert!(
+            Instant::now() < end,
+            "no {outcome} decision by {contract} in {secs} s: {l}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -415,4 +415,15 @@ ALTER TABLE runs ADD COLUMN trace_id TEXT;
 ALTER TABLE nodes ADD COLUMN labels TEXT NOT NULL DEFAULT '';
 ALTER TABLE agents ADD COLUMN labels TEXT NOT NULL DEFAULT '';
 "#,
+    // 19: what each contract with a rate let through, per agent (`at` in ms);
+    // rows older than the contract's window are deleted as new ones come.
+    r#"
+CREATE TABLE contract_hits (
+    workflow_id INTEGER NOT NULL,
+    contract    TEXT NOT NULL,
+    agent       TEXT NOT NULL,
+    at          INTEGER NOT NULL
+);
+CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, agent, at);
+"#,
 ];

@@ -10,7 +10,24 @@ pub fn sentence(c: &Contract) -> String {
         Some(w) if w.contains(':') => format!(" (in @{w})"),
         Some(w) => format!(" (in every @{w} instance)"),
     };
-    format!("{}, {}{scope}.", subject(&c.when), action(c))
+    format!(
+        "{}{}, {}{scope}.",
+        subject(&c.when),
+        rate(c.rate),
+        action(c)
+    )
+}
+
+/// " more than 10 times within 1h": the events a rate lets through first.
+fn rate(r: Option<Rate>) -> String {
+    match r {
+        None => String::new(),
+        Some(Rate { more_than, within }) => format!(
+            " more than {more_than} time{} within {}",
+            if more_than == 1 { "" } else { "s" },
+            humantime::format_duration(within)
+        ),
+    }
 }
 
 /// "When …": the event a contract is about.

@@ -13,6 +13,13 @@
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
 //! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
 //!
+//! A rate: `message` and `tool_request` also take `more_than` (a count) and
+//! `within` (a duration): the contract then acts only on an agent's events past the
+//! first `more_than` within the sliding window (`deny`, `pause` and
+//! `require_approval` for tool requests, `deny` for messages, `notify` for both).
+//! What counts is what the contract let through: a message that was sent, a tool
+//! request it did not act on (even if another contract refused it).
+//!
 //! Precedence for one event (see [`decide`]): the agent's permission profile is
 //! asked first and contracts never widen it. Then, among the contracts that match
 //! (oldest first): the first `deny` (or `pause`) wins over everything; else an `allow`
@@ -36,6 +43,18 @@ pub const MAX_CONTRACTS: usize = 200;
 pub const MAX_REASON_CHARS: usize = 1000;
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// The longest window a rate may count over.
+pub const MAX_RATE_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The largest count a rate may allow.
+pub const MAX_RATE_COUNT: u32 = 100_000;
+
+/// A contract's rate: it acts on an agent's events past the first `more_than`
+/// within `within`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub more_than: u32,
+    pub within: Duration,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contract {
@@ -45,6 +64,9 @@ pub struct Contract {
     /// workflow (`review`); None: everywhere.
     pub workflow: Option<String>,
     pub when: When,
+    /// Counted events: the contract acts only past the rate (message and
+    /// tool_request).
+    pub rate: Option<Rate>,
     pub then: Then,
 }
 
@@ -423,13 +445,25 @@ impl Verdict {
 }
 
 /// Applies the precedence rules (module docs) to the contracts that match `e`.
-/// `contracts` are in the order they were made (oldest first).
+/// `contracts` are in the order they were made (oldest first). A contract with a
+/// rate never matches here: events that can be counted go through [`decide_rated`].
 pub fn decide<'c>(contracts: impl IntoIterator<Item = &'c Contract>, e: &Event<'_>) -> Verdict {
+    decide_rated(contracts, e, |_| false)
+}
+
+/// [`decide`], where a contract with a rate matches only when `past_rate` says the
+/// agent is past it (the kernel counts; see [`rated`]).
+pub fn decide_rated<'c>(
+    contracts: impl IntoIterator<Item = &'c Contract>,
+    e: &Event<'_>,
+    past_rate: impl Fn(&Contract) -> bool,
+) -> Verdict {
     let after_fact = matches!(e, Event::Spend { .. } | Event::RunEnd { .. });
     let mut v = Verdict::default();
     let mut approvals: Vec<&Contract> = Vec::new();
     let mut routes = Vec::new();
-    for c in contracts.into_iter().filter(|c| matches(c, e)) {
+    let applies = |c: &&Contract| matches(c, e) && (c.rate.is_none() || past_rate(c));
+    for c in contracts.into_iter().filter(applies) {
         match &c.then {
             Then::Deny { reason } if v.deny.is_none() => {
                 v.deny = Some((c.name.clone(), reason_or(reason, c), false));
@@ -481,6 +515,18 @@ pub fn decide<'c>(contracts: impl IntoIterator<Item = &'c Contract>, e: &Event<'
         }
     }
     v
+}
+
+/// The contracts with a rate whose filters match `e`: the ones whose counts the
+/// kernel reads (and adds `e` to, when they let it through).
+pub fn rated<'c>(
+    contracts: impl IntoIterator<Item = &'c Contract>,
+    e: &Event<'_>,
+) -> Vec<&'c Contract> {
+    contracts
+        .into_iter()
+        .filter(|c| c.rate.is_some() && matches(c, e))
+        .collect()
 }
 
 fn reason_or(reason: &Option<String>, c: &Contract) -> String {

@@ -66,22 +66,27 @@ pub fn parse(v: &Value) -> R<Contract> {
             "workflow: {w:?} is not a workflow; write \"review\" (every instance) or \"review:pr-1\""
         ));
     }
-    let when = when(
-        o.get("when")
-            .ok_or("when: say which event, e.g. {event: tool_request, tool: shell}")?,
-    )
-    .map_err(|e| format!("when.{e}"))?;
+    let when_v = o
+        .get("when")
+        .ok_or("when: say which event, e.g. {event: tool_request, tool: shell}")?;
+    let (when, rate) = when(when_v)
+        .and_then(|w| Ok((w, rate(when_v)?)))
+        .map_err(|e| format!("when.{e}"))?;
     let then = then(
         o.get("then")
             .ok_or("then: say what to do, e.g. {action: deny, reason: ...}")?,
     )
     .map_err(|e| format!("then.{e}"))?;
     fits(&when, &then)?;
+    if rate.is_some() {
+        fits_rate(&when, &then)?;
+    }
     Ok(Contract {
         name,
         description,
         workflow,
         when,
+        rate,
         then,
     })
 }
@@ -92,7 +97,11 @@ fn when(v: &Value) -> R<When> {
     let agent = || glob_field(o, "agent");
     Ok(match event.as_str() {
         "tool_request" => {
-            only(o, "", &["event", "tool", "match", "agent"])?;
+            only(
+                o,
+                "",
+                &["event", "tool", "match", "agent", "more_than", "within"],
+            )?;
             let tool = tool_class(o)?;
             When::ToolRequest {
                 tool,
@@ -101,7 +110,11 @@ fn when(v: &Value) -> R<When> {
             }
         }
         "message" => {
-            only(o, "", &["event", "from", "to", "text"])?;
+            only(
+                o,
+                "",
+                &["event", "from", "to", "text", "more_than", "within"],
+            )?;
             let text = text(o, "text")?
                 .map(|re| TextPattern::new(&re))
                 .transpose()?;
@@ -167,6 +180,63 @@ fn when(v: &Value) -> R<When> {
         "merge" => merge_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
+}
+
+/// `when.more_than` and `when.within`: a rate, both or neither (the event's own
+/// `only` refuses them where no rate can be counted).
+fn rate(v: &Value) -> R<Option<Rate>> {
+    let o = object(v, "when")?;
+    let more_than = match o.get("more_than") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| *n <= u64::from(MAX_RATE_COUNT))
+                .ok_or(format!(
+                    "more_than: a whole number of events, 0 to {MAX_RATE_COUNT}, e.g. 10"
+                ))? as u32,
+        ),
+    };
+    let within = text(o, "within")?;
+    let (more_than, within) = match (more_than, within) {
+        (None, None) => return Ok(None),
+        (Some(n), Some(w)) => (n, w),
+        (Some(n), None) => {
+            return Err(format!(
+                "within: a rate needs its window too, e.g. more_than: {n}, within: 1h"
+            ));
+        }
+        (None, Some(w)) => {
+            return Err(format!(
+                "more_than: a rate needs its count too, e.g. more_than: 10, within: {w}"
+            ));
+        }
+    };
+    let within = humantime::parse_duration(&within).map_err(|_| {
+        format!("within: {within:?} is not a duration; write e.g. \"1h\" or \"10m\"")
+    })?;
+    if within < Duration::from_secs(1) || within > MAX_RATE_WINDOW {
+        return Err("within: between 1s and 7d".into());
+    }
+    Ok(Some(Rate { more_than, within }))
+}
+
+/// The actions a contract with a rate can take: what stops or holds the events
+/// past it, or tells someone. A message cannot be held for an approval or pause
+/// its sender; an allow or a route past a rate would say nothing useful.
+fn fits_rate(when: &When, then: &Then) -> R<()> {
+    let ok: &[&str] = match when {
+        When::ToolRequest { .. } => &["deny", "pause", "require_approval", "notify"],
+        _ => &["deny", "notify"],
+    };
+    if ok.contains(&then.action()) {
+        return Ok(());
+    }
+    Err(format!(
+        "then.action: a {} contract with a rate can {}, not {}",
+        when.event(),
+        ok.join(", "),
+        then.action()
+    ))
 }
 
 /// `when.tool`: the class of tool requests a contract is about.

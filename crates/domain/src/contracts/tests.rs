@@ -272,3 +272,97 @@ fn merges_into_main_need_the_lead() {
         "{e}"
     );
 }
+
+#[test]
+fn a_rate_needs_both_halves_and_fits_its_event() {
+    let cases = [
+        (
+            json!({"name": "x", "when": {"event": "message", "more_than": 10}, "then": {"action": "deny"}}),
+            "when.within: a rate needs its window too",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message", "within": "1h"}, "then": {"action": "deny"}}),
+            "when.more_than: a rate needs its count too",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message", "more_than": -1, "within": "1h"}, "then": {"action": "deny"}}),
+            "when.more_than: a whole number",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message", "more_than": 10, "within": "soon"}, "then": {"action": "deny"}}),
+            "when.within: \"soon\" is not a duration",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message", "more_than": 10, "within": "30d"}, "then": {"action": "deny"}}),
+            "when.within: between 1s and 7d",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "run_end", "more_than": 10, "within": "1h"}, "then": {"action": "pause"}}),
+            "when.more_than: unknown field",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "message", "more_than": 10, "within": "1h"}, "then": {"action": "route", "to": "bob"}}),
+            "a message contract with a rate can deny, notify, not route",
+        ),
+        (
+            json!({"name": "x", "when": {"event": "tool_request", "more_than": 3, "within": "1h"}, "then": {"action": "allow"}}),
+            "can deny, pause, require_approval, notify, not allow",
+        ),
+    ];
+    for (spec, want) in cases {
+        let e = parse(&spec).unwrap_err();
+        assert!(e.contains(want), "{spec}: {e}");
+    }
+    let ok = c(
+        json!({"name": "ten-an-hour", "when": {"event": "message", "from": "coder",
+                      "more_than": 10, "within": "1h"}, "then": {"action": "deny"}}),
+    );
+    assert_eq!(
+        ok.rate,
+        Some(Rate {
+            more_than: 10,
+            within: Duration::from_secs(3600)
+        })
+    );
+    assert_eq!(
+        sentence(&ok),
+        "When @coder sends a message more than 10 times within 1h, refuse it."
+    );
+}
+
+#[test]
+fn a_rated_contract_acts_only_past_its_rate() {
+    let rated = c(
+        json!({"name": "three-commands", "when": {"event": "tool_request", "tool": "shell",
+                         "more_than": 3, "within": "1h"}, "then": {"action": "deny"}}),
+    );
+    let plain = c(
+        json!({"name": "tell", "when": {"event": "tool_request", "tool": "shell"},
+                         "then": {"action": "notify"}}),
+    );
+    let ls = shell("ls");
+    let e = tool("coder", &ls);
+    let all = [rated.clone(), plain.clone()];
+    assert_eq!(
+        rated_names(&all, &e),
+        ["three-commands"],
+        "only rated contracts are counted"
+    );
+    let under = decide_rated(&all, &e, |_| false);
+    assert!(under.deny.is_none() && under.notify.len() == 1, "{under:?}");
+    let past = decide_rated(&all, &e, |k| k.name == "three-commands");
+    assert_eq!(
+        past.deny.as_ref().map(|d| d.0.as_str()),
+        Some("three-commands")
+    );
+    assert!(
+        decide(&all, &e).deny.is_none(),
+        "without counts a rate never acts"
+    );
+    let read = Request::Read { path: "a".into() };
+    assert!(rated_names(&all, &tool("coder", &read)).is_empty());
+}
+
+fn rated_names<'c>(all: &'c [Contract], e: &Event<'_>) -> Vec<&'c str> {
+    rated(all, e).into_iter().map(|c| c.name.as_str()).collect()
+}

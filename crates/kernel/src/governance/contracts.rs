@@ -354,10 +354,17 @@ impl Contracts {
         let removed = self
             .store
             .write(move |c| {
-                Ok(c.execute(
+                let removed = c.execute(
                     "DELETE FROM contracts WHERE owner_workflow_id IS NULL AND name = ?1",
                     [&n],
-                )?)
+                )?;
+                // What its rate counted, unless an instance's contract has the name.
+                c.execute(
+                    "DELETE FROM contract_hits WHERE contract = ?1
+                       AND NOT EXISTS (SELECT 1 FROM contracts WHERE name = ?1)",
+                    [&n],
+                )?;
+                Ok(removed)
             })
             .await?;
         if removed == 0 {

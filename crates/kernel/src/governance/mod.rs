@@ -3,13 +3,16 @@
 //! This room sits just above the registry so that every room that acts on an
 //! event can consult it: messaging (message contracts), context (doc_write), the
 //! runtime (tool requests from workers, spend and run_end after a run, approval
-//! decisions). It owns three tables and posts nothing itself: the room that acts
+//! decisions). It owns four tables and posts nothing itself: the room that acts
 //! writes its announcement in the same transaction.
 //!
 //! - [`contracts`]: rows, hot-loaded into an in-memory set on every change (a
 //!   send consults memory, never the store), and the decision log.
 //! - [`approvals`]: a pending approval, its votes, its resolution; timers and
 //!   waiting live in the runtime (`runtime::requests`).
+//! - [`rates`]: what contracts with a rate let through, counted in the event's
+//!   own transaction.
 
 pub mod approvals;
 pub mod contracts;
+pub mod rates;

@@ -9,6 +9,8 @@
 //!   delivery (inboxes and wakes); the channel still holds the message.
 //! - `notify`: the named members get a system note.
 //! - `allow`: exempts the message from routing.
+//! - A rate (`more_than` within a window) counts the sender's messages in the
+//!   same transaction; a refused send rolls its count back with everything else.
 //!
 //! Contracts govern agents: the lead's (and the kernel's) messages pass as sent.
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
@@ -17,6 +19,8 @@ use super::rows::Rows;
 use super::{Outgoing, Posted, post_system, post_system_to, preview};
 use crate::Scope;
 use crate::governance::contracts::{Contracts, Decision, in_force, record_tx};
+use crate::governance::rates;
+use domain::clock::now_ms;
 use domain::contracts::{self, Contract, Event as Ev, When};
 use domain::error::{Error, Result};
 use domain::names::SYSTEM;
@@ -70,6 +74,7 @@ impl Rules {
     /// take recipients away (routing) or change a direct message's addressee.
     pub(super) fn apply(
         &self,
+        c: &Connection,
         scope: &Scope,
         text: &str,
         members: &[String],
@@ -84,14 +89,20 @@ impl Rules {
             .cloned()
             .chain(recipients.iter().cloned())
             .collect();
-        let v = contracts::decide(
+        let event = Ev::Message {
+            from: &scope.me,
+            to: &addressed,
+            text,
+        };
+        let past = rates::count_tx(
+            c,
+            scope.workflow_id,
+            &scope.me,
             &self.contracts,
-            &Ev::Message {
-                from: &scope.me,
-                to: &addressed,
-                text,
-            },
-        );
+            &event,
+            now_ms(),
+        )?;
+        let v = contracts::decide_rated(&self.contracts, &event, |k| past.contains(&k.name));
         if !v.any() {
             return Ok(Governed::default());
         }

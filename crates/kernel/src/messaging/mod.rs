@@ -214,7 +214,7 @@ fn post(
         recipients = vec![t.clone()];
     }
     // Contracts on messages: refuse, re-route, tell (see `governed`).
-    let governed = rules.apply(scope, &send.message, &members, &mut recipients, &mut to)?;
+    let governed = rules.apply(c, scope, &send.message, &members, &mut recipients, &mut to)?;
     let priority = mentions::priority(&parsed, &send.message);
     let id = uuid::Uuid::now_v7().to_string();
     let now = now_ms();

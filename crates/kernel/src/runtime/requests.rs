@@ -13,9 +13,11 @@ use crate::AgentIdentity;
 use crate::events::Event;
 use crate::governance::approvals::{self, Ended, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
+use crate::governance::rates;
 use crate::messaging::{Posted, post_system_to, preview};
 use crate::runtime::Runtime;
-use domain::contracts::{self, Event as Ev, Reached};
+use domain::clock::now_ms;
+use domain::contracts::{self, Contract, Event as Ev, Reached};
 use domain::error::{Error, Result};
 use domain::permissions::{Kind, Profile, Request, request_of};
 use std::path::{Component, Path, PathBuf};
@@ -151,19 +153,9 @@ impl Runtime {
         if let Some(why) = profile_refusal(&spec.config.permissions, &req, reached.as_ref(), &cwd) {
             return Ok(self.refuse(who, tool_name, req.detail(), why));
         }
-        let all = self.contracts.all();
-        let verdict = contracts::decide(
-            in_force(&all, spec.workflow_id, &spec.workflow),
-            &Ev::Tool {
-                agent: &spec.name,
-                request: &req,
-                reached: match (&req, &reached) {
-                    (Request::Read { .. } | Request::Edit { .. }, Some(r)) => Reached::At(&r.path),
-                    (Request::Read { .. } | Request::Edit { .. }, None) => Reached::Unknown,
-                    _ => Reached::AsGiven,
-                },
-            },
-        );
+        let verdict = self
+            .tool_verdict(&spec, &req, reached.map(|r| r.path))
+            .await?;
         if !verdict.any() {
             return Ok(Answer::Allow);
         }
@@ -238,6 +230,38 @@ impl Runtime {
         Answer::Deny(why)
     }
 
+    /// The contracts' verdict on a tool request (`at`: where a read or edit lands).
+    /// Contracts with a rate that match count it first, in a write of their own.
+    async fn tool_verdict(
+        &self,
+        spec: &super::workers::Spec,
+        req: &Request,
+        at: Option<String>,
+    ) -> Result<contracts::Verdict> {
+        let all = self.contracts.all();
+        let force: Vec<&Contract> = in_force(&all, spec.workflow_id, &spec.workflow).collect();
+        let event = tool_event(&spec.name, req, at.as_deref());
+        let rated: Vec<Contract> = contracts::rated(force.iter().copied(), &event)
+            .into_iter()
+            .cloned()
+            .collect();
+        let past = if rated.is_empty() {
+            Vec::new()
+        } else {
+            let (wid, name, req, at) =
+                (spec.workflow_id, spec.name.clone(), req.clone(), at.clone());
+            self.store
+                .write(move |c| {
+                    let event = tool_event(&name, &req, at.as_deref());
+                    rates::count_tx(c, wid, &name, &rated, &event, now_ms())
+                })
+                .await?
+        };
+        Ok(contracts::decide_rated(force, &event, |k| {
+            past.contains(&k.name)
+        }))
+    }
+
     /// Writes what a contract verdict on a tool request asks: its notices, and its
     /// approval (or, with none, the decision log's entry). The posts to announce,
     /// and the approval's id and timeout.
@@ -293,6 +317,20 @@ impl Runtime {
                 reason: why.to_owned(),
             },
         );
+    }
+}
+
+/// A tool request as contracts see it; `at` is where a read or edit lands (None:
+/// it cannot be known beforehand).
+fn tool_event<'a>(agent: &'a str, request: &'a Request, at: Option<&'a str>) -> Ev<'a> {
+    Ev::Tool {
+        agent,
+        request,
+        reached: match (request, at) {
+            (Request::Read { .. } | Request::Edit { .. }, Some(p)) => Reached::At(p),
+            (Request::Read { .. } | Request::Edit { .. }, None) => Reached::Unknown,
+            _ => Reached::AsGiven,
+        },
     }
 }
 

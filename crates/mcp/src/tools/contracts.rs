@@ -32,7 +32,8 @@ pub struct ContractSetArgs {
     pub workflow: Option<String>,
     /// {event: tool_request (tool read|edit|shell|web|mcp, match, agent) | message (from, to,
     /// text) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write (file,
-    /// agent) | merge (agent, into, mode)}.
+    /// agent) | merge (agent, into, mode)}; tool_request and message also take a rate:
+    /// more_than (a count) and within (e.g. "1h").
     #[serde(default)]
     #[schemars(schema_with = "super::any_object")]
     pub when: Option<Value>,

@@ -331,4 +331,14 @@ ALTER TABLE runs ADD COLUMN trace_id TEXT;
 ALTER TABLE nodes ADD COLUMN labels TEXT COLLATE "C" NOT NULL DEFAULT '';
 ALTER TABLE agents ADD COLUMN labels TEXT COLLATE "C" NOT NULL DEFAULT '';
 "#,
+    // 7: SQLite's migration 19, what rates let through.
+    r#"
+CREATE TABLE contract_hits (
+    workflow_id BIGINT NOT NULL,
+    contract    TEXT COLLATE "C" NOT NULL,
+    agent       TEXT COLLATE "C" NOT NULL,
+    at          BIGINT NOT NULL
+);
+CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, agent, at);
+"#,
 ];
