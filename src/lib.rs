@@ -41,7 +41,8 @@
 //!                readiness probe's report; the MCP body limit both sides keep
 //! clock.rs       time: now, formats, durations (bounded)
 //! contracts/     contracts (pure): parsing whose errors name the field, matching an
-//!                event, precedence (deny > allow > approvals combine; notify always),
+//!                event, precedence (deny > allow > approvals combine; notify always;
+//!                verdict.rs), rates and votes of the members,
 //!                one English sentence each (english.rs), what a backend without a
 //!                hook holds of them as profile denials
 //! names.rs       name rules and targets (alice@review:pr-1)
@@ -103,7 +104,9 @@
 //!   governance/    contracts.rs Contracts, a service owning the contracts in force
 //!                  (rows, the hot-loaded set, set/delete/list) and the decision
 //!                  log; approvals.rs approvals
-//!                  as rows (votes, deadline, lost with their run)
+//!                  as rows (votes, deadline, lost with their run; a vote of the
+//!                  members refused only once it cannot pass); rates.rs what
+//!                  contracts with a rate counted, in the event's transaction
 //!   messaging/     Messaging: channel_send and the send guard (mod.rs), read.rs
 //!                  channel_read and the reader's cursor,
 //!                  governed.rs message contracts inside the send's transaction,
@@ -116,7 +119,8 @@
 //!   context/       Context: documents/ (rules, path rules, per-instance settings, the file
 //!                  and database providers, doc_write contracts), proposals/ (types, stored,
 //!                  ops, expiry on time, tally.rs the resolution rules, pure,
-//!                  drafts.rs contracts agents draft and the lead approves)
+//!                  drafts.rs contracts agents draft and the lead approves,
+//!                  held.rs the proposal members vote on for an approval)
 //!   runtime/       Runtime, agents as things that run (it owns the workers, the
 //!                  scheduler, the approval waits, the node bus): agents.rs create/update/delete/info,
 //!                  own_folder.rs an agent's folder in the data dir (its alone),

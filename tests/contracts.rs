@@ -135,6 +135,79 @@ async fn a_rate_pauses_an_agent_at_its_fourth_command() {
     s.stop().await;
 }
 
+/// "Deployments need 2/3 of the members": an sdk agent's command waits for a vote
+/// of the three other agents (mocks that vote as `choice` says when the proposal
+/// reaches them, the third never). Returns whether the command ran, the approval
+/// and the proposal.
+async fn voted_deploy(choice: &str) -> (bool, Value, Value) {
+    let work = tempfile::tempdir().unwrap();
+    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
+    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let votes = json!([{"when": "prop-", "vote": {"proposal": "latest", "choice": choice}}]);
+    new_mock(&lead, "m1", votes.clone()).await;
+    new_mock(&lead, "m2", votes).await;
+    new_mock(&lead, "m3", json!([{"when": "^never$", "reply": "-"}])).await;
+    new_sdk_in(&lead, "deployer", work.path(), &llm.url, json!("full")).await;
+    let set = contract(
+        &lead,
+        json!({"name": "deploys-voted", "when": {"event": "tool_request", "tool": "shell"},
+               "then": {"action": "require_votes", "votes": "2/3", "timeout": "1m"}}),
+    )
+    .await;
+    assert!(
+        set["contract"]["says"]
+            .as_str()
+            .unwrap()
+            .contains("wait until 2/3 of the members vote for it"),
+        "{set}"
+    );
+    let r = ask(&lead, "deployer", "deploy v2", 40).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let approvals = call(&lead, "approval_list", json!({})).await.ok();
+    let proposals = call(&lead, "team_proposal_status", json!({})).await.ok();
+    let ran = work.path().join("deployed.txt").exists();
+    s.stop().await;
+    (
+        ran,
+        approvals["approvals"][0].clone(),
+        proposals["proposals"][0].clone(),
+    )
+}
+
+#[tokio::test]
+async fn two_of_three_members_voting_for_it_let_a_command_run() {
+    let (ran, a, p) = voted_deploy("approve").await;
+    assert!(ran, "the command ran once two of three voted for it");
+    assert_eq!(a["state"], "approved", "{a}");
+    assert_eq!(
+        (a["vote"].clone(), a["needed"].clone()),
+        (json!("2/3"), json!(2)),
+        "{a}"
+    );
+    let voters: Vec<&str> = a["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["who"].as_str().unwrap())
+        .collect();
+    assert_eq!(voters.len(), 2, "decided at the second vote: {a}");
+    assert!(voters.iter().all(|v| ["m1", "m2"].contains(v)), "{a}");
+    assert_eq!(p["status"], "resolved", "{p}");
+    assert_eq!(p["winner"]["id"], "approve", "{p}");
+}
+
+#[tokio::test]
+async fn two_of_three_members_voting_against_it_refuse_a_command() {
+    let (ran, a, p) = voted_deploy("reject").await;
+    assert!(!ran, "the command did not run");
+    assert_eq!(a["state"], "denied", "{a}");
+    assert_eq!(a["votes"].as_array().unwrap().len(), 2, "{a}");
+    assert_eq!(p["winner"]["id"], "reject", "{p}");
+}
+
 /// An sdk agent whose write needs the lead's approval, waiting on it.
 async fn held_write(
     timeout: &str,

@@ -426,4 +426,10 @@ CREATE TABLE contract_hits (
 );
 CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, agent, at);
 "#,
+    // 20: a vote of the members (require_votes): the share an approval needs ("2/3"),
+    // and the proposal they vote on, which names its approval.
+    r#"
+ALTER TABLE approvals ADD COLUMN vote TEXT;
+ALTER TABLE proposals ADD COLUMN approval_id INTEGER;
+"#,
 ];

@@ -138,6 +138,23 @@ fn action(c: &Contract) -> String {
             timeout,
             on_timeout,
         } => approval(&c.when, approvers, *count, *timeout, *on_timeout),
+        Then::RequireVotes {
+            votes,
+            timeout,
+            on_timeout,
+        } => format!(
+            "wait until {} of the members vote for it (a proposal, team_vote); if they have not decided \
+             within {}, {}",
+            match votes {
+                Votes::Count(n) => n.to_string(),
+                Votes::Share { .. } => votes.to_string(),
+            },
+            humantime::format_duration(*timeout),
+            match on_timeout {
+                OnTimeout::Deny => "refuse it",
+                OnTimeout::Allow => "allow it",
+            }
+        ),
         Then::Notify { to } => format!(
             "tell {}",
             to.iter().map(|a| member(a)).collect::<Vec<_>>().join(", ")

@@ -7,7 +7,7 @@
 //!
 //! | event | filters | actions |
 //! |---|---|---|
-//! | `tool_request` | `tool` (read, edit, shell, web, mcp), `match` (glob on the command, path, URL or `server:tool`), `agent` | allow, deny, require_approval, notify, pause |
+//! | `tool_request` | `tool` (read, edit, shell, web, mcp), `match` (glob on the command, path, URL or `server:tool`), `agent` | allow, deny, require_approval, require_votes, notify, pause |
 //! | `message` | `from`, `to` (name globs), `text` (regex) | allow, deny, notify, route |
 //! | `spend` | `usd` or `tokens` (a threshold), `per` (agent or workflow), `agent` | require_approval, notify, pause |
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
@@ -31,10 +31,12 @@
 mod english;
 mod matching;
 mod parse;
+mod verdict;
 
 pub use english::sentence;
 pub use matching::matches;
 pub use parse::{parse, parse_list};
+pub use verdict::{Approval, Verdict, decide, decide_rated, rated};
 
 use crate::permissions::{Kind, Request, glob, shell};
 use std::time::Duration;
@@ -203,6 +205,56 @@ impl When {
     }
 }
 
+/// How many of the members must vote for an event: a count, or a share such as
+/// two thirds (rounded up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Votes {
+    Count(usize),
+    Share { num: u32, den: u32 },
+}
+
+impl Votes {
+    /// The votes needed among `members` (at least one).
+    pub fn needed(self, members: usize) -> usize {
+        match self {
+            Votes::Count(n) => n.max(1),
+            Votes::Share { num, den } => (members * num as usize)
+                .div_ceil(den.max(1) as usize)
+                .max(1),
+        }
+    }
+}
+
+impl std::fmt::Display for Votes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Votes::Count(n) => write!(f, "{n}"),
+            Votes::Share { num, den } => write!(f, "{num}/{den}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Votes {
+    type Err = String;
+
+    /// "2" or "2/3".
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?}: a number of members (2) or a share of them (2/3)");
+        match s.trim().split_once('/') {
+            None => match s.trim().parse::<usize>() {
+                Ok(n) if (1..=1000).contains(&n) => Ok(Votes::Count(n)),
+                _ => Err(bad()),
+            },
+            Some((a, b)) => match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                (Ok(num), Ok(den)) if num >= 1 && num <= den && den <= 1000 => {
+                    Ok(Votes::Share { num, den })
+                }
+                _ => Err(bad()),
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnTimeout {
     Deny,
@@ -219,6 +271,13 @@ pub enum Then {
         /// Member names; `user` is the lead.
         approvers: Vec<String>,
         count: usize,
+        timeout: Duration,
+        on_timeout: OnTimeout,
+    },
+    /// A vote of the instance's members (all its agents but the asker), held
+    /// through a proposal they vote on with team_vote.
+    RequireVotes {
+        votes: Votes,
         timeout: Duration,
         on_timeout: OnTimeout,
     },
@@ -239,6 +298,7 @@ impl Then {
             Then::Allow => "allow",
             Then::Deny { .. } => "deny",
             Then::RequireApproval { .. } => "require_approval",
+            Then::RequireVotes { .. } => "require_votes",
             Then::Notify { .. } => "notify",
             Then::Pause { .. } => "pause",
             Then::Route { .. } => "route",
@@ -404,140 +464,6 @@ pub fn profile_denials<'c>(
         }
     }
     out
-}
-
-/// What the contracts say about one event.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
-    /// The first matching deny or pause: (contract, reason, pause the agent too).
-    pub deny: Option<(String, String, bool)>,
-    /// The contract that exempted the event, if an allow matched.
-    pub allowed_by: Option<String>,
-    /// The combined approval, when one is needed (and nothing denied or allowed).
-    pub approval: Option<Approval>,
-    /// (contract, member) routes, when no deny or allow matched.
-    pub routes: Vec<(String, String)>,
-    /// (contract, members) to tell, whatever the outcome.
-    pub notify: Vec<(String, Vec<String>)>,
-    /// (contract, reason): pause the agent (spend and run_end; not a refusal).
-    pub pause: Vec<(String, String)>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Approval {
-    pub contracts: Vec<String>,
-    pub approvers: Vec<String>,
-    pub count: usize,
-    pub timeout: Duration,
-    pub on_timeout: OnTimeout,
-}
-
-impl Verdict {
-    /// Whether any contract matched at all (worth recording).
-    pub fn any(&self) -> bool {
-        self.deny.is_some()
-            || self.allowed_by.is_some()
-            || self.approval.is_some()
-            || !self.routes.is_empty()
-            || !self.notify.is_empty()
-            || !self.pause.is_empty()
-    }
-}
-
-/// Applies the precedence rules (module docs) to the contracts that match `e`.
-/// `contracts` are in the order they were made (oldest first). A contract with a
-/// rate never matches here: events that can be counted go through [`decide_rated`].
-pub fn decide<'c>(contracts: impl IntoIterator<Item = &'c Contract>, e: &Event<'_>) -> Verdict {
-    decide_rated(contracts, e, |_| false)
-}
-
-/// [`decide`], where a contract with a rate matches only when `past_rate` says the
-/// agent is past it (the kernel counts; see [`rated`]).
-pub fn decide_rated<'c>(
-    contracts: impl IntoIterator<Item = &'c Contract>,
-    e: &Event<'_>,
-    past_rate: impl Fn(&Contract) -> bool,
-) -> Verdict {
-    let after_fact = matches!(e, Event::Spend { .. } | Event::RunEnd { .. });
-    let mut v = Verdict::default();
-    let mut approvals: Vec<&Contract> = Vec::new();
-    let mut routes = Vec::new();
-    let applies = |c: &&Contract| matches(c, e) && (c.rate.is_none() || past_rate(c));
-    for c in contracts.into_iter().filter(applies) {
-        match &c.then {
-            Then::Deny { reason } if v.deny.is_none() => {
-                v.deny = Some((c.name.clone(), reason_or(reason, c), false));
-            }
-            Then::Pause { reason } if after_fact => {
-                v.pause.push((c.name.clone(), reason_or(reason, c)));
-            }
-            Then::Pause { reason } if v.deny.is_none() => {
-                v.deny = Some((c.name.clone(), reason_or(reason, c), true));
-            }
-            Then::Allow if v.allowed_by.is_none() => v.allowed_by = Some(c.name.clone()),
-            Then::RequireApproval { .. } => approvals.push(c),
-            Then::Route { to } => routes.push((c.name.clone(), to.clone())),
-            Then::Notify { to } => v.notify.push((c.name.clone(), to.clone())),
-            _ => {}
-        }
-    }
-    if v.deny.is_some() || v.allowed_by.is_some() {
-        return v;
-    }
-    v.routes = routes;
-    for c in approvals {
-        let Then::RequireApproval {
-            approvers,
-            count,
-            timeout,
-            on_timeout,
-        } = &c.then
-        else {
-            continue;
-        };
-        let a = v.approval.get_or_insert_with(|| Approval {
-            contracts: Vec::new(),
-            approvers: Vec::new(),
-            count: 0,
-            timeout: *timeout,
-            on_timeout: *on_timeout,
-        });
-        a.contracts.push(c.name.clone());
-        for m in approvers {
-            if !a.approvers.iter().any(|x| x.eq_ignore_ascii_case(m)) {
-                a.approvers.push(m.clone());
-            }
-        }
-        a.count = a.count.max(*count);
-        a.timeout = a.timeout.min(*timeout);
-        if *on_timeout == OnTimeout::Deny {
-            a.on_timeout = OnTimeout::Deny;
-        }
-    }
-    v
-}
-
-/// The contracts with a rate whose filters match `e`: the ones whose counts the
-/// kernel reads (and adds `e` to, when they let it through).
-pub fn rated<'c>(
-    contracts: impl IntoIterator<Item = &'c Contract>,
-    e: &Event<'_>,
-) -> Vec<&'c Contract> {
-    contracts
-        .into_iter()
-        .filter(|c| c.rate.is_some() && matches(c, e))
-        .collect()
-}
-
-fn reason_or(reason: &Option<String>, c: &Contract) -> String {
-    match reason {
-        Some(r) => format!("refused by contract \"{}\": {r}", c.name),
-        None => format!(
-            "refused by contract \"{}\" ({}); do without it, or ask the lead",
-            c.name,
-            sentence(c)
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 type R<T> = Result<T, String>;
 
 const EVENTS: &str = "tool_request, message, spend, run_end, doc_write or merge";
-const ACTIONS: &str = "allow, deny, require_approval, notify, pause or route";
+const ACTIONS: &str = "allow, deny, require_approval, require_votes, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
 /// Parses a list of contracts (a workflow's `contracts:`); errors are prefixed with
@@ -225,7 +225,13 @@ fn rate(v: &Value) -> R<Option<Rate>> {
 /// its sender; an allow or a route past a rate would say nothing useful.
 fn fits_rate(when: &When, then: &Then) -> R<()> {
     let ok: &[&str] = match when {
-        When::ToolRequest { .. } => &["deny", "pause", "require_approval", "notify"],
+        When::ToolRequest { .. } => &[
+            "deny",
+            "pause",
+            "require_approval",
+            "require_votes",
+            "notify",
+        ],
         _ => &["deny", "notify"],
     };
     if ok.contains(&then.action()) {
@@ -328,23 +334,30 @@ fn then(v: &Value) -> R<Then> {
                     approvers.len()
                 ));
             }
-            let timeout = match text(o, "timeout")? {
-                None => DEFAULT_APPROVAL_TIMEOUT,
-                Some(t) => humantime::parse_duration(&t).map_err(|_| {
-                    format!("timeout: {t:?} is not a duration; write e.g. \"10m\" or \"1h\"")
-                })?,
-            };
-            if timeout < Duration::from_secs(1) || timeout > MAX_APPROVAL_TIMEOUT {
-                return Err("timeout: between 1s and 24h".into());
-            }
-            let on_timeout = match text(o, "on_timeout")?.as_deref() {
-                None | Some("deny") => OnTimeout::Deny,
-                Some("allow") => OnTimeout::Allow,
-                Some(x) => return Err(format!("on_timeout: {x:?}; use deny or allow")),
-            };
+            let (timeout, on_timeout) = deadline(o)?;
             Then::RequireApproval {
                 approvers,
                 count,
+                timeout,
+                on_timeout,
+            }
+        }
+        "require_votes" => {
+            only(o, "", &["action", "votes", "timeout", "on_timeout"])?;
+            let votes = match o.get("votes") {
+                Some(Value::Number(n)) => n.to_string(),
+                Some(Value::String(s)) => s.clone(),
+                _ => {
+                    return Err(
+                        "votes: how many of the members must vote for it: 2, or a share such as \"2/3\""
+                            .into(),
+                    );
+                }
+            };
+            let votes = votes.parse::<Votes>().map_err(|e| format!("votes: {e}"))?;
+            let (timeout, on_timeout) = deadline(o)?;
+            Then::RequireVotes {
+                votes,
                 timeout,
                 on_timeout,
             }
@@ -372,10 +385,36 @@ fn then(v: &Value) -> R<Then> {
     })
 }
 
+/// `timeout` and `on_timeout` of an approval or a vote.
+fn deadline(o: &Map<String, Value>) -> R<(Duration, OnTimeout)> {
+    let timeout = match text(o, "timeout")? {
+        None => DEFAULT_APPROVAL_TIMEOUT,
+        Some(t) => humantime::parse_duration(&t).map_err(|_| {
+            format!("timeout: {t:?} is not a duration; write e.g. \"10m\" or \"1h\"")
+        })?,
+    };
+    if timeout < Duration::from_secs(1) || timeout > MAX_APPROVAL_TIMEOUT {
+        return Err("timeout: between 1s and 24h".into());
+    }
+    let on_timeout = match text(o, "on_timeout")?.as_deref() {
+        None | Some("deny") => OnTimeout::Deny,
+        Some("allow") => OnTimeout::Allow,
+        Some(x) => return Err(format!("on_timeout: {x:?}; use deny or allow")),
+    };
+    Ok((timeout, on_timeout))
+}
+
 /// Which actions make sense for which event (the table in the module docs).
 fn fits(when: &When, then: &Then) -> R<()> {
     let ok: &[&str] = match when {
-        When::ToolRequest { .. } => &["allow", "deny", "require_approval", "notify", "pause"],
+        When::ToolRequest { .. } => &[
+            "allow",
+            "deny",
+            "require_approval",
+            "require_votes",
+            "notify",
+            "pause",
+        ],
         When::Message { .. } => &["allow", "deny", "notify", "route"],
         When::Spend { .. } => &["require_approval", "notify", "pause"],
         When::RunEnd { .. } => &["notify", "pause"],

@@ -306,7 +306,7 @@ fn a_rate_needs_both_halves_and_fits_its_event() {
         ),
         (
             json!({"name": "x", "when": {"event": "tool_request", "more_than": 3, "within": "1h"}, "then": {"action": "allow"}}),
-            "can deny, pause, require_approval, notify, not allow",
+            "can deny, pause, require_approval, require_votes, notify, not allow",
         ),
     ];
     for (spec, want) in cases {
@@ -365,4 +365,45 @@ fn a_rated_contract_acts_only_past_its_rate() {
 
 fn rated_names<'c>(all: &'c [Contract], e: &Event<'_>) -> Vec<&'c str> {
     rated(all, e).into_iter().map(|c| c.name.as_str()).collect()
+}
+
+#[test]
+fn a_vote_reads_its_share_and_joins_the_approval() {
+    for (bad, want) in [
+        (json!("3/2"), "then.votes: \"3/2\": a number of members"),
+        (json!(0), "then.votes: \"0\""),
+        (json!(null), "then.votes: how many of the members"),
+    ] {
+        let spec = json!({"name": "x", "when": {"event": "tool_request"},
+                          "then": {"action": "require_votes", "votes": bad}});
+        let e = parse(&spec).unwrap_err();
+        assert!(e.contains(want), "{spec}: {e}");
+    }
+    let e = parse(&json!({"name": "x", "when": {"event": "message"},
+                          "then": {"action": "require_votes", "votes": 2}}))
+    .unwrap_err();
+    assert!(e.contains("a message contract can"), "{e}");
+    let deploys = c(
+        json!({"name": "deploys", "when": {"event": "tool_request", "tool": "shell",
+                           "match": "deploy*"},
+                           "then": {"action": "require_votes", "votes": "2/3", "timeout": "1h"}}),
+    );
+    assert_eq!(
+        sentence(&deploys),
+        "When any agent asks to run a command matching \"deploy*\", wait until 2/3 of the members \
+         vote for it (a proposal, team_vote); if they have not decided within 1h, refuse it."
+    );
+    let shares = [(1, 1), (2, 2), (3, 2), (4, 3), (6, 4)];
+    for (members, needed) in shares {
+        assert_eq!(
+            Votes::Share { num: 2, den: 3 }.needed(members),
+            needed,
+            "2/3 of {members}"
+        );
+    }
+    let cmd = shell("deploy prod");
+    let v = decide(std::slice::from_ref(&deploys), &tool("coder", &cmd));
+    let a = v.approval.expect("a vote holds the request");
+    assert_eq!(a.vote, Some(Votes::Share { num: 2, den: 3 }));
+    assert!(a.approvers.is_empty() && a.count == 0, "{a:?}");
 }

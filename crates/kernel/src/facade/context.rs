@@ -79,9 +79,15 @@ impl Kernel {
         choice: &str,
         reason: Option<&str>,
     ) -> Result<Voted> {
-        self.context
+        let voted = self
+            .context
             .proposal_vote(scope, proposal, choice, reason)
-            .await
+            .await?;
+        if let Some(id) = voted.closed_approval {
+            // A vote of the members decided an approval: its holder goes on.
+            self.runtime.approval_decided(id).await?;
+        }
+        Ok(voted)
     }
 
     pub async fn proposal_status(

@@ -56,6 +56,11 @@ pub struct ApprovalView {
     pub approvers: Vec<String>,
     /// How many approvals it needs.
     pub needed: usize,
+    /// A vote of the members (require_votes): the share asked, e.g. "2/3"; they
+    /// vote on its proposal with team_vote, and it is refused once too many voted
+    /// against for it to pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vote: Option<String>,
     pub votes: Vec<Vote>,
     /// pending, approved, denied, timed_out or lost.
     pub state: domain::states::ApprovalState,
@@ -108,8 +113,8 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
     let deadline = now_ms() + a.approval.timeout.as_millis() as i64;
     let id: i64 = c.query_row(
         "INSERT INTO approvals (workflow_id, agent_id, agent, run_id, event, detail, contracts, approvers, needed,
-                                on_timeout, created_at, deadline)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+                                on_timeout, created_at, deadline, vote)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
         sql::params![
             a.workflow_id,
             a.agent_id,
@@ -125,7 +130,8 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
                 OnTimeout::Allow => "allow",
             },
             now_ms(),
-            deadline
+            deadline,
+            a.approval.vote.map(|v| v.to_string())
         ],
         |r| r.get(0),
     )?;
@@ -151,7 +157,8 @@ fn json<T: Serialize + ?Sized>(v: &T) -> String {
 }
 
 const COLUMNS: &str = "a.id, w.name, w.tag, a.agent, a.event, a.detail, a.contracts, a.approvers, a.needed, a.votes,
-    a.state, a.on_timeout, a.reason, a.created_at, a.deadline, a.decided_at, a.workflow_id, a.run_id, a.agent_id";
+    a.state, a.on_timeout, a.reason, a.created_at, a.deadline, a.decided_at, a.workflow_id, a.run_id, a.agent_id,
+    a.vote";
 
 /// An approval row with what deciding needs beside the view.
 pub struct Row {
@@ -163,6 +170,13 @@ pub struct Row {
     /// `view.state`, typed.
     pub state: ApprovalState,
     deadline_ms: i64,
+}
+
+impl Row {
+    /// When it times out, in ms.
+    pub fn deadline_ms(&self) -> i64 {
+        self.deadline_ms
+    }
 }
 
 fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
@@ -189,6 +203,7 @@ fn row(r: &sql::Row<'_>) -> sql::Result<Row> {
             since: fmt_ms(r.get(13)?),
             deadline: fmt_ms(deadline_ms),
             decided_at: r.get::<Option<i64>>(15)?.map(fmt_ms),
+            vote: r.get(19)?,
         },
         workflow_id: r.get(16)?,
         workflow: wf,
@@ -339,9 +354,16 @@ pub fn decide_tx(
         None => format!("{verb} by {who}"),
     };
     let approvals = votes.iter().filter(|v| v.decision == "approve").count();
-    if !approve {
+    // One refusal refuses, unless the members vote: then only enough refusals that
+    // the rest can no longer carry it (the lead's word is final either way).
+    let against = votes.len() - approvals;
+    let refused = match &r.view.vote {
+        Some(_) if !is_lead => against > r.view.approvers.len().saturating_sub(r.view.needed),
+        _ => !approve,
+    };
+    if refused {
         close_tx(c, &r, ApprovalState::Denied, Some(who), &why("refused"))?;
-    } else if is_lead || approvals >= r.view.needed {
+    } else if (is_lead && approve) || approvals >= r.view.needed {
         close_tx(c, &r, ApprovalState::Approved, Some(who), &why("approved"))?;
     }
     Ok(get(c, id)?.expect("just written"))

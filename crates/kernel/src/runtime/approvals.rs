@@ -5,6 +5,7 @@
 
 use super::scheduler::Wake;
 use crate::Caller;
+use crate::context::proposals::held;
 use crate::events::Event;
 use crate::governance::approvals::{self, ApprovalView, Ended};
 use crate::messaging;
@@ -168,10 +169,26 @@ impl Runtime {
         let rid = run_id.to_owned();
         match self
             .store
-            .write(move |c| approvals::lose_run_tx(c, &rid))
+            .write(move |c| {
+                let ids = approvals::lose_run_tx(c, &rid)?;
+                let mut posted = Vec::new();
+                for r in ids
+                    .iter()
+                    .filter_map(|id| approvals::get(c, *id).transpose())
+                {
+                    let r = r?;
+                    if let Some(p) = held::close_for_tx(c, &r)? {
+                        posted.push((r.workflow_id, p));
+                    }
+                }
+                Ok((ids, posted))
+            })
             .await
         {
-            Ok(ids) => {
+            Ok((ids, posted)) => {
+                for (wid, p) in &posted {
+                    self.messaging.announce(*wid, p);
+                }
                 let waits = self.approval_waits.lock().unwrap();
                 for id in ids {
                     if let Some((_, n)) = waits.get(&id) {
@@ -280,9 +297,32 @@ impl Runtime {
 
     /// What follows a closed approval: its waiter wakes; a spending approval lets
     /// the held agent run, or pauses it when refused.
+    /// Approval `id` was closed by a vote of the members (a proposal): as if
+    /// decided here.
+    pub(crate) async fn approval_decided(self: &Arc<Self>, id: i64) -> Result<()> {
+        match self.store.read(move |c| approvals::get(c, id)).await? {
+            Some(r) => self.approval_closed(&r).await,
+            None => Ok(()),
+        }
+    }
+
     async fn approval_closed(self: &Arc<Self>, r: &approvals::Row) -> Result<()> {
         if let Some((_, n)) = self.approval_waits.lock().unwrap().get(&r.view.id) {
             n.notify_waiters();
+        }
+        if r.view.vote.is_some() {
+            // The members' proposal closes with it (if a vote did not close it).
+            let id = r.view.id;
+            let closed = self
+                .store
+                .write(move |c| match approvals::get(c, id)? {
+                    Some(r) => held::close_for_tx(c, &r),
+                    None => Ok(None),
+                })
+                .await?;
+            if let Some(p) = &closed {
+                self.messaging.announce(r.workflow_id, p);
+            }
         }
         self.events.publish(Event::ApprovalClosed {
             workflow_id: r.workflow_id,

@@ -10,18 +10,22 @@
 
 use super::runs::Denial;
 use crate::AgentIdentity;
+use crate::context::proposals::held;
 use crate::events::Event;
 use crate::governance::approvals::{self, Ended, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::governance::rates;
 use crate::messaging::{Posted, post_system_to, preview};
+use crate::registry::agent_names;
 use crate::runtime::Runtime;
 use domain::clock::now_ms;
 use domain::contracts::{self, Contract, Event as Ev, Reached};
 use domain::error::{Error, Result};
+use domain::names::{LEAD, WorkflowRef};
 use domain::permissions::{Kind, Profile, Request, request_of};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use store::sql::Connection;
 
 /// The answer to a tool request, in the shape Claude Code's permission prompt tool
 /// expects (`behavior` allow or deny, `message` the reason).
@@ -279,15 +283,19 @@ impl Runtime {
             .write(move |c| {
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(post_system_to(c, wid, &wf, to, &format!(
-                        "contract \"{contract}\": {name} asks to use {w2}."
-                    ))?);
+                    posted.push(post_system_to(
+                        c,
+                        wid,
+                        &wf,
+                        to,
+                        &format!("contract \"{contract}\": {name} asks to use {w2}."),
+                    )?);
                 }
                 let Some(a) = &v2.approval else {
                     record_tx(c, &Decision::of(wid, &name, "tool_request", &w2, &v2))?;
                     return Ok((posted, None));
                 };
-                let id = approvals::insert_tx(c, &NewApproval {
+                let new = NewApproval {
                     workflow_id: wid,
                     agent_id,
                     agent: name.clone(),
@@ -295,13 +303,9 @@ impl Runtime {
                     event: "tool_request".into(),
                     detail: w2.clone(),
                     approval: a.clone(),
-                })?;
-                posted.push(post_system_to(c, wid, &wf, &a.approvers, &format!(
-                    "approval {id}: {name} asks to use {w2} (contract {}). Decide with approval_decide {{\"id\": {id}, \
-                     \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
-                    a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
-                    humantime::format_duration(a.timeout)
-                ))?);
+                };
+                let (id, post) = open_approval_tx(c, &wf, new)?;
+                posted.push(post);
                 Ok((posted, Some((id, a.timeout))))
             })
             .await
@@ -318,6 +322,63 @@ impl Runtime {
             },
         );
     }
+}
+
+/// Opens approval `a` and tells who decides it: its approvers, or, for a vote of
+/// the members, the proposal they vote on (every agent of the instance but the
+/// asker becomes an approver, and the count what the vote needs of them).
+fn open_approval_tx(c: &Connection, wf: &WorkflowRef, mut a: NewApproval) -> Result<(i64, Posted)> {
+    let (wid, name, what) = (a.workflow_id, a.agent.clone(), a.detail.clone());
+    let voters: Vec<String> = match a.approval.vote {
+        Some(_) => agent_names(c, wid)?
+            .into_iter()
+            .filter(|m| !m.eq_ignore_ascii_case(&name))
+            .collect(),
+        None => Vec::new(),
+    };
+    let needed = a.approval.vote.map(|v| v.needed(voters.len()));
+    if let Some(n) = needed.filter(|_| !voters.is_empty()) {
+        for m in &voters {
+            if !a
+                .approval
+                .approvers
+                .iter()
+                .any(|x| x.eq_ignore_ascii_case(m))
+            {
+                a.approval.approvers.push(m.clone());
+            }
+        }
+        a.approval.count = a.approval.count.max(n);
+    } else if a.approval.approvers.is_empty() {
+        // Nobody to vote: the lead decides.
+        a.approval.approvers.push(LEAD.to_owned());
+        a.approval.count = 1;
+    }
+    let id = approvals::insert_tx(c, &a)?;
+    let a = a.approval;
+    if let Some(needed) = needed.filter(|_| !voters.is_empty()) {
+        let vote = held::NewVote {
+            workflow_id: wid,
+            workflow: wf,
+            approval_id: id,
+            title: format!("{name} asks to use {what}"),
+            voters: &voters,
+            needed,
+            deadline_ms: approvals::get(c, id)?.map_or(0, |r| r.deadline_ms()),
+        };
+        return Ok((id, held::open_tx(c, &vote)?.1));
+    }
+    let text = format!(
+        "approval {id}: {name} asks to use {what} (contract {}). Decide with approval_decide {{\"id\": {id}, \
+         \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
+        a.contracts
+            .iter()
+            .map(|x| format!("\"{x}\""))
+            .collect::<Vec<_>>()
+            .join(", "),
+        humantime::format_duration(a.timeout)
+    );
+    Ok((id, post_system_to(c, wid, wf, &a.approvers, &text)?))
 }
 
 /// A tool request as contracts see it; `at` is where a read or edit lands (None:

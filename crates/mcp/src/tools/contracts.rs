@@ -38,7 +38,8 @@ pub struct ContractSetArgs {
     #[schemars(schema_with = "super::any_object")]
     pub when: Option<Value>,
     /// {action: allow | deny (reason) | require_approval (approvers, count, timeout,
-    /// on_timeout) | notify (to) | pause (reason) | route (to)}.
+    /// on_timeout) | require_votes (votes: 2 or "2/3" of the members, timeout, on_timeout)
+    /// | notify (to) | pause (reason) | route (to)}.
     #[serde(default)]
     #[schemars(schema_with = "super::any_object")]
     pub then: Option<Value>,

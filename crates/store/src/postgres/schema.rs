@@ -341,4 +341,9 @@ CREATE TABLE contract_hits (
 );
 CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, agent, at);
 "#,
+    // 8: SQLite's migration 20, votes.
+    r#"
+ALTER TABLE approvals ADD COLUMN vote TEXT;
+ALTER TABLE proposals ADD COLUMN approval_id BIGINT;
+"#,
 ];

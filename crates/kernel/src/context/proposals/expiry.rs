@@ -22,7 +22,8 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
     for (wid, num, name, tag) in due {
         let wf = WorkflowRef { name, tag };
         let mut p = load(c, wid, num)?;
-        let winner = p.expiry_winner();
+        // A held vote has no plurality winner: its approval's deadline decides.
+        let winner = p.approval_id.is_none().then(|| p.expiry_winner()).flatten();
         p.close(c, ProposalStatus::Expired, winner, "expiry")?;
         let agents = agent_names(c, wid)?;
         let text = format!(

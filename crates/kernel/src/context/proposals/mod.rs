@@ -21,6 +21,7 @@
 
 pub mod drafts;
 mod expiry;
+pub mod held;
 mod ops;
 mod stored;
 pub mod tally;
@@ -163,6 +164,10 @@ pub struct Voted {
     pub proposal: ProposalView,
     /// True when this vote resolved the proposal.
     pub resolved: bool,
+    /// The approval this vote closed (a vote of the members), for the runtime.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub closed_approval: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub winner: Option<ProposalOption>,
 }
@@ -200,6 +205,8 @@ struct Stored {
     votes: Vec<(Cast, Option<String>, i64)>,
     /// The contract it would install, as drafted (JSON).
     contract: Option<String>,
+    /// The approval it holds: a vote of the members ([`held`]).
+    approval_id: Option<i64>,
 }
 
 fn pick<'a>(what: &str, value: &str, allowed: &'a [&'a str]) -> Result<&'a str> {

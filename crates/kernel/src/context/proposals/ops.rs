@@ -128,6 +128,17 @@ impl Context {
                 let revote = p.voted(&s.me);
                 record_vote(c, &s, num, &option, reason.as_deref())?;
                 p = load(c, s.workflow_id, num)?;
+                if let Some(approval) = p.approval_id {
+                    // A vote of the members: the vote is a decision on the approval.
+                    let closed =
+                        held::cast_tx(c, &mut p, &s, &option, reason.as_deref(), approval)?;
+                    let mut voted = Voted::of(&p, &s, &agents, closed.is_some());
+                    if let Some(post) = closed {
+                        posted.push((s.workflow_id, post));
+                        voted.closed_approval = Some(approval);
+                    }
+                    return Ok((voted, posted));
+                }
                 if s.lead && p.contract.is_some() {
                     // A drafted contract: the lead's vote decides it.
                     posted.push((s.workflow_id, drafts::decide(c, &mut p, &s, &option)?));
@@ -235,6 +246,13 @@ impl Context {
                 let mut posted = Announcements::new();
                 let num = proposal_num(c, s.workflow_id, &proposal)?;
                 let mut p = load(c, s.workflow_id, num)?;
+                if let Some(a) = p.approval_id {
+                    return Err(Error::conflict(format!(
+                        "{} is the members' vote on approval {a} and closes with it; vote reject, \
+                         or (the lead) decide the approval with approval_decide",
+                        p.id()
+                    )));
+                }
                 if !s.lead && !p.creator.eq_ignore_ascii_case(&s.me) {
                     return Err(Error::forbidden(format!(
                         "only {} (who created {}) or the lead can cancel it; vote against it instead",
@@ -501,6 +519,7 @@ impl Voted {
         let view = p.view(&s.workflow, agents);
         Voted {
             resolved,
+            closed_approval: None,
             winner: view.winner.clone(),
             proposal: view,
         }

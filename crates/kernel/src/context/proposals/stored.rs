@@ -42,7 +42,7 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
     let mut p = c
         .prepare_cached(
             "SELECT type, title, description, options, resolution, quorum, tie_breaker, binding, creator,
-                    status, winner, closed_by, created_at, expires_at, closed_at, contract
+                    status, winner, closed_by, created_at, expires_at, closed_at, contract, approval_id
              FROM proposals WHERE workflow_id = ?1 AND num = ?2",
         )?
         .query_row((workflow_id, num), |r| {
@@ -67,6 +67,7 @@ pub(super) fn load(c: &Connection, workflow_id: i64, num: i64) -> Result<Stored>
                 expires_at: r.get(13)?,
                 closed_at: r.get(14)?,
                 contract: r.get(15)?,
+                approval_id: r.get(16)?,
                 votes: Vec::new(),
             })
         })?;

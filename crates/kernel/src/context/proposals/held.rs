@@ -1,0 +1,126 @@
+//! Votes of the members (`require_votes`): a proposal that holds an approval. The
+//! approval (governance) is the authority: each vote on the proposal is one
+//! member's decision on it (`approve` for, `reject` against), and the proposal
+//! closes when the approval does, with its outcome, whoever closed it: enough
+//! votes, the lead, its deadline, or its run ending. The proposal's own resolution
+//! rules never apply, nor its expiry's plurality.
+
+use super::*;
+use crate::governance::approvals::{self, Row};
+use domain::names::SYSTEM;
+use domain::states::ApprovalState;
+use store::sql;
+
+/// The proposal's deadline is a little after its approval's, whose timer closes both.
+const AFTER_APPROVAL_MS: i64 = 2000;
+
+/// A vote to open for an approval.
+pub struct NewVote<'a> {
+    pub workflow_id: i64,
+    pub workflow: &'a WorkflowRef,
+    pub approval_id: i64,
+    /// What it is about: "coder asks to use run_command (shell): deploy prod".
+    pub title: String,
+    pub voters: &'a [String],
+    pub needed: usize,
+    pub deadline_ms: i64,
+}
+
+/// Opens the proposal the members vote on, and tells them. Returns its id and
+/// the announcement.
+pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted)> {
+    let num: i64 = c.query_row(
+        "SELECT coalesce(max(num), 0) + 1 FROM proposals WHERE workflow_id = ?1",
+        [v.workflow_id],
+        |r| r.get(0),
+    )?;
+    let options =
+        [("approve", "approve"), ("reject", "reject")].map(|(id, label)| ProposalOption {
+            id: id.into(),
+            label: label.into(),
+        });
+    let title: String = v.title.chars().take(MAX_TITLE_CHARS).collect();
+    c.execute(
+        "INSERT INTO proposals (workflow_id, num, type, title, options, resolution, quorum, tie_breaker,
+            binding, creator, created_at, expires_at, approval_id)
+         VALUES (?1, ?2, 'approval', ?3, ?4, 'majority', ?5, 'first', 1, ?6, ?7, ?8, ?9)",
+        sql::params![
+            v.workflow_id,
+            num,
+            title,
+            serde_json::to_string(&options).map_err(|e| Error::internal(e.to_string()))?,
+            v.needed as i64,
+            SYSTEM,
+            now_ms(),
+            v.deadline_ms + AFTER_APPROVAL_MS,
+            v.approval_id
+        ],
+    )?;
+    let id = format!("prop-{num}");
+    let text = format!(
+        "{}{id} \"{}\": approval {} waits for a vote of the members, {} of {} for it. Vote with \
+         team_vote {{\"proposal\": \"{id}\", \"choice\": \"approve\"}} or \"reject\" by {}.",
+        mention_list(v.voters),
+        quote(&title),
+        v.approval_id,
+        v.needed,
+        v.voters.len(),
+        fmt_ms(v.deadline_ms)
+    );
+    Ok((id, post_system(c, v.workflow_id, v.workflow, text)?))
+}
+
+/// `s.me`'s vote on a held proposal, as its decision on approval `approval_id`;
+/// closes the proposal when the approval closed. Returns the announcement then.
+pub(super) fn cast_tx(
+    c: &Connection,
+    p: &mut Stored,
+    s: &Scope,
+    option: &str,
+    reason: Option<&str>,
+    approval_id: i64,
+) -> Result<Option<Posted>> {
+    let r = approvals::decide_tx(c, approval_id, &s.me, option == "approve", reason)?;
+    if r.state == ApprovalState::Pending {
+        return Ok(None);
+    }
+    Ok(Some(close_tx(c, p, &r)?))
+}
+
+/// Closes the open proposal that holds approval `r`, now closed, with its outcome.
+pub(crate) fn close_for_tx(c: &Connection, r: &Row) -> Result<Option<Posted>> {
+    let num: Option<i64> = c
+        .query_row(
+            "SELECT num FROM proposals WHERE workflow_id = ?1 AND approval_id = ?2 AND status = 'open'",
+            (r.workflow_id, r.view.id),
+            |row| row.get(0),
+        )
+        .optional()?;
+    let Some(num) = num else { return Ok(None) };
+    let mut p = load(c, r.workflow_id, num)?;
+    Ok(Some(close_tx(c, &mut p, r)?))
+}
+
+fn close_tx(c: &Connection, p: &mut Stored, r: &Row) -> Result<Posted> {
+    let (status, winner) = match r.state {
+        ApprovalState::Approved => (ProposalStatus::Resolved, Some("approve".to_owned())),
+        ApprovalState::Denied => (ProposalStatus::Resolved, Some("reject".to_owned())),
+        _ => (ProposalStatus::Expired, None),
+    };
+    p.close(c, status, winner, "approval")?;
+    let text = format!(
+        "{} \"{}\" is closed with {} of {} votes: approval {} is {}{}.",
+        p.id(),
+        quote(&p.title),
+        p.votes.len(),
+        r.view.approvers.len(),
+        r.view.id,
+        r.view.state,
+        r.view
+            .reason
+            .as_deref()
+            .map(|x| format!(" ({})", quote(x)))
+            .unwrap_or_default()
+    );
+    post_system(c, p.workflow_id, &r.workflow, text)
+}
