@@ -157,6 +157,57 @@ async fn a_rate_stops_the_eleventh_message_of_a_mock_agent() {
     s.stop().await;
 }
 
+/// A workflow's own rated contract named like one of the lead's shares its count
+/// (an event counts once per name), and sends of one agent at once never pass a
+/// rate together.
+#[tokio::test]
+async fn rates_count_once_per_name_and_hold_against_concurrent_sends() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    for (name, who, n) in [("cap", "alice", 4), ("two", "bob", 2)] {
+        contract(
+            &lead,
+            json!({"name": name, "when": {"event": "message", "from": who, "more_than": n, "within": "1h"},
+                   "then": {"action": "deny"}}),
+        )
+        .await;
+    }
+    let yaml = "name: guarded\nagents:\n  alice: { backend: external }\n  bob: { backend: external }\n\
+                contracts:\n  - name: cap\n    when: { event: message, from: alice, more_than: 4, within: 1h }\n\
+                \x20   then: { action: deny }\n";
+    call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml, "wait_seconds": 0}),
+    )
+    .await
+    .ok();
+    let alice = join(&s, &lead, "alice@guarded", Proto::Legacy).await;
+    for i in 1..=4 {
+        let hi = format!("@bob hi {i}");
+        call(&alice, "channel_send", json!({"message": hi}))
+            .await
+            .ok();
+    }
+    let e = call(&alice, "channel_send", json!({"message": "@bob hi 5"}))
+        .await
+        .err();
+    assert!(e.contains("\"cap\""), "the fifth is past both: {e}");
+    let bob = join(&s, &lead, "bob@guarded", Proto::Legacy).await;
+    let bob = &bob;
+    let sends = (1..=6).map(|i| async move {
+        let yo = format!("@alice yo {i}");
+        matches!(
+            call(bob, "channel_send", json!({"message": yo})).await,
+            Out::Ok(_)
+        )
+    });
+    let passed = futures::future::join_all(sends).await;
+    assert_eq!(passed.iter().filter(|ok| **ok).count(), 2, "{passed:?}");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn contract_errors_name_the_field_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -194,6 +194,13 @@ async fn two_of_three_members_voting_for_it_let_a_command_run() {
         .map(|v| v["who"].as_str().unwrap())
         .collect();
     assert_eq!(voters.len(), 2, "decided at the second vote: {a}");
+    assert!(
+        a["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("approved by a vote of the members (for: m"),
+        "{a}"
+    );
     assert!(voters.iter().all(|v| ["m1", "m2"].contains(v)), "{a}");
     assert_eq!(p["status"], "resolved", "{p}");
     assert_eq!(p["winner"]["id"], "approve", "{p}");
@@ -206,6 +213,102 @@ async fn two_of_three_members_voting_against_it_refuse_a_command() {
     assert_eq!(a["state"], "denied", "{a}");
     assert_eq!(a["votes"].as_array().unwrap().len(), 2, "{a}");
     assert_eq!(p["winner"]["id"], "reject", "{p}");
+}
+
+/// A vote the members cannot give (three of two) goes to the lead, told why, and
+/// the lead's approval lets the command run.
+#[tokio::test]
+async fn a_vote_the_members_cannot_give_goes_to_the_lead() {
+    let work = tempfile::tempdir().unwrap();
+    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
+    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let approve = json!([{"when": "prop-", "vote": {"proposal": "latest", "choice": "approve"}}]);
+    new_mock(&lead, "m1", approve.clone()).await;
+    new_mock(&lead, "m2", approve).await;
+    new_sdk_in(&lead, "deployer", work.path(), &llm.url, json!("full")).await;
+    contract(
+        &lead,
+        json!({"name": "three-votes", "when": {"event": "tool_request", "tool": "shell"},
+               "then": {"action": "require_votes", "votes": 3}}),
+    )
+    .await;
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@deployer deploy"}),
+    )
+    .await
+    .ok();
+    let a = approval_in(&lead, "pending", 30).await;
+    assert_eq!(a["approvers"], json!(["user"]), "{a}");
+    let ch = call(&lead, "channel_read", json!({"limit": 50})).await.ok();
+    assert!(
+        ch.to_string().contains(
+            "asks a vote of 3 of the members, and deployer has 2 other member(s), so you decide"
+        ),
+        "{ch}"
+    );
+    let id = a["id"].clone();
+    call(
+        &lead,
+        "approval_decide",
+        json!({"id": id, "decision": "approve"}),
+    )
+    .await
+    .ok();
+    settled(&lead, "deployer").await;
+    assert!(work.path().join("deployed.txt").exists());
+    s.stop().await;
+}
+
+/// kill -9 while the members vote: the run's approval is lost at the restart, and
+/// its proposal closes with it instead of asking for votes nobody can give.
+#[tokio::test]
+async fn a_restart_closes_the_members_vote_of_a_lost_approval() {
+    let work = tempfile::tempdir().unwrap();
+    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
+    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let never = json!([{"when": "^never$", "reply": "-"}]);
+    new_mock(&lead, "m1", never.clone()).await;
+    new_mock(&lead, "m2", never).await;
+    new_sdk_in(&lead, "deployer", work.path(), &llm.url, json!("full")).await;
+    contract(
+        &lead,
+        json!({"name": "voted", "when": {"event": "tool_request", "tool": "shell"},
+               "then": {"action": "require_votes", "votes": "2/3", "timeout": "1h"}}),
+    )
+    .await;
+    call(
+        &lead,
+        "channel_send",
+        json!({"message": "@deployer deploy"}),
+    )
+    .await
+    .ok();
+    let a = approval_in(&lead, "pending", 30).await;
+    let open = call(&lead, "team_proposal_status", json!({})).await.ok();
+    assert_eq!(open["proposals"][0]["status"], "open", "{open}");
+    assert_eq!(
+        open["proposals"][0]["waiting_for"],
+        json!(["m1", "m2"]),
+        "the asker does not vote: {open}"
+    );
+    drop(lead);
+    s.kill().await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let lost = approval_in(&lead, "lost", 10).await;
+    assert_eq!(lost["id"], a["id"]);
+    let p = call(&lead, "team_proposal_status", json!({})).await.ok();
+    assert_eq!(p["proposals"][0]["status"], "expired", "{p}");
+    assert!(!work.path().join("deployed.txt").exists());
+    s.stop().await;
 }
 
 /// An sdk agent whose write needs the lead's approval, waiting on it.

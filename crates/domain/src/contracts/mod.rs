@@ -15,8 +15,9 @@
 //!
 //! A rate: `message` and `tool_request` also take `more_than` (a count) and
 //! `within` (a duration): the contract then acts only on an agent's events past the
-//! first `more_than` within the sliding window (`deny`, `pause` and
-//! `require_approval` for tool requests, `deny` for messages, `notify` for both).
+//! first `more_than` within the sliding window (`deny`, `pause`,
+//! `require_approval` and `require_votes` for tool requests, `deny` for messages,
+//! `notify` for both).
 //! What counts is what the contract let through: a message that was sent, a tool
 //! request it did not act on (even if another contract refused it).
 //!

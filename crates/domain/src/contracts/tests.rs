@@ -404,6 +404,24 @@ fn a_vote_reads_its_share_and_joins_the_approval() {
     let cmd = shell("deploy prod");
     let v = decide(std::slice::from_ref(&deploys), &tool("coder", &cmd));
     let a = v.approval.expect("a vote holds the request");
-    assert_eq!(a.vote, Some(Votes::Share { num: 2, den: 3 }));
+    assert_eq!(a.votes, [Votes::Share { num: 2, den: 3 }]);
+    let three = c(json!({"name": "three", "when": {"event": "tool_request"},
+                         "then": {"action": "require_votes", "votes": 3}}));
+    let half = c(json!({"name": "half", "when": {"event": "tool_request"},
+                        "then": {"action": "require_votes", "votes": "1/2"}}));
+    let both = decide(&[half, three], &tool("coder", &cmd))
+        .approval
+        .unwrap();
+    assert_eq!(
+        both.votes_needed(3),
+        Some(3),
+        "the most either needs of three"
+    );
+    assert_eq!(
+        both.votes_needed(10),
+        Some(5),
+        "the most either needs of ten"
+    );
+    assert_eq!(both.votes_text().as_deref(), Some("1/2 and 3"));
     assert!(a.approvers.is_empty() && a.count == 0, "{a:?}");
 }

@@ -26,11 +26,26 @@ pub struct Approval {
     pub contracts: Vec<String>,
     pub approvers: Vec<String>,
     pub count: usize,
-    /// A vote of the members besides (the largest share asked): the kernel adds
-    /// them as approvers and raises `count` to what it needs of them.
-    pub vote: Option<Votes>,
+    /// Votes of the members asked besides: the kernel adds the members as
+    /// approvers and raises `count` to the most any of these needs of them.
+    pub votes: Vec<Votes>,
     pub timeout: Duration,
     pub on_timeout: OnTimeout,
+}
+
+impl Approval {
+    /// The most votes the members' votes need of `members`, when any is asked.
+    pub fn votes_needed(&self, members: usize) -> Option<usize> {
+        self.votes.iter().map(|v| v.needed(members)).max()
+    }
+
+    /// The votes asked, as written: "2/3", or "3 and 1/2".
+    pub fn votes_text(&self) -> Option<String> {
+        (!self.votes.is_empty()).then(|| {
+            let all: Vec<String> = self.votes.iter().map(ToString::to_string).collect();
+            all.join(" and ")
+        })
+    }
 }
 
 impl Verdict {
@@ -112,7 +127,7 @@ fn combine(approval: &mut Option<Approval>, c: &Contract) {
         contracts: Vec::new(),
         approvers: Vec::new(),
         count: 0,
-        vote: None,
+        votes: Vec::new(),
         timeout,
         on_timeout,
     });
@@ -123,12 +138,10 @@ fn combine(approval: &mut Option<Approval>, c: &Contract) {
         }
     }
     a.count = a.count.max(count);
-    if let Some(v) = vote {
-        // The larger demand of two votes: compared on a hundred members.
-        a.vote = Some(match a.vote {
-            Some(old) if old.needed(100) >= v.needed(100) => old,
-            _ => v,
-        });
+    if let Some(v) = vote
+        && !a.votes.contains(&v)
+    {
+        a.votes.push(v);
     }
     a.timeout = a.timeout.min(timeout);
     if on_timeout == OnTimeout::Deny {

@@ -131,7 +131,7 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
             },
             now_ms(),
             deadline,
-            a.approval.vote.map(|v| v.to_string())
+            a.approval.votes_text()
         ],
         |r| r.get(0),
     )?;
@@ -349,9 +349,14 @@ pub fn decide_tx(
         "UPDATE approvals SET votes = ?2 WHERE id = ?1",
         (id, json(&votes)),
     )?;
+    // A vote of the members is decided by all who voted, the lead's word by the lead.
+    let by = match &r.view.vote {
+        Some(_) if !is_lead => tally(&votes),
+        _ => who.to_owned(),
+    };
     let why = |verb: &str| match reason {
-        Some(x) => format!("{verb} by {who}: {x}"),
-        None => format!("{verb} by {who}"),
+        Some(x) => format!("{verb} by {by}: {x}"),
+        None => format!("{verb} by {by}"),
     };
     let approvals = votes.iter().filter(|v| v.decision == "approve").count();
     // One refusal refuses, unless the members vote: then only enough refusals that
@@ -367,6 +372,27 @@ pub fn decide_tx(
         close_tx(c, &r, ApprovalState::Approved, Some(who), &why("approved"))?;
     }
     Ok(get(c, id)?.expect("just written"))
+}
+
+/// "a vote of the members (for: a, b; against: c)".
+fn tally(votes: &[Vote]) -> String {
+    let of = |d: &str| {
+        let names: Vec<&str> = votes
+            .iter()
+            .filter(|v| v.decision == d)
+            .map(|v| v.who.as_str())
+            .collect();
+        if names.is_empty() {
+            "nobody".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    format!(
+        "a vote of the members (for: {}; against: {})",
+        of("approve"),
+        of("deny")
+    )
 }
 
 /// Closes a pending approval whose deadline passed (its `on_timeout` decides).

@@ -143,6 +143,8 @@ impl Runtime {
             .store
             .write(|c| {
                 let lost = approvals::lose_orphans_tx(c)?;
+                // The members' votes on the lost ones close with them.
+                held::close_settled_tx(c)?;
                 let mut st =
                     c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
                 let open: Vec<(i64, i64)> = st
@@ -171,17 +173,7 @@ impl Runtime {
             .store
             .write(move |c| {
                 let ids = approvals::lose_run_tx(c, &rid)?;
-                let mut posted = Vec::new();
-                for r in ids
-                    .iter()
-                    .filter_map(|id| approvals::get(c, *id).transpose())
-                {
-                    let r = r?;
-                    if let Some(p) = held::close_for_tx(c, &r)? {
-                        posted.push((r.workflow_id, p));
-                    }
-                }
-                Ok((ids, posted))
+                Ok((ids, held::close_settled_tx(c)?))
             })
             .await
         {
@@ -232,6 +224,10 @@ impl Runtime {
                     )));
                 }
                 let r = approvals::decide_tx(c, id, &who, approve, reason.as_deref())?;
+                if r.view.vote.is_some() {
+                    // The same vote on the members' proposal.
+                    held::record_decision_tx(c, &r, &who, approve, reason.as_deref())?;
+                }
                 let posted = if r.view.state != ApprovalState::Pending {
                     Some(messaging::post_system(
                         c,
@@ -295,8 +291,6 @@ impl Runtime {
         self.request_rescan();
     }
 
-    /// What follows a closed approval: its waiter wakes; a spending approval lets
-    /// the held agent run, or pauses it when refused.
     /// Approval `id` was closed by a vote of the members (a proposal): as if
     /// decided here.
     pub(crate) async fn approval_decided(self: &Arc<Self>, id: i64) -> Result<()> {
@@ -306,6 +300,8 @@ impl Runtime {
         }
     }
 
+    /// What follows a closed approval: its waiter wakes; a spending approval lets
+    /// the held agent run, or pauses it when refused.
     async fn approval_closed(self: &Arc<Self>, r: &approvals::Row) -> Result<()> {
         if let Some((_, n)) = self.approval_waits.lock().unwrap().get(&r.view.id) {
             n.notify_waiters();

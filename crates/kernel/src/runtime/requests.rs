@@ -326,18 +326,23 @@ impl Runtime {
 
 /// Opens approval `a` and tells who decides it: its approvers, or, for a vote of
 /// the members, the proposal they vote on (every agent of the instance but the
-/// asker becomes an approver, and the count what the vote needs of them).
+/// asker becomes an approver, and the count what the vote needs of them). With
+/// too few members to give what the vote needs, the lead decides, told why.
 fn open_approval_tx(c: &Connection, wf: &WorkflowRef, mut a: NewApproval) -> Result<(i64, Posted)> {
     let (wid, name, what) = (a.workflow_id, a.agent.clone(), a.detail.clone());
-    let voters: Vec<String> = match a.approval.vote {
-        Some(_) => agent_names(c, wid)?
+    let voters: Vec<String> = match a.approval.votes.is_empty() {
+        false => agent_names(c, wid)?
             .into_iter()
             .filter(|m| !m.eq_ignore_ascii_case(&name))
             .collect(),
-        None => Vec::new(),
+        true => Vec::new(),
     };
-    let needed = a.approval.vote.map(|v| v.needed(voters.len()));
-    if let Some(n) = needed.filter(|_| !voters.is_empty()) {
+    let needed = a
+        .approval
+        .votes_needed(voters.len())
+        .filter(|n| *n <= voters.len());
+    let mut too_few = String::new();
+    if let Some(n) = needed {
         for m in &voters {
             if !a
                 .approval
@@ -349,19 +354,27 @@ fn open_approval_tx(c: &Connection, wf: &WorkflowRef, mut a: NewApproval) -> Res
             }
         }
         a.approval.count = a.approval.count.max(n);
-    } else if a.approval.approvers.is_empty() {
-        // Nobody to vote: the lead decides.
+    } else if let Some(asked) = a.approval.votes_text() {
+        too_few = format!(
+            "; the contract asks a vote of {asked} of the members, and {name} has {} other member(s), \
+             so you decide",
+            voters.len()
+        );
+        a.approval.votes.clear();
+    }
+    if a.approval.approvers.is_empty() {
         a.approval.approvers.push(LEAD.to_owned());
         a.approval.count = 1;
     }
     let id = approvals::insert_tx(c, &a)?;
     let a = a.approval;
-    if let Some(needed) = needed.filter(|_| !voters.is_empty()) {
+    if let Some(needed) = needed {
         let vote = held::NewVote {
             workflow_id: wid,
             workflow: wf,
             approval_id: id,
             title: format!("{name} asks to use {what}"),
+            asker: &name,
             voters: &voters,
             needed,
             deadline_ms: approvals::get(c, id)?.map_or(0, |r| r.deadline_ms()),
@@ -369,8 +382,8 @@ fn open_approval_tx(c: &Connection, wf: &WorkflowRef, mut a: NewApproval) -> Res
         return Ok((id, held::open_tx(c, &vote)?.1));
     }
     let text = format!(
-        "approval {id}: {name} asks to use {what} (contract {}). Decide with approval_decide {{\"id\": {id}, \
-         \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
+        "approval {id}: {name} asks to use {what} (contract {}{too_few}). Decide with approval_decide \
+         {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
         a.contracts
             .iter()
             .map(|x| format!("\"{x}\""))

@@ -7,7 +7,6 @@
 
 use super::*;
 use crate::governance::approvals::{self, Row};
-use domain::names::SYSTEM;
 use domain::states::ApprovalState;
 use store::sql;
 
@@ -19,6 +18,8 @@ pub struct NewVote<'a> {
     pub workflow_id: i64,
     pub workflow: &'a WorkflowRef,
     pub approval_id: i64,
+    /// The agent whose request waits (the proposal's creator; it does not vote).
+    pub asker: &'a str,
     /// What it is about: "coder asks to use run_command (shell): deploy prod".
     pub title: String,
     pub voters: &'a [String],
@@ -50,7 +51,7 @@ pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted
             title,
             serde_json::to_string(&options).map_err(|e| Error::internal(e.to_string()))?,
             v.needed as i64,
-            SYSTEM,
+            v.asker,
             now_ms(),
             v.deadline_ms + AFTER_APPROVAL_MS,
             v.approval_id
@@ -85,6 +86,54 @@ pub(super) fn cast_tx(
         return Ok(None);
     }
     Ok(Some(close_tx(c, p, &r)?))
+}
+
+/// A member's decision through approval_decide, kept as its vote on the proposal
+/// too, so that both show the same votes.
+pub(crate) fn record_decision_tx(
+    c: &Connection,
+    r: &Row,
+    who: &str,
+    approve: bool,
+    reason: Option<&str>,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at)
+         SELECT workflow_id, num, ?3, ?4, ?5, ?6 FROM proposals
+          WHERE workflow_id = ?1 AND approval_id = ?2 AND status = 'open'
+         ON CONFLICT (workflow_id, num, voter) DO UPDATE SET choice = excluded.choice,
+           reason = excluded.reason, voted_at = excluded.voted_at",
+        sql::params![
+            r.workflow_id,
+            r.view.id,
+            who,
+            if approve { "approve" } else { "reject" },
+            reason,
+            now_ms()
+        ],
+    )?;
+    Ok(())
+}
+
+/// Closes every open proposal whose approval is closed (approvals lost at a
+/// restart or a takeover); returns the announcements.
+pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
+    let ids: Vec<i64> = c
+        .prepare(
+            "SELECT p.approval_id FROM proposals p JOIN approvals a ON a.id = p.approval_id
+              WHERE p.status = 'open' AND a.state <> 'pending'",
+        )?
+        .query_map((), |r| r.get(0))?
+        .collect::<sql::Result<_>>()?;
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(r) = approvals::get(c, id)?
+            && let Some(p) = close_for_tx(c, &r)?
+        {
+            out.push((r.workflow_id, p));
+        }
+    }
+    Ok(out)
 }
 
 /// Closes the open proposal that holds approval `r`, now closed, with its outcome.

@@ -150,12 +150,23 @@ impl Stored {
 
     pub(super) fn view(&self, workflow: &WorkflowRef, agents: &[String]) -> ProposalView {
         let open = self.status == ProposalStatus::Open;
+        // A held vote (see `held`): the one who asked never votes on it.
+        let held = self.approval_id.is_some();
         let waiting_for: Vec<String> = if open {
-            agents.iter().filter(|a| !self.voted(a)).cloned().collect()
+            agents
+                .iter()
+                .filter(|a| !(self.voted(a) || held && a.eq_ignore_ascii_case(&self.creator)))
+                .cloned()
+                .collect()
         } else {
             Vec::new()
         };
         let note = open.then(|| match self.outcome() {
+            _ if held => format!(
+                "{}; it needs {} for it, and is refused once that can no longer be reached",
+                self.counts(),
+                self.quorum
+            ),
             Outcome::Waiting { votes, quorum } => format!(
                 "{votes} of {quorum} votes needed so far{}",
                 if waiting_for.is_empty() {

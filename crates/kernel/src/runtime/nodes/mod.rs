@@ -204,6 +204,8 @@ pub(crate) fn take_over_tx(
             crate::governance::approvals::lose_run_tx(c, r)?;
         }
         crate::runtime::runs::close_lost_tx(c, &runs)?;
+        // The members' votes on their approvals close too (in the channel).
+        crate::context::proposals::held::close_settled_tx(c)?;
         c.execute(
             "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
             [id],
