@@ -135,28 +135,55 @@ async fn a_rate_pauses_an_agent_at_its_fourth_command() {
     s.stop().await;
 }
 
+/// A team that votes: mock members (each with its rules), an sdk agent `deployer`
+/// whose one command (`echo v2 > deployed.txt`) a `require_votes` contract
+/// (`then`) holds. Returns its folder and its fake model.
+async fn vote_team(
+    lead: &Client,
+    members: &[(&str, Value)],
+    then: Value,
+) -> (tempfile::TempDir, FakeLlm, Value) {
+    let work = tempfile::tempdir().unwrap();
+    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
+    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
+    for (name, rules) in members {
+        new_mock(lead, name, rules.clone()).await;
+    }
+    new_sdk_in(lead, "deployer", work.path(), &llm.url, json!("full")).await;
+    let set = contract(
+        lead,
+        json!({"name": "deploys-voted", "when": {"event": "tool_request", "tool": "shell"},
+               "then": then}),
+    )
+    .await;
+    (work, llm, set)
+}
+
+/// A mock member that votes `choice` on the latest proposal when one reaches it.
+fn voter(choice: &str) -> Value {
+    json!([{"when": "prop-", "vote": {"proposal": "latest", "choice": choice}}])
+}
+
+/// A mock member that never votes.
+fn silent() -> Value {
+    json!([{"when": "^never$", "reply": "-"}])
+}
+
 /// "Deployments need 2/3 of the members": an sdk agent's command waits for a vote
 /// of the three other agents (mocks that vote as `choice` says when the proposal
 /// reaches them, the third never). Returns whether the command ran, the approval
 /// and the proposal.
 async fn voted_deploy(choice: &str) -> (bool, Value, Value) {
-    let work = tempfile::tempdir().unwrap();
-    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
-    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let votes = json!([{"when": "prop-", "vote": {"proposal": "latest", "choice": choice}}]);
-    new_mock(&lead, "m1", votes.clone()).await;
-    new_mock(&lead, "m2", votes).await;
-    new_mock(&lead, "m3", json!([{"when": "^never$", "reply": "-"}])).await;
-    new_sdk_in(&lead, "deployer", work.path(), &llm.url, json!("full")).await;
-    let set = contract(
-        &lead,
-        json!({"name": "deploys-voted", "when": {"event": "tool_request", "tool": "shell"},
-               "then": {"action": "require_votes", "votes": "2/3", "timeout": "1m"}}),
-    )
-    .await;
+    let members = [
+        ("m1", voter(choice)),
+        ("m2", voter(choice)),
+        ("m3", silent()),
+    ];
+    let then = json!({"action": "require_votes", "votes": "2/3", "timeout": "1m"});
+    let (work, _llm, set) = vote_team(&lead, &members, then).await;
     assert!(
         set["contract"]["says"]
             .as_str()
@@ -219,22 +246,12 @@ async fn two_of_three_members_voting_against_it_refuse_a_command() {
 /// the lead's approval lets the command run.
 #[tokio::test]
 async fn a_vote_the_members_cannot_give_goes_to_the_lead() {
-    let work = tempfile::tempdir().unwrap();
-    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
-    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let approve = json!([{"when": "prop-", "vote": {"proposal": "latest", "choice": "approve"}}]);
-    new_mock(&lead, "m1", approve.clone()).await;
-    new_mock(&lead, "m2", approve).await;
-    new_sdk_in(&lead, "deployer", work.path(), &llm.url, json!("full")).await;
-    contract(
-        &lead,
-        json!({"name": "three-votes", "when": {"event": "tool_request", "tool": "shell"},
-               "then": {"action": "require_votes", "votes": 3}}),
-    )
-    .await;
+    let members = [("m1", voter("approve")), ("m2", voter("approve"))];
+    let then = json!({"action": "require_votes", "votes": 3});
+    let (work, _llm, _) = vote_team(&lead, &members, then).await;
     call(
         &lead,
         "channel_send",
@@ -268,22 +285,12 @@ async fn a_vote_the_members_cannot_give_goes_to_the_lead() {
 /// its proposal closes with it instead of asking for votes nobody can give.
 #[tokio::test]
 async fn a_restart_closes_the_members_vote_of_a_lost_approval() {
-    let work = tempfile::tempdir().unwrap();
-    let deploy = [("run_command", json!({"command": "echo v2 > deployed.txt"}))];
-    let llm = FakeLlm::start(Script::steps(&deploy, "done")).await;
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let never = json!([{"when": "^never$", "reply": "-"}]);
-    new_mock(&lead, "m1", never.clone()).await;
-    new_mock(&lead, "m2", never).await;
-    new_sdk_in(&lead, "deployer", work.path(), &llm.url, json!("full")).await;
-    contract(
-        &lead,
-        json!({"name": "voted", "when": {"event": "tool_request", "tool": "shell"},
-               "then": {"action": "require_votes", "votes": "2/3", "timeout": "1h"}}),
-    )
-    .await;
+    let members = [("m1", silent()), ("m2", silent())];
+    let then = json!({"action": "require_votes", "votes": "2/3", "timeout": "1h"});
+    let (work, _llm, _) = vote_team(&lead, &members, then).await;
     call(
         &lead,
         "channel_send",
