@@ -234,15 +234,15 @@ fn mentions_target(b: &[u8]) -> Result<(), String> {
     }
     // The addressed rule: when the leading mentions reach someone (a member other
     // than the sender, or @all), only they get it; when they reach nobody (typos,
-    // the sender itself) the body's mentions decide.
-    let resolved: Vec<&String> = if m.leading.iter().any(|l| l.eq_ignore_ascii_case("all")) {
-        agents.iter().collect()
-    } else {
-        members
-            .iter()
-            .filter(|x| m.leading.iter().any(|l| l.eq_ignore_ascii_case(x)))
-            .collect()
-    };
+    // the sender itself) the body's mentions decide. @all is every agent, and a
+    // member named beside it (the lead, `@user`) gets it too.
+    let all = m.leading.iter().any(|l| l.eq_ignore_ascii_case("all"));
+    let resolved: Vec<&String> = members
+        .iter()
+        .filter(|x| {
+            (all && agents.contains(x)) || m.leading.iter().any(|l| l.eq_ignore_ascii_case(x))
+        })
+        .collect();
     let resolved: Vec<&String> = resolved.into_iter().filter(|r| *r != "alice").collect();
     if !resolved.is_empty() {
         for r in &rec {
