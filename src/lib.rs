@@ -134,6 +134,8 @@
 //!                  bounded batches), schedules.rs, backends.rs
 //!                  readiness, requests.rs a run's tool request (profile, then
 //!                  contracts), approvals.rs waiting, deadlines, approval_decide,
+//!                  voting.rs opening an approval (to its approvers, or as a vote of
+//!                  the members) for a tool request or a merge,
 //!                  spending.rs spend before a run and run_end contracts,
 //!                  nodes/ the kernels of a store (name, heartbeat, takeover;
 //!                  placing.rs placement by name or labels and moves by hand;

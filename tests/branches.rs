@@ -131,6 +131,51 @@ async fn merges_into_main_wait_for_the_lead_s_approval() {
     s.stop().await;
 }
 
+/// "Merges into main need two thirds of the team": the merge waits for a vote of
+/// the other agents (ada's branch is hers; she does not vote), and is done once
+/// two of the three vote for it on the proposal.
+#[tokio::test]
+async fn a_merge_into_main_waits_for_two_thirds_of_the_team() {
+    let (repo, lead, s, _keep) = one_coder(Proto::Modern).await;
+    let a = ask(&lead, "ada", "make it 42", 45).await;
+    assert_eq!(a["status"], "succeeded", "{a}");
+    let approve = json!([{"when": "prop-", "vote": {"proposal": "latest", "choice": "approve"}}]);
+    let silent = json!([{"when": "^never$", "reply": "-"}]);
+    for (name, rules) in [("m1", &approve), ("m2", &approve), ("m3", &silent)] {
+        new_mock(&lead, name, rules.clone()).await;
+    }
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "main-by-vote", "when": {"event": "merge", "into": "main"},
+               "then": {"action": "require_votes", "votes": "2/3"}}),
+    )
+    .await
+    .ok();
+    let before = main_head(repo.path());
+    let m = merge(&lead, json!({"agent": "ada", "mode": "squash"})).await;
+    assert_eq!(m["status"], "held", "{m}");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while main_head(repo.path()) == before {
+        assert!(
+            std::time::Instant::now() < end,
+            "the merge was not done after the vote"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let approvals = call(&lead, "approval_list", json!({})).await.ok();
+    let v = &approvals["approvals"][0];
+    assert_eq!(
+        (&v["state"], &v["vote"], &v["needed"]),
+        (&json!("approved"), &json!("2/3"), &json!(2)),
+        "{v}"
+    );
+    assert_eq!(v["approvers"], json!(["m1", "m2", "m3"]), "{v}");
+    let p = call(&lead, "team_proposal_status", json!({})).await.ok();
+    assert_eq!(p["proposals"][0]["winner"]["id"], "approve", "{p}");
+    s.stop().await;
+}
+
 /// The mock's `write` is the sdk's write_file: its profile decides (a read-only
 /// agent's write fails its run, nothing written), and it stays in its folder.
 #[tokio::test]

@@ -419,7 +419,13 @@ fn fits(when: &When, then: &Then) -> R<()> {
         When::Spend { .. } => &["require_approval", "notify", "pause"],
         When::RunEnd { .. } => &["notify", "pause"],
         When::DocWrite { .. } => &["allow", "deny", "notify"],
-        When::Merge { .. } => &["allow", "deny", "require_approval", "notify"],
+        When::Merge { .. } => &[
+            "allow",
+            "deny",
+            "require_approval",
+            "require_votes",
+            "notify",
+        ],
     };
     if ok.contains(&then.action()) {
         return Ok(());

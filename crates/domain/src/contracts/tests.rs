@@ -268,7 +268,7 @@ fn merges_into_main_need_the_lead() {
         "then": {"action": "route", "to": "bob"}}))
     .unwrap_err();
     assert!(
-        e.contains("a merge contract can allow, deny, require_approval, notify"),
+        e.contains("a merge contract can allow, deny, require_approval, require_votes, notify"),
         "{e}"
     );
 }

@@ -22,6 +22,7 @@ pub mod skills;
 mod spec;
 pub mod spending;
 mod supervise;
+pub(crate) mod voting;
 pub mod workers;
 pub mod worktrees;
 

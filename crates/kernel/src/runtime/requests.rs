@@ -9,23 +9,20 @@
 //! the run ends first, the approval is `lost`, never granted by default.
 
 use super::runs::Denial;
+use super::voting::{contract_list, open_approval_tx};
 use crate::AgentIdentity;
-use crate::context::proposals::held;
 use crate::events::Event;
-use crate::governance::approvals::{self, Ended, NewApproval};
+use crate::governance::approvals::{Ended, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::governance::rates;
 use crate::messaging::{Posted, post_system_to, preview};
-use crate::registry::agent_names;
 use crate::runtime::Runtime;
 use domain::clock::now_ms;
 use domain::contracts::{self, Contract, Event as Ev, Reached};
 use domain::error::{Error, Result};
-use domain::names::{LEAD, WorkflowRef};
 use domain::permissions::{Kind, Profile, Request, request_of};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use store::sql::Connection;
 
 /// The answer to a tool request, in the shape Claude Code's permission prompt tool
 /// expects (`behavior` allow or deny, `message` the reason).
@@ -304,7 +301,16 @@ impl Runtime {
                     detail: w2.clone(),
                     approval: a.clone(),
                 };
-                let (id, post) = open_approval_tx(c, &wf, new)?;
+                let title = format!("{name} asks to use {w2}");
+                let (id, post) = open_approval_tx(c, &wf, new, &title, |id, a, too_few| {
+                    format!(
+                        "approval {id}: {name} asks to use {w2} (contract {}{too_few}). Decide with \
+                         approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" within {}; \
+                         until then {name} waits.",
+                        contract_list(a),
+                        humantime::format_duration(a.timeout)
+                    )
+                })?;
                 posted.push(post);
                 Ok((posted, Some((id, a.timeout))))
             })
@@ -322,76 +328,6 @@ impl Runtime {
             },
         );
     }
-}
-
-/// Opens approval `a` and tells who decides it: its approvers, or, for a vote of
-/// the members, the proposal they vote on (every agent of the instance but the
-/// asker becomes an approver, and the count what the vote needs of them). With
-/// too few members to give what the vote needs, the lead decides, told why.
-fn open_approval_tx(c: &Connection, wf: &WorkflowRef, mut a: NewApproval) -> Result<(i64, Posted)> {
-    let (wid, name, what) = (a.workflow_id, a.agent.clone(), a.detail.clone());
-    let voters: Vec<String> = match a.approval.votes.is_empty() {
-        false => agent_names(c, wid)?
-            .into_iter()
-            .filter(|m| !m.eq_ignore_ascii_case(&name))
-            .collect(),
-        true => Vec::new(),
-    };
-    let needed = a
-        .approval
-        .votes_needed(voters.len())
-        .filter(|n| *n <= voters.len());
-    let mut too_few = String::new();
-    if let Some(n) = needed {
-        for m in &voters {
-            if !a
-                .approval
-                .approvers
-                .iter()
-                .any(|x| x.eq_ignore_ascii_case(m))
-            {
-                a.approval.approvers.push(m.clone());
-            }
-        }
-        a.approval.count = a.approval.count.max(n);
-    } else if let Some(asked) = a.approval.votes_text() {
-        too_few = format!(
-            "; the contract asks a vote of {asked} of the members, and {name} has {} other member(s), \
-             so you decide",
-            voters.len()
-        );
-        a.approval.votes.clear();
-    }
-    if a.approval.approvers.is_empty() {
-        a.approval.approvers.push(LEAD.to_owned());
-        a.approval.count = 1;
-    }
-    let id = approvals::insert_tx(c, &a)?;
-    let a = a.approval;
-    if let Some(needed) = needed {
-        let vote = held::NewVote {
-            workflow_id: wid,
-            workflow: wf,
-            approval_id: id,
-            title: format!("{name} asks to use {what}"),
-            asker: &name,
-            voters: &voters,
-            needed,
-            deadline_ms: approvals::get(c, id)?.map_or(0, |r| r.deadline_ms()),
-        };
-        return Ok((id, held::open_tx(c, &vote)?.1));
-    }
-    let text = format!(
-        "approval {id}: {name} asks to use {what} (contract {}{too_few}). Decide with approval_decide \
-         {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" within {}; until then {name} waits.",
-        a.contracts
-            .iter()
-            .map(|x| format!("\"{x}\""))
-            .collect::<Vec<_>>()
-            .join(", "),
-        humantime::format_duration(a.timeout)
-    );
-    Ok((id, post_system_to(c, wid, wf, &a.approvers, &text)?))
 }
 
 /// A tool request as contracts see it; `at` is where a read or edit lands (None:

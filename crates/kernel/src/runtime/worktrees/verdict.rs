@@ -4,6 +4,7 @@
 use crate::governance::approvals::{self, NewApproval};
 use crate::governance::contracts::{Decision, record_tx};
 use crate::messaging::post_system_to;
+use crate::runtime::voting::{contract_list, open_approval_tx};
 use domain::contracts;
 use domain::error::Result;
 use domain::names::WorkflowRef;
@@ -69,25 +70,25 @@ impl VerdictOf {
         if let Some(id) = approvals::pending_held(c, wid, &self.held)? {
             return Ok((posted, Ok(Some((id, None)))));
         }
-        let id = approvals::insert_tx(
-            c,
-            &NewApproval {
-                workflow_id: wid,
-                agent_id: self.agent_id,
-                agent: name.clone(),
-                run_id: None,
-                event: "merge".into(),
-                detail: d2.clone(),
-                approval: a.clone(),
-            },
-        )?;
+        let new = NewApproval {
+            workflow_id: wid,
+            agent_id: self.agent_id,
+            agent: name.clone(),
+            run_id: None,
+            event: "merge".into(),
+            detail: d2.clone(),
+            approval: a.clone(),
+        };
+        let (id, post) = open_approval_tx(c, wf, new, &format!("merge {d2}"), |id, a, too_few| {
+            format!(
+                "approval {id}: merge {d2} (contract {}{too_few}); it is done when you approve with \
+                 approval_decide {{\"id\": {id}, \"decision\": \"approve\"}}, or not with \"deny\" (within {}).",
+                contract_list(a),
+                humantime::format_duration(a.timeout)
+            )
+        })?;
         approvals::set_held_tx(c, id, &self.held)?;
-        posted.push(post_system_to(c, wid, wf, &a.approvers, &format!(
-            "approval {id}: merge {d2} (contract {}); it is done when you approve with \
-             approval_decide {{\"id\": {id}, \"decision\": \"approve\"}}, or not with \"deny\" (within {}).",
-            a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
-            humantime::format_duration(a.timeout)
-        ))?);
+        posted.push(post);
         Ok((posted, Ok(Some((id, Some(a.timeout))))))
     }
 }
