@@ -91,14 +91,7 @@ async fn merges_into_main_wait_for_the_lead_s_approval() {
     )
     .await
     .ok();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while main_head(repo.path()) == before {
-        assert!(
-            std::time::Instant::now() < end,
-            "the approved merge did not happen"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    main_moved_from(repo.path(), &before, "the approved merge did not happen").await;
     // A squash: one new commit on main, with main as its only parent.
     let head = main_head(repo.path());
     let parents = git(repo.path(), &["rev-list", "--parents", "-n", "1", &head]);
@@ -155,14 +148,12 @@ async fn a_merge_into_main_waits_for_two_thirds_of_the_team() {
     let before = main_head(repo.path());
     let m = merge(&lead, json!({"agent": "ada", "mode": "squash"})).await;
     assert_eq!(m["status"], "held", "{m}");
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while main_head(repo.path()) == before {
-        assert!(
-            std::time::Instant::now() < end,
-            "the merge was not done after the vote"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    main_moved_from(
+        repo.path(),
+        &before,
+        "the merge was not done after the vote",
+    )
+    .await;
     let approvals = call(&lead, "approval_list", json!({})).await.ok();
     let v = &approvals["approvals"][0];
     assert_eq!(

@@ -88,6 +88,15 @@ pub fn main_head(repo: &Path) -> String {
     git(repo, &["rev-parse", "main"])
 }
 
+/// Waits (up to 20 s) until main is no longer at `before`: a held merge was done.
+pub async fn main_moved_from(repo: &Path, before: &str, what: &str) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while main_head(repo) == before {
+        assert!(std::time::Instant::now() < end, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// Two agents' branches, each with one run's change of the same line of
 /// `lib.rs` (to `answer`), brought back: the first fast-forwards main and the
 /// checkout of main; the second conflicts, with its hunks, and main stays as it
