@@ -202,13 +202,11 @@ async fn provider_errors_are_classified_and_leave_the_inbox_pending() {
         let r = ask(&lead, agent, "hi", 30).await;
         assert_eq!(r["status"], "failed", "{r}");
         assert_eq!(r["error_class"], class, "{agent}: {r}");
-        let i = call(&lead, "agent_info", json!({"target": agent}))
-            .await
-            .ok();
-        assert_eq!(i["inbox"]["pending"], 1, "{agent}: {i}");
         // Auth and billing errors pause the agent (it resumes by itself later) and
-        // tell the lead in the channel.
-        assert_eq!(i["agent"]["state"], "paused", "{agent}: {i}");
+        // tell the lead in the channel. The pause follows the run's end, which is
+        // what the ask answered: wait for it.
+        let i = wait_info(&lead, agent, 10, |i| i["agent"]["state"] == "paused").await;
+        assert_eq!(i["inbox"]["pending"], 1, "{agent}: {i}");
         assert!(i["agent"]["resume_at"].is_string(), "{agent}: {i}");
         assert!(
             i["agent"]["reason"].as_str().unwrap().starts_with(class),
