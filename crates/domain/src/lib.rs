@@ -36,6 +36,7 @@ pub mod protocol;
 pub mod redact;
 pub mod skills;
 pub mod states;
+pub mod steps;
 pub mod trigger;
 pub mod workflow_yaml;
 pub mod workspace;

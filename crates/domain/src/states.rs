@@ -200,6 +200,29 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// A step of a step workflow (`steps.state`).
+    pub enum StepState("step state") {
+        /// Its events have not all happened yet.
+        Waiting = "waiting",
+        /// Its prompt was posted to its agent; the run that reads it has not ended well yet.
+        Running = "running",
+        /// The run that read its prompt succeeded.
+        Done = "done",
+        /// Its agent failed for good on it.
+        Failed = "failed",
+        /// It can no longer run: a step it waits for failed, or did not.
+        Skipped = "skipped",
+    }
+}
+
+impl StepState {
+    /// Done, failed or skipped: nothing more happens to it.
+    pub fn is_over(self) -> bool {
+        matches!(self, Self::Done | Self::Failed | Self::Skipped)
+    }
+}
+
 /// Every text any state enum above has: what a state literal in SQL may say.
 pub fn all_state_texts() -> impl Iterator<Item = &'static str> {
     let agent = AgentState::ALL.iter().map(|s| s.as_str());
@@ -208,12 +231,14 @@ pub fn all_state_texts() -> impl Iterator<Item = &'static str> {
     let delivery = DeliveryState::ALL.iter().map(|s| s.as_str());
     let approval = ApprovalState::ALL.iter().map(|s| s.as_str());
     let proposal = ProposalStatus::ALL.iter().map(|s| s.as_str());
+    let step = StepState::ALL.iter().map(|s| s.as_str());
     agent
         .chain(run)
         .chain(workflow)
         .chain(delivery)
         .chain(approval)
         .chain(proposal)
+        .chain(step)
 }
 
 impl Wake {

@@ -101,6 +101,7 @@ fn subject(when: &When) -> String {
                 .unwrap_or_else(|| "a document".into())
         ),
         When::Merge { agent, into, mode } => merge_subject(agent, into, mode),
+        When::Step { on } => format!("When {}", crate::steps::on_words(on)),
     }
 }
 
@@ -172,6 +173,19 @@ fn action(c: &Contract) -> String {
             }
         }
         Then::Route { to } => format!("deliver it to @{to} instead, who forwards it or drops it"),
+        Then::Run {
+            step,
+            agent,
+            prompt,
+        } => {
+            let shown: String = prompt.chars().take(80).collect();
+            let more = if shown.len() < prompt.len() {
+                "…"
+            } else {
+                ""
+            };
+            format!("run step {step}: @{agent} with \"{shown}{more}\"")
+        }
     }
 }
 

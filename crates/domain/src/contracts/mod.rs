@@ -12,6 +12,10 @@
 //! | `spend` | `usd` or `tokens` (a threshold), `per` (agent or workflow), `agent` | require_approval, notify, pause |
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
 //! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
+//! | `step` | `on` (the events of [`crate::steps::On`], all of them) | run |
+//!
+//! `step` and `run` are a step workflow's steps (its `steps:` compile to them);
+//! nobody sets them with contract_set.
 //!
 //! A rate: `message` and `tool_request` also take `more_than` (a count) and
 //! `within` (a duration): the contract then acts only on an agent's events past the
@@ -173,6 +177,9 @@ pub enum When {
         file: Option<String>,
         agent: Option<String>,
     },
+    /// A step of a step workflow: its events (all of them) have happened. Only a
+    /// workflow's `steps:` make these.
+    Step { on: Vec<crate::steps::On> },
     /// A merge of an agent's branch (`agent`) into a branch (`into`, a glob).
     Merge {
         agent: Option<String>,
@@ -190,6 +197,7 @@ impl When {
             When::RunEnd { .. } => "run_end",
             When::DocWrite { .. } => "doc_write",
             When::Merge { .. } => "merge",
+            When::Step { .. } => "step",
         }
     }
 
@@ -202,6 +210,7 @@ impl When {
             | When::DocWrite { agent, .. }
             | When::Merge { agent, .. } => agent.as_deref(),
             When::Message { from, .. } => from.as_deref(),
+            When::Step { .. } => None,
         }
     }
 }
@@ -291,6 +300,13 @@ pub enum Then {
     Route {
         to: String,
     },
+    /// A step of a step workflow: `agent` runs with `prompt` (posted to it by the
+    /// kernel).
+    Run {
+        step: String,
+        agent: String,
+        prompt: String,
+    },
 }
 
 impl Then {
@@ -303,6 +319,7 @@ impl Then {
             Then::Notify { .. } => "notify",
             Then::Pause { .. } => "pause",
             Then::Route { .. } => "route",
+            Then::Run { .. } => "run",
         }
     }
 }

@@ -178,6 +178,7 @@ fn when(v: &Value) -> R<When> {
             }
         }
         "merge" => merge_when(o)?,
+        "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
 }
@@ -381,7 +382,35 @@ fn then(v: &Value) -> R<Then> {
                 .map_err(|_| "to: route names exactly one member".to_owned())?;
             Then::Route { to }
         }
+        "run" => run_then(o)?,
         other => return Err(format!("action: unknown action {other:?}; use {ACTIONS}")),
+    })
+}
+
+/// `when: {event: step, on: [...]}`: a step's events.
+fn step_when(o: &Map<String, Value>) -> R<When> {
+    only(o, "", &["event", "on"])?;
+    let items = match o.get("on") {
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        _ => return Err("on: the events the step waits for, a non-empty list".into()),
+    };
+    let on = items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| crate::steps::On::from_json(v).map_err(|e| format!("on[{i}]: {e}")))
+        .collect::<R<Vec<_>>>()?;
+    Ok(When::Step { on })
+}
+
+/// `then: {action: run, step, agent, prompt}`: a step's run.
+fn run_then(o: &Map<String, Value>) -> R<Then> {
+    only(o, "", &["action", "step", "agent", "prompt"])?;
+    let need =
+        |k: &str| text(o, k)?.ok_or_else(|| format!("{k}: a run names its step, agent and prompt"));
+    Ok(Then::Run {
+        step: need("step")?,
+        agent: need("agent")?,
+        prompt: need("prompt")?,
     })
 }
 
@@ -426,6 +455,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
             "require_votes",
             "notify",
         ],
+        When::Step { .. } => &["run"],
     };
     if ok.contains(&then.action()) {
         return Ok(());

@@ -14,7 +14,9 @@ use std::path::Path;
 pub(crate) const BUILTINS: &[&str] = &["workflow.name", "workflow.tag", "source.dir"];
 
 /// Prefixes that setup outputs (`as`) may not take as their name.
-pub(crate) const RESERVED_OUTPUTS: &[&str] = &["env", "workflow", "params", "source"];
+pub(crate) const RESERVED_OUTPUTS: &[&str] = &[
+    "env", "workflow", "params", "source", "trigger", "previous", "steps",
+];
 
 /// One `${{ ... }}` in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,11 +92,30 @@ pub(crate) fn is_identifier(s: &str) -> bool {
 pub(crate) struct KnownNames<'a> {
     pub outputs: Vec<&'a str>,
     pub params: Vec<&'a str>,
+    /// In a step's prompt: the step ids, for `${{ steps.<id> }}` (and
+    /// `${{ trigger }}`, `${{ previous.output }}`); None elsewhere.
+    pub steps: Option<Vec<&'a str>>,
 }
 
 impl KnownNames<'_> {
     /// Whether `name` can resolve; the error says what is available.
     pub(crate) fn check(&self, name: &str) -> Result<(), String> {
+        if let Some(ids) = &self.steps {
+            if name == "trigger" || name == "previous.output" {
+                return Ok(());
+            }
+            if let Some(id) = name.strip_prefix("steps.") {
+                return if ids.contains(&id) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`${{{{ {name} }}}}`: no step has the id {id:?}{}; step ids: {}",
+                        super::suggest::did_you_mean(id, ids),
+                        ids.join(", ")
+                    ))
+                };
+            }
+        }
         let known = if let Some(p) = name.strip_prefix("params.") {
             self.params.contains(&p)
         } else if let Some(v) = name.strip_prefix("env.") {
@@ -131,6 +152,10 @@ impl KnownNames<'_> {
         all.extend(self.params.iter().map(|p| format!("params.{p}")));
         all.push("env.NAME".into());
         all.extend(BUILTINS.iter().map(|s| s.to_string()));
+        if let Some(ids) = &self.steps {
+            all.extend(["trigger".to_owned(), "previous.output".to_owned()]);
+            all.extend(ids.iter().map(|id| format!("steps.{id}")));
+        }
         all.join(", ")
     }
 }
@@ -197,6 +222,7 @@ impl Vars {
             let scope = KnownNames {
                 outputs: self.outputs.keys().map(String::as_str).collect(),
                 params: self.params.keys().map(String::as_str).collect(),
+                steps: None,
             };
             match scope.check(name) {
                 Err(e) => e,
@@ -218,6 +244,49 @@ pub fn interpolate(text: &str, vars: &Vars) -> Result<String, String> {
     }
     out.push_str(&text[from..]);
     Ok(out)
+}
+
+/// Replaces every `${{ name }}` of `text` but those `keep` says to leave for
+/// later (a step's prompt: its step names get their values when it runs).
+pub fn interpolate_except(
+    text: &str,
+    vars: &Vars,
+    keep: impl Fn(&str) -> bool,
+) -> Result<String, String> {
+    let exprs = expressions(text).map_err(|b| b.message)?;
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for e in exprs {
+        out.push_str(&text[from..e.start]);
+        if keep(e.name) {
+            out.push_str(&text[e.start..e.end]);
+        } else {
+            out.push_str(&vars.resolve(e.name)?);
+        }
+        from = e.end;
+    }
+    out.push_str(&text[from..]);
+    Ok(out)
+}
+
+/// Fills in the names `values` holds and leaves every other `${{ }}` as it is
+/// (what is left of a step's prompt once its instance started).
+pub fn fill(text: &str, values: &BTreeMap<String, String>) -> String {
+    let Ok(exprs) = expressions(text) else {
+        return text.to_owned();
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for e in exprs {
+        out.push_str(&text[from..e.start]);
+        match values.get(e.name) {
+            Some(v) => out.push_str(v),
+            None => out.push_str(&text[e.start..e.end]),
+        }
+        from = e.end;
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ mod suggest;
 #[cfg(test)]
 mod tests;
 
-pub use interpolate::{Vars, interpolate};
+pub use interpolate::{Vars, fill, interpolate, interpolate_except};
 pub use params::bind_params;
 pub use spec::{load, parse};
 
@@ -63,6 +63,10 @@ pub struct Workflow {
     /// `contracts:`: rules for this instance only, as given (each parsed and checked),
     /// with its name.
     pub contracts: Vec<(String, serde_json::Value)>,
+    /// `trigger:`: the text a step workflow starts from (raw, not interpolated yet).
+    pub trigger: Option<String>,
+    /// `steps:`: the step graph, checked; prompts raw. Empty: agents route by mentions.
+    pub steps: Vec<crate::steps::StepDef>,
 }
 
 #[derive(Debug, Clone)]

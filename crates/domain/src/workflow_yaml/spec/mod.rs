@@ -31,6 +31,7 @@ mod agent;
 mod agent_fields;
 mod context;
 mod doc;
+mod flow;
 mod steps;
 
 /// Larger YAML is refused before parsing: a workflow is a page, not a data set.
@@ -51,6 +52,8 @@ const TOP_KEYS: &[&str] = &[
     "kickoff",
     "budget",
     "contracts",
+    "trigger",
+    "steps",
 ];
 const AGENT_KEYS: &[&str] = &[
     "backend",
@@ -232,6 +235,7 @@ impl Doc<'_> {
         let scope = KnownNames {
             outputs: setup.iter().filter_map(|s| s.as_name.as_deref()).collect(),
             params: param_names.clone(),
+            steps: None,
         };
 
         let agents = match get("agents") {
@@ -267,7 +271,26 @@ impl Doc<'_> {
             Some((_, Node::Null)) | None => Vec::new(),
             Some((i, n)) => self.contracts(n, &[Step::Entry(i)], &agent_names)?,
         };
+        let (trigger, steps) = self.flow(
+            get("trigger"),
+            get("steps"),
+            get("kickoff"),
+            &agent_names,
+            &scope,
+        )?;
+        if let Some((name, _)) = contracts.iter().find(|(n, _)| n.starts_with("step-"))
+            && !steps.is_empty()
+        {
+            let (i, _) = get("contracts").expect("there are contracts");
+            return Err(self.err(
+                &[Step::Entry(i)],
+                format!("contract {name:?}: names starting with step- are the steps' own"),
+                "rename the contract",
+            ));
+        }
         Ok(Workflow {
+            trigger,
+            steps,
             contracts,
             name,
             file: file.map(Path::to_path_buf),
@@ -351,6 +374,13 @@ impl Doc<'_> {
                     "see the Contracts section of the README for each event's filters and actions",
                 )
             })?;
+            if matches!(c.when, crate::contracts::When::Step { .. }) {
+                return Err(self.err(
+                    &at,
+                    "a step contract is made from `steps:`",
+                    "write the step under `steps:` (agent, on, prompt)",
+                ));
+            }
             if out.iter().any(|(name, _)| *name == c.name) {
                 return Err(self.err(
                     &at,

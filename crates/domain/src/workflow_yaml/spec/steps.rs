@@ -153,6 +153,7 @@ impl Doc<'_> {
             let scope = KnownNames {
                 outputs: out.iter().filter_map(|s| s.as_name.as_deref()).collect(),
                 params: params.to_vec(),
+                steps: None,
             };
             self.check_refs(shell, &sp, &scope)?;
             let as_name = match get("as") {

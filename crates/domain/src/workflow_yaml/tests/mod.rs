@@ -4,6 +4,7 @@
 use super::*;
 use std::path::Path;
 
+mod flow;
 mod mistakes;
 use mistakes::MISTAKES;
 

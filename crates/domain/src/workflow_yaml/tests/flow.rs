@@ -1,0 +1,93 @@
+//! Step workflows: the seed's code review parses into its chain, and the graph's
+//! mistakes are reported at the step and event at fault.
+
+use super::inline;
+use crate::steps::On;
+
+const AGENTS: &str = "agents:\n  reviewer: { backend: mock }\n  coder: { backend: mock }\n";
+
+#[test]
+fn the_seeds_code_review_is_a_chain() {
+    let yaml = format!(
+        "name: code-review\n{AGENTS}params: [{{name: pr}}]\ntrigger: \"PR ${{{{ params.pr }}}} opened\"\nsteps:\n  \
+         - agent: reviewer\n    on: trigger\n    action: \"review ${{{{ trigger }}}}\"\n  \
+         - agent: coder\n    on: reviewer.complete\n    prompt: \"address ${{{{ previous.output }}}}\"\n  \
+         - agent: reviewer\n    on: [coder.complete]\n    prompt: \"verify ${{{{ steps.coder }}}}\"\n"
+    );
+    let wf = inline(&yaml).unwrap();
+    assert_eq!(wf.trigger.as_deref(), Some("PR ${{ params.pr }} opened"));
+    let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["reviewer-1", "coder", "reviewer-2"]);
+    assert_eq!(wf.steps[1].on, [On::Complete("reviewer-1".into())]);
+    assert_eq!(wf.steps[2].on, [On::Complete("coder".into())]);
+    assert_eq!(wf.steps[0].prompt, "review ${{ trigger }}");
+}
+
+#[test]
+fn step_mistakes_are_reported_where_they_are() {
+    let cases: &[(&str, &str, &str)] = &[
+        // A loop, at the event that closes it.
+        (
+            "steps:\n  - { id: fix, agent: coder, on: verify.complete, prompt: x }\n  - { id: verify, agent: reviewer, on: [fix.complete], prompt: y }\n",
+            "3:41",
+            "fix -> verify -> fix",
+        ),
+        (
+            "steps:\n  - { agent: coderr, on: trigger, prompt: x }\n",
+            "2:14",
+            "did you mean \"coder\"",
+        ),
+        (
+            "steps:\n  - { agent: coder, on: triger, prompt: x }\n",
+            "2:25",
+            "is not an event",
+        ),
+        (
+            "steps:\n  - { agent: coder, on: trigger }\n",
+            "2:5",
+            "no `prompt`",
+        ),
+        (
+            "steps:\n  - { agent: coder, on: trigger, prompt: \"${{ steps.nope }}\" }\n",
+            "2:43",
+            "no step has the id \"nope\"",
+        ),
+        (
+            "kickoff: hi\nsteps:\n  - { agent: coder, on: trigger, prompt: x }\n",
+            "1:1",
+            "no kickoff",
+        ),
+        ("trigger: go\n", "1:1", "there are no `steps`"),
+        (
+            "steps:\n  - { agent: coder, on: trigger, prompt: x }\n  - { agent: reviewer, on: [coder.complete, coder.failed], prompt: y }\n",
+            "3:29",
+            "complete and to fail",
+        ),
+        (
+            "steps:\n  - { agent: coder, on: {message: \"(\"}, prompt: x }\n",
+            "2:25",
+            "not a regular expression",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (tail, at, word) in cases {
+        let yaml = format!("{AGENTS}{tail}");
+        let shifted = |at: &str| {
+            let (l, c) = at.split_once(':').unwrap();
+            format!("{}:{c}", l.parse::<usize>().unwrap() + 3)
+        };
+        match inline(&yaml) {
+            Ok(_) => failures.push(format!("{tail:?}: parsed")),
+            Err(e) => {
+                let got = format!("{}:{}", e.line, e.column);
+                if got != shifted(at) || !e.to_string().contains(word) {
+                    failures.push(format!(
+                        "{tail:?}: expected {} {word:?}, got {e}",
+                        shifted(at)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
