@@ -64,7 +64,11 @@
 //!                schedule is runtime/schedules.rs, when runs start runtime/scheduler/
 //! states.rs      why a run starts (Wake) and the states things are in, as enums,
 //!                each with the one mapping to and from the store's text
-//! workflow_yaml/ workflow YAML (pure): parsing with positions, params, `${{ }}`
+//! workflow_yaml/ workflow YAML (pure): parsing with positions, params, `${{ }}`,
+//!                `trigger:` and `steps:` (spec/flow.rs)
+//! steps/         step workflows (pure): events (`on`), ids and names resolved, the
+//!                graph checked (no loop, every step able to run), the moves a graph's
+//!                states call for
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
@@ -147,8 +151,11 @@
 //!                  skills.rs the agents' skills, read again only when their folders change;
 //!                  tells workflows through events
 //!   workflows/     Workflows, workflow runs: start (run.rs), setup.rs its shell setup steps,
-//!                  status, completion, stop, list; facts.rs what a status and the
-//!                  idle check read
+//!                  status, stop, list; settle.rs the watch and when a run is done;
+//!                  facts.rs what a status and the idle check read; steps/ step
+//!                  workflows in motion (a step's prompt posted in the transaction
+//!                  that marks it running, done when the run that read it succeeded;
+//!                  rows.rs each change names the state it expects)
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in

@@ -103,6 +103,7 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
         "debate-vote",
         "scheduled-digest",
         "coding-team",
+        "code-review-steps",
         "teams-guide",
     ] {
         assert!(names.contains(&n), "{n} missing: {names:?}");

@@ -69,7 +69,14 @@ pub enum Event {
     ApprovalClosed { workflow_id: i64, id: i64 },
     /// An agent failed for good (its fourth failure in a row): its workflow run
     /// fails with this reason.
-    AgentFailed { workflow_id: i64, reason: String },
+    AgentFailed {
+        workflow_id: i64,
+        agent: String,
+        reason: String,
+    },
+    /// A member acknowledged messages itself (my_inbox_ack): a step it was given
+    /// may be done (a joined client or a person has no run whose end says so).
+    Acked { workflow_id: i64, agent: String },
     /// The contracts changed (any of them): the set in force is read again.
     ContractsChanged,
 }

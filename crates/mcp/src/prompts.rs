@@ -51,6 +51,13 @@ const EXAMPLES: &[Example] = &[
         params: &[],
         yaml: include_str!("../../../examples/workflows/coding-team.yaml"),
     },
+    Example {
+        name: "code-review-steps",
+        title: "Run the code review steps example",
+        description: "A step workflow: review, fix, verify, run in that order by the kernel (mock agents, no API key).",
+        params: &[("pr", "The pull request (default: 42).", false)],
+        yaml: include_str!("../../../examples/workflows/code-review-steps.yaml"),
+    },
 ];
 
 const START_TEAM: &str = "start-team";

@@ -432,4 +432,24 @@ CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, age
 ALTER TABLE approvals ADD COLUMN vote TEXT;
 ALTER TABLE proposals ADD COLUMN approval_id INTEGER;
 "#,
+    // 21: step workflows: the text an instance's steps start from, and each step's
+    // state (its definition is its contract); `seen` lists the indexes of its
+    // message and document events that happened (",0,2,").
+    r#"
+ALTER TABLE workflows ADD COLUMN trigger_text TEXT;
+CREATE TABLE steps (
+    workflow_id INTEGER NOT NULL,
+    step        TEXT NOT NULL,
+    position    INTEGER NOT NULL,
+    agent       TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'waiting',
+    seen        TEXT NOT NULL DEFAULT ',',
+    message_id  TEXT,
+    run_id      TEXT,
+    reason      TEXT,
+    started_at  INTEGER,
+    ended_at    INTEGER,
+    PRIMARY KEY (workflow_id, step)
+);
+"#,
 ];

@@ -232,7 +232,9 @@ impl Kernel {
         self.runtime.start_bus()?;
         self.runtime.start_heartbeat().await?;
         self.workflows.start_workflow_watch();
-        self.runtime.start_scheduler().await
+        self.runtime.start_scheduler().await?;
+        // Step graphs whose events came while no kernel listened move on now.
+        self.workflows.recover_steps().await
     }
 
     pub fn data_dir(&self) -> &Path {

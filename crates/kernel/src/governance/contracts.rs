@@ -320,6 +320,12 @@ impl Contracts {
     /// contract_set: creates or replaces the lead's contract of this name (`c`,
     /// parsed from `spec`).
     pub async fn set(&self, c: Contract, spec: Value) -> Result<ContractView> {
+        if matches!(c.when, contracts::When::Step { .. }) {
+            return Err(Error::invalid(
+                "contract.when.event: a step contract is made from a workflow's `steps:` (workflow_run); \
+                 contract_set cannot set one",
+            ));
+        }
         let (name, spec2) = (c.name.clone(), spec.clone());
         let count = self.all().len();
         self.store

@@ -22,6 +22,7 @@
 //! below writes those rows first, so the state machine only ever sees rows.
 
 use crate::Scope;
+use crate::events::Event;
 use crate::messaging::Messaging;
 use crate::messaging::broadcast;
 use domain::clock::{fmt_ms, now_ms, parse_when};
@@ -167,19 +168,28 @@ impl Messaging {
         through: bool,
     ) -> Result<AckResult> {
         let id = message_id.trim().to_owned();
-        self.in_own_inbox(scope, move |c, s, now| {
-            delivery_state(c, s, &id)?;
-            let which = if through {
-                Settle::Through(&id)
-            } else {
-                Settle::One(&id)
-            };
-            let acked = settle(c, s.workflow_id, &s.me, which, now)?;
-            Ok(AckResult {
-                acked: acked as i64,
+        let r = self
+            .in_own_inbox(scope, move |c, s, now| {
+                delivery_state(c, s, &id)?;
+                let which = if through {
+                    Settle::Through(&id)
+                } else {
+                    Settle::One(&id)
+                };
+                let acked = settle(c, s.workflow_id, &s.me, which, now)?;
+                Ok(AckResult {
+                    acked: acked as i64,
+                })
             })
-        })
-        .await
+            .await?;
+        // A worker's run says so when it ends (RunEnded), once its row is final.
+        if r.acked > 0 && scope.run_id.is_none() {
+            self.events.publish(Event::Acked {
+                workflow_id: scope.workflow_id,
+                agent: scope.me.clone(),
+            });
+        }
+        Ok(r)
     }
 
     /// Puts a delivery off until a duration from now or a time (default 10 minutes).

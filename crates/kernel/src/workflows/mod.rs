@@ -18,7 +18,9 @@
 
 mod facts;
 pub mod run;
+mod settle;
 pub mod setup;
+pub mod steps;
 
 use crate::context::Context;
 use crate::events::{Event, Events};
@@ -32,7 +34,7 @@ use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::protocol::Usage;
 use domain::states::{AgentState, WorkflowState};
-use facts::{AgentFacts, agent_facts, open_binding_proposals, workflow_row};
+use facts::{agent_facts, workflow_row};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -98,6 +100,10 @@ pub struct WorkflowStatus {
     pub messages: i64,
     pub runs: i64,
     pub usage: Usage,
+    /// A step workflow's steps in order, with their state (absent for a workflow
+    /// whose agents route by mentions).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<steps::view::StepView>,
     /// The main document (notes.md), once the run is no longer running.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub document: Option<DocShown>,
@@ -139,6 +145,8 @@ pub struct Workflows {
     runtime: Arc<Runtime>,
     /// Where a workflow's shell setup steps keep their logs.
     data_dir: PathBuf,
+    /// The graphs of step workflows.
+    steps: steps::Steps,
 }
 
 /// The rooms a [`Workflows`] is built on.
@@ -159,6 +167,7 @@ impl Workflows {
             context,
             runtime,
         } = rooms;
+        let steps = steps::Steps::new(store.clone(), contracts.clone(), messaging.clone());
         Self {
             store,
             events,
@@ -168,6 +177,7 @@ impl Workflows {
             context,
             runtime,
             data_dir,
+            steps,
         }
     }
 }
@@ -236,6 +246,7 @@ impl Workflows {
             messages,
             runs,
             usage,
+            steps: self.steps.view(wid).await?,
             document,
         })
     }
@@ -306,174 +317,6 @@ impl Workflows {
                 }
             }
         }
-    }
-
-    /// Listens to the runtime: a quiet workflow run is checked (done, blocked,
-    /// running again), an agent that failed for good fails its run. Missed events
-    /// (a lagging listener) are made up by checking every run in progress.
-    pub fn start_workflow_watch(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let mut rx = self.events.subscribe();
-        tokio::spawn(async move {
-            loop {
-                let ev = rx.recv().await;
-                let Some(k) = weak.upgrade() else { return };
-                let r = match ev {
-                    Ok(Event::WorkflowQuiet { workflow_id }) => {
-                        k.workflow_settle(workflow_id).await
-                    }
-                    Ok(Event::AgentFailed {
-                        workflow_id,
-                        reason,
-                    }) => k.workflow_fail(workflow_id, &reason).await,
-                    Ok(_) => Ok(()),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        k.settle_all_workflow_runs().await
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                };
-                if let Err(e) = r {
-                    tracing::error!("workflow watch: {e}");
-                }
-            }
-        });
-    }
-
-    async fn settle_all_workflow_runs(self: &Arc<Self>) -> Result<()> {
-        let ids: Vec<i64> = self
-            .store
-            .read(|c| {
-                let mut st = c.prepare(
-                    "SELECT id FROM workflows WHERE state IN ('running', 'completed', 'scheduled', 'blocked')",
-                )?;
-                let ids = st
-                    .query_map((), |r| r.get(0))?
-                    .collect::<sql::Result<Vec<i64>>>()?;
-                Ok(ids)
-            })
-            .await?;
-        for id in ids {
-            self.workflow_settle(id).await?;
-        }
-        Ok(())
-    }
-
-    /// The debounced check: is this workflow run done, blocked, or running again?
-    async fn workflow_settle(self: &Arc<Self>, wid: i64) -> Result<()> {
-        let (row, agents, binding) = self
-            .store
-            .read(move |c| {
-                Ok((
-                    workflow_row(c, wid)?,
-                    agent_facts(c, wid)?,
-                    open_binding_proposals(c, wid)?,
-                ))
-            })
-            .await?;
-        if !row.state.is_live_run() {
-            self.runtime.watch_workflow(wid, false);
-            return Ok(());
-        }
-        let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
-        let live = |a: &&AgentFacts| a.summary.state != AgentState::Paused;
-        // This node's runs and owed work from memory; every node's runs from the store.
-        let work_left = self.runtime.any_active(&ids)
-            || agents.iter().any(|a| a.running)
-            || self.runtime.owes_runs(&ids)
-            || binding > 0
-            || agents
-                .iter()
-                .filter(live)
-                .any(|a| a.summary.pending > 0 || a.schedule_owed);
-        let (state, reason) = if work_left {
-            (WorkflowState::Running, None)
-        } else {
-            let stuck: Vec<String> = agents
-                .iter()
-                .filter(|a| a.summary.state == AgentState::Paused && a.summary.pending > 0)
-                .map(|a| {
-                    format!(
-                        "{} is paused ({})",
-                        a.summary.name,
-                        a.summary.reason.as_deref().unwrap_or("by the lead")
-                    )
-                })
-                .collect();
-            let armed: Vec<String> = agents
-                .iter()
-                .filter(live)
-                .filter_map(|a| {
-                    let at = a.summary.next_wake.as_ref()?;
-                    Some(format!("{} at {at}", a.summary.name))
-                })
-                .collect();
-            if !stuck.is_empty() {
-                (WorkflowState::Blocked, Some(stuck.join("; ")))
-            } else if !armed.is_empty() {
-                (
-                    WorkflowState::Scheduled,
-                    Some(format!(
-                        "nothing to do now; schedules will run again: {} (workflow_stop disarms them)",
-                        armed.join(", ")
-                    )),
-                )
-            } else {
-                (WorkflowState::Completed, None)
-            }
-        };
-        if state == row.state && reason == row.reason {
-            return Ok(());
-        }
-        let r2 = reason.clone();
-        self.store
-            .write(move |c| {
-                // A scheduled run has not ended: its schedules will run it again.
-                let ended =
-                    (!matches!(state, WorkflowState::Running | WorkflowState::Scheduled)).then(now_ms);
-                c.execute(
-                    "UPDATE workflows SET state = ?2, reason = ?3, ended_at = ?4, updated_at = ?5 WHERE id = ?1
-                       AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    sql::params![wid, state.as_str(), r2, ended, now_ms()],
-                )?;
-                Ok(())
-            })
-            .await?;
-        tracing::info!(
-            workflow_id = wid,
-            state = state.as_str(),
-            "workflow settled"
-        );
-        self.events.publish(Event::WorkflowSettled {
-            workflow_id: wid,
-            status: state,
-        });
-        Ok(())
-    }
-
-    /// Marks a workflow run failed with the reason and stops its other runs. An
-    /// instance that is not a workflow run (`active`) is left as it is.
-    pub(crate) async fn workflow_fail(self: &Arc<Self>, wid: i64, reason: &str) -> Result<()> {
-        let r = reason.to_owned();
-        let changed = self
-            .store
-            .write(move |c| {
-                Ok(c.execute(
-                    "UPDATE workflows SET state = 'failed', reason = ?2, ended_at = ?3, updated_at = ?3
-                     WHERE id = ?1 AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    sql::params![wid, r, now_ms()],
-                )? > 0)
-            })
-            .await?;
-        if !changed {
-            return Ok(());
-        }
-        self.runtime.watch_workflow(wid, false);
-        self.stop_workflow_runs(wid).await?;
-        self.events.publish(Event::WorkflowSettled {
-            workflow_id: wid,
-            status: WorkflowState::Failed,
-        });
-        Ok(())
     }
 
     /// Stops every run of an instance's agents; returns how many were stopped.

@@ -28,6 +28,31 @@ use std::sync::Arc;
 use store::sql;
 use store::sql::OptionalExtension;
 
+/// A step workflow's steps, their prompts filled in but for the names that have
+/// a value only when a step runs, and the text they start from (both empty for a
+/// workflow whose agents route by mentions).
+#[derive(Clone, Default)]
+struct Flow {
+    steps: Vec<domain::steps::StepDef>,
+    trigger: String,
+}
+
+fn steps_of(wf: &Workflow, vars: &Vars) -> Result<Flow> {
+    let trigger = wf
+        .trigger
+        .as_deref()
+        .map(|t| workflow_yaml::interpolate(t, vars))
+        .transpose()
+        .map_err(|e| Error::invalid(format!("trigger: {e}")))?
+        .unwrap_or_default();
+    let mut steps = wf.steps.clone();
+    for s in &mut steps {
+        s.prompt = workflow_yaml::interpolate_except(&s.prompt, vars, domain::steps::is_step_name)
+            .map_err(|e| Error::invalid(format!("steps.{}.prompt: {e}", s.id)))?;
+    }
+    Ok(Flow { steps, trigger })
+}
+
 /// Where the YAML comes from.
 pub enum Source {
     File(PathBuf),
@@ -103,9 +128,11 @@ impl Workflows {
             .map(|k| workflow_yaml::interpolate(k, &vars))
             .transpose()
             .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
-        let wid = self.register(&wf, &wref, &bound, agents).await?;
+        let flow = steps_of(&wf, &vars)?;
+        let wid = self.register(&wf, &wref, &bound, agents, &flow).await?;
         self.apply_context(&wf, &wref, wid).await?;
         self.runtime.watch_workflow(wid, true);
+        self.steps.advance(wid).await?;
         if let Some(k) = kickoff.filter(|k| !k.trim().is_empty()) {
             let scope = self
                 .registry
@@ -190,7 +217,9 @@ impl Workflows {
         wref: &WorkflowRef,
         params: &BTreeMap<String, String>,
         agents: Vec<Registered>,
+        flow: &Flow,
     ) -> Result<i64> {
+        let flow = flow.clone();
         let w = wref.clone();
         let params = serde_json::to_string(params).map_err(|e| Error::internal(e.to_string()))?;
         let budget = serde_json::to_string(&wf.budget.clone().unwrap_or_default())
@@ -219,6 +248,7 @@ impl Workflows {
                 for (name, spec) in &contracts {
                     crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name)?;
                 }
+                super::steps::register_tx(c, wid, &flow.steps, &flow.trigger)?;
                 let now = now_ms();
                 c.execute(
                     "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,

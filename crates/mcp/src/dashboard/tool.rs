@@ -103,6 +103,7 @@ fn concerns(event: &Event, shown: Option<i64>) -> bool {
         | Event::ApprovalAsked { workflow_id, .. }
         | Event::ApprovalClosed { workflow_id, .. }
         | Event::AgentFailed { workflow_id, .. }
+        | Event::Acked { workflow_id, .. }
         | Event::WorkflowQuiet { workflow_id } => *workflow_id,
         Event::AgentChanged { .. } | Event::WorkflowSettled { .. } => return true,
         Event::ContractsChanged => return false,

@@ -357,7 +357,8 @@ async fn changed(
         | Event::WorkflowSettled { workflow_id, .. }
         | Event::DocumentChanged { workflow_id, .. }
         | Event::ApprovalAsked { workflow_id, .. }
-        | Event::ApprovalClosed { workflow_id, .. } => *workflow_id,
+        | Event::ApprovalClosed { workflow_id, .. }
+        | Event::Acked { workflow_id, .. } => *workflow_id,
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
         | Event::Notice { .. }
@@ -389,6 +390,10 @@ async fn changed(
             false,
         ),
         Event::BranchMoved { agent, .. } => (vec![resources::diff_uri(&w, agent)], false),
+        Event::Acked { agent, .. } => (
+            vec![resources::inbox_uri(&w, agent), resources::status_uri(&w)],
+            false,
+        ),
         Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
         Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => (
             vec![resources::status_uri(&w), resources::contracts_uri()],

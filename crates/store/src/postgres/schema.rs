@@ -346,4 +346,22 @@ CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, age
 ALTER TABLE approvals ADD COLUMN vote TEXT;
 ALTER TABLE proposals ADD COLUMN approval_id BIGINT;
 "#,
+    // 9: SQLite's migration 21, step workflows.
+    r#"
+ALTER TABLE workflows ADD COLUMN trigger_text TEXT;
+CREATE TABLE steps (
+    workflow_id BIGINT NOT NULL,
+    step        TEXT COLLATE "C" NOT NULL,
+    position    BIGINT NOT NULL,
+    agent       TEXT COLLATE "C" NOT NULL,
+    state       TEXT COLLATE "C" NOT NULL DEFAULT 'waiting',
+    seen        TEXT NOT NULL DEFAULT ',',
+    message_id  TEXT COLLATE "C",
+    run_id      TEXT COLLATE "C",
+    reason      TEXT,
+    started_at  BIGINT,
+    ended_at    BIGINT,
+    PRIMARY KEY (workflow_id, step)
+);
+"#,
 ];

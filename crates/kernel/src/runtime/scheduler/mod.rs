@@ -305,6 +305,7 @@ impl Runtime {
                         | Event::DocumentChanged { .. }
                         | Event::BranchMoved { .. }
                         | Event::Notice { .. }
+                        | Event::Acked { .. }
                         | Event::ContractsChanged,
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {

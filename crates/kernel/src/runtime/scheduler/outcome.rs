@@ -176,6 +176,7 @@ impl Runtime {
         self.messaging.announce(workflow_id, &posted);
         self.events.publish(Event::AgentFailed {
             workflow_id,
+            agent: name.to_owned(),
             reason,
         });
         Ok(())
