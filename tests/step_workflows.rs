@@ -446,3 +446,78 @@ steps:
     );
     s.stop().await;
 }
+
+/// A param's value is text, never read again for `${{ }}`; a prompt left empty by
+/// its params refuses the start.
+#[tokio::test]
+async fn params_are_filled_in_once_and_an_empty_prompt_refuses_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let yaml = r#"
+name: once
+params: [ { name: title } ]
+agents:
+  a: { backend: mock, mock: [ { reply: "SECRET" } ] }
+  b: { backend: mock }
+trigger: "go"
+steps:
+  - { agent: a, on: trigger, prompt: "first" }
+  - { agent: b, on: a.complete, prompt: "title: ${{ params.title }}; trigger: ${{ trigger }}" }
+"#;
+    let args =
+        json!({"yaml": yaml, "params": {"title": "${{ steps.a }} 50% ${{"}, "wait_seconds": 30});
+    let r = call(&lead, "workflow_run", args).await.ok();
+    assert_eq!(r["status"], "completed", "{r}");
+    let msgs = channel(&lead, "@once").await;
+    assert_eq!(
+        msgs[1].1, "@b (step b) title: ${{ steps.a }} 50% ${{; trigger: go",
+        "{msgs:?}"
+    );
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml.replace("title: ${{ params.title }}; trigger: ${{ trigger }}", "${{ params.title }}")
+            .replace("name: once", "name: empty"), "params": {"title": " "}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("steps.b.prompt is empty"), "{e}");
+    s.stop().await;
+}
+
+/// Run again after workflow_stop, a step workflow's agents never see the stopped
+/// run's prompts.
+#[tokio::test]
+async fn a_run_again_withdraws_the_prompts_of_the_stopped_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let slow = r#"[ { when: "step coder", sleep: 3s }, { when: "step coder", reply: "fixed the import" } ]"#;
+    run(&lead, &review(slow), 0).await;
+    wait_info(&lead, "coder@code-review", 30, |i| {
+        i.get("running").is_some()
+    })
+    .await;
+    call(&lead, "workflow_stop", json!({"workflow": "@code-review"}))
+        .await
+        .ok();
+    let coder = info(&lead, "coder@code-review").await;
+    assert_eq!(
+        coder["inbox"]["pending"], 1,
+        "the stopped run's prompt: {coder}"
+    );
+    let r = run(&lead, &review(slow), 40).await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let coder = info(&lead, "coder@code-review").await;
+    let ok: Vec<&Value> = coder["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "succeeded")
+        .collect();
+    assert_eq!(ok.len(), 1, "{coder}");
+    let read = ok[0]["prompt_summary"].as_str().unwrap_or_default();
+    assert!(read.contains("1 message"), "the new prompt alone: {read}");
+    s.stop().await;
+}

@@ -18,6 +18,37 @@ pub const SYSTEM: &str = "system";
 pub const RESERVED: &[&str] = &[LEAD, "all", SYSTEM, "kernel"];
 pub const MAX_NAME_LEN: usize = 64;
 
+/// The organisation every instance runs within unless it names another: no
+/// members, no contracts of its own.
+pub const GLOBAL_ORG: &str = "global";
+/// The instances that hold an organisation's channel and documents are
+/// `@org.<name>`; no workflow or agent_new may take such a name.
+pub const ORG_PREFIX: &str = "org.";
+
+/// The instance holding organisation `name`'s channel and documents.
+pub fn org_instance(name: &str) -> WorkflowRef {
+    WorkflowRef {
+        name: format!("{ORG_PREFIX}{}", name.to_ascii_lowercase()),
+        tag: DEFAULT_TAG.into(),
+    }
+}
+
+/// An organisation's name as given (`review-team`, `@review-team`), checked;
+/// None for `@global`.
+pub fn org_name(given: &str) -> Result<Option<String>> {
+    let n = given.trim().trim_start_matches('@');
+    if n.eq_ignore_ascii_case(GLOBAL_ORG) {
+        return Ok(None);
+    }
+    check_name("organisation name", n)?;
+    if n.contains('.') || n.contains(':') {
+        return Err(Error::invalid(format!(
+            "invalid organisation name {n:?}: use A-Z a-z 0-9 _ - (no dots)"
+        )));
+    }
+    Ok(Some(n.to_ascii_lowercase()))
+}
+
 /// Workflow names and tags: `[A-Za-z0-9._-]+`, at most 64 characters.
 pub fn check_name(kind: &str, s: &str) -> Result<()> {
     if s.is_empty() || s.len() > MAX_NAME_LEN {

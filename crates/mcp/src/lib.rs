@@ -49,6 +49,18 @@ worktrees and merges, a contracts cookbook): skill://agent-worker-teams/SKILL.md
 teams-guide.";
 
 /// The tool table, built once per process and shared by every handler instance.
+/// The context tools an agent may point at its organisation's instance (its
+/// channel, documents, members and its organisation inbox), if it is a member.
+const ORG_SCOPED: &[&str] = &[
+    "channel_read",
+    "channel_send",
+    "my_inbox",
+    "team_members",
+    "team_doc_read",
+    "team_doc_write",
+];
+const ORG_WORKFLOW: &str = "Or \"@org.<name>\": your organisation's.";
+
 pub struct Tools {
     router: ToolRouter<AgentWorker>,
     /// Tools only the lead may see and call.
@@ -102,7 +114,11 @@ impl Tools {
             .map(|t| {
                 let mut t = t.clone();
                 let mut input = (*t.input_schema).clone();
-                schemas::without(&mut input, "workflow");
+                if ORG_SCOPED.contains(&t.name.as_ref()) {
+                    schemas::describe(&mut input, "workflow", ORG_WORKFLOW);
+                } else {
+                    schemas::without(&mut input, "workflow");
+                }
                 t.input_schema = Arc::new(input);
                 t
             })

@@ -61,6 +61,9 @@ const EXAMPLES: &[Example] = &[
 ];
 
 const START_TEAM: &str = "start-team";
+/// From chaos to structure: a workflow's messages and decisions read, and an
+/// organisation proposed (members, contracts) for the person to approve.
+const ORGANISE: &str = "organise";
 /// The lead's skill (how to run teams well) as a prompt, for clients without the
 /// Skills extension.
 const TEAMS_GUIDE: &str = "teams-guide";
@@ -112,6 +115,15 @@ pub fn list() -> Vec<Prompt> {
         .with_title("Start a team"),
         Prompt::new(TEAMS_GUIDE, Some(TEAMS_GUIDE_DESCRIPTION), None)
             .with_title("How to run teams well"),
+        Prompt::new(
+            ORGANISE,
+            Some("Read a workflow's messages and decisions and propose an organisation: its members with their roles, and the contracts its work kept needing, each for you to approve."),
+            Some(vec![
+                argument("workflow", "The instance to learn from, e.g. \"@review:pr-1\".", true),
+                argument("org", "The organisation's name (default: one the workflow suggests).", false),
+            ]),
+        )
+        .with_title("Turn a workflow into an organisation"),
     ];
     for e in EXAMPLES {
         let args = e
@@ -147,6 +159,8 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
     };
     let known: Vec<&str> = if name == START_TEAM {
         vec!["goal", "backends"]
+    } else if name == ORGANISE {
+        vec!["workflow", "org"]
     } else {
         EXAMPLES
             .iter()
@@ -187,6 +201,14 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
             )
         })?;
         start_team(&goal, text("backends").filter(|b| !b.is_empty()).as_deref())
+    } else if name == ORGANISE {
+        let workflow = text("workflow").filter(|w| !w.is_empty()).ok_or_else(|| {
+            McpError::invalid_params(
+                "prompt organise needs workflow: the instance to learn from, e.g. @review:pr-1",
+                None,
+            )
+        })?;
+        organise(&workflow, text("org").filter(|o| !o.is_empty()).as_deref())
     } else {
         let e = EXAMPLES
             .iter()
@@ -240,6 +262,30 @@ fn start_team(goal: &str, backends: Option<&str>) -> String {
             use agent_ask for a direct question to one agent.\n\
          5. When the goal is met, summarise the result and what each agent did (agent_info shows runs and costs), \
             then workflow_stop."
+    )
+}
+
+fn organise(workflow: &str, org: Option<&str>) -> String {
+    let name = match org {
+        Some(o) => format!("named \"{o}\""),
+        None => "with a short name you choose".to_owned(),
+    };
+    format!(
+        "Turn how the team of {workflow} worked into an agent-worker organisation {name}, so that the next \
+         instances start from its rules instead of rediscovering them.\n\n\
+         1. Read what happened: channel_read {{\"workflow\": \"{workflow}\", \"limit\": 200}}, \
+            contract_list {{\"workflow\": \"{workflow}\"}} (its decisions: what was allowed, refused or approved, \
+            and by whom), approval_list, and agent_list {{\"workflow\": \"{workflow}\"}}.\n\
+         2. Propose the members: each agent or person who did a distinct job, with a one-line role. People \
+            (who approved or reviewed) are members with \"human\": true.\n\
+         3. Propose the contracts its work kept needing: approvals that were asked for again and again, \
+            refusals, limits. Write each as contract_set takes it (when, then) with \"org\": the organisation.\n\
+         4. Show me the members and each contract as one sentence, and ask me. Create nothing before I agree.\n\
+         5. With my agreement: org_set {{name, description, members}}; then, for each contract, \
+            team_proposal_create {{\"workflow\": \"{workflow}\", \"type\": \"approval\", \"contract\": {{..., \
+            \"org\": name}}}} so that I approve it with team_vote (approve) or reject it; an approved one binds \
+            every instance run within the organisation.\n\
+         6. Say how to run the next instance within it: workflow_run {{..., \"org\": name}} or `org:` in the YAML."
     )
 }
 

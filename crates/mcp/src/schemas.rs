@@ -40,6 +40,13 @@ pub fn without(schema: &mut Map<String, Value>, name: &str) {
     }
 }
 
+/// Sets the description of one property, if the schema has it.
+pub fn describe(schema: &mut Map<String, Value>, name: &str, text: &str) {
+    if let Some(Value::Object(p)) = schema.get_mut("properties").and_then(|p| p.get_mut(name)) {
+        p.insert("description".into(), Value::String(text.into()));
+    }
+}
+
 /// Rewrites a schema to the portable form (see the module docs).
 pub fn portable(schema: &mut Map<String, Value>, input: bool) {
     let defs = schema

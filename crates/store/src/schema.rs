@@ -432,11 +432,13 @@ CREATE INDEX contract_hits_by_agent ON contract_hits (workflow_id, contract, age
 ALTER TABLE approvals ADD COLUMN vote TEXT;
 ALTER TABLE proposals ADD COLUMN approval_id INTEGER;
 "#,
-    // 21: step workflows: the text an instance's steps start from, and each step's
+    // 21: step workflows: the text an instance's steps start from, the values its
+    // prompts are filled in with when they run (params, setup outputs), and each step's
     // state (its definition is its contract); `seen` lists the indexes of its
     // message and document events that happened (",0,2,").
     r#"
 ALTER TABLE workflows ADD COLUMN trigger_text TEXT;
+ALTER TABLE workflows ADD COLUMN step_vars TEXT;
 CREATE TABLE steps (
     workflow_id INTEGER NOT NULL,
     step        TEXT NOT NULL,
@@ -451,5 +453,24 @@ CREATE TABLE steps (
     ended_at    INTEGER,
     PRIMARY KEY (workflow_id, step)
 );
+"#,
+    // 22: organisations: a name, members with a role, the instance that holds its
+    // channel and documents (`workflow_id`); the organisation an instance runs
+    // within (NULL: @global). A lead contract bound to one says so in its spec.
+    r#"
+CREATE TABLE orgs (
+    name        TEXT PRIMARY KEY COLLATE NOCASE,
+    description TEXT,
+    workflow_id INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE TABLE org_members (
+    org     TEXT NOT NULL COLLATE NOCASE,
+    member  TEXT NOT NULL COLLATE NOCASE,
+    role    TEXT,
+    kind    TEXT NOT NULL,
+    PRIMARY KEY (org, member)
+);
+ALTER TABLE workflows ADD COLUMN org TEXT COLLATE NOCASE;
 "#,
 ];

@@ -6,6 +6,10 @@ use super::*;
 
 pub fn sentence(c: &Contract) -> String {
     let scope = match &c.workflow {
+        None if c.org.is_some() => format!(
+            " (in every instance run within the organisation @{})",
+            c.org.as_deref().unwrap_or_default()
+        ),
         None => String::new(),
         Some(w) if w.contains(':') => format!(" (in @{w})"),
         Some(w) => format!(" (in every @{w} instance)"),

@@ -70,6 +70,9 @@ pub struct Contract {
     /// The workflow instance it applies to (`review:pr-1`), or every instance of a
     /// workflow (`review`); None: everywhere.
     pub workflow: Option<String>,
+    /// The organisation it is bound to (in force in every instance run within
+    /// it); a lead contract has this or `workflow`, not both.
+    pub org: Option<String>,
     pub when: When,
     /// Counted events: the contract acts only past the rate (message and
     /// tool_request).

@@ -39,7 +39,11 @@ pub fn parse_list(v: &Value) -> R<Vec<Contract>> {
 /// Parses one contract. Errors start with the field's path (`when.tool: ...`).
 pub fn parse(v: &Value) -> R<Contract> {
     let o = object(v, "contract")?;
-    only(o, "", &["name", "description", "workflow", "when", "then"])?;
+    only(
+        o,
+        "",
+        &["name", "description", "workflow", "org", "when", "then"],
+    )?;
     let name = text(o, "name")?.ok_or("name: every contract needs a name")?;
     if name.is_empty()
         || name.len() > 64
@@ -66,6 +70,16 @@ pub fn parse(v: &Value) -> R<Contract> {
             "workflow: {w:?} is not a workflow; write \"review\" (every instance) or \"review:pr-1\""
         ));
     }
+    let org = match text(o, "org")? {
+        None => None,
+        Some(g) => crate::names::org_name(&g).map_err(|e| format!("org: {e}"))?,
+    };
+    if org.is_some() && workflow.is_some() {
+        return Err(
+            "org: a contract is bound to an organisation or to a workflow, not both; leave out one"
+                .into(),
+        );
+    }
     let when_v = o
         .get("when")
         .ok_or("when: say which event, e.g. {event: tool_request, tool: shell}")?;
@@ -85,6 +99,7 @@ pub fn parse(v: &Value) -> R<Contract> {
         name,
         description,
         workflow,
+        org,
         when,
         rate,
         then,

@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 pub const MAX_STEPS: usize = 100;
 /// The longest step id (its contract is named `step-<id>`, at most 64).
 pub const MAX_ID: usize = 59;
+/// The longest prompt a step may have as written (filled in, it may grow).
+pub const MAX_PROMPT_CHARS: usize = 64 * 1024;
 
 /// The name of a step's contract.
 pub fn contract_name(id: &str) -> String {
@@ -369,7 +371,9 @@ fn check(steps: &[StepDef]) -> Result<(), GraphError> {
     Ok(())
 }
 
-/// Why step `i` can never run, if it cannot: the event at fault and the reason.
+/// Why step `i` can never run, if it cannot: the event at fault and the reason
+/// (a step it needs never runs, or it needs one step both to complete and to
+/// fail, directly or through the steps it waits for).
 fn why_never(
     steps: &[StepDef],
     i: usize,
@@ -386,21 +390,54 @@ fn why_never(
                 format!("this step can never run: step {} never does", steps[j].id),
             ));
         }
-        let both = steps[i].on.iter().any(|o| match (e, o) {
-            (On::Complete(a), On::Failed(b)) => a == b,
-            _ => false,
-        });
-        if both {
+    }
+    // (step, completes?, through event k)
+    let mut needs: Vec<(usize, bool, usize)> = Vec::new();
+    for (k, e) in steps[i].on.iter().enumerate() {
+        if let Some(j) = e.step().map(index) {
+            needs.push((j, matches!(e, On::Complete(_)), k));
+            for (x, done) in outcomes_needed(steps, j, index) {
+                needs.push((x, done, k));
+            }
+        }
+    }
+    for &(x, done, _) in &needs {
+        if !done {
+            continue;
+        }
+        if let Some(&(_, _, k)) = needs.iter().find(|&&(y, d, _)| y == x && !d) {
             return Some((
                 k,
                 format!(
-                    "this step can never run: it waits for step {} to complete and to fail",
-                    steps[j].id
+                    "this step can never run: it needs step {} to complete and to fail",
+                    steps[x].id
                 ),
             ));
         }
     }
     None
+}
+
+/// Every (step, completes?) that step `j` needs before it can run, transitively.
+fn outcomes_needed(
+    steps: &[StepDef],
+    j: usize,
+    index: &dyn Fn(&str) -> usize,
+) -> Vec<(usize, bool)> {
+    let mut out = Vec::new();
+    let mut todo = vec![j];
+    while let Some(s) = todo.pop() {
+        for e in &steps[s].on {
+            if let Some(x) = e.step().map(index) {
+                let need = (x, matches!(e, On::Complete(_)));
+                if !out.contains(&need) {
+                    out.push(need);
+                    todo.push(x);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// What the kernel is to do next with a graph.
@@ -459,14 +496,18 @@ pub fn moves(steps: &[StepDef], states: &[StepState], seen: &[Vec<usize>]) -> Ve
     }
 }
 
-/// The failed steps no step waits for (`X.failed`): the instance fails with them.
+/// The failed steps no step that ran (or may still run) waits for (`X.failed`):
+/// the instance fails with them.
 pub fn unhandled_failures(steps: &[StepDef], states: &[StepState]) -> Vec<usize> {
     (0..steps.len())
         .filter(|&i| states[i] == StepState::Failed)
         .filter(|&i| {
-            !steps.iter().any(|s| {
-                s.on.iter()
-                    .any(|e| matches!(e, On::Failed(x) if *x == steps[i].id))
+            // A handler that was skipped handled nothing.
+            !steps.iter().zip(states).any(|(s, st)| {
+                *st != StepState::Skipped
+                    && s.on
+                        .iter()
+                        .any(|e| matches!(e, On::Failed(x) if *x == steps[i].id))
             })
         })
         .collect()

@@ -171,3 +171,37 @@ fn events_that_are_not_events_are_refused() {
         assert!(On::from_json(&bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_step_that_needs_a_completion_and_a_failure_through_others_is_refused() {
+    // h needs a to fail, and b, which needs a to complete.
+    let e = resolve(vec![
+        w(Some("a"), "x", &["trigger"]),
+        w(Some("b"), "y", &["a.complete"]),
+        w(Some("h"), "z", &["a.failed", "b.complete"]),
+    ])
+    .unwrap_err();
+    assert_eq!(e.step, 2, "{e:?}");
+    assert!(
+        e.message.contains("step a to complete and to fail"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_skipped_handler_handles_nothing() {
+    use StepState::*;
+    let s = resolve(vec![
+        w(Some("a"), "x", &["trigger"]),
+        w(Some("b"), "y", &["trigger"]),
+        w(Some("h"), "z", &["a.failed", "b.complete"]),
+    ])
+    .unwrap();
+    // b failed, so the handler of a's failure never ran: a's failure stands.
+    assert_eq!(unhandled_failures(&s, &[Failed, Failed, Skipped]), [0, 1]);
+    assert_eq!(
+        unhandled_failures(&s, &[Failed, Done, Done]),
+        Vec::<usize>::new()
+    );
+}

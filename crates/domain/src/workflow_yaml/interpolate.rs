@@ -191,6 +191,32 @@ impl Vars {
         self.outputs.insert(name.to_owned(), value);
     }
 
+    /// The values as the store keeps them for a step workflow, whose prompts are
+    /// filled in when each step runs.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.workflow_name,
+            "tag": self.tag,
+            "source_dir": self.source_dir,
+            "params": self.params,
+            "outputs": self.outputs,
+        })
+    }
+
+    /// [`to_json`](Self::to_json) read back (None: not what it wrote).
+    pub fn from_json(v: &serde_json::Value) -> Option<Self> {
+        let map = |k: &str| -> Option<BTreeMap<String, String>> {
+            serde_json::from_value(v.get(k)?.clone()).ok()
+        };
+        Some(Self {
+            workflow_name: v.get("name")?.as_str()?.to_owned(),
+            tag: v.get("tag")?.as_str()?.to_owned(),
+            source_dir: v.get("source_dir")?.as_str()?.to_owned(),
+            params: map("params")?,
+            outputs: map("outputs")?,
+        })
+    }
+
     /// A setup step's output, if it ran.
     pub fn output(&self, name: &str) -> Option<&str> {
         self.outputs.get(name).map(String::as_str)
@@ -267,26 +293,6 @@ pub fn interpolate_except(
     }
     out.push_str(&text[from..]);
     Ok(out)
-}
-
-/// Fills in the names `values` holds and leaves every other `${{ }}` as it is
-/// (what is left of a step's prompt once its instance started).
-pub fn fill(text: &str, values: &BTreeMap<String, String>) -> String {
-    let Ok(exprs) = expressions(text) else {
-        return text.to_owned();
-    };
-    let mut out = String::with_capacity(text.len());
-    let mut from = 0;
-    for e in exprs {
-        out.push_str(&text[from..e.start]);
-        match values.get(e.name) {
-            Some(v) => out.push_str(v),
-            None => out.push_str(&text[e.start..e.end]),
-        }
-        from = e.end;
-    }
-    out.push_str(&text[from..]);
-    out
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ mod suggest;
 #[cfg(test)]
 mod tests;
 
-pub use interpolate::{Vars, fill, interpolate, interpolate_except};
+pub use interpolate::{Vars, interpolate, interpolate_except};
 pub use params::bind_params;
 pub use spec::{load, parse};
 
@@ -65,6 +65,8 @@ pub struct Workflow {
     pub contracts: Vec<(String, serde_json::Value)>,
     /// `trigger:`: the text a step workflow starts from (raw, not interpolated yet).
     pub trigger: Option<String>,
+    /// `org:`: the organisation it runs within (None: @global).
+    pub org: Option<String>,
     /// `steps:`: the step graph, checked; prompts raw. Empty: agents route by mentions.
     pub steps: Vec<crate::steps::StepDef>,
 }

@@ -12,6 +12,9 @@ impl Kernel {
     /// contract_set: creates or replaces the lead's contract of this name.
     pub async fn contract_set(&self, spec: Value) -> Result<ContractView> {
         let c = contracts::parse(&spec).map_err(|e| Error::invalid(format!("contract.{e}")))?;
+        if let Some(g) = &c.org {
+            self.registry.org_checked(g).await?;
+        }
         if let Some(w) = &c.workflow {
             let wf = WorkflowRef::parse(w)?;
             if w.contains(':') {
@@ -29,11 +32,19 @@ impl Kernel {
 
     /// contract_list: the contracts (all, or those in force in one instance), the
     /// built-in guards and the latest decisions.
-    pub async fn contract_list(&self, workflow: Option<&WorkflowRef>) -> Result<ContractList> {
+    pub async fn contract_list(
+        &self,
+        workflow: Option<&WorkflowRef>,
+        org: Option<&str>,
+    ) -> Result<ContractList> {
         let scope = match workflow {
             Some(wf) => Some((self.registry.workflow_id(wf).await?, wf.clone())),
             None => None,
         };
-        self.contracts.list(scope).await
+        let org = match org {
+            Some(g) => self.registry.org_checked(g).await?,
+            None => None,
+        };
+        self.contracts.list(scope, org).await
     }
 }

@@ -8,6 +8,7 @@
 mod context;
 mod contracts;
 mod messaging;
+mod orgs;
 mod registry;
 mod runtime;
 mod workflows;

@@ -36,7 +36,10 @@ impl Kernel {
         source: Source,
         tag: Option<&str>,
         params: &serde_json::Map<String, serde_json::Value>,
+        org: Option<&str>,
     ) -> Result<(i64, WorkflowRef)> {
-        self.workflows.workflow_start(source, tag, params).await
+        self.workflows
+            .workflow_start(source, tag, params, org)
+            .await
     }
 }

@@ -15,6 +15,7 @@ use domain::names::WorkflowRef;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use store::Store;
 use store::sql;
@@ -34,28 +35,63 @@ pub struct Stored {
     pub contract: Contract,
 }
 
+/// Every contract and the organisation each instance runs within: what a
+/// decision reads (it derefs to the contracts, oldest first).
+#[derive(Debug, Default)]
+pub struct Set {
+    contracts: Vec<Stored>,
+    /// Instance id -> its organisation (instances within `@global` are absent).
+    org_of: HashMap<i64, String>,
+}
+
+impl std::ops::Deref for Set {
+    type Target = [Stored];
+    fn deref(&self) -> &[Stored] {
+        &self.contracts
+    }
+}
+
 /// The contracts room: their rows, the set in force (replaced whole on every
 /// change) and the decision log. Built from the store and the events alone; the
 /// kernel's façade resolves workflow names before it asks (`facade.rs`).
 pub struct Contracts {
     store: Store,
     events: Events,
-    /// The contracts in force, oldest first.
-    in_force: RwLock<Arc<Vec<Stored>>>,
+    /// The contracts in force, oldest first, and the instances' organisations.
+    in_force: RwLock<Arc<Set>>,
 }
 
-/// The contracts that apply in one instance.
+/// The contracts that apply in one instance: the lead's everywhere (or naming
+/// it), then its organisation's, then its own.
 pub fn in_force<'a>(
-    all: &'a [Stored],
+    all: &'a Set,
     workflow_id: i64,
     wf: &'a WorkflowRef,
 ) -> impl Iterator<Item = &'a Contract> + 'a {
-    all.iter()
-        .filter(move |s| match s.owner {
-            Some(o) => o == workflow_id,
-            None => s.contract.in_scope(&wf.name, &wf.tag),
-        })
-        .map(|s| &s.contract)
+    stored_in_force(all, workflow_id, wf).map(|s| &s.contract)
+}
+
+fn stored_in_force<'a>(
+    all: &'a Set,
+    workflow_id: i64,
+    wf: &'a WorkflowRef,
+) -> impl Iterator<Item = &'a Stored> + 'a {
+    let org = all.org_of.get(&workflow_id);
+    let lead = all.iter().filter(move |s| {
+        s.owner.is_none() && s.contract.org.is_none() && s.contract.in_scope(&wf.name, &wf.tag)
+    });
+    let of_org = all.iter().filter(move |s| {
+        s.owner.is_none() && s.contract.org.is_some() && s.contract.org.as_ref() == org
+    });
+    let own = all.iter().filter(move |s| s.owner == Some(workflow_id));
+    lead.chain(of_org).chain(own)
+}
+
+/// Every instance run within an organisation, and which.
+fn orgs_of(c: &Connection) -> Result<HashMap<i64, String>> {
+    let mut st = c.prepare("SELECT id, org FROM workflows WHERE org IS NOT NULL")?;
+    let rows = st.query_map((), |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)))?;
+    Ok(rows.collect::<sql::Result<HashMap<_, _>>>()?)
 }
 
 /// Every contract row, parsed (a row that no longer parses is skipped and logged).
@@ -211,12 +247,16 @@ pub struct ContractView {
     pub name: String,
     /// What it does, in one sentence.
     pub says: String,
-    /// `lead`, `yaml` (a workflow file, for its instance only), `proposal` (drafted
-    /// by an agent, approved by the lead) or `built-in` (a guard).
+    /// `lead`, `yaml` (a workflow file, for its instance only), `steps` (a step
+    /// workflow's steps), `proposal` (drafted by an agent, approved by the lead)
+    /// or `built-in` (a guard).
     pub source: String,
     /// The instance a workflow's contract belongs to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
+    /// The organisation it is bound to (in force in every instance run within it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
     /// The contract as given (absent for built-in guards).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Map<String, Value>>")]
@@ -283,6 +323,7 @@ fn guards(workflow: &str, b: &Budget) -> Vec<ContractView> {
             says: format!("{} (in {workflow})", says.trim_end_matches('.')) + ".",
             source: "built-in".into(),
             workflow: Some(workflow.to_owned()),
+            org: None,
             spec: None,
         })
         .collect()
@@ -298,14 +339,22 @@ impl Contracts {
     }
 
     /// Every contract, oldest first: what a decision reads (memory, never the store).
-    pub fn all(&self) -> Arc<Vec<Stored>> {
+    pub fn all(&self) -> Arc<Set> {
         self.in_force.read().unwrap().clone()
     }
 
     /// Reads every contract into the set in force (at open and after each change).
     pub async fn reload(&self) -> Result<()> {
-        let all = self.store.read(load).await?;
-        *self.in_force.write().unwrap() = Arc::new(all);
+        let set = self
+            .store
+            .read(|c| {
+                Ok(Set {
+                    contracts: load(c)?,
+                    org_of: orgs_of(c)?,
+                })
+            })
+            .await?;
+        *self.in_force.write().unwrap() = Arc::new(set);
         Ok(())
     }
 
@@ -347,11 +396,33 @@ impl Contracts {
         self.changed().await?;
         Ok(ContractView {
             says: contracts::sentence(&c),
-            name: c.name,
             source: "lead".into(),
             workflow: None,
+            org: c.org.clone(),
+            name: c.name,
             spec: Some(spec),
         })
+    }
+
+    /// An organisation was removed: the lead's contracts bound to it go with it.
+    pub async fn delete_org(&self, org: &str) -> Result<usize> {
+        let ids: Vec<i64> = self
+            .all()
+            .iter()
+            .filter(|s| s.owner.is_none() && s.contract.org.as_deref() == Some(org))
+            .map(|s| s.id)
+            .collect();
+        let n = ids.len();
+        self.store
+            .write(move |c| {
+                for id in &ids {
+                    c.execute("DELETE FROM contracts WHERE id = ?1", [id])?;
+                }
+                Ok(())
+            })
+            .await?;
+        self.changed().await?;
+        Ok(n)
     }
 
     /// contract_set with remove: deletes the lead's contract of this name.
@@ -394,7 +465,11 @@ impl Contracts {
 
     /// contract_list: the contracts (all, or those in force in one instance: its
     /// id and name), the built-in guards and the latest decisions.
-    pub async fn list(&self, scope: Option<(i64, WorkflowRef)>) -> Result<ContractList> {
+    pub async fn list(
+        &self,
+        scope: Option<(i64, WorkflowRef)>,
+        org: Option<String>,
+    ) -> Result<ContractList> {
         let all = self.all();
         let scope2 = scope.clone();
         let (names, budgets, decisions) = self
@@ -434,20 +509,22 @@ impl Contracts {
                 Ok((names, budgets, decisions))
             })
             .await?;
-        let contracts = all
-            .iter()
-            .filter(|s| match &scope {
-                None => true,
-                Some((id, wf)) => match s.owner {
-                    Some(o) => o == *id,
-                    None => s.contract.in_scope(&wf.name, &wf.tag),
-                },
-            })
+        let shown: Vec<&Stored> = match (&scope, &org) {
+            (_, Some(g)) => all
+                .iter()
+                .filter(|s| s.owner.is_none() && s.contract.org.as_ref() == Some(g))
+                .collect(),
+            (Some((id, wf)), None) => stored_in_force(&all, *id, wf).collect(),
+            (None, None) => all.iter().collect(),
+        };
+        let contracts = shown
+            .into_iter()
             .map(|s| ContractView {
                 name: s.contract.name.clone(),
                 says: contracts::sentence(&s.contract),
                 source: s.source.clone(),
                 workflow: s.owner.and_then(|o| names.get(&o)).map(|w| w.to_string()),
+                org: s.contract.org.clone(),
                 spec: Some(s.spec.clone()),
             })
             .collect();

@@ -141,6 +141,17 @@ pub(crate) struct Posted {
     notice: Option<String>,
     /// The kernel's messages written with this one (a contract's notes).
     extra: Vec<Posted>,
+    /// The kernel's messages written with this one in other instances (an
+    /// organisation's channel), with their instance.
+    elsewhere: Vec<(i64, Posted)>,
+}
+
+impl Posted {
+    /// Announces `other` (written in the same job, in instance `workflow_id`)
+    /// with this one.
+    pub(crate) fn also(&mut self, workflow_id: i64, other: Posted) {
+        self.elsewhere.push((workflow_id, other));
+    }
 }
 
 /// Posts the kernel's own message (`from: system`, kind `system`) inside a store job,
@@ -262,6 +273,7 @@ fn post(
     let extra = governed.after(c, scope, &id, &send.message)?;
     Ok(Posted {
         extra,
+        elsewhere: Vec::new(),
         recipients: recipients.clone(),
         result: SendResult {
             id,
@@ -397,6 +409,9 @@ impl Messaging {
     pub(crate) fn announce(&self, workflow_id: i64, posted: &Posted) {
         for p in &posted.extra {
             self.announce(workflow_id, p);
+        }
+        for (w, p) in &posted.elsewhere {
+            self.announce(*w, p);
         }
         let message_id = &posted.result.id;
         self.events.publish(Event::Posted {

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub use domain::guards;
+pub mod orgs;
 pub mod tokens;
 
 use crate::{Caller, Scope};
@@ -443,6 +444,12 @@ impl Registry {
                 })
             }
             Caller::Agent(a) => {
+                if let Some(wf) = &requested
+                    && wf.name.starts_with(domain::names::ORG_PREFIX)
+                    && *wf != a.workflow
+                {
+                    return self.org_scope(a, wf).await;
+                }
                 if let Some(wf) = requested
                     && wf != a.workflow
                 {

@@ -120,6 +120,12 @@ impl Runtime {
             Some(w) if !w.trim().is_empty() => WorkflowRef::parse(w)?,
             _ => WorkflowRef::global(),
         };
+        if wf.name.starts_with(domain::names::ORG_PREFIX) {
+            return Err(Error::invalid(format!(
+                "workflow: {wf} holds an organisation's channel and documents; its members are set with \
+                 org_set (members), not agent_new"
+            )));
+        }
         if let Some(n) = &a.node {
             self.check_placement(&a, n)?;
         }

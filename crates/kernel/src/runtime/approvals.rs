@@ -9,6 +9,7 @@ use crate::context::proposals::held;
 use crate::events::Event;
 use crate::governance::approvals::{self, ApprovalView, Ended};
 use crate::messaging;
+use crate::registry::orgs;
 use crate::runtime::Runtime;
 use domain::clock::now_ms;
 use domain::contracts;
@@ -216,8 +217,14 @@ impl Runtime {
         let row = self
             .store
             .write(move |c| {
-                if let Some(wid) = only
-                    && approvals::get(c, id)?.is_some_and(|r| r.workflow_id != wid)
+                // A member of an organisation decides in the instances run within it.
+                let elsewhere = |r: &approvals::Row| -> Result<bool> {
+                    Ok(r.workflow_id != only.unwrap_or(r.workflow_id)
+                        && !orgs::covers_tx(c, only.unwrap_or_default(), r.workflow_id)?)
+                };
+                if only.is_some()
+                    && let Some(r) = approvals::get(c, id)?
+                    && elsewhere(&r)?
                 {
                     return Err(Error::not_found(format!(
                         "no approval {id} in your workflow"
@@ -277,7 +284,16 @@ impl Runtime {
             (Caller::Lead, None) => (None, None),
         };
         self.store
-            .read(move |c| approvals::list(c, wid, member.as_deref()))
+            .read(move |c| {
+                let mut out = approvals::list(c, wid, member.as_deref())?;
+                // An organisation's member sees those of the instances run within it.
+                if let (Some(own), Some(_)) = (wid, &member) {
+                    for w in orgs::instances_tx(c, own)? {
+                        out.extend(approvals::list(c, Some(w), member.as_deref())?);
+                    }
+                }
+                Ok(out)
+            })
             .await
     }
 

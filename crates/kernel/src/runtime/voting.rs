@@ -6,6 +6,7 @@ use crate::context::proposals::held;
 use crate::governance::approvals::{self, NewApproval};
 use crate::messaging::{Posted, post_system_to};
 use crate::registry::agent_names;
+use crate::registry::orgs;
 use domain::contracts::Approval;
 use domain::error::Result;
 use domain::names::{LEAD, WorkflowRef};
@@ -77,7 +78,26 @@ pub(crate) fn open_approval_tx(
         return Ok((id, held::open_tx(c, &vote)?.1));
     }
     let text = tell(id, &a, &too_few);
-    Ok((id, post_system_to(c, wid, wf, &a.approvers, &text)?))
+    let mut posted = post_system_to(c, wid, wf, &a.approvers, &text)?;
+    // Approvers who are members of the instance's organisation, not agents of
+    // the instance, are told in the organisation's channel.
+    if let Some((owid, owf, members)) = orgs::of_tx(c, wid)? {
+        let here = agent_names(c, wid)?;
+        let to: Vec<String> = a
+            .approvers
+            .iter()
+            .filter(|x| members.iter().any(|m| m.eq_ignore_ascii_case(x)))
+            .filter(|x| !here.iter().any(|m| m.eq_ignore_ascii_case(x)))
+            .cloned()
+            .collect();
+        if !to.is_empty() {
+            posted.also(
+                owid,
+                post_system_to(c, owid, &owf, &to, &format!("(in {wf}) {text}"))?,
+            );
+        }
+    }
+    Ok((id, posted))
 }
 
 /// The contracts of an approval, quoted: "\"a\", \"b\"".

@@ -28,29 +28,45 @@ use std::sync::Arc;
 use store::sql;
 use store::sql::OptionalExtension;
 
-/// A step workflow's steps, their prompts filled in but for the names that have
-/// a value only when a step runs, and the text they start from (both empty for a
-/// workflow whose agents route by mentions).
+/// A step workflow's steps (prompts as written: each is filled in when its step
+/// runs), the text they start from and the values their prompts are filled in
+/// with (empty for a workflow whose agents route by mentions).
 #[derive(Clone, Default)]
 struct Flow {
     steps: Vec<domain::steps::StepDef>,
     trigger: String,
+    vars: serde_json::Value,
 }
 
+/// The steps, checked now against the values they will be filled in with: a name
+/// that cannot resolve, or a prompt left empty, refuses the start.
 fn steps_of(wf: &Workflow, vars: &Vars) -> Result<Flow> {
     let trigger = wf
         .trigger
         .as_deref()
         .map(|t| workflow_yaml::interpolate(t, vars))
         .transpose()
-        .map_err(|e| Error::invalid(format!("trigger: {e}")))?
+        .map_err(|e| Error::invalid(format!("trigger: {e}. Nothing was started.")))?
         .unwrap_or_default();
-    let mut steps = wf.steps.clone();
-    for s in &mut steps {
-        s.prompt = workflow_yaml::interpolate_except(&s.prompt, vars, domain::steps::is_step_name)
-            .map_err(|e| Error::invalid(format!("steps.{}.prompt: {e}", s.id)))?;
+    for s in &wf.steps {
+        let filled =
+            workflow_yaml::interpolate_except(&s.prompt, vars, domain::steps::is_step_name)
+                .map_err(|e| {
+                    Error::invalid(format!("steps.{}.prompt: {e}. Nothing was started.", s.id))
+                })?;
+        if filled.trim().is_empty() {
+            return Err(Error::invalid(format!(
+                "steps.{}.prompt is empty once the params are filled in; give the param a value. Nothing \
+                 was started.",
+                s.id
+            )));
+        }
     }
-    Ok(Flow { steps, trigger })
+    Ok(Flow {
+        steps: wf.steps.clone(),
+        trigger,
+        vars: vars.to_json(),
+    })
 }
 
 /// Where the YAML comes from.
@@ -80,6 +96,7 @@ impl Workflows {
         source: Source,
         tag: Option<&str>,
         params: &serde_json::Map<String, serde_json::Value>,
+        org: Option<&str>,
     ) -> Result<(i64, WorkflowRef)> {
         // Reading and parsing are blocking (a file, libyaml): off the async threads.
         let data_dir = self.data_dir.as_path().to_owned();
@@ -110,6 +127,15 @@ impl Workflows {
             tag: tag.to_owned(),
         };
         self.refuse_if_running(&wref).await?;
+        // The organisation it runs within: the caller's, else the YAML's (it must exist).
+        let org = match org.or(wf.org.as_deref()) {
+            Some(g) => self
+                .registry
+                .org_checked(g)
+                .await
+                .map_err(|e| Error::invalid(format!("org: {e}. Nothing was started.")))?,
+            None => None,
+        };
         let bound = workflow_yaml::bind_params(&wf.params, params).map_err(|e| {
             Error::invalid(format!(
                 "{e}. Pass params as an object, e.g. {{\"pr\": 123}}"
@@ -129,7 +155,9 @@ impl Workflows {
             .transpose()
             .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
         let flow = steps_of(&wf, &vars)?;
-        let wid = self.register(&wf, &wref, &bound, agents, &flow).await?;
+        let wid = self
+            .register(&wf, &wref, &bound, agents, (&flow, org))
+            .await?;
         self.apply_context(&wf, &wref, wid).await?;
         self.runtime.watch_workflow(wid, true);
         self.steps.advance(wid).await?;
@@ -217,7 +245,7 @@ impl Workflows {
         wref: &WorkflowRef,
         params: &BTreeMap<String, String>,
         agents: Vec<Registered>,
-        flow: &Flow,
+        (flow, org): (&Flow, Option<String>),
     ) -> Result<i64> {
         let flow = flow.clone();
         let w = wref.clone();
@@ -248,7 +276,8 @@ impl Workflows {
                 for (name, spec) in &contracts {
                     crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name)?;
                 }
-                super::steps::register_tx(c, wid, &flow.steps, &flow.trigger)?;
+                super::steps::register_tx(c, wid, &flow.steps, &flow.trigger, &flow.vars)?;
+                c.execute("UPDATE workflows SET org = ?2 WHERE id = ?1", sql::params![wid, org])?;
                 let now = now_ms();
                 c.execute(
                     "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,

@@ -13,6 +13,11 @@
 //! | `agent-worker://backends` | backend_list (JSON) | the lead |
 //! | `agent-worker://contracts` | contract_list and approval_list together (JSON) | the lead |
 //! | `agent-worker://nodes` | the nodes (kernels) of this store: alive, agents, runs (JSON) | the lead |
+//! | `agent-worker://orgs/{name}` | an organisation: members, instances, its contracts, its channel's URI (JSON) | the lead |
+//!
+//! An organisation's channel and documents are its instance's,
+//! `agent-worker://workflows/org.{name}/main/...`: the lead's, and its members'
+//! (an agent of an instance run within it whose name is a member's).
 //!
 //! What a caller may not see reads as unknown, like what does not exist: an agent
 //! cannot probe for other instances.
@@ -92,6 +97,13 @@ pub fn templates(caller: &Caller) -> Vec<ResourceTemplate> {
             "agent-worker://runs/{run_id}",
             "run",
             "One run: trigger, status, final text, error, stderr tail, usage, denials.",
+            JSON,
+        ));
+        v.push(t(
+            "agent-worker://orgs/{name}",
+            "organisation",
+            "An organisation: its members, the instances run within it, its contracts and its \
+             channel's URI.",
             JSON,
         ));
     }
@@ -321,7 +333,7 @@ pub async fn authorize_with(
     let parts: Vec<&str> = rest.splitn(6, '/').collect();
     match parts.as_slice() {
         ["backends"] | ["contracts"] | ["nodes"] if caller.is_lead() => Ok(()),
-        ["runs", id] if caller.is_lead() && is_token(id, 64) => Ok(()),
+        ["runs", id] | ["orgs", id] if caller.is_lead() && is_token(id, 64) => Ok(()),
         ["resources", id] if is_resource_id(id) => Ok(()),
         ["workflows", name, tag, what @ ..] => {
             let key = format!("@{name}:{tag}");
@@ -427,7 +439,7 @@ pub async fn read(
             json(serde_json::to_string_pretty(&r))
         }
         ["contracts"] if caller.is_lead() => {
-            let list = kernel.contract_list(None).await.map_err(internal)?;
+            let list = kernel.contract_list(None, None).await.map_err(internal)?;
             let approvals = kernel.approval_list(caller, None).await.map_err(internal)?;
             json(serde_json::to_string_pretty(&serde_json::json!({
                 "contracts": list.contracts,
@@ -446,6 +458,23 @@ pub async fn read(
         ["runs", id] if caller.is_lead() => {
             let r = kernel.run_view(id).await.map_err(|_| unknown())?;
             json(serde_json::to_string_pretty(&r))
+        }
+        ["orgs", name] if caller.is_lead() => {
+            let org = kernel.org_view(name).await.map_err(|_| unknown())?;
+            let list = kernel
+                .contract_list(None, Some(name))
+                .await
+                .map_err(internal)?;
+            let channel = org
+                .channel
+                .as_deref()
+                .and_then(|c| WorkflowRef::parse(c).ok())
+                .map(|w| channel_uri(&w));
+            json(serde_json::to_string_pretty(&serde_json::json!({
+                "organisation": org,
+                "contracts": list.contracts,
+                "channel": channel,
+            })))
         }
         ["resources", id] => {
             let r = kernel.resource_read(id).await.map_err(|_| unknown())?;

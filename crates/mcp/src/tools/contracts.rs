@@ -30,6 +30,10 @@ pub struct ContractSetArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
+    /// An organisation, e.g. "review-team": in force in every instance run within it.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub org: Option<String>,
     /// {event: tool_request (tool read|edit|shell|web|mcp, match, agent) | message (from, to,
     /// text) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write (file,
     /// agent) | merge (agent, into, mode)}; tool_request and message also take a rate:
@@ -55,6 +59,19 @@ pub struct WorkflowFilter {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct ContractFilter {
+    /// Those in force in this instance, e.g. "@review:pr-1".
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+    /// Those bound to this organisation.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub org: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -150,7 +167,11 @@ impl AgentWorker {
         }
         let mut spec = Map::new();
         spec.insert("name".into(), Value::String(a.name));
-        for (k, v) in [("description", &a.description), ("workflow", &a.workflow)] {
+        for (k, v) in [
+            ("description", &a.description),
+            ("workflow", &a.workflow),
+            ("org", &a.org),
+        ] {
             if let Some(v) = given(v) {
                 spec.insert(k.into(), Value::String(v.to_owned()));
             }
@@ -179,10 +200,14 @@ impl AgentWorker {
     )]
     async fn contract_list(
         &self,
-        Parameters(a): Parameters<WorkflowFilter>,
+        Parameters(a): Parameters<ContractFilter>,
     ) -> Result<Json<ContractList>, ToolError> {
         let wf = workflow_arg(&a.workflow)?;
-        Ok(Json(self.kernel.contract_list(wf.as_ref()).await?))
+        Ok(Json(
+            self.kernel
+                .contract_list(wf.as_ref(), given(&a.org))
+                .await?,
+        ))
     }
 }
 

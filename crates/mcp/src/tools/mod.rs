@@ -17,6 +17,7 @@ pub(crate) mod contracts;
 mod documents;
 mod inbox;
 mod lifecycle;
+mod orgs;
 pub(crate) mod params;
 mod proposals;
 mod resources;
@@ -195,6 +196,7 @@ impl AgentWorker {
             + Self::workflow_run_tools()
             + Self::schedule_tools()
             + Self::contract_tools()
+            + Self::org_tools()
             + Self::branch_merge_tools()
     }
 }

@@ -46,6 +46,10 @@ pub struct MembersArgs {
 pub struct MembersOut {
     /// The agents of this workflow instance, plus `user` (the lead).
     pub members: Vec<Member>,
+    /// Your organisation's instance, e.g. "@org.review-team", when you are one of its
+    /// members: its channel, documents and members are yours to use there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organisation: Option<String>,
 }
 
 #[tool_router(router = team_tools, vis = "pub(crate)")]
@@ -91,9 +95,11 @@ impl AgentWorker {
         Parameters(a): Parameters<MembersArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<MembersOut>, ToolError> {
+        let who = super::caller(&ctx)?;
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(MembersOut {
             members: self.kernel.team_members(&scope, a.include_status).await?,
+            organisation: self.kernel.member_org(&who).await?,
         }))
     }
 }

@@ -114,6 +114,11 @@ pub struct WorkflowRunArgs {
 
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
+    /// The organisation it runs within, e.g. "review-team" (default: the YAML's `org`,
+    /// else global): its members and contracts apply.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub org: Option<String>,
     /// 0..=50 (default 0).
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
@@ -197,7 +202,7 @@ impl AgentWorker {
             Some(w) => w.clone(),
             None => self
                 .kernel
-                .workflow_start(source, given(&a.tag), &a.params)
+                .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
                 .await?
                 .1
                 .to_string(),

@@ -349,6 +349,7 @@ ALTER TABLE proposals ADD COLUMN approval_id BIGINT;
     // 9: SQLite's migration 21, step workflows.
     r#"
 ALTER TABLE workflows ADD COLUMN trigger_text TEXT;
+ALTER TABLE workflows ADD COLUMN step_vars TEXT;
 CREATE TABLE steps (
     workflow_id BIGINT NOT NULL,
     step        TEXT COLLATE "C" NOT NULL,
@@ -363,5 +364,22 @@ CREATE TABLE steps (
     ended_at    BIGINT,
     PRIMARY KEY (workflow_id, step)
 );
+"#,
+    // 10: SQLite's migration 22, organisations.
+    r#"
+CREATE TABLE orgs (
+    name        TEXT COLLATE nocase PRIMARY KEY,
+    description TEXT,
+    workflow_id BIGINT NOT NULL,
+    created_at  BIGINT NOT NULL
+);
+CREATE TABLE org_members (
+    org     TEXT COLLATE nocase NOT NULL,
+    member  TEXT COLLATE nocase NOT NULL,
+    role    TEXT,
+    kind    TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (org, member)
+);
+ALTER TABLE workflows ADD COLUMN org TEXT COLLATE nocase;
 "#,
 ];

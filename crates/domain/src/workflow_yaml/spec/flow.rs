@@ -115,7 +115,7 @@ impl Doc<'_> {
             None => None,
             Some((ip, n)) => {
                 let id = self.text(n, &ip, "review")?;
-                let ok = id.len() <= 64
+                let ok = id.len() <= steps::MAX_ID
                     && id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
                     && id
                         .chars()
@@ -124,7 +124,7 @@ impl Doc<'_> {
                     return Err(self.err(
                         &ip,
                         format!("invalid step id {id:?}"),
-                        "start with a letter or _, then letters, digits, _ or - (at most 64)",
+                        "start with a letter or _, then letters, digits, _ or - (at most 59)",
                     ));
                 }
                 Some(id.to_owned())
@@ -137,7 +137,7 @@ impl Doc<'_> {
                 format!("say when it runs: {ON_EXAMPLE}"),
             ));
         };
-        let on = self.on(on, &op)?;
+        let on = self.on(on, &op, agents)?;
         let prompt = match (get("prompt"), get("action")) {
             (Some(_), Some((bp, _))) => {
                 return Err(self.err(
@@ -146,9 +146,17 @@ impl Doc<'_> {
                     "keep one: `action` is another name for `prompt`",
                 ));
             }
-            (Some((pp, pn)), None) | (None, Some((pp, pn))) => self
-                .non_empty_text(pn, &pp, "\"Review the pull request\"")?
-                .to_owned(),
+            (Some((pp, pn)), None) | (None, Some((pp, pn))) => {
+                let p = self.non_empty_text(pn, &pp, "\"Review the pull request\"")?;
+                if p.chars().count() > steps::MAX_PROMPT_CHARS {
+                    return Err(self.err(
+                        &pp,
+                        format!("the prompt is over {} characters", steps::MAX_PROMPT_CHARS),
+                        "put long material in a document the step reads, or in a setup output",
+                    ));
+                }
+                p.to_owned()
+            }
             (None, None) => {
                 return Err(self.err(
                     at,
@@ -165,8 +173,9 @@ impl Doc<'_> {
         })
     }
 
-    /// `on:` one event or a list of them (all of them).
-    fn on(&self, n: &Node, at: &[Step]) -> Result<Vec<On>, SpecError> {
+    /// `on:` one event or a list of them (all of them). A message's `from` must
+    /// match a member (an agent, or `user`).
+    fn on(&self, n: &Node, at: &[Step], agents: &[&str]) -> Result<Vec<On>, SpecError> {
         let paths: Vec<Vec<Step>> = match n {
             Node::Seq(items) if items.is_empty() => {
                 return Err(self.err(at, "`on` is empty", format!("write {ON_EXAMPLE}")));
@@ -178,9 +187,24 @@ impl Doc<'_> {
         for p in paths {
             let v: serde_json::Value =
                 extract(self.text, &p).map_err(|e| self.typed_error(&e, &p))?;
-            out.push(
-                On::from_json(&v).map_err(|e| self.err(&p, e, format!("write {ON_EXAMPLE}")))?,
-            );
+            let e =
+                On::from_json(&v).map_err(|e| self.err(&p, e, format!("write {ON_EXAMPLE}")))?;
+            if let On::Message { from: Some(g), .. } = &e {
+                let g = g.to_ascii_lowercase();
+                let members: Vec<&str> =
+                    agents.iter().copied().chain([crate::names::LEAD]).collect();
+                if !members
+                    .iter()
+                    .any(|m| crate::permissions::glob(&g, &m.to_ascii_lowercase()))
+                {
+                    return Err(self.err(
+                        &p,
+                        format!("from: {g:?} matches no member, so the step would wait for ever"),
+                        format!("name a member (or a glob): {}", members.join(", ")),
+                    ));
+                }
+            }
+            out.push(e);
         }
         Ok(out)
     }

@@ -54,6 +54,7 @@ const TOP_KEYS: &[&str] = &[
     "contracts",
     "trigger",
     "steps",
+    "org",
 ];
 const AGENT_KEYS: &[&str] = &[
     "backend",
@@ -288,7 +289,9 @@ impl Doc<'_> {
                 "rename the contract",
             ));
         }
+        let org = self.org(get("org"))?;
         Ok(Workflow {
+            org,
             trigger,
             steps,
             contracts,
@@ -304,6 +307,24 @@ impl Doc<'_> {
         })
     }
 
+    /// `org:` the organisation the instance runs within (None: global).
+    fn org(&self, given: Option<(usize, &Node)>) -> Result<Option<String>, SpecError> {
+        match given {
+            Some((_, Node::Null)) | None => Ok(None),
+            Some((i, n)) => {
+                let path = [Step::Entry(i)];
+                let g = self.text(n, &path, "review-team")?;
+                crate::names::org_name(g).map_err(|e| {
+                    self.err(
+                        &path,
+                        e.to_string(),
+                        "name an organisation org_list shows, or global",
+                    )
+                })
+            }
+        }
+    }
+
     fn name(
         &self,
         given: Option<(usize, &Node)>,
@@ -314,6 +335,13 @@ impl Doc<'_> {
             let s = self.text(n, &path, "review")?;
             crate::names::check_name("workflow name", s)
                 .map_err(|e| self.err(&path, e.to_string(), "use e.g. `name: code-review`"))?;
+            if s.starts_with(crate::names::ORG_PREFIX) {
+                return Err(self.err(
+                    &path,
+                    "names starting with \"org.\" are the organisations' own instances",
+                    "choose another name (`org:` runs the workflow within an organisation)",
+                ));
+            }
             if s == crate::names::GLOBAL_WORKFLOW {
                 return Err(self.err(
                     &path,
@@ -360,11 +388,11 @@ impl Doc<'_> {
             at.push(Step::Item(i));
             let v: serde_json::Value =
                 extract(self.text, &at).map_err(|e| self.typed_error(&e, &at))?;
-            if v.get("workflow").is_some() {
+            if v.get("workflow").is_some() || v.get("org").is_some() {
                 return Err(self.err(
                     &at,
-                    "a workflow's contract applies to its own instance; it has no `workflow`",
-                    "remove `workflow:` (contract_set takes it, for contracts set by the lead)",
+                    "a workflow's contract applies to its own instance; it has no `workflow` or `org`",
+                    "remove it (contract_set takes them, for contracts set by the lead; `org:` at the top runs the instance within an organisation)",
                 ));
             }
             let c = crate::contracts::parse(&v).map_err(|e| {

@@ -60,7 +60,7 @@ fn step_mistakes_are_reported_where_they_are() {
         ("trigger: go\n", "1:1", "there are no `steps`"),
         (
             "steps:\n  - { agent: coder, on: trigger, prompt: x }\n  - { agent: reviewer, on: [coder.complete, coder.failed], prompt: y }\n",
-            "3:29",
+            "3:45",
             "complete and to fail",
         ),
         (
@@ -90,4 +90,28 @@ fn step_mistakes_are_reported_where_they_are() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_message_from_nobody_and_an_overlong_prompt_are_refused() {
+    let yaml = format!(
+        "{AGENTS}steps:\n  - {{ agent: coder, on: {{message: ok, from: reviwer}}, prompt: x }}\n"
+    );
+    let e = inline(&yaml).unwrap_err();
+    assert!(
+        e.message.contains("matches no member") && e.fix.contains("reviewer"),
+        "{e}"
+    );
+    let yaml = format!(
+        "{AGENTS}steps:\n  - {{ agent: coder, on: {{message: ok, from: \"rev*\"}}, prompt: x }}\n"
+    );
+    inline(&yaml).unwrap();
+    let long = "x".repeat(crate::steps::MAX_PROMPT_CHARS + 1);
+    let yaml = format!("{AGENTS}steps:\n  - {{ agent: coder, on: trigger, prompt: \"{long}\" }}\n");
+    assert!(
+        inline(&yaml)
+            .unwrap_err()
+            .message
+            .contains("over 65536 characters")
+    );
 }

@@ -37,13 +37,39 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
         let v: serde_json::Value =
             serde_json::from_str(&spec).map_err(|e| Error::internal(e.to_string()))?;
         let name = v["name"].as_str().unwrap_or_default().to_owned();
-        put_tx(c, Some(p.workflow_id), "proposal", &v, &name)?;
-        format!(
-            "@{} {} is approved by the lead: contract \"{name}\" is now in force in {}.",
-            p.creator,
-            p.id(),
-            s.workflow
-        )
+        match v["org"].as_str() {
+            // Bound to an organisation: the lead's contract there, for every instance run within it.
+            Some(org) => {
+                let org = domain::names::org_name(org)?.unwrap_or_default();
+                let exists: bool = c.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM orgs WHERE name = ?1)",
+                    [&org],
+                    |r| r.get(0),
+                )?;
+                if !exists {
+                    return Err(Error::not_found(format!(
+                        "the contract is bound to the organisation {org:?}, which does not exist; \
+                         org_set it first, then vote again"
+                    )));
+                }
+                put_tx(c, None, "proposal", &v, &name)?;
+                format!(
+                    "@{} {} is approved by the lead: contract \"{name}\" is now in force in every instance \
+                     run within the organisation {org}.",
+                    p.creator,
+                    p.id(),
+                )
+            }
+            None => {
+                put_tx(c, Some(p.workflow_id), "proposal", &v, &name)?;
+                format!(
+                    "@{} {} is approved by the lead: contract \"{name}\" is now in force in {}.",
+                    p.creator,
+                    p.id(),
+                    s.workflow
+                )
+            }
+        }
     } else {
         format!(
             "@{} {} is not approved by the lead ({}): its contract is not installed.",

@@ -41,8 +41,8 @@ pub struct Steps {
 
 /// Where an instance's graph stands, for its settling.
 pub struct Outcome {
-    /// The steps that wait for an event, and what for (none: every step is
-    /// over, or runs).
+    /// The steps not over: those that wait for an event (and what for) and
+    /// those whose run has not ended well yet.
     pub waiting: Vec<String>,
     /// The failed steps no step handles (`X.failed`), in words.
     pub failed: Vec<String>,
@@ -111,14 +111,14 @@ impl Steps {
     }
 
     /// Posts step `i`'s prompt to its agent and marks it running, in one
-    /// transaction (only if it still waits).
+    /// transaction (only if it still waits). A prompt that cannot be filled in
+    /// fails the step, with why.
     async fn start(&self, wid: i64, defs: &[StepDef], i: usize) -> Result<()> {
         let defs = defs.to_vec();
         let posted = self
             .store
             .write(move |c| {
-                let (trigger, wref) = rows::instance(c, wid)?;
-                let prompt = prompt_of(c, wid, &defs, i, trigger)?;
+                let inst = rows::instance(c, wid)?;
                 let def = &defs[i];
                 if !rows::change(
                     c,
@@ -130,14 +130,25 @@ impl Steps {
                 )? {
                     return Ok(None);
                 }
-                let text = format!("(step {}) {prompt}", def.id);
-                let posted = messaging::post_system_to(
-                    c,
-                    wid,
-                    &wref,
-                    std::slice::from_ref(&def.agent),
-                    &text,
-                )?;
+                // Filled in, it is at most MAX_PROMPT: within what a post takes.
+                let text = match prompt_of(c, wid, &defs, i, &inst) {
+                    Ok(p) => format!("(step {}) {p}", def.id),
+                    Err(e) => {
+                        let why = format!("its prompt could not be filled in: {e}");
+                        rows::change(
+                            c,
+                            wid,
+                            &def.id,
+                            StepState::Running,
+                            StepState::Failed,
+                            Some(&why),
+                        )?;
+                        let note = format!("Step {} failed: {why}.", def.id);
+                        return Ok(Some(messaging::post_system(c, wid, &inst.wref, note)?));
+                    }
+                };
+                let to = std::slice::from_ref(&def.agent);
+                let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text)?;
                 rows::set_message(c, wid, &def.id, &posted.result.id)?;
                 Ok(Some(posted))
             })
@@ -163,7 +174,7 @@ impl Steps {
                 )? {
                     return Ok(None);
                 }
-                let (_, wref) = rows::instance(c, wid)?;
+                let wref = rows::instance(c, wid)?.wref;
                 let text = format!("Step {id} will not run: {why}.");
                 Ok(Some(messaging::post_system(c, wid, &wref, text)?))
             })
@@ -183,24 +194,40 @@ impl Steps {
         self.advance(wid).await
     }
 
-    /// Running steps (of `agent`, or of every agent) whose prompt was acked: done.
+    /// Running steps (of `agent`, or of every agent) whose prompt was acked: done
+    /// when the run that acked it succeeded; posted again when that run failed
+    /// (the prompt was consumed; the agent's retries, or its failing for good,
+    /// decide the rest).
     async fn finish_acked(&self, wid: i64, agent: Option<String>) -> Result<()> {
         let defs = self.graph(wid);
-        self.store
+        let posted = self
+            .store
             .write(move |c| {
+                let mut posted = Vec::new();
                 for row in rows::rows(c, wid)? {
                     let Some(def) = defs.iter().find(|d| d.id == row.step) else {
                         continue;
                     };
-                    if row.state == StepState::Running
-                        && agent.as_ref().is_none_or(|a| *a == def.agent)
+                    if row.state != StepState::Running
+                        || agent.as_ref().is_some_and(|a| *a != def.agent)
                     {
-                        rows::finish_if_acked(c, wid, &row, &def.agent)?;
+                        continue;
+                    }
+                    match rows::acked(c, wid, &row, &def.agent)? {
+                        rows::Acked::No => {}
+                        rows::Acked::Done => {
+                            rows::done(c, wid, &row)?;
+                        }
+                        rows::Acked::Lost => posted.push(repost(c, wid, &row)?),
                     }
                 }
-                Ok(())
+                Ok(posted)
             })
-            .await
+            .await?;
+        for p in posted.iter().flatten() {
+            self.messaging.announce(wid, p);
+        }
+        Ok(())
     }
 
     /// `agent` failed for good: its running steps failed. Whether the instance
@@ -370,8 +397,11 @@ impl Steps {
         let waiting = defs
             .iter()
             .zip(&states)
-            .filter(|(_, s)| **s == StepState::Waiting)
-            .map(|(d, _)| format!("{} ({})", d.id, steps::on_words(&d.on)))
+            .filter_map(|(d, s)| match s {
+                StepState::Waiting => Some(format!("{} ({})", d.id, steps::on_words(&d.on))),
+                StepState::Running => Some(format!("{} (its run, by {})", d.id, d.agent)),
+                _ => None,
+            })
             .collect();
         Ok(Some(Outcome { waiting, failed }))
     }
@@ -384,6 +414,7 @@ pub(super) fn register_tx(
     wid: i64,
     defs: &[StepDef],
     trigger: &str,
+    vars: &serde_json::Value,
 ) -> Result<()> {
     for (i, d) in defs.iter().enumerate() {
         let name = steps::contract_name(&d.id);
@@ -393,9 +424,12 @@ pub(super) fn register_tx(
             "when": {"event": "step", "on": d.on.iter().map(On::to_json).collect::<Vec<_>>()},
             "then": {"action": "run", "step": d.id, "agent": d.agent, "prompt": d.prompt},
         });
+        // A step whose contract would not read back would vanish from its graph.
+        domain::contracts::parse(&spec)
+            .map_err(|e| domain::error::Error::invalid(format!("steps.{}: {e}", d.id)))?;
         crate::governance::contracts::put_tx(c, Some(wid), "steps", &spec, &name)?;
     }
-    rows::reset(c, wid, defs, trigger)
+    rows::reset(c, wid, defs, trigger, vars)
 }
 
 /// The states and seen events of `defs`, from their rows (a step without a row waits).
@@ -426,42 +460,82 @@ fn see_all(
     Ok(any)
 }
 
-/// Step `i`'s prompt with its step names filled in: `${{ trigger }}`,
-/// `${{ previous.output }}` (what the steps it waits for ended with) and
-/// `${{ steps.<id> }}`.
+/// The most a step's prompt may take once filled in (the rest is cut, and says
+/// where the whole is).
+const MAX_PROMPT: usize = 512 * 1024;
+
+/// Step `i`'s prompt filled in: the instance's params and setup outputs, and
+/// `${{ trigger }}`, `${{ previous.output }}` (what the steps it waits for ended
+/// with) and `${{ steps.<id> }}` (a step not done yet is empty).
 fn prompt_of(
     c: &store::sql::Connection,
     wid: i64,
     defs: &[StepDef],
     i: usize,
-    trigger: String,
+    inst: &rows::Instance,
 ) -> Result<String> {
+    let mut vars = inst.vars.clone().ok_or_else(|| {
+        domain::error::Error::internal("the instance's step values are missing; run it again")
+    })?;
     let rows = rows::rows(c, wid)?;
-    let mut values = BTreeMap::from([("trigger".to_owned(), trigger)]);
+    let mut outputs = BTreeMap::new();
     for r in &rows {
-        values.insert(
-            format!("steps.{}", r.step),
-            rows::output(c, r.run_id.as_deref())?,
-        );
+        outputs.insert(r.step.clone(), rows::output(c, r.run_id.as_deref())?);
     }
+    for (id, out) in &outputs {
+        vars.set_output(&format!("steps.{id}"), out.clone());
+    }
+    vars.set_output("trigger", inst.trigger.clone());
     let before: Vec<&str> = defs[i].on.iter().filter_map(On::step).collect();
     let previous = match before.as_slice() {
-        [one] => values
-            .get(&format!("steps.{one}"))
-            .cloned()
-            .unwrap_or_default(),
+        [one] => outputs.get(*one).cloned().unwrap_or_default(),
         many => many
             .iter()
             .map(|s| {
-                let out = values
-                    .get(&format!("steps.{s}"))
-                    .cloned()
-                    .unwrap_or_default();
-                format!("step {s}:\n{out}")
+                format!(
+                    "step {s}:\n{}",
+                    outputs.get(*s).cloned().unwrap_or_default()
+                )
             })
             .collect::<Vec<_>>()
             .join("\n\n"),
     };
-    values.insert("previous.output".into(), previous);
-    Ok(domain::workflow_yaml::fill(&defs[i].prompt, &values))
+    vars.set_output("previous.output", previous);
+    let mut text = domain::workflow_yaml::interpolate(&defs[i].prompt, &vars)
+        .map_err(|e| domain::error::Error::invalid(format!("steps.{}.prompt: {e}", defs[i].id)))?;
+    if text.len() > MAX_PROMPT {
+        let mut end = MAX_PROMPT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("\n[cut here: each step's whole output is its run's final text, agent-worker://runs/{id}]");
+    }
+    Ok(text)
+}
+
+/// A step's prompt, consumed by a run that failed, posted again as it was.
+fn repost(
+    c: &store::sql::Connection,
+    wid: i64,
+    row: &rows::Row,
+) -> Result<Option<messaging::Posted>> {
+    use store::sql::OptionalExtension;
+    let Some(mid) = &row.message_id else {
+        return Ok(None);
+    };
+    let text: Option<String> = c
+        .query_row(
+            "SELECT content FROM messages WHERE workflow_id = ?1 AND id = ?2",
+            (wid, mid),
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let wref = rows::instance(c, wid)?.wref;
+    let posted = messaging::post_system(c, wid, &wref, text)?;
+    rows::set_message(c, wid, &row.step, &posted.result.id)?;
+    Ok(Some(posted))
 }

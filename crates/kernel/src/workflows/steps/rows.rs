@@ -45,8 +45,21 @@ pub(super) fn rows(c: &Connection, wid: i64) -> Result<Vec<Row>> {
     Ok(rows.collect::<store::sql::Result<Vec<_>>>()?)
 }
 
-/// A run of the instance starts its graph afresh: every step waits.
-pub(super) fn reset(c: &Connection, wid: i64, steps: &[StepDef], trigger: &str) -> Result<()> {
+/// A run of the instance starts its graph afresh: every step waits, and the
+/// prompts of the run before that nobody read are withdrawn (an agent must not
+/// act on a stale step).
+pub(super) fn reset(
+    c: &Connection,
+    wid: i64,
+    steps: &[StepDef],
+    trigger: &str,
+    vars: &serde_json::Value,
+) -> Result<()> {
+    c.execute(
+        "DELETE FROM deliveries WHERE workflow_id = ?1 AND message_id IN
+           (SELECT message_id FROM steps WHERE workflow_id = ?1 AND message_id IS NOT NULL)",
+        [wid],
+    )?;
     c.execute("DELETE FROM steps WHERE workflow_id = ?1", [wid])?;
     for (i, s) in steps.iter().enumerate() {
         c.execute(
@@ -55,28 +68,37 @@ pub(super) fn reset(c: &Connection, wid: i64, steps: &[StepDef], trigger: &str) 
         )?;
     }
     let t = (!steps.is_empty()).then_some(trigger);
+    let v = (!steps.is_empty()).then(|| vars.to_string());
     c.execute(
-        "UPDATE workflows SET trigger_text = ?2 WHERE id = ?1",
-        (wid, t),
+        "UPDATE workflows SET trigger_text = ?2, step_vars = ?3 WHERE id = ?1",
+        (wid, t, v),
     )?;
     Ok(())
 }
 
-/// The text the instance's steps start from, and the instance.
-pub(super) fn instance(c: &Connection, wid: i64) -> Result<(String, WorkflowRef)> {
-    Ok(c.query_row(
-        "SELECT COALESCE(trigger_text, ''), name, tag FROM workflows WHERE id = ?1",
+/// The instance as its steps' prompts need it.
+pub(super) struct Instance {
+    pub wref: WorkflowRef,
+    /// The text its steps start from.
+    pub trigger: String,
+    /// The values its prompts are filled in with (params, setup outputs).
+    pub vars: Option<domain::workflow_yaml::Vars>,
+}
+
+pub(super) fn instance(c: &Connection, wid: i64) -> Result<Instance> {
+    let (trigger, name, tag, vars): (String, String, String, Option<String>) = c.query_row(
+        "SELECT COALESCE(trigger_text, ''), name, tag, step_vars FROM workflows WHERE id = ?1",
         [wid],
-        |r| {
-            Ok((
-                r.get(0)?,
-                WorkflowRef {
-                    name: r.get(1)?,
-                    tag: r.get(2)?,
-                },
-            ))
-        },
-    )?)
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    let vars = vars
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .and_then(|v| domain::workflow_yaml::Vars::from_json(&v));
+    Ok(Instance {
+        wref: WorkflowRef { name, tag },
+        trigger,
+        vars,
+    })
 }
 
 /// Moves a step from `from` to `to` (with a reason, the run that did it);
@@ -117,38 +139,54 @@ pub(super) fn set_message(c: &Connection, wid: i64, step: &str, message_id: &str
     Ok(())
 }
 
-/// A running step whose prompt a run read and acked (that run succeeded): done.
-pub(super) fn finish_if_acked(c: &Connection, wid: i64, row: &Row, agent: &str) -> Result<bool> {
+/// What became of a running step's prompt.
+pub(super) enum Acked {
+    /// Not acknowledged yet, or by a run still in progress.
+    No,
+    /// Acknowledged by a run that succeeded, or by a member without a run: done.
+    Done,
+    /// Acknowledged by a run that then failed (or was lost): the prompt is
+    /// consumed, so it must be posted again.
+    Lost,
+}
+
+/// Whether a running step's prompt was acknowledged, and by a run that succeeded.
+pub(super) fn acked(c: &Connection, wid: i64, row: &Row, agent: &str) -> Result<Acked> {
     let Some(mid) = &row.message_id else {
-        return Ok(false);
+        return Ok(Acked::No);
     };
-    let run: Option<Option<String>> = c
+    let read_by: Option<Option<String>> = c
         .prepare_cached(
             "SELECT read_by FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
         )?
         .query_row((wid, agent, mid), |r| r.get(0))
         .optional()?;
-    let Some(run) = run else {
-        return Ok(false);
+    let run = match read_by {
+        None => return Ok(Acked::No),
+        Some(None) => return Ok(Acked::Done),
+        Some(Some(run)) => run,
     };
-    // Acked by a run still in progress (it acked by hand): done once the run is
-    // over and its final text is there.
-    if let Some(r) = &run {
-        let running: bool = c
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND status = 'running')",
-            )?
-            .query_row([r], |x| x.get(0))?;
-        if running {
-            return Ok(false);
-        }
-    }
+    let status: Option<domain::states::RunStatus> = c
+        .prepare_cached("SELECT status FROM runs WHERE id = ?1")?
+        .query_row([&run], |r| r.parse(0))
+        .optional()?;
+    Ok(match status {
+        None | Some(domain::states::RunStatus::Running) => Acked::No,
+        Some(domain::states::RunStatus::Succeeded) => Acked::Done,
+        Some(_) => Acked::Lost,
+    })
+}
+
+/// A running step is done, by `run_id` (None: acknowledged by a member).
+pub(super) fn done(c: &Connection, wid: i64, row: &Row) -> Result<bool> {
     if !change(c, wid, &row.step, StepState::Running, StepState::Done, None)? {
         return Ok(false);
     }
     c.execute(
-        "UPDATE steps SET run_id = ?3 WHERE workflow_id = ?1 AND step = ?2",
-        (wid, &row.step, run),
+        "UPDATE steps SET run_id = (SELECT read_by FROM deliveries_done d
+           WHERE d.workflow_id = ?1 AND d.message_id = steps.message_id LIMIT 1)
+         WHERE workflow_id = ?1 AND step = ?2",
+        (wid, &row.step),
     )?;
     Ok(true)
 }

@@ -1,0 +1,430 @@
+//! Organisations: a name, members with a role (agents or people), and the
+//! instance that holds what they share, `@org.<name>` (its channel, documents and
+//! each member's organisation inbox). An instance runs within one organisation
+//! (`workflows.org`; NULL is `@global`, which has no members and no contracts of
+//! its own and is never stored).
+//!
+//! What is per organisation and what per instance: a member has one identity in
+//! its organisation (its place in the organisation's channel, with its read
+//! position, its organisation inbox, its role), whichever instance it acts from;
+//! its runs, its instance inbox, its workspace and skills stay with the instance
+//! whose YAML made it. A member reaches the organisation's context by naming its
+//! instance (`workflow: "@org.review-team"`) in the team tools; to anyone else it
+//! is an instance that does not exist.
+
+use super::{NewAgent, Registry, insert_agent_tx, workflow_id_tx};
+use crate::Scope;
+use domain::backends::Backend;
+use domain::clock::now_ms;
+use domain::error::{Error, Result};
+use domain::names::{ORG_PREFIX, WorkflowRef, org_instance};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use store::sql::{self, Connection, OptionalExtension};
+
+/// The most members one organisation may have.
+pub const MAX_MEMBERS: usize = 200;
+
+/// A member of an organisation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrgMember {
+    /// An agent's name in its instances, or a person's.
+    pub name: String,
+    /// What it does here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// A person, who joins as `<name>@org.<organisation>` (default: an agent).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub human: bool,
+}
+
+/// An organisation as org_list shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OrgView {
+    /// e.g. "review-team" (`@global` is listed as "global").
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The instance that holds its channel and documents, e.g. "@org.review-team".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    pub members: Vec<OrgMember>,
+    /// The instances run within it, e.g. "@review:pr-1".
+    pub instances: Vec<String>,
+}
+
+/// What an organisation change did to its members, for the façade to finish
+/// (a member removed is an agent of its instance to delete, tokens and all).
+pub struct OrgChange {
+    pub view: OrgView,
+    pub removed: Vec<String>,
+}
+
+impl Registry {
+    /// Creates an organisation, or changes its description or (given) members.
+    pub async fn org_put(
+        &self,
+        name: &str,
+        description: Option<String>,
+        members: Option<Vec<OrgMember>>,
+    ) -> Result<OrgChange> {
+        let org = org_name_given(name)?;
+        if let Some(m) = &members {
+            check_members(m)?;
+        }
+        let (org2, wf) = (org.clone(), org_instance(&org));
+        let removed = self
+            .store
+            .write(move |c| {
+                let wid = workflow_id_tx(c, &wf, true)?.expect("created");
+                c.execute(
+                    "INSERT INTO orgs (name, description, workflow_id, created_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (name) DO UPDATE SET description = COALESCE(?2, orgs.description)",
+                    sql::params![org2, description, wid, now_ms()],
+                )?;
+                match members {
+                    Some(m) => put_members_tx(c, &org2, &wf, &m),
+                    None => Ok(Vec::new()),
+                }
+            })
+            .await?;
+        Ok(OrgChange {
+            view: self.org_view(&org).await?,
+            removed,
+        })
+    }
+
+    /// Removes an organisation (none of its instances may be running, blocked or
+    /// scheduled; those that completed run within `@global` from then on); returns
+    /// its members, whose agents in its instance the façade deletes.
+    pub async fn org_remove(&self, name: &str) -> Result<Vec<String>> {
+        let org = org_name_given(name)?;
+        self.store
+            .write(move |c| {
+                let live: Option<String> = c
+                    .query_row(
+                        "SELECT name || ':' || tag FROM workflows WHERE org = ?1
+                           AND state IN ('running', 'scheduled', 'blocked') LIMIT 1",
+                        [&org],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if let Some(w) = live {
+                    return Err(Error::conflict(format!(
+                        "@{w} runs within {org}; workflow_stop it first (nothing was removed)"
+                    )));
+                }
+                let members = member_names(c, &org)?;
+                if c.execute("DELETE FROM orgs WHERE name = ?1", [&org])? == 0 {
+                    return Err(not_found(c, &org));
+                }
+                c.execute("DELETE FROM org_members WHERE org = ?1", [&org])?;
+                c.execute("UPDATE workflows SET org = NULL WHERE org = ?1", [&org])?;
+                Ok(members)
+            })
+            .await
+    }
+
+    /// Every organisation, `@global` first.
+    pub async fn org_list(&self) -> Result<Vec<OrgView>> {
+        self.store
+            .read(|c| {
+                let mut out = vec![view_tx(c, None)?];
+                let names: Vec<String> = c
+                    .prepare("SELECT name FROM orgs ORDER BY name")?
+                    .query_map((), |r| r.get(0))?
+                    .collect::<sql::Result<_>>()?;
+                for n in names {
+                    out.push(view_tx(c, Some(&n))?);
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    /// One organisation (None: `@global`).
+    pub async fn org_view(&self, org: &str) -> Result<OrgView> {
+        let org = org_name_given(org)?;
+        self.store
+            .read(move |c| {
+                if !exists(c, &org)? {
+                    return Err(not_found(c, &org));
+                }
+                view_tx(c, Some(&org))
+            })
+            .await
+    }
+
+    /// The organisation named, which must exist (None: `@global`).
+    pub async fn org_checked(&self, given: &str) -> Result<Option<String>> {
+        let Some(org) = domain::names::org_name(given)? else {
+            return Ok(None);
+        };
+        self.store
+            .read(move |c| match exists(c, &org)? {
+                true => Ok(Some(org)),
+                false => Err(not_found(c, &org)),
+            })
+            .await
+    }
+
+    /// The organisation instance of `caller`, if it is a member of one (an agent
+    /// of an instance run within it, or a member acting from it).
+    pub async fn member_org(&self, caller: &crate::Caller) -> Result<Option<String>> {
+        let crate::Caller::Agent(a) = caller else {
+            return Ok(None);
+        };
+        let (wid, me) = (a.workflow_id, a.name.clone());
+        let org: Option<String> = self
+            .store
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT o.name FROM orgs o JOIN org_members m ON m.org = o.name AND m.member = ?2
+                     WHERE o.workflow_id = ?1
+                        OR o.name = (SELECT org FROM workflows WHERE id = ?1)",
+                    (wid, &me),
+                    |r| r.get(0),
+                )
+                .optional()?)
+            })
+            .await?;
+        Ok(org.map(|o| org_instance(&o).to_string()))
+    }
+
+    /// An agent's scope in its organisation's instance, when it names it and is
+    /// a member there; else the instance reads as unknown.
+    pub(super) async fn org_scope(
+        &self,
+        a: &crate::AgentIdentity,
+        wf: &WorkflowRef,
+    ) -> Result<Scope> {
+        let (from, me, asked) = (a.workflow_id, a.name.clone(), wf.clone());
+        let found = self
+            .store
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT o.workflow_id FROM workflows w JOIN orgs o ON o.name = w.org
+                     JOIN org_members m ON m.org = o.name AND m.member = ?2
+                     WHERE w.id = ?1 AND ?3 = 'org.' || o.name",
+                    sql::params![from, me, asked.name],
+                    |r| r.get::<i64>(0),
+                )
+                .optional()?)
+            })
+            .await?;
+        match found {
+            Some(workflow_id) if wf.tag == domain::names::DEFAULT_TAG => Ok(Scope {
+                workflow: wf.clone(),
+                workflow_id,
+                me: a.name.clone(),
+                lead: false,
+                run_id: a.run_id.clone(),
+            }),
+            _ => Err(Error::not_found(format!("no workflow instance {wf}"))),
+        }
+    }
+}
+
+/// `review-team` or `@review-team`; `@global` has nothing to change.
+fn org_name_given(name: &str) -> Result<String> {
+    domain::names::org_name(name)?.ok_or_else(|| {
+        Error::invalid(
+            "org: @global has no members or contracts of its own; name another organisation",
+        )
+    })
+}
+
+fn check_members(m: &[OrgMember]) -> Result<()> {
+    if m.len() > MAX_MEMBERS {
+        return Err(Error::invalid(format!("members: at most {MAX_MEMBERS}")));
+    }
+    for (i, x) in m.iter().enumerate() {
+        domain::names::check_agent_name(&x.name)
+            .map_err(|e| Error::invalid(format!("members[{i}].name: {e}")))?;
+        if m[..i].iter().any(|y| y.name.eq_ignore_ascii_case(&x.name)) {
+            return Err(Error::invalid(format!(
+                "members[{i}].name: {:?} is named twice",
+                x.name
+            )));
+        }
+        if x.role.as_ref().is_some_and(|r| r.chars().count() > 200) {
+            return Err(Error::invalid(format!(
+                "members[{i}].role: at most 200 characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Replaces the members; each is an agent of the organisation's instance without
+/// a worker (`external`, or `human` for a person). Returns the names removed.
+fn put_members_tx(
+    c: &Connection,
+    org: &str,
+    wf: &WorkflowRef,
+    members: &[OrgMember],
+) -> Result<Vec<String>> {
+    let before = member_names(c, org)?;
+    c.execute("DELETE FROM org_members WHERE org = ?1", [org])?;
+    for m in members {
+        let kind = if m.human {
+            Backend::Human
+        } else {
+            Backend::External
+        };
+        c.execute(
+            "INSERT INTO org_members (org, member, role, kind) VALUES (?1, ?2, ?3, ?4)",
+            sql::params![org, m.name, m.role, kind.as_str()],
+        )?;
+        let wid = workflow_id_tx(c, wf, true)?.expect("created");
+        let had: Option<String> = c
+            .query_row(
+                "SELECT backend FROM agents WHERE workflow_id = ?1 AND name = ?2",
+                (wid, &m.name),
+                |r| r.get(0),
+            )
+            .optional()?;
+        match had {
+            None => {
+                let a = NewAgent {
+                    name: m.name.clone(),
+                    backend: kind.as_str().into(),
+                    model: None,
+                    system: m.role.clone(),
+                    workflow: Some(wf.to_string()),
+                    cwd: None,
+                    env: Default::default(),
+                    config: Default::default(),
+                    schedule: None,
+                    node: None,
+                };
+                insert_agent_tx(c, &a, wf, None)?;
+            }
+            Some(_) => {
+                c.execute(
+                    "UPDATE agents SET backend = ?3, system = ?4 WHERE workflow_id = ?1 AND name = ?2",
+                    sql::params![wid, m.name, kind.as_str(), m.role],
+                )?;
+            }
+        }
+    }
+    Ok(before
+        .into_iter()
+        .filter(|b| !members.iter().any(|m| m.name.eq_ignore_ascii_case(b)))
+        .collect())
+}
+
+fn member_names(c: &Connection, org: &str) -> Result<Vec<String>> {
+    Ok(
+        c.prepare("SELECT member FROM org_members WHERE org = ?1 ORDER BY member")?
+            .query_map([org], |r| r.get(0))?
+            .collect::<sql::Result<_>>()?,
+    )
+}
+
+fn exists(c: &Connection, org: &str) -> Result<bool> {
+    Ok(c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM orgs WHERE name = ?1)",
+        [org],
+        |r| r.get(0),
+    )?)
+}
+
+/// "no organisation named x; organisations: ..." (read as unknown, as every scope).
+fn not_found(c: &Connection, org: &str) -> Error {
+    let names: Vec<String> = c
+        .prepare("SELECT name FROM orgs ORDER BY name")
+        .and_then(|mut st| {
+            st.query_map((), |r| r.get(0))?
+                .collect::<sql::Result<Vec<String>>>()
+        })
+        .unwrap_or_default();
+    Error::not_found(format!(
+        "no organisation named {org:?}; org_set makes one. Organisations: global{}",
+        names.iter().map(|n| format!(", {n}")).collect::<String>()
+    ))
+}
+
+/// One organisation's view (None: `@global`, the instances run within no other).
+fn view_tx(c: &Connection, org: Option<&str>) -> Result<OrgView> {
+    let instances: Vec<String> = c
+        .prepare(
+            "SELECT name, tag FROM workflows WHERE org IS NOT DISTINCT FROM ?1
+               AND substr(name, 1, 4) <> ?2 AND state <> 'active' ORDER BY name, tag",
+        )?
+        .query_map((org, ORG_PREFIX), |r| {
+            Ok(format!("@{}:{}", r.get::<String>(0)?, r.get::<String>(1)?))
+        })?
+        .collect::<sql::Result<_>>()?;
+    let Some(org) = org else {
+        return Ok(OrgView {
+            name: domain::names::GLOBAL_ORG.into(),
+            description: Some("no members and no contracts of its own".into()),
+            channel: None,
+            members: Vec::new(),
+            instances,
+        });
+    };
+    let description: Option<String> =
+        c.query_row("SELECT description FROM orgs WHERE name = ?1", [org], |r| {
+            r.get(0)
+        })?;
+    let members = c
+        .prepare("SELECT member, role, kind FROM org_members WHERE org = ?1 ORDER BY member")?
+        .query_map([org], |r| {
+            Ok(OrgMember {
+                name: r.get(0)?,
+                role: r.get(1)?,
+                human: r.parse::<Backend>(2)? == Backend::Human,
+            })
+        })?
+        .collect::<sql::Result<_>>()?;
+    Ok(OrgView {
+        name: org.to_owned(),
+        description,
+        channel: Some(org_instance(org).to_string()),
+        members,
+        instances,
+    })
+}
+
+/// Whether a member acting from `member_instance` (an organisation's instance)
+/// may act on what happens in `instance` (an instance run within it).
+pub(crate) fn covers_tx(c: &Connection, member_instance: i64, instance: i64) -> Result<bool> {
+    Ok(c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM orgs o JOIN workflows w ON w.org = o.name
+                        WHERE o.workflow_id = ?1 AND w.id = ?2)",
+        (member_instance, instance),
+        |r| r.get(0),
+    )?)
+}
+
+/// The instances run within the organisation whose instance is `org_instance`
+/// (none when it is no organisation's).
+pub(crate) fn instances_tx(c: &Connection, org_instance: i64) -> Result<Vec<i64>> {
+    Ok(c.prepare(
+        "SELECT w.id FROM orgs o JOIN workflows w ON w.org = o.name WHERE o.workflow_id = ?1 ORDER BY w.id",
+    )?
+    .query_map([org_instance], |r| r.get(0))?
+    .collect::<sql::Result<_>>()?)
+}
+
+/// The organisation instance `instance` runs within: its own instance (id and
+/// name) and its members; None within `@global`.
+pub(crate) fn of_tx(
+    c: &Connection,
+    instance: i64,
+) -> Result<Option<(i64, WorkflowRef, Vec<String>)>> {
+    let org: Option<(String, i64)> = c
+        .query_row(
+            "SELECT o.name, o.workflow_id FROM workflows w JOIN orgs o ON o.name = w.org WHERE w.id = ?1",
+            [instance],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((org, wid)) = org else {
+        return Ok(None);
+    };
+    Ok(Some((wid, org_instance(&org), member_names(c, &org)?)))
+}

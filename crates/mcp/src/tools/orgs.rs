@@ -1,0 +1,96 @@
+//! org_set, org_list (the lead): organisations, their members, and the instance
+//! that holds their channel and documents.
+
+use super::ToolError;
+use super::params::Parameters;
+use crate::AgentWorker;
+use kernel::registry::orgs::{OrgMember, OrgView};
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = super::no_null_defaults)]
+pub struct OrgSetArgs {
+    pub name: String,
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub description: Option<String>,
+    /// Replaces its members.
+    #[serde(default)]
+    #[schemars(with = "Vec<OrgMember>")]
+    pub members: Option<Vec<OrgMember>>,
+    /// Remove it, its members and its contracts.
+    #[serde(default)]
+    pub remove: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrgSetOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organisation: Option<OrgView>,
+    pub removed: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrgListOut {
+    /// `global` first: the organisation of every instance that names no other.
+    pub organisations: Vec<OrgView>,
+}
+
+#[tool_router(router = org_tools, vis = "pub(crate)")]
+impl AgentWorker {
+    /// Create or change the organisation `name` and its `members` [{name, role, human}]; they
+    /// share a channel and documents, @org.<name>. contract_set {org} binds a contract to it,
+    /// workflow_run {org} runs an instance within it.
+    #[tool(
+        title = "Set an organisation",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn org_set(
+        &self,
+        Parameters(a): Parameters<OrgSetArgs>,
+    ) -> Result<Json<OrgSetOut>, ToolError> {
+        if a.remove {
+            if a.members.is_some() || a.description.is_some() {
+                return Err(ToolError(
+                    "remove takes only the name; leave out members and description".into(),
+                ));
+            }
+            self.kernel.org_remove(&a.name).await?;
+            return Ok(Json(OrgSetOut {
+                organisation: None,
+                removed: true,
+            }));
+        }
+        let org = self
+            .kernel
+            .org_set(&a.name, a.description, a.members)
+            .await?;
+        Ok(Json(OrgSetOut {
+            organisation: Some(org),
+            removed: false,
+        }))
+    }
+
+    /// Every organisation with its members and the instances run within it.
+    #[tool(
+        title = "List organisations",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn org_list(&self) -> Result<Json<OrgListOut>, ToolError> {
+        Ok(Json(OrgListOut {
+            organisations: self.kernel.org_list().await?,
+        }))
+    }
+}
