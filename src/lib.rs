@@ -45,7 +45,7 @@
 //!                verdict.rs), rates and votes of the members,
 //!                one English sentence each (english.rs), what a backend without a
 //!                hook holds of them as profile denials
-//! names.rs       name rules and targets (alice@review:pr-1)
+//! names.rs       name rules and targets (alice@review:pr-1), organisation names
 //! placement.rs   which node runs an agent: by name or by labels (`node: {labels}`),
 //!                labels as stored and matched
 //! error.rs       the kernel's typed errors
@@ -103,10 +103,13 @@
 //!                  Timing: retry delays, pause times, the settle debounce
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   registry/      Registry: workflow instances and agents (rows, views, validation),
-//!                  config.rs an agent's stored configuration,
+//!                  config.rs an agent's stored configuration, orgs.rs organisations
+//!                  (members as agents without a worker of `@org.<name>`, the
+//!                  instance holding their channel and documents; who may act there),
 //!                  tokens.rs admin and agent tokens (hash only), authentication
 //!   governance/    contracts.rs Contracts, a service owning the contracts in force
-//!                  (rows, the hot-loaded set, set/delete/list) and the decision
+//!                  (rows, the hot-loaded set with each instance's organisation, in
+//!                  force lead -> organisation -> instance, set/delete/list) and the decision
 //!                  log; approvals.rs approvals
 //!                  as rows (votes, deadline, lost with their run; a vote of the
 //!                  members refused only once it cannot pass); rates.rs what

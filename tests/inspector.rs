@@ -104,6 +104,7 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
         "scheduled-digest",
         "coding-team",
         "code-review-steps",
+        "organise",
         "teams-guide",
     ] {
         assert!(names.contains(&n), "{n} missing: {names:?}");

@@ -86,6 +86,18 @@ fn every_tool(target: &[String], era: &str) {
     assert_eq!(r["contract"]["name"], format!("no-rm-{era}"), "{r}");
     let r = call("approval_list", json!({}));
     assert!(r["approvals"].is_array(), "{r}");
+    let org = format!("team-{era}");
+    let r = call(
+        "org_set",
+        json!({"name": org, "members": [{"name": echo, "role": "echoes"}]}),
+    );
+    assert_eq!(
+        r["organisation"]["channel"],
+        format!("@org.{org}:main"),
+        "{r}"
+    );
+    let r = call("org_list", json!({}));
+    assert!(r.to_string().contains(&format!("@org.{org}:main")), "{r}");
     let r = call("agent_pause", json!({ "target": echo }));
     assert_eq!(r["agent"]["state"], "paused", "{r}");
     let r = call("agent_pause", json!({"target": echo, "resume": true}));
