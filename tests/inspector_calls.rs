@@ -96,7 +96,7 @@ fn every_tool(target: &[String], era: &str) {
         format!("@org.{org}:main"),
         "{r}"
     );
-    let r = call("org_list", json!({}));
+    let r = call("workflow_list", json!({}));
     assert!(r.to_string().contains(&format!("@org.{org}:main")), "{r}");
     let r = call("agent_pause", json!({ "target": echo }));
     assert_eq!(r["agent"]["state"], "paused", "{r}");

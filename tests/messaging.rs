@@ -527,10 +527,18 @@ async fn channel_read_paging_and_isolation() {
         .await
         .err();
     assert!(e.contains("unknown message id"), "{e}");
-    // An agent has no `workflow` argument: it acts in its own instance only.
+    // An agent acts in its own instance only (`workflow` names its organisation's).
     let e = call(&a2, "channel_read", json!({"workflow": "@review:pr-1"}))
         .await
         .err();
+    assert!(e.contains("act only in"), "{e}");
+    let e = call(
+        &a2,
+        "team_vote",
+        json!({"workflow": "@review:pr-1", "proposal": "latest", "choice": "a"}),
+    )
+    .await
+    .err();
     assert!(e.contains("unknown argument \"workflow\""), "{e}");
     let e = call(&a1, "channel_read", json!({"limit": 201})).await.err();
     assert!(e.contains("between 1 and 200"), "{e}");

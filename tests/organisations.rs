@@ -350,7 +350,7 @@ async fn reviewer_decides_both(s: &HttpServer, lead: &Client) -> Client {
 async fn after_a_restart(dir: &std::path::Path) {
     let s = HttpServer::start(dir).await;
     let lead = s.lead(Proto::Legacy).await;
-    let list = call(&lead, "org_list", json!({})).await.ok();
+    let list = call(&lead, "workflow_list", json!({})).await.ok();
     let org = &list["organisations"][1];
     assert_eq!(list["organisations"][0]["name"], "global", "{list}");
     assert_eq!(org["name"], "review-team", "{list}");

@@ -521,3 +521,45 @@ async fn a_run_again_withdraws_the_prompts_of_the_stopped_one() {
     assert!(read.contains("1 message"), "the new prompt alone: {read}");
     s.stop().await;
 }
+
+/// A step that waits for a document: written through the kernel (by the lead
+/// here), it runs.
+#[tokio::test]
+async fn a_document_written_starts_the_step_that_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let yaml = r#"
+name: reports
+agents:
+  editor: { backend: mock, mock: [ { reply: "published" } ] }
+steps:
+  - { agent: editor, on: { document: "reports/*.md" }, prompt: "publish the report" }
+"#;
+    let r = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml, "wait_seconds": 2}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["steps"][0]["state"], "waiting", "{r}");
+    call(
+        &lead,
+        "team_doc_write",
+        json!({"workflow": "@reports", "file": "notes/draft.md", "content": "not yet"}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "team_doc_write",
+        json!({"workflow": "@reports", "file": "reports/q3.md", "content": "# Q3"}),
+    )
+    .await
+    .ok();
+    let st = finished(&lead, "@reports").await;
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(steps(&st), pairs(&[("editor", "done")]));
+    s.stop().await;
+}

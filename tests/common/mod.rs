@@ -75,6 +75,7 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "branch_merge",
     "contract_list",
     "contract_set",
+    "org_set",
     "schedule_set",
     "workflow_context_set",
     "workflow_list",

@@ -65,6 +65,7 @@ LEAD_TOOLS = sorted(
             "agent_update",
         "backend_list",
         "branch_merge",
+        "org_set",
         "contract_list",
         "contract_set",
             "schedule_set",

@@ -41,9 +41,10 @@ pub fn org_name(given: &str) -> Result<Option<String>> {
         return Ok(None);
     }
     check_name("organisation name", n)?;
-    if n.contains('.') || n.contains(':') {
+    if n.contains('.') || n.contains(':') || n.len() > MAX_NAME_LEN - ORG_PREFIX.len() {
         return Err(Error::invalid(format!(
-            "invalid organisation name {n:?}: use A-Z a-z 0-9 _ - (no dots)"
+            "invalid organisation name {n:?}: use A-Z a-z 0-9 _ - (no dots), at most {} characters",
+            MAX_NAME_LEN - ORG_PREFIX.len()
         )));
     }
     Ok(Some(n.to_ascii_lowercase()))

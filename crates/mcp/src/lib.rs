@@ -55,9 +55,14 @@ const ORG_SCOPED: &[&str] = &[
     "channel_read",
     "channel_send",
     "my_inbox",
+    "my_inbox_ack",
+    "my_inbox_defer",
     "team_members",
     "team_doc_read",
+    "team_doc_list",
     "team_doc_write",
+    "team_doc_append",
+    "team_doc_create",
 ];
 const ORG_WORKFLOW: &str = "Or \"@org.<name>\": your organisation's.";
 

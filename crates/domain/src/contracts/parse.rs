@@ -72,7 +72,16 @@ pub fn parse(v: &Value) -> R<Contract> {
     }
     let org = match text(o, "org")? {
         None => None,
-        Some(g) => crate::names::org_name(&g).map_err(|e| format!("org: {e}"))?,
+        Some(g) => match crate::names::org_name(&g).map_err(|e| format!("org: {e}"))? {
+            None => {
+                return Err(
+                    "org: @global has no contracts of its own; leave org out for a contract \
+                            in force in every instance"
+                        .into(),
+                );
+            }
+            some => some,
+        },
     };
     if org.is_some() && workflow.is_some() {
         return Err(

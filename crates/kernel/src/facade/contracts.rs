@@ -41,8 +41,17 @@ impl Kernel {
             Some(wf) => Some((self.registry.workflow_id(wf).await?, wf.clone())),
             None => None,
         };
+        if scope.is_some() && org.is_some() {
+            return Err(domain::error::Error::invalid(
+                "contract_list takes workflow (what is in force there) or org (what is bound to it), not both",
+            ));
+        }
         let org = match org {
-            Some(g) => self.registry.org_checked(g).await?,
+            Some(g) => Some(self.registry.org_checked(g).await?.ok_or_else(|| {
+                domain::error::Error::invalid(
+                    "org: @global has no contracts of its own; leave org out to list every contract",
+                )
+            })?),
             None => None,
         };
         self.contracts.list(scope, org).await

@@ -32,12 +32,14 @@ impl Kernel {
     pub async fn org_remove(&self, name: &str) -> Result<()> {
         let members = self.registry.org_remove(name).await?;
         let org = domain::names::org_name(name)?.unwrap_or_default();
+        // Its contracts first: with the organisation gone, they must not wait for a
+        // new one of the same name.
+        self.contracts.delete_org(&org).await?;
         for m in &members {
             self.runtime
                 .agent_delete(&member_target(m, &org), false)
                 .await?;
         }
-        self.contracts.delete_org(&org).await?;
         Ok(())
     }
 
@@ -51,7 +53,7 @@ impl Kernel {
         self.registry.member_org(caller).await
     }
 
-    /// org_list: every organisation, `@global` first.
+    /// Every organisation, `@global` first (workflow_list shows them).
     pub async fn org_list(&self) -> Result<Vec<OrgView>> {
         self.registry.org_list().await
     }

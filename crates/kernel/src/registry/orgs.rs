@@ -39,7 +39,7 @@ pub struct OrgMember {
     pub human: bool,
 }
 
-/// An organisation as org_list shows it.
+/// An organisation as workflow_list shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct OrgView {
     /// e.g. "review-team" (`@global` is listed as "global").
@@ -89,6 +89,8 @@ impl Registry {
                 }
             })
             .await?;
+        // A member whose kind changed had its tokens revoked: none stays cached.
+        self.tokens.forget_all();
         Ok(OrgChange {
             view: self.org_view(&org).await?,
             removed,
@@ -199,23 +201,28 @@ impl Registry {
         a: &crate::AgentIdentity,
         wf: &WorkflowRef,
     ) -> Result<Scope> {
-        let (from, me, asked) = (a.workflow_id, a.name.clone(), wf.clone());
-        let found = self
+        let (from, me) = (a.workflow_id, a.name.clone());
+        let found: Option<(String, i64)> = self
             .store
             .read(move |c| {
                 Ok(c.query_row(
-                    "SELECT o.workflow_id FROM workflows w JOIN orgs o ON o.name = w.org
+                    "SELECT o.name, o.workflow_id FROM workflows w JOIN orgs o ON o.name = w.org
                      JOIN org_members m ON m.org = o.name AND m.member = ?2
-                     WHERE w.id = ?1 AND ?3 = 'org.' || o.name",
-                    sql::params![from, me, asked.name],
-                    |r| r.get::<i64>(0),
+                     WHERE w.id = ?1",
+                    (from, &me),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?)
             })
             .await?;
+        // Compared in one spelling on both engines; the scope names the instance as it is.
+        let asked = WorkflowRef {
+            name: wf.name.to_ascii_lowercase(),
+            tag: wf.tag.clone(),
+        };
         match found {
-            Some(workflow_id) if wf.tag == domain::names::DEFAULT_TAG => Ok(Scope {
-                workflow: wf.clone(),
+            Some((org, workflow_id)) if org_instance(&org) == asked => Ok(Scope {
+                workflow: org_instance(&org),
                 workflow_id,
                 me: a.name.clone(),
                 lead: false,
@@ -278,11 +285,11 @@ fn put_members_tx(
             sql::params![org, m.name, m.role, kind.as_str()],
         )?;
         let wid = workflow_id_tx(c, wf, true)?.expect("created");
-        let had: Option<String> = c
+        let had: Option<Backend> = c
             .query_row(
                 "SELECT backend FROM agents WHERE workflow_id = ?1 AND name = ?2",
                 (wid, &m.name),
-                |r| r.get(0),
+                |r| r.parse(0),
             )
             .optional()?;
         match had {
@@ -301,7 +308,15 @@ fn put_members_tx(
                 };
                 insert_agent_tx(c, &a, wf, None)?;
             }
-            Some(_) => {
+            Some(was) => {
+                // A person who becomes an agent member, or the reverse, joins again.
+                if was != kind {
+                    c.execute(
+                        "UPDATE tokens SET revoked_at = ?3 WHERE revoked_at IS NULL AND agent_id =
+                           (SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2)",
+                        sql::params![wid, m.name, now_ms()],
+                    )?;
+                }
                 c.execute(
                     "UPDATE agents SET backend = ?3, system = ?4 WHERE workflow_id = ?1 AND name = ?2",
                     sql::params![wid, m.name, kind.as_str(), m.role],

@@ -120,7 +120,11 @@ impl Runtime {
             Some(w) if !w.trim().is_empty() => WorkflowRef::parse(w)?,
             _ => WorkflowRef::global(),
         };
-        if wf.name.starts_with(domain::names::ORG_PREFIX) {
+        if wf
+            .name
+            .to_ascii_lowercase()
+            .starts_with(domain::names::ORG_PREFIX)
+        {
             return Err(Error::invalid(format!(
                 "workflow: {wf} holds an organisation's channel and documents; its members are set with \
                  org_set (members), not agent_new"

@@ -28,47 +28,6 @@ use std::sync::Arc;
 use store::sql;
 use store::sql::OptionalExtension;
 
-/// A step workflow's steps (prompts as written: each is filled in when its step
-/// runs), the text they start from and the values their prompts are filled in
-/// with (empty for a workflow whose agents route by mentions).
-#[derive(Clone, Default)]
-struct Flow {
-    steps: Vec<domain::steps::StepDef>,
-    trigger: String,
-    vars: serde_json::Value,
-}
-
-/// The steps, checked now against the values they will be filled in with: a name
-/// that cannot resolve, or a prompt left empty, refuses the start.
-fn steps_of(wf: &Workflow, vars: &Vars) -> Result<Flow> {
-    let trigger = wf
-        .trigger
-        .as_deref()
-        .map(|t| workflow_yaml::interpolate(t, vars))
-        .transpose()
-        .map_err(|e| Error::invalid(format!("trigger: {e}. Nothing was started.")))?
-        .unwrap_or_default();
-    for s in &wf.steps {
-        let filled =
-            workflow_yaml::interpolate_except(&s.prompt, vars, domain::steps::is_step_name)
-                .map_err(|e| {
-                    Error::invalid(format!("steps.{}.prompt: {e}. Nothing was started.", s.id))
-                })?;
-        if filled.trim().is_empty() {
-            return Err(Error::invalid(format!(
-                "steps.{}.prompt is empty once the params are filled in; give the param a value. Nothing \
-                 was started.",
-                s.id
-            )));
-        }
-    }
-    Ok(Flow {
-        steps: wf.steps.clone(),
-        trigger,
-        vars: vars.to_json(),
-    })
-}
-
 /// Where the YAML comes from.
 pub enum Source {
     File(PathBuf),
@@ -126,6 +85,15 @@ impl Workflows {
             name: wf.name.clone(),
             tag: tag.to_owned(),
         };
+        if wref
+            .name
+            .to_ascii_lowercase()
+            .starts_with(domain::names::ORG_PREFIX)
+        {
+            return Err(Error::invalid(format!(
+                "{wref} is an organisation's instance; give the workflow another name. Nothing was started."
+            )));
+        }
         self.refuse_if_running(&wref).await?;
         // The organisation it runs within: the caller's, else the YAML's (it must exist).
         let org = match org.or(wf.org.as_deref()) {
@@ -154,7 +122,7 @@ impl Workflows {
             .map(|k| workflow_yaml::interpolate(k, &vars))
             .transpose()
             .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
-        let flow = steps_of(&wf, &vars)?;
+        let flow = super::steps::start::Flow::of(&wf, &vars)?;
         let wid = self
             .register(&wf, &wref, &bound, agents, (&flow, org))
             .await?;
@@ -245,7 +213,7 @@ impl Workflows {
         wref: &WorkflowRef,
         params: &BTreeMap<String, String>,
         agents: Vec<Registered>,
-        (flow, org): (&Flow, Option<String>),
+        (flow, org): (&super::steps::start::Flow, Option<String>),
     ) -> Result<i64> {
         let flow = flow.clone();
         let w = wref.clone();
@@ -276,7 +244,7 @@ impl Workflows {
                 for (name, spec) in &contracts {
                     crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name)?;
                 }
-                super::steps::register_tx(c, wid, &flow.steps, &flow.trigger, &flow.vars)?;
+                flow.register_tx(c, wid)?;
                 c.execute("UPDATE workflows SET org = ?2 WHERE id = ?1", sql::params![wid, org])?;
                 let now = now_ms();
                 c.execute(

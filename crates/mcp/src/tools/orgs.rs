@@ -1,5 +1,5 @@
-//! org_set, org_list (the lead): organisations, their members, and the instance
-//! that holds their channel and documents.
+//! org_set (the lead): organisations, their members, and the instance that holds
+//! their channel and documents (workflow_list lists them).
 
 use super::ToolError;
 use super::params::Parameters;
@@ -32,17 +32,11 @@ pub struct OrgSetOut {
     pub removed: bool,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OrgListOut {
-    /// `global` first: the organisation of every instance that names no other.
-    pub organisations: Vec<OrgView>,
-}
-
 #[tool_router(router = org_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Create or change the organisation `name` and its `members` [{name, role, human}]; they
     /// share a channel and documents, @org.<name>. contract_set {org} binds a contract to it,
-    /// workflow_run {org} runs an instance within it.
+    /// workflow_run {org} runs an instance within it; workflow_list lists them.
     #[tool(
         title = "Set an organisation",
         annotations(
@@ -75,22 +69,6 @@ impl AgentWorker {
         Ok(Json(OrgSetOut {
             organisation: Some(org),
             removed: false,
-        }))
-    }
-
-    /// Every organisation with its members and the instances run within it.
-    #[tool(
-        title = "List organisations",
-        annotations(
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    async fn org_list(&self) -> Result<Json<OrgListOut>, ToolError> {
-        Ok(Json(OrgListOut {
-            organisations: self.kernel.org_list().await?,
         }))
     }
 }

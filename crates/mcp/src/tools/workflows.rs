@@ -154,6 +154,9 @@ pub struct StoppedOut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WorkflowsOut {
     pub workflows: Vec<WorkflowListed>,
+    /// Every organisation, `global` first: its members, the instances run within it and
+    /// its channel's instance (org_set makes and changes them).
+    pub organisations: Vec<kernel::registry::orgs::OrgView>,
 }
 
 #[tool_router(router = workflow_run_tools, vis = "pub(crate)")]
@@ -258,7 +261,8 @@ impl AgentWorker {
         }))
     }
 
-    /// Every workflow instance, newest first, with its status and times.
+    /// Every workflow instance, newest first, with its status and times; and every
+    /// organisation with its members and instances.
     #[tool(
         title = "List workflows",
         annotations(
@@ -271,6 +275,7 @@ impl AgentWorker {
     async fn workflow_list(&self) -> Result<Json<WorkflowsOut>, ToolError> {
         Ok(Json(WorkflowsOut {
             workflows: self.kernel.workflow_list().await?,
+            organisations: self.kernel.org_list().await?,
         }))
     }
 }

@@ -318,7 +318,7 @@ impl Doc<'_> {
                     self.err(
                         &path,
                         e.to_string(),
-                        "name an organisation org_list shows, or global",
+                        "name an organisation workflow_list shows, or global",
                     )
                 })
             }
@@ -335,7 +335,7 @@ impl Doc<'_> {
             let s = self.text(n, &path, "review")?;
             crate::names::check_name("workflow name", s)
                 .map_err(|e| self.err(&path, e.to_string(), "use e.g. `name: code-review`"))?;
-            if s.starts_with(crate::names::ORG_PREFIX) {
+            if s.to_ascii_lowercase().starts_with(crate::names::ORG_PREFIX) {
                 return Err(self.err(
                     &path,
                     "names starting with \"org.\" are the organisations' own instances",
@@ -355,8 +355,11 @@ impl Doc<'_> {
             return Ok("workflow".into());
         };
         let stem = stem.to_string_lossy();
+        let org = stem
+            .to_ascii_lowercase()
+            .starts_with(crate::names::ORG_PREFIX);
         match crate::names::check_name("workflow name", &stem) {
-            Ok(()) if stem != crate::names::GLOBAL_WORKFLOW => Ok(stem.into_owned()),
+            Ok(()) if stem != crate::names::GLOBAL_WORKFLOW && !org => Ok(stem.into_owned()),
             _ => Err(self.err_at(
                 Pos::START,
                 "name".into(),

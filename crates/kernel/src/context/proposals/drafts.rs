@@ -52,6 +52,12 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
                          org_set it first, then vote again"
                     )));
                 }
+                if !replaces_only_its_own(c, &name, &org)? {
+                    return Err(Error::conflict(format!(
+                        "the lead's contract {name:?} is in force elsewhere, and this one would replace \
+                         it; reject the proposal and draft it under another name"
+                    )));
+                }
                 put_tx(c, None, "proposal", &v, &name)?;
                 format!(
                     "@{} {} is approved by the lead: contract \"{name}\" is now in force in every instance \
@@ -79,4 +85,25 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
         )
     };
     post_system(c, p.workflow_id, &s.workflow, text)
+}
+
+/// Whether the lead's contract of this name, if there is one, is bound to `org`
+/// too (a drafted contract may replace only that one).
+fn replaces_only_its_own(c: &Connection, name: &str, org: &str) -> Result<bool> {
+    use store::sql::OptionalExtension;
+    let spec: Option<String> = c
+        .query_row(
+            "SELECT spec FROM contracts WHERE owner_workflow_id IS NULL AND name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(spec) = spec else {
+        return Ok(true);
+    };
+    let bound = serde_json::from_str::<serde_json::Value>(&spec)
+        .ok()
+        .and_then(|v| v["org"].as_str().map(str::to_owned))
+        .and_then(|g| domain::names::org_name(&g).ok().flatten());
+    Ok(bound.as_deref() == Some(org))
 }

@@ -15,6 +15,7 @@
 //! the instance and the kernel's own start ([`Steps::recover`]).
 
 mod rows;
+pub(super) mod start;
 pub mod view;
 
 use crate::governance::contracts::Contracts;
@@ -405,31 +406,6 @@ impl Steps {
             .collect();
         Ok(Some(Outcome { waiting, failed }))
     }
-}
-
-/// In the transaction that (re)starts an instance: its steps as its contracts
-/// (source `steps`, after its YAML's) and every step waiting.
-pub(super) fn register_tx(
-    c: &store::sql::Connection,
-    wid: i64,
-    defs: &[StepDef],
-    trigger: &str,
-    vars: &serde_json::Value,
-) -> Result<()> {
-    for (i, d) in defs.iter().enumerate() {
-        let name = steps::contract_name(&d.id);
-        let spec = serde_json::json!({
-            "name": name,
-            "description": format!("step {} of {} of the workflow", i + 1, defs.len()),
-            "when": {"event": "step", "on": d.on.iter().map(On::to_json).collect::<Vec<_>>()},
-            "then": {"action": "run", "step": d.id, "agent": d.agent, "prompt": d.prompt},
-        });
-        // A step whose contract would not read back would vanish from its graph.
-        domain::contracts::parse(&spec)
-            .map_err(|e| domain::error::Error::invalid(format!("steps.{}: {e}", d.id)))?;
-        crate::governance::contracts::put_tx(c, Some(wid), "steps", &spec, &name)?;
-    }
-    rows::reset(c, wid, defs, trigger, vars)
 }
 
 /// The states and seen events of `defs`, from their rows (a step without a row waits).
