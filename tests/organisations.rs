@@ -388,3 +388,77 @@ async fn after_a_restart(dir: &std::path::Path) {
     );
     s.stop().await;
 }
+
+/// "2/3 of the members": within an organisation, its members vote (here three
+/// people, from the organisation's instance, with approval_decide); two of three
+/// decide it, and the coder's edit goes on.
+#[tokio::test]
+async fn a_vote_of_the_organisations_members_decides_once_two_of_three_vote() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let people = ["ana", "ben", "cy"];
+    let mut members = vec![json!({"name": "coder"})];
+    members.extend(people.iter().map(|p| json!({"name": p, "human": true})));
+    call(
+        &lead,
+        "org_set",
+        json!({"name": "voters", "members": members}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "contract_set",
+        json!({"name": "edits-by-vote", "org": "voters",
+               "when": {"event": "tool_request", "tool": "edit"},
+               "then": {"action": "require_votes", "votes": "2/3", "timeout": "10m"}}),
+    )
+    .await
+    .ok();
+    call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": review(false), "tag": "vote", "org": "voters"}),
+    )
+    .await
+    .ok();
+    let ana = join(&s, &lead, "ana@org.voters", Proto::Modern).await;
+    let pending = pending_for(&ana, 1).await;
+    assert_eq!(
+        pending[0]["needed"], 2,
+        "two of the three others: {pending:?}"
+    );
+    let told = call(&ana, "my_inbox", json!({})).await.ok();
+    assert!(
+        told.to_string().contains("waits for a vote of the members"),
+        "{told}"
+    );
+    let id = pending[0]["id"].clone();
+    let first = call(
+        &ana,
+        "approval_decide",
+        json!({"id": id, "decision": "approve"}),
+    )
+    .await
+    .ok();
+    assert_eq!(first["state"], "pending", "one vote is not enough: {first}");
+    let ben = join(&s, &lead, "ben@org.voters", Proto::Legacy).await;
+    let second = call(
+        &ben,
+        "approval_decide",
+        json!({"id": id, "decision": "approve"}),
+    )
+    .await
+    .ok();
+    assert_eq!(second["state"], "approved", "{second}");
+    let st = call(
+        &lead,
+        "workflow_status",
+        json!({"workflow": "@review:vote", "wait_seconds": 30}),
+    )
+    .await
+    .ok();
+    assert_eq!(st["status"], "completed", "{st}");
+    s.stop().await;
+}

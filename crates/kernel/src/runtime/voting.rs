@@ -26,11 +26,17 @@ pub(crate) fn open_approval_tx(
     tell: impl FnOnce(i64, &Approval, &str) -> String,
 ) -> Result<(i64, Posted)> {
     let (wid, name) = (a.workflow_id, a.agent.clone());
+    // The members: the organisation's, for an instance run within one; else the
+    // instance's agents.
+    let org = orgs::of_tx(c, wid)?;
     let voters: Vec<String> = match a.approval.votes.is_empty() {
-        false => agent_names(c, wid)?
-            .into_iter()
-            .filter(|m| !m.eq_ignore_ascii_case(&name))
-            .collect(),
+        false => match &org {
+            Some((_, _, members)) => members.clone(),
+            None => agent_names(c, wid)?,
+        }
+        .into_iter()
+        .filter(|m| !m.eq_ignore_ascii_case(&name))
+        .collect(),
         true => Vec::new(),
     };
     let needed = a
@@ -75,29 +81,46 @@ pub(crate) fn open_approval_tx(
             needed,
             deadline_ms: approvals::get(c, id)?.map_or(0, |r| r.deadline_ms()),
         };
-        return Ok((id, held::open_tx(c, &vote)?.1));
+        let (_, mut posted) = held::open_tx(c, &vote)?;
+        let text = format!(
+            "approval {id} (\"{title}\") waits for a vote of the members, {needed} of {} for it: decide \
+             it with approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\".",
+            voters.len()
+        );
+        tell_in_org(c, (wid, wf), org, &a.approvers, &text, &mut posted)?;
+        return Ok((id, posted));
     }
     let text = tell(id, &a, &too_few);
     let mut posted = post_system_to(c, wid, wf, &a.approvers, &text)?;
-    // Approvers who are members of the instance's organisation, not agents of
-    // the instance, are told in the organisation's channel.
-    if let Some((owid, owf, members)) = orgs::of_tx(c, wid)? {
-        let here = agent_names(c, wid)?;
-        let to: Vec<String> = a
-            .approvers
-            .iter()
-            .filter(|x| members.iter().any(|m| m.eq_ignore_ascii_case(x)))
-            .filter(|x| !here.iter().any(|m| m.eq_ignore_ascii_case(x)))
-            .cloned()
-            .collect();
-        if !to.is_empty() {
-            posted.also(
-                owid,
-                post_system_to(c, owid, &owf, &to, &format!("(in {wf}) {text}"))?,
-            );
-        }
-    }
+    tell_in_org(c, (wid, wf), org, &a.approvers, &text, &mut posted)?;
     Ok((id, posted))
+}
+
+/// Approvers who are members of the instance's organisation but not agents of
+/// the instance are told in the organisation's channel (with the post `posted`).
+fn tell_in_org(
+    c: &Connection,
+    (wid, wf): (i64, &WorkflowRef),
+    org: Option<(i64, WorkflowRef, Vec<String>)>,
+    approvers: &[String],
+    text: &str,
+    posted: &mut Posted,
+) -> Result<()> {
+    let Some((owid, owf, members)) = org else {
+        return Ok(());
+    };
+    let here = agent_names(c, wid)?;
+    let to: Vec<String> = approvers
+        .iter()
+        .filter(|x| members.iter().any(|m| m.eq_ignore_ascii_case(x)))
+        .filter(|x| !here.iter().any(|m| m.eq_ignore_ascii_case(x)))
+        .cloned()
+        .collect();
+    if !to.is_empty() {
+        let note = post_system_to(c, owid, &owf, &to, &format!("(in {wf}) {text}"))?;
+        posted.also(owid, note);
+    }
+    Ok(())
 }
 
 /// The contracts of an approval, quoted: "\"a\", \"b\"".
