@@ -50,23 +50,6 @@ async fn run(lead: &Client, yaml: &str, wait: u64) -> Value {
     .ok()
 }
 
-/// workflow_status, long-polled until the instance is no longer running.
-async fn finished(lead: &Client, workflow: &str) -> Value {
-    for _ in 0..9 {
-        let s = call(
-            lead,
-            "workflow_status",
-            json!({"workflow": workflow, "wait_seconds": 10}),
-        )
-        .await
-        .ok();
-        if s["status"] != "running" {
-            return s;
-        }
-    }
-    panic!("{workflow} still running after 90 s");
-}
-
 fn steps(status: &Value) -> Vec<(String, String)> {
     status["steps"]
         .as_array()

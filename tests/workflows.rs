@@ -22,23 +22,6 @@ async fn run(lead: &Client, args: Value) -> Value {
     call(lead, "workflow_run", args).await.ok()
 }
 
-/// Polls workflow_status with long polls until it is not running.
-async fn finished(lead: &Client, workflow: &str) -> Value {
-    for _ in 0..6 {
-        let s = call(
-            lead,
-            "workflow_status",
-            json!({"workflow": workflow, "wait_seconds": 10}),
-        )
-        .await
-        .ok();
-        if s["status"] != "running" {
-            return s;
-        }
-    }
-    panic!("{workflow} still running after 60 s");
-}
-
 async fn channel(lead: &Client, workflow: &str) -> Vec<Value> {
     call(
         lead,

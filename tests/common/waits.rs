@@ -60,3 +60,21 @@ pub async fn decision_by(lead: &Client, contract: &str, outcome: &str, secs: u64
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// workflow_status, long-polled until the instance is no longer running (90 s at
+/// most, or panics).
+pub async fn finished(lead: &Client, workflow: &str) -> Value {
+    for _ in 0..9 {
+        let s = call(
+            lead,
+            "workflow_status",
+            json!({"workflow": workflow, "wait_seconds": 10}),
+        )
+        .await
+        .ok();
+        if s["status"] != "running" {
+            return s;
+        }
+    }
+    panic!("{workflow} still running after 90 s");
+}
