@@ -158,6 +158,7 @@
 //!                  facts.rs what a status and the idle check read; steps/ step
 //!                  workflows in motion (a step's prompt posted in the transaction
 //!                  that marks it running, done when the run that read it succeeded;
+//!                  start.rs a graph checked and written as the instance starts;
 //!                  rows.rs each change names the state it expects)
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
