@@ -398,7 +398,8 @@ async fn a_vote_of_the_organisations_members_decides_once_two_of_three_vote() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     let people = ["ana", "ben", "cy"];
-    let mut members = vec![json!({"name": "coder"})];
+    // tester is an agent member, but no agent of the instance: it cannot vote there.
+    let mut members = vec![json!({"name": "coder"}), json!({"name": "tester"})];
     members.extend(people.iter().map(|p| json!({"name": p, "human": true})));
     call(
         &lead,
@@ -428,6 +429,11 @@ async fn a_vote_of_the_organisations_members_decides_once_two_of_three_vote() {
     assert_eq!(
         pending[0]["needed"], 2,
         "two of the three others: {pending:?}"
+    );
+    assert_eq!(
+        pending[0]["approvers"],
+        json!(["ana", "ben", "cy"]),
+        "{pending:?}"
     );
     let told = call(&ana, "my_inbox", json!({})).await.ok();
     assert!(

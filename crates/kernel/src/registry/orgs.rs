@@ -443,3 +443,16 @@ pub(crate) fn of_tx(
     };
     Ok(Some((wid, org_instance(&org), member_names(c, &org)?)))
 }
+
+/// Who votes as the members in `instance`, run within an organisation: its
+/// people, and its agent members that are agents of the instance.
+pub(crate) fn voters_tx(c: &Connection, instance: i64) -> Result<Vec<String>> {
+    Ok(c.prepare(
+        "SELECT m.member FROM workflows w JOIN org_members m ON m.org = w.org
+         WHERE w.id = ?1 AND (m.kind = ?2
+           OR EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = w.id AND a.name = m.member))
+         ORDER BY m.member",
+    )?
+    .query_map((instance, Backend::Human.as_str()), |r| r.get(0))?
+    .collect::<sql::Result<_>>()?)
+}

@@ -26,12 +26,13 @@ pub(crate) fn open_approval_tx(
     tell: impl FnOnce(i64, &Approval, &str) -> String,
 ) -> Result<(i64, Posted)> {
     let (wid, name) = (a.workflow_id, a.agent.clone());
-    // The members: the organisation's, for an instance run within one; else the
+    // The members: for an instance run within an organisation, its people and its
+    // agent members that are agents of the instance (who can vote here); else the
     // instance's agents.
     let org = orgs::of_tx(c, wid)?;
     let voters: Vec<String> = match a.approval.votes.is_empty() {
         false => match &org {
-            Some((_, _, members)) => members.clone(),
+            Some(_) => orgs::voters_tx(c, wid)?,
             None => agent_names(c, wid)?,
         }
         .into_iter()

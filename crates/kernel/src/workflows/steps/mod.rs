@@ -205,10 +205,16 @@ impl Steps {
             .store
             .write(move |c| {
                 let mut posted = Vec::new();
+                // A stopped or failed instance's steps stay as they are (no prompt
+                // is posted again into it).
+                if !super::facts::workflow_row(c, wid)?.state.is_live_run() {
+                    return Ok(posted);
+                }
                 for row in rows::rows(c, wid)? {
-                    let Some(def) = defs.iter().find(|d| d.id == row.step) else {
+                    let Some(i) = defs.iter().position(|d| d.id == row.step) else {
                         continue;
                     };
+                    let def = &defs[i];
                     if row.state != StepState::Running
                         || agent.as_ref().is_some_and(|a| *a != def.agent)
                     {
@@ -219,7 +225,7 @@ impl Steps {
                         rows::Acked::Done => {
                             rows::done(c, wid, &row)?;
                         }
-                        rows::Acked::Lost => posted.push(repost(c, wid, &row)?),
+                        rows::Acked::Lost => posted.push(repost(c, wid, &defs, i, &row)?),
                     }
                 }
                 Ok(posted)
@@ -256,6 +262,9 @@ impl Steps {
                         Some(&reason),
                     )?;
                 }
+                // Its prompts are withdrawn: a new message wakes the agent again, and
+                // it must not act on a step that is over.
+                rows::withdraw_failed(c, wid)?;
                 Ok(())
             })
             .await?;
@@ -490,28 +499,30 @@ fn prompt_of(
     Ok(text)
 }
 
-/// A step's prompt, consumed by a run that failed, posted again as it was.
+/// A step's prompt, consumed by a run that failed, posted again (filled in again
+/// from the same outputs), unless a newer one was posted meanwhile.
 fn repost(
     c: &store::sql::Connection,
     wid: i64,
+    defs: &[StepDef],
+    i: usize,
     row: &rows::Row,
 ) -> Result<Option<messaging::Posted>> {
-    use store::sql::OptionalExtension;
-    let Some(mid) = &row.message_id else {
+    let Some(old) = &row.message_id else {
         return Ok(None);
     };
-    let text: Option<String> = c
-        .query_row(
-            "SELECT content FROM messages WHERE workflow_id = ?1 AND id = ?2",
-            (wid, mid),
-            |r| r.get(0),
-        )
-        .optional()?;
-    let Some(text) = text else {
-        return Ok(None);
-    };
-    let wref = rows::instance(c, wid)?.wref;
-    let posted = messaging::post_system(c, wid, &wref, text)?;
-    rows::set_message(c, wid, &row.step, &posted.result.id)?;
+    let inst = rows::instance(c, wid)?;
+    let text = format!(
+        "(step {}) {}",
+        defs[i].id,
+        prompt_of(c, wid, defs, i, &inst)?
+    );
+    let to = std::slice::from_ref(&defs[i].agent);
+    let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text)?;
+    if !rows::replace_message(c, wid, &row.step, old, &posted.result.id)? {
+        return Err(domain::error::Error::conflict(
+            "the step's prompt was posted again meanwhile",
+        ));
+    }
     Ok(Some(posted))
 }

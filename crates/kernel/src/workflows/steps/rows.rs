@@ -177,6 +177,30 @@ pub(super) fn acked(c: &Connection, wid: i64, row: &Row, agent: &str) -> Result<
     })
 }
 
+/// The unread prompts of failed steps are withdrawn.
+pub(super) fn withdraw_failed(c: &Connection, wid: i64) -> Result<()> {
+    c.execute(
+        "DELETE FROM deliveries WHERE workflow_id = ?1 AND message_id IN
+           (SELECT message_id FROM steps WHERE workflow_id = ?1 AND state = 'failed' AND message_id IS NOT NULL)",
+        [wid],
+    )?;
+    Ok(())
+}
+
+/// Replaces the message that carries a step's prompt, if it is still `old`.
+pub(super) fn replace_message(
+    c: &Connection,
+    wid: i64,
+    step: &str,
+    old: &str,
+    new: &str,
+) -> Result<bool> {
+    Ok(c.execute(
+        "UPDATE steps SET message_id = ?4 WHERE workflow_id = ?1 AND step = ?2 AND message_id = ?3",
+        (wid, step, old, new),
+    )? > 0)
+}
+
 /// A running step is done, by `run_id` (None: acknowledged by a member).
 pub(super) fn done(c: &Connection, wid: i64, row: &Row) -> Result<bool> {
     if !change(c, wid, &row.step, StepState::Running, StepState::Done, None)? {
