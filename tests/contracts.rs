@@ -169,6 +169,14 @@ fn silent() -> Value {
     json!([{"when": "^never$", "reply": "-"}])
 }
 
+/// Asks the deployer to deploy and waits for the vote's approval to be pending.
+async fn deploy_held(lead: &Client) -> Value {
+    call(lead, "channel_send", json!({"message": "@deployer deploy"}))
+        .await
+        .ok();
+    approval_in(lead, "pending", 30).await
+}
+
 /// "Deployments need 2/3 of the members": an sdk agent's command waits for a vote
 /// of the three other agents (mocks that vote as `choice` says when the proposal
 /// reaches them, the third never). Returns whether the command ran, the approval
@@ -252,14 +260,7 @@ async fn a_vote_the_members_cannot_give_goes_to_the_lead() {
     let members = [("m1", voter("approve")), ("m2", voter("approve"))];
     let then = json!({"action": "require_votes", "votes": 3});
     let (work, _llm, _) = vote_team(&lead, &members, then).await;
-    call(
-        &lead,
-        "channel_send",
-        json!({"message": "@deployer deploy"}),
-    )
-    .await
-    .ok();
-    let a = approval_in(&lead, "pending", 30).await;
+    let a = deploy_held(&lead).await;
     assert_eq!(a["approvers"], json!(["user"]), "{a}");
     let ch = call(&lead, "channel_read", json!({"limit": 50})).await.ok();
     assert!(
@@ -291,14 +292,7 @@ async fn a_restart_closes_the_members_vote_of_a_lost_approval() {
     let members = [("m1", silent()), ("m2", silent())];
     let then = json!({"action": "require_votes", "votes": "2/3", "timeout": "1h"});
     let (work, _llm, _) = vote_team(&lead, &members, then).await;
-    call(
-        &lead,
-        "channel_send",
-        json!({"message": "@deployer deploy"}),
-    )
-    .await
-    .ok();
-    let a = approval_in(&lead, "pending", 30).await;
+    let a = deploy_held(&lead).await;
     let open = call(&lead, "team_proposal_status", json!({})).await.ok();
     assert_eq!(open["proposals"][0]["status"], "open", "{open}");
     assert_eq!(

@@ -8,7 +8,7 @@
 
 mod common;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// A coder whose edit under src/ waits for an approval, in an instance of `review`.
 fn review(org_in_yaml: bool) -> String {
@@ -51,29 +51,6 @@ async fn set_up(lead: &Client) {
             .ends_with("(in every instance run within the organisation @review-team)."),
         "{c}"
     );
-}
-
-/// The approvals the reviewer sees, pending, waiting until there are `n`.
-async fn pending_for(reviewer: &Client, n: usize) -> Vec<Value> {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let list = call(reviewer, "approval_list", json!({})).await.ok();
-        let pending: Vec<Value> = list["approvals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["state"] == "pending")
-            .cloned()
-            .collect();
-        if pending.len() >= n {
-            return pending;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "{n} approvals never came: {list}"
-        );
-        call(reviewer, "my_inbox", json!({})).await.ok();
-    }
 }
 
 #[tokio::test]
@@ -310,7 +287,7 @@ async fn a_drafted_contract_for_an_organisation_is_approved_by_the_lead() {
 /// approves the edit of each instance, which then completes.
 async fn reviewer_decides_both(s: &HttpServer, lead: &Client) -> Client {
     let reviewer = join(s, lead, "reviewer@org.review-team", Proto::Modern).await;
-    let pending = pending_for(&reviewer, 2).await;
+    let pending = approvals_in(&reviewer, "pending", 2, 30).await;
     let mut workflows: Vec<&str> = pending
         .iter()
         .map(|a| a["workflow"].as_str().unwrap())
@@ -425,7 +402,7 @@ async fn a_vote_of_the_organisations_members_decides_once_two_of_three_vote() {
     .await
     .ok();
     let ana = join(&s, &lead, "ana@org.voters", Proto::Modern).await;
-    let pending = pending_for(&ana, 1).await;
+    let pending = approvals_in(&ana, "pending", 1, 30).await;
     assert_eq!(
         pending[0]["needed"], 2,
         "two of the three others: {pending:?}"

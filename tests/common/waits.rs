@@ -27,16 +27,29 @@ pub async fn wait_info(
 
 /// Polls approval_list until an approval in `state` shows up (contracts).
 pub async fn approval_in(lead: &Client, state: &str, secs: u64) -> Value {
+    approvals_in(lead, state, 1, secs).await.remove(0)
+}
+
+/// Polls approval_list as `who` sees it until `n` approvals are in `state`
+/// (or panics after `secs`); returns those in it.
+pub async fn approvals_in(who: &Client, state: &str, n: usize, secs: u64) -> Vec<Value> {
     let end = Instant::now() + Duration::from_secs(secs);
     loop {
-        let l = call(lead, "approval_list", json!({})).await.ok();
-        if let Some(a) = l["approvals"]
+        let l = call(who, "approval_list", json!({})).await.ok();
+        let found: Vec<Value> = l["approvals"]
             .as_array()
-            .and_then(|v| v.iter().find(|a| a["state"] == state))
-        {
-            return a.clone();
+            .into_iter()
+            .flatten()
+            .filter(|a| a["state"] == state)
+            .cloned()
+            .collect();
+        if found.len() >= n {
+            return found;
         }
-        assert!(Instant::now() < end, "no {state} approval in {secs} s: {l}");
+        assert!(
+            Instant::now() < end,
+            "not {n} {state} approval(s) in {secs} s: {l}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -151,35 +151,7 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
     if name == TEAMS_GUIDE {
         return guide_prompt(args);
     }
-    let text = |k: &str| -> Option<String> {
-        args.get(k).map(|v| match v {
-            serde_json::Value::String(s) => s.trim().to_owned(),
-            other => other.to_string(),
-        })
-    };
-    let known: Vec<&str> = if name == START_TEAM {
-        vec!["goal", "backends"]
-    } else if name == ORGANISE {
-        vec!["workflow", "org"]
-    } else {
-        EXAMPLES
-            .iter()
-            .find(|e| e.name == name)
-            .map(|e| e.params.iter().map(|p| p.0).collect())
-            .ok_or_else(|| {
-                McpError::invalid_params(
-                    format!(
-                        "unknown prompt {name:?}: use one of {}",
-                        list()
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    None,
-                )
-            })?
-    };
+    let known = known_args(name)?;
     if let Some(k) = args.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(McpError::invalid_params(
             format!(
@@ -193,40 +165,43 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
             None,
         ));
     }
+    // An argument as text, trimmed; absent when empty.
+    let text = |k: &str| -> Option<String> {
+        let v = args.get(k).map(|v| match v {
+            serde_json::Value::String(s) => s.trim().to_owned(),
+            other => other.to_string(),
+        });
+        v.filter(|v| !v.is_empty())
+    };
+    let needs = |k: &str, what: &str| {
+        text(k).ok_or_else(|| {
+            McpError::invalid_params(format!("prompt {name} needs {k}: {what}"), None)
+        })
+    };
     let body = if name == START_TEAM {
-        let goal = text("goal").filter(|g| !g.is_empty()).ok_or_else(|| {
-            McpError::invalid_params(
-                "prompt start-team needs goal: what the team should achieve",
-                None,
-            )
-        })?;
-        start_team(&goal, text("backends").filter(|b| !b.is_empty()).as_deref())
+        start_team(
+            &needs("goal", "what the team should achieve")?,
+            text("backends").as_deref(),
+        )
     } else if name == ORGANISE {
-        let workflow = text("workflow").filter(|w| !w.is_empty()).ok_or_else(|| {
-            McpError::invalid_params(
-                "prompt organise needs workflow: the instance to learn from, e.g. @review:pr-1",
-                None,
-            )
-        })?;
-        organise(&workflow, text("org").filter(|o| !o.is_empty()).as_deref())
+        organise(
+            &needs("workflow", "the instance to learn from, e.g. @review:pr-1")?,
+            text("org").as_deref(),
+        )
     } else {
         let e = EXAMPLES
             .iter()
             .find(|e| e.name == name)
             .expect("checked above");
         let mut params = serde_json::Map::new();
-        for (p, _, required) in e.params {
-            match text(p).filter(|v| !v.is_empty()) {
-                Some(v) => {
-                    params.insert((*p).to_owned(), serde_json::Value::String(v));
-                }
-                None if *required => {
-                    return Err(McpError::invalid_params(
-                        format!("prompt {name} needs {p}"),
-                        None,
-                    ));
-                }
-                None => {}
+        for (p, what, required) in e.params {
+            let v = if *required {
+                Some(needs(p, what)?)
+            } else {
+                text(p)
+            };
+            if let Some(v) = v {
+                params.insert((*p).to_owned(), serde_json::Value::String(v));
             }
         }
         run_example(e, &params)
@@ -240,6 +215,33 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
         r = r.with_description(d);
     }
     Ok(r)
+}
+
+/// The arguments a prompt takes (an unknown prompt is invalid params).
+fn known_args(name: &str) -> Result<Vec<&'static str>, McpError> {
+    if name == START_TEAM {
+        return Ok(vec!["goal", "backends"]);
+    }
+    if name == ORGANISE {
+        return Ok(vec!["workflow", "org"]);
+    }
+    EXAMPLES
+        .iter()
+        .find(|e| e.name == name)
+        .map(|e| e.params.iter().map(|p| p.0).collect())
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                format!(
+                    "unknown prompt {name:?}: use one of {}",
+                    list()
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            )
+        })
 }
 
 fn start_team(goal: &str, backends: Option<&str>) -> String {

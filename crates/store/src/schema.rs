@@ -443,7 +443,6 @@ CREATE TABLE steps (
     workflow_id INTEGER NOT NULL,
     step        TEXT NOT NULL,
     position    INTEGER NOT NULL,
-    agent       TEXT NOT NULL,
     state       TEXT NOT NULL DEFAULT 'waiting',
     seen        TEXT NOT NULL DEFAULT ',',
     message_id  TEXT,

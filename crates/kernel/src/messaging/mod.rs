@@ -139,18 +139,16 @@ pub(crate) struct Posted {
     /// The kernel's own message to the lead (a pause, a failure, a guard): what
     /// MCP logging tells the lead's clients.
     notice: Option<String>,
-    /// The kernel's messages written with this one (a contract's notes).
-    extra: Vec<Posted>,
-    /// The kernel's messages written with this one in other instances (an
-    /// organisation's channel), with their instance.
-    elsewhere: Vec<(i64, Posted)>,
+    /// The kernel's messages written with this one, each with its instance (a
+    /// contract's notes in the same one; an organisation's channel).
+    extra: Vec<(i64, Posted)>,
 }
 
 impl Posted {
     /// Announces `other` (written in the same job, in instance `workflow_id`)
     /// with this one.
     pub(crate) fn also(&mut self, workflow_id: i64, other: Posted) {
-        self.elsewhere.push((workflow_id, other));
+        self.extra.push((workflow_id, other));
     }
 }
 
@@ -270,10 +268,13 @@ fn post(
         governed.note.as_deref(),
         nobody,
     );
-    let extra = governed.after(c, scope, &id, &send.message)?;
+    let extra = governed
+        .after(c, scope, &id, &send.message)?
+        .into_iter()
+        .map(|p| (scope.workflow_id, p))
+        .collect();
     Ok(Posted {
         extra,
-        elsewhere: Vec::new(),
         recipients: recipients.clone(),
         result: SendResult {
             id,
@@ -407,10 +408,7 @@ impl Messaging {
 
     /// Publishes a committed message's events (the wake source for recipients).
     pub(crate) fn announce(&self, workflow_id: i64, posted: &Posted) {
-        for p in &posted.extra {
-            self.announce(workflow_id, p);
-        }
-        for (w, p) in &posted.elsewhere {
+        for (w, p) in &posted.extra {
             self.announce(*w, p);
         }
         let message_id = &posted.result.id;

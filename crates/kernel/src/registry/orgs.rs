@@ -338,7 +338,7 @@ fn member_names(c: &Connection, org: &str) -> Result<Vec<String>> {
     )
 }
 
-fn exists(c: &Connection, org: &str) -> Result<bool> {
+pub(crate) fn exists(c: &Connection, org: &str) -> Result<bool> {
     Ok(c.query_row(
         "SELECT EXISTS (SELECT 1 FROM orgs WHERE name = ?1)",
         [org],
@@ -404,25 +404,19 @@ fn view_tx(c: &Connection, org: Option<&str>) -> Result<OrgView> {
     })
 }
 
-/// Whether a member acting from `member_instance` (an organisation's instance)
-/// may act on what happens in `instance` (an instance run within it).
-pub(crate) fn covers_tx(c: &Connection, member_instance: i64, instance: i64) -> Result<bool> {
-    Ok(c.query_row(
-        "SELECT EXISTS (SELECT 1 FROM orgs o JOIN workflows w ON w.org = o.name
-                        WHERE o.workflow_id = ?1 AND w.id = ?2)",
-        (member_instance, instance),
-        |r| r.get(0),
-    )?)
-}
-
-/// The instances run within the organisation whose instance is `org_instance`
-/// (none when it is no organisation's).
-pub(crate) fn instances_tx(c: &Connection, org_instance: i64) -> Result<Vec<i64>> {
-    Ok(c.prepare(
-        "SELECT w.id FROM orgs o JOIN workflows w ON w.org = o.name WHERE o.workflow_id = ?1 ORDER BY w.id",
-    )?
-    .query_map([org_instance], |r| r.get(0))?
-    .collect::<sql::Result<_>>()?)
+/// The instances an agent of `instance` acts in: its own, and, when `instance`
+/// is an organisation's, every instance run within it (its members decide the
+/// approvals there).
+pub(crate) fn acts_in_tx(c: &Connection, instance: i64) -> Result<Vec<i64>> {
+    let mut out = vec![instance];
+    out.extend(
+        c.prepare(
+            "SELECT w.id FROM orgs o JOIN workflows w ON w.org = o.name WHERE o.workflow_id = ?1 ORDER BY w.id",
+        )?
+        .query_map([instance], |r| r.get::<i64>(0))?
+        .collect::<sql::Result<Vec<_>>>()?,
+    );
+    Ok(out)
 }
 
 /// The organisation instance `instance` runs within: its own instance (id and

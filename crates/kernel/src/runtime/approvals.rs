@@ -217,14 +217,9 @@ impl Runtime {
         let row = self
             .store
             .write(move |c| {
-                // A member of an organisation decides in the instances run within it.
-                let elsewhere = |r: &approvals::Row| -> Result<bool> {
-                    Ok(r.workflow_id != only.unwrap_or(r.workflow_id)
-                        && !orgs::covers_tx(c, only.unwrap_or_default(), r.workflow_id)?)
-                };
-                if only.is_some()
+                if let Some(own) = only
                     && let Some(r) = approvals::get(c, id)?
-                    && elsewhere(&r)?
+                    && !orgs::acts_in_tx(c, own)?.contains(&r.workflow_id)
                 {
                     return Err(Error::not_found(format!(
                         "no approval {id} in your workflow"
@@ -285,12 +280,12 @@ impl Runtime {
         };
         self.store
             .read(move |c| {
-                let mut out = approvals::list(c, wid, member.as_deref())?;
-                // An organisation's member sees those of the instances run within it.
-                if let (Some(own), Some(_)) = (wid, &member) {
-                    for w in orgs::instances_tx(c, own)? {
-                        out.extend(approvals::list(c, Some(w), member.as_deref())?);
-                    }
+                let Some(own) = wid.filter(|_| member.is_some()) else {
+                    return approvals::list(c, wid, member.as_deref());
+                };
+                let mut out = Vec::new();
+                for w in orgs::acts_in_tx(c, own)? {
+                    out.extend(approvals::list(c, Some(w), member.as_deref())?);
                 }
                 Ok(out)
             })

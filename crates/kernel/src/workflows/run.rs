@@ -28,6 +28,30 @@ use std::sync::Arc;
 use store::sql;
 use store::sql::OptionalExtension;
 
+/// The instance a start makes: the workflow's name and `tag` (default main), never
+/// an organisation's.
+fn instance_of(wf: &Workflow, tag: Option<&str>) -> Result<WorkflowRef> {
+    let tag = tag
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or("main");
+    check_name("tag", tag)?;
+    let wref = WorkflowRef {
+        name: wf.name.clone(),
+        tag: tag.to_owned(),
+    };
+    if wref
+        .name
+        .to_ascii_lowercase()
+        .starts_with(domain::names::ORG_PREFIX)
+    {
+        return Err(Error::invalid(format!(
+            "{wref} is an organisation's instance; give the workflow another name. Nothing was started."
+        )));
+    }
+    Ok(wref)
+}
+
 /// Where the YAML comes from.
 pub enum Source {
     File(PathBuf),
@@ -76,34 +100,9 @@ impl Workflows {
         .await
         .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
         .map_err(|e| Error::invalid(e.to_string()))?;
-        let tag = tag
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .unwrap_or("main");
-        check_name("tag", tag)?;
-        let wref = WorkflowRef {
-            name: wf.name.clone(),
-            tag: tag.to_owned(),
-        };
-        if wref
-            .name
-            .to_ascii_lowercase()
-            .starts_with(domain::names::ORG_PREFIX)
-        {
-            return Err(Error::invalid(format!(
-                "{wref} is an organisation's instance; give the workflow another name. Nothing was started."
-            )));
-        }
+        let wref = instance_of(&wf, tag)?;
         self.refuse_if_running(&wref).await?;
-        // The organisation it runs within: the caller's, else the YAML's (it must exist).
-        let org = match org.or(wf.org.as_deref()) {
-            Some(g) => self
-                .registry
-                .org_checked(g)
-                .await
-                .map_err(|e| Error::invalid(format!("org: {e}. Nothing was started.")))?,
-            None => None,
-        };
+        let org = self.org_of(org, &wf).await?;
         let bound = workflow_yaml::bind_params(&wf.params, params).map_err(|e| {
             Error::invalid(format!(
                 "{e}. Pass params as an object, e.g. {{\"pr\": 123}}"
@@ -130,23 +129,37 @@ impl Workflows {
         self.runtime.watch_workflow(wid, true);
         self.steps.advance(wid).await?;
         if let Some(k) = kickoff.filter(|k| !k.trim().is_empty()) {
-            let scope = self
-                .registry
-                .scope(&Caller::Lead, Some(&wref.to_string()))
-                .await?;
-            self.messaging
-                .channel_send(
-                    &scope,
-                    Outgoing {
-                        message: k,
-                        to: None,
-                        force: true,
-                    },
-                )
-                .await?;
+            self.post_kickoff(&wref, k).await?;
         }
         tracing::info!(workflow = %wref, "workflow started");
         Ok((wid, wref))
+    }
+
+    /// The organisation it runs within: the caller's, else the YAML's (it must exist).
+    async fn org_of(&self, given: Option<&str>, wf: &Workflow) -> Result<Option<String>> {
+        match given.or(wf.org.as_deref()) {
+            Some(g) => self
+                .registry
+                .org_checked(g)
+                .await
+                .map_err(|e| Error::invalid(format!("org: {e}. Nothing was started."))),
+            None => Ok(None),
+        }
+    }
+
+    /// The kickoff, posted as the lead.
+    async fn post_kickoff(&self, wref: &WorkflowRef, message: String) -> Result<()> {
+        let scope = self
+            .registry
+            .scope(&Caller::Lead, Some(&wref.to_string()))
+            .await?;
+        let out = Outgoing {
+            message,
+            to: None,
+            force: true,
+        };
+        self.messaging.channel_send(&scope, out).await?;
+        Ok(())
     }
 
     /// The worktrees of the workflow's worktree agents (theirs again when run with

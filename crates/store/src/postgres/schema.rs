@@ -354,7 +354,6 @@ CREATE TABLE steps (
     workflow_id BIGINT NOT NULL,
     step        TEXT COLLATE "C" NOT NULL,
     position    BIGINT NOT NULL,
-    agent       TEXT COLLATE "C" NOT NULL,
     state       TEXT COLLATE "C" NOT NULL DEFAULT 'waiting',
     seen        TEXT NOT NULL DEFAULT ',',
     message_id  TEXT COLLATE "C",

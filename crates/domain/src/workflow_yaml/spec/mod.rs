@@ -279,16 +279,6 @@ impl Doc<'_> {
             &agent_names,
             &scope,
         )?;
-        if let Some((name, _)) = contracts.iter().find(|(n, _)| n.starts_with("step-"))
-            && !steps.is_empty()
-        {
-            let (i, _) = get("contracts").expect("there are contracts");
-            return Err(self.err(
-                &[Step::Entry(i)],
-                format!("contract {name:?}: names starting with step- are the steps' own"),
-                "rename the contract",
-            ));
-        }
         let org = self.org(get("org"))?;
         Ok(Workflow {
             org,
@@ -410,6 +400,16 @@ impl Doc<'_> {
                     &at,
                     "a step contract is made from `steps:`",
                     "write the step under `steps:` (agent, on, prompt)",
+                ));
+            }
+            if c.name.starts_with("step-") {
+                return Err(self.err(
+                    &at,
+                    format!(
+                        "contract {:?}: names starting with step- are the steps' own",
+                        c.name
+                    ),
+                    "rename the contract",
                 ));
             }
             if out.iter().any(|(name, _)| *name == c.name) {

@@ -115,3 +115,12 @@ fn a_message_from_nobody_and_an_overlong_prompt_are_refused() {
             .contains("over 65536 characters")
     );
 }
+
+#[test]
+fn contract_names_starting_with_step_are_the_steps_own() {
+    let yaml = format!(
+        "{AGENTS}contracts:\n  - {{ name: step-x, when: {{ event: message }}, then: {{ action: notify }} }}\n"
+    );
+    let e = inline(&yaml).map(|_| ()).unwrap_err();
+    assert!(e.message.contains("the steps' own") && e.line == 5, "{e}");
+}

@@ -41,12 +41,7 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
             // Bound to an organisation: the lead's contract there, for every instance run within it.
             Some(org) => {
                 let org = domain::names::org_name(org)?.unwrap_or_default();
-                let exists: bool = c.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM orgs WHERE name = ?1)",
-                    [&org],
-                    |r| r.get(0),
-                )?;
-                if !exists {
+                if !crate::registry::orgs::exists(c, &org)? {
                     return Err(Error::not_found(format!(
                         "the contract is bound to the organisation {org:?}, which does not exist; \
                          org_set it first, then vote again"

@@ -63,8 +63,8 @@ pub(super) fn reset(
     c.execute("DELETE FROM steps WHERE workflow_id = ?1", [wid])?;
     for (i, s) in steps.iter().enumerate() {
         c.execute(
-            "INSERT INTO steps (workflow_id, step, position, agent, state) VALUES (?1, ?2, ?3, ?4, 'waiting')",
-            (wid, &s.id, i as i64, &s.agent),
+            "INSERT INTO steps (workflow_id, step, position, state) VALUES (?1, ?2, ?3, 'waiting')",
+            (wid, &s.id, i as i64),
         )?;
     }
     let t = (!steps.is_empty()).then_some(trigger);
