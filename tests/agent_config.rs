@@ -2,7 +2,7 @@
 //! has (backend_list), and the warning agent_new gives when an agent cannot run
 //! yet: through the real MCP interface.
 
-mod common;
+use crate::common;
 use common::clis::cli_bin;
 use common::*;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! that read it, however close together questions come, and a new agent never
 //! inherits anything of a deleted one.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

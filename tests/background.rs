@@ -4,7 +4,7 @@
 //! idle limit once nothing is owed, and a client attached when it is killed -9
 //! carries on with the next call (a new kernel is started under it).
 
-mod common;
+use crate::common;
 use common::*;
 use rmcp::service::ServiceExt;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! agent's branch for the agent to resolve; a contract on `merge` holds a merge
 //! for the lead's approval. Real git, sdk agents driven by the fake model.
 
-mod common;
+use crate::common;
 use common::repo::*;
 use common::*;
 use serde_json::json;

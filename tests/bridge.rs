@@ -3,7 +3,7 @@
 //! generation requires for every method family (tools, prompts, resources, tasks,
 //! subscriptions).
 
-mod common;
+use crate::common;
 use common::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,

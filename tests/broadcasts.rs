@@ -3,7 +3,7 @@
 //! real mock workers: every agent is woken and settles its copy, and a broadcast
 //! an agent never got to before a kill -9 is still owed after the restart.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 //! refuses every way of deleting a file; an allowed `find *` does not run what
 //! `-exec` names; an edit deny holds through a symlink in the agent's folder.
 
-mod common;
+use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};

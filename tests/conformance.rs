@@ -10,7 +10,7 @@
 //! came (`Host` and `Origin` too: dns-rebinding-protection meets the server's own
 //! checks). The server runs exactly as it ships.
 
-mod common;
+use crate::common;
 use axum::{
     Router,
     body::Body,

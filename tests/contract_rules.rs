@@ -4,7 +4,7 @@
 //! draft only the lead's approve puts in force; the parser's errors; the README's
 //! worked examples.
 
-mod common;
+use crate::common;
 use agent_worker::kernel::timing::{Clock, Timing};
 use common::*;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! restart with a pending approval. Messages, workflow files and drafts:
 //! `tests/contract_rules.rs`.
 
-mod common;
+use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};

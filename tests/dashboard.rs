@@ -5,7 +5,7 @@
 //! to agents; and `dashboard_watch` showing an instance live (a message within a
 //! second of its sending, an approval a contract asked for, the lead's decision).
 
-mod common;
+use crate::common;
 use common::*;
 use rmcp::ClientServiceExt;
 use rmcp::model::{

@@ -1,7 +1,7 @@
 //! Shared documents through real MCP sessions over HTTP: both providers, path
 //! safety, ownership with document_suggest, optimistic concurrency, bound folders.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! Fan-out keeps memory bounded: a burst of `@all` sends to hundreds of agents must
 //! not leave the server holding memory per delivery.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::Duration;

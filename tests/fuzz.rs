@@ -11,8 +11,8 @@
 //! saved as tests/fuzz-corpus/<target>/failed-<hash> (commit it: it then runs every
 //! time) and the test fails naming it.
 //!
-//! `cargo test --test fuzz` runs a short round (CI); longer on demand:
-//! `FUZZ_CASES=200000 cargo test --release --test fuzz -- --ignored fuzz`.
+//! `cargo test --test suite fuzz::` runs a short round (CI); longer on demand:
+//! `FUZZ_CASES=200000 cargo test --release --test suite fuzz:: -- --ignored fuzz`.
 //! `FUZZ_SEED` picks the seed (printed by every run).
 
 use agent_worker::clock;
@@ -392,7 +392,7 @@ macro_rules! targets {
             fuzz($target, cases(), $f);
         }
         #[test]
-        #[ignore = "long fuzzing, on demand: cargo test --release --test fuzz -- --ignored fuzz"]
+        #[ignore = "long fuzzing, on demand: cargo test --release --test suite fuzz:: -- --ignored fuzz"]
         fn $long() {
             fuzz($target, cases().max(50_000), $f);
         }

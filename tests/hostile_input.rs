@@ -3,7 +3,7 @@
 //! the parser. Each is refused fast, with what it is, and other clients are
 //! served meanwhile.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! HTTP identity and transport hygiene: 401s that say why, Origin/Host checks,
 //! malformed JSON-RPC, and what an agent session may see and do.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! DELETE, OAuth discovery paths, SSE priming by protocol version and resuming
 //! a stream, and the same framing checks on stdio.
 
-mod common;
+use crate::common;
 use common::*;
 use futures::StreamExt;
 use reqwest::StatusCode;

@@ -2,7 +2,7 @@
 //! per token, cost little while idle (parked and restored transparently), and a
 //! burst of abandoned handshakes does not grow the server.
 
-mod common;
+use crate::common;
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;

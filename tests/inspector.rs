@@ -5,7 +5,7 @@
 //! `tests/inspector_calls.rs` calls the tools.
 //! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
 
-mod common;
+use crate::common;
 use common::inspector::inspector_cli;
 use common::*;
 

@@ -8,7 +8,7 @@
 //! 2026-07-28 its tasks/get lost its Mcp-Name header in the relay.
 //! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
 
-mod common;
+use crate::common;
 use common::inspector::{inspector, inspector_cli};
 use common::*;
 use serde_json::{Value, json};

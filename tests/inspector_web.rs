@@ -12,7 +12,7 @@
 //! anything missing fails the test. AW_TEST_SCREENSHOT=/some/file.png keeps the
 //! screenshot of the page at the end.
 
-mod common;
+use crate::common;
 use common::*;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;

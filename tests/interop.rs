@@ -8,7 +8,7 @@
 //! `scripts/interop-setup` installs the CLIs into `.interop/`; `scripts/test` runs it
 //! and sets `INTEROP_REQUIRED=1`, so in CI a missing CLI fails instead of skipping.
 
-mod common;
+use crate::common;
 use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;

@@ -5,7 +5,7 @@
 //! the lead approves it, and then the file appears. Codex, Gemini CLI and OpenCode,
 //! which have no such hook, hold the same contracts through their profile.
 
-mod common;
+use crate::common;
 use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;

@@ -10,7 +10,7 @@
 //! Codex runs commands under every profile, inside its sandbox (read-only, or
 //! writing only in the agent's folder): its command row shows the sandbox holding.
 
-mod common;
+use crate::common;
 use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;

@@ -6,7 +6,7 @@
 //! the folder is as it was, and a skill of the user's own in the same place is
 //! never touched. With INTEROP_REQUIRED=1 (scripts/test) a missing CLI fails.
 
-mod common;
+use crate::common;
 use common::clis::*;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;

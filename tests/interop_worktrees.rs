@@ -5,7 +5,7 @@
 //! second conflicts (with its hunks, main untouched), resolves in a run after a
 //! sync, and merges. With INTEROP_REQUIRED=1 (scripts/test) a missing CLI fails.
 
-mod common;
+use crate::common;
 use common::clis::{cli_bin, cli_env};
 use common::fake_llm::{FakeLlm, Script};
 use common::repo::*;

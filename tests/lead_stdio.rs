@@ -1,7 +1,7 @@
 //! The lead over stdio (both protocol generations): registry tools, bad input, and
 //! that a failed call changes nothing.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

@@ -1,7 +1,7 @@
 //! The messaging rules through real MCP sessions over HTTP: agents act through
 //! agent_join tokens, the lead through the admin token.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

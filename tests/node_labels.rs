@@ -3,7 +3,7 @@
 //! live node with all of them; one whose node is gone waits for such a node rather
 //! than being taken over by any.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! worker shows the node that runs it, and a kernel that opens the store under
 //! another name takes its agents over (and the old node leaves the list).
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;

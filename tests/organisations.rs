@@ -6,7 +6,7 @@
 //! of an instance within it that is no member, reads it as unknown; a restart
 //! keeps all of it.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

@@ -5,7 +5,7 @@
 //! runs twice, not even after the link comes back: a finds itself taken over and
 //! registers again with no agents.
 
-mod common;
+use crate::common;
 use common::proxy::Proxy;
 use common::*;
 use serde_json::{Value, json};

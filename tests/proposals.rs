@@ -2,7 +2,7 @@
 //! tie-breakers, expiry on time, cancel permissions, the channel messages that reach
 //! whoever must act, and persistence across a restart.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! server asks by an elicitation request; over 2026-07-28 the waiting call returns
 //! input_required and the SDK retries it with the answer.
 
-mod common;
+use crate::common;
 use common::HttpServer;
 use common::fake_llm::{FakeLlm, Script};
 use serde_json::json;

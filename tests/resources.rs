@@ -3,7 +3,7 @@
 //! an agent sees its own instance and its own inbox only, and what it may not see
 //! reads as unknown. Looking at an inbox does not mark it read.
 
-mod common;
+use crate::common;
 use common::*;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};

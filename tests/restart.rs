@@ -1,7 +1,7 @@
 //! Restarts: agents and messages survive; deliveries read but not acked come back
 //! as pending; acks survive even a kill -9.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 //! auth errors pause, the hop guard stops a ping-pong loop, `every` and `cron`
 //! schedules fire, and the worker limit queues runs instead of overlapping them.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;

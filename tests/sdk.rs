@@ -3,7 +3,7 @@
 //! (channel_send), and the message must appear in the channel, sent by the agent
 //! over MCP with its run token.
 
-mod common;
+use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};

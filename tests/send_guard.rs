@@ -1,7 +1,7 @@
 //! The send guard through real MCP sessions over HTTP: a send still goes out when
 //! others posted since the sender last read, and the result says what was missed.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 

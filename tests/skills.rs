@@ -4,7 +4,7 @@
 //! load_skill), and served by the team server through the Skills extension to the
 //! agent they belong to (the lead gets its own know-how of running teams).
 
-mod common;
+use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use rmcp::model::{GetSkillRequestParams, ReadResourceRequestParams};

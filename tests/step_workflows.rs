@@ -5,7 +5,7 @@
 //! and a message event; a loop is refused at load; a kernel killed in the middle
 //! of step 2 runs step 2 again after the restart and step 3 once.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;

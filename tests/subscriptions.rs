@@ -6,7 +6,7 @@
 //! that sets a log level hears what it should notice (a guard that paused an agent,
 //! a workflow run's end) as notifications/message.
 
-mod common;
+use crate::common;
 use common::*;
 use rmcp::model::{ServerNotification, SubscribeRequestParams, SubscriptionFilter};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext};

@@ -8,7 +8,7 @@
 //!   request with `params.task` (that era's task augmentation) gets a task, over
 //!   HTTP and over stdio.
 
-mod common;
+use crate::common;
 use common::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,

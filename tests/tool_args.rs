@@ -4,7 +4,7 @@
 //! 2020-12 (checked by Python's `jsonschema`) with enums and ranges where the
 //! values are fixed.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;

@@ -1,8 +1,8 @@
 //! tool-schemas/ holds one JSON file per tool, generated from the running server.
 //! This test fails when a file is stale, missing or extra.
-//! Regenerate with: UPDATE_TOOL_SCHEMAS=1 cargo test --test tool_schemas
+//! Regenerate with: UPDATE_TOOL_SCHEMAS=1 cargo test --test suite tool_schemas::
 
-mod common;
+use crate::common;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -60,7 +60,7 @@ async fn tool_schema_files_match_the_server() {
     }
     assert!(
         problems.is_empty(),
-        "tool-schemas/ does not match the server: {problems:?}\nregenerate with UPDATE_TOOL_SCHEMAS=1 cargo test --test tool_schemas"
+        "tool-schemas/ does not match the server: {problems:?}\nregenerate with UPDATE_TOOL_SCHEMAS=1 cargo test --test suite tool_schemas::"
     );
 }
 

@@ -7,7 +7,7 @@
 //! the contracts' decision nest, with tokens and the outcome as attributes.
 //! agent_info's run carries the trace's id.
 
-mod common;
+use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::otlp::{receiver, spans_of};
 use common::*;

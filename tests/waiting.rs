@@ -3,7 +3,7 @@
 //! arrives, else empty when the wait is over; what is not for the caller (a direct
 //! message to someone else, another instance) does not end the wait.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! the inbox pending, pause stops a run, delete stops the worker first, and the
 //! run's token dies with the run.
 
-mod common;
+use crate::common;
 use agent_worker::process::proc_stat;
 use common::*;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! blocks a run, workflow_stop stops it, and a kernel killed mid-workflow finishes
 //! the workflow after a restart with no message lost or delivered twice.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;

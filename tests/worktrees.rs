@@ -2,7 +2,7 @@
 //! branch, made outside the user's tree; every run ends in a commit; deleting the
 //! agent keeps its branch. Real git, sdk agents driven by the fake model.
 
-mod common;
+use crate::common;
 
 use common::repo::*;
 use common::*;
