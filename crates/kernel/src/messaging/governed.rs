@@ -215,11 +215,16 @@ impl Governed {
 }
 
 /// How one message is written (see `post` in the module above): its rows gathered.
-pub(super) type Post =
-    fn(&Connection, &Scope, &Outgoing, &Rules, (&[String], &mut Rows)) -> Result<Posted>;
+pub(super) type Post = fn(
+    &Connection,
+    &Scope,
+    &Outgoing,
+    &Rules,
+    (&[String], &mut Rows, Option<super::Ahead>),
+) -> Result<Posted>;
 
 /// Writes a batch of messages through `post`, the instance's agents read once for
-/// all of them. A refusal by a contract rolls the batch back (all or none) but
+/// all of them, together with the first one's guard scan (see [`super::Ahead`]). A refusal by a contract rolls the batch back (all or none) but
 /// keeps its decision; it is returned inside `Ok` so that the store commits the
 /// decision.
 pub(super) fn post_all(
@@ -229,12 +234,16 @@ pub(super) fn post_all(
     rules: &Rules,
     post: Post,
 ) -> Result<Result<Vec<Posted>>> {
+    let mut ahead = match sends.first() {
+        Some(first) => super::scan_ahead(c, scope, first)?,
+        None => None,
+    };
     let agents = crate::registry::agent_names(c, scope.workflow_id)?;
     let mut rows = Rows::new(scope.workflow_id);
     if rules.contracts.is_empty() {
         let posted = sends
             .iter()
-            .map(|m| post(c, scope, m, rules, (&agents, &mut rows)))
+            .map(|m| post(c, scope, m, rules, (&agents, &mut rows, ahead.take())))
             .collect::<Result<Vec<_>>>()?;
         rows.write(c)?;
         return Ok(Ok(posted));
@@ -242,7 +251,7 @@ pub(super) fn post_all(
     c.execute_batch("SAVEPOINT governed_sends")?;
     let mut out = Vec::new();
     for m in sends {
-        match post(c, scope, m, rules, (&agents, &mut rows)) {
+        match post(c, scope, m, rules, (&agents, &mut rows, ahead.take())) {
             Ok(p) => out.push(p),
             Err(e) => {
                 let refused = rules.refused.borrow_mut().take();

@@ -179,7 +179,7 @@ pub(crate) fn post_system(
             force: true,
         },
         &governed::Rules::none(),
-        (&agent_names(c, workflow_id)?, &mut rows),
+        (&agent_names(c, workflow_id)?, &mut rows, None),
     )?;
     rows.write(c)?;
     if posted.recipients.iter().any(|r| r == LEAD) {
@@ -202,13 +202,14 @@ pub(crate) fn post_system_to(
 }
 
 /// Writes one message and its deliveries, `agents` being the instance's agents,
-/// gathering the rows in `rows` (the caller writes them). Runs inside a store job.
+/// gathering the rows in `rows` (the caller writes them), with its guard's scan
+/// sent `ahead` if it was. Runs inside a store job.
 fn post(
     c: &Connection,
     scope: &Scope,
     send: &Outgoing,
     rules: &governed::Rules,
-    (agents, rows): (&[String], &mut rows::Rows),
+    (agents, rows, ahead): (&[String], &mut rows::Rows, Option<Ahead>),
 ) -> Result<Posted> {
     let (content, resource) = prepare_content(scope, &send.message)?;
     let mut members = agents.to_vec();
@@ -225,7 +226,10 @@ fn post(
     // Contracts on messages: refuse, re-route, tell (see `governed`).
     let governed = rules.apply(c, scope, &send.message, &members, &mut recipients, &mut to)?;
     let priority = mentions::priority(&parsed, &send.message);
-    let id = uuid::Uuid::now_v7().to_string();
+    let (id, scan) = match ahead {
+        Some(a) => (a.id, Some(a.scan)),
+        None => (new_id(), None),
+    };
     let now = now_ms();
     if let Some((rid, full)) = &resource {
         store_resource(c, rid, "markdown", full, me)?;
@@ -249,7 +253,7 @@ fn post(
         (Vec::new(), 0)
     } else {
         rows.write(c)?;
-        missed_since_last_read(c, scope, &id)?
+        missed_since_last_read(c, scope, &id, scan)?
     };
     if me != SYSTEM {
         rows.read_through(scope, &id);
@@ -316,12 +320,40 @@ pub(crate) fn missed_sql() -> String {
     )
 }
 
+/// A new message's id: time-ordered, so the guard's scan reads what came before it.
+fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The send guard's scan of a job's first send, sent before the instance's agents
+/// are read so that on PostgreSQL both are one round trip. Its answer is the one
+/// the send would read later: the scan never reads the message it guards (nor its
+/// deliveries), and nothing else is written in the job before it.
+pub(super) struct Ahead {
+    id: String,
+    scan: sql::Later,
+}
+
+/// [`Ahead`] for `send`, unless it skips the guard.
+pub(super) fn scan_ahead(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Option<Ahead>> {
+    if send.force {
+        return Ok(None);
+    }
+    let id = new_id();
+    let scan = c
+        .prepare_cached(&missed_sql())?
+        .query_later((scope.workflow_id, &id, &scope.me))?;
+    Ok(Some(Ahead { id, scan }))
+}
+
 /// Messages from others, visible to the reader, newer than the reader's cursor, that
-/// the reader has not already seen through its inbox.
+/// the reader has not already seen through its inbox (read now, or from `scan` sent
+/// ahead).
 fn missed_since_last_read(
     c: &Connection,
     scope: &Scope,
     new_id: &str,
+    scan: Option<sql::Later>,
 ) -> Result<(Vec<MissedMessage>, i64)> {
     // The reader's cursor is read in the same statement (on PostgreSQL each is a
     // round trip). One pass, newest first, up to the cap: its length is the count (the guard ran
@@ -332,10 +364,17 @@ fn missed_since_last_read(
     // messages delivered to it: `mentions` lists exactly the recipients (names need
     // no JSON escaping), and the two lookups per message were most of the guard's
     // cost when the missed messages were addressed to others.
+    if let Some(scan) = scan {
+        return missed_of(scan.rows(c)?);
+    }
     let mut st = c.prepare_cached(&missed_sql())?;
+    missed_of(st.query((scope.workflow_id, new_id, &scope.me))?)
+}
+
+/// The guard's answer from its scan's rows.
+fn missed_of(mut rows: sql::Rows<'_>) -> Result<(Vec<MissedMessage>, i64)> {
     let mut listed = Vec::new();
     let mut count = 0;
-    let mut rows = st.query((scope.workflow_id, new_id, &scope.me))?;
     while let Some(r) = rows.next()? {
         count += 1;
         if count <= MISSED_LISTED {

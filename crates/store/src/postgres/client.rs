@@ -77,6 +77,9 @@ type Deferred0 =
 /// A statement sent whose answer is read later, with its text for errors.
 type Deferred = (Deferred0, String);
 
+/// Where the rows of a query sent with [`Client::query_later`] arrive.
+pub type Slot = Arc<std::sync::Mutex<Option<Vec<Row>>>>;
+
 pub struct Client {
     /// Declared before `link`, so it is dropped first: the connection, seeing its
     /// client gone, says goodbye to the server as `link` drops. Shared with the
@@ -232,6 +235,48 @@ impl Client {
             Box::pin(async move { c.execute_raw(&st, params.iter()).await }),
             sql,
         );
+    }
+
+    /// Sends the query `st` with `params` now, like [`Client::defer`], and keeps its
+    /// rows in the slot returned when its answer is read (with the next call's, or
+    /// by [`Client::rows_of`]): two reads that do not depend on each other share a
+    /// round trip. Its failure is reported as a deferred statement's.
+    pub fn query_later<P>(&mut self, st: Statement, params: Vec<P>, sql: String) -> Slot
+    where
+        P: ToSql + Sync + Send + 'static,
+    {
+        use futures::TryStreamExt;
+        let c = self.client.clone();
+        let slot = Slot::default();
+        let into = slot.clone();
+        self.queue(
+            Box::pin(async move {
+                let rows: Vec<Row> = c.query_raw(&st, params.iter()).await?.try_collect().await?;
+                *into.lock().unwrap_or_else(|e| e.into_inner()) = Some(rows);
+                Ok(0)
+            }),
+            sql,
+        );
+        slot
+    }
+
+    /// The rows of a query sent by [`Client::query_later`], reading the answers of
+    /// every statement sent before them first if no call has yet. Fails as that
+    /// reading does, or if the rows were taken already or never came (a call
+    /// failed on an earlier statement, and the job is being rolled back).
+    pub fn rows_of(&mut self, slot: &Slot) -> Result<Vec<Row>> {
+        let take = |slot: &Slot| slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(rows) = take(slot) {
+            return Ok(rows);
+        }
+        if !self.deferred.is_empty() {
+            self.settle(async { Ok(()) })?;
+        }
+        take(slot).ok_or_else(|| {
+            Fail::Io(std::io::Error::other(
+                "the rows of a query sent earlier were read already, or lost with an earlier failure",
+            ))
+        })
     }
 
     /// Forgets the answers of the deferred statements (their job is rolled back):

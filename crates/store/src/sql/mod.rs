@@ -19,6 +19,7 @@ mod postgres;
 pub use params::Params;
 pub use rusqlite::ToSql;
 pub use rusqlite::params;
+use rusqlite::types::Value;
 pub use rusqlite::types::{FromSql, ValueRef};
 
 /// A fault of the database or of reading a column as the type a caller asked for.
@@ -277,6 +278,32 @@ impl Statement<'_> {
 
     /// The rows, one at a time.
     pub fn query(&mut self, params: impl Params) -> Result<Rows<'_>> {
+        self.query_now(params)
+    }
+
+    /// Sends the query now and reads its rows when [`Later::rows`] asks: on
+    /// PostgreSQL its answer shares the round trip of the next statement that waits
+    /// for one, so reads that do not depend on each other cost one round trip. It
+    /// sees the state as of now on either engine (SQLite runs it at once), so what
+    /// the job writes before reading the rows is not in them.
+    pub fn query_later(&mut self, params: impl Params) -> Result<Later> {
+        if let Prepared::Postgres(c, s, sql) = &self.inner {
+            let slot = params.with_slice(|p| c.query_later(s, p, sql))?;
+            return Ok(Later {
+                inner: LaterInner::Sent(slot, sql.clone()),
+            });
+        }
+        let mut rows = self.query_now(params)?;
+        let mut all = Vec::new();
+        while let Some(r) = rows.next()? {
+            all.push(r.values()?);
+        }
+        Ok(Later {
+            inner: LaterInner::Ready(all),
+        })
+    }
+
+    fn query_now(&mut self, params: impl Params) -> Result<Rows<'_>> {
         let inner = match &mut self.inner {
             Prepared::Once(s) => RowsInner::Sqlite(params.with_slice(|p| s.query(p))?),
             Prepared::Cached(s) => RowsInner::Sqlite(params.with_slice(|p| s.query(p))?),
@@ -296,6 +323,11 @@ pub struct Rows<'s> {
 
 enum RowsInner<'s> {
     Sqlite(rusqlite::Rows<'s>),
+    /// A query's rows read at once on SQLite ([`Statement::query_later`]).
+    Values {
+        rows: std::vec::IntoIter<Vec<Value>>,
+        current: Option<Vec<Value>>,
+    },
     Postgres {
         rows: std::vec::IntoIter<::postgres::Row>,
         current: Option<::postgres::Row>,
@@ -314,6 +346,12 @@ impl Rows<'_> {
                 *current = rows.next();
                 current.as_ref().map(|r| Row {
                     inner: RowInner::Postgres(r),
+                })
+            }
+            RowsInner::Values { rows, current } => {
+                *current = rows.next();
+                current.as_ref().map(|r| Row {
+                    inner: RowInner::Values(r),
                 })
             }
         })
@@ -349,6 +387,41 @@ pub struct Row<'r> {
 enum RowInner<'r> {
     Sqlite(&'r rusqlite::Row<'r>),
     Postgres(&'r ::postgres::Row),
+    Values(&'r [Value]),
+}
+
+/// A query sent whose rows are read later ([`Statement::query_later`]).
+#[must_use = "a query sent is read with `rows`"]
+pub struct Later {
+    inner: LaterInner,
+}
+
+enum LaterInner {
+    Ready(Vec<Vec<Value>>),
+    Sent(crate::postgres::client::Slot, String),
+}
+
+impl Later {
+    /// The rows, reading the answer now if no statement since has (on PostgreSQL);
+    /// `c` is the connection the query was sent on.
+    pub fn rows(self, c: &Connection) -> Result<Rows<'_>> {
+        let inner = match (self.inner, &c.engine) {
+            (LaterInner::Ready(rows), _) => RowsInner::Values {
+                rows: rows.into_iter(),
+                current: None,
+            },
+            (LaterInner::Sent(slot, sql), Engine::Postgres(pc)) => RowsInner::Postgres {
+                rows: pc.rows_of(&slot, &sql)?.into_iter(),
+                current: None,
+            },
+            (LaterInner::Sent(..), Engine::Sqlite(_)) => {
+                return Err(Error::Conversion(
+                    "a query sent on PostgreSQL was read on another connection".into(),
+                ));
+            }
+        };
+        Ok(Rows { inner })
+    }
 }
 
 impl Row<'_> {
@@ -356,7 +429,9 @@ impl Row<'_> {
     pub fn get<T: FromSql>(&self, idx: usize) -> Result<T> {
         match self.inner {
             RowInner::Sqlite(r) => Ok(r.get(idx)?),
-            RowInner::Postgres(_) => Ok(T::column_result(self.get_ref(idx)?)?),
+            RowInner::Postgres(_) | RowInner::Values(_) => {
+                Ok(T::column_result(self.get_ref(idx)?)?)
+            }
         }
     }
 
@@ -365,7 +440,31 @@ impl Row<'_> {
         match self.inner {
             RowInner::Sqlite(r) => Ok(r.get_ref(idx)?),
             RowInner::Postgres(r) => postgres::column(r, idx),
+            RowInner::Values(r) => r
+                .get(idx)
+                .map(ValueRef::from)
+                .ok_or(Error::Sqlite(rusqlite::Error::InvalidColumnIndex(idx))),
         }
+    }
+
+    /// Every column, owned.
+    fn values(&self) -> Result<Vec<Value>> {
+        let n = match self.inner {
+            RowInner::Sqlite(r) => r.as_ref().column_count(),
+            RowInner::Postgres(r) => r.len(),
+            RowInner::Values(r) => r.len(),
+        };
+        (0..n)
+            .map(|i| {
+                Ok(match self.get_ref(i)? {
+                    ValueRef::Null => Value::Null,
+                    ValueRef::Integer(v) => Value::Integer(v),
+                    ValueRef::Real(v) => Value::Real(v),
+                    ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+                })
+            })
+            .collect()
     }
 
     /// Column `idx` as text borrowed from the row (an error if it is not text).
@@ -391,3 +490,6 @@ impl From<Error> for domain::error::Error {
         Self::Store(Box::new(e))
     }
 }
+
+#[cfg(test)]
+mod later_tests;

@@ -138,6 +138,34 @@ impl Conn {
         Ok(())
     }
 
+    /// A query sent now whose rows are read later (see
+    /// [`crate::postgres::client::Client::query_later`]).
+    pub(super) fn query_later(
+        &self,
+        st: &postgres::Statement,
+        params: &[&dyn rusqlite::ToSql],
+        sql: &str,
+    ) -> Result<crate::postgres::client::Slot> {
+        let values = bind(params)?;
+        let text = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        Ok(self
+            .client
+            .borrow_mut()
+            .query_later(st.clone(), values, text))
+    }
+
+    /// The rows of a query sent by [`Conn::query_later`].
+    pub(super) fn rows_of(
+        &self,
+        slot: &crate::postgres::client::Slot,
+        sql: &str,
+    ) -> Result<Vec<postgres::Row>> {
+        self.client
+            .borrow_mut()
+            .rows_of(slot)
+            .map_err(|e| error(e, Some(sql)))
+    }
+
     pub(super) fn discard_deferred(&self) {
         self.client.borrow_mut().discard_deferred();
     }
