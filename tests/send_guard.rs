@@ -140,3 +140,25 @@ async fn delivered_messages_are_missed_until_the_inbox_showed_them() {
     let r = send(&t.alice, json!({"message": "@bob seen them"})).await;
     assert_eq!(r["missed_count"], 0, "{r}");
 }
+
+/// A missed message's preview is its first 160 characters, with an ellipsis only
+/// when there were more, counted in characters (not bytes) on either store: the
+/// guard reads no more of each text than that.
+#[tokio::test]
+async fn previews_are_160_characters_of_long_and_multibyte_texts() {
+    let t = team().await;
+    call(&t.alice, "channel_read", json!({})).await.ok();
+    let exact = "é".repeat(160);
+    let longer = format!("{}{}", "日".repeat(160), "x");
+    let long = format!("{}{}", "a🙂".repeat(100), "tail");
+    for text in [&exact, &longer, &long] {
+        send(&t.bob, json!({ "message": text })).await;
+    }
+    let r = send(&t.alice, json!({"message": "@bob read them"})).await;
+    let expected = [
+        exact.clone(),
+        format!("{}…", "日".repeat(160)),
+        format!("{}…", "a🙂".repeat(80)),
+    ];
+    assert_eq!(previews(&r), expected, "{r}");
+}

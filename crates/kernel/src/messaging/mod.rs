@@ -52,6 +52,9 @@ const MISSED_LISTED: i64 = 10;
 /// The send guard counts missed messages up to this many.
 pub const MISSED_COUNT_CAP: i64 = 100;
 const PREVIEW_CHARS: usize = 160;
+/// The characters of a text the send guard reads: one more than a preview shows, so
+/// [`preview`] still knows whether to add its ellipsis.
+const PREVIEW_READ: usize = PREVIEW_CHARS + 1;
 
 #[derive(Debug, Clone, Default)]
 pub struct Outgoing {
@@ -297,6 +300,8 @@ fn post(
 /// visible to `?3`, past its cursor, that it has not seen through its inbox; newest
 /// first, up to the cap.
 ///
+/// Only the start of each text is read, enough for its preview: up to a hundred
+/// messages of up to 64 KiB each would otherwise cross the connection per send.
 /// `LIMIT 1 OFFSET 0` in the two lookups keeps each a probe of one delivery.
 /// PostgreSQL may otherwise hash a lookup, reading every delivery the reader has
 /// (open, or acked ever) into a hash table on every send, when it expects many
@@ -305,7 +310,7 @@ fn post(
 /// it from turning the lookup into a join; SQLite reads the clause as written.
 pub(crate) fn missed_sql() -> String {
     format!(
-        "SELECT m.id, m.sender, m.content FROM messages m
+        "SELECT m.id, m.sender, substr(m.content, 1, {PREVIEW_READ}) FROM messages m
           WHERE m.workflow_id = ?1 AND m.id < ?2 AND m.sender <> ?3
             AND m.id > COALESCE((SELECT r.last_read FROM read_cursors r
                                   WHERE r.workflow_id = ?1 AND r.reader = ?3), '')
