@@ -1,7 +1,8 @@
 //! The house's rules that the compiler cannot keep, kept by reading the tree:
 //! which crate may depend on which (from `cargo metadata`), where a database engine
-//! may be named, who may write to stdout, how long a source file may be, and that
-//! the kernel's rooms never name `Kernel` (only its façade does).
+//! may be named, who may write to stdout, how long a source file may be, that
+//! the kernel's rooms never name `Kernel` (only its façade does), and that every
+//! test file is in the suite.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -281,5 +282,35 @@ fn rooms_are_services_and_only_the_facade_is_the_kernel() {
         found.is_empty(),
         "a room names Kernel (give it what it needs instead, and its façade method to facade/):\n{}",
         found.join("\n")
+    );
+}
+
+/// Cargo builds only the test targets Cargo.toml names (`autotests = false`), so a
+/// file in tests/ that tests/suite.rs does not declare would never compile or run.
+#[test]
+fn every_test_file_is_a_module_of_the_suite() {
+    let tests = Path::new(ROOT).join("tests");
+    let suite = std::fs::read_to_string(tests.join("suite.rs")).unwrap();
+    let declared: BTreeSet<String> = suite
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_owned))
+        .collect();
+    let own_targets = ["suite", "sqlite_allocator"];
+    let missing: Vec<String> = std::fs::read_dir(&tests)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".rs").map(str::to_owned)
+        })
+        .filter(|stem| !own_targets.contains(&stem.as_str()) && !declared.contains(stem))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "tests/{missing:?}.rs are not in tests/suite.rs: add `mod NAME;` there"
+    );
+    let manifest = std::fs::read_to_string(Path::new(ROOT).join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("path = \"tests/sqlite_allocator.rs\""),
+        "sqlite_allocator is a test target of its own in Cargo.toml"
     );
 }
