@@ -154,6 +154,15 @@ async fn previews_are_160_characters_of_long_and_multibyte_texts() {
     for text in [&exact, &longer, &long] {
         send(&t.bob, json!({ "message": text })).await;
     }
+    // A NUL would end the text early in SQLite's functions, and PostgreSQL's text
+    // cannot hold it: refused on either store, saying so.
+    let e = call(&t.bob, "channel_send", json!({"message": "a\u{0}b"}))
+        .await
+        .err();
+    assert!(
+        e.contains("NUL character") && e.contains("remove it"),
+        "{e}"
+    );
     let r = send(&t.alice, json!({"message": "@bob read them"})).await;
     let expected = [
         exact.clone(),

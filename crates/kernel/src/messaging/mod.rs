@@ -13,6 +13,8 @@
 //!   succeeds and the result lists what was missed (unless `force`).
 
 pub(crate) mod broadcast;
+#[cfg(test)]
+mod content_tests;
 mod governed;
 pub mod inbox;
 pub mod mentions;
@@ -107,6 +109,21 @@ fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String,
             "message is empty: write something, or do not send",
         ));
     }
+    // PostgreSQL's text cannot hold a NUL, and SQLite's functions stop at it. A
+    // sender is told; the kernel's own posts (which quote a worker's output) lose it.
+    let cleaned;
+    let text = match (text.contains('\0'), scope.me == SYSTEM) {
+        (false, _) => text,
+        (true, true) => {
+            cleaned = text.replace('\0', " ");
+            &cleaned
+        }
+        (true, false) => {
+            return Err(Error::invalid(
+                "message contains a NUL character (\\0), which text cannot hold: remove it",
+            ));
+        }
+    };
     let chars = text.chars().count();
     if chars <= MAX_MESSAGE_CHARS {
         return Ok((text.to_owned(), None));

@@ -248,13 +248,31 @@ fn wait_for_node_lock(c: &Connection, node: &str) -> bool {
 }
 
 /// Applies the migrations the database has not seen, under a lock so that kernels
-/// starting together do it once.
+/// starting together do it once; first refuses a database whose text is not UTF-8.
 pub(super) fn migrate(c: &Connection) -> Result<()> {
+    utf8_only(c)?;
     // A migration of a large database may take a while; it still may not hang.
     c.set_statement_bound(MIGRATION_BOUND);
     let out = migrate_now(c);
     c.set_statement_bound(client::statement_bound(timeout()));
     out
+}
+
+/// The kernel's text is UTF-8 and counted in characters (previews, limits): in a
+/// database of another encoding (`SQL_ASCII`, the default of a cluster made under
+/// the C locale) PostgreSQL counts bytes, and a cut text is no longer UTF-8.
+fn utf8_only(c: &Connection) -> Result<()> {
+    let encoding: String = c.query_row("SELECT current_setting('server_encoding')", (), |r| {
+        r.get(0)
+    })?;
+    if encoding == "UTF8" {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "the database's encoding is {encoding}, and agent-worker keeps its text in UTF8: create \
+         the database with `createdb -E UTF8 -T template0 NAME` (or CREATE DATABASE NAME ENCODING \
+         'UTF8' TEMPLATE template0) and name it in --store"
+    )))
 }
 
 /// How long a migration's statement may take.

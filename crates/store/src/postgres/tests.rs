@@ -517,3 +517,31 @@ fn tls_is_verified_as_the_url_asks() {
         .to_owned();
     assert!(!e.contains(&pw));
 }
+
+/// A database whose encoding is not UTF8 is refused at open, saying how to make
+/// one that is: there PostgreSQL counts text in bytes, and a preview cut from it
+/// would not be UTF-8.
+#[tokio::test]
+async fn a_database_not_in_utf8_is_refused() {
+    let Some(url) = fresh_database() else { return };
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let name = format!("aw_ascii_{}", uuid::Uuid::now_v7().simple());
+    let (admin, db) = (url.clone(), name.clone());
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "CREATE DATABASE {db} ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"
+        ))
+        .unwrap();
+    })
+    .join()
+    .unwrap();
+    let e = Store::open_at(&Location::Postgres(format!("{base}/{name}")))
+        .err()
+        .expect("a SQL_ASCII database is refused")
+        .to_string();
+    assert!(
+        e.contains("SQL_ASCII") && e.contains("createdb -E UTF8 -T template0"),
+        "{e}"
+    );
+}
