@@ -471,44 +471,8 @@ impl Contracts {
         org: Option<String>,
     ) -> Result<ContractList> {
         let all = self.all();
-        let scope2 = scope.clone();
-        let (names, budgets, decisions) = self
-            .store
-            .read(move |c| {
-                let mut names = std::collections::HashMap::new();
-                let mut st = c.prepare("SELECT id, name, tag FROM workflows")?;
-                for r in st.query_map((), |r| {
-                    Ok((
-                        r.get::<i64>(0)?,
-                        WorkflowRef {
-                            name: r.get(1)?,
-                            tag: r.get(2)?,
-                        },
-                    ))
-                })? {
-                    let (id, wf) = r?;
-                    names.insert(id, wf);
-                }
-                let budget = |id: i64| -> Result<Budget> {
-                    let b: String =
-                        c.query_row("SELECT budget FROM workflows WHERE id = ?1", [id], |r| {
-                            r.get(0)
-                        })?;
-                    Ok(serde_json::from_str(&b).unwrap_or_default())
-                };
-                let id = match &scope2 {
-                    Some((id, _)) => *id,
-                    None => c.query_row(
-                        "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
-                        (domain::names::GLOBAL_WORKFLOW, domain::names::DEFAULT_TAG),
-                        |r| r.get(0),
-                    )?,
-                };
-                let budgets = vec![(id, budget(id)?)];
-                let decisions = recent(c, scope2.as_ref().map(|s| s.0))?;
-                Ok((names, budgets, decisions))
-            })
-            .await?;
+        let id = scope.as_ref().map(|s| s.0);
+        let (names, budgets, decisions) = self.store.read(move |c| listing(c, id)).await?;
         let shown: Vec<&Stored> = match (&scope, &org) {
             (_, Some(g)) => all
                 .iter()
@@ -550,6 +514,45 @@ impl Contracts {
             decisions,
         })
     }
+}
+
+/// What contract_list reads: every instance's name by id, the budget of the
+/// instance shown (the global one when none is), and the latest decisions.
+type Listing = (
+    HashMap<i64, WorkflowRef>,
+    Vec<(i64, Budget)>,
+    Vec<DecisionView>,
+);
+
+fn listing(c: &Connection, scope: Option<i64>) -> Result<Listing> {
+    let mut names = std::collections::HashMap::new();
+    let mut st = c.prepare("SELECT id, name, tag FROM workflows")?;
+    for r in st.query_map((), |r| {
+        Ok((
+            r.get::<i64>(0)?,
+            WorkflowRef {
+                name: r.get(1)?,
+                tag: r.get(2)?,
+            },
+        ))
+    })? {
+        let (id, wf) = r?;
+        names.insert(id, wf);
+    }
+    let id = match scope {
+        Some(id) => id,
+        None => c.query_row(
+            "SELECT id FROM workflows WHERE name = ?1 AND tag = ?2",
+            (domain::names::GLOBAL_WORKFLOW, domain::names::DEFAULT_TAG),
+            |r| r.get(0),
+        )?,
+    };
+    let budget: String = c.query_row("SELECT budget FROM workflows WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })?;
+    let budgets = vec![(id, serde_json::from_str(&budget).unwrap_or_default())];
+    let decisions = recent(c, scope)?;
+    Ok((names, budgets, decisions))
 }
 
 /// The latest decisions (of one instance, or all), newest first; `workflow` holds

@@ -220,13 +220,14 @@ pub(super) type Post = fn(
     &Scope,
     &Outgoing,
     &Rules,
-    (&[String], &mut Rows, Option<super::Ahead>),
+    (&[String], &mut Rows, Option<super::guard::Ahead>),
 ) -> Result<Posted>;
 
 /// Writes a batch of messages through `post`, the instance's agents read once for
-/// all of them, together with the first one's guard scan (see [`super::Ahead`]). A refusal by a contract rolls the batch back (all or none) but
-/// keeps its decision; it is returned inside `Ok` so that the store commits the
-/// decision.
+/// all of them, together with the first one's guard scan (see
+/// [`super::guard::Ahead`]). A refusal by a contract rolls the batch back (all or
+/// none) but keeps its decision; it is returned inside `Ok` so that the store
+/// commits the decision.
 pub(super) fn post_all(
     c: &Connection,
     scope: &Scope,
@@ -235,7 +236,7 @@ pub(super) fn post_all(
     post: Post,
 ) -> Result<Result<Vec<Posted>>> {
     let mut ahead = match sends.first() {
-        Some(first) => super::scan_ahead(c, scope, first)?,
+        Some(first) => super::guard::scan_ahead(c, scope, first)?,
         None => None,
     };
     let agents = crate::registry::agent_names(c, scope.workflow_id)?;

@@ -16,6 +16,7 @@ pub(crate) mod broadcast;
 #[cfg(test)]
 mod content_tests;
 mod governed;
+mod guard;
 pub mod inbox;
 pub mod mentions;
 #[cfg(test)]
@@ -37,11 +38,11 @@ use crate::registry::agent_names;
 use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
+use guard::Ahead;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
 use store::Store;
-use store::sql;
 use store::sql::Connection;
 
 pub const MAX_MESSAGE_CHARS: usize = 4_000;
@@ -49,14 +50,9 @@ pub const MAX_MESSAGE_CHARS: usize = 4_000;
 pub const MAX_LEAD_MESSAGE_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_READ_LIMIT: i64 = 20;
 pub const MAX_READ_LIMIT: i64 = 200;
-/// How many missed messages the send guard lists (the count is always exact).
-const MISSED_LISTED: i64 = 10;
 /// The send guard counts missed messages up to this many.
 pub const MISSED_COUNT_CAP: i64 = 100;
 const PREVIEW_CHARS: usize = 160;
-/// The characters of a text the send guard reads: one more than a preview shows, so
-/// [`preview`] still knows whether to add its ellipsis.
-const PREVIEW_READ: usize = PREVIEW_CHARS + 1;
 
 #[derive(Debug, Clone, Default)]
 pub struct Outgoing {
@@ -248,32 +244,27 @@ fn post(
     let priority = mentions::priority(&parsed, &send.message);
     let (id, scan) = match ahead {
         Some(a) => (a.id, Some(a.scan)),
-        None => (new_id(), None),
+        None => (guard::new_id(), None),
     };
-    let now = now_ms();
     if let Some((rid, full)) = &resource {
         store_resource(c, rid, "markdown", full, me)?;
     }
-    let mentions_json =
-        serde_json::to_string(&recipients).map_err(|e| Error::internal(e.to_string()))?;
-    rows.message(rows::MessageRow {
-        id: id.clone(),
-        sender: me.clone(),
+    rows.message(message_row(
+        scope,
+        &id,
         content,
-        kind: if me == SYSTEM { "system" } else { "message" },
-        to: to.clone(),
-        mentions: mentions_json,
-        priority: priority.to_string(),
-        created_at: now,
-    });
+        &to,
+        &recipients,
+        priority,
+    )?);
     deliver(c, scope, &id, &recipients, agents, to.is_none(), rows)?;
     count_hop(scope, &recipients, rows);
-    // The send guard reads the channel: what is gathered is written first.
     let (missed, missed_count) = if send.force {
         (Vec::new(), 0)
     } else {
+        // The send guard reads the channel: what is gathered is written first.
         rows.write(c)?;
-        missed_since_last_read(c, scope, &id, scan)?
+        guard::missed_since_last_read(c, scope, &id, scan)?
     };
     if me != SYSTEM {
         rows.read_through(scope, &id);
@@ -313,102 +304,30 @@ fn post(
     })
 }
 
-/// The guard's scan: messages in instance `?1` before `?2` from others than `?3`,
-/// visible to `?3`, past its cursor, that it has not seen through its inbox; newest
-/// first, up to the cap.
-///
-/// Only the start of each text is read, enough for its preview: up to a hundred
-/// messages of up to 64 KiB each would otherwise cross the connection per send.
-/// `LIMIT 1 OFFSET 0` in the two lookups keeps each a probe of one delivery.
-/// PostgreSQL may otherwise hash a lookup, reading every delivery the reader has
-/// (open, or acked ever) into a hash table on every send, when it expects many
-/// messages to check or few deliveries (statistics taken before the instance grew):
-/// 16 ms per send with 100,000 acked, phases 2 and 3 of the bench. An OFFSET keeps
-/// it from turning the lookup into a join; SQLite reads the clause as written.
-pub(crate) fn missed_sql() -> String {
-    format!(
-        "SELECT m.id, m.sender, substr(m.content, 1, {PREVIEW_READ}) FROM messages m
-          WHERE m.workflow_id = ?1 AND m.id < ?2 AND m.sender <> ?3
-            AND m.id > COALESCE((SELECT r.last_read FROM read_cursors r
-                                  WHERE r.workflow_id = ?1 AND r.reader = ?3), '')
-            AND (m.to_member IS NULL OR (m.to_member = ?3 AND m.created_at >= COALESCE(
-                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?3), 0)))
-            AND (instr(m.mentions, '\"' || ?3 || '\"') = 0 OR (
-                NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?3
-                            AND d.message_id = m.id AND d.state <> 'pending' LIMIT 1 OFFSET 0)
-                AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id
-                            AND d.recipient = ?3 AND d.message_id = m.id LIMIT 1 OFFSET 0)))
-          ORDER BY m.id DESC LIMIT {MISSED_COUNT_CAP}"
-    )
-}
-
-/// A new message's id: time-ordered, so the guard's scan reads what came before it.
-fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}
-
-/// The send guard's scan of a job's first send, sent before the instance's agents
-/// are read so that on PostgreSQL both are one round trip. Its answer is the one
-/// the send would read later: the scan never reads the message it guards (nor its
-/// deliveries), and nothing else is written in the job before it.
-pub(super) struct Ahead {
-    id: String,
-    scan: sql::Later,
-}
-
-/// [`Ahead`] for `send`, unless it skips the guard.
-pub(super) fn scan_ahead(c: &Connection, scope: &Scope, send: &Outgoing) -> Result<Option<Ahead>> {
-    if send.force {
-        return Ok(None);
-    }
-    let id = new_id();
-    let scan = c
-        .prepare_cached(&missed_sql())?
-        .query_later((scope.workflow_id, &id, &scope.me))?;
-    Ok(Some(Ahead { id, scan }))
-}
-
-/// Messages from others, visible to the reader, newer than the reader's cursor, that
-/// the reader has not already seen through its inbox (read now, or from `scan` sent
-/// ahead).
-fn missed_since_last_read(
-    c: &Connection,
+/// A message's row as stored: sent by the scope's member now, its mentions exactly
+/// its recipients.
+fn message_row(
     scope: &Scope,
-    new_id: &str,
-    scan: Option<sql::Later>,
-) -> Result<(Vec<MissedMessage>, i64)> {
-    // The reader's cursor is read in the same statement (on PostgreSQL each is a
-    // round trip). One pass, newest first, up to the cap: its length is the count (the guard ran
-    // two passes, a count and a listing, which were 40% of the writer's time when
-    // every send missed a few messages); the text comes with the scan, and only the
-    // listed ones make a preview of it.
-    // Whether the reader already saw a message through its inbox is asked only of
-    // messages delivered to it: `mentions` lists exactly the recipients (names need
-    // no JSON escaping), and the two lookups per message were most of the guard's
-    // cost when the missed messages were addressed to others.
-    if let Some(scan) = scan {
-        return missed_of(scan.rows(c)?);
-    }
-    let mut st = c.prepare_cached(&missed_sql())?;
-    missed_of(st.query((scope.workflow_id, new_id, &scope.me))?)
-}
-
-/// The guard's answer from its scan's rows.
-fn missed_of(mut rows: sql::Rows<'_>) -> Result<(Vec<MissedMessage>, i64)> {
-    let mut listed = Vec::new();
-    let mut count = 0;
-    while let Some(r) = rows.next()? {
-        count += 1;
-        if count <= MISSED_LISTED {
-            listed.push(MissedMessage {
-                id: r.get(0)?,
-                from: r.get(1)?,
-                preview: preview(r.get_ref(2)?.as_str().map_err(sql::Error::from)?),
-            });
-        }
-    }
-    listed.reverse();
-    Ok((listed, count))
+    id: &str,
+    content: String,
+    to: &Option<String>,
+    recipients: &[String],
+    priority: &str,
+) -> Result<rows::MessageRow> {
+    Ok(rows::MessageRow {
+        id: id.to_owned(),
+        sender: scope.me.clone(),
+        content,
+        kind: if scope.me == SYSTEM {
+            "system"
+        } else {
+            "message"
+        },
+        to: to.clone(),
+        mentions: serde_json::to_string(recipients).map_err(|e| Error::internal(e.to_string()))?,
+        priority: priority.to_owned(),
+        created_at: now_ms(),
+    })
 }
 
 /// Moves a reader's cursor forward (never back).

@@ -5,8 +5,8 @@
 //! history with the id as a filter; the send guard's lookups of a delivery must be
 //! probes, never a hash of everything the reader acked.
 
+use crate::messaging::guard::missed_sql;
 use crate::messaging::inbox::READ;
-use crate::messaging::missed_sql;
 use crate::runtime::runs::SUMMARY;
 use store::sql;
 

@@ -9,6 +9,23 @@ const ON_EXAMPLE: &str = "on: trigger, on: reviewer.complete, on: [a.complete, b
                           on: {message: \"LGTM\"} or on: {document: \"reports/*.md\"}";
 
 impl Doc<'_> {
+    /// `kickoff:` the first message, its `${{ }}` checked against what is known.
+    pub(super) fn kickoff(
+        &self,
+        given: Option<(usize, &Node)>,
+        scope: &KnownNames,
+    ) -> Result<Option<String>, SpecError> {
+        match given {
+            Some((_, Node::Null)) | None => Ok(None),
+            Some((i, n)) => {
+                let path = [Step::Entry(i)];
+                let k = self.text(n, &path, "\"@alice start\"")?;
+                self.check_refs(k, &path, scope)?;
+                Ok(Some(k.to_owned()))
+            }
+        }
+    }
+
     /// `trigger:` and `steps:` (a step workflow, which has no kickoff).
     pub(super) fn flow(
         &self,

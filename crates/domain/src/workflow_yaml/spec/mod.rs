@@ -239,31 +239,21 @@ impl Doc<'_> {
             steps: None,
         };
 
-        let agents = match get("agents") {
-            None => {
-                return Err(self.err(
-                    &[],
-                    "the workflow has no `agents`",
-                    "add `agents:` with at least one agent, e.g. agents: { alice: { backend: claude } }",
-                ));
-            }
-            Some((i, n)) => self.agents(n, i, &scope)?,
+        let Some((i, n)) = get("agents") else {
+            return Err(self.err(
+                &[],
+                "the workflow has no `agents`",
+                "add `agents:` with at least one agent, e.g. agents: { alice: { backend: claude } }",
+            ));
         };
+        let agents = self.agents(n, i, &scope)?;
         let agent_names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
 
         let context = match get("context") {
             Some((i, n)) => self.context(n, &[Step::Entry(i)], &agent_names)?,
             None => ContextDef::default(),
         };
-        let kickoff = match get("kickoff") {
-            Some((_, Node::Null)) | None => None,
-            Some((i, n)) => {
-                let path = [Step::Entry(i)];
-                let k = self.text(n, &path, "\"@alice start\"")?;
-                self.check_refs(k, &path, &scope)?;
-                Some(k.to_owned())
-            }
-        };
+        let kickoff = self.kickoff(get("kickoff"), &scope)?;
         let budget = match get("budget") {
             Some((i, n)) => self.budget(n, &[Step::Entry(i)])?,
             None => None,
