@@ -133,11 +133,7 @@ impl Registry {
         self.store
             .read(|c| {
                 let mut out = vec![view_tx(c, None)?];
-                let names: Vec<String> = c
-                    .prepare("SELECT name FROM orgs ORDER BY name")?
-                    .query_map((), |r| r.get(0))?
-                    .collect::<sql::Result<_>>()?;
-                for n in names {
+                for n in org_names(c)? {
                     out.push(view_tx(c, Some(&n))?);
                 }
                 Ok(out)
@@ -338,6 +334,13 @@ fn member_names(c: &Connection, org: &str) -> Result<Vec<String>> {
     )
 }
 
+/// Every organisation's name but `@global`'s, in order.
+fn org_names(c: &Connection) -> Result<Vec<String>> {
+    Ok(c.prepare("SELECT name FROM orgs ORDER BY name")?
+        .query_map((), |r| r.get(0))?
+        .collect::<sql::Result<_>>()?)
+}
+
 pub(crate) fn exists(c: &Connection, org: &str) -> Result<bool> {
     Ok(c.query_row(
         "SELECT EXISTS (SELECT 1 FROM orgs WHERE name = ?1)",
@@ -348,13 +351,7 @@ pub(crate) fn exists(c: &Connection, org: &str) -> Result<bool> {
 
 /// "no organisation named x; organisations: ..." (read as unknown, as every scope).
 fn not_found(c: &Connection, org: &str) -> Error {
-    let names: Vec<String> = c
-        .prepare("SELECT name FROM orgs ORDER BY name")
-        .and_then(|mut st| {
-            st.query_map((), |r| r.get(0))?
-                .collect::<sql::Result<Vec<String>>>()
-        })
-        .unwrap_or_default();
+    let names = org_names(c).unwrap_or_default();
     Error::not_found(format!(
         "no organisation named {org:?}; org_set makes one. Organisations: global{}",
         names.iter().map(|n| format!(", {n}")).collect::<String>()
