@@ -223,8 +223,52 @@ async fn a_store_that_accepts_and_never_answers_is_given_up_on_with_the_cause() 
             && e.contains("AGENT_WORKER_STORE_TIMEOUT"),
         "{e}"
     );
+    // A store that does not answer is what the kernel was configured with, not a
+    // fault inside it.
+    assert!(!e.contains("internal error"), "{e}");
     for text in [&o, &e, &log] {
         assert!(!text.contains("secret"), "the password shows: {text}");
     }
     eprintln!("gave up after {took:?}: {e}");
+}
+
+/// A SKILL.md whose frontmatter nests 100,000 deep (200 KB) is refused before any
+/// YAML parser sees it: one agent_new with it took 23 s of CPU, and every run of an
+/// agent that could write its own skill folder paid it again.
+#[tokio::test]
+async fn a_deeply_nested_skill_is_refused_in_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let skills = tempfile::tempdir().unwrap();
+    let mut cases = Vec::new();
+    for (name, depth, want) in [
+        ("deep", 100_000, "bytes; at most 65536"),
+        ("nested", 1_000, "nests deeper than 64 levels"),
+    ] {
+        let folder = skills.path().join(name);
+        std::fs::create_dir(&folder).unwrap();
+        let md = format!(
+            "---\nname: {name}\ndescription: x\nmeta: {}1{}\n---\nbody\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        std::fs::write(folder.join("SKILL.md"), md).unwrap();
+        cases.push((folder, want));
+    }
+    for (folder, want) in cases {
+        let t = Instant::now();
+        let e = call(
+            &lead,
+            "agent_new",
+            json!({"name": "x", "backend": "mock", "skills": [folder]}),
+        )
+        .await
+        .err();
+        let took = t.elapsed();
+        assert!(e.contains(want) && e.contains("SKILL.md"), "{e}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        eprintln!("refused in {took:?}: {e}");
+    }
+    s.stop().await;
 }

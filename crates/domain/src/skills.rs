@@ -17,6 +17,8 @@ pub const MAX_FILES: usize = 512;
 pub const MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// SKILL.md at most.
 const MAX_SKILL_MD: u64 = 1024 * 1024;
+/// The most a SKILL.md's frontmatter may take.
+pub const MAX_FRONTMATTER: usize = 64 * 1024;
 /// Skills one agent may have at most.
 pub const MAX_SKILLS: usize = 32;
 
@@ -178,6 +180,24 @@ fn frontmatter(text: &str) -> Result<serde_json::Map<String, serde_json::Value>,
         .find("\n---")
         .ok_or("its frontmatter has no closing --- line")?;
     let yaml = &rest[..end];
+    // Before the parser, whose cost grows with the square of the nesting depth: a
+    // frontmatter is a few lines (name, description, a little metadata).
+    if yaml.len() > MAX_FRONTMATTER {
+        return Err(format!(
+            "its frontmatter is {} bytes; at most {MAX_FRONTMATTER} (name, description and a little \
+             metadata; the instructions go below the closing --- line)",
+            yaml.len()
+        ));
+    }
+    if let Err(d) = crate::workflow_yaml::depth::check(yaml) {
+        return Err(format!(
+            "its frontmatter nests deeper than {} levels at line {}, column {}: \
+             a frontmatter needs only a few levels",
+            crate::workflow_yaml::depth::MAX_DEPTH,
+            d.line + 1,
+            d.column
+        ));
+    }
     let v: serde_json::Value =
         serde_norway::from_str(yaml).map_err(|e| format!("its frontmatter is not YAML: {e}"))?;
     match v {
@@ -363,6 +383,49 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
         let again = skill(&other, "g", "---\nname: g\ndescription: d\n---\n");
         assert!(load_all(&[twice, again]).unwrap_err().contains("skills[1]"));
+    }
+
+    #[test]
+    fn deep_or_large_frontmatter_is_refused_before_the_parser() {
+        let root = tempfile::tempdir().unwrap();
+        let deep = |open: &str, close: &str, n: usize| {
+            format!(
+                "---\nname: d\ndescription: x\nmeta: {}1{}\n---\nbody\n",
+                open.repeat(n),
+                close.repeat(n)
+            )
+        };
+        let block: String = (0..2_000)
+            .map(|i| format!("{}k:\n", " ".repeat(i % 100)))
+            .collect();
+        let cases = [
+            (deep("[", "]", 100_000), "200031 bytes; at most 65536"),
+            (
+                deep("[", "]", 1_000),
+                "nests deeper than 64 levels at line 4",
+            ),
+            (
+                deep("{a: ", "}", 1_000),
+                "nests deeper than 64 levels at line 4",
+            ),
+            (
+                format!("---\nname: d\ndescription: x\n{block}---\n"),
+                "bytes; at most 65536",
+            ),
+            (
+                format!("---\nname: d\ndescription: x\n{}\n---\n", &block[..20_000]),
+                "nests deeper than 64 levels",
+            ),
+        ];
+        for (i, (md, want)) in cases.into_iter().enumerate() {
+            let dir = skill(
+                root.path(),
+                &format!("d{i}"),
+                &md.replace("name: d", &format!("name: d{i}")),
+            );
+            let e = load(&dir).unwrap_err();
+            assert!(e.contains(want) && e.contains("SKILL.md"), "case {i}: {e}");
+        }
     }
 
     #[test]
