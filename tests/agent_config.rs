@@ -217,3 +217,57 @@ async fn updates_at_once_lose_nothing() {
     }
     s.stop().await;
 }
+
+/// Every size an agent's definition carries is bounded where it is set, and an
+/// agent accepted can start: its run's settings travel on the worker's stdin, so
+/// mock rules past the 128 KiB one environment variable holds run (every run of
+/// such an agent used to fail with "Argument list too long").
+#[tokio::test]
+async fn an_agent_accepted_can_start_whatever_its_definition_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let big = "x".repeat(200_000);
+    let refused = [
+        (
+            json!({"name": "e", "backend": "mock", "env": {"BIG": big}}),
+            "env.BIG: 200000 bytes",
+        ),
+        (
+            json!({"name": "e", "backend": "mock", "env": {"A": "a".repeat(30_000), "B": "b".repeat(30_000), "C": "c".repeat(10_000)}}),
+            "env: 70009 bytes in all; at most 65536",
+        ),
+        (
+            json!({"name": "e", "backend": "mock", "mock": (0..3).map(|i| json!({"write": {"path": format!("f{i}"), "content": "y".repeat(750_000)}})).collect::<Vec<_>>()}),
+            "mock: the rules take",
+        ),
+    ];
+    for (args, want) in refused {
+        let e = call(&lead, "agent_new", args).await.err();
+        assert!(e.contains(want), "{e}");
+    }
+    // One rule of 200 KB, and fifty of 3 KB: both run.
+    let work = tempfile::tempdir().unwrap();
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "one", "backend": "mock", "cwd": work.path(),
+               "mock": [{"write": {"path": "big.txt", "content": big}, "reply": "wrote it"}]}),
+    )
+    .await
+    .ok();
+    let mut rules: Vec<_> = (0..49)
+        .map(|i| json!({"when": format!("^never{i}$"), "reply": "z".repeat(3_000)}))
+        .collect();
+    rules.push(json!({"reply": "the last of fifty"}));
+    new_mock(&lead, "fifty", json!(rules)).await;
+    let r = ask(&lead, "one", "go", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "wrote it");
+    let written = std::fs::read_to_string(work.path().join("big.txt")).unwrap();
+    assert_eq!(written.len(), 200_000);
+    let r = ask(&lead, "fifty", "go", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["reply"]["final_text"], "the last of fifty");
+    s.stop().await;
+}

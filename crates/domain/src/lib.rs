@@ -8,6 +8,8 @@
 //! - `clock`: time (now, formats, bounded durations)
 //! - `backends`: the worker backends an agent may name
 //! - `guards`: budgets and an agent's limits
+//! - `definition`: the sizes an agent's definition may carry (env, mock rules, its
+//!   MCP servers), bounded where it is set so that every agent accepted can start
 //! - `protocol`: the kernel <-> worker control channel (RunConfig in, Report lines
 //!   out) and the readiness probe's report
 //! - `contracts`: parsing whose errors name the field, matching an event,
@@ -26,6 +28,7 @@
 pub mod backends;
 pub mod clock;
 pub mod contracts;
+pub mod definition;
 pub mod error;
 pub mod fsread;
 pub mod guards;

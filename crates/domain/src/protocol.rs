@@ -1,6 +1,7 @@
 //! The control channel between the kernel and a worker, both directions.
 //!
-//! kernel -> worker: one [`RunConfig`] as JSON in the `AW_RUN` environment variable.
+//! kernel -> worker: one [`RunConfig`] as JSON on the worker's stdin (at most
+//! [`MAX_RUN_CONFIG`] bytes, then closed), with `AW_RUN=stdin` in its environment.
 //! worker -> kernel: [`Report`]s as JSON lines on stdout. Anything else on stdout is
 //! ignored (but still counts as a sign of life for the idle timeout).
 //!
@@ -12,8 +13,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// The environment variable that carries the run configuration.
+/// The environment variable that says where the run configuration is.
 pub const RUN_ENV: &str = "AW_RUN";
+/// [`RUN_ENV`]'s value: the configuration is on stdin. (It used to be the
+/// variable's value, which a long system prompt or mock rules could push past the
+/// 128 KiB one variable may hold: every run then failed with E2BIG.)
+pub const RUN_ON_STDIN: &str = "stdin";
+/// The most a run configuration may take. Every part of it is bounded where it is
+/// set (agent_new, the YAML), well below this; the worker reads no more.
+pub const MAX_RUN_CONFIG: u64 = 16 * 1024 * 1024;
 /// The name backends see for the kernel's own MCP server (tools `mcp__team__…`).
 pub const TEAM_SERVER: &str = "team";
 

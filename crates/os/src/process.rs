@@ -1,5 +1,6 @@
-//! Supervising a subprocess: its own process group, a null stdin, stdout read as
-//! lines by a decoder that never fails, stderr kept (bounded) for diagnostics,
+//! Supervising a subprocess: its own process group, a null stdin (or what the
+//! caller gives it to read, then closed), stdout read as lines by a decoder that
+//! never fails, stderr kept (bounded) for diagnostics,
 //! startup / idle / total timeouts, and a stop that reaches every descendant.
 //!
 //! Used by the kernel (one worker per run) and by the worker (one CLI per run).
@@ -216,25 +217,53 @@ pub enum Group {
     Inherit,
 }
 
-/// Spawns `cmd` and supervises it until it exits, a limit passes or `stop` fires.
+/// A command to supervise and what it reads on its stdin, which is then closed
+/// (a plain [`Command`] reads nothing: its stdin is null). Settings too large for
+/// a command line or an environment variable (each at most 128 KiB on Linux)
+/// travel this way.
+pub struct Launch {
+    pub cmd: Command,
+    pub input: Option<Vec<u8>>,
+}
+
+impl From<Command> for Launch {
+    fn from(cmd: Command) -> Self {
+        Self { cmd, input: None }
+    }
+}
+
+/// Spawns `launch` and supervises it until it exits, a limit passes or `stop` fires.
 /// `on_spawn` gets the process identity at once; `on_line` gets every stdout line.
 pub async fn supervise(
-    mut cmd: Command,
+    launch: impl Into<Launch>,
     limits: Limits,
     group: Group,
     stop: CancellationToken,
     on_spawn: impl FnOnce(Spawned),
     mut on_line: impl FnMut(String),
 ) -> std::io::Result<Finished> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Only a safety net if this future is dropped: it reaches the child, not the group.
-        .kill_on_drop(true);
+    let Launch { mut cmd, input } = launch.into();
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    // Only a safety net if this future is dropped: it reaches the child, not the group.
+    .kill_on_drop(true);
     if group == Group::Own {
         cmd.process_group(0);
     }
     let mut child = cmd.spawn()?;
+    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
+        // Written beside the supervision: a child that reads nothing fills the pipe,
+        // and the write then ends with the child (a broken pipe), never blocking it.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&bytes).await;
+        });
+    }
     let pid = child.id().unwrap_or(0);
     on_spawn(Spawned {
         pid,
@@ -506,6 +535,58 @@ mod tests {
                 "last".to_owned()
             ]
         );
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            startup: Duration::from_secs(20),
+            idle: Duration::from_secs(20),
+            total: Duration::from_secs(30),
+            grace: Duration::from_secs(1),
+            held: Held::default(),
+        }
+    }
+
+    async fn lines_of(launch: impl Into<Launch>) -> (Vec<String>, Finished) {
+        let mut out = Vec::new();
+        let stop = CancellationToken::new();
+        let f = supervise(launch, limits(), Group::Own, stop, |_| {}, |l| out.push(l))
+            .await
+            .unwrap();
+        (out, f)
+    }
+
+    /// 1 MiB on stdin, past what one environment variable (128 KiB) or a command
+    /// line may carry, reaches the child whole; a child that reads none of it
+    /// still ends, and so does the writer.
+    #[tokio::test]
+    async fn input_reaches_the_child_and_never_holds_it() {
+        let big = vec![b'x'; 1 << 20];
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "wc -c"]);
+        let (out, f) = lines_of(Launch {
+            cmd,
+            input: Some(big.clone()),
+        })
+        .await;
+        assert_eq!(
+            out.iter().map(|l| l.trim()).collect::<Vec<_>>(),
+            ["1048576"]
+        );
+        assert_eq!(f.ended, Ended::Exited);
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo done"]);
+        let (out, f) = lines_of(Launch {
+            cmd,
+            input: Some(big),
+        })
+        .await;
+        assert_eq!((out, f.ended), (vec!["done".to_owned()], Ended::Exited));
+        // Without input, stdin is null: a read ends at once.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "wc -c"]);
+        let (out, _) = lines_of(cmd).await;
+        assert_eq!(out.iter().map(|l| l.trim()).collect::<Vec<_>>(), ["0"]);
     }
 
     #[test]

@@ -145,16 +145,7 @@ pub async fn main() -> i32 {
         Err(e) => report.progress(format!("cannot watch for SIGTERM: {e}")),
     }
     report.send(&Report::Started);
-    let outcome = match std::env::var(protocol::RUN_ENV)
-        .map_err(|_| {
-            format!(
-                "{} is not set: the worker mode is started by the kernel",
-                protocol::RUN_ENV
-            )
-        })
-        .and_then(|s| {
-            serde_json::from_str::<RunConfig>(&s).map_err(|e| format!("bad run config: {e}"))
-        }) {
+    let outcome = match read_config().await {
         Err(e) => Err(Failure::new(ErrorClass::Other, e)),
         Ok(cfg) => in_span(worker_span(&cfg), run(&cfg, &report, &stop)).await,
     };
@@ -248,6 +239,32 @@ async fn run(
     let result = in_span(backend_span, work).await;
     client.close().await;
     result
+}
+
+/// The run's configuration, which the kernel writes on stdin and closes; bounded,
+/// and read on tokio's blocking threads (tokio's stdin).
+async fn read_config() -> Result<RunConfig, String> {
+    use tokio::io::AsyncReadExt;
+    if std::env::var(protocol::RUN_ENV).as_deref() != Ok(protocol::RUN_ON_STDIN) {
+        return Err(format!(
+            "{}={} is not set: the worker mode is started by the kernel, with its run on stdin",
+            protocol::RUN_ENV,
+            protocol::RUN_ON_STDIN
+        ));
+    }
+    let mut bytes = Vec::new();
+    tokio::io::stdin()
+        .take(protocol::MAX_RUN_CONFIG + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| format!("cannot read the run config on stdin: {e}"))?;
+    if bytes.len() as u64 > protocol::MAX_RUN_CONFIG {
+        return Err(format!(
+            "the run config on stdin passes {} bytes",
+            protocol::MAX_RUN_CONFIG
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("bad run config: {e}"))
 }
 
 /// The worker's span: a child of its run's (`TRACEPARENT`), when traces are exported.

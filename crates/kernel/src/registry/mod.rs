@@ -232,6 +232,7 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
         )));
     }
     domain::protocol::MockRule::validate_all(&a.config.mock).map_err(Error::invalid)?;
+    domain::definition::check_mock(&a.config.mock).map_err(Error::invalid)?;
     validate_powers(&a.backend, &a.config)?;
     if let Some(b) = &a.config.budget {
         b.validate().map_err(Error::invalid)?;
@@ -244,25 +245,7 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
             config::DEFAULT_MAX_STEPS
         )));
     }
-    if a.env.len() > MAX_ENV_VARS {
-        return Err(Error::invalid(format!(
-            "at most {MAX_ENV_VARS} environment variables"
-        )));
-    }
-    for k in a.env.keys() {
-        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok {
-            return Err(Error::invalid(format!(
-                "environment variable name {k:?} is not valid: use letters, digits and '_', not starting with a digit"
-            )));
-        }
-        if k.starts_with("AW_") || k.starts_with("AGENT_WORKER_") {
-            return Err(Error::invalid(format!(
-                "environment variable {k:?} is reserved: names starting with AW_ or AGENT_WORKER_ carry the worker's own settings and tokens"
-            )));
-        }
-    }
+    domain::definition::check_env(&a.env).map_err(Error::invalid)?;
     Ok(())
 }
 
@@ -280,6 +263,7 @@ pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Re
             "workspace: a {backend} agent has no runs to work in a worktree; leave workspace out"
         )));
     }
+    domain::definition::check_servers(&config.mcp_servers).map_err(Error::invalid)?;
     for (name, s) in &config.mcp_servers {
         domain::protocol::McpServer::validate(name, s).map_err(Error::invalid)?;
     }

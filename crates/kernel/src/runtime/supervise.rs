@@ -18,7 +18,7 @@ impl Runtime {
         self: Arc<Self>,
         spec: Spec,
         run_id: String,
-        cmd: tokio::process::Command,
+        cmd: os::process::Launch,
         stop: CancellationToken,
         progress: broadcast::Sender<String>,
         done: watch::Sender<bool>,

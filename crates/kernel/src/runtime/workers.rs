@@ -1,7 +1,7 @@
 //! The process manager: one worker subprocess per run, at most one run per agent.
 //!
 //! A run is: a `runs` row and a per-run agent token (one transaction), the worker
-//! spawned under [`os::process::supervise`] with its config in `AW_RUN`, its
+//! spawned under [`os::process::supervise`] with its config on stdin, its
 //! stdout reports folded into the run, and [`runs::finish_tx`] when it ends, which
 //! revokes the token and settles the deliveries the run read. A wake that arrives
 //! while the agent runs is remembered and starts one more run when this one ends.
@@ -260,7 +260,7 @@ impl Runtime {
         wake: Wake,
         prompt: Option<String>,
         url: String,
-    ) -> Result<tokio::process::Command> {
+    ) -> Result<process::Launch> {
         let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
         let cwd = cwd.to_owned();
         // A worktree is checked (by start_run), never made here.
@@ -352,11 +352,15 @@ impl Runtime {
                 }
             }
         }
-        cmd.env(
-            protocol::RUN_ENV,
-            serde_json::to_string(&config).map_err(|e| Error::internal(e.to_string()))?,
-        );
-        Ok(cmd)
+        // On stdin, not in the environment: the agent's mock rules, system prompt and
+        // servers may pass the 128 KiB one variable may hold, and the run's token
+        // stays out of what the worker's children inherit.
+        let input = serde_json::to_vec(&config).map_err(|e| Error::internal(e.to_string()))?;
+        cmd.env(protocol::RUN_ENV, protocol::RUN_ON_STDIN);
+        Ok(process::Launch {
+            cmd,
+            input: Some(input),
+        })
     }
 
     /// What the contracts in force change for this run: the tool classes a CLI with
