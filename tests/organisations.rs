@@ -184,6 +184,20 @@ async fn organisation_mistakes_name_the_field_and_the_fix() {
     .await
     .err();
     assert!(e.contains("rol"), "{e}");
+    // A description workflow_list would repeat into every answer is refused whole.
+    let long = "d".repeat(2_001);
+    let e = call(&lead, "org_set", json!({"name": "t", "description": long}))
+        .await
+        .err();
+    assert!(
+        e.contains("description: 2001 characters; at most 2000"),
+        "{e}"
+    );
+    let list = call(&lead, "workflow_list", json!({}))
+        .await
+        .ok()
+        .to_string();
+    assert!(!list.contains("ddd"), "nothing of it was kept: {list}");
     s.stop().await;
 }
 

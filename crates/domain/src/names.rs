@@ -33,22 +33,33 @@ pub fn org_instance(name: &str) -> WorkflowRef {
     }
 }
 
-/// An organisation's name as given (`review-team`, `@review-team`), checked;
-/// None for `@global`.
+/// The longest organisation name: its instance's name is `org.` and it.
+pub const MAX_ORG_NAME_LEN: usize = MAX_NAME_LEN - ORG_PREFIX.len();
+
+/// An organisation's name as given (`review-team`, `@review-team`, `Review-Team`),
+/// checked, in lower case; None for `@global`. The one rule, stated once: 1 to
+/// [`MAX_ORG_NAME_LEN`] of A-Z a-z 0-9 _ - (no dots or colons), any letter case (a
+/// name and its instance `@org.<name>` are read in lower case).
 pub fn org_name(given: &str) -> Result<Option<String>> {
     let n = given.trim().trim_start_matches('@');
     if n.eq_ignore_ascii_case(GLOBAL_ORG) {
         return Ok(None);
     }
-    check_name("organisation name", n)?;
-    if n.contains('.') || n.contains(':') || n.len() > MAX_NAME_LEN - ORG_PREFIX.len() {
+    let ok = !n.is_empty()
+        && n.len() <= MAX_ORG_NAME_LEN
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    if !ok {
         return Err(Error::invalid(format!(
-            "invalid organisation name {n:?}: use A-Z a-z 0-9 _ - (no dots), at most {} characters",
-            MAX_NAME_LEN - ORG_PREFIX.len()
+            "invalid organisation name {n:?}: {ORG_NAME_RULE}, e.g. \"review-team\""
         )));
     }
     Ok(Some(n.to_ascii_lowercase()))
 }
+
+/// How an organisation's name is written, as every refusal says it.
+pub const ORG_NAME_RULE: &str =
+    "1 to 60 characters of A-Z a-z 0-9 _ - (no dots or colons), in any letter case";
 
 /// Workflow names and tags: `[A-Za-z0-9._-]+`, at most 64 characters.
 pub fn check_name(kind: &str, s: &str) -> Result<()> {
@@ -115,8 +126,18 @@ impl WorkflowRef {
     pub fn new(name: &str, tag: &str) -> Result<Self> {
         check_name("workflow name", name)?;
         check_name("tag", tag)?;
+        // An organisation's instance is named in any letter case (`@ORG.Review-Team`),
+        // as its organisation is; it is stored in lower case.
+        let name = if name
+            .get(..ORG_PREFIX.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(ORG_PREFIX))
+        {
+            name.to_ascii_lowercase()
+        } else {
+            name.to_owned()
+        };
         Ok(Self {
-            name: name.into(),
+            name,
             tag: tag.into(),
         })
     }
@@ -230,6 +251,41 @@ mod tests {
         );
         assert!(WorkflowRef::parse("@a/b").is_err());
         assert!(WorkflowRef::parse("@").is_err());
+    }
+
+    #[test]
+    fn organisation_names_follow_one_rule_in_any_letter_case() {
+        let check = |given: &str, want: std::result::Result<Option<&str>, &str>| {
+            let got = org_name(given).map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g.as_deref(), w, "{given}"),
+                (Err(e), Err(w)) => {
+                    assert!(e.contains(w), "{given}: {e}");
+                    assert!(e.contains(ORG_NAME_RULE), "{given}: {e}");
+                }
+                (got, want) => panic!("{given}: got {got:?}, want {want:?}"),
+            }
+        };
+        check("review-team", Ok(Some("review-team")));
+        check("@Review-Team", Ok(Some("review-team")));
+        check("@GLOBAL", Ok(None));
+        check(&"a".repeat(60), Ok(Some(&"a".repeat(60))));
+        check(&"a".repeat(61), Err("invalid organisation name"));
+        check("a.b", Err("invalid organisation name"));
+        check("a:b", Err("invalid organisation name"));
+        check("", Err("invalid organisation name"));
+        check("tëam", Err("invalid organisation name"));
+        assert!(ORG_NAME_RULE.contains(&format!("1 to {MAX_ORG_NAME_LEN} ")));
+        for w in [
+            "@ORG.Review-Team",
+            "@org.review-team:main",
+            "Org.REVIEW-team",
+        ] {
+            let r = WorkflowRef::parse(w).unwrap();
+            assert_eq!(r.to_string(), "@org.review-team:main", "{w}");
+        }
+        // Other workflow names keep their case.
+        assert_eq!(WorkflowRef::parse("@Review").unwrap().name, "Review");
     }
 
     #[test]

@@ -24,6 +24,8 @@ use store::sql::{self, Connection, OptionalExtension};
 
 /// The most members one organisation may have.
 pub const MAX_MEMBERS: usize = 200;
+/// The longest description of an organisation (workflow_list repeats it).
+pub const MAX_DESCRIPTION: usize = 2_000;
 
 /// A member of an organisation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -70,6 +72,7 @@ impl Registry {
         members: Option<Vec<OrgMember>>,
     ) -> Result<OrgChange> {
         let org = org_name_given(name)?;
+        check_description(description.as_deref())?;
         if let Some(m) = &members {
             check_members(m)?;
         }
@@ -236,6 +239,16 @@ fn org_name_given(name: &str) -> Result<String> {
             "org: @global has no members or contracts of its own; name another organisation",
         )
     })
+}
+
+fn check_description(d: Option<&str>) -> Result<()> {
+    match d.map(|d| d.chars().count()) {
+        Some(n) if n > MAX_DESCRIPTION => Err(Error::invalid(format!(
+            "description: {n} characters; at most {MAX_DESCRIPTION} (workflow_list repeats it): \
+             keep the details in a document of the organisation's instance"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn check_members(m: &[OrgMember]) -> Result<()> {
