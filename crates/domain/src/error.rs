@@ -23,6 +23,11 @@ pub enum Error {
     /// source (the store crate converts its errors into this one).
     #[error("storage error: {0}")]
     Store(Box<dyn std::error::Error + Send + Sync>),
+    /// What the kernel is configured to use cannot be reached or used (a store that
+    /// refuses or does not answer, a database of a newer schema): neither the
+    /// caller's fault nor a fault in the kernel; the message says what to check.
+    #[error("{0}")]
+    Unavailable(String),
     /// Something inside the kernel broke; the message is for the logs and the caller.
     #[error("internal error: {0}")]
     Internal(String),
@@ -42,6 +47,9 @@ impl Error {
     }
     pub fn forbidden(msg: impl Into<String>) -> Self {
         Self::Forbidden(msg.into())
+    }
+    pub fn unavailable(msg: impl Into<String>) -> Self {
+        Self::Unavailable(msg.into())
     }
     pub fn internal(msg: impl Into<String>) -> Self {
         Self::Internal(msg.into())

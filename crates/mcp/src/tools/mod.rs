@@ -55,6 +55,10 @@ impl From<Error> for ToolError {
                     "{e}. This is a fault in agent-worker, not in your request; retry, and report it if it persists."
                 ))
             }
+            Error::Unavailable(_) => {
+                tracing::error!("tool failed: {e}");
+                ToolError(format!("{e}. Retry once it is back."))
+            }
             _ => ToolError(e.to_string()),
         }
     }

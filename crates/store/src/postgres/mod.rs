@@ -145,18 +145,18 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
         );
     let statements = client::statement_bound(bound);
     let client = client::Client::connect(&config, &asked, bound, statements).map_err(|e| match e {
-        client::Fail::Silent(d) => Error::internal(format!(
+        client::Fail::Silent(d) => Error::unavailable(format!(
             "cannot connect to PostgreSQL at {}: the server accepted the connection but did not \
              answer within {} s: check that the URL names a PostgreSQL server and that it is not \
              stopped or overloaded ({TIMEOUT_ENV} sets this limit)",
             redacted(url),
             domain::clock::secs(d),
         )),
-        client::Fail::Io(e) => Error::internal(format!(
+        client::Fail::Io(e) => Error::unavailable(format!(
             "cannot connect to PostgreSQL at {}: {e}",
             redacted(url)
         )),
-        e @ client::Fail::Earlier(..) => Error::internal(format!(
+        e @ client::Fail::Earlier(..) => Error::unavailable(format!(
             "cannot connect to PostgreSQL at {}: {e}",
             redacted(url)
         )),
@@ -168,7 +168,7 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
                 why = format!("{why}: {c}");
                 cause = c.source();
             }
-            Error::internal(format!(
+            Error::unavailable(format!(
                 "cannot connect to PostgreSQL at {}: {why}",
                 redacted(url)
             ))
@@ -298,7 +298,7 @@ fn migrate_now(c: &Connection) -> Result<()> {
         let version = version.unwrap_or(0);
         let target = schema::MIGRATIONS.len() as i64;
         if version > target {
-            return Err(Error::internal(format!(
+            return Err(Error::unavailable(format!(
                 "the database schema is version {version} but this agent-worker knows only up to {target}: \
                  use a newer agent-worker or another database"
             )));
