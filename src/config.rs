@@ -206,6 +206,10 @@ fn otlp_endpoint(v: String) -> Result<String, String> {
         _ => return Err(bad("not an http:// URL")),
     };
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    // A host name is at most 253 characters; nothing longer is repeated anywhere.
+    if authority.len() > 253 + 8 {
+        return Err(bad("a host of at most 253 characters and a port"));
+    }
     if !path.is_empty() {
         return Err(bad("no path: /v1/traces is added"));
     }
@@ -475,6 +479,7 @@ mod tests {
             };
             assert_eq!(o.otlp_endpoint.as_deref(), Some(kept));
         }
+        let long = format!("http://{}:4318", "a".repeat(100_000));
         for bad in [
             "https://collector:4318",
             "collector:4318",
@@ -482,9 +487,11 @@ mod tests {
             "http://collector:4318/v1/traces",
             "http://collector:43l8",
             "http://:4318",
+            long.as_str(),
         ] {
             let err = parse(&["--otlp-endpoint", bad]).unwrap_err();
             assert!(err.starts_with("--otlp-endpoint: "), "{err}");
+            assert!(err.len() < 300, "the value is not repeated: {err}");
             assert!(!err.contains("s3cret"), "{bad}: {err}");
         }
     }
