@@ -61,6 +61,12 @@ struct Args {
     json: Option<std::path::PathBuf>,
 }
 
+const USAGE: &str = "\
+cargo run --release --example bench -- [--sessions 16] [--seconds 10] [--preload 1000000]
+    [--client raw|rmcp] [--proto modern|legacy] [--data-dir DIR] [--store postgres://USER:PASSWORD@HOST:PORT/DB]
+    [--fanout-agents 200] [--asks 20] [--settle 60] [--json PATH]
+The phases and figures are described at the top of examples/bench.rs.";
+
 fn args() -> Args {
     let mut a = Args {
         sessions: 16,
@@ -75,22 +81,21 @@ fn args() -> Args {
         settle: 60,
         json: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(f) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{f} needs a value"));
-        match f.as_str() {
-            "--sessions" => a.sessions = v().parse().expect("--sessions N"),
-            "--seconds" => a.seconds = v().parse().expect("--seconds N"),
-            "--preload" => a.preload = v().parse().expect("--preload N"),
-            "--proto" => a.modern = v() != "legacy",
-            "--client" => a.raw = v() != "rmcp",
-            "--data-dir" => a.data_dir = Some(v().into()),
-            "--store" => a.store = Some(v()),
-            "--fanout-agents" => a.fanout_agents = v().parse().expect("--fanout-agents N"),
-            "--asks" => a.asks = v().parse().expect("--asks N"),
-            "--settle" => a.settle = v().parse().expect("--settle SECONDS"),
-            "--json" => a.json = Some(v().into()),
-            other => panic!("unknown argument {other}; see the doc comment of examples/bench.rs"),
+    let mut f = common::Flags::new(USAGE);
+    while let Some(flag) = f.next() {
+        match flag.as_str() {
+            "--sessions" => a.sessions = f.value(),
+            "--seconds" => a.seconds = f.value(),
+            "--preload" => a.preload = f.value(),
+            "--proto" => a.modern = f.text() != "legacy",
+            "--client" => a.raw = f.text() != "rmcp",
+            "--data-dir" => a.data_dir = Some(f.text().into()),
+            "--store" => a.store = Some(f.text()),
+            "--fanout-agents" => a.fanout_agents = f.value(),
+            "--asks" => a.asks = f.value(),
+            "--settle" => a.settle = f.value(),
+            "--json" => a.json = Some(f.text().into()),
+            _ => f.unknown(),
         }
     }
     a

@@ -64,6 +64,11 @@ struct Args {
     store: Option<String>,
 }
 
+const USAGE: &str = "\
+cargo run --release --example chaos -- [--cycles 50] [--senders 4] [--seed N] [--data-dir DIR]
+    [--store postgres://USER:PASSWORD@HOST:PORT/DB]
+kill -9 of the kernel during sends and a workflow, again and again; see the top of examples/chaos.rs.";
+
 fn args() -> Args {
     let mut a = Args {
         cycles: 50,
@@ -72,16 +77,15 @@ fn args() -> Args {
         data_dir: None,
         store: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(f) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{f} needs a value"));
-        match f.as_str() {
-            "--cycles" => a.cycles = v().parse().expect("--cycles N"),
-            "--senders" => a.senders = v().parse().expect("--senders N"),
-            "--seed" => a.seed = v().parse().expect("--seed N"),
-            "--data-dir" => a.data_dir = Some(PathBuf::from(v())),
-            "--store" => a.store = Some(v()),
-            other => panic!("unknown argument {other}; see the top of examples/chaos.rs"),
+    let mut f = common::Flags::new(USAGE);
+    while let Some(flag) = f.next() {
+        match flag.as_str() {
+            "--cycles" => a.cycles = f.value(),
+            "--senders" => a.senders = f.value(),
+            "--seed" => a.seed = f.value(),
+            "--data-dir" => a.data_dir = Some(PathBuf::from(f.text())),
+            "--store" => a.store = Some(f.text()),
+            _ => f.unknown(),
         }
     }
     a

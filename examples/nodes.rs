@@ -35,6 +35,11 @@ struct Args {
     tasks: usize,
 }
 
+const USAGE: &str = "\
+cargo run --release --example nodes -- --store postgres://USER:PASSWORD@HOST:PORT/DB
+    [--nodes 3] [--wakes 50] [--seconds 5] [--tasks 8]
+Several kernels on one PostgreSQL database, measured; see the top of examples/nodes.rs.";
+
 fn args() -> Args {
     let mut a = Args {
         store: String::new(),
@@ -43,23 +48,23 @@ fn args() -> Args {
         seconds: 5,
         tasks: 8,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+    let mut f = common::Flags::new(USAGE);
+    while let Some(flag) = f.next() {
         match flag.as_str() {
-            "--store" => a.store = v(),
-            "--nodes" => a.nodes = v().parse().expect("--nodes N"),
-            "--wakes" => a.wakes = v().parse().expect("--wakes N"),
-            "--seconds" => a.seconds = v().parse().expect("--seconds S"),
-            "--tasks" => a.tasks = v().parse().expect("--tasks N"),
-            other => panic!("unknown argument {other}; see the file's header"),
+            "--store" => a.store = f.text(),
+            "--nodes" => a.nodes = f.value(),
+            "--wakes" => a.wakes = f.value(),
+            "--seconds" => a.seconds = f.value(),
+            "--tasks" => a.tasks = f.value(),
+            _ => f.unknown(),
         }
     }
-    assert!(
-        a.store.starts_with("postgres"),
-        "--store postgres://… (an empty database) is required"
-    );
-    assert!(a.nodes >= 2, "--nodes: at least 2");
+    if !a.store.starts_with("postgres") {
+        f.fail("--store postgres://… (an empty database) is required");
+    }
+    if a.nodes < 2 {
+        f.fail("--nodes: at least 2");
+    }
     a
 }
 

@@ -179,3 +179,58 @@ impl AnyClient {
         }
     }
 }
+
+/// An example's command-line flags: `--help` (or `-h`) prints `usage` and exits 0;
+/// a flag without its value, a value that does not parse or an unknown flag says
+/// what is wrong, then the usage, and exits 2 (no panic, no backtrace).
+pub struct Flags {
+    args: std::iter::Skip<std::env::Args>,
+    usage: &'static str,
+    flag: String,
+}
+
+impl Flags {
+    pub fn new(usage: &'static str) -> Self {
+        Self {
+            args: std::env::args().skip(1),
+            usage,
+            flag: String::new(),
+        }
+    }
+
+    /// The next flag, or None at the end; `--help` ends the program here.
+    pub fn next(&mut self) -> Option<String> {
+        self.flag = self.args.next()?;
+        if matches!(self.flag.as_str(), "--help" | "-h") {
+            println!("{}", self.usage);
+            std::process::exit(0);
+        }
+        Some(self.flag.clone())
+    }
+
+    /// The current flag's value, as text.
+    pub fn text(&mut self) -> String {
+        match self.args.next() {
+            Some(v) => v,
+            None => self.fail(&format!("{} needs a value", self.flag)),
+        }
+    }
+
+    /// The current flag's value, parsed.
+    pub fn value<T: std::str::FromStr>(&mut self) -> T {
+        let v = self.text();
+        v.parse()
+            .unwrap_or_else(|_| self.fail(&format!("{} {v:?}: not a valid value", self.flag)))
+    }
+
+    /// Says what is wrong and how the example is called, and exits 2.
+    pub fn fail(&self, why: &str) -> ! {
+        eprintln!("error: {why}\n\n{}", self.usage);
+        std::process::exit(2);
+    }
+
+    /// An unknown flag.
+    pub fn unknown(&self) -> ! {
+        self.fail(&format!("unknown argument {:?}", self.flag))
+    }
+}
