@@ -159,6 +159,18 @@ pub fn default_branch(workflow: &str, tag: &str, agent: &str) -> String {
 /// The rules of `git check-ref-format --branch` that a name can break, checked
 /// before git is asked (so the error names the field).
 pub fn check_branch(name: &str) -> Result<(), String> {
+    // A full ref name would make a branch literally named `refs/heads/main`
+    // (`refs/heads/refs/heads/main`), beside the one it meant.
+    if let Some(short) = name.strip_prefix("refs/heads/") {
+        return Err(format!(
+            "{name:?} is a full ref name: give the branch's short name, {short:?}"
+        ));
+    }
+    if name.starts_with("refs/") || name == "HEAD" {
+        return Err(format!(
+            "{name:?} is not a branch name: give a branch's short name, e.g. \"feat/x\""
+        ));
+    }
     let bad = name.is_empty()
         || name.starts_with('-')
         || name.starts_with('/')
@@ -235,6 +247,19 @@ mod tests {
         );
         for ok in ["main", "aw/w-t/a", "feat/x_y-1"] {
             assert!(check_branch(ok).is_ok(), "{ok}");
+        }
+        let e = check_branch("refs/heads/main").unwrap_err();
+        assert!(e.contains("full ref name") && e.contains("\"main\""), "{e}");
+        let e = parse(&json!({"branch": "refs/heads/main"})).unwrap_err();
+        assert!(
+            e.starts_with("workspace.branch") && e.contains("short name"),
+            "{e}"
+        );
+        for bad in ["refs/tags/v1", "refs/remotes/origin/main", "HEAD"] {
+            assert!(
+                check_branch(bad).unwrap_err().contains("short name"),
+                "{bad}"
+            );
         }
         for bad in [
             "", "-x", "a..b", "a b", "x.lock", "a/.b", "a:b", "a//b", "@",
