@@ -274,6 +274,11 @@ async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_brows
     assert!(doc.contains("## Review 2\n- approved"), "{run}");
 }
 
+/// A document in Markdown, with raw HTML and a link that is not http(s).
+const PLAN: &str = "# Plan\n\n- Ship the dashboard\n- Show **waiting** agents\n\n\
+                    Run `scripts/ui-build`; see [the spec](https://modelcontextprotocol.io/) \
+                    or [this](javascript:void).\n\n<img src=x onerror=alert(1)>\n";
+
 /// The team `@dash-review:main` (a name long enough to test the picker): a mock
 /// coder whose write waits for the lead's approval, a mock reviewer whose run
 /// ends at once with a message of a few lines, a document to view; and
@@ -297,8 +302,7 @@ async fn dashboard_team(lead: &Client) {
     call(
         lead,
         "team_doc_write",
-        serde_json::json!({"workflow": "@dash-review:main", "file": "plan.md",
-               "content": "# Plan\n\n- Ship the dashboard\n"}),
+        serde_json::json!({"workflow": "@dash-review:main", "file": "plan.md", "content": PLAN}),
     )
     .await
     .ok();
@@ -471,4 +475,34 @@ fn shown_as_a_person_reads_it(r: &serde_json::Value) {
         "starts with a whole message: {channel}"
     );
     assert!(channel["last_cut"].as_i64() <= Some(0), "{channel}");
+    markdown_rendered(&r["markdown"]);
+    assert_eq!(r["link_opened"], "https://modelcontextprotocol.io/", "{r}");
+    assert_eq!(
+        r["app_stays"], true,
+        "opened by the host, not in the app: {r}"
+    );
+}
+
+fn markdown_rendered(md: &serde_json::Value) {
+    assert_eq!(md["heading"], serde_json::json!(["Plan"]), "{md}");
+    assert_eq!(
+        md["items"],
+        serde_json::json!(["Ship the dashboard", "Show waiting agents"]),
+        "{md}"
+    );
+    assert_eq!(md["strong"], serde_json::json!(["waiting"]), "{md}");
+    assert_eq!(md["code"], serde_json::json!(["scripts/ui-build"]), "{md}");
+    assert_eq!(
+        md["links"],
+        serde_json::json!(["https://modelcontextprotocol.io/"]),
+        "only http(s) links: {md}"
+    );
+    assert_eq!(md["raw"], true, "raw HTML shows as text: {md}");
+    let allowed = ["a", "code", "h4", "li", "p", "span", "strong", "ul"];
+    for e in md["elements"].as_array().unwrap() {
+        assert!(
+            allowed.contains(&e.as_str().unwrap()),
+            "element {e} in {md}"
+        );
+    }
 }

@@ -6,8 +6,8 @@
 //   prints  SEEN <epoch ms> when that message showed in the dashboard
 //   prints  APPROVED        after clicking Approve, when the dashboard shows it
 //   prints  RESULT <json>   what else it checked (the panel's title, plurals, the
-//                           runs' columns, the picker, the channel's top, theme,
-//                           keyboard, switcher)
+//                           runs' columns, the picker, the channel's top, the
+//                           document's Markdown, theme, keyboard, switcher)
 // Run by tests/inspector_web.rs on the Inspector's Node. Environment:
 //   PLAYWRIGHT_CORE, CHROMIUM, INSPECTOR_URL, USER_DATA_DIR as inspector_web.mjs;
 //   SHOTS  a folder for dashboard-light.png (an approval pending), dashboard-dark.png
@@ -38,7 +38,8 @@ async function expectLine(word) {
 const context = await chromium.launchPersistentContext(env("USER_DATA_DIR"), {
   executablePath: env("CHROMIUM"),
   headless: true,
-  viewport: { width: 1280, height: 900 },
+  // Tall enough that the light screenshot shows the whole dashboard.
+  viewport: { width: 1280, height: 1300 },
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
@@ -137,6 +138,29 @@ try {
   await doc.press("Enter");
   await frame.waitForSelector('#viewer:not([hidden]) #viewer-body:has-text("Ship the dashboard")');
   result.viewer_focus = await frame.evaluate(() => document.activeElement?.id);
+  // Its Markdown rendered: elements for the constructs, the raw HTML as text.
+  result.markdown = await frame.evaluate(() => {
+    const b = document.getElementById("viewer-body");
+    const all = (sel) => [...b.querySelectorAll(sel)].map((e) => e.textContent);
+    return {
+      heading: all("h4"),
+      items: all("li"),
+      strong: all("strong"),
+      code: all("code"),
+      links: [...b.querySelectorAll("a")].map((a) => a.getAttribute("href")),
+      raw: b.textContent.includes("<img src=x onerror=alert(1)>"),
+      elements: [...new Set([...b.querySelectorAll("*")].map((e) => e.tagName.toLowerCase()))].sort(),
+    };
+  });
+  // A link opens through the host (the Inspector opens a window), not in the app's frame.
+  const opened = context.waitForEvent("request", {
+    predicate: (r) => r.url().startsWith("https://modelcontextprotocol.io"),
+    timeout: 10_000,
+  });
+  await frame.locator("#viewer-body a").first().click();
+  result.link_opened = (await opened).url();
+  result.app_stays = !frame.isDetached() && frame.url() === "about:srcdoc";
+  for (const p of context.pages()) if (p !== page) await p.close();
   await frame.locator("body").press("Escape");
   await frame.waitForSelector("#viewer", { state: "hidden" });
   result.focus_back = await frame.evaluate(() => document.activeElement?.textContent);

@@ -3,7 +3,8 @@
 // live by calling the app-only tool dashboard_watch (a long poll); the person's
 // clicks are the host's tool calls (approval_decide, team_doc_read), so the
 // rules that govern the lead govern it. Everything shown is text: nothing an
-// agent wrote is ever parsed as HTML.
+// agent wrote is ever parsed as HTML (a document's Markdown is rendered by
+// markdown.ts, which makes its elements itself).
 import {
   App,
   applyDocumentTheme,
@@ -11,6 +12,7 @@ import {
   applyHostStyleVariables,
   type McpUiHostContext,
 } from "@modelcontextprotocol/ext-apps/app-with-deps";
+import { blocks } from "./markdown";
 
 type Usage = { input_tokens: number; output_tokens: number; cost_usd?: number };
 type Run = {
@@ -362,7 +364,8 @@ class Dashboard {
     if (generation !== this.generation) return;
     const doc = r.structuredContent as { content?: string } | undefined;
     $("viewer-title").textContent = file;
-    $("viewer-body").textContent = r.isError ? textOf(r.content) : (doc?.content ?? "");
+    const body = r.isError ? [el("p", { class: "error" }, textOf(r.content))] : blocks(doc?.content ?? "", 4);
+    $("viewer-body").replaceChildren(...body);
     $("viewer").hidden = false;
     $("viewer-title").focus();
   }
@@ -461,6 +464,16 @@ document.addEventListener("visibilitychange", () => (document.hidden ? board.pau
 
 $<HTMLSelectElement>("instance").onchange = (e) => board.switchTo((e.target as HTMLSelectElement).value);
 $("viewer-close").onclick = () => board.closeViewer();
+// A document's links (http and https only) open through the host, which may ask
+// the person first; the page itself navigates nowhere.
+const viaHost = (e: MouseEvent) => {
+  const a = (e.target as Element).closest?.("a[href]") as HTMLAnchorElement | null;
+  if (!a) return;
+  e.preventDefault();
+  void app.openLink({ url: a.href }).catch(() => {});
+};
+$("viewer-body").addEventListener("click", viaHost);
+$("viewer-body").addEventListener("auxclick", viaHost);
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && !$("viewer").hidden) board.closeViewer();
 });
