@@ -286,7 +286,7 @@ const PLAN: &str = "# Plan\n\n- Ship the dashboard\n- Show **waiting** agents\n\
 async fn dashboard_team(lead: &Client) {
     let yaml = "name: dash-review\nagents:\n  coder:\n    backend: mock\n    permissions: edit\n    \
                 mock:\n      - write: {path: out.txt, content: hi}\n  reviewer:\n    backend: mock\n    \
-                mock:\n      - send: \"Read plan.md:\\n- the tests come first\\n- then the fixes\\n\
+                mock:\n      - send: \"Read `plan.md`, **all** of it:\\n- the tests come first\\n- then the fixes\\n\
                 - then the screenshots\\nLooks right to me.\"\nkickoff: \"@coder @reviewer go\"\n";
     call(
         lead,
@@ -476,6 +476,11 @@ fn shown_as_a_person_reads_it(r: &serde_json::Value) {
     );
     assert!(channel["last_cut"].as_i64() <= Some(0), "{channel}");
     markdown_rendered(&r["markdown"]);
+    assert_eq!(
+        r["message_marks"],
+        serde_json::json!(["plan.md", "all"]),
+        "a message's inline Markdown: {r}"
+    );
     assert_eq!(r["link_opened"], "https://modelcontextprotocol.io/", "{r}");
     assert_eq!(
         r["app_stays"], true,

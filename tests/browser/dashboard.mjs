@@ -98,6 +98,8 @@ try {
     const room = s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
     return { text: Math.ceil(text), room: Math.floor(room), label: s.selectedOptions[0].textContent };
   });
+  result.message_marks = await frame.evaluate(() =>
+    [...document.querySelectorAll("#channel code, #channel strong")].map((e) => e.textContent));
   result.width = await frame.evaluate(() => document.documentElement.clientWidth);
   result.overflows = await frame.evaluate(
     () => document.documentElement.scrollWidth > document.documentElement.clientWidth,

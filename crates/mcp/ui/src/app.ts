@@ -3,8 +3,8 @@
 // live by calling the app-only tool dashboard_watch (a long poll); the person's
 // clicks are the host's tool calls (approval_decide, team_doc_read), so the
 // rules that govern the lead govern it. Everything shown is text: nothing an
-// agent wrote is ever parsed as HTML (a document's Markdown is rendered by
-// markdown.ts, which makes its elements itself).
+// agent wrote is ever parsed as HTML (Markdown, a document's and a message's
+// inline marks, is rendered by markdown.ts, which makes its elements itself).
 import {
   App,
   applyDocumentTheme,
@@ -12,7 +12,7 @@ import {
   applyHostStyleVariables,
   type McpUiHostContext,
 } from "@modelcontextprotocol/ext-apps/app-with-deps";
-import { blocks } from "./markdown";
+import { blocks, inline } from "./markdown";
 
 type Usage = { input_tokens: number; output_tokens: number; cost_usd?: number };
 type Run = {
@@ -333,9 +333,10 @@ class Dashboard {
     for (const m of list) {
       const from = el("span", { class: "from" }, m.from);
       const to = m.to ? el("span", { class: "to" }, ` → ${m.to}`) : null;
-      ol.append(
-        el("li", { class: m.kind === "system" ? "system" : "", "data-id": m.id }, time(m.created_at), " ", from, to, ": ", m.content),
-      );
+      const li = el("li", { class: m.kind === "system" ? "system" : "", "data-id": m.id }, time(m.created_at), " ", from, to, ": ");
+      // Its lines stay as written (a list is its lines); its inline marks are rendered.
+      li.append(...inline(m.content));
+      ol.append(li);
     }
     while (ol.children.length > KEPT_MESSAGES) ol.firstElementChild?.remove();
     this.since = list[list.length - 1].id;
@@ -464,16 +465,18 @@ document.addEventListener("visibilitychange", () => (document.hidden ? board.pau
 
 $<HTMLSelectElement>("instance").onchange = (e) => board.switchTo((e.target as HTMLSelectElement).value);
 $("viewer-close").onclick = () => board.closeViewer();
-// A document's links (http and https only) open through the host, which may ask
-// the person first; the page itself navigates nowhere.
+// Links (http and https only) open through the host, which may ask the person
+// first; the page itself navigates nowhere.
 const viaHost = (e: MouseEvent) => {
   const a = (e.target as Element).closest?.("a[href]") as HTMLAnchorElement | null;
   if (!a) return;
   e.preventDefault();
   void app.openLink({ url: a.href }).catch(() => {});
 };
-$("viewer-body").addEventListener("click", viaHost);
-$("viewer-body").addEventListener("auxclick", viaHost);
+for (const where of ["viewer-body", "channel"]) {
+  $(where).addEventListener("click", viaHost);
+  $(where).addEventListener("auxclick", viaHost);
+}
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && !$("viewer").hidden) board.closeViewer();
 });
