@@ -1,9 +1,9 @@
 //! `dashboard_open`, the tool that opens the dashboard under its own title (a host
 //! titles an app's panel with the tool that opened it), and `dashboard_watch`,
-//! the tool only the app calls: the instance as the dashboard shows it, waiting (a long poll) until something it shows changed since what
-//! the app last showed. A wait ends early when the app cancels it (it switched
-//! instances, or the host took the page down); at most [`MAX_WATCHING`] wait
-//! at once.
+//! the tool only the app calls: the instance as the dashboard shows it, waiting
+//! (a long poll) until something it shows changed since what the app last
+//! showed. A wait ends early when the app cancels it (it switched instances, or
+//! the host took the page down); at most [`MAX_WATCHING`] wait at once.
 
 use super::view::{self, OpenArgs, Opened, Snapshot, WatchArgs};
 use crate::AgentWorker;
