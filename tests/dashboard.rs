@@ -1,9 +1,11 @@
 //! The team dashboard (an MCP App) as the protocol shows it, through rmcp's client
 //! in both eras: offered only to a lead whose client declares
 //! `io.modelcontextprotocol/ui` (the `ui://` resource, its CSP, the tools that open
-//! it, the app-only `dashboard_watch`), unchanged for every other client, never
-//! to agents; and `dashboard_watch` showing an instance live (a message within a
-//! second of its sending, an approval a contract asked for, the lead's decision).
+//! it, `dashboard_open` under the dashboard's title, the app-only
+//! `dashboard_watch`), unchanged for every other client, never to agents; and
+//! `dashboard_watch` showing an instance live (a message within a second of its
+//! sending, an approval a contract asked for and the agent waiting on it, the
+//! lead's decision).
 
 use crate::common;
 use common::*;
@@ -122,6 +124,7 @@ async fn a_host_that_renders_apps_is_offered_the_dashboard_in_both_eras() {
         let host = ui_client(&s, &s.admin, p, json!([MIME])).await;
         let tools = tools_json(&host).await;
         for opener in [
+            "dashboard_open",
             "workflow_run",
             "workflow_status",
             "agent_ask",
@@ -130,6 +133,10 @@ async fn a_host_that_renders_apps_is_offered_the_dashboard_in_both_eras() {
             let t = named(&tools, opener).unwrap();
             assert_eq!(t["_meta"]["ui"]["resourceUri"], URI, "{p:?} {t}");
         }
+        // A host titles the app's panel with the tool that opened it.
+        let open = named(&tools, "dashboard_open").expect("the dashboard's own tool is listed");
+        assert_eq!(open["title"], "Team dashboard", "{open}");
+        assert!(open["_meta"]["ui"].get("visibility").is_none(), "{open}");
         let watch = named(&tools, "dashboard_watch").expect("the app-only tool is listed");
         assert_eq!(
             watch["_meta"]["ui"]["visibility"],
@@ -183,11 +190,13 @@ async fn a_host_that_renders_apps_is_offered_the_dashboard_in_both_eras() {
     s.stop().await;
 }
 
-/// dashboard_watch answered as a tool that does not exist.
+/// The dashboard's tools answered as tools that do not exist.
 async fn not_found(c: &rmcp::Peer<RoleClient>) {
-    match try_call(c, "dashboard_watch", json!({})).await {
-        Err(e) => assert!(e.to_string().contains("tool not found"), "{e}"),
-        Ok(o) => panic!("dashboard_watch answered: {o:?}"),
+    for tool in ["dashboard_watch", "dashboard_open"] {
+        match try_call(c, tool, json!({})).await {
+            Err(e) => assert!(e.to_string().contains("tool not found"), "{e}"),
+            Ok(o) => panic!("{tool} answered: {o:?}"),
+        }
     }
 }
 
@@ -202,6 +211,7 @@ async fn other_clients_and_agents_see_no_dashboard() {
     for c in [&*lead, &*plain, &*other_mime] {
         let tools = tools_json(c).await;
         assert!(named(&tools, "dashboard_watch").is_none());
+        assert!(named(&tools, "dashboard_open").is_none());
         assert!(
             tools.iter().all(|t| t.get("_meta").is_none()),
             "no _meta on any tool"
@@ -219,6 +229,7 @@ async fn other_clients_and_agents_see_no_dashboard() {
     let agent = ui_client(&s, &token, Proto::Modern, json!([MIME])).await;
     let tools = tools_json(&agent).await;
     assert!(named(&tools, "dashboard_watch").is_none());
+    assert!(named(&tools, "dashboard_open").is_none());
     assert!(tools.iter().all(|t| t.get("_meta").is_none()));
     not_found(&agent).await;
     assert!(read(&agent, URI).await.is_err(), "the page is the lead's");
@@ -333,6 +344,7 @@ async fn decided_shown(host: &rmcp::Peer<RoleClient>, id: i64) {
             a.is_some_and(|a| a["state"] == "approved") && v["agents"][0]["state"] == "idle"
         })
         .await;
+    assert!(v["agents"][0].get("waiting_for").is_none(), "{v}");
     let run = &v["agents"][0]["runs"][0];
     assert_eq!(run["status"], "succeeded", "{v}");
     assert!(run["duration_ms"].is_number(), "{run}");
@@ -348,6 +360,16 @@ async fn the_watch_shows_an_instance_live_and_waits_for_what_changes() {
     let snap = approval_shown(&host).await;
     let approval = &snap["approvals"][0];
     assert_eq!(approval["state"], "pending", "{approval}");
+    // The coder's run is held for it: the dashboard says so, not just "running".
+    let coder = &snap["agents"][0];
+    assert_eq!(coder["waiting_for"]["approval"], approval["id"], "{coder}");
+    assert_eq!(coder["waiting_for"]["since"], approval["since"], "{coder}");
+    let opened = call(&host, "dashboard_open", json!({})).await.ok();
+    assert_eq!(
+        opened,
+        json!({"workflow": "@dash:main", "status": "running"}),
+        "the newest running instance"
+    );
     assert!(
         snap["messages"]
             .as_array()
@@ -409,10 +431,12 @@ async fn the_watch_shows_an_instance_live_and_waits_for_what_changes() {
         .await
         .err();
     assert!(e.contains("wait_seconds is at most 50"), "{e}");
-    let e = call(&host, "dashboard_watch", json!({"workflow": "@nope:main"}))
-        .await
-        .err();
-    assert!(e.contains("nope"), "{e}");
+    for tool in ["dashboard_watch", "dashboard_open"] {
+        let e = call(&host, tool, json!({"workflow": "@nope:main"}))
+            .await
+            .err();
+        assert!(e.contains("nope"), "{tool}: {e}");
+    }
     let e = call(&host, "dashboard_watch", json!({"bogus": 1}))
         .await
         .err();

@@ -274,11 +274,20 @@ async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_brows
     assert!(doc.contains("## Review 2\n- approved"), "{run}");
 }
 
-/// The team `@dash:main`: a mock coder whose write waits for the lead's approval,
-/// a document to view; and `@global:main` with bob, for the switcher.
+/// A document in Markdown, with raw HTML and a link that is not http(s).
+const PLAN: &str = "# Plan\n\n- Ship the dashboard\n- Show **waiting** agents\n\n\
+                    Run `scripts/ui-build`; see [the spec](https://modelcontextprotocol.io/) \
+                    or [this](javascript:void).\n\n<img src=x onerror=alert(1)>\n";
+
+/// The team `@dash-review:main` (a name long enough to test the picker): a mock
+/// coder whose write waits for the lead's approval, a mock reviewer whose run
+/// ends at once with a message of a few lines, a document to view; and
+/// `@global:main` with bob, for the switcher.
 async fn dashboard_team(lead: &Client) {
-    let yaml = "name: dash\nagents:\n  coder:\n    backend: mock\n    permissions: edit\n    \
-                mock:\n      - write: {path: out.txt, content: hi}\nkickoff: \"@coder go\"\n";
+    let yaml = "name: dash-review\nagents:\n  coder:\n    backend: mock\n    permissions: edit\n    \
+                mock:\n      - write: {path: out.txt, content: hi}\n  reviewer:\n    backend: mock\n    \
+                mock:\n      - send: \"Read `plan.md`, **all** of it:\\n- the tests come first\\n- then the fixes\\n\
+                - then the screenshots\\nLooks right to me.\"\nkickoff: \"@coder @reviewer go\"\n";
     call(
         lead,
         "contract_set",
@@ -293,8 +302,15 @@ async fn dashboard_team(lead: &Client) {
     call(
         lead,
         "team_doc_write",
-        serde_json::json!({"workflow": "@dash:main", "file": "plan.md",
-               "content": "# Plan\n\n- Ship the dashboard\n"}),
+        serde_json::json!({"workflow": "@dash-review:main", "file": "plan.md", "content": PLAN}),
+    )
+    .await
+    .ok();
+    call(
+        lead,
+        "channel_send",
+        serde_json::json!({"workflow": "@dash-review:main",
+               "message": "The plan is in plan.md; the review follows."}),
     )
     .await
     .ok();
@@ -334,7 +350,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
     let (inspector, ui_url) = start_web_ui(&t, dir.path(), &home, &s.url).await;
     let profile = dir.path().join("chromium-profile");
     std::fs::create_dir_all(&profile).unwrap();
-    // AW_DASHBOARD_SHOTS=docs/images keeps the screenshots (the README's).
+    // AW_DASHBOARD_SHOTS=docs/src/images keeps the screenshots (the README's).
     let shots = std::env::var_os("AW_DASHBOARD_SHOTS")
         .map(PathBuf::from)
         .unwrap_or_else(|| dir.path().to_owned());
@@ -362,7 +378,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
         call(
             &lead,
             "channel_send",
-            serde_json::json!({"workflow": "@dash:main", "message": "status please"}),
+            serde_json::json!({"workflow": "@dash-review:main", "message": "status please"}),
         )
         .await
         .ok();
@@ -394,7 +410,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
     let approvals = call(
         &lead,
         "approval_list",
-        serde_json::json!({"workflow": "@dash:main"}),
+        serde_json::json!({"workflow": "@dash-review:main"}),
     )
     .await
     .ok();
@@ -404,6 +420,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
 
     let r: serde_json::Value = serde_json::from_str(&result).unwrap();
     eprintln!("the dashboard in the browser: {r}");
+    shown_as_a_person_reads_it(&r);
     assert!(
         r["width"].as_u64().unwrap() <= 420,
         "shown at about 400 px: {r}"
@@ -414,4 +431,83 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
     assert_ne!(r["bg_light"], r["bg_dark"], "{r}");
     assert_eq!(r["switched"], serde_json::json!(["bob"]), "{r}");
     s.stop().await;
+}
+
+/// What the walk of a new user found wrong, as the browser measured it.
+fn shown_as_a_person_reads_it(r: &serde_json::Value) {
+    assert_eq!(r["title"], "Team dashboard", "the panel's title: {r}");
+    let coder = r["coder"].as_str().unwrap();
+    assert!(
+        coder.contains("waiting for approval #1") && !coder.contains("running"),
+        "{coder}"
+    );
+    let texts: Vec<&str> = r["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    for t in &texts {
+        assert!(!t.contains("1 runs") && !t.contains("1 agents"), "{t}");
+    }
+    assert!(texts.iter().any(|t| t.starts_with("1 run ·")), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t.contains("(active, 1 agent)")),
+        "{texts:?}"
+    );
+    let headings = &r["headings"];
+    assert_eq!(
+        headings,
+        &serde_json::json!(["started", "trigger", "status", "took", "tokens", "cost"])
+    );
+    let tables = r["columns"].as_array().unwrap();
+    assert_eq!(tables.len(), 2, "a table per agent: {r}");
+    assert_eq!(tables[0], tables[1], "columns line up across agents: {r}");
+    let picker = &r["picker"];
+    assert!(
+        picker["text"].as_i64() <= picker["room"].as_i64(),
+        "the picker shows its whole text: {picker}"
+    );
+    let channel = &r["channel"];
+    assert_eq!(channel["scrolls"], true, "{channel}");
+    assert_eq!(
+        channel["first_cut"], 0,
+        "starts with a whole message: {channel}"
+    );
+    assert!(channel["last_cut"].as_i64() <= Some(0), "{channel}");
+    markdown_rendered(&r["markdown"]);
+    assert_eq!(
+        r["message_marks"],
+        serde_json::json!(["plan.md", "all"]),
+        "a message's inline Markdown: {r}"
+    );
+    assert_eq!(r["link_opened"], "https://modelcontextprotocol.io/", "{r}");
+    assert_eq!(
+        r["app_stays"], true,
+        "opened by the host, not in the app: {r}"
+    );
+}
+
+fn markdown_rendered(md: &serde_json::Value) {
+    assert_eq!(md["heading"], serde_json::json!(["Plan"]), "{md}");
+    assert_eq!(
+        md["items"],
+        serde_json::json!(["Ship the dashboard", "Show waiting agents"]),
+        "{md}"
+    );
+    assert_eq!(md["strong"], serde_json::json!(["waiting"]), "{md}");
+    assert_eq!(md["code"], serde_json::json!(["scripts/ui-build"]), "{md}");
+    assert_eq!(
+        md["links"],
+        serde_json::json!(["https://modelcontextprotocol.io/"]),
+        "only http(s) links: {md}"
+    );
+    assert_eq!(md["raw"], true, "raw HTML shows as text: {md}");
+    let allowed = ["a", "code", "h4", "li", "p", "span", "strong", "ul"];
+    for e in md["elements"].as_array().unwrap() {
+        assert!(
+            allowed.contains(&e.as_str().unwrap()),
+            "element {e} in {md}"
+        );
+    }
 }

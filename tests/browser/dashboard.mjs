@@ -1,11 +1,13 @@
 // Drives the team dashboard (an MCP App) in the MCP Inspector's web UI, in
 // headless Chromium (playwright-core): connects, opens the dashboard from the
-// Apps tab (beside workflow_list), and talks to the Rust test over stdio:
-//   prints READY            the dashboard shows the coder and its approval
+// Apps tab (its own tool, dashboard_open), and talks to the Rust test over stdio:
+//   prints READY            the dashboard shows the coder waiting for its approval
 //   reads   SENT            the test has sent "status please" with channel_send
 //   prints  SEEN <epoch ms> when that message showed in the dashboard
 //   prints  APPROVED        after clicking Approve, when the dashboard shows it
-//   prints  RESULT <json>   what else it checked (theme, keyboard, switcher)
+//   prints  RESULT <json>   what else it checked (the panel's title, plurals, the
+//                           runs' columns, the picker, the channel's top, the
+//                           document's Markdown, theme, keyboard, switcher)
 // Run by tests/inspector_web.rs on the Inspector's Node. Environment:
 //   PLAYWRIGHT_CORE, CHROMIUM, INSPECTOR_URL, USER_DATA_DIR as inspector_web.mjs;
 //   SHOTS  a folder for dashboard-light.png (an approval pending), dashboard-dark.png
@@ -36,7 +38,8 @@ async function expectLine(word) {
 const context = await chromium.launchPersistentContext(env("USER_DATA_DIR"), {
   executablePath: env("CHROMIUM"),
   headless: true,
-  viewport: { width: 1280, height: 900 },
+  // Tall enough that the light screenshot shows the whole dashboard.
+  viewport: { width: 1280, height: 1300 },
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
@@ -55,9 +58,9 @@ try {
   await toggle.dispatchEvent("click");
   await page.waitForSelector('[data-testid="connection-status"][data-status="connected"]');
 
-  // Apps: the tools that open the dashboard; workflow_list needs no argument.
+  // Apps: the tools that open the dashboard; its own needs no argument.
   await page.locator("label", { hasText: /^Apps$/ }).first().click();
-  await page.getByRole("button", { name: /workflow_list|List workflows/ }).first().click();
+  await page.getByRole("button", { name: /Team dashboard/ }).first().click();
   // A tool with no required argument opens at once; else "Open App" runs it.
   const open = page.getByTestId("open-app");
   const ready = page.locator('[data-app-status="ready"]');
@@ -66,13 +69,41 @@ try {
   await ready.waitFor();
   const frame = page.frames().find((f) => f.url() === "about:srcdoc");
   if (!frame) throw new Error("no app frame (about:srcdoc)");
-  await frame.waitForSelector('[data-agent="coder"] .badge.s-running');
+  await frame.waitForSelector('[data-agent="coder"] .badge.s-waiting');
   await frame.waitForSelector('[data-approval] button:has-text("Approve")');
+  await frame.waitForSelector('[data-agent="reviewer"] .badge.s-idle');
+  const panel = page.getByTestId("apps-form");
+  // The panel is titled as the dashboard, not as some tool that opens it.
+  result.title = await panel.locator("h1, h2, h3, h4, p, span, div")
+    .filter({ hasText: /^(Team dashboard|dashboard_open|List workflows)$/ }).first().textContent();
+  result.coder = await frame.locator('[data-agent="coder"] .card-head').textContent();
+  result.texts = await frame.evaluate(() =>
+    [...document.querySelectorAll("#totals, #instance option, [data-agent] .meta")].map((e) => e.textContent));
+  result.columns = await frame.evaluate(() =>
+    [...document.querySelectorAll("table.runs")].map((t) =>
+      [...t.rows[0].cells, ...t.rows[1].cells].map((c) => Math.round(c.getBoundingClientRect().left))));
+  result.headings = await frame.evaluate(() =>
+    [...document.querySelector("table.runs").rows[0].cells].map((c) => c.textContent));
+  // The picker's text fits it: the select is wider than its text, arrow and padding.
+  result.picker = await frame.evaluate(() => {
+    const s = document.getElementById("instance");
+    const probe = document.createElement("span");
+    probe.style.font = getComputedStyle(s).font;
+    probe.style.whiteSpace = "pre";
+    probe.textContent = s.selectedOptions[0].textContent;
+    document.body.append(probe);
+    const text = probe.getBoundingClientRect().width;
+    probe.remove();
+    const cs = getComputedStyle(s);
+    const room = s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
+    return { text: Math.ceil(text), room: Math.floor(room), label: s.selectedOptions[0].textContent };
+  });
+  result.message_marks = await frame.evaluate(() =>
+    [...document.querySelectorAll("#channel code, #channel strong")].map((e) => e.textContent));
   result.width = await frame.evaluate(() => document.documentElement.clientWidth);
   result.overflows = await frame.evaluate(
     () => document.documentElement.scrollWidth > document.documentElement.clientWidth,
   );
-  const panel = page.getByTestId("apps-form");
   await panel.screenshot({ path: `${shots}/dashboard-light.png` });
   console.log("READY");
 
@@ -87,6 +118,21 @@ try {
   await approve.press("Enter");
   await frame.waitForSelector('[data-approval] .badge.s-approved');
   console.log("APPROVED");
+  // The channel, scrolled to its end, starts with a whole message.
+  await frame.waitForSelector('#channel li:has-text("is approved")');
+  result.channel = await frame.evaluate(() => {
+    const ol = document.getElementById("channel");
+    const box = ol.getBoundingClientRect();
+    const top = box.top + ol.clientTop;
+    const bottom = top + ol.clientHeight;
+    const items = [...ol.children].map((li) => li.getBoundingClientRect());
+    const first = items.find((r) => r.bottom > top + 0.5);
+    return {
+      scrolls: ol.scrollHeight > ol.clientHeight,
+      first_cut: Math.round(top - first.top),
+      last_cut: Math.round(items[items.length - 1].bottom - bottom),
+    };
+  });
 
   // The document viewer, by keyboard: Enter opens, Escape closes and gives focus back.
   const doc = frame.locator('#documents button:has-text("plan.md")');
@@ -94,6 +140,29 @@ try {
   await doc.press("Enter");
   await frame.waitForSelector('#viewer:not([hidden]) #viewer-body:has-text("Ship the dashboard")');
   result.viewer_focus = await frame.evaluate(() => document.activeElement?.id);
+  // Its Markdown rendered: elements for the constructs, the raw HTML as text.
+  result.markdown = await frame.evaluate(() => {
+    const b = document.getElementById("viewer-body");
+    const all = (sel) => [...b.querySelectorAll(sel)].map((e) => e.textContent);
+    return {
+      heading: all("h4"),
+      items: all("li"),
+      strong: all("strong"),
+      code: all("code"),
+      links: [...b.querySelectorAll("a")].map((a) => a.getAttribute("href")),
+      raw: b.textContent.includes("<img src=x onerror=alert(1)>"),
+      elements: [...new Set([...b.querySelectorAll("*")].map((e) => e.tagName.toLowerCase()))].sort(),
+    };
+  });
+  // A link opens through the host (the Inspector opens a window), not in the app's frame.
+  const opened = context.waitForEvent("request", {
+    predicate: (r) => r.url().startsWith("https://modelcontextprotocol.io"),
+    timeout: 10_000,
+  });
+  await frame.locator("#viewer-body a").first().click();
+  result.link_opened = (await opened).url();
+  result.app_stays = !frame.isDetached() && frame.url() === "about:srcdoc";
+  for (const p of context.pages()) if (p !== page) await p.close();
   await frame.locator("body").press("Escape");
   await frame.waitForSelector("#viewer", { state: "hidden" });
   result.focus_back = await frame.evaluate(() => document.activeElement?.textContent);

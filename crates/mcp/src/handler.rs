@@ -77,11 +77,11 @@ impl ServerHandler for AgentWorker {
         let span = traced::start(&context, "tools/call", Some(&request.name));
         traced::run(span, async move {
             let who = caller(&context)?;
-            // Only an app-only tool depends on the client's declaration (whose
+            // Only the dashboard's tools depend on the client's declaration (whose
             // reading, per request in 2026-07-28, stays off every other call).
-            let app_only = dashboard::APP_ONLY.contains(&request.name.as_ref());
-            let apps = app_only && dashboard::offered(&who, &context);
-            let hidden = app_only && !apps;
+            let hosted = dashboard::HOSTED.contains(&request.name.as_ref());
+            let apps = hosted && dashboard::offered(&who, &context);
+            let hidden = hosted && !apps;
             if hidden || (!who.is_lead() && self.tools.is_management(&request.name)) {
                 // Same answer as for a tool that does not exist: agents cannot probe for it.
                 return Err(McpError::invalid_params(

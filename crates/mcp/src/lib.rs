@@ -111,7 +111,7 @@ impl Tools {
         let with_apps = dashboard::decorate(&listed);
         let listed: Vec<Tool> = listed
             .into_iter()
-            .filter(|t| !dashboard::APP_ONLY.contains(&t.name.as_ref()))
+            .filter(|t| !dashboard::HOSTED.contains(&t.name.as_ref()))
             .collect();
         let for_agents = listed
             .iter()

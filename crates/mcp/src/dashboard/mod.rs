@@ -3,7 +3,8 @@
 //!
 //! It is offered only to a lead whose client declares the extension with our MIME
 //! type: such a client lists the `ui://` resource, sees `_meta.ui.resourceUri` on
-//! the tools that open it, and may call the app-only tool the app polls with
+//! the tools that open it (among them `dashboard_open`, which opens it under its
+//! own title), and may call the app-only tool the app polls with
 //! (`dashboard_watch`, visibility `["app"]`). Every other client gets exactly
 //! what it got before. The person's clicks reach the server as the host's tool
 //! calls (approval_decide, team_doc_read), so the rules that govern the lead
@@ -32,14 +33,17 @@ pub const URI: &str = "ui://agent-worker/dashboard";
 /// The page, built by `crates/mcp/ui/build` (committed; CI rebuilds and compares).
 pub const HTML: &str = include_str!("../../ui/dist/dashboard.html");
 /// Tools whose result the dashboard shows: a host renders it beside them.
-const OPENED_BY: [&str; 4] = [
+const OPENED_BY: [&str; 5] = [
+    tool::OPEN,
     "workflow_run",
     "workflow_status",
     "agent_ask",
     "workflow_list",
 ];
-/// Tools only the app calls (the model never sees them).
-pub const APP_ONLY: [&str; 1] = [tool::WATCH];
+/// Tools that exist only for a lead whose host renders the dashboard.
+pub const HOSTED: [&str; 2] = [tool::OPEN, tool::WATCH];
+/// Of those, the tools only the app calls (the model never sees them).
+const APP_ONLY: [&str; 1] = [tool::WATCH];
 
 /// Whether this request's client shows MCP Apps of our MIME type: the extension's
 /// settings list it in `mimeTypes`, which its text makes required (a declaration

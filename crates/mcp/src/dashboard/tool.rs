@@ -1,10 +1,11 @@
-//! `dashboard_watch`, the tool only the app calls: the instance as the dashboard
-//! shows it, waiting (a long poll) until something it shows changed since what
-//! the app last showed. A wait ends early when the app cancels it (it switched
-//! instances, or the host took the page down); at most [`MAX_WATCHING`] wait
-//! at once.
+//! `dashboard_open`, the tool that opens the dashboard under its own title (a host
+//! titles an app's panel with the tool that opened it), and `dashboard_watch`,
+//! the tool only the app calls: the instance as the dashboard shows it, waiting
+//! (a long poll) until something it shows changed since what the app last
+//! showed. A wait ends early when the app cancels it (it switched instances, or
+//! the host took the page down); at most [`MAX_WATCHING`] wait at once.
 
-use super::view::{self, Snapshot, WatchArgs};
+use super::view::{self, OpenArgs, Opened, Snapshot, WatchArgs};
 use crate::AgentWorker;
 use crate::tools::params::Parameters;
 use crate::tools::{ToolError, given, wait_seconds};
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub const WATCH: &str = "dashboard_watch";
+pub const OPEN: &str = "dashboard_open";
 /// How long a poll waits by default: well inside a host's request timeout.
 const DEFAULT_WAIT: u64 = 25;
 /// Events that come together are read as one change: the view is read again at
@@ -30,6 +32,24 @@ static WATCHING: Semaphore = Semaphore::const_new(MAX_WATCHING);
 
 #[tool_router(router = dashboard_tools, vis = "pub(crate)")]
 impl AgentWorker {
+    /// Shows the person the team dashboard, live, in this host: an instance's
+    /// channel, agents and runs, approvals (to approve or deny) and documents.
+    #[tool(
+        title = "Team dashboard",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn dashboard_open(
+        &self,
+        Parameters(a): Parameters<OpenArgs>,
+    ) -> Result<Json<Opened>, ToolError> {
+        Ok(Json(view::opened(&self.kernel, given(&a.workflow)).await?))
+    }
+
     /// The team dashboard's view of an instance (for the dashboard app only).
     #[tool(
         title = "Watch an instance",

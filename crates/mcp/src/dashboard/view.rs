@@ -47,6 +47,26 @@ pub struct WatchArgs {
     pub wait_seconds: Option<u64>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = crate::tools::no_null_defaults)]
+pub struct OpenArgs {
+    /// The instance, e.g. "@review:pr-1" (default: the newest running one, else
+    /// the newest).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub workflow: Option<String>,
+}
+
+/// The instance the dashboard opens on.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct Opened {
+    /// Absent when there is no instance yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<WorkflowState>,
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Snapshot {
     /// Changes when anything shown but the channel changes; pass it back as `seen`.
@@ -115,6 +135,9 @@ pub struct AgentShown {
     /// The run in progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<RunShown>,
+    /// The approval it waits on, if one holds it (see [`waits`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<WaitShown>,
     /// The latest runs, newest first.
     pub runs: Vec<RunShown>,
     pub total_runs: i64,
@@ -135,6 +158,14 @@ pub struct RunShown {
     pub error_class: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A pending approval an agent waits on.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WaitShown {
+    pub approval: i64,
+    /// When it was asked for.
+    pub since: String,
 }
 
 impl From<&RunView> for RunShown {
@@ -178,6 +209,19 @@ async fn instances(kernel: &Kernel) -> Result<Vec<Instance>> {
         .collect())
 }
 
+/// The instance the dashboard opens on: `asked` (which must exist), else the
+/// one [`chosen`].
+pub async fn opened(kernel: &Kernel, asked: Option<&str>) -> Result<Opened> {
+    let Some(w) = chosen(asked, &instances(kernel).await?) else {
+        return Ok(Opened::default());
+    };
+    let status = kernel.workflow_status(&w).await?;
+    Ok(Opened {
+        workflow: Some(status.workflow),
+        status: Some(status.status),
+    })
+}
+
 /// Reads what the dashboard shows of `asked` (or the instance [`chosen`]).
 pub async fn snapshot(
     kernel: &Kernel,
@@ -215,13 +259,19 @@ async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<Strin
     let mut runs = kernel
         .recent_runs(scope.workflow_id, RUNS_SHOWN as i64)
         .await?;
+    let all = kernel
+        .approval_list(&Caller::Lead, Some(&scope.workflow))
+        .await?;
     snap.agents_more = status.agents.len().saturating_sub(MAX_AGENTS);
     for a in status.agents.iter().take(MAX_AGENTS) {
         let view = views.iter().find(|v| v.name == a.name);
         let mine = runs.iter().filter(|(n, _)| n == &a.name).map(|(_, r)| r);
-        snap.agents.push(agent(a, view, mine));
+        let mut shown = agent(a, view, mine);
+        shown.waiting_for = waits(&all, &a.name);
+        snap.agents.push(shown);
     }
     runs.clear();
+    (snap.approvals, snap.approvals_more) = approvals(all);
     snap.status = Some(StatusShown {
         status: status.status,
         reason: status.reason.as_deref().map(redact::shown),
@@ -230,7 +280,6 @@ async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<Strin
         runs: status.runs,
         usage: status.usage,
     });
-    (snap.approvals, snap.approvals_more) = approvals(kernel, &scope.workflow).await?;
     let docs = kernel.doc_list(&scope).await?;
     snap.documents = docs.files.into_iter().map(|f| f.file).collect();
     let read = kernel
@@ -276,6 +325,7 @@ fn agent<'r>(
         reason: a.reason.as_deref().map(redact::shown),
         resume_at: a.resume_at.clone(),
         running,
+        waiting_for: None,
         runs,
         total_runs: a.runs,
         failed_runs: a.failed_runs,
@@ -283,13 +333,24 @@ fn agent<'r>(
     }
 }
 
+/// The approval `agent` waits on: the oldest pending one it asked for whose
+/// decision holds it. A tool request's holds its run (alive, until it is
+/// decided: a run that ends first loses its approvals); a spend's holds its next
+/// run. A merge's holds the merge, not the agent.
+fn waits(all: &[ApprovalView], agent: &str) -> Option<WaitShown> {
+    all.iter()
+        .filter(|a| a.agent == agent && a.state == domain::states::ApprovalState::Pending)
+        .filter(|a| matches!(a.event.as_str(), "tool_request" | "spend"))
+        .min_by_key(|a| a.id)
+        .map(|a| WaitShown {
+            approval: a.id,
+            since: a.since.clone(),
+        })
+}
+
 /// Pending approvals first (at most 50, and how many more), then the latest
 /// decided; what each is about shown as [`redact::shown`] says.
-async fn approvals(
-    kernel: &Kernel,
-    w: &domain::names::WorkflowRef,
-) -> Result<(Vec<ApprovalView>, usize)> {
-    let all = kernel.approval_list(&Caller::Lead, Some(w)).await?;
+fn approvals(all: Vec<ApprovalView>) -> (Vec<ApprovalView>, usize) {
     let (mut pending, decided): (Vec<_>, Vec<_>) = all
         .into_iter()
         .partition(|a| a.state == domain::states::ApprovalState::Pending);
@@ -300,7 +361,7 @@ async fn approvals(
         a.what = redact::shown(&a.what);
         a.reason = a.reason.as_deref().map(redact::shown);
     }
-    Ok((pending, more))
+    (pending, more)
 }
 
 /// A digest of everything shown but the clock and the channel.

@@ -3,7 +3,8 @@
 // live by calling the app-only tool dashboard_watch (a long poll); the person's
 // clicks are the host's tool calls (approval_decide, team_doc_read), so the
 // rules that govern the lead govern it. Everything shown is text: nothing an
-// agent wrote is ever parsed as HTML.
+// agent wrote is ever parsed as HTML (Markdown, a document's and a message's
+// inline marks, is rendered by markdown.ts, which makes its elements itself).
 import {
   App,
   applyDocumentTheme,
@@ -11,6 +12,7 @@ import {
   applyHostStyleVariables,
   type McpUiHostContext,
 } from "@modelcontextprotocol/ext-apps/app-with-deps";
+import { blocks, inline } from "./markdown";
 
 type Usage = { input_tokens: number; output_tokens: number; cost_usd?: number };
 type Run = {
@@ -34,6 +36,7 @@ type Agent = {
   reason?: string;
   resume_at?: string;
   running?: Run;
+  waiting_for?: { approval: number; since: string };
   runs: Run[];
   total_runs: number;
   failed_runs: number;
@@ -100,7 +103,9 @@ const tokens = (u: Usage) => {
 const cost = (u: Usage) => (u.cost_usd === undefined ? "" : `$${u.cost_usd.toFixed(u.cost_usd < 1 ? 4 : 2)}`);
 const seconds = (ms: number) =>
   ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
-const badge = (state: string) => el("span", { class: `badge s-${state}` }, state.replace("_", " "));
+/** `n` things: "1 run", "2 runs". */
+const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const badge = (state: string, text = state.replace("_", " ")) => el("span", { class: `badge s-${state}` }, text);
 const time = (iso: string) => el("time", { datetime: iso }, iso.slice(11, 19));
 
 /** The instance a tool call was about: its `workflow`, or the one in a target. */
@@ -219,13 +224,15 @@ class Dashboard {
   renderInstances(s: Snapshot) {
     const select = $<HTMLSelectElement>("instance");
     const options = s.instances.map((i) =>
-      el("option", { value: i.workflow }, `${i.workflow} (${i.status}, ${i.agents} agents)`),
+      el("option", { value: i.workflow }, `${i.workflow} (${i.status}, ${count(i.agents, "agent")})`),
     );
     if (s.workflow && !s.instances.some((i) => i.workflow === s.workflow)) {
       options.unshift(el("option", { value: s.workflow }, s.workflow));
     }
     select.replaceChildren(...options);
     select.value = s.workflow ?? "";
+    // The whole text, when a long name is wider than the panel.
+    select.title = select.selectedOptions[0]?.textContent ?? "";
   }
 
   renderStatus(s: Snapshot) {
@@ -237,7 +244,7 @@ class Dashboard {
     reason.hidden = !st?.reason;
     reason.textContent = st?.reason ?? "";
     $("totals").textContent = st
-      ? [`${st.runs} runs`, `${tokens(st.usage)} tokens`, cost(st.usage)].filter(Boolean).join(" · ")
+      ? [count(st.runs, "run"), `${tokens(st.usage)} tokens`, cost(st.usage)].filter(Boolean).join(" · ")
       : "";
   }
 
@@ -290,16 +297,21 @@ class Dashboard {
     $("agents").replaceChildren(...s.agents.map((a) => this.agentCard(a)));
     const more = $("agents-more");
     more.hidden = s.agents_more === 0;
-    more.textContent = `${s.agents_more} more agents (agent_info shows them)`;
+    more.textContent = `${count(s.agents_more, "more agent")} (agent_list shows every one)`;
   }
 
   agentCard(a: Agent) {
     const where = [a.backend + (a.model ? ` (${a.model})` : ""), a.node ? `node ${a.node}` : "", a.branch ? `worktree ${a.branch}` : a.workspace];
-    const head = el("div", { class: "card-head" }, el("span", { class: "name" }, a.name), badge(a.state));
-    if (a.running) {
-      head.append(el("span", { class: "elapsed", "data-started": a.running.started_at }, ""));
+    const wait = a.waiting_for;
+    // Held for an approval, its run (or its next one) waits: not "running".
+    const state = wait ? badge("waiting", `waiting for approval #${wait.approval}`) : badge(a.state);
+    const head = el("div", { class: "card-head" }, el("span", { class: "name" }, a.name), state);
+    const since = wait?.since ?? a.running?.started_at;
+    if (since) {
+      head.append(el("span", { class: "elapsed", "data-started": since, "data-label": wait ? "for" : "running" }, ""));
     }
-    const totals = `${a.total_runs} runs${a.failed_runs ? `, ${a.failed_runs} failed` : ""} · ${tokens(a.usage)} tokens ${cost(a.usage)}`;
+    const failed = a.failed_runs ? `, ${a.failed_runs} failed` : "";
+    const totals = `${count(a.total_runs, "run")}${failed} · ${tokens(a.usage)} tokens ${cost(a.usage)}`;
     const card = el(
       "li",
       { class: "card", "data-agent": a.name },
@@ -308,26 +320,27 @@ class Dashboard {
       a.reason ? el("div", { class: "why" }, a.reason + (a.resume_at ? ` (until ${a.resume_at})` : "")) : null,
       el("div", { class: "meta" }, totals),
     );
-    if (a.runs.length) card.append(runsTable(a.runs));
-    const failed = a.runs[0]?.error;
-    if (failed) card.append(el("div", { class: "why" }, `last run: ${failed}`));
+    if (a.runs.length) card.append(runsTable(a.runs, wait !== undefined));
+    const error = a.runs[0]?.error;
+    if (error) card.append(el("div", { class: "why" }, `last run: ${error}`));
     return card;
   }
 
   renderMessages(list: Message[]) {
     if (!list.length) return;
     const ol = $("channel");
-    const atEnd = ol.scrollTop + ol.clientHeight >= ol.scrollHeight - 4;
+    const atEnd = atTheEnd(ol);
     for (const m of list) {
       const from = el("span", { class: "from" }, m.from);
       const to = m.to ? el("span", { class: "to" }, ` → ${m.to}`) : null;
-      ol.append(
-        el("li", { class: m.kind === "system" ? "system" : "", "data-id": m.id }, time(m.created_at), " ", from, to, ": ", m.content),
-      );
+      const li = el("li", { class: m.kind === "system" ? "system" : "", "data-id": m.id }, time(m.created_at), " ", from, to, ": ");
+      // Its lines stay as written (a list is its lines); its inline marks are rendered.
+      li.append(...inline(m.content));
+      ol.append(li);
     }
     while (ol.children.length > KEPT_MESSAGES) ol.firstElementChild?.remove();
     this.since = list[list.length - 1].id;
-    if (atEnd) ol.scrollTop = ol.scrollHeight;
+    if (atEnd) showEnd(ol);
   }
 
   renderDocuments(files: string[]) {
@@ -352,7 +365,8 @@ class Dashboard {
     if (generation !== this.generation) return;
     const doc = r.structuredContent as { content?: string } | undefined;
     $("viewer-title").textContent = file;
-    $("viewer-body").textContent = r.isError ? textOf(r.content) : (doc?.content ?? "");
+    const body = r.isError ? [el("p", { class: "error" }, textOf(r.content))] : blocks(doc?.content ?? "", 4);
+    $("viewer-body").replaceChildren(...body);
     $("viewer").hidden = false;
     $("viewer-title").focus();
   }
@@ -373,25 +387,55 @@ class Dashboard {
     const now = Date.now() + this.clockOffset;
     for (const e of document.querySelectorAll<HTMLElement>(".elapsed")) {
       const started = Date.parse(e.dataset.started ?? "");
-      if (!Number.isNaN(started)) e.textContent = `running ${seconds(Math.max(0, now - started))}`;
+      if (!Number.isNaN(started)) e.textContent = `${e.dataset.label} ${seconds(Math.max(0, now - started))}`;
     }
   }
 }
 
-function runsTable(runs: Run[]) {
-  const head = el("tr", {}, ...["run", "status", "time", "tokens", "cost"].map((h, i) => el("th", i > 1 ? { class: "num" } : {}, h)));
+/** An agent's latest runs: every agent's table has the same columns, of the
+ * same widths (style.css), so that they line up from one agent to the next.
+ * `waiting`: the run in progress is held for an approval. */
+function runsTable(runs: Run[], waiting: boolean) {
+  const columns = ["started", "trigger", "status", "took", "tokens", "cost"];
+  const head = el("tr", {}, ...columns.map((h, i) => el("th", { class: i > 2 ? `c-${h} num` : `c-${h}` }, h)));
+  const status = (r: Run) => (waiting && r.status === "running" ? badge("waiting") : badge(r.status));
   const rows = runs.map((r) =>
     el(
       "tr",
       { title: r.error ?? "" },
+      el("td", {}, time(r.started_at)),
       el("td", {}, r.trigger),
-      el("td", {}, badge(r.status)),
+      el("td", {}, status(r)),
       el("td", { class: "num" }, r.duration_ms === undefined ? "…" : seconds(r.duration_ms)),
       el("td", { class: "num" }, tokens(r.usage)),
       el("td", { class: "num" }, cost(r.usage)),
     ),
   );
   return el("table", { class: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+const atTheEnd = (ol: HTMLElement) => ol.scrollTop + ol.clientHeight >= ol.scrollHeight - 4;
+
+/** Shows the channel's end, and sizes it to whole messages: the first one shown
+ * starts at its top, not halfway through (at most its max-height, style.css).
+ * Measured in fractional pixels: rounded offsets would cut a pixel off. */
+function showEnd(ol: HTMLElement) {
+  ol.style.height = "";
+  const origin = ol.getBoundingClientRect().top + ol.clientTop - ol.scrollTop;
+  const tops = [...ol.children].map((li) => li.getBoundingClientRect().top - origin);
+  const last = ol.lastElementChild?.getBoundingClientRect();
+  if (!last) return;
+  const room = ol.clientHeight;
+  const bottom = last.bottom - origin;
+  let top = bottom;
+  for (let i = tops.length - 1; i >= 0 && bottom - tops[i] <= room; i--) top = tops[i];
+  // All of it fits, or one message is taller than the whole panel.
+  if (bottom <= room || top === bottom) {
+    ol.scrollTop = ol.scrollHeight;
+    return;
+  }
+  ol.style.height = `${Math.ceil(bottom - top) + ol.offsetHeight - ol.clientHeight}px`;
+  ol.scrollTop = top;
 }
 
 function textOf(content: unknown): string {
@@ -421,10 +465,24 @@ document.addEventListener("visibilitychange", () => (document.hidden ? board.pau
 
 $<HTMLSelectElement>("instance").onchange = (e) => board.switchTo((e.target as HTMLSelectElement).value);
 $("viewer-close").onclick = () => board.closeViewer();
+// Links (http and https only) open through the host, which may ask the person
+// first; the page itself navigates nowhere.
+const viaHost = (e: MouseEvent) => {
+  const a = (e.target as Element).closest?.("a[href]") as HTMLAnchorElement | null;
+  if (!a) return;
+  e.preventDefault();
+  void app.openLink({ url: a.href }).catch(() => {});
+};
+for (const where of ["viewer-body", "channel"]) {
+  $(where).addEventListener("click", viaHost);
+  $(where).addEventListener("auxclick", viaHost);
+}
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && !$("viewer").hidden) board.closeViewer();
 });
 setInterval(() => board.tick(), 1000);
+// Another width wraps the messages anew: whole ones again at the end.
+window.addEventListener("resize", () => atTheEnd($("channel")) && showEnd($("channel")));
 
 void (async () => {
   await app.connect();
