@@ -5,7 +5,8 @@
 //! the call, under which the run, the worker, its model turns, its MCP calls
 //! back (each continued by the kernel's span of it) and its tool request with
 //! the contracts' decision nest, with tokens and the outcome as attributes.
-//! agent_info's run carries the trace's id.
+//! agent_info's run carries the trace's id. A batch queue set huge is bounded
+//! in the kernel and its worker.
 
 use crate::common;
 use common::fake_llm::{FakeLlm, Script};
@@ -317,4 +318,47 @@ async fn a_cli_is_started_in_the_backends_span() {
     assert!(message.contains("Invalid API key: sk…"), "{backend}");
     let all = serde_json::to_string(&spans).unwrap();
     assert!(!all.contains("SECRETSECRET"), "a key reached a span: {all}");
+}
+
+/// `OTEL_BSP_MAX_QUEUE_SIZE=100000000` on the kernel and in an agent's env (the
+/// SDK allocates its batch queue whole: gigabytes, before): the queue is bounded,
+/// the kernel and the agent's worker stay under 100 MiB, and spans still go out.
+#[tokio::test]
+async fn a_huge_batch_queue_is_bounded_in_the_kernel_and_its_worker() {
+    const HUGE: &str = "100000000";
+    let (port, rx) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", HUGE),
+    ];
+    let s = HttpServer::start_with_env(dir.path(), &env).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "m", "backend": "mock", "env": {"OTEL_BSP_MAX_QUEUE_SIZE": HUGE},
+               "mock": [{"sleep": "60s"}]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "m", "hold on", 0).await;
+    assert_eq!(r["status"], "running", "{r}");
+    // The worker read its inbox, so its exporter was made.
+    wait_info(&lead, "m", 30, |i| i["inbox"]["seen"] == 1).await;
+    let kernel = s.child.id().unwrap();
+    let workers = workers_of(kernel);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let (k, w) = (rss_kib(kernel), rss_kib(workers[0]));
+    eprintln!("resident: the kernel {k} KiB, its worker {w} KiB");
+    assert!(k < 100 * 1024, "the kernel: {k} KiB");
+    assert!(w < 100 * 1024, "the worker: {w} KiB");
+    lead.cancel().await.unwrap();
+    s.stop().await;
+    let spans = spans_of(rx).await;
+    let read = one(&spans, "read_context");
+    assert_eq!(read["resource"]["service.name"], "agent-worker-worker");
+    one(&spans, "tools/call agent_ask");
 }

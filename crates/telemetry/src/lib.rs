@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod settings;
+
 pub use opentelemetry::trace::{FutureExt, SpanKind};
 pub use opentelemetry::{Context, KeyValue, Value};
 
@@ -89,8 +91,22 @@ pub fn configured(flag: Option<&str>) -> Option<String> {
 
 /// Starts exporting spans as `service` to `traces_url` (see [`configured`]);
 /// what is left is exported within `flush` when the guard drops. Once per
-/// process. An error when the exporter cannot be made.
+/// process. An error when the exporter cannot be made. An `OTEL_BSP_*` setting
+/// out of its bounds is used at the nearest bound, with a warning.
 pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<Guard, String> {
+    let (batch, warnings) = settings::batch(set);
+    for w in warnings {
+        tracing::warn!("traces: {w}");
+    }
+    start(service, traces_url, flush, batch)
+}
+
+fn start(
+    service: &'static str,
+    traces_url: &str,
+    flush: Duration,
+    batch: opentelemetry_sdk::trace::BatchConfig,
+) -> Result<Guard, String> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -103,8 +119,11 @@ pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<
     if set("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name(service);
     }
+    let processor = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
+        .with_batch_config(batch)
+        .build();
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_span_processor(processor)
         .with_resource(resource.build())
         .build();
     if TRACER.set(provider.tracer("agent-worker")).is_err() {
@@ -114,12 +133,18 @@ pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<
     Ok(Guard(provider, flush))
 }
 
-/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none.
+/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none,
+/// bounded as the kernel's were (which warned already).
 pub fn init_worker(flush: Duration) -> Option<Guard> {
     let url = set(WORKER_ENV)?;
-    init("agent-worker-worker", url.trim(), flush)
-        .map_err(|e| tracing::warn!("traces are off: {e}"))
-        .ok()
+    start(
+        "agent-worker-worker",
+        url.trim(),
+        flush,
+        settings::batch(set).0,
+    )
+    .map_err(|e| tracing::warn!("traces are off: {e}"))
+    .ok()
 }
 
 /// Where this process exports traces, for its workers ([`WORKER_ENV`]).
