@@ -281,7 +281,8 @@ async fn a_cli_is_started_in_the_backends_span() {
         &lead,
         "agent_new",
         json!({"name": "cc", "backend": "claude", "env": {"PATH": path, "ENV_DUMP": dump.display().to_string(),
-               "ANTHROPIC_API_KEY": "sk-test"}}),
+               "ANTHROPIC_API_KEY": "sk-test", "OTEL_SERVICE_NAME": "cc-cli",
+               "OTEL_BSP_MAX_QUEUE_SIZE": "100000000"}}),
     )
     .await
     .ok();
@@ -309,6 +310,18 @@ async fn a_cli_is_started_in_the_backends_span() {
     assert!(
         !env.contains("AGENT_WORKER_TRACES="),
         "the worker's setting is its own:\n{env}"
+    );
+    // The agent's OTEL_* reach its CLI as they are, and only its CLI: the
+    // worker's own spans keep the worker's name.
+    assert_eq!(var("OTEL_SERVICE_NAME"), "cc-cli");
+    assert_eq!(var("OTEL_BSP_MAX_QUEUE_SIZE"), "100000000");
+    assert!(
+        !env.contains("AW_AGENT_ENV_"),
+        "held names are the worker's:\n{env}"
+    );
+    assert_eq!(
+        backend["resource"]["service.name"], "agent-worker-worker",
+        "{backend}"
     );
     assert_eq!(
         backend["status"], 2,

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub mod agent_env;
 mod settings;
 
 pub use opentelemetry::trace::{FutureExt, SpanKind};
@@ -133,8 +134,9 @@ fn start(
     Ok(Guard(provider, flush))
 }
 
-/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none,
-/// bounded as the kernel's were (which warned already).
+/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none. Its
+/// `OTEL_*` environment is its kernel's (the agent's is held: [`agent_env`]),
+/// bounded as the kernel's was (which warned already).
 pub fn init_worker(flush: Duration) -> Option<Guard> {
     let url = set(WORKER_ENV)?;
     start(
