@@ -115,17 +115,12 @@ fn start(
         .with_timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(|e| format!("the OTLP exporter to {traces_url} cannot be made: {e}"))?;
-    let mut resource = opentelemetry_sdk::Resource::builder()
-        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    if set("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name(service);
-    }
     let processor = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
         .with_batch_config(batch)
         .build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(resource.build())
+        .with_resource(settings::resource(service))
         .build();
     if TRACER.set(provider.tracer("agent-worker")).is_err() {
         return Err("traces were started already".into());
@@ -191,9 +186,18 @@ pub fn current_parent() -> Option<Context> {
     }
     let cx = Context::current();
     let sc = cx.span().span_context().clone();
-    sc.is_valid()
-        .then(|| Context::new().with_remote_span_context(sc))
+    let parent = Context::new().with_remote_span_context(sc.clone());
+    let parent = match cx.get::<FromAgent>() {
+        Some(_) => parent.with_value(FromAgent),
+        None => parent,
+    };
+    sc.is_valid().then_some(parent)
 }
+
+/// Marks a context as a request an agent made (from its run): work it sets off
+/// starts a trace of its own ([`Span::caused`]).
+#[derive(Clone, Copy, Debug)]
+struct FromAgent;
 
 /// `traceparent` and (when not empty) `tracestate` of the current context, for
 /// a subprocess to continue (nothing when no span is current).
@@ -254,6 +258,45 @@ impl Span {
             .with_attributes(attributes)
             .start_with_context(tracer, parent);
         Some(Span(parent.with_span(span)))
+    }
+
+    /// Starts a span for work `cause` set off (the current context when `None`):
+    /// under it, or, when the cause is a request an agent made ([`Span::from_agent`]),
+    /// as the root of a trace of its own with a link to it. So runs that wake each
+    /// other are a chain of linked traces, not one trace a level deeper per run.
+    pub fn caused(
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        cause: Option<&Context>,
+        attributes: Vec<KeyValue>,
+    ) -> Option<Span> {
+        let tracer = TRACER.get()?;
+        let current;
+        let cause = match cause {
+            Some(c) => c,
+            None => {
+                current = Context::current();
+                &current
+            }
+        };
+        let sc = cause.span().span_context().clone();
+        if cause.get::<FromAgent>().is_none() || !sc.is_valid() {
+            return Span::start(name, kind, Some(cause), attributes);
+        }
+        let root = Context::new();
+        let span = tracer
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attributes)
+            .with_links(vec![opentelemetry::trace::Link::with_context(sc)])
+            .start_with_context(tracer, &root);
+        Some(Span(root.with_span(span)))
+    }
+
+    /// This span, marked as a request an agent made: what it sets off starts a
+    /// trace of its own, linked to it ([`Span::caused`]).
+    pub fn from_agent(self) -> Span {
+        Span(self.0.with_value(FromAgent))
     }
 
     /// The context to run work in (`FutureExt::with_context`) so that its spans

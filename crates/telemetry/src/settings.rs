@@ -1,8 +1,13 @@
 //! What the exporter is made with, read from the environment within bounds:
 //! the batch processor's `OTEL_BSP_*` (the SDK would take any number, and makes
 //! its queue that long at once: `OTEL_BSP_MAX_QUEUE_SIZE=100000000` was gigabytes
-//! before the first span).
+//! before the first span), and the resource every span carries.
 
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::resource::{
+    EnvResourceDetector, ResourceDetector, SdkProvidedResourceDetector, TelemetryResourceDetector,
+};
 use opentelemetry_sdk::trace::{BatchConfig, BatchConfigBuilder};
 use std::time::Duration;
 
@@ -87,6 +92,58 @@ pub(crate) fn batch(var: impl Fn(&str) -> Option<String>) -> (BatchConfig, Vec<S
     (config, warnings)
 }
 
+/// What every span of this process carries: `service.name` (`OTEL_SERVICE_NAME`
+/// else `service`), `service.version`, `service.instance.id` (new for each
+/// process), `host.name`, and `OTEL_RESOURCE_ATTRIBUTES` (which may set the
+/// last two).
+pub(crate) fn resource(service: &'static str) -> Resource {
+    let mut ours = vec![
+        KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+        KeyValue::new("service.instance.id", instance_id()),
+    ];
+    if let Some(host) = host_name() {
+        ours.push(KeyValue::new("host.name", host));
+    }
+    let detectors: [Box<dyn ResourceDetector>; 3] = [
+        Box::new(SdkProvidedResourceDetector),
+        Box::new(TelemetryResourceDetector),
+        Box::new(EnvResourceDetector::new()),
+    ];
+    let mut resource = Resource::builder_empty()
+        .with_attributes(ours)
+        .with_detectors(&detectors);
+    if super::set("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name(service);
+    }
+    resource.build()
+}
+
+/// A random UUID (version 4), from the SDK's random ids.
+fn instance_id() -> String {
+    use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+    let mut bytes = RandomIdGenerator::default().new_trace_id().to_bytes();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// The machine's name (Linux), else `HOSTNAME`.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +194,14 @@ mod tests {
         let small = |k: &str| (k == "OTEL_BSP_MAX_QUEUE_SIZE").then(|| "64".to_owned());
         let shown = format!("{:?}", batch(small).0);
         assert!(shown.contains("max_export_batch_size: 64"), "{shown}");
+    }
+
+    #[test]
+    fn an_instance_id_is_a_new_uuid() {
+        let (a, b) = (instance_id(), instance_id());
+        assert_ne!(a, b);
+        let parts: Vec<usize> = a.split('-').map(str::len).collect();
+        assert_eq!(parts, [8, 4, 4, 4, 12], "{a}");
+        assert_eq!(&a[14..15], "4", "version 4: {a}");
     }
 }
