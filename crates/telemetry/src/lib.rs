@@ -9,7 +9,14 @@
 //! as `TRACEPARENT`/`TRACESTATE` ([`Span::carrier`]), and the worker's spans (the
 //! prompt, the backend's process, each MCP call back, whose `_meta` carries the
 //! context on) nest under it, as do a CLI's own spans when it continues
-//! `TRACEPARENT` (Claude Code, Codex).
+//! `TRACEPARENT` (Claude Code, Codex). A run an agent's request set off (its
+//! message woke it) is the root of a trace of its own, linked to that request
+//! ([`Span::caused`]), so a workflow is linked traces of a few levels each.
+//!
+//! The exporter's settings are the kernel's: the batch processor's `OTEL_BSP_*`
+//! within bounds (`settings`), and a worker never reads its agent's `OTEL_*`
+//! ([`agent_env`]). Every span names its host and its process
+//! (`service.instance.id`).
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt, Tracer, TracerProvider as _};
