@@ -77,7 +77,12 @@
 //! --- agent-worker-telemetry (crates/telemetry/src/) ---
 //! lib.rs         OpenTelemetry spans exported over OTLP/HTTP (init once per process,
 //!                Span, a caller's context from `traceparent`, the carrier a
-//!                subprocess continues: TRACEPARENT); without an endpoint, no span
+//!                subprocess continues: TRACEPARENT; a run an agent's call set off
+//!                is a new trace linked to it); without an endpoint, no span
+//! settings.rs    the OTEL_BSP_* batch settings within bounds; the resource (host,
+//!                instance)
+//! agent_env.rs   an agent's OTEL_* held from its worker's exporter, given back to
+//!                what the worker starts for it
 //! --- agent-worker-store (crates/store/src/) ---
 //!   lib.rs         one writer thread with group commit, fixed reader threads, on
 //!                  either engine; queue.rs their job queues (sleep when idle, never

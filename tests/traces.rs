@@ -5,7 +5,9 @@
 //! the call, under which the run, the worker, its model turns, its MCP calls
 //! back (each continued by the kernel's span of it) and its tool request with
 //! the contracts' decision nest, with tokens and the outcome as attributes.
-//! agent_info's run carries the trace's id.
+//! agent_info's run carries the trace's id. A review loop is a chain of linked
+//! traces, none deeper than 8 levels, every span naming its host and process;
+//! a batch queue set huge is bounded in the kernel and its worker.
 
 use crate::common;
 use common::fake_llm::{FakeLlm, Script};
@@ -280,7 +282,8 @@ async fn a_cli_is_started_in_the_backends_span() {
         &lead,
         "agent_new",
         json!({"name": "cc", "backend": "claude", "env": {"PATH": path, "ENV_DUMP": dump.display().to_string(),
-               "ANTHROPIC_API_KEY": "sk-test"}}),
+               "ANTHROPIC_API_KEY": "sk-test", "OTEL_SERVICE_NAME": "cc-cli",
+               "OTEL_BSP_MAX_QUEUE_SIZE": "100000000"}}),
     )
     .await
     .ok();
@@ -309,6 +312,18 @@ async fn a_cli_is_started_in_the_backends_span() {
         !env.contains("AGENT_WORKER_TRACES="),
         "the worker's setting is its own:\n{env}"
     );
+    // The agent's OTEL_* reach its CLI as they are, and only its CLI: the
+    // worker's own spans keep the worker's name.
+    assert_eq!(var("OTEL_SERVICE_NAME"), "cc-cli");
+    assert_eq!(var("OTEL_BSP_MAX_QUEUE_SIZE"), "100000000");
+    assert!(
+        !env.contains("AW_AGENT_ENV_"),
+        "held names are the worker's:\n{env}"
+    );
+    assert_eq!(
+        backend["resource"]["service.name"], "agent-worker-worker",
+        "{backend}"
+    );
     assert_eq!(
         backend["status"], 2,
         "the backend's failure is on its span: {backend}"
@@ -317,4 +332,161 @@ async fn a_cli_is_started_in_the_backends_span() {
     assert!(message.contains("Invalid API key: sk…"), "{backend}");
     let all = serde_json::to_string(&spans).unwrap();
     assert!(!all.contains("SECRETSECRET"), "a key reached a span: {all}");
+}
+
+/// The review loop (examples/workflows/review-loop.yaml): the lead's workflow_run
+/// continues the client's trace and holds the runs its kickoff woke; a run that
+/// another agent's message woke is the root of a trace of its own, linked to the
+/// kernel's span of that send; no trace is deeper than 8 levels; every span, the
+/// kernel's and each worker's, names its host and its process.
+#[tokio::test]
+async fn a_review_loop_is_linked_traces_none_deeper_than_eight() {
+    let (port, rx) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _) = exporting_to(dir.path(), port).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/workflows/review-loop.yaml");
+    let mut start = CallToolRequestParams::new("workflow_run").with_arguments(
+        json!({"file": file.display().to_string(), "wait_seconds": 40})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    start.set_traceparent(&format!("00-{TRACE}-{CLIENT_SPAN}-01"));
+    let r = lead.call_tool(start).await.unwrap();
+    let done = r.structured_content.unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    lead.cancel().await.unwrap();
+    s.stop().await;
+    let spans = spans_of(rx).await;
+    eprintln!("{} spans: {}", spans.len(), names(&spans));
+
+    let called = one(&spans, "tools/call workflow_run");
+    assert_eq!(called["parent"], CLIENT_SPAN, "{called}");
+    let runs: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("invoke_agent "))
+        .collect();
+    let linked = runs
+        .iter()
+        .filter(|run| run["parent"] != called["span_id"])
+        .inspect(|run| linked_to_a_send(&spans, run))
+        .count();
+    assert!(linked >= 3, "draft 1, the change, draft 2: {runs:?}");
+    assert!(
+        linked < runs.len(),
+        "the kickoff's run is in the call: {runs:?}"
+    );
+    let deepest = spans.iter().map(|s| depth(&spans, s)).max().unwrap();
+    eprintln!("{} runs, {linked} linked, {deepest} levels", runs.len());
+    assert!(deepest <= 8, "a trace {deepest} levels deep");
+    every_span_names_its_host_and_process(&spans);
+}
+
+/// `run` is a trace's root linked to the kernel's span of another agent's send.
+#[track_caller]
+fn linked_to_a_send(spans: &[Value], run: &Value) {
+    assert_eq!(run["parent"], "", "a root: {run}");
+    let links = run["links"].as_array().unwrap();
+    assert_eq!(links.len(), 1, "{run}");
+    let cause = spans
+        .iter()
+        .find(|s| s["span_id"] == links[0]["span_id"])
+        .unwrap_or_else(|| panic!("no span the run links to: {run}"));
+    assert_eq!(cause["trace_id"], links[0]["trace_id"], "{cause}");
+    assert_ne!(cause["trace_id"], run["trace_id"], "{cause}");
+    assert_eq!(cause["name"], "tools/call channel_send", "{cause}");
+    assert_eq!(cause["kind"], 2, "the kernel's span: {cause}");
+    let me = run["attributes"]["gen_ai.agent.name"].as_str().unwrap();
+    let by = cause["attributes"]["agent_worker.caller"].as_str().unwrap();
+    assert!(!by.starts_with(&format!("{me}@")), "{me} woken by {by}");
+}
+
+/// How many levels from its trace's root (or its first span not exported here).
+fn depth(spans: &[Value], s: &Value) -> usize {
+    let mut n = 1;
+    let mut at = s;
+    while let Some(p) = spans
+        .iter()
+        .find(|p| p["span_id"] == at["parent"] && p["trace_id"] == at["trace_id"])
+    {
+        n += 1;
+        at = p;
+        assert!(n < 1000, "a cycle at {s}");
+    }
+    n
+}
+
+/// Every span has `host.name` (this machine's) and `service.instance.id`: one
+/// for the kernel, another for each worker process.
+fn every_span_names_its_host_and_process(spans: &[Value]) {
+    use std::collections::BTreeSet;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    fn instance<'a>(s: &&'a Value) -> &'a str {
+        s["resource"]["service.instance.id"].as_str().unwrap()
+    }
+    for s in spans {
+        assert_eq!(s["resource"]["host.name"], host.trim(), "{s}");
+        assert_eq!(instance(&s).len(), 36, "a UUID: {s}");
+    }
+    let of = |service: &str| -> Vec<&Value> {
+        spans
+            .iter()
+            .filter(|s| s["resource"]["service.name"] == service)
+            .collect()
+    };
+    let kernel: BTreeSet<&str> = of("agent-worker").iter().map(instance).collect();
+    assert_eq!(kernel.len(), 1, "one kernel: {kernel:?}");
+    let workers: Vec<&Value> = of("agent-worker-worker")
+        .into_iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("worker "))
+        .collect();
+    let theirs: BTreeSet<&str> = workers.iter().map(instance).collect();
+    assert!(workers.len() >= 3, "{}", names(spans));
+    assert_eq!(theirs.len(), workers.len(), "one per worker: {theirs:?}");
+    assert!(theirs.is_disjoint(&kernel), "{theirs:?} {kernel:?}");
+}
+
+/// `OTEL_BSP_MAX_QUEUE_SIZE=100000000` on the kernel and in an agent's env (the
+/// SDK allocates its batch queue whole: gigabytes, before): the queue is bounded,
+/// the kernel and the agent's worker stay under 100 MiB, and spans still go out.
+#[tokio::test]
+async fn a_huge_batch_queue_is_bounded_in_the_kernel_and_its_worker() {
+    const HUGE: &str = "100000000";
+    let (port, rx) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", HUGE),
+    ];
+    let s = HttpServer::start_with_env(dir.path(), &env).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "m", "backend": "mock", "env": {"OTEL_BSP_MAX_QUEUE_SIZE": HUGE},
+               "mock": [{"sleep": "60s"}]}),
+    )
+    .await
+    .ok();
+    let r = ask(&lead, "m", "hold on", 0).await;
+    assert_eq!(r["status"], "running", "{r}");
+    // The worker read its inbox, so its exporter was made.
+    wait_info(&lead, "m", 30, |i| i["inbox"]["seen"] == 1).await;
+    let kernel = s.child.id().unwrap();
+    let workers = workers_of(kernel);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let (k, w) = (rss_kib(kernel), rss_kib(workers[0]));
+    eprintln!("resident: the kernel {k} KiB, its worker {w} KiB");
+    assert!(k < 100 * 1024, "the kernel: {k} KiB");
+    assert!(w < 100 * 1024, "the worker: {w} KiB");
+    lead.cancel().await.unwrap();
+    s.stop().await;
+    let spans = spans_of(rx).await;
+    let read = one(&spans, "read_context");
+    assert_eq!(read["resource"]["service.name"], "agent-worker-worker");
+    one(&spans, "tools/call agent_ask");
 }

@@ -359,20 +359,6 @@ async fn a_question_behind_a_failing_run_is_answered_by_the_retry() {
     s.stop().await;
 }
 
-/// The live worker processes (internal worker mode) whose parent is `parent`.
-fn workers_of(parent: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| proc_stat(*pid).is_some_and(|s| s.ppid == parent && s.alive()))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__worker"))
-        })
-        .collect()
-}
-
 fn alive(pid: u32) -> bool {
     proc_stat(pid).is_some_and(|s| s.alive())
 }

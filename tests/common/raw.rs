@@ -21,6 +21,21 @@ pub fn rss_kib(pid: u32) -> u64 {
     proc_status(pid, "VmRSS:")
 }
 
+/// The live worker processes (internal worker mode) whose parent is `parent`.
+pub fn workers_of(parent: u32) -> Vec<u32> {
+    use agent_worker::process::proc_stat;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| proc_stat(*pid).is_some_and(|s| s.ppid == parent && s.alive()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__worker"))
+        })
+        .collect()
+}
+
 /// A raw `initialize` request of the given protocol version.
 pub fn raw_init(version: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -7,7 +7,7 @@ POST /v1/traces (protobuf, or gzip of it) and answers 200 to every export (logs
 and metrics too, which it ignores). When stdin closes it prints every span it
 received as one JSON line: name, trace_id, span_id, parent (hex, "" for a root),
 kind (1 internal, 2 server, 3 client), status (0 unset, 1 ok, 2 error) and its
-message, its attributes, and its resource's.
+message, its attributes, its links (trace_id, span_id), and its resource's.
 """
 
 import gzip
@@ -61,6 +61,10 @@ class Handler(BaseHTTPRequestHandler):
                             "status": s.status.code,
                             "message": s.status.message,
                             "attributes": attributes(s.attributes),
+                            "links": [
+                                {"trace_id": l.trace_id.hex(), "span_id": l.span_id.hex()}
+                                for l in s.links
+                            ],
                             "resource": resource,
                         })
             with LOCK:

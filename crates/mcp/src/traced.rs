@@ -2,7 +2,8 @@
 //! named as the Python SDK names them (`tools/call agent_ask`), continuing the
 //! client's context from `_meta` (`traceparent`, `tracestate`: SEP-414), else
 //! from the HTTP headers of that name (Claude Code sends those), else a new
-//! trace. The work runs in the span's context, so a run it starts nests under it.
+//! trace. The work runs in the span's context, so a run it starts nests under it
+//! (a run an agent's request starts is the root of a trace linked to it).
 
 use super::caller;
 use kernel::Caller;
@@ -26,7 +27,8 @@ pub(crate) fn start(
     let parent = telemetry::remote(ctx.meta.get_traceparent(), ctx.meta.get_tracestate())
         .or_else(|| telemetry::remote(header("traceparent"), header("tracestate")))
         .unwrap_or_default();
-    let who = match caller(ctx) {
+    let caller = caller(ctx);
+    let who = match &caller {
         Ok(Caller::Lead) => "lead".to_owned(),
         Ok(Caller::Agent(a)) => format!("{}@{}:{}", a.name, a.workflow.name, a.workflow.tag),
         Err(_) => "unauthenticated".to_owned(),
@@ -49,7 +51,13 @@ pub(crate) fn start(
         }
         None => method.to_owned(),
     };
-    Span::start(span_name, SpanKind::Server, Some(&parent), attributes)
+    let span = Span::start(span_name, SpanKind::Server, Some(&parent), attributes)?;
+    // A run an agent's request sets off (a message it sends wakes one) starts a
+    // trace of its own, linked to this span.
+    Some(match caller {
+        Ok(Caller::Agent(_)) => span.from_agent(),
+        _ => span,
+    })
 }
 
 /// Runs `work` in `span`'s context and ends the span with its outcome; a

@@ -9,7 +9,14 @@
 //! as `TRACEPARENT`/`TRACESTATE` ([`Span::carrier`]), and the worker's spans (the
 //! prompt, the backend's process, each MCP call back, whose `_meta` carries the
 //! context on) nest under it, as do a CLI's own spans when it continues
-//! `TRACEPARENT` (Claude Code, Codex).
+//! `TRACEPARENT` (Claude Code, Codex). A run an agent's request set off (its
+//! message woke it) is the root of a trace of its own, linked to that request
+//! ([`Span::caused`]), so a workflow is linked traces of a few levels each.
+//!
+//! The exporter's settings are the kernel's: the batch processor's `OTEL_BSP_*`
+//! within bounds (`settings`), and a worker never reads its agent's `OTEL_*`
+//! ([`agent_env`]). Every span names its host and its process
+//! (`service.instance.id`).
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt, Tracer, TracerProvider as _};
@@ -20,6 +27,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
+
+pub mod agent_env;
+mod settings;
 
 pub use opentelemetry::trace::{FutureExt, SpanKind};
 pub use opentelemetry::{Context, KeyValue, Value};
@@ -89,8 +99,22 @@ pub fn configured(flag: Option<&str>) -> Option<String> {
 
 /// Starts exporting spans as `service` to `traces_url` (see [`configured`]);
 /// what is left is exported within `flush` when the guard drops. Once per
-/// process. An error when the exporter cannot be made.
+/// process. An error when the exporter cannot be made. An `OTEL_BSP_*` setting
+/// out of its bounds is used at the nearest bound, with a warning.
 pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<Guard, String> {
+    let (batch, warnings) = settings::batch(set);
+    for w in warnings {
+        tracing::warn!("traces: {w}");
+    }
+    start(service, traces_url, flush, batch)
+}
+
+fn start(
+    service: &'static str,
+    traces_url: &str,
+    flush: Duration,
+    batch: opentelemetry_sdk::trace::BatchConfig,
+) -> Result<Guard, String> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -98,14 +122,12 @@ pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<
         .with_timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(|e| format!("the OTLP exporter to {traces_url} cannot be made: {e}"))?;
-    let mut resource = opentelemetry_sdk::Resource::builder()
-        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    if set("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name(service);
-    }
+    let processor = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
+        .with_batch_config(batch)
+        .build();
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(resource.build())
+        .with_span_processor(processor)
+        .with_resource(settings::resource(service))
         .build();
     if TRACER.set(provider.tracer("agent-worker")).is_err() {
         return Err("traces were started already".into());
@@ -114,12 +136,19 @@ pub fn init(service: &'static str, traces_url: &str, flush: Duration) -> Result<
     Ok(Guard(provider, flush))
 }
 
-/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none.
+/// A worker's traces: to where its kernel said ([`WORKER_ENV`]), else none. Its
+/// `OTEL_*` environment is its kernel's (the agent's is held: [`agent_env`]),
+/// bounded as the kernel's was (which warned already).
 pub fn init_worker(flush: Duration) -> Option<Guard> {
     let url = set(WORKER_ENV)?;
-    init("agent-worker-worker", url.trim(), flush)
-        .map_err(|e| tracing::warn!("traces are off: {e}"))
-        .ok()
+    start(
+        "agent-worker-worker",
+        url.trim(),
+        flush,
+        settings::batch(set).0,
+    )
+    .map_err(|e| tracing::warn!("traces are off: {e}"))
+    .ok()
 }
 
 /// Where this process exports traces, for its workers ([`WORKER_ENV`]).
@@ -164,9 +193,18 @@ pub fn current_parent() -> Option<Context> {
     }
     let cx = Context::current();
     let sc = cx.span().span_context().clone();
-    sc.is_valid()
-        .then(|| Context::new().with_remote_span_context(sc))
+    let parent = Context::new().with_remote_span_context(sc.clone());
+    let parent = match cx.get::<FromAgent>() {
+        Some(_) => parent.with_value(FromAgent),
+        None => parent,
+    };
+    sc.is_valid().then_some(parent)
 }
+
+/// Marks a context as a request an agent made (from its run): work it sets off
+/// starts a trace of its own ([`Span::caused`]).
+#[derive(Clone, Copy, Debug)]
+struct FromAgent;
 
 /// `traceparent` and (when not empty) `tracestate` of the current context, for
 /// a subprocess to continue (nothing when no span is current).
@@ -227,6 +265,45 @@ impl Span {
             .with_attributes(attributes)
             .start_with_context(tracer, parent);
         Some(Span(parent.with_span(span)))
+    }
+
+    /// Starts a span for work `cause` set off (the current context when `None`):
+    /// under it, or, when the cause is a request an agent made ([`Span::from_agent`]),
+    /// as the root of a trace of its own with a link to it. So runs that wake each
+    /// other are a chain of linked traces, not one trace a level deeper per run.
+    pub fn caused(
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        cause: Option<&Context>,
+        attributes: Vec<KeyValue>,
+    ) -> Option<Span> {
+        let tracer = TRACER.get()?;
+        let current;
+        let cause = match cause {
+            Some(c) => c,
+            None => {
+                current = Context::current();
+                &current
+            }
+        };
+        let sc = cause.span().span_context().clone();
+        if cause.get::<FromAgent>().is_none() || !sc.is_valid() {
+            return Span::start(name, kind, Some(cause), attributes);
+        }
+        let root = Context::new();
+        let span = tracer
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attributes)
+            .with_links(vec![opentelemetry::trace::Link::with_context(sc)])
+            .start_with_context(tracer, &root);
+        Some(Span(root.with_span(span)))
+    }
+
+    /// This span, marked as a request an agent made: what it sets off starts a
+    /// trace of its own, linked to it ([`Span::caused`]).
+    pub fn from_agent(self) -> Span {
+        Span(self.0.with_value(FromAgent))
     }
 
     /// The context to run work in (`FutureExt::with_context`) so that its spans

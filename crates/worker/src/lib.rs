@@ -308,3 +308,12 @@ async fn in_span<T>(
     span.end();
     r
 }
+
+/// Gives a process started for the agent (its CLI, a command, an MCP server) the
+/// agent's `OTEL_*` variables under their own names: the kernel hands them to the
+/// worker held, so that the worker's own exporter reads only the kernel's.
+pub(crate) fn agent_otel(cmd: &mut tokio::process::Command) {
+    for (held, name, value) in telemetry::agent_env::held_here() {
+        cmd.env_remove(held).env(name, value);
+    }
+}

@@ -55,10 +55,12 @@ impl Spec {
 
     /// Starts the run's span, under `parent` (the call that sent the message
     /// that woke it), else the current context (the lead's call that started it,
-    /// e.g. agent_ask), else as a trace's root (a schedule's run).
+    /// e.g. agent_ask), else as a trace's root (a schedule's run). A run an
+    /// agent's call set off is the root of a trace of its own, linked to that
+    /// call ([`telemetry::Span::caused`]).
     pub(super) fn traced(&mut self, run_id: &str, wake: Wake, parent: Option<telemetry::Context>) {
         use telemetry::KeyValue;
-        self.trace = telemetry::Span::start(
+        self.trace = telemetry::Span::caused(
             format!("invoke_agent {}", self.name),
             telemetry::SpanKind::Internal,
             parent.as_ref(),

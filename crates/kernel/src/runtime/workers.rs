@@ -334,7 +334,8 @@ impl Runtime {
         for k in SCRUBBED_ENV {
             cmd.env_remove(k);
         }
-        cmd.envs(&spec.env);
+        // The agent's OTEL_* are for its CLI: held from the worker's own exporter.
+        cmd.envs(telemetry::agent_env::for_worker(&spec.env));
         if let Some(span) = &spec.trace {
             cmd.envs(
                 span.carrier()

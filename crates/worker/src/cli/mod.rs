@@ -408,6 +408,7 @@ async fn drive(
         cmd.env_remove(k);
     }
     cmd.env(TOKEN_ENV, &run.cfg.token);
+    crate::agent_otel(&mut cmd);
     // A CLI that continues TRACEPARENT (Claude Code, Codex) nests its spans here.
     cmd.envs(
         telemetry::current_carrier()

@@ -37,6 +37,7 @@ pub async fn run_command(
     for k in [domain::protocol::RUN_ENV, crate::cli::TOKEN_ENV] {
         cmd.env_remove(k);
     }
+    crate::agent_otel(&mut cmd);
     let limits = Limits {
         startup: limit,
         idle: limit,

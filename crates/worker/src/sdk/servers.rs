@@ -74,6 +74,7 @@ impl Servers {
             let service = match spec {
                 McpServer::Stdio(s) => {
                     let mut cmd = tokio::process::Command::new(&s.command);
+                    crate::agent_otel(&mut cmd);
                     cmd.args(&s.args).envs(&s.env).current_dir(cwd);
                     for k in [domain::protocol::RUN_ENV, crate::cli::TOKEN_ENV] {
                         cmd.env_remove(k);
