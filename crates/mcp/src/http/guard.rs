@@ -11,7 +11,9 @@
 //!   failure);
 //! - SSE streams of clients older than 2025-11-25 lose their priming events
 //!   ([`super::sse`]);
-//! - a response still streaming keeps its session from being parked.
+//! - a response still streaming keeps its session from being parked;
+//! - the handler learns when a request's response is over, finished or dropped
+//!   because its client closed the connection ([`ResponseGone`]).
 
 use super::sessions::{Active, Owner, Refused, Sessions};
 use super::sse;
@@ -29,11 +31,19 @@ use serde_json::{Value, json};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tokio_util::sync::CancellationToken;
 
 /// The largest request body (rmcp's own limit, so both agree).
 pub const MAX_BODY: usize = domain::protocol::MAX_MCP_BODY;
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+
+/// In a request's extensions: cancelled once its response is over, sent in full
+/// or dropped (its client closed the connection, or the process is gone). rmcp
+/// keeps a stateless request's handler running after its stream closed (it
+/// stores what follows for a resume) and does not tell it; this does.
+#[derive(Clone)]
+pub struct ResponseGone(pub CancellationToken);
 
 fn json_error(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
@@ -92,6 +102,11 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
         (req, None)
     };
     let request_id = message.as_ref().and_then(|m| m.get("id")).cloned();
+    let gone = CancellationToken::new();
+    let mut req = req;
+    req.extensions_mut().insert(ResponseGone(gone.clone()));
+    // Cancelled when the response is over, or here if it is never made.
+    let gone = gone.drop_guard();
 
     let mut active: Option<Active> = None;
     let version = match &sid {
@@ -145,10 +160,12 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
     if is_sse && !sse::wants_priming(&version) {
         resp = resp.map(sse::without_priming);
     }
-    if let Some(a) = active {
-        resp = resp.map(|b| Body::new(Hold { inner: b, _held: a }));
-    }
-    resp
+    resp.map(|b| {
+        Body::new(Hold {
+            inner: b,
+            _held: (active, gone),
+        })
+    })
 }
 
 fn is_json(req: &Request) -> bool {
