@@ -8,6 +8,7 @@
 //! row, more than the 32 one identity may hold, and each listen must be served.
 
 use crate::common;
+use common::inspector::{inspector, inspector_cli};
 use common::*;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -137,7 +138,8 @@ async fn listens_of_clients_that_closed_their_connection_give_way_over_http() {
             "channel_send",
             json!({"message": format!("run {run}")}),
         )
-        .await;
+        .await
+        .ok();
         if let Err(e) = events.until(Said::Updated).await {
             panic!("listen {run} of {IN_A_ROW} was not served: {e}");
         }
@@ -199,6 +201,46 @@ async fn a_listen_whose_connection_closed_ends_after_a_grace() {
     s.stop().await;
 }
 
+/// A listen through a relay to the data dir's kernel (a stdio launch while the
+/// kernel runs): the relay, its stdin, and whether the listen was served (it
+/// heard a post).
+async fn listen_through_a_relay(
+    dir: &std::path::Path,
+    run: usize,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    Result<(), String>,
+) {
+    let mut relay = foreground_kernel(dir);
+    let mut stdin = relay.stdin.take().unwrap();
+    let mut stdout = BufReader::new(relay.stdout.take().unwrap()).lines();
+    let mut write = async |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+    };
+    write(listen_request()).await;
+    let mut heard = Vec::new();
+    let mut sent = false;
+    let outcome = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            match said(&v) {
+                Said::Acknowledged if !sent => {
+                    sent = true;
+                    write(send_request(&format!("relay {run}"))).await;
+                }
+                Said::Updated => return Ok(()),
+                Said::Ended(v) => return Err(format!("the listen ended: {v}")),
+                _ => heard.push(line),
+            }
+        }
+        Err("the relay closed its stdout".to_owned())
+    })
+    .await
+    .unwrap_or_else(|_| Err(format!("nothing within 10 s: {heard:?}")));
+    (relay, stdin, outcome)
+}
+
 /// The same through the stdio relay: 37 relays in a row each listen and hear a
 /// post, then go, every other one closing its stdin and the rest killed.
 #[tokio::test]
@@ -206,32 +248,7 @@ async fn listens_through_relays_that_went_give_way() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     for run in 1..=IN_A_ROW {
-        let mut relay = foreground_kernel(dir.path());
-        let mut stdin = relay.stdin.take().unwrap();
-        let mut stdout = BufReader::new(relay.stdout.take().unwrap()).lines();
-        let mut write = async |v: Value| {
-            stdin.write_all(format!("{v}\n").as_bytes()).await.unwrap();
-        };
-        write(listen_request()).await;
-        let mut heard = Vec::new();
-        let mut sent = false;
-        let outcome = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Some(line) = stdout.next_line().await.unwrap() {
-                let v: Value = serde_json::from_str(&line).unwrap();
-                match said(&v) {
-                    Said::Acknowledged if !sent => {
-                        sent = true;
-                        write(send_request(&format!("relay {run}"))).await;
-                    }
-                    Said::Updated => return Ok(()),
-                    Said::Ended(v) => return Err(format!("the listen ended: {v}")),
-                    _ => heard.push(line),
-                }
-            }
-            Err("the relay closed its stdout".to_owned())
-        })
-        .await
-        .unwrap_or_else(|_| Err(format!("nothing within 10 s: {heard:?}")));
+        let (mut relay, stdin, outcome) = listen_through_a_relay(dir.path(), run).await;
         if let Err(e) = outcome {
             panic!("listen {run} of {IN_A_ROW} through the relay was not served: {e}");
         }
@@ -247,4 +264,105 @@ async fn listens_through_relays_that_went_give_way() {
         }
     }
     s.stop().await;
+}
+
+/// The MCP Inspector CLI in the 2026-07-28 era listens on connect (for list
+/// changes) and exits without cancelling. 37 runs in a row against one kernel,
+/// over HTTP and through the stdio relay (one background kernel throughout): no
+/// listen is refused (the Inspector shows nothing when one is, the kernel's log
+/// does), and the lead's listen after them is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_listen_is_refused_in_37_inspector_runs_over_http_and_stdio() {
+    if inspector().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(&dir.path().join("http")).await;
+    let auth = format!("Authorization: Bearer {}", s.admin);
+    let http = [
+        "--transport",
+        "http",
+        "--server-url",
+        &s.url,
+        "--header",
+        &auth,
+    ]
+    .map(String::from);
+    let data = dir.path().join("stdio");
+    // Idle longer than between two runs, so that one kernel serves them all.
+    let stdio = [
+        BIN,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--idle-exit",
+        "5s",
+    ]
+    .map(String::from);
+    let started = std::time::Instant::now();
+    let runs = [http.to_vec(), stdio.to_vec()].map(|target| {
+        let kernel_json = data.join("kernel.json");
+        tokio::task::spawn_blocking(move || {
+            let mut kernel = None;
+            for run in 1..=IN_A_ROW {
+                let mut argv = vec!["--protocol-era", "modern"];
+                argv.extend(target.iter().map(String::as_str));
+                argv.extend(["--method", "tools/list"]);
+                let (code, _, err) = inspector_cli(&argv).expect("installed");
+                assert_eq!(code, 0, "{} run {run}: exit {code}\n{err}", target[0]);
+                if target[0] == BIN {
+                    let now = std::fs::read_to_string(&kernel_json).unwrap();
+                    assert_eq!(kernel.get_or_insert(now.clone()), &now, "one kernel");
+                }
+            }
+        })
+    });
+    for r in runs {
+        r.await.unwrap();
+    }
+    eprintln!(
+        "{IN_A_ROW} Inspector runs per transport in {:.1?}",
+        started.elapsed()
+    );
+    let refused = |kernel: &str| {
+        let log = dir.path().join(kernel).join("logs/agent-worker.log");
+        std::fs::read_to_string(log)
+            .unwrap()
+            .matches("subscriptions/listen requests of this identity are open already")
+            .count()
+    };
+    let refusals = (refused("http"), refused("stdio"));
+    let (http, mut events) = listen_over_http(&s).await;
+    events.until(Said::Acknowledged).await.unwrap();
+    let lead = s.lead(Proto::Modern).await;
+    call(&lead, "channel_send", json!({"message": "after"}))
+        .await
+        .ok();
+    let over_http = events.until(Said::Updated).await;
+    drop((events, http));
+    let (mut relay, _stdin, through_relay) = listen_through_a_relay(&data, 0).await;
+    relay.kill().await.unwrap();
+    assert_eq!(
+        refusals,
+        (0, 0),
+        "listens refused (over HTTP, through the relay)"
+    );
+    assert!(
+        over_http.is_ok() && through_relay.is_ok(),
+        "the lead's listen was not served\nover HTTP: {over_http:?}\nthrough the relay: {through_relay:?}"
+    );
+    s.stop().await;
+    // The background kernel stops once idle (before its data dir is removed).
+    let Ok(kernel) = std::fs::read_to_string(data.join("kernel.json")) else {
+        return; // stopped already
+    };
+    let kernel: Value = serde_json::from_str(&kernel).unwrap();
+    let proc = format!("/proc/{}", kernel["pid"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::path::Path::new(&proc).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background kernel did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
