@@ -26,7 +26,11 @@ fn meta() -> Value {
 }
 
 fn listen_request() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+    listen_numbered(1)
+}
+
+fn listen_numbered(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
         "_meta": meta(), "notifications": {"resourceSubscriptions": [GLOBAL]}}})
 }
 
@@ -46,10 +50,18 @@ enum Said {
 }
 
 fn said(v: &Value) -> Said {
+    said_to(v, 1)
+}
+
+/// What a message says of listen `id` (another listen's messages are `Other`).
+fn said_to(v: &Value, id: u64) -> Said {
+    let ours = v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == id;
     match v["method"].as_str() {
-        Some("notifications/subscriptions/acknowledged") => Said::Acknowledged,
-        Some("notifications/resources/updated") if v["params"]["uri"] == GLOBAL => Said::Updated,
-        None if v["id"] == 1 => Said::Ended(v.to_string()),
+        Some("notifications/subscriptions/acknowledged") if ours => Said::Acknowledged,
+        Some("notifications/resources/updated") if ours && v["params"]["uri"] == GLOBAL => {
+            Said::Updated
+        }
+        None if v["id"] == id => Said::Ended(v.to_string()),
         _ => Said::Other,
     }
 }
@@ -263,6 +275,56 @@ async fn listens_through_relays_that_went_give_way() {
             assert!(status.success(), "{status}");
         }
     }
+    s.stop().await;
+}
+
+/// A stdio client that cancels its listens (`notifications/cancelled`, as stdio
+/// does) through one relay that lives on: each cancelled listen gives way (the
+/// relay closes its stream, which is how a listen is cancelled over HTTP); the
+/// kernel used to keep them all, and refused the 33rd.
+#[tokio::test]
+async fn listens_cancelled_through_a_relay_give_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let mut relay = foreground_kernel(dir.path());
+    let mut stdin = relay.stdin.take().unwrap();
+    let mut stdout = BufReader::new(relay.stdout.take().unwrap()).lines();
+    let mut write = async |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+    };
+    let mut read_until = async |id: u64, want: Said| {
+        let read = async {
+            while let Some(line) = stdout.next_line().await.unwrap() {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                match said_to(&v, id) {
+                    s if s == want => return Ok(()),
+                    Said::Ended(v) => return Err(format!("listen {id} ended: {v}")),
+                    _ => {}
+                }
+            }
+            Err("the relay closed its stdout".to_owned())
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .unwrap_or_else(|_| Err(format!("listen {id}: no {want:?} within 10 s")))
+    };
+    for id in 1..=IN_A_ROW as u64 {
+        write(listen_numbered(id)).await;
+        read_until(id, Said::Acknowledged).await.unwrap();
+        write(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": id, "reason": "done"}}),
+        )
+        .await;
+    }
+    let last = IN_A_ROW as u64 + 1;
+    write(listen_numbered(last)).await;
+    read_until(last, Said::Acknowledged).await.unwrap();
+    write(send_request("after the cancels")).await;
+    if let Err(e) = read_until(last, Said::Updated).await {
+        panic!("a listen after {IN_A_ROW} cancelled ones was not served: {e}");
+    }
+    relay.kill().await.unwrap();
     s.stop().await;
 }
 
