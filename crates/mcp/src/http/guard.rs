@@ -102,11 +102,7 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
         (req, None)
     };
     let request_id = message.as_ref().and_then(|m| m.get("id")).cloned();
-    let gone = CancellationToken::new();
-    let mut req = req;
-    req.extensions_mut().insert(ResponseGone(gone.clone()));
-    // Cancelled when the response is over, or here if it is never made.
-    let gone = gone.drop_guard();
+    let (req, gone) = watched(req);
 
     let mut active: Option<Active> = None;
     let version = match &sid {
@@ -152,20 +148,34 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
     if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return too_large();
     }
+    deliver(resp, &version, (active, gone))
+}
+
+/// The response as its client should get it: priming events only for a client
+/// that expects them, and `held` kept until the body is done (or dropped).
+fn deliver<T: Send + Unpin + 'static>(mut resp: Response, version: &str, held: T) -> Response {
     let is_sse = resp
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    if is_sse && !sse::wants_priming(&version) {
+    if is_sse && !sse::wants_priming(version) {
         resp = resp.map(sse::without_priming);
     }
     resp.map(|b| {
         Body::new(Hold {
             inner: b,
-            _held: (active, gone),
+            _held: held,
         })
     })
+}
+
+/// The request with its [`ResponseGone`], and the guard that cancels it when
+/// dropped: with the response's body, or here if no response is made.
+fn watched(mut req: Request) -> (Request, tokio_util::sync::DropGuard) {
+    let gone = CancellationToken::new();
+    req.extensions_mut().insert(ResponseGone(gone.clone()));
+    (req, gone.drop_guard())
 }
 
 fn is_json(req: &Request) -> bool {
