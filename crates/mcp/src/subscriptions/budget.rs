@@ -176,16 +176,12 @@ impl Lease {
         budgets.with(&owner, |h| {
             h.make_room(1, bytes)?;
             h.bytes += bytes;
-            let orphaned = None;
-            let end = end.clone();
-            h.listens.insert(
-                id,
-                Listen {
-                    bytes,
-                    orphaned,
-                    end,
-                },
-            );
+            let listen = Listen {
+                bytes,
+                orphaned: None,
+                end: end.clone(),
+            };
+            h.listens.insert(id, listen);
             Ok(())
         })?;
         Ok(Self {
