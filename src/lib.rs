@@ -30,7 +30,8 @@
 //!                client) and its exit when idle with nothing owed
 //! bridge/        a stdio launch relays to the data dir's kernel over HTTP, as the lead
 //!                or, with `--token-env`, as an agent (requests,
-//!                the session's own stream, a heartbeat; a new kernel if it died; a
+//!                the session's own stream, a heartbeat, a listen's stream closed
+//!                when its client cancels it; a new kernel if it died; a
 //!                kernel silent while a request waits is probed, then named with
 //!                what to do: liveness.rs; the headers a 2026-07-28 message needs:
 //!                headers.rs)
@@ -189,7 +190,9 @@
 //!                  agents, inboxes, branches, runs, backends); instance.rs reads an
 //!                  instance's
 //!   subscriptions/ kernel events as resource updates, list changes and log messages;
-//!                  budget.rs what one identity's subscriptions may hold
+//!                  budget.rs what one identity's subscriptions may hold (a listen
+//!                  whose client went gives way); listen.rs one 2026-07-28 listen,
+//!                  ended when its client cancels or goes
 //!   prompts.rs     the lead's prompts (start-team, one per bundled example)
 //!   tasks.rs       agent_ask and workflow_run as MCP tasks
 //!   elicit.rs      approvals asked inline while the lead waits: elicitation requests
@@ -206,7 +209,8 @@
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
 //!   stdio.rs       the stdio transport with those checks
 //!   http/          axum app: bearer auth (401), Host/Origin checks, /mcp (mod.rs);
-//!                  guard.rs per-request checks, sessions.rs ownership, parking,
+//!                  guard.rs per-request checks (and when a response is over),
+//!                  sessions.rs ownership, parking,
 //!                  expiry and caps, sse.rs priming by version, replay.rs resumable
 //!                  events
 //!   tools/         one file per tool group (contracts.rs: contracts, approvals and

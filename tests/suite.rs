@@ -34,6 +34,7 @@ mod interop_permissions;
 mod interop_skills;
 mod interop_worktrees;
 mod lead_stdio;
+mod listens;
 mod messaging;
 mod node_labels;
 mod nodes;

@@ -31,7 +31,8 @@
 //! Server-initiated messages outside a request (resource updates, log messages)
 //! come on a 2025-11-25 session's standalone stream (GET), which the bridge holds
 //! open and relays; a 2026-07-28 client's `subscriptions/listen` is a request whose
-//! streamed answer is relayed like any other.
+//! streamed answer is relayed like any other, until the client cancels it or goes:
+//! then the relay closes its stream, which is how a listen is cancelled over HTTP.
 
 use anyhow::Context;
 use futures::StreamExt;
@@ -297,29 +298,63 @@ pub async fn run(
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
-    // Streams that end only when their client goes (a 2026-07-28 client's
-    // `subscriptions/listen`): the relay exits when stdin closes without them.
-    let mut streams = tokio::task::JoinSet::new();
+    let mut listens = Listens::default();
     while let Some(msg) = next_message(&mut stdin, &relay).await {
         // The handshake must finish before anything else is sent (it sets the session).
         let method = msg.get("method").and_then(Value::as_str);
         if method == Some("initialize") {
             relay.forward(msg).await;
         } else if method == Some("subscriptions/listen") {
-            let r = relay.clone();
-            streams.spawn(async move { r.forward(msg).await });
+            listens.open(&relay, msg);
         } else {
+            if method == Some("notifications/cancelled") {
+                listens.cancel(&msg);
+            }
             let r = relay.clone();
             tasks.spawn(async move { r.forward(msg).await });
         }
     }
     // What the client asked before closing stdin is still answered; its listens end.
-    streams.abort_all();
+    listens.streams.abort_all();
     while tasks.join_next().await.is_some() {}
     heartbeat.abort();
     listener.abort();
     close_session(&relay).await;
     Ok(())
+}
+
+/// A 2026-07-28 client's `subscriptions/listen` requests: streams that end only
+/// when their client goes, or cancels them. Over HTTP a listen is cancelled by
+/// closing its stream (a cancellation notification reaches no request there), so
+/// the relay does that for a client that cancels one, and for every listen when
+/// the client closes stdin.
+#[derive(Default)]
+struct Listens {
+    streams: tokio::task::JoinSet<()>,
+    /// The open ones by request id (as JSON text).
+    by_id: std::collections::HashMap<String, tokio::task::AbortHandle>,
+}
+
+impl Listens {
+    fn open(&mut self, relay: &Arc<Relay>, msg: Value) {
+        // What ended is forgotten here, so a long-lived client costs nothing for it.
+        while self.streams.try_join_next().is_some() {}
+        self.by_id.retain(|_, h| !h.is_finished());
+        let id = msg.get("id").map(Value::to_string);
+        let r = relay.clone();
+        let handle = self.streams.spawn(async move { r.forward(msg).await });
+        if let Some(id) = id {
+            self.by_id.insert(id, handle);
+        }
+    }
+
+    /// A `notifications/cancelled` naming an open listen closes its stream.
+    fn cancel(&mut self, msg: &Value) {
+        let id = msg.pointer("/params/requestId").map(Value::to_string);
+        if let Some(h) = id.and_then(|id| self.by_id.remove(&id)) {
+            h.abort();
+        }
+    }
 }
 
 /// The kernel counts a client as present while it calls; an idle client still

@@ -412,61 +412,9 @@ impl ServerHandler for AgentWorker {
 
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
         let who = caller(cx.request_context())?;
-        // Bounded before anything is read (what was asked, not only what rmcp
-        // accepted of it): held until the listen ends.
-        let _lease = subscriptions::budget::Lease::listen(
-            self.hub().budgets(),
-            subscriptions::budget::owner(&who),
-            cx.requested()
-                .resource_subscriptions
-                .as_deref()
-                .unwrap_or_default(),
-        )
-        .map_err(refused)?;
-        let asked = cx
-            .accepted()
-            .resource_subscriptions
-            .clone()
-            .unwrap_or_default();
-        // What the caller may not read, it does not hear about.
-        let watched = subscriptions::authorized(&self.kernel, &who, &asked).await;
-        let list_changed = cx.accepted().resources_list_changed == Some(true);
-        let (mut rx, missed) = self.hub().changes();
-        let tell = async |change: &subscriptions::Change| -> bool {
-            for uri in change.uris.iter().filter(|u| watched.contains(*u)) {
-                if cx
-                    .sink()
-                    .notify_resource_updated(uri.clone())
-                    .await
-                    .is_err()
-                {
-                    return false;
-                }
-            }
-            !(list_changed
-                && change.list_changed
-                && cx.sink().notify_resource_list_changed().await.is_err())
-        };
-        for change in &missed {
-            if !tell(change).await {
-                return Ok(());
-            }
-        }
-        loop {
-            tokio::select! {
-                _ = cx.cancelled() => return Ok(()),
-                change = rx.recv() => {
-                    let change = match change {
-                        Ok(c) => c,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
-                    };
-                    if !tell(&change).await {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+        subscriptions::listen::run(self.hub(), &self.kernel, &who, &cx)
+            .await
+            .map_err(refused)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -11,7 +11,9 @@
 //!   failure);
 //! - SSE streams of clients older than 2025-11-25 lose their priming events
 //!   ([`super::sse`]);
-//! - a response still streaming keeps its session from being parked.
+//! - a response still streaming keeps its session from being parked;
+//! - the handler learns when a request's response is over, finished or dropped
+//!   because its client closed the connection ([`ResponseGone`]).
 
 use super::sessions::{Active, Owner, Refused, Sessions};
 use super::sse;
@@ -29,11 +31,19 @@ use serde_json::{Value, json};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tokio_util::sync::CancellationToken;
 
 /// The largest request body (rmcp's own limit, so both agree).
 pub const MAX_BODY: usize = domain::protocol::MAX_MCP_BODY;
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+
+/// In a request's extensions: cancelled once its response is over, sent in full
+/// or dropped (its client closed the connection, or the process is gone). rmcp
+/// keeps a stateless request's handler running after its stream closed (it
+/// stores what follows for a resume) and does not tell it; this does.
+#[derive(Clone)]
+pub struct ResponseGone(pub CancellationToken);
 
 fn json_error(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
@@ -92,6 +102,7 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
         (req, None)
     };
     let request_id = message.as_ref().and_then(|m| m.get("id")).cloned();
+    let (req, gone) = watched(req);
 
     let mut active: Option<Active> = None;
     let version = match &sid {
@@ -137,18 +148,34 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, req: Request, next: Ne
     if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return too_large();
     }
+    deliver(resp, &version, (active, gone))
+}
+
+/// The response as its client should get it: priming events only for a client
+/// that expects them, and `held` kept until the body is done (or dropped).
+fn deliver<T: Send + Unpin + 'static>(mut resp: Response, version: &str, held: T) -> Response {
     let is_sse = resp
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    if is_sse && !sse::wants_priming(&version) {
+    if is_sse && !sse::wants_priming(version) {
         resp = resp.map(sse::without_priming);
     }
-    if let Some(a) = active {
-        resp = resp.map(|b| Body::new(Hold { inner: b, _held: a }));
-    }
-    resp
+    resp.map(|b| {
+        Body::new(Hold {
+            inner: b,
+            _held: held,
+        })
+    })
+}
+
+/// The request with its [`ResponseGone`], and the guard that cancels it when
+/// dropped: with the response's body, or here if no response is made.
+fn watched(mut req: Request) -> (Request, tokio_util::sync::DropGuard) {
+    let gone = CancellationToken::new();
+    req.extensions_mut().insert(ResponseGone(gone.clone()));
+    (req, gone.drop_guard())
 }
 
 fn is_json(req: &Request) -> bool {

@@ -24,7 +24,7 @@ use axum::{
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
-pub use guard::MAX_BODY;
+pub use guard::{MAX_BODY, ResponseGone};
 use kernel::Kernel;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,

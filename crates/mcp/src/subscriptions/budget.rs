@@ -7,10 +7,20 @@
 //! [`MAX_LISTENS`] listens open at once and [`MAX_BYTES`] of URIs held in all. A
 //! refusal names the limit and what to do instead; it is decided before anything
 //! is read from the store.
+//!
+//! A listen whose client has gone (its response stream closed: over HTTP that is
+//! how a 2026-07-28 client cancels, and what a client that exits or is killed
+//! leaves) is an orphan: it lingers at most [`ORPHAN_GRACE`], so a client that
+//! lost the stream can still resume it, and it never stands in the way of a new
+//! one: a listen that would go over the limits first ends its owner's orphans,
+//! oldest first. What the budget counts is therefore what clients still listen to.
 
 use kernel::Caller;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The longest URI kept (the server's own URIs are well under 300 bytes).
 pub const MAX_URI: usize = 1024;
@@ -20,6 +30,10 @@ pub const MAX_FILTER: usize = 1024;
 pub const MAX_LISTENS: usize = 32;
 /// Bytes of URIs one identity may hold across its listens and legacy sessions.
 pub const MAX_BYTES: usize = 1024 * 1024;
+/// How long a listen outlives its response stream: time for a client that lost
+/// the stream to resume it (`Last-Event-ID`, the server's retry hint is 3 s) and
+/// read what it missed, the listen's end included.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(10);
 
 /// Why a subscription was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -61,44 +75,86 @@ pub fn check_filter(uris: &[String]) -> Result<usize, Refused> {
     Ok(uris.iter().map(String::len).sum())
 }
 
-#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
-struct Held {
-    listens: usize,
+/// One open listen, as its owner's budget sees it.
+struct Listen {
     bytes: usize,
+    /// When its client went (its response stream closed), in the order of the
+    /// server's listens and orphans: the smallest went first.
+    orphaned: Option<u64>,
+    /// Cancelled when its slot goes to a new listen.
+    end: CancellationToken,
+}
+
+/// What one identity holds.
+#[derive(Default)]
+struct Held {
+    listens: HashMap<u64, Listen>,
+    /// Bytes of URIs, of its listens and its legacy sessions alike.
+    bytes: usize,
+}
+
+impl Held {
+    fn is_empty(&self) -> bool {
+        self.listens.is_empty() && self.bytes == 0
+    }
+
+    /// Room for `listens` more listens and `bytes` more bytes, made by ending
+    /// orphaned listens, oldest first; or why there is none.
+    fn make_room(&mut self, listens: usize, bytes: usize) -> Result<(), Refused> {
+        while self.listens.len() + listens > MAX_LISTENS || self.bytes + bytes > MAX_BYTES {
+            let oldest = self
+                .listens
+                .iter()
+                .filter_map(|(id, l)| l.orphaned.map(|at| (at, *id)))
+                .min();
+            let Some((_, id)) = oldest else { break };
+            if let Some(gone) = self.listens.remove(&id) {
+                self.bytes -= gone.bytes;
+                gone.end.cancel();
+            }
+        }
+        if self.listens.len() + listens > MAX_LISTENS {
+            return Err(Refused::TooManyListens);
+        }
+        if self.bytes + bytes > MAX_BYTES {
+            return Err(Refused::TooManyBytes(self.bytes + bytes));
+        }
+        Ok(())
+    }
 }
 
 /// What every identity holds (one per server).
 #[derive(Default)]
 pub struct Budgets {
     held: Mutex<HashMap<String, Held>>,
+    next: AtomicU64,
 }
 
 impl Budgets {
-    /// Takes `listens` listens and `bytes` bytes from `owner`'s budget, or refuses.
-    pub fn take(&self, owner: &str, listens: usize, bytes: usize) -> Result<(), Refused> {
-        let mut held = self.held.lock().unwrap();
-        let h = held.entry(owner.to_owned()).or_default();
-        if h.listens + listens > MAX_LISTENS {
-            return Err(Refused::TooManyListens);
-        }
-        if h.bytes + bytes > MAX_BYTES {
-            return Err(Refused::TooManyBytes(h.bytes + bytes));
-        }
-        h.listens += listens;
-        h.bytes += bytes;
-        Ok(())
+    /// Takes `bytes` bytes of URIs (a legacy subscription) from `owner`'s budget,
+    /// or refuses.
+    pub fn take(&self, owner: &str, bytes: usize) -> Result<(), Refused> {
+        self.with(owner, |h| {
+            h.make_room(0, bytes)?;
+            h.bytes += bytes;
+            Ok(())
+        })
     }
 
     /// Gives back what [`Budgets::take`] took.
-    pub fn give_back(&self, owner: &str, listens: usize, bytes: usize) {
+    pub fn give_back(&self, owner: &str, bytes: usize) {
+        self.with(owner, |h| h.bytes = h.bytes.saturating_sub(bytes));
+    }
+
+    /// Runs `f` on what `owner` holds, forgetting the owner once it holds nothing.
+    fn with<T>(&self, owner: &str, f: impl FnOnce(&mut Held) -> T) -> T {
         let mut held = self.held.lock().unwrap();
-        if let Some(h) = held.get_mut(owner) {
-            h.listens = h.listens.saturating_sub(listens);
-            h.bytes = h.bytes.saturating_sub(bytes);
-            if *h == Held::default() {
-                held.remove(owner);
-            }
+        let h = held.entry(owner.to_owned()).or_default();
+        let out = f(h);
+        if h.is_empty() {
+            held.remove(owner);
         }
+        out
     }
 }
 
@@ -106,25 +162,59 @@ impl Budgets {
 pub struct Lease {
     budgets: Arc<Budgets>,
     owner: String,
-    bytes: usize,
+    id: u64,
+    end: CancellationToken,
 }
 
 impl Lease {
-    /// A listen of `uris` for `owner`: the filter checked, then the budget taken.
+    /// A listen of `uris` for `owner`: the filter checked, then the budget taken
+    /// (ending the owner's orphaned listens if that makes room).
     pub fn listen(budgets: &Arc<Budgets>, owner: String, uris: &[String]) -> Result<Self, Refused> {
         let bytes = check_filter(uris)?;
-        budgets.take(&owner, 1, bytes)?;
+        let id = budgets.next.fetch_add(1, Ordering::Relaxed);
+        let end = CancellationToken::new();
+        budgets.with(&owner, |h| {
+            h.make_room(1, bytes)?;
+            h.bytes += bytes;
+            let listen = Listen {
+                bytes,
+                orphaned: None,
+                end: end.clone(),
+            };
+            h.listens.insert(id, listen);
+            Ok(())
+        })?;
         Ok(Self {
             budgets: budgets.clone(),
             owner,
-            bytes,
+            id,
+            end,
         })
+    }
+
+    /// Its client is gone: from now on the listen gives way to a new one.
+    pub fn orphan(&self) {
+        let when = self.budgets.next.fetch_add(1, Ordering::Relaxed);
+        self.budgets.with(&self.owner, |h| {
+            if let Some(l) = h.listens.get_mut(&self.id) {
+                l.orphaned.get_or_insert(when);
+            }
+        });
+    }
+
+    /// Resolves once the listen's slot went to a new listen: it must end.
+    pub async fn ended(&self) {
+        self.end.cancelled().await;
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.budgets.give_back(&self.owner, 1, self.bytes);
+        self.budgets.with(&self.owner, |h| {
+            if let Some(l) = h.listens.remove(&self.id) {
+                h.bytes -= l.bytes;
+            }
+        });
     }
 }
 
@@ -167,13 +257,69 @@ mod tests {
     #[test]
     fn bytes_are_bounded_across_listens_and_sessions() {
         let b = Budgets::default();
-        b.take("lead", 0, MAX_BYTES - 10).unwrap();
+        b.take("lead", MAX_BYTES - 10).unwrap();
         assert_eq!(
-            b.take("lead", 0, 11),
+            b.take("lead", 11),
             Err(Refused::TooManyBytes(MAX_BYTES + 1))
         );
-        b.take("lead", 0, 10).unwrap();
-        b.give_back("lead", 0, MAX_BYTES);
+        b.take("lead", 10).unwrap();
+        b.give_back("lead", MAX_BYTES);
         assert!(b.held.lock().unwrap().is_empty());
+    }
+
+    /// What a new listen does to an owner's full budget, by which listens are
+    /// orphans (their client gone) and in what order they became so.
+    #[test]
+    fn a_new_listen_ends_orphans_oldest_first_and_never_a_live_one() {
+        // (orphaned, in this order; the new listen is served; which were ended)
+        let cases: &[(&[usize], bool, &[usize])] = &[
+            (&[], false, &[]),
+            (&[7], true, &[7]),
+            (&[9, 3], true, &[9]),
+            (&[3, 9], true, &[3]),
+        ];
+        for (orphans, served, ended) in cases {
+            let b = Arc::new(Budgets::default());
+            let leases: Vec<Lease> = (0..MAX_LISTENS)
+                .map(|_| Lease::listen(&b, "lead".into(), &["u".into()]).unwrap())
+                .collect();
+            for &i in *orphans {
+                leases[i].orphan();
+            }
+            let new = Lease::listen(&b, "lead".into(), &["v".into()]);
+            assert_eq!(new.is_ok(), *served, "orphans {orphans:?}");
+            if !served {
+                assert_eq!(new.err(), Some(Refused::TooManyListens));
+            }
+            let gone: Vec<usize> = (0..MAX_LISTENS)
+                .filter(|&i| leases[i].end.is_cancelled())
+                .collect();
+            assert_eq!(&gone, ended, "orphans {orphans:?}");
+            drop(leases);
+            let held = b.held.lock().unwrap();
+            let left = held.get("lead").map_or(0, |h| h.listens.len());
+            assert_eq!(left, usize::from(*served), "orphans {orphans:?}");
+        }
+    }
+
+    #[test]
+    fn orphans_give_way_to_bytes_too_and_are_given_back_once() {
+        let b = Arc::new(Budgets::default());
+        let big = vec!["x".repeat(MAX_URI); MAX_FILTER - 1];
+        let orphan = Lease::listen(&b, "lead".into(), &big).unwrap();
+        orphan.orphan();
+        // Legacy subscriptions of the same identity need the bytes the orphan holds.
+        b.take("lead", MAX_BYTES - 10).unwrap();
+        assert!(orphan.end.is_cancelled(), "the orphan gave way");
+        drop(orphan);
+        assert_eq!(
+            b.take("lead", 11),
+            Err(Refused::TooManyBytes(MAX_BYTES + 1))
+        );
+        b.give_back("lead", MAX_BYTES - 10);
+        assert!(
+            b.held.lock().unwrap().is_empty(),
+            "nothing given back twice"
+        );
     }
 }

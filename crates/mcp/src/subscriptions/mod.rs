@@ -11,7 +11,8 @@
 //!   those that subscribed or listed resources get
 //!   `notifications/resources/list_changed`;
 //! - 2026-07-28 clients get the same through `subscriptions/listen`, for the
-//!   URIs their accepted filter names.
+//!   URIs their accepted filter names, for as long as their client listens
+//!   ([`listen`]).
 //!
 //! A subscription is checked against the caller's identity when it is made (what
 //! it may not read, it cannot watch). A session whose peer is gone is dropped on
@@ -24,6 +25,7 @@
 #![allow(deprecated)]
 
 pub mod budget;
+pub mod listen;
 
 use super::resources;
 use domain::names::WorkflowRef;
@@ -198,7 +200,7 @@ impl Hub {
             return Err(budget::Refused::TooManyUris(entry.uris.len() + 1));
         }
         budget::check_filter(std::slice::from_ref(&uri))?;
-        self.budgets.take(&entry.owner, 0, uri.len())?;
+        self.budgets.take(&entry.owner, uri.len())?;
         entry.bytes += uri.len();
         entry.uris.insert(uri);
         Ok(())
@@ -209,7 +211,7 @@ impl Hub {
             && w.uris.remove(uri)
         {
             w.bytes -= uri.len();
-            self.budgets.give_back(&w.owner, 0, uri.len());
+            self.budgets.give_back(&w.owner, uri.len());
         }
     }
 
@@ -228,7 +230,7 @@ impl Hub {
     /// Forgets a legacy session and gives back what it held.
     fn forget(&self, w: &mut HashMap<String, Watcher>, key: &str) {
         if let Some(gone) = w.remove(key) {
-            self.budgets.give_back(&gone.owner, 0, gone.bytes);
+            self.budgets.give_back(&gone.owner, gone.bytes);
         }
     }
 
