@@ -47,6 +47,7 @@ mod resources;
 mod restart;
 mod scheduling;
 mod sdk;
+mod seeds;
 mod send_guard;
 mod skills;
 mod step_workflows;

@@ -399,11 +399,9 @@ fn then(v: &Value) -> R<Then> {
             only(o, "", &["action", "to"])?;
             let to = members(
                 o.get("to")
-                    .ok_or("to: the member who gets the message first")?,
+                    .ok_or("to: the member who gets the message first, or members in order")?,
                 "to",
             )?;
-            let [to] = <[String; 1]>::try_from(to)
-                .map_err(|_| "to: route names exactly one member".to_owned())?;
             Then::Route { to }
         }
         "run" => run_then(o)?,

@@ -59,8 +59,8 @@ fn errors_name_the_field() {
             "then.timeout",
         ),
         (
-            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "route", "to": ["a", "b"]}}),
-            "exactly one",
+            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "route", "to": []}}),
+            "then.to: name at least one member",
         ),
         (
             json!({"name": "x", "when": {"event": "run_end", "status": "ok"}, "then": {"action": "notify"}}),
@@ -425,3 +425,35 @@ fn a_vote_reads_its_share_and_joins_the_approval() {
     assert_eq!(both.votes_text().as_deref(), Some("1/2 and 3"));
     assert!(a.approvers.is_empty() && a.count == 0, "{a:?}");
 }
+
+/// Seed 001's `route(@reviewer, @coder)`: a message goes to the reviewer first,
+/// what the reviewer forwards to the coder, what the coder forwards is delivered.
+#[test]
+fn a_route_of_several_members_is_a_chain() {
+    let k = c(
+        json!({"name": "pr-review", "when": {"event": "message", "to": "deployer"},
+        "then": {"action": "route", "to": ["@reviewer", "coder"]}}),
+    );
+    let to = vec!["deployer".to_owned()];
+    let check = |from: &str, expect: Option<&str>| {
+        let v = decide(
+            [&k],
+            &Event::Message {
+                from,
+                to: &to,
+                text: "@deployer ship it",
+            },
+        );
+        let got: Vec<&str> = v.routes.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(got, expect.into_iter().collect::<Vec<_>>(), "from {from}");
+    };
+    check("alice", Some("reviewer"));
+    check("Reviewer", Some("coder"));
+    check("coder", None);
+    assert!(
+        sentence(&k).contains("@reviewer, then @coder in turn"),
+        "{}",
+        sentence(&k)
+    );
+}
+

@@ -107,6 +107,10 @@ pub struct WorkflowStatus {
     /// The main document (notes.md), once the run is no longer running.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub document: Option<DocShown>,
+    /// What workflow_run's caller should know that refused nothing (agents named
+    /// only in `steps:` given the defaults); workflow_run alone fills it in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl WorkflowStatus {
@@ -248,6 +252,7 @@ impl Workflows {
             usage,
             steps: self.steps.view(wid).await?,
             document,
+            warnings: Vec::new(),
         })
     }
 
