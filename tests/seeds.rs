@@ -1,7 +1,8 @@
 //! The seeds as they are written, over MCP: seed 001's review workflow runs
 //! verbatim (its agents named only in `steps:` take the default backend, and
 //! workflow_run says so); its `route(@reviewer, @coder)` passes a message along
-//! the chain.
+//! the chain; the design's names for contract fields and for my_inbox_ack's
+//! cursor are answered with the names to write now.
 
 use crate::common;
 use common::*;
@@ -135,3 +136,36 @@ async fn a_route_of_two_members_passes_a_message_along_the_chain() {
     s.stop().await;
 }
 
+/// The design's `condition`/`action`/`scope` and `my_inbox_ack {until}` are
+/// refused, nothing done, naming what to write now.
+#[tokio::test]
+async fn the_designs_names_are_answered_with_the_new_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let e = call(
+        &lead,
+        "contract_set",
+        json!({"name": "gate", "condition": "bash_tool_call",
+               "action": "require_approval(agent.creator)", "scope": "global"}),
+    )
+    .await
+    .err();
+    for says in ["written `when`", "written `then`", "written `org`"] {
+        assert!(e.contains(says), "{says}: {e}");
+    }
+    let yaml = "name: gated\nagents: { a: { backend: mock } }\ncontracts:\n  - { name: gate, \
+                condition: bash_tool_call, then: { action: deny } }\nkickoff: \"@a go\"\n";
+    let e = call(&lead, "workflow_run", json!({ "yaml": yaml }))
+        .await
+        .err();
+    assert!(e.contains("`condition` is written `when`"), "{e}");
+    let e = call(&lead, "my_inbox_ack", json!({"until": "0190a0b0-0000-7000-8000-000000000000"}))
+        .await
+        .err();
+    assert!(
+        e.contains("`message_id` with `through: true`") && e.contains("Nothing was done"),
+        "{e}"
+    );
+    s.stop().await;
+}

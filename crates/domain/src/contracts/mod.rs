@@ -40,7 +40,7 @@ mod verdict;
 
 pub use english::sentence;
 pub use matching::matches;
-pub use parse::{parse, parse_list};
+pub use parse::{parse, parse_list, renamed_field};
 pub use verdict::{Approval, Verdict, decide, decide_rated, rated};
 
 use crate::permissions::{Kind, Request, glob, shell};

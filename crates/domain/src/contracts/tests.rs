@@ -457,3 +457,25 @@ fn a_route_of_several_members_is_a_chain() {
     );
 }
 
+/// The design's field names are refused with the name to write instead.
+#[test]
+fn the_designs_field_names_are_refused_naming_the_new_one() {
+    let check = |v: serde_json::Value, expect: &str| {
+        let e = parse(&v).unwrap_err();
+        assert!(e.starts_with(expect), "{v}: {e}");
+    };
+    check(
+        json!({"name": "x", "condition": "bash_tool_call", "then": {"action": "deny"}}),
+        "condition: the design's `condition` is written `when`",
+    );
+    check(
+        json!({"name": "x", "when": {"event": "message"}, "action": "route(@reviewer, @coder)"}),
+        "action: the design's `action` is written `then`",
+    );
+    check(
+        json!({"name": "x", "when": {"event": "message"}, "then": {"action": "notify"}, "scope": "global"}),
+        "scope: the design's `scope` is written `org`",
+    );
+    // `action` inside `then` is the action itself.
+    parse(&json!({"name": "x", "when": {"event": "message"}, "then": {"action": "notify"}})).unwrap();
+}
