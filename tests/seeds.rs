@@ -51,7 +51,11 @@ async fn seed_001s_review_runs_as_written_on_the_default_backend() {
         .collect();
     assert_eq!(
         states,
-        [("reviewer-1", "done"), ("coder", "done"), ("reviewer-2", "done")]
+        [
+            ("reviewer-1", "done"),
+            ("coder", "done"),
+            ("reviewer-2", "done")
+        ]
     );
     for name in ["reviewer", "coder"] {
         let info = call(
@@ -120,11 +124,19 @@ async fn a_route_of_two_members_passes_a_message_along_the_chain() {
             .ok()
     };
     let sent = send(&alice, "@deployer ship v2").await;
-    assert!(sent["note"].to_string().contains("routed this to @reviewer"), "{sent}");
+    assert!(
+        sent["note"]
+            .to_string()
+            .contains("routed this to @reviewer"),
+        "{sent}"
+    );
     assert!(inbox(&reviewer).await.contains("ship v2"));
     assert!(!inbox(&deployer).await.contains("ship v2"));
     let sent = send(&reviewer, "@deployer ship v2 (reviewed)").await;
-    assert!(sent["note"].to_string().contains("routed this to @coder"), "{sent}");
+    assert!(
+        sent["note"].to_string().contains("routed this to @coder"),
+        "{sent}"
+    );
     assert!(inbox(&coder).await.contains("(reviewed)"));
     assert!(!inbox(&deployer).await.contains("(reviewed)"));
     let sent = send(&coder, "@deployer ship v2 (reviewed, fixed)").await;
@@ -160,9 +172,13 @@ async fn the_designs_names_are_answered_with_the_new_ones() {
         .await
         .err();
     assert!(e.contains("`condition` is written `when`"), "{e}");
-    let e = call(&lead, "my_inbox_ack", json!({"until": "0190a0b0-0000-7000-8000-000000000000"}))
-        .await
-        .err();
+    let e = call(
+        &lead,
+        "my_inbox_ack",
+        json!({"until": "0190a0b0-0000-7000-8000-000000000000"}),
+    )
+    .await
+    .err();
     assert!(
         e.contains("`message_id` with `through: true`") && e.contains("Nothing was done"),
         "{e}"

@@ -273,7 +273,11 @@ mod tests {
                 Some(e) => assert!(got.is_some_and(|g| g.contains(e)), "{tool} {arg}: {got:?}"),
             }
         };
-        check("my_inbox_ack", "until", Some("`message_id` with `through: true`"));
+        check(
+            "my_inbox_ack",
+            "until",
+            Some("`message_id` with `through: true`"),
+        );
         check("my_inbox_defer", "until", None);
         check("contract_set", "condition", Some("written `when`"));
         check("contract_set", "action", Some("written `then`"));

@@ -181,7 +181,10 @@ fn action(c: &Contract) -> String {
             _ => format!(
                 "deliver it to {} in turn instead: each forwards it to the next or drops it, and what the \
                  last forwards is delivered",
-                to.iter().map(|m| format!("@{m}")).collect::<Vec<_>>().join(", then ")
+                to.iter()
+                    .map(|m| format!("@{m}"))
+                    .collect::<Vec<_>>()
+                    .join(", then ")
             ),
         },
         Then::Run {

@@ -477,5 +477,6 @@ fn the_designs_field_names_are_refused_naming_the_new_one() {
         "scope: the design's `scope` is written `org`",
     );
     // `action` inside `then` is the action itself.
-    parse(&json!({"name": "x", "when": {"event": "message"}, "then": {"action": "notify"}})).unwrap();
+    parse(&json!({"name": "x", "when": {"event": "message"}, "then": {"action": "notify"}}))
+        .unwrap();
 }

@@ -217,13 +217,15 @@ impl AgentWorker {
             }
         };
         let resume = (wref.clone(), warnings.clone());
-        Ok(match self.wait_for(round, &ctx, (wref, resume), wait).await? {
-            Waited::Done(mut s) => {
-                s.warnings = warnings;
-                Waited::Done(s)
-            }
-            asks => asks,
-        })
+        Ok(
+            match self.wait_for(round, &ctx, (wref, resume), wait).await? {
+                Waited::Done(mut s) => {
+                    s.warnings = warnings;
+                    Waited::Done(s)
+                }
+                asks => asks,
+            },
+        )
     }
 
     /// A `workflow` instance's status (running, completed, scheduled, blocked, failed or

@@ -146,7 +146,11 @@ fn agents_named_only_in_steps_take_the_defaults_with_a_warning() {
     let names: Vec<&str> = wf.agents.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["reviewer", "coder"]);
     let backend = wf.agents[0].backend.clone();
-    assert!(wf.agents.iter().all(|a| a.backend == backend && a.mock.is_empty()));
+    assert!(
+        wf.agents
+            .iter()
+            .all(|a| a.backend == backend && a.mock.is_empty())
+    );
     let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["reviewer-1", "coder", "reviewer-2"]);
     let [w] = wf.warnings.as_slice() else {
