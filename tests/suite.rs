@@ -20,6 +20,7 @@ mod contracts;
 mod dashboard;
 mod documents;
 mod fanout_memory;
+mod feedback;
 mod fuzz;
 mod hostile_input;
 mod http_auth;
