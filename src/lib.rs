@@ -49,7 +49,8 @@
 //! names.rs       name rules and targets (alice@review:pr-1), organisation names
 //! placement.rs   which node runs an agent: by name or by labels (`node: {labels}`),
 //!                labels as stored and matched
-//! error.rs       the kernel's typed errors
+//! error.rs       the kernel's typed errors; feedback.rs a member's report about its
+//!                tools and skills (kinds, bounds)
 //! fsread.rs      reading a file someone named: regular files only, size first, bounded
 //! redact.rs      text we do not control as it leaves for a person or a collector: cut,
 //!                credentials masked (the dashboard, a span's status)
@@ -108,6 +109,9 @@
 //!   timing.rs      the kernel's clock (the system's, or a manual one in tests) and
 //!                  Timing: retry delays, pause times, the settle debounce
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
+//!   feedback.rs    FeedbackRoom: what members report about their tools and skills
+//!                  (my_feedback), per instance in its own table, from the store and
+//!                  the events; the workflows room reads its summary into a status
 //!   registry/      Registry: workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, orgs.rs organisations
 //!                  (members as agents without a worker of `@org.<name>`, the
@@ -193,7 +197,8 @@
 //!                  budget.rs what one identity's subscriptions may hold (a listen
 //!                  whose client went gives way); listen.rs one 2026-07-28 listen,
 //!                  ended when its client cancels or goes
-//!   prompts.rs     the lead's prompts (start-team, one per bundled example)
+//!   prompts.rs     the lead's prompts (start-team, organise with the instance's
+//!                  feedback, one per bundled example)
 //!   tasks.rs       agent_ask and workflow_run as MCP tasks
 //!   elicit.rs      approvals asked inline while the lead waits: elicitation requests
 //!                  (2025-11-25); input_required.rs the same forms as `input_required`

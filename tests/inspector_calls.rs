@@ -84,6 +84,11 @@ fn every_tool(target: &[String], era: &str) {
                "then": {"action": "deny", "reason": "no rm"}}),
     );
     assert_eq!(r["contract"]["name"], format!("no-rm-{era}"), "{r}");
+    let r = call(
+        "my_feedback",
+        json!({"kind": "suggestion", "about": "workflow_run", "text": format!("from the {era} era")}),
+    );
+    assert_eq!(r["feedback"]["member"], "user", "{r}");
     let r = call("approval_list", json!({}));
     assert!(r["approvals"].is_array(), "{r}");
     let org = format!("team-{era}");

@@ -143,6 +143,30 @@ async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
     s.stop().await;
 }
 
+/// A report (my_feedback) updates the instance's feedback resource and lists it.
+#[tokio::test]
+async fn a_report_updates_the_feedback_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    new_agents(&lead, "@team", &["alice"]).await;
+    let (watcher, mut rx) = watch(&s).await;
+    watcher.peer().list_all_resources().await.unwrap();
+    let uri = "agent-worker://workflows/team/main/feedback";
+    subscribe(&watcher, uri).await;
+    let alice = join(&s, &lead, "alice@team", Proto::Legacy).await;
+    call(
+        &alice,
+        "my_feedback",
+        json!({"kind": "suggestion", "about": "team_doc_write", "text": "say who changed it"}),
+    )
+    .await
+    .ok();
+    wait_for(&mut rx, uri).await;
+    wait_for(&mut rx, "list_changed").await;
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a_2026_client_listens_for_updates() {
     let dir = tempfile::tempdir().unwrap();

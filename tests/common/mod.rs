@@ -49,6 +49,7 @@ pub const CONTEXT_TOOLS: &[&str] = &[
     "my_inbox",
     "my_inbox_ack",
     "my_inbox_defer",
+    "my_feedback",
     "my_status_set",
     "resource_create",
     "resource_read",

@@ -36,6 +36,7 @@ CONTEXT_TOOLS = sorted(
         "my_inbox",
         "my_inbox_ack",
         "my_inbox_defer",
+        "my_feedback",
         "my_status_set",
         "resource_create",
         "resource_read",
@@ -381,9 +382,22 @@ async def run(transport: str, mode: str, target: str, secret: str) -> None:
                 f"{alice}'s vote resolves {pid} for option a",
                 v,
             )
+            fb = await call_ok(
+                agent,
+                "my_feedback",
+                {"kind": "missing", "about": "run_tests", "text": f"python {mode}: no way to run the tests"},
+            )
+            check((fb.get("feedback") or {}).get("member") == alice, "my_feedback records who reported it", fb)
 
         sc = await call_ok(lead, "team_doc_read", {"file": f"py-{mode}.md"})
         check(sc.get("content") == "from python", "the lead reads the agent's document", sc)
+        st = await call_ok(lead, "workflow_status", {"workflow": "@global:main"})
+        newest = (st.get("feedback") or {}).get("newest", [])
+        check(
+            any(f.get("text") == f"python {mode}: no way to run the tests" for f in newest),
+            "the lead reads the agent's feedback in workflow_status",
+            st,
+        )
 
         await check_unauthenticated(url)
 

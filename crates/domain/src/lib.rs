@@ -5,6 +5,7 @@
 //!
 //! - `names`: name rules and targets (`alice@review:pr-1`)
 //! - `error`: the kernel's typed errors, each written for the caller
+//! - `feedback`: what a member reports about its tools and skills, checked
 //! - `clock`: time (now, formats, bounded durations)
 //! - `backends`: the worker backends an agent may name
 //! - `guards`: budgets and an agent's limits
@@ -30,6 +31,7 @@ pub mod clock;
 pub mod contracts;
 pub mod definition;
 pub mod error;
+pub mod feedback;
 pub mod fsread;
 pub mod guards;
 pub mod names;

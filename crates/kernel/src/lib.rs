@@ -6,12 +6,14 @@
 //! agents, tokens), [`governance::contracts::Contracts`], [`messaging::Messaging`]
 //! (channel, inboxes, status, resources), [`context::Context`] (documents,
 //! proposals), [`runtime::Runtime`] (workers, scheduler, nodes) and
-//! [`workflows::Workflows`]. [`Kernel`] (in `facade/`) composes them and is the
-//! façade the MCP layer calls.
+//! [`workflows::Workflows`]; [`feedback::FeedbackRoom`] (what members report about
+//! their tools and skills) is built from the store and the events. [`Kernel`] (in
+//! `facade/`) composes them and is the façade the MCP layer calls.
 
 pub mod context;
 pub mod events;
 mod facade;
+pub mod feedback;
 pub use facade::{Kernel, Setup};
 pub mod governance;
 pub mod messaging;

@@ -227,7 +227,9 @@ impl ServerHandler for AgentWorker {
                     None,
                 ));
             }
-            Ok(prompts::get(&request.name, request.arguments.as_ref())?.into())
+            let args = request.arguments.as_ref();
+            let feedback = prompts::feedback_for(&self.kernel, &request.name, args).await;
+            Ok(prompts::get(&request.name, args, feedback.as_deref())?.into())
         })
         .await
     }

@@ -64,7 +64,7 @@ const ORG_SCOPED: &[&str] = &[
     "team_doc_append",
     "team_doc_create",
 ];
-const ORG_WORKFLOW: &str = "Or \"@org.<name>\": your organisation's.";
+const ORG_WORKFLOW: &str = "Or @org.<name>, your organisation's.";
 
 pub struct Tools {
     router: ToolRouter<AgentWorker>,

@@ -143,9 +143,62 @@ pub fn list() -> Vec<Prompt> {
     out
 }
 
-/// One prompt expanded with its arguments. Unknown prompts and arguments, and a
-/// missing required argument, are invalid params naming what to give.
-pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult, McpError> {
+/// What `organise` reads of its instance's feedback, as text (None for any other
+/// prompt, or without a workflow).
+pub async fn feedback_for(
+    kernel: &kernel::Kernel,
+    name: &str,
+    arguments: Option<&JsonObject>,
+) -> Option<String> {
+    if name != ORGANISE {
+        return None;
+    }
+    let w = arguments?.get("workflow")?.as_str()?.trim();
+    let read = kernel.feedback_summary(&kernel::Caller::Lead, w, FEEDBACK_SHOWN);
+    Some(match (read.await, domain::names::WorkflowRef::parse(w)) {
+        (Ok(s), Ok(wref)) => feedback_text(&s, &crate::resources::feedback_uri(&wref)),
+        (Err(e), _) => format!("Its feedback could not be read ({e})."),
+        (_, Err(e)) => format!("Its feedback could not be read ({e})."),
+    })
+}
+
+/// The reports `organise` shows (the rest are in the instance's resource).
+const FEEDBACK_SHOWN: usize = 20;
+/// The characters of one report's text `organise` shows.
+const FEEDBACK_CHARS: usize = 300;
+
+/// An instance's feedback summary as the prompt shows it.
+fn feedback_text(s: &kernel::feedback::Summary, uri: &str) -> String {
+    if s.is_empty() {
+        return "No member reported feedback about its tools or skills (my_feedback).".into();
+    }
+    let mut out = format!(
+        "What its members reported about their tools and skills with my_feedback ({} missing, {} friction, \
+         {} suggestion; the newest {} here, all of them in the resource {uri}):",
+        s.missing,
+        s.friction,
+        s.suggestion,
+        s.newest.len()
+    );
+    for f in &s.newest {
+        let text: String = f.text.chars().take(FEEDBACK_CHARS).collect();
+        let cut = if text.len() < f.text.len() { "…" } else { "" };
+        out.push_str(&format!(
+            "\n   - {} about {}, from {}: {text}{cut}",
+            f.kind, f.about, f.member
+        ));
+    }
+    out
+}
+
+/// One prompt expanded with its arguments (`feedback`: what [`feedback_for`]
+/// read). Unknown prompts and arguments, and a missing required argument, are
+/// invalid params naming what to give.
+pub fn get(
+    name: &str,
+    arguments: Option<&JsonObject>,
+    feedback: Option<&str>,
+) -> Result<GetPromptResult, McpError> {
     let empty = JsonObject::new();
     let args = arguments.unwrap_or(&empty);
     if name == TEAMS_GUIDE {
@@ -187,6 +240,7 @@ pub fn get(name: &str, arguments: Option<&JsonObject>) -> Result<GetPromptResult
         organise(
             &needs("workflow", "the instance to learn from, e.g. @review:pr-1")?,
             text("org").as_deref(),
+            feedback.unwrap_or_default(),
         )
     } else {
         let e = EXAMPLES
@@ -267,7 +321,7 @@ fn start_team(goal: &str, backends: Option<&str>) -> String {
     )
 }
 
-fn organise(workflow: &str, org: Option<&str>) -> String {
+fn organise(workflow: &str, org: Option<&str>, feedback: &str) -> String {
     let name = match org {
         Some(o) => format!("named \"{o}\""),
         None => "with a short name you choose".to_owned(),
@@ -277,9 +331,11 @@ fn organise(workflow: &str, org: Option<&str>) -> String {
          instances start from its rules instead of rediscovering them.\n\n\
          1. Read what happened: channel_read {{\"workflow\": \"{workflow}\", \"limit\": 200}}, \
             contract_list {{\"workflow\": \"{workflow}\"}} (its decisions: what was allowed, refused or approved, \
-            and by whom), approval_list, and agent_list {{\"workflow\": \"{workflow}\"}}.\n\
+            and by whom), approval_list, and agent_list {{\"workflow\": \"{workflow}\"}}. \
+            {feedback}\n\
          2. Propose the members: each agent or person who did a distinct job, with a one-line role. People \
-            (who approved or reviewed) are members with \"human\": true.\n\
+            (who approved or reviewed) are members with \"human\": true. Give each the tools and skills its \
+            feedback says were missing, and say which friction a role, a skill or a contract would remove.\n\
          3. Propose the contracts its work kept needing: approvals that were asked for again and again, \
             refusals, limits. Write each as contract_set takes it (when, then) with \"org\": the organisation.\n\
          4. Show me the members and each contract as one sentence, and ask me. Create nothing before I agree.\n\

@@ -152,6 +152,10 @@ pub fn unknown_arguments(
     let valid: Vec<&str> = props.keys().map(String::as_str).collect();
     let mut parts = Vec::new();
     for u in &unknown {
+        if let Some(hint) = renamed(tool, u) {
+            parts.push(format!("{u:?} ({hint})"));
+            continue;
+        }
         let near = valid
             .iter()
             .map(|v| (distance(u, v), *v))
@@ -172,6 +176,20 @@ pub fn unknown_arguments(
             valid.join(", ")
         }
     ))
+}
+
+/// An argument the design document names differently, and what to write now.
+/// Refused rather than read as an alias: `until` is my_inbox_defer's time, and the
+/// design's contract fields hold values `when` and `then` do not take.
+fn renamed(tool: &str, name: &str) -> Option<&'static str> {
+    match (tool, name) {
+        ("my_inbox_ack", "until") => Some(
+            "the design's `until` is `message_id` with `through: true` here: that message and every \
+             earlier one are acknowledged (`until` is my_inbox_defer's time)",
+        ),
+        ("contract_set", k) => domain::contracts::renamed_field(k),
+        _ => None,
+    }
 }
 
 /// Edit distance (insert, delete, substitute), for "did you mean".
@@ -243,5 +261,36 @@ mod tests {
         );
         let ok = json!({"name": "a"});
         assert!(unknown_arguments("agent_new", schema, ok.as_object().unwrap()).is_none());
+    }
+
+    /// The design's names are answered with the name to write now.
+    #[test]
+    fn the_designs_names_get_the_new_ones() {
+        let check = |tool: &str, arg: &str, expect: Option<&str>| {
+            let got = renamed(tool, arg);
+            match expect {
+                None => assert!(got.is_none(), "{tool} {arg}: {got:?}"),
+                Some(e) => assert!(got.is_some_and(|g| g.contains(e)), "{tool} {arg}: {got:?}"),
+            }
+        };
+        check(
+            "my_inbox_ack",
+            "until",
+            Some("`message_id` with `through: true`"),
+        );
+        check("my_inbox_defer", "until", None);
+        check("contract_set", "condition", Some("written `when`"));
+        check("contract_set", "action", Some("written `then`"));
+        check("contract_set", "scope", Some("written `org`"));
+        check("agent_new", "condition", None);
+        let schema = json!({"properties": {"message_id": {}, "through": {}}});
+        let args = json!({"message_id": "m", "until": "m"});
+        let msg = unknown_arguments(
+            "my_inbox_ack",
+            schema.as_object().unwrap(),
+            args.as_object().unwrap(),
+        )
+        .unwrap();
+        assert!(msg.contains("\"until\" (the design's `until`"), "{msg}");
     }
 }

@@ -472,4 +472,19 @@ CREATE TABLE org_members (
 );
 ALTER TABLE workflows ADD COLUMN org TEXT COLLATE NOCASE;
 "#,
+    // 23: feedback, what an agent (or the lead) told about its tools and skills
+    // (seed 000's feedback tool), per instance: `kind` is missing, friction or
+    // suggestion, `about` the tool or skill; an instance keeps its newest 500.
+    r#"
+CREATE TABLE feedback (
+    id          INTEGER PRIMARY KEY,
+    workflow_id INTEGER NOT NULL,
+    member      TEXT NOT NULL COLLATE NOCASE,
+    kind        TEXT NOT NULL,
+    about       TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX feedback_by_instance ON feedback (workflow_id, id);
+"#,
 ];

@@ -176,7 +176,17 @@ fn action(c: &Contract) -> String {
                 _ => format!("pause the agent until it is resumed{r}"),
             }
         }
-        Then::Route { to } => format!("deliver it to @{to} instead, who forwards it or drops it"),
+        Then::Route { to } => match to.as_slice() {
+            [one] => format!("deliver it to @{one} instead, who forwards it or drops it"),
+            _ => format!(
+                "deliver it to {} in turn instead: each forwards it to the next or drops it, and what the \
+                 last forwards is delivered",
+                to.iter()
+                    .map(|m| format!("@{m}"))
+                    .collect::<Vec<_>>()
+                    .join(", then ")
+            ),
+        },
         Then::Run {
             step,
             agent,

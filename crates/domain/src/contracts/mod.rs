@@ -40,7 +40,7 @@ mod verdict;
 
 pub use english::sentence;
 pub use matching::matches;
-pub use parse::{parse, parse_list};
+pub use parse::{parse, parse_list, renamed_field};
 pub use verdict::{Approval, Verdict, decide, decide_rated, rated};
 
 use crate::permissions::{Kind, Request, glob, shell};
@@ -300,8 +300,10 @@ pub enum Then {
     Pause {
         reason: Option<String>,
     },
+    /// Members in order: a message goes to the first, what one forwards to the
+    /// next (see [`next_hop`]).
     Route {
-        to: String,
+        to: Vec<String>,
     },
     /// A step of a step workflow: `agent` runs with `prompt` (posted to it by the
     /// kernel).
@@ -310,6 +312,16 @@ pub enum Then {
         agent: String,
         prompt: String,
     },
+}
+
+/// Who a route with members `to` hands a message from `from` to: the first
+/// member, or, when the sender is one of them, the one after it. What the last
+/// member sends passes as sent (None), so `route(@reviewer, @coder)` is a chain.
+pub fn next_hop<'a>(to: &'a [String], from: &str) -> Option<&'a String> {
+    match to.iter().position(|m| m.eq_ignore_ascii_case(from)) {
+        None => to.first(),
+        Some(i) => to.get(i + 1),
+    }
 }
 
 impl Then {

@@ -36,9 +36,34 @@ pub fn parse_list(v: &Value) -> R<Vec<Contract>> {
     Ok(out)
 }
 
+/// The design document's names for a contract's fields (`condition`, `action`,
+/// `scope`), with what is written now. They are refused, not read as aliases: the
+/// design's values are strings (`"bash_tool_call"`, `"route(@reviewer, @coder)"`)
+/// that are not the objects `when` and `then` take, and `action` is already the
+/// key inside `then`.
+pub fn renamed_field(k: &str) -> Option<&'static str> {
+    Some(match k {
+        "condition" => {
+            "the design's `condition` is written `when` here, an event and its filters, e.g. \
+             when: {event: tool_request, tool: shell}"
+        }
+        "action" => {
+            "the design's `action` is written `then` here, e.g. then: {action: route, to: [reviewer, coder]}"
+        }
+        "scope" => {
+            "the design's `scope` is written `org` here (an organisation; leave it out for global), or \
+             `workflow` for one workflow"
+        }
+        _ => return None,
+    })
+}
+
 /// Parses one contract. Errors start with the field's path (`when.tool: ...`).
 pub fn parse(v: &Value) -> R<Contract> {
     let o = object(v, "contract")?;
+    if let Some((k, hint)) = o.keys().find_map(|k| Some((k, renamed_field(k)?))) {
+        return Err(format!("{k}: {hint}"));
+    }
     only(
         o,
         "",
@@ -399,11 +424,9 @@ fn then(v: &Value) -> R<Then> {
             only(o, "", &["action", "to"])?;
             let to = members(
                 o.get("to")
-                    .ok_or("to: the member who gets the message first")?,
+                    .ok_or("to: the member who gets the message first, or members in order")?,
                 "to",
             )?;
-            let [to] = <[String; 1]>::try_from(to)
-                .map_err(|_| "to: route names exactly one member".to_owned())?;
             Then::Route { to }
         }
         "run" => run_then(o)?,

@@ -59,8 +59,8 @@ fn errors_name_the_field() {
             "then.timeout",
         ),
         (
-            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "route", "to": ["a", "b"]}}),
-            "exactly one",
+            json!({"name": "x", "when": {"event": "message"}, "then": {"action": "route", "to": []}}),
+            "then.to: name at least one member",
         ),
         (
             json!({"name": "x", "when": {"event": "run_end", "status": "ok"}, "then": {"action": "notify"}}),
@@ -424,4 +424,59 @@ fn a_vote_reads_its_share_and_joins_the_approval() {
     );
     assert_eq!(both.votes_text().as_deref(), Some("1/2 and 3"));
     assert!(a.approvers.is_empty() && a.count == 0, "{a:?}");
+}
+
+/// Seed 001's `route(@reviewer, @coder)`: a message goes to the reviewer first,
+/// what the reviewer forwards to the coder, what the coder forwards is delivered.
+#[test]
+fn a_route_of_several_members_is_a_chain() {
+    let k = c(
+        json!({"name": "pr-review", "when": {"event": "message", "to": "deployer"},
+        "then": {"action": "route", "to": ["@reviewer", "coder"]}}),
+    );
+    let to = vec!["deployer".to_owned()];
+    let check = |from: &str, expect: Option<&str>| {
+        let v = decide(
+            [&k],
+            &Event::Message {
+                from,
+                to: &to,
+                text: "@deployer ship it",
+            },
+        );
+        let got: Vec<&str> = v.routes.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(got, expect.into_iter().collect::<Vec<_>>(), "from {from}");
+    };
+    check("alice", Some("reviewer"));
+    check("Reviewer", Some("coder"));
+    check("coder", None);
+    assert!(
+        sentence(&k).contains("@reviewer, then @coder in turn"),
+        "{}",
+        sentence(&k)
+    );
+}
+
+/// The design's field names are refused with the name to write instead.
+#[test]
+fn the_designs_field_names_are_refused_naming_the_new_one() {
+    let check = |v: serde_json::Value, expect: &str| {
+        let e = parse(&v).unwrap_err();
+        assert!(e.starts_with(expect), "{v}: {e}");
+    };
+    check(
+        json!({"name": "x", "condition": "bash_tool_call", "then": {"action": "deny"}}),
+        "condition: the design's `condition` is written `when`",
+    );
+    check(
+        json!({"name": "x", "when": {"event": "message"}, "action": "route(@reviewer, @coder)"}),
+        "action: the design's `action` is written `then`",
+    );
+    check(
+        json!({"name": "x", "when": {"event": "message"}, "then": {"action": "notify"}, "scope": "global"}),
+        "scope: the design's `scope` is written `org`",
+    );
+    // `action` inside `then` is the action itself.
+    parse(&json!({"name": "x", "when": {"event": "message"}, "then": {"action": "notify"}}))
+        .unwrap();
 }

@@ -92,7 +92,15 @@ pub fn decide_rated<'c>(
             }
             Then::Allow if v.allowed_by.is_none() => v.allowed_by = Some(c.name.clone()),
             Then::RequireApproval { .. } | Then::RequireVotes { .. } => approvals.push(c),
-            Then::Route { to } => routes.push((c.name.clone(), to.clone())),
+            Then::Route { to } => {
+                let from = match e {
+                    Event::Message { from, .. } => from,
+                    _ => "",
+                };
+                if let Some(m) = super::next_hop(to, from) {
+                    routes.push((c.name.clone(), m.clone()));
+                }
+            }
             Then::Notify { to } => v.notify.push((c.name.clone(), to.clone())),
             _ => {}
         }

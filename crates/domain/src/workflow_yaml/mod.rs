@@ -69,6 +69,8 @@ pub struct Workflow {
     pub org: Option<String>,
     /// `steps:`: the step graph, checked; prompts raw. Empty: agents route by mentions.
     pub steps: Vec<crate::steps::StepDef>,
+    /// What the caller should know that refused nothing (agents given the defaults).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@
 
 mod context;
 mod contracts;
+mod feedback;
 mod messaging;
 mod orgs;
 mod registry;
@@ -15,8 +16,8 @@ mod workflows;
 
 use crate::events::Events;
 use crate::{
-    context as ctx, governance, messaging as msg, registry as reg, runtime as rt, timing,
-    workflows as wf,
+    context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
+    timing, workflows as wf,
 };
 use domain::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -70,6 +71,8 @@ pub struct Kernel {
     pub(crate) contracts: Arc<governance::contracts::Contracts>,
     /// The channel and the inboxes.
     pub(crate) messaging: Arc<msg::Messaging>,
+    /// What members report about their tools and skills.
+    pub(crate) feedback: Arc<fb::FeedbackRoom>,
 }
 
 impl Kernel {
@@ -158,10 +161,12 @@ impl Kernel {
             node.to_owned(),
             setup,
         ));
+        let feedback = Arc::new(fb::FeedbackRoom::new(store.clone(), events.clone()));
         let workflows = Arc::new(wf::Workflows::new(
             store.clone(),
             events.clone(),
             wf::Rooms {
+                feedback: feedback.clone(),
                 contracts: contracts.clone(),
                 registry: registry.clone(),
                 messaging: messaging.clone(),
@@ -180,6 +185,7 @@ impl Kernel {
             workflows,
             contracts,
             messaging,
+            feedback,
         }
     }
 

@@ -2,10 +2,9 @@
 //! the room (its documentation is there), resolving names first where it needs them.
 
 use crate::Kernel;
-use crate::workflows::run::Source;
+use crate::workflows::run::{Source, Started};
 use crate::workflows::{WorkflowListed, WorkflowStatus};
 use domain::error::Result;
-use domain::names::WorkflowRef;
 use std::time::Duration;
 
 /// Workflow runs.
@@ -37,7 +36,7 @@ impl Kernel {
         tag: Option<&str>,
         params: &serde_json::Map<String, serde_json::Value>,
         org: Option<&str>,
-    ) -> Result<(i64, WorkflowRef)> {
+    ) -> Result<Started> {
         self.workflows
             .workflow_start(source, tag, params, org)
             .await

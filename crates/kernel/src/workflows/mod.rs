@@ -24,6 +24,7 @@ pub mod steps;
 
 use crate::context::Context;
 use crate::events::{Event, Events};
+use crate::feedback::{FeedbackRoom, Summary};
 use crate::governance::contracts::Contracts;
 use crate::messaging::Messaging;
 use crate::registry::Registry;
@@ -107,6 +108,15 @@ pub struct WorkflowStatus {
     /// The main document (notes.md), once the run is no longer running.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub document: Option<DocShown>,
+    /// What its members reported about their tools and skills (my_feedback): the
+    /// count of each kind and the newest five; the rest in the instance's
+    /// `feedback` resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<Summary>,
+    /// What workflow_run's caller should know that refused nothing (agents named
+    /// only in `steps:` given the defaults); workflow_run alone fills it in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl WorkflowStatus {
@@ -143,6 +153,7 @@ pub struct Workflows {
     messaging: Arc<Messaging>,
     context: Arc<Context>,
     runtime: Arc<Runtime>,
+    feedback: Arc<FeedbackRoom>,
     /// Where a workflow's shell setup steps keep their logs.
     data_dir: PathBuf,
     /// The graphs of step workflows.
@@ -151,6 +162,7 @@ pub struct Workflows {
 
 /// The rooms a [`Workflows`] is built on.
 pub struct Rooms {
+    pub feedback: Arc<FeedbackRoom>,
     pub contracts: Arc<Contracts>,
     pub registry: Arc<Registry>,
     pub messaging: Arc<Messaging>,
@@ -161,6 +173,7 @@ pub struct Rooms {
 impl Workflows {
     pub fn new(store: Store, events: Events, rooms: Rooms, data_dir: PathBuf) -> Self {
         let Rooms {
+            feedback,
             contracts,
             registry,
             messaging,
@@ -176,6 +189,7 @@ impl Workflows {
             messaging,
             context,
             runtime,
+            feedback,
             data_dir,
             steps,
         }
@@ -248,6 +262,8 @@ impl Workflows {
             usage,
             steps: self.steps.view(wid).await?,
             document,
+            feedback: Some(self.feedback.summary(wid, 5).await?).filter(|f| !f.is_empty()),
+            warnings: Vec::new(),
         })
     }
 

@@ -58,6 +58,14 @@ pub enum Source {
     Text(String),
 }
 
+/// A started instance: its id, its reference and what its caller should know
+/// (agents that took the defaults).
+pub struct Started {
+    pub id: i64,
+    pub workflow: WorkflowRef,
+    pub warnings: Vec<String>,
+}
+
 /// An agent as it will be registered (prompt interpolated).
 struct Registered {
     name: String,
@@ -73,14 +81,14 @@ struct Registered {
 }
 
 impl Workflows {
-    /// Parses, sets up and starts a workflow instance. Returns its id and reference.
+    /// Parses, sets up and starts a workflow instance.
     pub async fn workflow_start(
         self: &Arc<Self>,
         source: Source,
         tag: Option<&str>,
         params: &serde_json::Map<String, serde_json::Value>,
         org: Option<&str>,
-    ) -> Result<(i64, WorkflowRef)> {
+    ) -> Result<Started> {
         // Reading and parsing are blocking (a file, libyaml): off the async threads.
         let data_dir = self.data_dir.as_path().to_owned();
         let wf = tokio::task::spawn_blocking(move || match source {
@@ -132,7 +140,11 @@ impl Workflows {
             self.post_kickoff(&wref, k).await?;
         }
         tracing::info!(workflow = %wref, "workflow started");
-        Ok((wid, wref))
+        Ok(Started {
+            id: wid,
+            workflow: wref,
+            warnings: wf.warnings,
+        })
     }
 
     /// The organisation it runs within: the caller's, else the YAML's (it must exist).

@@ -35,6 +35,14 @@ pub(super) async fn read(
             let r = kernel.workflow_status(w).await.map_err(internal)?;
             json(serde_json::to_string_pretty(&r))
         }
+        ["feedback"] => {
+            let all = domain::feedback::KEEP_PER_INSTANCE as usize;
+            let r = kernel
+                .feedback_summary(caller, w, all)
+                .await
+                .map_err(internal)?;
+            json(serde_json::to_string_pretty(&r))
+        }
         ["documents", file] => {
             let file = decode(file).ok_or_else(unknown)?;
             let d = kernel

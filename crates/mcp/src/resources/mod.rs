@@ -5,6 +5,7 @@
 //! | `agent-worker://workflows/{name}/{tag}/channel` | the latest 50 messages the caller may see (markdown) | the lead; an agent, its own instance |
 //! | `agent-worker://workflows/{name}/{tag}/status` | workflow_status (JSON) | the same |
 //! | `agent-worker://workflows/{name}/{tag}/documents/{+file}` | a document, with its MIME type | the same |
+//! | `agent-worker://workflows/{name}/{tag}/feedback` | what members reported about their tools and skills (my_feedback), newest first (JSON; listed once there is some) | the same |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}` | agent_info (JSON) | the lead; an agent, itself |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox` | the inbox, looked at, not read (JSON) | the same |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/diff` | a worktree agent's branch (branch_diff, JSON) | the lead; its teammates |
@@ -58,6 +59,12 @@ pub fn templates(caller: &Caller) -> Vec<ResourceTemplate> {
             "agent-worker://workflows/{name}/{tag}/status",
             "status",
             "A workflow instance's status, agents, runs and usage (workflow_status).",
+            JSON,
+        ),
+        t(
+            "agent-worker://workflows/{name}/{tag}/feedback",
+            "feedback",
+            "What the instance's members reported about their tools and skills (my_feedback).",
             JSON,
         ),
         t(
@@ -275,6 +282,15 @@ async fn instance_resources(
             JSON,
         ),
     ];
+    let given = kernel.feedback_summary(caller, &w.to_string(), 0).await;
+    if given.is_ok_and(|f| !f.is_empty()) {
+        out.push(resource(
+            feedback_uri(w),
+            format!("{w} feedback"),
+            "What its members reported about their tools and skills.",
+            JSON,
+        ));
+    }
     for a in agents(kernel, caller, w).await? {
         // The instance's own `@` joins the agent's name: alice@review:pr-1.
         out.push(resource(
@@ -349,7 +365,7 @@ pub async fn authorize_with(
                 return Err(unknown());
             }
             match what {
-                ["channel"] | ["status"] => Ok(()),
+                ["channel"] | ["status"] | ["feedback"] => Ok(()),
                 ["documents", file] if decode(file).is_some() => Ok(()),
                 ["agents", agent, "diff"] if is_token(agent, 64) => Ok(()),
                 ["agents", agent] | ["agents", agent, "inbox"] if may_see_agent(caller, agent) => {
@@ -392,6 +408,9 @@ pub fn channel_uri(w: &WorkflowRef) -> String {
 }
 pub fn status_uri(w: &WorkflowRef) -> String {
     format!("{}/status", base(w))
+}
+pub fn feedback_uri(w: &WorkflowRef) -> String {
+    format!("{}/feedback", base(w))
 }
 pub fn agent_uri(w: &WorkflowRef, agent: &str) -> String {
     format!("{}/agents/{agent}", base(w))

@@ -360,6 +360,7 @@ async fn changed(
         | Event::DocumentChanged { workflow_id, .. }
         | Event::ApprovalAsked { workflow_id, .. }
         | Event::ApprovalClosed { workflow_id, .. }
+        | Event::FeedbackGiven { workflow_id }
         | Event::Acked { workflow_id, .. } => *workflow_id,
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
@@ -397,6 +398,11 @@ async fn changed(
             false,
         ),
         Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
+        // The first report lists the instance's feedback resource.
+        Event::FeedbackGiven { .. } => (
+            vec![resources::feedback_uri(&w), resources::status_uri(&w)],
+            true,
+        ),
         Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => (
             vec![resources::status_uri(&w), resources::contracts_uri()],
             false,

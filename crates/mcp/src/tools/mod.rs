@@ -15,6 +15,7 @@ mod branches;
 mod channel;
 pub(crate) mod contracts;
 mod documents;
+mod feedback;
 mod inbox;
 mod lifecycle;
 mod orgs;
@@ -184,6 +185,7 @@ impl AgentWorker {
         Self::channel_tools()
             + Self::inbox_tools()
             + Self::team_tools()
+            + Self::feedback_tools()
             + Self::document_tools()
             + Self::proposal_tools()
             + Self::resource_tools()

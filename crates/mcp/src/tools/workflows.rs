@@ -42,11 +42,11 @@ pub struct ContextArgs {
 impl AgentWorker {
     /// Waits up to `wait` for an instance to stop running, asking the lead about
     /// approvals meanwhile (not when it does not wait).
-    async fn wait_for(
+    async fn wait_for<S: serde::Serialize + serde::de::DeserializeOwned>(
         &self,
-        round: Round<String>,
+        round: Round<S>,
         ctx: &RequestContext<RoleServer>,
-        workflow: String,
+        (workflow, resume): (String, S),
         wait: std::time::Duration,
     ) -> Result<Waited<WorkflowStatus>, ToolError> {
         let progress = Progress::start(ctx);
@@ -59,9 +59,7 @@ impl AgentWorker {
         if wait.is_zero() {
             return Ok(Waited::Done(status.await?));
         }
-        round
-            .wait(&self.kernel, ctx, status, workflow.clone())
-            .await
+        round.wait(&self.kernel, ctx, status, resume).await
     }
 }
 
@@ -198,19 +196,36 @@ impl AgentWorker {
                 ));
             }
         };
-        // A retry resumes the instance its first round started (never started twice).
-        let round =
-            Round::<String>::begin(&self.kernel, &ctx, "workflow_run", state, answers).await?;
-        let wref = match round.resumed() {
+        // A retry resumes the instance its first round started (never started twice),
+        // and still says what the start warned of.
+        let round = Round::<(String, Vec<String>)>::begin(
+            &self.kernel,
+            &ctx,
+            "workflow_run",
+            state,
+            answers,
+        )
+        .await?;
+        let (wref, warnings) = match round.resumed() {
             Some(w) => w.clone(),
-            None => self
-                .kernel
-                .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
-                .await?
-                .1
-                .to_string(),
+            None => {
+                let s = self
+                    .kernel
+                    .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
+                    .await?;
+                (s.workflow.to_string(), s.warnings)
+            }
         };
-        self.wait_for(round, &ctx, wref, wait).await
+        let resume = (wref.clone(), warnings.clone());
+        Ok(
+            match self.wait_for(round, &ctx, (wref, resume), wait).await? {
+                Waited::Done(mut s) => {
+                    s.warnings = warnings;
+                    Waited::Done(s)
+                }
+                asks => asks,
+            },
+        )
     }
 
     /// A `workflow` instance's status (running, completed, scheduled, blocked, failed or
@@ -236,7 +251,8 @@ impl AgentWorker {
         let wait = wait_seconds(a.wait_seconds, 0, "workflow_status")?;
         let round =
             Round::<String>::begin(&self.kernel, &ctx, "workflow_status", state, answers).await?;
-        self.wait_for(round, &ctx, a.workflow, wait).await
+        let resume = a.workflow.clone();
+        self.wait_for(round, &ctx, (a.workflow, resume), wait).await
     }
 
     /// Stop a `workflow` instance's workers and schedules; its channel and documents stay.

@@ -66,6 +66,43 @@ impl Doc<'_> {
         Ok((trigger, self.steps(sn, si, agents, scope)?))
     }
 
+    /// A workflow without `agents:` whose steps name them (seed 001 writes it so):
+    /// each agent a step names, in order, with every setting at its default (the
+    /// kernel's default backend), and a warning saying so. Without steps naming
+    /// agents, `agents:` is missing.
+    pub(super) fn step_agents(
+        &self,
+        steps: Option<(usize, &Node)>,
+        scope: &KnownNames,
+    ) -> Result<(Vec<AgentDef>, Vec<String>), SpecError> {
+        let mut names: Vec<(&str, Vec<Step>)> = Vec::new();
+        if let Some((si, Node::Seq(items))) = steps {
+            for (j, item) in items.iter().enumerate() {
+                if let Some((k, Node::Str(name))) = item.entry("agent")
+                    && !names.iter().any(|(n, _)| n == name)
+                {
+                    names.push((name, vec![Step::Entry(si), Step::Item(j), Step::Entry(k)]));
+                }
+            }
+        }
+        if names.is_empty() {
+            return Err(self.err(
+                &[],
+                "the workflow has no `agents`",
+                "add `agents:` with at least one agent, e.g. agents: { alice: { backend: claude } }",
+            ));
+        }
+        let mut agents = Vec::with_capacity(names.len());
+        for (name, at) in &names {
+            crate::names::check_agent_name(name)
+                .map_err(|e| self.err(at, e.to_string(), "rename the agent"))?;
+            agents.push(self.agent(name, &Node::Map(Vec::new()), at, at, scope)?);
+        }
+        let listed: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+        let warning = defaulted(&listed, &agents[0].backend);
+        Ok((agents, vec![warning]))
+    }
+
     /// `steps:` (at entry `i`), checked against the agents and the names a prompt
     /// may use; prompts stay raw.
     pub(super) fn steps(
@@ -257,4 +294,18 @@ fn ids_of(written: &[Written]) -> Vec<String> {
 
 fn prompt_entry(item: &Node) -> Option<(usize, &Node)> {
     item.entry("prompt").or_else(|| item.entry("action"))
+}
+
+/// The warning for agents named only in `steps:`: what they run on, and how to choose.
+pub(super) fn defaulted(names: &[&str], backend: &str) -> String {
+    let (who, are) = match names {
+        [one] => (format!("agent {one}"), "is"),
+        _ => (format!("agents {}", names.join(", ")), "are"),
+    };
+    format!(
+        "{who} {are} named only in `steps:`, so each runs with the defaults: the default backend, {backend} \
+         (AGENT_WORKER_DEFAULT_BACKEND where the server starts, else sdk), the edit permissions and no system \
+         prompt. To choose, add `agents:`, e.g. agents: {{ {}: {{ backend: claude }} }}",
+        names[0]
+    )
 }

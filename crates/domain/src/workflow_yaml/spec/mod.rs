@@ -239,14 +239,11 @@ impl Doc<'_> {
             steps: None,
         };
 
-        let Some((i, n)) = get("agents") else {
-            return Err(self.err(
-                &[],
-                "the workflow has no `agents`",
-                "add `agents:` with at least one agent, e.g. agents: { alice: { backend: claude } }",
-            ));
+        let (agents, warnings) = match get("agents") {
+            Some((i, n)) => (self.agents(n, i, &scope)?, Vec::new()),
+            // Seed 001 names its agents only in `steps:`: they take the defaults.
+            None => self.step_agents(get("steps"), &scope)?,
         };
-        let agents = self.agents(n, i, &scope)?;
         let agent_names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
 
         let context = match get("context") {
@@ -284,6 +281,7 @@ impl Doc<'_> {
             setup,
             kickoff,
             budget,
+            warnings,
         })
     }
 
@@ -415,7 +413,7 @@ impl Doc<'_> {
                     approvers.iter().collect()
                 }
                 crate::contracts::Then::Notify { to } => to.iter().collect(),
-                crate::contracts::Then::Route { to } => vec![to],
+                crate::contracts::Then::Route { to } => to.iter().collect(),
                 _ => Vec::new(),
             };
             if let Some(m) = named.into_iter().find(|m| {

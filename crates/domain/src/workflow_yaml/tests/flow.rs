@@ -124,3 +124,61 @@ fn contract_names_starting_with_step_are_the_steps_own() {
     let e = inline(&yaml).map(|_| ()).unwrap_err();
     assert!(e.message.contains("the steps' own") && e.line == 5, "{e}");
 }
+
+/// Seed 001's workflow, exactly as the seed writes it: no `agents:` block.
+const SEED_001: &str = "name: code-review
+trigger: pr_opened
+steps:
+  - agent: reviewer
+    on: trigger
+    action: review PR, post findings to #review
+  - agent: coder
+    on: reviewer.complete
+    action: address findings, push fixes
+  - agent: reviewer
+    on: coder.complete
+    action: verify fixes, approve or request changes
+";
+
+#[test]
+fn agents_named_only_in_steps_take_the_defaults_with_a_warning() {
+    let wf = inline(SEED_001).unwrap();
+    let names: Vec<&str> = wf.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["reviewer", "coder"]);
+    let backend = wf.agents[0].backend.clone();
+    assert!(
+        wf.agents
+            .iter()
+            .all(|a| a.backend == backend && a.mock.is_empty())
+    );
+    let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["reviewer-1", "coder", "reviewer-2"]);
+    let [w] = wf.warnings.as_slice() else {
+        panic!("one warning: {:?}", wf.warnings)
+    };
+    assert!(
+        w.contains("agents reviewer, coder are named only in `steps:`")
+            && w.contains(&format!("the default backend, {backend}"))
+            && w.contains("add `agents:`"),
+        "{w}"
+    );
+    // With an `agents:` block nothing is defaulted (a step's unknown agent is a typo).
+    let declared = SEED_001.replacen("steps:", &format!("{AGENTS}steps:"), 1);
+    assert!(inline(&declared).unwrap().warnings.is_empty());
+}
+
+#[test]
+fn agents_from_steps_are_still_checked() {
+    let cases: &[(&str, &str)] = &[
+        ("name: x\n", "the workflow has no `agents`"),
+        ("steps: []\n", "the workflow has no `agents`"),
+        (
+            "steps:\n  - { agent: all, on: trigger, prompt: x }\n",
+            "reserved",
+        ),
+    ];
+    for (yaml, says) in cases {
+        let e = inline(yaml).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains(says), "{yaml:?}: {e}");
+    }
+}

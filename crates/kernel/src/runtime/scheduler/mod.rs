@@ -306,6 +306,7 @@ impl Runtime {
                         | Event::BranchMoved { .. }
                         | Event::Notice { .. }
                         | Event::Acked { .. }
+                        | Event::FeedbackGiven { .. }
                         | Event::ContractsChanged,
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
