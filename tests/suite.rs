@@ -53,6 +53,7 @@ mod step_workflows;
 mod subscriptions;
 mod tasks;
 mod tidy;
+mod tidy_functions;
 mod tidy_sleeps;
 mod tool_args;
 mod tool_schemas;
