@@ -105,7 +105,8 @@
 //!                  then recovers; start) and the thin façade the MCP layer calls,
 //!                  one file per room; the only `impl Kernel`
 //!   timing.rs      the kernel's clock (the system's, or a manual one in tests) and
-//!                  Timing: retry delays, pause times, the settle debounce
+//!                  Timing: retry delays, pause times, the settle debounce; Setup
+//!                  (those, the worker binary, the node's labels) a kernel opens with
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   registry/      Registry: workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, orgs.rs organisations

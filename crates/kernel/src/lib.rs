@@ -12,7 +12,8 @@
 pub mod context;
 pub mod events;
 mod facade;
-pub use facade::{Kernel, Setup};
+pub use facade::Kernel;
+pub use timing::Setup;
 pub mod governance;
 pub mod messaging;
 pub mod registry;
