@@ -69,10 +69,14 @@
 //! steps/         step workflows (pure): events (`on`), ids and names resolved, the
 //!                graph checked (no loop, every step able to run), the moves a graph's
 //!                states call for
+//! definition.rs the sizes an agent's definition may carry, each bounded where it is set
+//! skills.rs      an agent's skills (the Agent Skills format): a folder, its SKILL.md
+//! workspace.rs   the folder an agent's runs work in: the setting, its parsing, its names
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
 //!                transparent huge pages
+//! bounded.rs     a short command run to its end within bounds (a setup step, git)
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! --- agent-worker-telemetry (crates/telemetry/src/) ---
 //! lib.rs         OpenTelemetry spans exported over OTLP/HTTP (init once per process,
@@ -96,6 +100,9 @@
 //!                  is bounded, schema.rs its migrations, bus.rs LISTEN/NOTIFY
 //!                  between the kernels of a database); allocator.rs SQLite on the
 //!                  process's allocator
+//!   pragmas.rs     the settings of every SQLite connection the store opens
+//!   holds.rs       how long the writer's transactions last (a histogram)
+//!   testing.rs     for other crates' tests too: stores on a real PostgreSQL cluster
 //! --- agent-worker-kernel (crates/kernel/src/): the single source of truth (one per
 //! data dir). Rooms, each a service built only from those listed before it (and
 //! events.rs, timing.rs, the store) ---
@@ -107,6 +114,7 @@
 //!   timing.rs      the kernel's clock (the system's, or a manual one in tests) and
 //!                  Timing: retry delays, pause times, the settle debounce; Setup
 //!                  (those, the worker binary, the node's labels) a kernel opens with
+//!   sql_states.rs  (tests) the state words SQL spells out, held to `domain::states`
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   registry/      Registry: workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, orgs.rs organisations
@@ -196,6 +204,8 @@
 //!   elicit.rs      approvals asked inline while the lead waits: elicitation requests
 //!                  (2025-11-25); input_required.rs the same forms as `input_required`
 //!                  and the retry that answers them (2026-07-28), its state sealed
+//!   era.rs         which era of the protocol a request speaks, and what follows from it
+//!   skills.rs      the Skills extension: each identity's skills as `skill://` resources
 //!   complete.rs    completion of prompt arguments and template variables
 //!   dashboard/     the team dashboard, an MCP App (io.modelcontextprotocol/ui): offered
 //!                  only to a lead whose host declares the extension (mod.rs: the

@@ -54,6 +54,7 @@ mod subscriptions;
 mod tasks;
 mod tidy;
 mod tidy_functions;
+mod tidy_map;
 mod tidy_rooms;
 mod tidy_sleeps;
 mod tool_args;
