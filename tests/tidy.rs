@@ -1,8 +1,11 @@
 //! The house's rules that the compiler cannot keep, kept by reading the tree:
 //! which crate may depend on which (from `cargo metadata`), where a database engine
 //! may be named, who may write to stdout, how long a source file may be, that
-//! the kernel's rooms never name `Kernel` (only its façade does), and that every
-//! test file is in the suite.
+//! the kernel's rooms never name `Kernel` (only its façade does), that no state or
+//! backend word is compared or matched as a string, and that every test file is in
+//! the suite. Beside it: `tidy_functions.rs` (no function over 100 lines),
+//! `tidy_rooms.rs` (the kernel's room order), `tidy_map.rs` (the map in
+//! `src/lib.rs` matches the files), `tidy_sleeps.rs` (fixed sleeps in tests).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

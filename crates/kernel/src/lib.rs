@@ -8,6 +8,11 @@
 //! proposals), [`runtime::Runtime`] (workers, scheduler, nodes) and
 //! [`workflows::Workflows`]. [`Kernel`] (in `facade/`) composes them and is the
 //! façade the MCP layer calls.
+//!
+//! The order is store < registry < governance < messaging < context < runtime <
+//! workflows: a room's code names no room above it (the workspace's
+//! `tests/tidy_rooms.rs` reads each room's files for one), and [`events`],
+//! [`timing`] and this root's own items are shared below them all.
 
 pub mod context;
 pub mod events;
