@@ -257,6 +257,29 @@ async fn serve_until_done(
     Ok(())
 }
 
+/// Traces, when an endpoint is set (nothing runs otherwise); made off the async
+/// threads (its HTTP client is a blocking one), flushed when the guard drops. An
+/// endpoint given by flag that cannot be used stops the start.
+async fn init_traces(opts: &Options) -> anyhow::Result<Option<telemetry::Guard>> {
+    let flag = opts.otlp_endpoint.clone();
+    let Some(url) = telemetry::configured(flag.as_deref()) else {
+        return Ok(None);
+    };
+    let made = tokio::task::spawn_blocking(move || {
+        telemetry::init("agent-worker", &url, std::time::Duration::from_secs(3))
+    })
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
+    match (made, flag) {
+        (Ok(g), _) => Ok(Some(g)),
+        (Err(e), Some(_)) => Err(anyhow!("--otlp-endpoint: {e}")),
+        (Err(e), None) => {
+            tracing::warn!("traces are off: {e}");
+            Ok(None)
+        }
+    }
+}
+
 /// Runs the server until stdin closes (stdio) or a signal arrives (HTTP).
 pub async fn run(opts: Options) -> anyhow::Result<()> {
     let dir = config::data_dir(&opts).map_err(|e| anyhow!(e))?;
@@ -291,28 +314,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         return relay_to_running(&opts, dir).await;
     };
-    // Traces, when an endpoint is set (nothing runs otherwise); made off the async
-    // threads (its HTTP client is a blocking one), flushed when this returns. An
-    // endpoint given by flag that cannot be used stops the start.
-    let flag = opts.otlp_endpoint.clone();
-    let _traces = match telemetry::configured(flag.as_deref()) {
-        None => None,
-        Some(url) => {
-            let made = tokio::task::spawn_blocking(move || {
-                telemetry::init("agent-worker", &url, std::time::Duration::from_secs(3))
-            })
-            .await
-            .map_err(|e| anyhow!("{e}"))?;
-            match (made, flag) {
-                (Ok(g), _) => Some(g),
-                (Err(e), Some(_)) => return Err(anyhow!("--otlp-endpoint: {e}")),
-                (Err(e), None) => {
-                    tracing::warn!("traces are off: {e}");
-                    None
-                }
-            }
-        }
-    };
+    let _traces = init_traces(&opts).await?;
     let admin = config::admin_token(&opts, &dir).map_err(|e| anyhow!(e))?;
     let store = config::store(&opts, &dir).map_err(|e| anyhow!(e))?;
     let node = config::node(&opts).map_err(|e| anyhow!(e))?;

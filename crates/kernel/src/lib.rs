@@ -9,12 +9,19 @@
 //! [`workflows::Workflows`]; [`feedback::FeedbackRoom`] (what members report about
 //! their tools and skills) is built from the store and the events. [`Kernel`] (in
 //! `facade/`) composes them and is the façade the MCP layer calls.
+//!
+//! The order is store < registry < governance < messaging < context < runtime <
+//! workflows: a room's code names no room above it (the workspace's
+//! `tests/tidy_rooms.rs` reads each room's files for one), and [`events`],
+//! [`timing`] and this root's own items are shared below them all; `feedback`
+//! stands beside registry, on the store alone.
 
 pub mod context;
 pub mod events;
 mod facade;
 pub mod feedback;
-pub use facade::{Kernel, Setup};
+pub use facade::Kernel;
+pub use timing::Setup;
 pub mod governance;
 pub mod messaging;
 pub mod registry;

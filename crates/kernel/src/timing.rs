@@ -14,10 +14,42 @@
 //! the process where the test wants it, e.g. a few seconds before a cron fire.
 
 use domain::clock;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
+
+/// How a kernel runs besides its store: the clock it reads, the delays it keeps
+/// and the binary its workers run.
+pub struct Setup {
+    pub clock: Clock,
+    pub timing: Timing,
+    pub worker_exe: PathBuf,
+    /// The labels this node offers (`--labels`): agents that ask for labels are
+    /// placed only on nodes with all of them.
+    pub labels: Vec<String>,
+}
+
+impl Setup {
+    /// The system clock, production's delays (retries from the environment, see
+    /// [`Timing::from_env`]) and this binary (or the one `AGENT_WORKER_EXE` names).
+    pub fn production() -> Self {
+        Self {
+            clock: Clock::system(),
+            timing: Timing::from_env(),
+            worker_exe: crate::worker_exe(),
+            labels: Vec::new(),
+        }
+    }
+
+    /// This setup on a node offering `labels` (checked, see
+    /// [`domain::placement::labels`]).
+    pub fn with_labels(mut self, labels: Vec<String>) -> Self {
+        self.labels = labels;
+        self
+    }
+}
 
 /// Where the kernel reads the time (ms since the Unix epoch). Cheap to clone;
 /// clones read the same clock.

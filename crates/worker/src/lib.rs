@@ -20,6 +20,7 @@ pub mod prompt;
 pub use domain::protocol;
 pub mod sdk;
 
+use domain::backends::Backend;
 use protocol::{ErrorClass, Outcome, Report, RunConfig, Usage};
 use std::io::Write;
 use std::sync::Mutex;
@@ -225,14 +226,14 @@ async fn run(
         )],
     );
     let work = async {
-        match (cfg.backend.as_str(), backend) {
-            ("mock", _) => or_stop(stop, mock::run(&run)).await,
-            ("sdk", _) => or_stop(stop, sdk::run(&run)).await,
+        match (cfg.backend.parse::<Backend>(), backend) {
+            (Ok(Backend::Mock), _) => or_stop(stop, mock::run(&run)).await,
+            (Ok(Backend::Sdk), _) => or_stop(stop, sdk::run(&run)).await,
             // Supervises its CLI with `stop` itself, so the CLI gets a grace period.
             (_, Some(b)) => b.run(&run).await,
-            (other, None) => Err(Failure::new(
+            (_, None) => Err(Failure::new(
                 ErrorClass::Other,
-                format!("unknown backend {other:?}"),
+                format!("unknown backend {:?}", cfg.backend),
             )),
         }
     };

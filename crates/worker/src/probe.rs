@@ -9,6 +9,7 @@
 //! the kernel never runs a CLI or takes on an agent's env itself.
 
 use super::cli::{self, locate};
+use domain::backends::Backend;
 use domain::permissions::backends;
 
 pub use domain::backends::BACKENDS;
@@ -30,19 +31,19 @@ fn report(backend: &str) -> BackendReport {
 /// Probes one backend in this process's environment.
 pub async fn probe(backend: &str) -> BackendReport {
     let mut r = report(backend);
-    match backend {
-        "mock" => {}
-        "external" => {
+    match backend.parse::<Backend>() {
+        Ok(Backend::Mock) => {}
+        Ok(Backend::External) => {
             r.fix = Some("no worker: connect a client to act as the agent (agent_join)".into());
         }
-        "human" => {
+        Ok(Backend::Human) => {
             r.fix = Some(
                 "a person: no worker; they act through an MCP client of their own (agent_join) and decide \
                  approvals with approval_decide"
                     .into(),
             );
         }
-        "sdk" => {
+        Ok(Backend::Sdk) => {
             let has = |k: &str| cli::env_set(k);
             let ok = has("ANTHROPIC_API_KEY")
                 || has("ANTHROPIC_AUTH_TOKEN")
@@ -57,10 +58,10 @@ pub async fn probe(backend: &str) -> BackendReport {
                 );
             }
         }
-        other => {
-            let Some(c) = cli::Cli::for_backend(other) else {
+        _ => {
+            let Some(c) = cli::Cli::for_backend(backend) else {
                 r.ready = false;
-                r.fix = Some(format!("unknown backend {other}"));
+                r.fix = Some(format!("unknown backend {backend}"));
                 return r;
             };
             let Some(found) = locate::locate(c.program()) else {

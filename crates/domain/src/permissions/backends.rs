@@ -7,6 +7,7 @@
 //! permission rows of the interop tests), except Cursor's, which is not on npm.
 
 use super::{Class, Kind, Permissions, Profile};
+use crate::backends::Backend;
 
 /// Claude Code: a permission mode and `--allowedTools` / `--disallowedTools` rules.
 /// In `-p` a tool that is neither allowed by a rule nor by the mode is denied (and
@@ -423,10 +424,10 @@ pub fn cursor(p: &Permissions) -> Result<Cursor, String> {
 /// Checks that `backend` can hold `p` exactly. The error says what it cannot
 /// express and what to choose instead; a profile is never silently widened.
 pub fn check(backend: &str, p: &Permissions) -> Result<(), String> {
-    match backend {
-        "codex" => codex(p).map(|_| ()),
-        "gemini" => gemini(p).map(|_| ()),
-        "cursor" => cursor(p).map(|_| ()),
+    match backend.parse::<Backend>() {
+        Ok(Backend::Codex) => codex(p).map(|_| ()),
+        Ok(Backend::Gemini) => gemini(p).map(|_| ()),
+        Ok(Backend::Cursor) => cursor(p).map(|_| ()),
         _ => Ok(()),
     }
 }
@@ -443,7 +444,11 @@ pub fn check_agent(backend: &str, p: &Permissions, servers: &[&str]) -> Result<(
             "mcp_servers: at most {MAX_SERVERS} servers per agent"
         ));
     }
-    if !servers.is_empty() && matches!(backend, "mock" | "external" | "human") {
+    let scripted = matches!(
+        backend.parse::<Backend>(),
+        Ok(Backend::Mock | Backend::External | Backend::Human)
+    );
+    if !servers.is_empty() && scripted {
         return Err(format!(
             "mcp_servers: a {backend} agent has no backend to give them to; leave them out"
         ));
@@ -467,43 +472,43 @@ pub fn check_agent(backend: &str, p: &Permissions, servers: &[&str]) -> Result<(
 
 /// What each profile becomes on `backend`, in words (backend_list shows it).
 pub fn profiles(backend: &str) -> std::collections::BTreeMap<String, String> {
-    let (read, edit, full) = match backend {
-        "mock" | "external" | "human" => (
+    let (read, edit, full) = match backend.parse::<Backend>() {
+        Ok(Backend::Mock | Backend::External | Backend::Human) => (
             "its script only uses the team tools",
             "its script only uses the team tools",
             "its script only uses the team tools",
         ),
-        "sdk" => (
+        Ok(Backend::Sdk) => (
             "read_file, list_files, search_files in its folder",
             "plus write_file and edit_file in its folder",
             "plus run_command (sh -c in its folder)",
         ),
-        "claude" => (
+        Ok(Backend::Claude) => (
             "--permission-mode default: Read, Glob, Grep; edits and Bash are refused",
             "--permission-mode acceptEdits: plus Edit and Write inside its folder; Bash is refused",
             "--permission-mode bypassPermissions: every tool (as root, IS_SANDBOX=1 is set)",
         ),
-        "codex" => (
+        Ok(Backend::Codex) => (
             "--sandbox read-only: commands run but cannot write",
             "--sandbox workspace-write: edits and commands write only in its folder, no network",
             "--sandbox danger-full-access: no sandbox",
         ),
-        "gemini" => (
+        Ok(Backend::Gemini) => (
             "--approval-mode default: reading tools; edits, shell and web refused",
             "--approval-mode auto_edit: plus write_file and replace; web refused by a policy rule",
             "--approval-mode yolo: every tool",
         ),
-        "opencode" => (
+        Ok(Backend::OpenCode) => (
             "permission edit deny, bash deny, webfetch deny",
             "permission edit allow, bash deny, webfetch deny",
             "permission edit allow, bash allow, webfetch allow",
         ),
-        "cursor" => (
+        Ok(Backend::Cursor) => (
             "no --force: tools that change anything are not run",
             "--force with Shell(*) denied in .cursor/cli.json",
             "--force",
         ),
-        _ => ("", "", ""),
+        Err(_) => ("", "", ""),
     };
     [("read", read), ("edit", edit), ("full", full)]
         .into_iter()

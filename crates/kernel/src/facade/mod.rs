@@ -17,43 +17,13 @@ mod workflows;
 use crate::events::Events;
 use crate::{
     context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
-    timing, workflows as wf,
+    timing::{self, Setup},
+    workflows as wf,
 };
 use domain::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use store::Store;
-
-/// How a kernel runs besides its store: the clock it reads, the delays it keeps
-/// and the binary its workers run.
-pub struct Setup {
-    pub clock: timing::Clock,
-    pub timing: timing::Timing,
-    pub worker_exe: PathBuf,
-    /// The labels this node offers (`--labels`): agents that ask for labels are
-    /// placed only on nodes with all of them.
-    pub labels: Vec<String>,
-}
-
-impl Setup {
-    /// The system clock, production's delays (retries from the environment, see
-    /// [`timing::Timing::from_env`]) and this binary (or the one `AGENT_WORKER_EXE` names).
-    pub fn production() -> Self {
-        Self {
-            clock: timing::Clock::system(),
-            timing: timing::Timing::from_env(),
-            worker_exe: crate::worker_exe(),
-            labels: Vec::new(),
-        }
-    }
-
-    /// This setup on a node offering `labels` (checked, see
-    /// [`domain::placement::labels`]).
-    pub fn with_labels(mut self, labels: Vec<String>) -> Self {
-        self.labels = labels;
-        self
-    }
-}
 
 pub struct Kernel {
     pub(crate) store: Store,

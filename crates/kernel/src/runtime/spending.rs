@@ -13,6 +13,7 @@ use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::states::RunStatus;
 use std::sync::Arc;
+use store::sql::Connection;
 
 impl Runtime {
     /// Before a run starts: what spend contracts say. Returns true when the run
@@ -46,14 +47,7 @@ impl Runtime {
                     workflow_tokens: wt,
                 });
                 let what = format!("spent ${au:.4} and {at} tokens (the workflow ${wu:.4} and {wt} tokens)");
-                let once = |contract: &str, outcome: &str| -> Result<bool> {
-                    Ok(!c.query_row(
-                        "SELECT EXISTS (SELECT 1 FROM contract_decisions WHERE workflow_id = ?1 AND agent = ?2
-                           AND event = 'spend' AND outcome = ?3 AND contracts = ?4)",
-                        (workflow_id, &n, outcome, serde_json::to_string(&[contract]).unwrap_or_default()),
-                        |r| r.get::<bool>(0),
-                    )?)
-                };
+                let once = |contract: &str, outcome: &str| first_spend_decision(c, workflow_id, &n, contract, outcome);
                 let mut posted = Vec::new();
                 for (contract, to) in &v.notify {
                     if once(contract, "notified")? {
@@ -182,4 +176,26 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// Whether `contract` has not yet decided `outcome` on this agent's spend in this
+/// instance (a spend contract notifies or pauses once).
+fn first_spend_decision(
+    c: &Connection,
+    workflow_id: i64,
+    agent: &str,
+    contract: &str,
+    outcome: &str,
+) -> Result<bool> {
+    Ok(!c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM contract_decisions WHERE workflow_id = ?1 AND agent = ?2
+           AND event = 'spend' AND outcome = ?3 AND contracts = ?4)",
+        (
+            workflow_id,
+            agent,
+            outcome,
+            serde_json::to_string(&[contract]).unwrap_or_default(),
+        ),
+        |r| r.get::<bool>(0),
+    )?)
 }

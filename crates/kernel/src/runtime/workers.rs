@@ -329,8 +329,24 @@ impl Runtime {
             skills,
             governed,
         };
+        let mut cmd = self.worker_command(spec, &cwd);
+        // On stdin, not in the environment: the agent's mock rules, system prompt and
+        // servers may pass the 128 KiB one variable may hold, and the run's token
+        // stays out of what the worker's children inherit.
+        let input = serde_json::to_vec(&config).map_err(|e| Error::internal(e.to_string()))?;
+        cmd.env(protocol::RUN_ENV, protocol::RUN_ON_STDIN);
+        Ok(process::Launch {
+            cmd,
+            input: Some(input),
+        })
+    }
+
+    /// The worker's command: this binary in worker mode in `cwd`, with the agent's
+    /// environment (less what is scrubbed) and, when traces are exported, the run's
+    /// trace context and where to export.
+    fn worker_command(&self, spec: &Spec, cwd: &std::path::Path) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.workers.exe);
-        cmd.arg(WORKER_MODE).current_dir(&cwd);
+        cmd.arg(WORKER_MODE).current_dir(cwd);
         for k in SCRUBBED_ENV {
             cmd.env_remove(k);
         }
@@ -353,15 +369,7 @@ impl Runtime {
                 }
             }
         }
-        // On stdin, not in the environment: the agent's mock rules, system prompt and
-        // servers may pass the 128 KiB one variable may hold, and the run's token
-        // stays out of what the worker's children inherit.
-        let input = serde_json::to_vec(&config).map_err(|e| Error::internal(e.to_string()))?;
-        cmd.env(protocol::RUN_ENV, protocol::RUN_ON_STDIN);
-        Ok(process::Launch {
-            cmd,
-            input: Some(input),
-        })
+        cmd
     }
 
     /// What the contracts in force change for this run: the tool classes a CLI with

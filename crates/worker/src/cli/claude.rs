@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{Failure, Reporter, Run, prompt};
 use domain::permissions;
-use domain::protocol::{McpServer, Report, Usage};
+use domain::protocol::{McpServer, Report, RunConfig, Usage};
 use os::process::Finished;
 use serde_json::{Value, json};
 
@@ -39,12 +39,8 @@ pub async fn auth_missing() -> Option<String> {
     }
 }
 
-pub fn invocation(
-    run: &Run<'_>,
-    session: Option<&str>,
-    scratch: &Scratch,
-) -> Result<Invocation, Failure> {
-    let cfg = run.cfg;
+/// The `--mcp-config` file: the kernel, then the agent's own servers.
+fn mcp_config(cfg: &RunConfig, own: &[(&String, &McpServer)]) -> serde_json::Value {
     let mut servers = serde_json::Map::new();
     servers.insert(
         SERVER.into(),
@@ -58,8 +54,7 @@ pub fn invocation(
     // without those not ready yet: a slow stdio server's tools were missing from the
     // model's first request. `alwaysLoad` servers it waits for (up to
     // MCP_CONNECT_TIMEOUT_MS), so the agent's own servers are part of the run.
-    let own = own_servers(cfg);
-    for (name, server) in &own {
+    for (name, server) in own {
         servers.insert(
             (*name).clone(),
             match server {
@@ -71,8 +66,18 @@ pub fn invocation(
             },
         );
     }
+    json!({ "mcpServers": servers })
+}
+
+pub fn invocation(
+    run: &Run<'_>,
+    session: Option<&str>,
+    scratch: &Scratch,
+) -> Result<Invocation, Failure> {
+    let cfg = run.cfg;
+    let own = own_servers(cfg);
     // The file holds the run's token and the servers' secrets: private to this user.
-    let mcp_file = scratch.write("mcp.json", &json!({ "mcpServers": servers }).to_string())?;
+    let mcp_file = scratch.write("mcp.json", &mcp_config(cfg, &own).to_string())?;
     let names: Vec<&str> = own.iter().map(|(n, _)| n.as_str()).collect();
     let governed: Vec<permissions::Kind> = cfg
         .governed

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{Failure, Reporter, Run, prompt};
 use domain::permissions;
-use domain::protocol::{ErrorClass, McpServer, Usage};
+use domain::protocol::{ErrorClass, McpServer, RunConfig, Usage};
 use os::process::Finished;
 use serde_json::Value;
 
@@ -36,41 +36,11 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("strings serialise")
 }
 
-pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
-    let cfg = run.cfg;
-    let rules = permissions::backends::codex(&cfg.permissions)
-        .map_err(|e| Failure::new(ErrorClass::Other, e))?;
-    let server = |k: &str, v: String| ["-c".to_owned(), format!("mcp_servers.{SERVER}.{k}={v}")];
-    let mut args: Vec<String> = vec!["exec".into()];
-    if let Some(s) = session {
-        args.extend(["resume".into(), s.to_owned()]);
-    }
-    args.extend(["--json".into(), "--skip-git-repo-check".into()]);
-    args.extend(server("url", toml_str(&cfg.url)));
-    args.extend(server("bearer_token_env_var", toml_str(TOKEN_ENV)));
-    args.extend(server("default_tools_approval_mode", toml_str("approve")));
-    args.extend(server("required", "true".into()));
-    args.extend([
-        "-c".into(),
-        format!("developer_instructions={}", toml_str(&prompt::system(cfg))),
-        // The profile's sandbox. `-s` is not accepted by `exec resume`; the config
-        // key is.
-        "-c".into(),
-        format!("sandbox_mode={}", toml_str(rules.sandbox)),
-    ]);
-    if rules.sandbox == "workspace-write" {
-        // Codex's workspace-write also lets commands write in /tmp and $TMPDIR; the
-        // edit profile means the agent's folder only.
-        for k in ["exclude_slash_tmp", "exclude_tmpdir_env_var"] {
-            args.extend(["-c".into(), format!("sandbox_workspace_write.{k}=true")]);
-        }
-    }
-    for feature in &rules.disable {
-        args.extend(["-c".into(), format!("features.{feature}=false")]);
-    }
-    // The agent's own servers. Secrets never go on the command line (other users
-    // can read it): a stdio server's env values are passed by name from Codex's
-    // environment (`env_vars`), headers through `env_http_headers`.
+/// The agent's own servers, as `-c` overrides on `args`; returns the environment
+/// they read. Secrets never go on the command line (other users can read it): a
+/// stdio server's env values are passed by name from Codex's environment
+/// (`env_vars`), headers through `env_http_headers`.
+fn own_server_args(cfg: &RunConfig, args: &mut Vec<String>) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     for (name, server) in own_servers(cfg) {
         let key = |k: &str| format!("mcp_servers.{name}.{k}");
@@ -130,6 +100,42 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
             format!("{}=true", key("required")),
         ]);
     }
+    env
+}
+
+pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
+    let cfg = run.cfg;
+    let rules = permissions::backends::codex(&cfg.permissions)
+        .map_err(|e| Failure::new(ErrorClass::Other, e))?;
+    let server = |k: &str, v: String| ["-c".to_owned(), format!("mcp_servers.{SERVER}.{k}={v}")];
+    let mut args: Vec<String> = vec!["exec".into()];
+    if let Some(s) = session {
+        args.extend(["resume".into(), s.to_owned()]);
+    }
+    args.extend(["--json".into(), "--skip-git-repo-check".into()]);
+    args.extend(server("url", toml_str(&cfg.url)));
+    args.extend(server("bearer_token_env_var", toml_str(TOKEN_ENV)));
+    args.extend(server("default_tools_approval_mode", toml_str("approve")));
+    args.extend(server("required", "true".into()));
+    args.extend([
+        "-c".into(),
+        format!("developer_instructions={}", toml_str(&prompt::system(cfg))),
+        // The profile's sandbox. `-s` is not accepted by `exec resume`; the config
+        // key is.
+        "-c".into(),
+        format!("sandbox_mode={}", toml_str(rules.sandbox)),
+    ]);
+    if rules.sandbox == "workspace-write" {
+        // Codex's workspace-write also lets commands write in /tmp and $TMPDIR; the
+        // edit profile means the agent's folder only.
+        for k in ["exclude_slash_tmp", "exclude_tmpdir_env_var"] {
+            args.extend(["-c".into(), format!("sandbox_workspace_write.{k}=true")]);
+        }
+    }
+    for feature in &rules.disable {
+        args.extend(["-c".into(), format!("features.{feature}=false")]);
+    }
+    let env = own_server_args(cfg, &mut args);
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }

@@ -23,6 +23,7 @@ pub use workspace::WorkspaceFile;
 
 use super::protocol::{ErrorClass, RunConfig};
 use super::{Failure, Reporter, Run};
+use domain::backends::Backend;
 use os::process::{self, Finished, Group, Limits};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -239,13 +240,13 @@ fn cli_limits(cfg: &RunConfig) -> Limits {
 
 impl Cli {
     pub fn for_backend(name: &str) -> Option<Self> {
-        let kind = match name {
-            "claude" => Kind::Claude,
-            "codex" => Kind::Codex,
-            "cursor" => Kind::Cursor,
-            "gemini" => Kind::Gemini,
-            "opencode" => Kind::OpenCode,
-            _ => return None,
+        let kind = match name.parse::<Backend>().ok()? {
+            Backend::Claude => Kind::Claude,
+            Backend::Codex => Kind::Codex,
+            Backend::Cursor => Kind::Cursor,
+            Backend::Gemini => Kind::Gemini,
+            Backend::OpenCode => Kind::OpenCode,
+            Backend::Sdk | Backend::Mock | Backend::External | Backend::Human => return None,
         };
         Some(Self { kind })
     }

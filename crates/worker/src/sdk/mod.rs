@@ -192,11 +192,10 @@ pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     result
 }
 
-async fn tool_loop(
-    run: &Run<'_>,
-    ep: &Endpoint,
-    servers: &servers::Servers,
-) -> Result<Option<String>, Failure> {
+/// The tools the model is offered: the local ones, the kernel's (but those the
+/// local ones stand for, and the permission hook), the agent's own servers' and
+/// its skills'.
+async fn all_tools(run: &Run<'_>, servers: &servers::Servers) -> Result<Vec<ToolDef>, Failure> {
     let mut tools = local::tools();
     for t in run.client.tools().await? {
         if local::NAMES.contains(&t.name.as_ref()) || t.name == local::PERMISSION_TOOL {
@@ -210,6 +209,15 @@ async fn tool_loop(
     }
     tools.extend(servers.tools().await?);
     tools.extend(skills::tool(&run.cfg.skills));
+    Ok(tools)
+}
+
+async fn tool_loop(
+    run: &Run<'_>,
+    ep: &Endpoint,
+    servers: &servers::Servers,
+) -> Result<Option<String>, Failure> {
+    let tools = all_tools(run, servers).await?;
     let local = local::Local {
         root: fs::Root::new(&run.cfg.cwd).map_err(|e| Failure::new(ErrorClass::Other, e))?,
         permissions: &run.cfg.permissions,
