@@ -8,7 +8,6 @@
 //! row, more than the 32 one identity may hold, and each listen must be served.
 
 use crate::common;
-use common::inspector::{inspector, inspector_cli};
 use common::*;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -17,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const GLOBAL: &str = "agent-worker://workflows/global/main/channel";
 /// More listens in a row than one identity may hold at once (32).
-const IN_A_ROW: usize = 37;
+pub(crate) const IN_A_ROW: usize = 37;
 
 fn meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -41,7 +40,7 @@ fn send_request(text: &str) -> Value {
 
 /// What one message of a listen says, for the test.
 #[derive(Debug, PartialEq)]
-enum Said {
+pub(crate) enum Said {
     Acknowledged,
     Updated,
     /// The listen's own answer: it ended (a refusal is an error answer).
@@ -67,7 +66,7 @@ fn said_to(v: &Value, id: u64) -> Said {
 }
 
 /// The events of an SSE body: (id, data as JSON if any).
-struct Events {
+pub(crate) struct Events {
     body: futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
     buf: Vec<u8>,
 }
@@ -101,7 +100,7 @@ impl Events {
     }
 
     /// Reads until `want` (or the listen's end, or 10 s): what came instead.
-    async fn until(&mut self, want: Said) -> Result<(), String> {
+    pub(crate) async fn until(&mut self, want: Said) -> Result<(), String> {
         let read = async {
             while let Some((_, data)) = self.next().await {
                 match data.as_ref().map(said) {
@@ -120,7 +119,7 @@ impl Events {
 
 /// A listen of the lead's over a connection of its own (its own client): the
 /// client, to be dropped to close the connection, and the listen's events.
-async fn listen_over_http(s: &HttpServer) -> (reqwest::Client, Events) {
+pub(crate) async fn listen_over_http(s: &HttpServer) -> (reqwest::Client, Events) {
     let http = reqwest::Client::new();
     let resp = http
         .post(&s.url)
@@ -216,7 +215,7 @@ async fn a_listen_whose_connection_closed_ends_after_a_grace() {
 /// A listen through a relay to the data dir's kernel (a stdio launch while the
 /// kernel runs): the relay, its stdin, and whether the listen was served (it
 /// heard a post).
-async fn listen_through_a_relay(
+pub(crate) async fn listen_through_a_relay(
     dir: &std::path::Path,
     run: usize,
 ) -> (
@@ -326,106 +325,4 @@ async fn listens_cancelled_through_a_relay_give_way() {
     }
     relay.kill().await.unwrap();
     s.stop().await;
-}
-
-/// The MCP Inspector CLI in the 2026-07-28 era listens on connect (for list
-/// changes) and exits without cancelling. 37 runs in a row against one kernel,
-/// over HTTP and through the stdio relay (one background kernel throughout): no
-/// listen is refused (the Inspector shows nothing when one is, the kernel's log
-/// does), and the lead's listen after them is served.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_listen_is_refused_in_37_inspector_runs_over_http_and_stdio() {
-    if inspector().is_none() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start(&dir.path().join("http")).await;
-    let auth = format!("Authorization: Bearer {}", s.admin);
-    let http = [
-        "--transport",
-        "http",
-        "--server-url",
-        &s.url,
-        "--header",
-        &auth,
-    ]
-    .map(String::from);
-    let data = dir.path().join("stdio");
-    // Idle far longer than between two runs, however busy the machine, so that
-    // one kernel serves them all; it is stopped at the end.
-    let stdio = [
-        BIN,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--idle-exit",
-        "60s",
-    ]
-    .map(String::from);
-    let started = std::time::Instant::now();
-    let runs = [http.to_vec(), stdio.to_vec()].map(|target| {
-        let kernel_json = data.join("kernel.json");
-        tokio::task::spawn_blocking(move || {
-            let mut kernel = None;
-            for run in 1..=IN_A_ROW {
-                let mut argv = vec!["--protocol-era", "modern"];
-                argv.extend(target.iter().map(String::as_str));
-                argv.extend(["--method", "tools/list"]);
-                let (code, _, err) = inspector_cli(&argv).expect("installed");
-                assert_eq!(code, 0, "{} run {run}: exit {code}\n{err}", target[0]);
-                if target[0] == BIN {
-                    let now = std::fs::read_to_string(&kernel_json).unwrap();
-                    assert_eq!(kernel.get_or_insert(now.clone()), &now, "one kernel");
-                }
-            }
-        })
-    });
-    for r in runs {
-        r.await.unwrap();
-    }
-    eprintln!(
-        "{IN_A_ROW} Inspector runs per transport in {:.1?}",
-        started.elapsed()
-    );
-    let refused = |kernel: &str| {
-        let log = dir.path().join(kernel).join("logs/agent-worker.log");
-        std::fs::read_to_string(log)
-            .unwrap()
-            .matches("subscriptions/listen requests of this identity are open already")
-            .count()
-    };
-    let refusals = (refused("http"), refused("stdio"));
-    let (http, mut events) = listen_over_http(&s).await;
-    events.until(Said::Acknowledged).await.unwrap();
-    let lead = s.lead(Proto::Modern).await;
-    call(&lead, "channel_send", json!({"message": "after"}))
-        .await
-        .ok();
-    let over_http = events.until(Said::Updated).await;
-    drop((events, http));
-    let (mut relay, _stdin, through_relay) = listen_through_a_relay(&data, 0).await;
-    relay.kill().await.unwrap();
-    assert_eq!(
-        refusals,
-        (0, 0),
-        "listens refused (over HTTP, through the relay)"
-    );
-    assert!(
-        over_http.is_ok() && through_relay.is_ok(),
-        "the lead's listen was not served\nover HTTP: {over_http:?}\nthrough the relay: {through_relay:?}"
-    );
-    s.stop().await;
-    // The background kernel is stopped (before its data dir is removed).
-    let kernel: Value =
-        serde_json::from_str(&std::fs::read_to_string(data.join("kernel.json")).unwrap()).unwrap();
-    let pid = kernel["pid"].as_i64().unwrap();
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the background kernel did not stop"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }

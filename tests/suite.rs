@@ -28,6 +28,7 @@ mod http_protocol;
 mod http_sessions;
 mod inspector;
 mod inspector_calls;
+mod inspector_listens;
 mod inspector_web;
 mod interop;
 mod interop_contracts;

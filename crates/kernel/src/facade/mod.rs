@@ -17,8 +17,7 @@ mod workflows;
 use crate::events::Events;
 use crate::{
     context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
-    timing::{self, Setup},
-    workflows as wf,
+    timing::Setup, workflows as wf,
 };
 use domain::error::{Error, Result};
 use std::path::{Path, PathBuf};
