@@ -1,8 +1,9 @@
 //! The house's rules that the compiler cannot keep, kept by reading the tree:
 //! which crate may depend on which (from `cargo metadata`), where a database engine
 //! may be named, who may write to stdout, how long a source file may be, that
-//! the kernel's rooms never name `Kernel` (only its façade does), and that every
-//! test file is in the suite.
+//! the kernel's rooms never name `Kernel` (only its façade does), that every
+//! test file is in the suite, and that the binary declares only the dependencies
+//! its source uses.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -59,8 +60,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
 ];
 
-#[test]
-fn no_crate_depends_on_one_above_it() {
+/// The workspace's packages as `cargo metadata` describes them (no registry).
+fn metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
         .args([
@@ -78,7 +79,12 @@ fn no_crate_depends_on_one_above_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn no_crate_depends_on_one_above_it() {
+    let meta = metadata();
     let allowed: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
     let mut seen = BTreeSet::new();
     for package in meta["packages"].as_array().unwrap() {
@@ -106,10 +112,56 @@ fn no_crate_depends_on_one_above_it() {
     );
 }
 
-/// Every `.rs` file of the shipped code (the crates and the binary's `src/`).
-fn source_files() -> Vec<PathBuf> {
+/// The binary crate's [dependencies] are what its src/ names: what only the tests
+/// and examples use (a client, the engines) is a dev-dependency, so the build of
+/// the binary neither compiles nor declares it.
+#[test]
+fn the_binary_depends_only_on_what_its_source_names() {
+    let meta = metadata();
+    let root = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "agent-worker")
+        .expect("the binary's package");
+    let files: Vec<String> = files_under(&Path::new(ROOT).join("src"))
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            text.lines().map(code_of).collect::<Vec<_>>().join("\n")
+        })
+        .collect();
+    let mut unused = Vec::new();
+    for dep in root["dependencies"].as_array().unwrap() {
+        if !dep["kind"].is_null() {
+            continue; // dev or build
+        }
+        let name = dep["rename"].as_str().or(dep["name"].as_str()).unwrap();
+        let name = name.replace('-', "_");
+        let re = |pattern: String| regex::Regex::new(&pattern).unwrap();
+        // `use name::..`, or a path `name::..` where no `use` of the file has
+        // brought in a module of that name (`use mcp::{http, ..}` then `http::app`).
+        let used = re(format!(r"\buse\s+{name}\b|\bextern crate {name}\b"));
+        let path = re(format!(r"(^|[^\w:]){name}::"));
+        let shadowed = re(format!(r"\buse\s+[^;]*?[:{{,]\s*{name}\s*[,}};]"));
+        let names = |text: &String| {
+            used.is_match(text) || (path.is_match(text) && !shadowed.is_match(text))
+        };
+        if !files.iter().any(names) {
+            unused.push(name);
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "src/ never names {unused:?}: drop them from the root package's [dependencies] \
+         (a dev-dependency if the tests or examples use them)"
+    );
+}
+
+/// Every `.rs` file under `dir`.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut stack = vec![Path::new(ROOT).join("src"), Path::new(ROOT).join("crates")];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -120,6 +172,13 @@ fn source_files() -> Vec<PathBuf> {
             }
         }
     }
+    out
+}
+
+/// Every `.rs` file of the shipped code (the crates and the binary's `src/`).
+fn source_files() -> Vec<PathBuf> {
+    let mut out = files_under(&Path::new(ROOT).join("src"));
+    out.extend(files_under(&Path::new(ROOT).join("crates")));
     assert!(
         out.len() > 100,
         "the source tree was not found under {ROOT}"
