@@ -2,8 +2,9 @@
 //! which crate may depend on which (from `cargo metadata`), where a database engine
 //! may be named, who may write to stdout, how long a source file may be, that
 //! the kernel's rooms never name `Kernel` (only its façade does), that every
-//! test file is in the suite, and that the binary declares only the dependencies
-//! its source uses.
+//! test file is in the suite, that the binary declares only the dependencies
+//! its source uses, and that building a test or an example and then the binary
+//! compiles nothing twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -155,6 +156,61 @@ fn the_binary_depends_only_on_what_its_source_names() {
         unused.is_empty(),
         "src/ never names {unused:?}: drop them from the root package's [dependencies] \
          (a dev-dependency if the tests or examples use them)"
+    );
+}
+
+/// Each package `cargo tree` shows over these edges (`normal,build` for the
+/// binary's build, with `dev` for a test's or an example's), with the feature sets
+/// it is built with.
+fn features_over(edges: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--workspace", "--offline", "--prefix", "none"])
+        .args(["-e", edges, "-f", "{p} [{f}]"])
+        .current_dir(ROOT)
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut packages: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let line = line.trim_end_matches(" (*)");
+        if let Some((package, features)) = line.rsplit_once(" [") {
+            let features = features.trim_end_matches(']').to_owned();
+            packages
+                .entry(package.to_owned())
+                .or_default()
+                .insert(features);
+        }
+    }
+    assert!(packages.len() > 100, "cargo tree listed too little");
+    packages
+}
+
+/// `cargo build` after `cargo run --example demo` (or `cargo test`) compiles no
+/// crate again: no dev-dependency turns on a feature of a package the binary's
+/// build also has, since a package built with other features is a new build of it
+/// and of every crate above it (bitflags, then nix, rusqlite, rmcp.. and ours).
+#[test]
+fn building_an_example_then_the_binary_compiles_nothing_twice() {
+    let binary = features_over("normal,build");
+    let with_dev = features_over("normal,build,dev");
+    let differ: Vec<String> = binary
+        .iter()
+        .filter_map(|(package, features)| {
+            let dev = with_dev.get(package)?;
+            (dev != features).then(|| format!("{package}: {features:?} -> {dev:?}"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "the dev-dependencies change these packages' features, so `cargo build` after \
+         an example or a test compiles them and all above them again (give the normal \
+         dependencies those features, or drop them from the dev-dependencies):\n{}",
+        differ.join("\n")
     );
 }
 
