@@ -3,8 +3,9 @@
 //! may be named, who may write to stdout, how long a source file may be, that
 //! the kernel's rooms never name `Kernel` (only its façade does), that every
 //! test file is in the suite, that the binary declares only the dependencies
-//! its source uses, and that building a test or an example and then the binary
-//! compiles nothing twice.
+//! its source uses, that building a test or an example and then the binary
+//! compiles nothing twice, and that each crate can be published (one version, no
+//! file embedded from outside it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -110,6 +111,74 @@ fn no_crate_depends_on_one_above_it() {
         seen.len(),
         LAYERS.len(),
         "a crate of LAYERS is missing from the workspace"
+    );
+}
+
+/// Our crates are published together at one version, each asking for exactly
+/// that version of the others (crates.io needs a version beside each path), so a
+/// release bumps them all at once and nothing mixes two releases.
+#[test]
+fn our_crates_ask_for_each_other_at_the_one_version() {
+    let meta = metadata();
+    let packages = meta["packages"].as_array().unwrap();
+    let version = packages[0]["version"].as_str().unwrap();
+    let mut wrong = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap();
+        if package["version"] != version {
+            wrong.push(format!("{name} is at {}", package["version"]));
+        }
+        for dep in package["dependencies"].as_array().unwrap() {
+            let req = dep["req"].as_str().unwrap();
+            if dep["path"].is_string() && req != format!("={version}") {
+                wrong.push(format!("{name} asks for {} {req}", dep["name"]));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "every crate at {version}, asking for the others at ={version} \
+         ([workspace.dependencies] of Cargo.toml):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// A published crate holds only the files under its own folder, so what a crate
+/// embeds (`include_str!`, `include_bytes!`) must be there: a link in the crate's
+/// folder to a file elsewhere in the repository is packaged as the file.
+#[test]
+fn no_crate_embeds_a_file_outside_its_folder() {
+    let include = regex::Regex::new(r#"include_(str|bytes)!\(\s*"([^"]+)""#).unwrap();
+    let mut found = Vec::new();
+    for path in source_files() {
+        let name = relative(&path);
+        // The folder each file ships in: its crate's, or src/ for the binary's.
+        let home = match name.strip_prefix("crates/") {
+            Some(rest) => format!("crates/{}/", rest.split('/').next().unwrap()),
+            None => "src/".to_owned(),
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for m in include.captures_iter(line) {
+                let mut at: Vec<&str> = name.split('/').collect();
+                at.pop(); // the file itself
+                for part in m[2].split('/') {
+                    match part {
+                        ".." => drop(at.pop()),
+                        "." => {}
+                        part => at.push(part),
+                    }
+                }
+                if !at.join("/").starts_with(&home) {
+                    found.push(format!("{name}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "embedded from outside the crate, so its published package cannot build:\n{}",
+        found.join("\n")
     );
 }
 
