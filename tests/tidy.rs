@@ -2,8 +2,11 @@
 //! which crate may depend on which (from `cargo metadata`), where a database engine
 //! may be named, who may write to stdout, how long a source file may be, that
 //! the kernel's rooms never name `Kernel` (only its façade does), that no state or
-//! backend word is compared or matched as a string, and that every test file is in
-//! the suite. Beside it: `tidy_functions.rs` (no function over 100 lines),
+//! backend word is compared or matched as a string, that every test file is in
+//! the suite, that the binary declares only the dependencies its source uses,
+//! that building a test or an example and then the binary compiles nothing twice,
+//! and that each crate can be published (one version, no file embedded from
+//! outside it). Beside it: `tidy_functions.rs` (no function over 100 lines),
 //! `tidy_rooms.rs` (the kernel's room order), `tidy_map.rs` (the map in
 //! `src/lib.rs` matches the files), `tidy_sleeps.rs` (fixed sleeps in tests).
 
@@ -62,8 +65,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
 ];
 
-#[test]
-fn no_crate_depends_on_one_above_it() {
+/// The workspace's packages as `cargo metadata` describes them (no registry).
+fn metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
         .args([
@@ -81,7 +84,12 @@ fn no_crate_depends_on_one_above_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn no_crate_depends_on_one_above_it() {
+    let meta = metadata();
     let allowed: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
     let mut seen = BTreeSet::new();
     for package in meta["packages"].as_array().unwrap() {
@@ -109,10 +117,179 @@ fn no_crate_depends_on_one_above_it() {
     );
 }
 
-/// Every `.rs` file of the shipped code (the crates and the binary's `src/`).
-fn source_files() -> Vec<PathBuf> {
+/// Our crates are published together at one version, each asking for exactly
+/// that version of the others (crates.io needs a version beside each path), so a
+/// release bumps them all at once and nothing mixes two releases.
+#[test]
+fn our_crates_ask_for_each_other_at_the_one_version() {
+    let meta = metadata();
+    let packages = meta["packages"].as_array().unwrap();
+    let version = packages[0]["version"].as_str().unwrap();
+    let mut wrong = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap();
+        if package["version"] != version {
+            wrong.push(format!("{name} is at {}", package["version"]));
+        }
+        for dep in package["dependencies"].as_array().unwrap() {
+            let req = dep["req"].as_str().unwrap();
+            if dep["path"].is_string() && req != format!("={version}") {
+                wrong.push(format!("{name} asks for {} {req}", dep["name"]));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "every crate at {version}, asking for the others at ={version} \
+         ([workspace.dependencies] of Cargo.toml):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// A published crate holds only the files under its own folder, so what a crate
+/// embeds (`include_str!`, `include_bytes!`) must be there: a link in the crate's
+/// folder to a file elsewhere in the repository is packaged as the file.
+#[test]
+fn no_crate_embeds_a_file_outside_its_folder() {
+    let include = regex::Regex::new(r#"include_(str|bytes)!\(\s*"([^"]+)""#).unwrap();
+    let mut found = Vec::new();
+    for path in source_files() {
+        let name = relative(&path);
+        // The folder each file ships in: its crate's, or src/ for the binary's.
+        let home = match name.strip_prefix("crates/") {
+            Some(rest) => format!("crates/{}/", rest.split('/').next().unwrap()),
+            None => "src/".to_owned(),
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for m in include.captures_iter(line) {
+                let mut at: Vec<&str> = name.split('/').collect();
+                at.pop(); // the file itself
+                for part in m[2].split('/') {
+                    match part {
+                        ".." => drop(at.pop()),
+                        "." => {}
+                        part => at.push(part),
+                    }
+                }
+                if !at.join("/").starts_with(&home) {
+                    found.push(format!("{name}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "embedded from outside the crate, so its published package cannot build:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The binary crate's [dependencies] are what its src/ names: what only the tests
+/// and examples use (a client, the engines) is a dev-dependency, so the build of
+/// the binary neither compiles nor declares it.
+#[test]
+fn the_binary_depends_only_on_what_its_source_names() {
+    let meta = metadata();
+    let root = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "agent-worker")
+        .expect("the binary's package");
+    let files: Vec<String> = files_under(&Path::new(ROOT).join("src"))
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            text.lines().map(code_of).collect::<Vec<_>>().join("\n")
+        })
+        .collect();
+    let mut unused = Vec::new();
+    for dep in root["dependencies"].as_array().unwrap() {
+        if !dep["kind"].is_null() {
+            continue; // dev or build
+        }
+        let name = dep["rename"].as_str().or(dep["name"].as_str()).unwrap();
+        let name = name.replace('-', "_");
+        let re = |pattern: String| regex::Regex::new(&pattern).unwrap();
+        // `use name::..`, or a path `name::..` where no `use` of the file has
+        // brought in a module of that name (`use mcp::{http, ..}` then `http::app`).
+        let used = re(format!(r"\buse\s+{name}\b|\bextern crate {name}\b"));
+        let path = re(format!(r"(^|[^\w:]){name}::"));
+        let shadowed = re(format!(r"\buse\s+[^;]*?[:{{,]\s*{name}\s*[,}};]"));
+        let names = |text: &String| {
+            used.is_match(text) || (path.is_match(text) && !shadowed.is_match(text))
+        };
+        if !files.iter().any(names) {
+            unused.push(name);
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "src/ never names {unused:?}: drop them from the root package's [dependencies] \
+         (a dev-dependency if the tests or examples use them)"
+    );
+}
+
+/// Each package `cargo tree` shows over these edges (`normal,build` for the
+/// binary's build, with `dev` for a test's or an example's), with the feature sets
+/// it is built with.
+fn features_over(edges: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--workspace", "--offline", "--prefix", "none"])
+        .args(["-e", edges, "-f", "{p} [{f}]"])
+        .current_dir(ROOT)
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut packages: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let line = line.trim_end_matches(" (*)");
+        if let Some((package, features)) = line.rsplit_once(" [") {
+            let features = features.trim_end_matches(']').to_owned();
+            packages
+                .entry(package.to_owned())
+                .or_default()
+                .insert(features);
+        }
+    }
+    assert!(packages.len() > 100, "cargo tree listed too little");
+    packages
+}
+
+/// `cargo build` after `cargo run --example demo` (or `cargo test`) compiles no
+/// crate again: no dev-dependency turns on a feature of a package the binary's
+/// build also has, since a package built with other features is a new build of it
+/// and of every crate above it (bitflags, then nix, rusqlite, rmcp.. and ours).
+#[test]
+fn building_an_example_then_the_binary_compiles_nothing_twice() {
+    let binary = features_over("normal,build");
+    let with_dev = features_over("normal,build,dev");
+    let differ: Vec<String> = binary
+        .iter()
+        .filter_map(|(package, features)| {
+            let dev = with_dev.get(package)?;
+            (dev != features).then(|| format!("{package}: {features:?} -> {dev:?}"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "the dev-dependencies change these packages' features, so `cargo build` after \
+         an example or a test compiles them and all above them again (give the normal \
+         dependencies those features, or drop them from the dev-dependencies):\n{}",
+        differ.join("\n")
+    );
+}
+
+/// Every `.rs` file under `dir`.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut stack = vec![Path::new(ROOT).join("src"), Path::new(ROOT).join("crates")];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -123,6 +300,13 @@ fn source_files() -> Vec<PathBuf> {
             }
         }
     }
+    out
+}
+
+/// Every `.rs` file of the shipped code (the crates and the binary's `src/`).
+fn source_files() -> Vec<PathBuf> {
+    let mut out = files_under(&Path::new(ROOT).join("src"));
+    out.extend(files_under(&Path::new(ROOT).join("crates")));
     assert!(
         out.len() > 100,
         "the source tree was not found under {ROOT}"

@@ -24,7 +24,7 @@ const EXAMPLES: &[Example] = &[
         title: "Run the review loop example",
         description: "A coder drafts, a reviewer asks for a change, the coder fixes it, the reviewer approves (mock agents, no API key).",
         params: &[],
-        yaml: include_str!("../../../examples/workflows/review-loop.yaml"),
+        yaml: include_str!("../workflows/review-loop.yaml"),
     },
     Example {
         name: "debate-vote",
@@ -35,28 +35,28 @@ const EXAMPLES: &[Example] = &[
             "What to decide (default: rewrite the CLI in Rust).",
             false,
         )],
-        yaml: include_str!("../../../examples/workflows/debate-vote.yaml"),
+        yaml: include_str!("../workflows/debate-vote.yaml"),
     },
     Example {
         name: "scheduled-digest",
         title: "Run the scheduled digest example",
         description: "Scouts report and an editor on a schedule writes a digest (mock agents, no API key).",
         params: &[],
-        yaml: include_str!("../../../examples/workflows/scheduled-digest.yaml"),
+        yaml: include_str!("../workflows/scheduled-digest.yaml"),
     },
     Example {
         name: "coding-team",
         title: "Run the coding team example",
         description: "A coder that edits, a tester that may only run the tests, a reviewer that only reads (mock agents, no API key).",
         params: &[],
-        yaml: include_str!("../../../examples/workflows/coding-team.yaml"),
+        yaml: include_str!("../workflows/coding-team.yaml"),
     },
     Example {
         name: "code-review-steps",
         title: "Run the code review steps example",
         description: "A step workflow: review, fix, verify, run in that order by the kernel (mock agents, no API key).",
         params: &[("pr", "The pull request (default: 42).", false)],
-        yaml: include_str!("../../../examples/workflows/code-review-steps.yaml"),
+        yaml: include_str!("../workflows/code-review-steps.yaml"),
     },
 ];
 

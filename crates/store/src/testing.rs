@@ -1,4 +1,4 @@
-//! For tests of other crates too (the `testing` feature): stores on a real
+//! For tests, of other crates too: stores on a real
 //! PostgreSQL cluster, the one `AGENT_WORKER_TEST_PG` names (`scripts/pg-cluster
 //! start`), one fresh database each. Without a cluster a test says so and passes,
 //! unless `PG_REQUIRED=1` (as in CI), where it fails.
