@@ -86,27 +86,6 @@ fn table() -> Vec<Row> {
             ["skip", "skip", "skip", "go", "skip"],
         ),
         (
-            "empty inbox, others posted since its last run",
-            |f| (f.open, f.unseen) = (0, true),
-            ["skip", "skip", "skip", "go", "go"],
-        ),
-        (
-            "empty inbox, nothing unseen, runs per hour reached: a poll trips nothing",
-            |f| (f.open, f.runs_last_hour) = (0, DEFAULT_RUNS_PER_HOUR as i64),
-            [
-                "skip",
-                "skip",
-                "skip",
-                "trip: alice started 60 runs in the last hour",
-                "skip",
-            ],
-        ),
-        (
-            "a paused poller with something unseen",
-            |f| (f.open, f.unseen, f.agent_state) = (0, true, AgentState::Paused),
-            ["skip"; 5],
-        ),
-        (
             "runs per hour reached",
             |f| f.runs_last_hour = DEFAULT_RUNS_PER_HOUR as i64,
             ["trip: alice started 60 runs in the last hour"; 5],
@@ -114,24 +93,12 @@ fn table() -> Vec<Row> {
         (
             "hops reached",
             |f| f.hops = DEFAULT_MAX_HOPS as i64,
-            [
-                "trip: agents sent each other 30 messages",
-                "go",
-                "go",
-                "go",
-                "go",
-            ],
+            ["trip: agents sent each other 30", "go", "go", "go", "go"],
         ),
         (
             "the agent's own hop limit",
             |f| (f.hops, f.agent_budget.max_hops) = (5, Some(5)),
-            [
-                "trip: agents sent each other 5 messages",
-                "go",
-                "go",
-                "go",
-                "go",
-            ],
+            ["trip: agents sent each other 5", "go", "go", "go", "go"],
         ),
         (
             "the workflow's runs limit",
@@ -178,9 +145,37 @@ fn table() -> Vec<Row> {
     ]
 }
 
+/// The rows of a poll: it runs only when something waits, and with nothing
+/// waiting no guard trips.
+fn poll_rows() -> Vec<Row> {
+    vec![
+        (
+            "empty inbox, others posted since its last run",
+            |f| (f.open, f.unseen) = (0, true),
+            ["skip", "skip", "skip", "go", "go"],
+        ),
+        (
+            "empty inbox, nothing unseen, runs per hour reached: a poll trips nothing",
+            |f| (f.open, f.runs_last_hour) = (0, DEFAULT_RUNS_PER_HOUR as i64),
+            [
+                "skip",
+                "skip",
+                "skip",
+                "trip: alice started 60 runs in the last hour",
+                "skip",
+            ],
+        ),
+        (
+            "a paused poller with something unseen",
+            |f| (f.open, f.unseen, f.agent_state) = (0, true, AgentState::Paused),
+            ["skip"; 5],
+        ),
+    ]
+}
+
 #[test]
 fn the_gate_decides_by_the_facts_and_the_wake() {
-    for (what, change, want) in table() {
+    for (what, change, want) in table().into_iter().chain(poll_rows()) {
         let mut f = runnable();
         change(&mut f);
         for (wake, want) in WAKES.iter().zip(want) {
