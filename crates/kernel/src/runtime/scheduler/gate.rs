@@ -289,6 +289,13 @@ impl Runtime {
             return Ok(()); // deleted, or another node's
         };
         match facts.decide(wake) {
+            // A poll that starts nothing publishes nothing: a workflow run left
+            // running by a check made while this admission was under way (it owed
+            // a run then) looks again.
+            Gate::Skip if wake == Wake::Poll && facts.workflow_state == WorkflowState::Running => {
+                self.scheduler.settle_soon(facts.workflow_id);
+                Ok(())
+            }
             Gate::Skip => Ok(()),
             Gate::Trip(why) => {
                 self.pause_with_reason(
