@@ -68,9 +68,15 @@ async fn no_run_for(lead: &Client, secs: u64, n: usize) -> HashSet<String> {
 /// The instance, once it is `completed` again (a run just ended may leave it
 /// `running` for a moment).
 async fn completed(lead: &Client) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let st = finished(lead, WORKFLOW).await;
+        let st = call(
+            lead,
+            "workflow_status",
+            json!({"workflow": WORKFLOW, "wait_seconds": 2}),
+        )
+        .await
+        .ok();
         if st["status"] == "completed" {
             return st;
         }
@@ -169,5 +175,23 @@ async fn seed_004s_poller_runs_only_when_something_waits_and_its_instance_comple
     send(&lead, "a post while stopped").await;
     let fires = no_run_for(&lead, 3, 3).await;
     assert_eq!(fires.len(), 1, "it fired after workflow_stop: {fires:?}");
+    s.stop().await;
+}
+
+/// A member without a worker (a joined client) that has a poll: the schedule
+/// starts no run of it, so others' posts owe it none and the instance completes.
+#[tokio::test]
+async fn a_poll_of_a_member_without_a_worker_owes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let yaml = "name: watched\nagents:\n  watcher: { backend: external, schedule: 1s }\n  \
+                coder: { backend: mock }\nkickoff: \"@coder go\"\n";
+    call(&lead, "workflow_run", json!({"yaml": yaml}))
+        .await
+        .ok();
+    let st = finished(&lead, "@watched:main").await;
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(agent_named(&st, "coder")["runs"], 1, "{st}");
     s.stop().await;
 }

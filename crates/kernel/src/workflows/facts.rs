@@ -99,7 +99,8 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
     let mut out = Vec::new();
     for (id, seen_upto, scheduled, running, polls, mut summary) in rows {
         summary.pending = open_deliveries(c, wid, &summary.name, now)?;
-        let schedule_owed = scheduled && {
+        // A schedule starts no run of a member without a worker: it owes nothing.
+        let schedule_owed = scheduled && !crate::registry::has_no_worker(&summary.backend) && {
             let posted_after: i64 = c.query_row(
                 "SELECT count(*) FROM messages WHERE workflow_id = ?1 AND id > ?2 AND sender <> ?3",
                 (wid, seen_upto.unwrap_or_default(), &summary.name),
