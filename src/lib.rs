@@ -308,14 +308,16 @@
 //! - Runs start from events, never from polling: a committed delivery publishes
 //!   `Delivered`, the scheduler admits a run (or remembers the wake if the agent is
 //!   running). Every start except agent_ask passes the scheduler's gate (paused,
-//!   stopped workflow, empty inbox, guards) and its worker limit. What must survive
+//!   stopped workflow, empty inbox, a poll with nothing waiting, guards) and its
+//!   worker limit. What must survive
 //!   a restart (schedules, automatic resumes, pending deliveries) is in the store.
 //! - Contracts never widen a permission profile: a tool request is asked of the
 //!   profile first. Nothing a contract holds for approval happens before it is
 //!   granted; an approval whose run ended is `lost`, never granted by default.
 //! - A workflow run is done only after a quiet debounce and a fresh read of the
 //!   store: no run, queue entry, retry or unread delivery of a live agent, no open
-//!   binding proposal, no scheduled run owed.
+//!   binding proposal, no scheduled run owed (a schedule that only polls, with
+//!   nothing waiting, owes none).
 
 pub mod background;
 pub mod bridge;

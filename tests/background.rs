@@ -57,7 +57,8 @@ async fn schedules_keep_firing_after_the_client_has_gone() {
     call(
         &client,
         "agent_new",
-        json!({"name": "ticker", "backend": "mock", "schedule": {"every": "1s"}}),
+        json!({"name": "ticker", "backend": "mock",
+               "schedule": {"every": "1s", "prompt": "tick"}}),
     )
     .await
     .ok();

@@ -42,6 +42,7 @@ mod node_labels;
 mod nodes;
 mod organisations;
 mod partition;
+mod polls;
 mod process;
 mod proposals;
 mod python_elicit;

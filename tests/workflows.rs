@@ -699,9 +699,9 @@ async fn the_coding_team_example_runs_with_its_permissions() {
 
 /// Seed 004's example YAML runs as written with mock agents: no backend (and
 /// `backend: default`) take the kernel's default backend, `schedule: 30s` arms the
-/// reviewer, the original's context form and a setup step work, and YAML agents
-/// carry their permissions. A default backend that is no backend is refused by
-/// name.
+/// reviewer's poll (which keeps nothing from being done: see polls.rs), the
+/// original's context form and a setup step work, and YAML agents carry their
+/// permissions. A default backend that is no backend is refused by name.
 #[tokio::test]
 async fn the_seed_example_runs_with_the_default_backend() {
     let dir = tempfile::tempdir().unwrap();
@@ -743,8 +743,8 @@ kickoff: |
     let lead = s.lead(Proto::Legacy).await;
     run(&lead, json!({"file": file.display().to_string()})).await;
     let r = finished(&lead, "@code-review:main").await;
-    // The reviewer's schedule keeps it `scheduled`, not done.
-    assert_eq!(r["status"], "scheduled", "{r}");
+    // The reviewer's schedule only polls, and nothing waits for it: done.
+    assert_eq!(r["status"], "completed", "{r}");
     for name in ["reviewer", "coder"] {
         let info = call(
             &lead,

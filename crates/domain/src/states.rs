@@ -95,8 +95,12 @@ text_enum! {
         Retry = "retry",
         /// The end of an automatic pause, or an approval that came.
         Resume = "resume",
-        /// An `every` or `cron` schedule fired.
+        /// A `cron` schedule, or one with a prompt of its own, fired: it runs every time.
         Schedule = "schedule",
+        /// An `every` schedule without a prompt of its own fired: a poll, which
+        /// runs only if something waits for the agent (an open delivery, or channel
+        /// messages by others its last run did not see).
+        Poll = "poll",
         /// agent_ask: the lead's question, straight to the process manager.
         Ask = "ask",
     }
@@ -243,9 +247,10 @@ pub fn all_state_texts() -> impl Iterator<Item = &'static str> {
 
 impl Wake {
     /// Whether an empty inbox means there is nothing to run for. A schedule runs
-    /// with its own prompt, inbox or not.
+    /// with its own prompt, inbox or not; a poll also looks at the channel (the
+    /// gate's own rule).
     pub fn needs_inbox(self) -> bool {
-        self != Wake::Schedule
+        !matches!(self, Wake::Schedule | Wake::Poll)
     }
 }
 
@@ -282,7 +287,7 @@ mod tests {
     #[test]
     fn wakes_round_trip_through_their_text() {
         round_trips(Wake::ALL);
-        assert_eq!(Wake::ALL.len(), 5);
+        assert_eq!(Wake::ALL.len(), 6);
         // The ones that used to come back as a message read back as themselves.
         assert_eq!("retry".parse::<Wake>(), Ok(Wake::Retry));
         assert_eq!("resume".parse::<Wake>(), Ok(Wake::Resume));

@@ -10,7 +10,7 @@ use crate::messaging::inbox::{Settle, settle};
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::Result;
 use domain::protocol::{ErrorClass, Usage};
-use domain::states::RunStatus;
+use domain::states::{RunStatus, Wake};
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
@@ -215,17 +215,28 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
     }
     // The run reads its inbox: its broadcasts become rows it can mark and settle.
     broadcast::write_own(c, r.workflow_id, r.agent, now_ms())?;
-    // A message's wake, checked where it counts too: the scheduler decided on
-    // what it read before, and the run it waited for may have read and acked the
-    // messages since; a run now would read nothing.
-    if r.trigger == domain::states::Wake::Message.as_str()
-        && crate::runtime::scheduler::open_deliveries(c, r.workflow_id, r.agent, now_ms())? == 0
-    {
+    // A message's wake (or a poll's), checked where it counts too: the scheduler
+    // decided on what it read before, and the run it waited for may have read and
+    // acked the messages since; a run now would read nothing.
+    let (message, poll) = (Wake::Message.as_str(), Wake::Poll.as_str());
+    let nothing_waits = || -> Result<bool> {
+        Ok(
+            crate::runtime::scheduler::open_deliveries(c, r.workflow_id, r.agent, now_ms())? == 0
+                && (r.trigger == message || !crate::runtime::schedules::unseen(c, r.agent_id)?),
+        )
+    };
+    if (r.trigger == message || r.trigger == poll) && nothing_waits()? {
         return Err(domain::error::Error::conflict(format!(
             "nothing is waiting for {} any more: a run has read it",
             r.agent
         )));
     }
+    // The run reads the recent channel: a poll owes it nothing posted before now.
+    c.execute(
+        "UPDATE schedules SET seen_upto = (SELECT max(id) FROM messages WHERE workflow_id = ?2)
+         WHERE agent_id = ?1",
+        (r.agent_id, r.workflow_id),
+    )?;
     let summary = prompt_summary_tx(c, r)?;
     c.execute(
         "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary, trace_id)

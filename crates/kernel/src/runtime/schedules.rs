@@ -1,10 +1,16 @@
 //! Schedules: one per agent, `every` (an interval after the agent was last idle) or
 //! `cron` (five fields, local time), with an optional prompt for the run.
 //!
+//! An `every` schedule without a prompt of its own is a poll: its fire starts a run
+//! only if something waits for the agent (an open delivery, or channel messages by
+//! others after `seen_upto`; the gate decides). A `cron` schedule, or one with its
+//! own prompt, runs every time.
+//!
 //! The row keeps the next fire time, so a restart re-arms it; a fire that came due
-//! while the kernel was down fires once at start, not once per missed slot. A fire
-//! records the newest channel message (`seen_upto`): while others post after it, a
-//! workflow run still owes that agent a scheduled run and is not done.
+//! while the kernel was down fires once at start, not once per missed slot. A run's
+//! start, and a fire that is not a poll, record the newest channel message
+//! (`seen_upto`): while others post after it, a workflow run still owes that agent a
+//! scheduled run and is not done.
 
 use crate::events::Event;
 use crate::runtime::Runtime;
@@ -98,6 +104,24 @@ pub(crate) fn get(c: &Connection, agent_id: i64) -> Result<Option<Row>> {
     .optional()?)
 }
 
+/// Whether a schedule is a poll: an `every` schedule without a prompt of its own,
+/// which runs the agent only when something waits for it.
+pub(crate) fn polls(kind: &str, prompt: Option<&str>) -> bool {
+    kind == "every" && prompt.is_none_or(|p| p.trim().is_empty())
+}
+
+/// Whether others posted in the agent's channel after the newest message its last
+/// run (or its schedule's last fire) could see: what a poll looks for besides its
+/// inbox.
+pub(crate) fn unseen(c: &Connection, agent_id: i64) -> Result<bool> {
+    Ok(c.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM agents a JOIN messages m ON m.workflow_id = a.workflow_id
+           LEFT JOIN schedules s ON s.agent_id = a.id
+         WHERE a.id = ?1 AND m.sender <> a.name AND m.id > coalesce(s.seen_upto, ''))",
+    )?
+    .query_row([agent_id], |r| r.get(0))?)
+}
+
 /// A stored schedule as tools show it.
 pub(crate) fn view(target: String, (kind, spec, prompt, next): Row) -> ScheduleView {
     ScheduleView {
@@ -151,7 +175,8 @@ impl Runtime {
         Ok(n > 0)
     }
 
-    /// A schedule came due: ask for a run with its prompt and arm the next fire.
+    /// A schedule came due: ask for a run (with its prompt, or as a poll) and arm
+    /// the next fire.
     /// Only on the agent's node, checked in the write that consumes the fire (an
     /// agent moved away a moment ago is the new node's to fire: this one disarms).
     pub(crate) async fn fire_schedule(self: &Arc<Self>, agent_id: i64) -> Result<()> {
@@ -175,6 +200,16 @@ impl Runtime {
                 };
                 let trigger = Trigger::stored(&kind, &spec).map_err(Error::internal)?;
                 let next = trigger.next_after(now);
+                let poll = polls(&kind, prompt.as_deref());
+                if poll {
+                    // Whether anything waits is the gate's question, against what
+                    // the agent's last run saw: `seen_upto` stays.
+                    c.execute(
+                        "UPDATE schedules SET next_at = ?2 WHERE agent_id = ?1",
+                        (agent_id, next),
+                    )?;
+                    return Ok(Ok(Some((Wake::Poll, None, next))));
+                }
                 let newest: Option<String> = c.query_row(
                     "SELECT max(m.id) FROM messages m JOIN agents a ON a.workflow_id = m.workflow_id WHERE a.id = ?1",
                     [agent_id],
@@ -184,26 +219,22 @@ impl Runtime {
                     "UPDATE schedules SET next_at = ?2, seen_upto = ?3 WHERE agent_id = ?1",
                     (agent_id, next, newest),
                 )?;
-                Ok(Ok(Some((prompt, next))))
+                let prompt = prompt.unwrap_or_else(|| {
+                    "Scheduled wakeup. Check for any pending work or updates.".into()
+                });
+                Ok(Ok(Some((Wake::Schedule, Some(prompt), next))))
             })
             .await?;
         let Ok(fired) = fired else {
             self.arm_schedule(agent_id, None);
             return Ok(());
         };
-        let Some((prompt, next)) = fired else {
+        let Some((wake, prompt, next)) = fired else {
             return Ok(());
         };
         self.arm_schedule(agent_id, next);
-        tracing::info!(agent_id, "schedule fired");
-        self.admit(
-            agent_id,
-            Wake::Schedule,
-            Some(prompt.unwrap_or_else(|| {
-                "Scheduled wakeup. Check for any pending work or updates.".into()
-            })),
-        )
-        .await;
+        tracing::info!(agent_id, %wake, "schedule fired");
+        self.admit(agent_id, wake, prompt).await;
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 
 use super::AgentSummary;
 use crate::runtime::scheduler::open_deliveries;
+use crate::runtime::schedules::polls;
 use domain::clock::{fmt_ms, now_ms};
 use domain::error::Result;
 use domain::protocol::Usage;
@@ -37,8 +38,11 @@ pub(super) fn workflow_row(c: &Connection, wid: i64) -> Result<Row> {
 pub(super) struct AgentFacts {
     pub(super) id: i64,
     pub(super) summary: AgentSummary,
-    /// A scheduled run is owed: others posted since its schedule last fired.
+    /// A scheduled run is owed: others posted since its schedule last fired or it
+    /// last ran.
     pub(super) schedule_owed: bool,
+    /// Its schedule is a poll: it runs only when something waits for it.
+    pub(super) polls: bool,
     /// A run of it is in progress, on whichever node runs it (by the store).
     pub(super) running: bool,
 }
@@ -54,11 +58,12 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 (SELECT CAST(coalesce(sum(output_tokens), 0) AS BIGINT) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT sum(cost_usd) FROM runs r WHERE r.agent_id = a.id),
                 a.node,
-                EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = a.id AND r.status = 'running')
+                EXISTS (SELECT 1 FROM runs r WHERE r.agent_id = a.id AND r.status = 'running'),
+                s.kind, s.prompt
          FROM agents a LEFT JOIN schedules s ON s.agent_id = a.id
          WHERE a.workflow_id = ?1 ORDER BY a.id",
     )?;
-    // (id, seen_upto, scheduled, running, summary without the pending count)
+    // (id, seen_upto, scheduled, running, polls, summary without the pending count)
     let rows = st
         .query_map([wid], |r| {
             let summary = AgentSummary {
@@ -83,14 +88,19 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 r.get::<Option<String>>(7)?,
                 r.get::<bool>(8)?,
                 r.get::<bool>(15)?,
+                polls(
+                    &r.get::<Option<String>>(16)?.unwrap_or_default(),
+                    r.get::<Option<String>>(17)?.as_deref(),
+                ),
                 summary,
             ))
         })?
         .collect::<sql::Result<Vec<_>>>()?;
     let mut out = Vec::new();
-    for (id, seen_upto, scheduled, running, mut summary) in rows {
+    for (id, seen_upto, scheduled, running, polls, mut summary) in rows {
         summary.pending = open_deliveries(c, wid, &summary.name, now)?;
-        let schedule_owed = scheduled && {
+        // A schedule starts no run of a member without a worker: it owes nothing.
+        let schedule_owed = scheduled && !crate::registry::has_no_worker(&summary.backend) && {
             let posted_after: i64 = c.query_row(
                 "SELECT count(*) FROM messages WHERE workflow_id = ?1 AND id > ?2 AND sender <> ?3",
                 (wid, seen_upto.unwrap_or_default(), &summary.name),
@@ -101,6 +111,7 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
         out.push(AgentFacts {
             id,
             schedule_owed,
+            polls,
             running,
             summary,
         });

@@ -206,7 +206,8 @@ enum Idle {
 }
 
 /// What an instance with nothing left to do now is: blocked by paused agents,
-/// waiting for events its steps need, scheduled, failed by a step, or completed.
+/// waiting for events its steps need, scheduled (a schedule that runs every
+/// time is armed), failed by a step, or completed (polls aside).
 fn idle_state(agents: &[AgentFacts], graph: Option<&Outcome>) -> Idle {
     let stuck: Vec<String> = agents
         .iter()
@@ -219,9 +220,14 @@ fn idle_state(agents: &[AgentFacts], graph: Option<&Outcome>) -> Idle {
             )
         })
         .collect();
-    let armed: Vec<String> = agents
+    // A poll with nothing owed runs again only when something comes: it does not
+    // keep the instance from being done.
+    let (polling, armed): (Vec<&AgentFacts>, Vec<&AgentFacts>) = agents
         .iter()
-        .filter(|a| live(a, graph.is_some()))
+        .filter(|a| live(a, graph.is_some()) && a.summary.next_wake.is_some())
+        .partition(|a| a.polls);
+    let armed: Vec<String> = armed
+        .iter()
         .filter_map(|a| {
             let at = a.summary.next_wake.as_ref()?;
             Some(format!("{} at {at}", a.summary.name))
@@ -245,6 +251,22 @@ fn idle_state(agents: &[AgentFacts], graph: Option<&Outcome>) -> Idle {
     }
     match graph.filter(|g| !g.failed.is_empty()) {
         Some(g) => Idle::Fails(g.failed.join("; ")),
-        None => Idle::Is(WorkflowState::Completed, None),
+        None => Idle::Is(WorkflowState::Completed, still_polling(&polling)),
     }
 }
+
+/// What a completed instance says of its polling agents: they wake again only
+/// when something comes for them.
+fn still_polling(polling: &[&AgentFacts]) -> Option<String> {
+    let names: Vec<&str> = polling.iter().map(|a| a.summary.name.as_str()).collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "nothing left to do; polls run again only when something waits (a message, or a post by \
+             someone else): {} (workflow_stop disarms them)",
+            names.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ScheduleArgs {
-    /// E.g. "30m", after it was last idle.
+    /// E.g. "30m", after it was last idle. Without a `prompt` it polls: a run only
+    /// if something waits for the agent.
     #[serde(default)]
     #[schemars(with = "String")]
     pub every: Option<String>,
@@ -21,7 +22,7 @@ pub struct ScheduleArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub cron: Option<String>,
-    /// What those runs are told.
+    /// What those runs are told; given, an `every` runs every time.
     #[serde(default)]
     #[schemars(with = "String")]
     pub prompt: Option<String>,

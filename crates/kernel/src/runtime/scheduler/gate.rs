@@ -1,13 +1,14 @@
 //! Admission: whether a wake becomes a run now, later, or not at all. The gate
 //! reads the agent's facts in one snapshot (paused, external, its workflow's
-//! state, an empty inbox, its guards) and the queue keeps the worker limit, first
-//! in, first out, one place per agent.
+//! state, an empty inbox, for a poll the channel it has not seen, its guards) and
+//! the queue keeps the worker limit, first in, first out, one place per agent.
 
 use super::{Queued, Timer, Wake};
 use crate::messaging::broadcast;
 use crate::registry::config::AgentConfig;
 use crate::runtime::Runtime;
 use crate::runtime::runs::{Spender, spent};
+use crate::runtime::schedules;
 use domain::error::Result;
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use domain::names::WorkflowRef;
@@ -32,6 +33,8 @@ struct GateFacts {
     agent_state: AgentState,
     workflow_state: WorkflowState,
     open: i64,
+    /// For a poll: others posted in the channel after what its last run saw.
+    unseen: bool,
     hops: i64,
     runs_last_hour: i64,
     agent_budget: Budget,
@@ -42,9 +45,15 @@ struct GateFacts {
     workflow_cost: f64,
 }
 
-/// What decides whether an agent of this node (`node`) runs at `now`; None if it
-/// is gone or another node's.
-fn gate_facts(c: &Connection, agent_id: i64, node: &str, now: i64) -> Result<Option<GateFacts>> {
+/// What decides whether an agent of this node (`node`) runs at `now` for `wake`;
+/// None if it is gone or another node's.
+fn gate_facts(
+    c: &Connection,
+    agent_id: i64,
+    node: &str,
+    now: i64,
+    wake: Wake,
+) -> Result<Option<GateFacts>> {
     let row = c
         .query_row(
             "SELECT a.name, w.name, w.tag, w.id, a.state, w.state, w.hops, a.config, w.budget, a.backend
@@ -74,6 +83,7 @@ fn gate_facts(c: &Connection, agent_id: i64, node: &str, now: i64) -> Result<Opt
         return Ok(None);
     };
     let open = open_deliveries(c, wid, &name, now)?;
+    let unseen = wake == Wake::Poll && open == 0 && schedules::unseen(c, agent_id)?;
     let runs_last_hour: i64 = c.query_row(
         "SELECT count(*) FROM runs WHERE agent_id = ?1 AND started_at > ?2",
         (agent_id, now - 3_600_000),
@@ -100,6 +110,7 @@ fn gate_facts(c: &Connection, agent_id: i64, node: &str, now: i64) -> Result<Opt
         agent_state,
         workflow_state,
         open,
+        unseen,
         hops,
         runs_last_hour,
         agent_budget,
@@ -134,6 +145,10 @@ impl GateFacts {
             return Gate::Skip;
         }
         if wake.needs_inbox() && self.open == 0 {
+            return Gate::Skip;
+        }
+        // A poll with nothing waiting: no run, and so no guard to trip.
+        if wake == Wake::Poll && self.open == 0 && !self.unseen {
             return Gate::Skip;
         }
         let b = self.agent_budget.or(&self.workflow_budget);
@@ -268,12 +283,19 @@ impl Runtime {
         let (me, now) = (self.node().to_owned(), self.clock.now_ms());
         let Some(facts) = self
             .store
-            .read(move |c| gate_facts(c, agent_id, &me, now))
+            .read(move |c| gate_facts(c, agent_id, &me, now, wake))
             .await?
         else {
             return Ok(()); // deleted, or another node's
         };
         match facts.decide(wake) {
+            // A poll that starts nothing publishes nothing: a workflow run left
+            // running by a check made while this admission was under way (it owed
+            // a run then) looks again.
+            Gate::Skip if wake == Wake::Poll && facts.workflow_state == WorkflowState::Running => {
+                self.scheduler.settle_soon(facts.workflow_id);
+                Ok(())
+            }
             Gate::Skip => Ok(()),
             Gate::Trip(why) => {
                 self.pause_with_reason(

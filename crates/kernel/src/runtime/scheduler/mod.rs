@@ -8,8 +8,9 @@
 //! - a running agent gets the wake remembered (one more run when this one ends);
 //! - at most `limit` runs at once; the rest wait in a FIFO queue with one place per
 //!   agent, so a busy agent cannot starve the others;
-//! - the gate: a paused agent, a stopped or failed workflow, or a message wake with
-//!   nothing in the inbox starts nothing; a guard that trips pauses the agent.
+//! - the gate: a paused agent, a stopped or failed workflow, a message wake with
+//!   nothing in the inbox, or a poll (an `every` schedule without a prompt of its
+//!   own) with nothing waiting starts nothing; a guard that trips pauses the agent.
 //!
 //! After a run ([`Runtime::after_run`](crate::runtime::Runtime), called by the process manager before it
 //! reports the run done): success clears the retry count; a failure is retried after

@@ -314,7 +314,13 @@ mod tests {
     fn a_remembered_wake_comes_back_as_itself() {
         // Retries and resumes used to come back as messages (the wake was kept as
         // its text and only "schedule" was read back).
-        for w in [Wake::Message, Wake::Retry, Wake::Resume, Wake::Schedule] {
+        for w in [
+            Wake::Message,
+            Wake::Retry,
+            Wake::Resume,
+            Wake::Schedule,
+            Wake::Poll,
+        ] {
             assert_eq!(readmitted(w), w);
         }
         assert_eq!(readmitted(Wake::Ask), Wake::Message);

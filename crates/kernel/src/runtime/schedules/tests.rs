@@ -60,3 +60,17 @@ async fn a_cron_schedule_fires_when_the_kernels_clock_comes_to_it() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Which schedules poll (run only when something waits) and which run every time.
+#[test]
+fn an_every_schedule_without_a_prompt_of_its_own_polls() {
+    fn check(kind: &str, prompt: Option<&str>, expect: bool) {
+        assert_eq!(super::polls(kind, prompt), expect, "{kind} {prompt:?}");
+    }
+    check("every", None, true);
+    check("every", Some(""), true);
+    check("every", Some("  \n"), true);
+    check("every", Some("check the build"), false);
+    check("cron", None, false);
+    check("cron", Some("write the digest"), false);
+}

@@ -17,6 +17,7 @@ fn runnable() -> GateFacts {
         agent_state: AgentState::Idle,
         workflow_state: WorkflowState::Running,
         open: 1,
+        unseen: false,
         hops: 0,
         runs_last_hour: 0,
         agent_budget: Budget::default(),
@@ -37,66 +38,72 @@ fn decided(f: &GateFacts, wake: Wake) -> String {
     }
 }
 
-const WAKES: [Wake; 4] = [Wake::Message, Wake::Retry, Wake::Resume, Wake::Schedule];
+const WAKES: [Wake; 5] = [
+    Wake::Message,
+    Wake::Retry,
+    Wake::Resume,
+    Wake::Schedule,
+    Wake::Poll,
+];
 
 /// One row of the gate's table: what differs from a runnable agent, and the
-/// decision for a message, retry, resume and schedule wake.
-type Row = (&'static str, fn(&mut GateFacts), [&'static str; 4]);
+/// decision for a message, retry, resume, schedule and poll wake.
+type Row = (&'static str, fn(&mut GateFacts), [&'static str; 5]);
 
 /// The rows: each fact the gate reads, changed alone (and two together).
 fn table() -> Vec<Row> {
     vec![
-        ("nothing", |_| {}, ["go", "go", "go", "go"]),
-        ("external", |f| f.external = true, ["skip"; 4]),
+        ("nothing", |_| {}, ["go", "go", "go", "go", "go"]),
+        ("external", |f| f.external = true, ["skip"; 5]),
         (
             "paused",
             |f| f.agent_state = AgentState::Paused,
-            ["skip"; 4],
+            ["skip"; 5],
         ),
         (
             "failed agent",
             |f| f.agent_state = AgentState::Failed,
-            ["go"; 4],
+            ["go"; 5],
         ),
         (
             "workflow stopped",
             |f| f.workflow_state = WorkflowState::Stopped,
-            ["skip"; 4],
+            ["skip"; 5],
         ),
         (
             "workflow failed",
             |f| f.workflow_state = WorkflowState::Failed,
-            ["skip"; 4],
+            ["skip"; 5],
         ),
         (
             "workflow completed",
             |f| f.workflow_state = WorkflowState::Completed,
-            ["go"; 4],
+            ["go"; 5],
         ),
         (
             "empty inbox",
             |f| f.open = 0,
-            ["skip", "skip", "skip", "go"],
+            ["skip", "skip", "skip", "go", "skip"],
         ),
         (
             "runs per hour reached",
             |f| f.runs_last_hour = DEFAULT_RUNS_PER_HOUR as i64,
-            ["trip: alice started 60 runs in the last hour"; 4],
+            ["trip: alice started 60 runs in the last hour"; 5],
         ),
         (
             "hops reached",
             |f| f.hops = DEFAULT_MAX_HOPS as i64,
-            ["trip: agents sent each other 30 messages", "go", "go", "go"],
+            ["trip: agents sent each other 30", "go", "go", "go", "go"],
         ),
         (
             "the agent's own hop limit",
             |f| (f.hops, f.agent_budget.max_hops) = (5, Some(5)),
-            ["trip: agents sent each other 5 messages", "go", "go", "go"],
+            ["trip: agents sent each other 5", "go", "go", "go", "go"],
         ),
         (
             "the workflow's runs limit",
             |f| (f.runs_last_hour, f.workflow_budget.max_runs_per_hour) = (2, Some(2)),
-            ["trip: alice started 2 runs in the last hour (max_runs_per_hour 2)"; 4],
+            ["trip: alice started 2 runs in the last hour (max_runs_per_hour 2)"; 5],
         ),
         (
             "the agent's limit before the workflow's",
@@ -107,17 +114,17 @@ fn table() -> Vec<Row> {
                     f.workflow_budget.max_runs_per_hour,
                 ) = (Some(10), Some(2));
             },
-            ["go"; 4],
+            ["go"; 5],
         ),
         (
             "the agent's tokens",
             |f| (f.agent_budget.max_tokens, f.agent_tokens) = (Some(100), 100),
-            ["trip: alice used 100 tokens, its budget is 100 (max_tokens)"; 4],
+            ["trip: alice used 100 tokens, its budget is 100 (max_tokens)"; 5],
         ),
         (
             "the workflow's cost",
             |f| (f.workflow_budget.max_cost_usd, f.workflow_cost) = (Some(1.0), 1.5),
-            ["trip: @global:main used $1.5000, its budget is $1 (max_cost_usd)"; 4],
+            ["trip: @global:main used $1.5000, its budget is $1 (max_cost_usd)"; 5],
         ),
         (
             "under every budget",
@@ -125,7 +132,7 @@ fn table() -> Vec<Row> {
                 (f.agent_budget.max_tokens, f.agent_tokens) = (Some(100), 99);
                 (f.workflow_budget.max_cost_usd, f.workflow_cost) = (Some(1.0), 0.5);
             },
-            ["go"; 4],
+            ["go"; 5],
         ),
         (
             "paused and over budget: a skip, no second pause",
@@ -133,14 +140,42 @@ fn table() -> Vec<Row> {
                 f.agent_state = AgentState::Paused;
                 (f.agent_budget.max_tokens, f.agent_tokens) = (Some(1), 5);
             },
-            ["skip"; 4],
+            ["skip"; 5],
+        ),
+    ]
+}
+
+/// The rows of a poll: it runs only when something waits, and with nothing
+/// waiting no guard trips.
+fn poll_rows() -> Vec<Row> {
+    vec![
+        (
+            "empty inbox, others posted since its last run",
+            |f| (f.open, f.unseen) = (0, true),
+            ["skip", "skip", "skip", "go", "go"],
+        ),
+        (
+            "empty inbox, nothing unseen, runs per hour reached: a poll trips nothing",
+            |f| (f.open, f.runs_last_hour) = (0, DEFAULT_RUNS_PER_HOUR as i64),
+            [
+                "skip",
+                "skip",
+                "skip",
+                "trip: alice started 60 runs in the last hour",
+                "skip",
+            ],
+        ),
+        (
+            "a paused poller with something unseen",
+            |f| (f.open, f.unseen, f.agent_state) = (0, true, AgentState::Paused),
+            ["skip"; 5],
         ),
     ]
 }
 
 #[test]
 fn the_gate_decides_by_the_facts_and_the_wake() {
-    for (what, change, want) in table() {
+    for (what, change, want) in table().into_iter().chain(poll_rows()) {
         let mut f = runnable();
         change(&mut f);
         for (wake, want) in WAKES.iter().zip(want) {
