@@ -55,10 +55,10 @@ pub fn collect_thread() {
 /// Why: the start runs code that nothing runs again (the loader's relocation
 /// tables, migrations, recovery, every tool's schema) spread over the whole text,
 /// and the kernel maps every page it touches together with its neighbours (fault
-/// around), so the idle server kept 23 MiB of the binary's pages of which its idle
-/// work (timers, the node's heartbeat, the store's give-backs) touches 13. The pages
-/// stay in the page cache: what runs again comes back with a minor fault, without
-/// reading the disk.
+/// around), so the idle server kept 20 to 23 MiB of the binary's pages of which its
+/// idle work (timers, the node's heartbeat, the store's give-backs) touches 13 to 17.
+/// The pages stay in the page cache: what runs again comes back with a minor fault,
+/// without reading the disk.
 ///
 /// Only segments the program never writes are dropped (no `PF_W`): the relocated
 /// data (`RELRO`, the GOT) is in writable segments and keeps its private copies.
