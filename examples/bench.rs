@@ -457,8 +457,10 @@ async fn run() {
         None => agent_worker::store::Location::Sqlite(dir.join(agent_worker::kernel::DB_FILE)),
     };
     let (kernel, url) = start_kernel_at(&dir, &admin, &store).await;
-    // As the server does once started: the start's temporaries go back to the OS.
+    // As the server does once started: the start's temporaries go back to the OS,
+    // and the code that ran only to start leaves the resident set.
     agent_worker::memory::collect_thread();
+    agent_worker::memory::release_start_code();
     let rss_start = rss_kib();
     println!(
         "agent-worker bench: kernel at {url}, data dir {}, store {store}, client {}",

@@ -79,7 +79,7 @@
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
-//!                transparent huge pages
+//!                transparent huge pages, the code pages only a server's start used
 //! bounded.rs     a short command run to its end within bounds (a setup step, git)
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! --- agent-worker-telemetry (crates/telemetry/src/) ---

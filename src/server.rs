@@ -344,6 +344,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // The start's temporaries (migrations, recovery, tool schemas) were freed on this
     // thread, which from here on only waits: give their pages back now.
     os::memory::collect_thread();
+    // And the code that ran only to start (5 to 10 MiB of the binary's pages, else
+    // mapped for good): what the idle kernel runs comes back from the page cache.
+    os::memory::release_start_code();
 
     let app = http::app(kernel.clone(), tools.clone(), ct.child_token());
     let http_ct = ct.clone();
