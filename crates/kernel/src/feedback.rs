@@ -5,7 +5,8 @@
 
 use crate::Scope;
 use crate::events::{Event, Events};
-use domain::clock::{fmt_ms, now_ms};
+use crate::timing::Clock;
+use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 use domain::feedback::{KEEP_PER_INSTANCE, Kind, Report};
 use schemars::JsonSchema;
@@ -47,15 +48,18 @@ impl Summary {
 pub struct FeedbackRoom {
     store: Store,
     events: Events,
+    /// Stamps each report.
+    clock: Clock,
     /// Reports an instance keeps ([`KEEP_PER_INSTANCE`]; fewer in a test).
     keep: i64,
 }
 
 impl FeedbackRoom {
-    pub fn new(store: Store, events: Events) -> Self {
+    pub fn new(store: Store, events: Events, clock: Clock) -> Self {
         Self {
             store,
             events,
+            clock,
             keep: KEEP_PER_INSTANCE,
         }
     }
@@ -66,10 +70,10 @@ impl FeedbackRoom {
         let r: Report =
             domain::feedback::check(given.0, given.1, given.2).map_err(Error::invalid)?;
         let (wid, member, keep) = (scope.workflow_id, scope.me.clone(), self.keep);
+        let at = self.clock.now_ms();
         let stored = self
             .store
             .write(move |c| {
-                let at = now_ms();
                 let id: i64 = c.query_row(
                     "INSERT INTO feedback (workflow_id, member, kind, about, text, created_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
@@ -174,9 +178,10 @@ mod tests {
     async fn an_instance_keeps_its_newest_reports() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_as(&store::Location::in_data_dir(dir.path()), "local").unwrap();
+        let clock = Clock::manual(1_700_000_000_000);
         let room = FeedbackRoom {
             keep: 3,
-            ..FeedbackRoom::new(store, Events::default())
+            ..FeedbackRoom::new(store, Events::default(), clock.clone())
         };
         for i in 0..5 {
             for wid in [1, 2] {
@@ -194,6 +199,8 @@ mod tests {
                 .map(|i| format!("report {i} in {wid}"))
                 .collect();
             assert_eq!(texts, expect, "instance {wid}");
+            // Stamped by the room's clock, not the system's.
+            assert!(s.newest.iter().all(|f| f.at == fmt_ms(1_700_000_000_000)));
             assert_eq!((s.friction, s.missing), (3, 0));
         }
         assert!(room.summary(3, 10).await.unwrap().is_empty());

@@ -118,6 +118,7 @@ impl Kernel {
             (registry.clone(), messaging.clone()),
             data_dir.to_owned(),
         ));
+        let clock = setup.clock.clone();
         let runtime = Arc::new(rt::Runtime::new(
             rt::Below {
                 store: store.clone(),
@@ -130,7 +131,7 @@ impl Kernel {
             node.to_owned(),
             setup,
         ));
-        let feedback = Arc::new(fb::FeedbackRoom::new(store.clone(), events.clone()));
+        let feedback = Arc::new(fb::FeedbackRoom::new(store.clone(), events.clone(), clock));
         let workflows = Arc::new(wf::Workflows::new(
             store.clone(),
             events.clone(),
