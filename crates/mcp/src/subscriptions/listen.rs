@@ -6,17 +6,17 @@
 //! its own response stream, and a 2026-07-28 client cancels by closing it; rmcp
 //! keeps a closed stream's events for a resume and never tells the handler, so
 //! the stream's end is learnt from the HTTP layer ([`crate::http::ResponseGone`]).
-//! A listen whose stream closed lingers [`ORPHAN_GRACE`] for a resume, giving its
-//! slot to any new listen of its owner meanwhile, then ends.
+//! The 2026-07-28 text is that closing the stream *is* the cancellation (a server
+//! MUST treat a client's disconnect so), so the listen ends at once, and its slot
+//! goes back with it.
 
-use super::budget::{self, Lease, ORPHAN_GRACE};
+use super::budget::{self, Lease};
 use super::{Change, Hub};
 use crate::http::ResponseGone;
 use kernel::{Caller, Kernel};
 use rmcp::RoleServer;
 use rmcp::service::{RequestContext, SubscriptionContext};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Serves one listen until it ends (see the module's documentation).
@@ -28,7 +28,7 @@ pub async fn run(
 ) -> Result<(), budget::Refused> {
     // Bounded before anything is read (what was asked, not only what rmcp
     // accepted of it): held until the listen ends.
-    let lease = Lease::listen(
+    let _lease = Lease::listen(
         hub.budgets(),
         budget::owner(who),
         cx.requested()
@@ -66,17 +66,10 @@ pub async fn run(
         }
     }
     let gone = response_gone(cx.request_context());
-    let mut orphaned: Option<Instant> = None;
     loop {
         tokio::select! {
             () = cx.cancelled() => return Ok(()),
-            () = lease.ended() => return Ok(()),
-            () = closed(gone.as_ref()), if orphaned.is_none() => {
-                lease.orphan();
-                orphaned = Some(Instant::now() + ORPHAN_GRACE);
-            }
-            () = tokio::time::sleep_until(orphaned.unwrap_or_else(Instant::now)),
-                if orphaned.is_some() => return Ok(()),
+            () = closed(gone.as_ref()) => return Ok(()),
             change = rx.recv() => {
                 let change = match change {
                     Ok(c) => c,
