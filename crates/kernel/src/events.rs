@@ -79,8 +79,9 @@ pub enum Event {
     Acked { workflow_id: i64, agent: String },
     /// The contracts changed (any of them): the set in force is read again.
     ContractsChanged,
-    /// A member reported feedback about its tools or skills (my_feedback).
-    FeedbackGiven { workflow_id: i64 },
+    /// A member reported feedback about its tools or skills (my_feedback);
+    /// `first`: the instance's first kept report (its feedback resource is new).
+    FeedbackGiven { workflow_id: i64, first: bool },
 }
 
 /// What publishing also hands an event to (the bus to other kernels).

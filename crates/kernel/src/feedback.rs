@@ -86,18 +86,27 @@ impl FeedbackRoom {
                        WHERE workflow_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
                     sql::params![wid, keep - 1],
                 )?;
-                Ok(Feedback {
+                let kept: i64 = c.query_row(
+                    "SELECT count(*) FROM feedback WHERE workflow_id = ?1",
+                    [wid],
+                    |row| row.get(0),
+                )?;
+                let given = Feedback {
                     id,
                     member,
                     kind: r.kind,
                     about: r.about,
                     text: r.text,
                     at: fmt_ms(at),
-                })
+                };
+                Ok((given, kept == 1))
             })
             .await?;
-        self.events
-            .publish(Event::FeedbackGiven { workflow_id: wid });
+        let (stored, first) = stored;
+        self.events.publish(Event::FeedbackGiven {
+            workflow_id: wid,
+            first,
+        });
         Ok(stored)
     }
 
@@ -179,9 +188,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_as(&store::Location::in_data_dir(dir.path()), "local").unwrap();
         let clock = Clock::manual(1_700_000_000_000);
+        let events = Events::default();
+        let mut heard = events.subscribe();
         let room = FeedbackRoom {
             keep: 3,
-            ..FeedbackRoom::new(store, Events::default(), clock.clone())
+            ..FeedbackRoom::new(store, events, clock.clone())
         };
         for i in 0..5 {
             for wid in [1, 2] {
@@ -204,5 +215,12 @@ mod tests {
             assert_eq!((s.friction, s.missing), (3, 0));
         }
         assert!(room.summary(3, 10).await.unwrap().is_empty());
+        // Only each instance's first report is news for the list of resources.
+        let mut firsts = Vec::new();
+        while let Ok(Event::FeedbackGiven { workflow_id, first }) = heard.try_recv() {
+            firsts.push((workflow_id, first));
+        }
+        let want: Vec<(i64, bool)> = (0..5).flat_map(|i| [(1, i == 0), (2, i == 0)]).collect();
+        assert_eq!(firsts, want);
     }
 }

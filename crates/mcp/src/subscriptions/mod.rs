@@ -360,7 +360,7 @@ async fn changed(
         | Event::DocumentChanged { workflow_id, .. }
         | Event::ApprovalAsked { workflow_id, .. }
         | Event::ApprovalClosed { workflow_id, .. }
-        | Event::FeedbackGiven { workflow_id }
+        | Event::FeedbackGiven { workflow_id, .. }
         | Event::Acked { workflow_id, .. } => *workflow_id,
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
@@ -399,9 +399,9 @@ async fn changed(
         ),
         Event::WorkflowSettled { .. } => (vec![resources::status_uri(&w)], true),
         // The first report lists the instance's feedback resource.
-        Event::FeedbackGiven { .. } => (
+        Event::FeedbackGiven { first, .. } => (
             vec![resources::feedback_uri(&w), resources::status_uri(&w)],
-            true,
+            *first,
         ),
         Event::ApprovalAsked { .. } | Event::ApprovalClosed { .. } => (
             vec![resources::status_uri(&w), resources::contracts_uri()],
