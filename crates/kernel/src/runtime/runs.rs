@@ -232,11 +232,7 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
         )));
     }
     // The run reads the recent channel: a poll owes it nothing posted before now.
-    c.execute(
-        "UPDATE schedules SET seen_upto = (SELECT max(id) FROM messages WHERE workflow_id = ?2)
-         WHERE agent_id = ?1",
-        (r.agent_id, r.workflow_id),
-    )?;
+    crate::runtime::schedules::mark_seen_tx(c, r.agent_id)?;
     let summary = prompt_summary_tx(c, r)?;
     c.execute(
         "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, started_at, prompt_summary, trace_id)

@@ -110,6 +110,18 @@ pub(crate) fn polls(kind: &str, prompt: Option<&str>) -> bool {
     kind == "every" && prompt.is_none_or(|p| p.trim().is_empty())
 }
 
+/// Records that the agent has seen its instance's channel up to its newest message
+/// (a run's start reads it; a fire that is not a poll counts as seen).
+pub(crate) fn mark_seen_tx(c: &Connection, agent_id: i64) -> Result<()> {
+    c.execute(
+        "UPDATE schedules SET seen_upto = (SELECT max(m.id) FROM messages m JOIN agents a
+           ON a.workflow_id = m.workflow_id WHERE a.id = ?1)
+         WHERE agent_id = ?1",
+        [agent_id],
+    )?;
+    Ok(())
+}
+
 /// Whether others posted in the agent's channel after the newest message its last
 /// run (or its schedule's last fire) could see: what a poll looks for besides its
 /// inbox.
@@ -210,15 +222,11 @@ impl Runtime {
                     )?;
                     return Ok(Ok(Some((Wake::Poll, None, next))));
                 }
-                let newest: Option<String> = c.query_row(
-                    "SELECT max(m.id) FROM messages m JOIN agents a ON a.workflow_id = m.workflow_id WHERE a.id = ?1",
-                    [agent_id],
-                    |r| r.get(0),
-                )?;
                 c.execute(
-                    "UPDATE schedules SET next_at = ?2, seen_upto = ?3 WHERE agent_id = ?1",
-                    (agent_id, next, newest),
+                    "UPDATE schedules SET next_at = ?2 WHERE agent_id = ?1",
+                    (agent_id, next),
                 )?;
+                mark_seen_tx(c, agent_id)?;
                 let prompt = prompt.unwrap_or_else(|| {
                     "Scheduled wakeup. Check for any pending work or updates.".into()
                 });

@@ -50,7 +50,7 @@ pub(super) struct AgentFacts {
 pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
     let now = now_ms();
     let mut st = c.prepare(
-        "SELECT a.id, a.name, a.backend, a.state, a.state_reason, a.resume_at, s.next_at, s.seen_upto,
+        "SELECT a.id, a.name, a.backend, a.state, a.state_reason, a.resume_at, s.next_at,
                 s.agent_id IS NOT NULL,
                 (SELECT count(*) FROM runs r WHERE r.agent_id = a.id),
                 (SELECT count(*) FROM runs r WHERE r.agent_id = a.id AND r.status IN ('failed', 'lost')),
@@ -63,7 +63,7 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
          FROM agents a LEFT JOIN schedules s ON s.agent_id = a.id
          WHERE a.workflow_id = ?1 ORDER BY a.id",
     )?;
-    // (id, seen_upto, scheduled, running, polls, summary without the pending count)
+    // (id, scheduled, running, polls, summary without the pending count)
     let rows = st
         .query_map([wid], |r| {
             let summary = AgentSummary {
@@ -73,41 +73,35 @@ pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
                 reason: r.get(4)?,
                 resume_at: r.get::<Option<i64>>(5)?.map(fmt_ms),
                 next_wake: r.get::<Option<i64>>(6)?.map(fmt_ms),
-                runs: r.get(9)?,
-                failed_runs: r.get(10)?,
+                runs: r.get(8)?,
+                failed_runs: r.get(9)?,
                 pending: 0,
-                node: r.get(14)?,
+                node: r.get(13)?,
                 usage: Usage {
-                    input_tokens: r.get::<i64>(11)? as u64,
-                    output_tokens: r.get::<i64>(12)? as u64,
-                    cost_usd: r.get(13)?,
+                    input_tokens: r.get::<i64>(10)? as u64,
+                    output_tokens: r.get::<i64>(11)? as u64,
+                    cost_usd: r.get(12)?,
                 },
             };
             Ok((
                 r.get::<i64>(0)?,
-                r.get::<Option<String>>(7)?,
-                r.get::<bool>(8)?,
-                r.get::<bool>(15)?,
+                r.get::<bool>(7)?,
+                r.get::<bool>(14)?,
                 polls(
-                    &r.get::<Option<String>>(16)?.unwrap_or_default(),
-                    r.get::<Option<String>>(17)?.as_deref(),
+                    &r.get::<Option<String>>(15)?.unwrap_or_default(),
+                    r.get::<Option<String>>(16)?.as_deref(),
                 ),
                 summary,
             ))
         })?
         .collect::<sql::Result<Vec<_>>>()?;
     let mut out = Vec::new();
-    for (id, seen_upto, scheduled, running, polls, mut summary) in rows {
+    for (id, scheduled, running, polls, mut summary) in rows {
         summary.pending = open_deliveries(c, wid, &summary.name, now)?;
         // A schedule starts no run of a member without a worker: it owes nothing.
-        let schedule_owed = scheduled && !crate::registry::has_no_worker(&summary.backend) && {
-            let posted_after: i64 = c.query_row(
-                "SELECT count(*) FROM messages WHERE workflow_id = ?1 AND id > ?2 AND sender <> ?3",
-                (wid, seen_upto.unwrap_or_default(), &summary.name),
-                |r| r.get(0),
-            )?;
-            posted_after > 0
-        };
+        let schedule_owed = scheduled
+            && !crate::registry::has_no_worker(&summary.backend)
+            && crate::runtime::schedules::unseen(c, id)?;
         out.push(AgentFacts {
             id,
             schedule_owed,
