@@ -269,7 +269,10 @@ async fn a_cli_is_started_in_the_backends_span() {
     let s = HttpServer::start_with(
         dir.path(),
         &["--otlp-endpoint", &endpoint],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+        &[
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=KERNELKEY"),
+        ],
     )
     .await;
     let lead = s.lead(Proto::Legacy).await;
@@ -308,6 +311,11 @@ async fn a_cli_is_started_in_the_backends_span() {
     );
     assert_eq!(parent, want, "{backend}");
     assert_eq!(var("OTEL_EXPORTER_OTLP_ENDPOINT"), endpoint);
+    // The kernel's endpoint goes with the kernel's headers.
+    assert_eq!(
+        var("OTEL_EXPORTER_OTLP_HEADERS"),
+        "x-collector-key=KERNELKEY"
+    );
     assert!(
         !env.contains("AGENT_WORKER_TRACES="),
         "the worker's setting is its own:\n{env}"
@@ -332,6 +340,48 @@ async fn a_cli_is_started_in_the_backends_span() {
     assert!(message.contains("Invalid API key: sk…"), "{backend}");
     let all = serde_json::to_string(&spans).unwrap();
     assert!(!all.contains("SECRETSECRET"), "a key reached a span: {all}");
+}
+
+/// An agent that names an OTLP endpoint of its own gets none of the kernel's
+/// exporter headers (a collector's credentials) in any process started for it,
+/// its CLI's auth check included.
+#[tokio::test]
+async fn an_agents_own_endpoint_gets_none_of_the_kernels_headers() {
+    let bin = tempfile::tempdir().unwrap();
+    let cli = bin.path().join("codex");
+    std::fs::write(&cli, "#!/bin/sh\nenv >> \"$ENV_DUMP\"\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start_with(
+        dir.path(),
+        &[],
+        &[("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=KERNELKEY")],
+    )
+    .await;
+    let lead = s.lead(Proto::Legacy).await;
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let own_dump = bin.path().join("own-env.txt");
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "own", "backend": "codex", "env": {"PATH": path, "ENV_DUMP": own_dump.display().to_string(),
+               "OPENAI_API_KEY": "sk-test", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}}),
+    )
+    .await
+    .ok();
+    ask(&lead, "own", "hello", 30).await;
+    let own_env = std::fs::read_to_string(&own_dump).expect("the stand-in CLI ran");
+    assert!(
+        own_env.contains("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9")
+            && !own_env.contains("KERNELKEY"),
+        "the kernel's headers went to the agent's endpoint:\n{own_env}"
+    );
+    s.stop().await;
 }
 
 /// The review loop (examples/workflows/review-loop.yaml): the lead's workflow_run

@@ -312,9 +312,25 @@ async fn in_span<T>(
 
 /// Gives a process started for the agent (its CLI, a command, an MCP server) the
 /// agent's `OTEL_*` variables under their own names: the kernel hands them to the
-/// worker held, so that the worker's own exporter reads only the kernel's.
+/// worker held, so that the worker's own exporter reads only the kernel's. An
+/// agent that names an OTLP endpoint of its own is given none of the kernel's
+/// exporter headers: a collector's credentials never go where the agent chose.
 pub(crate) fn agent_otel(cmd: &mut tokio::process::Command) {
-    for (held, name, value) in telemetry::agent_env::held_here() {
+    let held = telemetry::agent_env::held_here();
+    let own_endpoint = held
+        .iter()
+        .any(|(_, n, _)| n.starts_with("OTEL_EXPORTER_OTLP_") && n.contains("ENDPOINT"));
+    if own_endpoint {
+        for (name, _) in std::env::vars_os() {
+            if name
+                .to_str()
+                .is_some_and(|n| n.starts_with("OTEL_EXPORTER_OTLP_") && n.ends_with("HEADERS"))
+            {
+                cmd.env_remove(name);
+            }
+        }
+    }
+    for (held, name, value) in held {
         cmd.env_remove(held).env(name, value);
     }
 }

@@ -33,7 +33,9 @@ impl Runtime {
         for k in crate::runtime::workers::SCRUBBED_ENV {
             cmd.env_remove(k);
         }
-        cmd.envs(env);
+        // As a run's worker gets them: the agent's `OTEL_*` held from the probe's
+        // own process, given back to the CLI checks it starts.
+        cmd.envs(telemetry::agent_env::for_worker(env));
         let child = cmd
             .spawn()
             .map_err(|e| Error::internal(format!("cannot start the backend probe: {e}")))?;

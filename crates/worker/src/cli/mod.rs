@@ -198,6 +198,7 @@ pub async fn probe(program: &str, args: &[&str]) -> Option<(bool, String)> {
     for k in SCRUBBED_ENV {
         cmd.env_remove(k);
     }
+    crate::agent_otel(&mut cmd);
     let out = tokio::time::timeout(
         Duration::from_secs(20),
         cmd.args(args)
