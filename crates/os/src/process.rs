@@ -217,10 +217,9 @@ pub enum Group {
     Inherit,
 }
 
-/// A command to supervise and what it reads on its stdin, which is then closed
-/// (a plain [`Command`] reads nothing: its stdin is null). Settings too large for
-/// a command line or an environment variable (each at most 128 KiB on Linux)
-/// travel this way.
+/// A command to supervise and what it reads on its stdin, then closed (a plain
+/// [`Command`]'s stdin is null): for settings too large for a command line or an
+/// environment variable (each at most 128 KiB on Linux).
 pub struct Launch {
     pub cmd: Command,
     pub input: Option<Vec<u8>>,
@@ -229,6 +228,17 @@ pub struct Launch {
 impl From<Command> for Launch {
     fn from(cmd: Command) -> Self {
         Self { cmd, input: None }
+    }
+}
+
+/// Writes `input` to the child's stdin, then closes it, beside the supervision (a
+/// child that reads nothing ends the write with a broken pipe, never blocked).
+fn feed_stdin(child: &mut tokio::process::Child, input: Option<Vec<u8>>) {
+    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&bytes).await;
+        });
     }
 }
 
@@ -256,14 +266,7 @@ pub async fn supervise(
         cmd.process_group(0);
     }
     let mut child = cmd.spawn()?;
-    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
-        // Written beside the supervision: a child that reads nothing fills the pipe,
-        // and the write then ends with the child (a broken pipe), never blocking it.
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            let _ = pipe.write_all(&bytes).await;
-        });
-    }
+    feed_stdin(&mut child, input);
     let pid = child.id().unwrap_or(0);
     on_spawn(Spawned {
         pid,
