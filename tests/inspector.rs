@@ -6,7 +6,7 @@
 //! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
 
 use crate::common;
-use common::inspector::inspector_cli;
+use common::inspector::{http_args, inspector_cli};
 use common::*;
 
 /// Runs `inspector --cli --strict <target…> --method tools/list`; (exit code, stdout, stderr).
@@ -59,16 +59,9 @@ async fn the_inspector_lists_every_tool_without_a_warning_over_stdio_and_http() 
     };
     check("stdio", r);
     let s = HttpServer::start(&dir.path().join("http")).await;
-    let auth = format!("Authorization: Bearer {}", s.admin);
-    let r = strict_tools_list(&[
-        "--transport",
-        "http",
-        "--server-url",
-        &s.url,
-        "--header",
-        &auth,
-    ])
-    .expect("installed");
+    let http = http_args(&s);
+    let http: Vec<&str> = http.iter().map(String::as_str).collect();
+    let r = strict_tools_list(&http).expect("installed");
     check("http", r);
     s.stop().await;
 }
@@ -110,15 +103,8 @@ async fn the_inspector_lists_and_expands_the_prompts_over_stdio_and_http() {
         assert!(names.contains(&n), "{n} missing: {names:?}");
     }
     let s = HttpServer::start(&dir.path().join("http")).await;
-    let auth = format!("Authorization: Bearer {}", s.admin);
-    let http = [
-        "--transport",
-        "http",
-        "--server-url",
-        &s.url,
-        "--header",
-        &auth,
-    ];
+    let http = http_args(&s);
+    let http: Vec<&str> = http.iter().map(String::as_str).collect();
     let (code, out, err) = inspect(
         &http,
         &[
@@ -219,15 +205,8 @@ async fn the_inspector_lists_and_reads_resources_over_stdio_and_http() {
     )
     .await
     .ok();
-    let auth = format!("Authorization: Bearer {}", s.admin);
-    let http = [
-        "--transport",
-        "http",
-        "--server-url",
-        &s.url,
-        "--header",
-        &auth,
-    ];
+    let http = http_args(&s);
+    let http: Vec<&str> = http.iter().map(String::as_str).collect();
     let (code, out, err) = inspect(&http, &["--method", "resources/templates/list"]).unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("{+file}"), "{out}");

@@ -9,7 +9,7 @@
 //! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
 
 use crate::common;
-use common::inspector::{inspector, inspector_cli};
+use common::inspector::{http_args, inspector, inspector_cli};
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -132,16 +132,7 @@ async fn the_inspector_calls_every_tool_in_both_eras_over_http_and_stdio() {
     }
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(&dir.path().join("http")).await;
-    let http: Vec<String> = [
-        "--transport",
-        "http",
-        "--server-url",
-        &s.url,
-        "--header",
-        &format!("Authorization: Bearer {}", s.admin),
-    ]
-    .map(String::from)
-    .to_vec();
+    let http = http_args(&s);
     let data = dir.path().join("stdio");
     let stdio: Vec<String> = [
         BIN,

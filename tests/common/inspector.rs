@@ -38,3 +38,17 @@ pub fn inspector_cli(args: &[&str]) -> Option<(i32, String, String)> {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
 }
+
+/// The Inspector CLI's arguments that reach `s` over HTTP as the lead.
+pub fn http_args(s: &super::HttpServer) -> Vec<String> {
+    [
+        "--transport",
+        "http",
+        "--server-url",
+        &s.url,
+        "--header",
+        &format!("Authorization: Bearer {}", s.admin),
+    ]
+    .map(String::from)
+    .to_vec()
+}
