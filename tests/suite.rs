@@ -62,6 +62,7 @@ mod tidy_functions;
 mod tidy_map;
 mod tidy_rooms;
 mod tidy_sleeps;
+mod tidy_tables;
 mod tool_args;
 mod tool_schemas;
 mod traces;
