@@ -21,6 +21,8 @@
 
 pub mod drafts;
 mod expiry;
+#[cfg(test)]
+mod expiry_tests;
 pub mod held;
 mod ops;
 mod stored;

@@ -199,7 +199,7 @@ impl Context {
     }
 
     /// The proposals status shows, and whether one of them is open past its deadline.
-    async fn read_proposals(
+    pub(super) async fn read_proposals(
         &self,
         scope: &Scope,
         proposal: Option<&str>,
