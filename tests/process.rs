@@ -131,16 +131,16 @@ async fn a_held_process_is_not_idle_until_the_hold_ends() {
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let f2 = flag.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(450)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
         f2.store(false, std::sync::atomic::Ordering::Relaxed);
     });
-    let mut l = limits(5000, 300, 10000);
+    let mut l = limits(5000, 150, 10000);
     l.held = Held::Flag(flag);
     let r = sh("echo hi; sleep 30", l, CancellationToken::new()).await;
     assert_eq!(r.ended, Ended::IdleTimeout);
     assert!(
-        r.took >= Duration::from_millis(450) && r.took < Duration::from_secs(5),
-        "held for 0.45 s, then idle after 0.3 s: took {:?}",
+        r.took >= Duration::from_millis(250) && r.took < Duration::from_secs(5),
+        "held for 0.25 s, then idle after 0.15 s: took {:?}",
         r.took
     );
     assert_nothing_left(&r);

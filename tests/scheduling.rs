@@ -228,9 +228,12 @@ async fn the_hop_guard_stops_a_ping_pong_loop() {
             .contains("max_hops 6"),
         "{i}"
     );
-    // Give a runaway loop time to show itself (a hop takes a run of a few tens of
-    // milliseconds), then count.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Count once nothing can run: ping is paused, and pong is idle with no run in
+    // progress and nothing in its inbox (a runaway loop would show here).
+    wait_info(&lead, "pong", 10, |i| {
+        i["agent"]["state"] == "idle" && i.get("running").is_none() && i["inbox"]["pending"] == 0
+    })
+    .await;
     let msgs = channel(&lead).await;
     let hops = msgs
         .iter()

@@ -17,7 +17,8 @@ mod workflows;
 use crate::events::Events;
 use crate::{
     context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
-    timing::Setup, workflows as wf,
+    timing::{Clock, Setup},
+    workflows as wf,
 };
 use domain::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use store::Store;
 pub struct Kernel {
     pub(crate) store: Store,
     pub events: Events,
+    /// The clock every room reads.
+    clock: Clock,
     /// Workflow instances, agents and their tokens.
     pub(crate) registry: Arc<reg::Registry>,
     data_dir: PathBuf,
@@ -156,6 +159,7 @@ impl Kernel {
             registry,
             store,
             events,
+            clock,
             data_dir: data_dir.to_owned(),
             context,
             runtime,
@@ -223,5 +227,10 @@ impl Kernel {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The kernel's clock (what a client is told the time is, e.g. the dashboard's).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 }
