@@ -14,6 +14,8 @@
 
 pub(crate) mod broadcast;
 #[cfg(test)]
+mod clock_tests;
+#[cfg(test)]
 mod content_tests;
 mod governed;
 mod guard;
