@@ -257,6 +257,9 @@
 //!   `events`, `timing` and the kernel root's own items are shared below them all).
 //!   No room names `Kernel`; `impl Kernel` is only in `facade/` (`tests/tidy.rs`).
 //!   State is locked only by the methods of the room that owns it.
+//! - One clock: every room reads the kernel's injected `timing::Clock` for what it
+//!   decides and what it stamps; no kernel code reads the system's time otherwise
+//!   (`tests/tidy_clock.rs`; the runtime's files are listed there until it does).
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //!   On PostgreSQL every write transaction takes the database's write lock first, so

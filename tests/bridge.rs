@@ -147,11 +147,11 @@ async fn a_bridge_without_a_credential_answers_initialize_with_the_fix() {
 #[tokio::test]
 async fn a_bridged_client_survives_its_session_expiring() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "300ms")]).await;
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "150ms")]).await;
     let bridged = stdio_client(dir.path(), Proto::Legacy).await;
     call(&bridged, "agent_list", json!({})).await.ok();
-    // Expired: idle past the TTL and the next sweep (every eighth of it).
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Expired: idle past the TTL and the next sweep (every quarter of it).
+    tokio::time::sleep(std::time::Duration::from_millis(260)).await;
     let r = call(&bridged, "agent_list", json!({})).await.ok();
     assert!(r["agents"].is_array(), "{r}");
     bridged.cancel().await.unwrap();

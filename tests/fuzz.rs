@@ -287,7 +287,7 @@ fn durations_target(b: &[u8]) -> Result<(), String> {
     {
         return Err(format!("{t:?} parsed as {d:?}"));
     }
-    let _ = clock::parse_when(&t, "x");
+    let _ = clock::parse_when(&t, "x", clock::now_ms());
     if let Ok(trig) = Trigger::every(&t) {
         let now = clock::now_ms();
         match trig.next_after(now) {

@@ -90,11 +90,11 @@ async fn a_session_belongs_to_the_token_that_opened_it() {
 #[tokio::test]
 async fn idle_sessions_are_parked_then_expire() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "1s")]).await;
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "300ms")]).await;
     let a = open(&s.url, &s.admin).await;
     let b = open(&s.url, &s.admin).await;
     // Parked after half the TTL idle (swept every quarter); a request brings it back.
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(270)).await;
     assert_eq!(ping(&s.url, &s.admin, &a).await, StatusCode::OK, "restored");
     let r = raw_post(&s.url, &s.admin, Some(&a))
         .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
@@ -109,7 +109,7 @@ async fn idle_sessions_are_parked_then_expire() {
     );
     // b was never used again: past the TTL (and a sweep) it is gone; a, used since,
     // is not.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(180)).await;
     assert_eq!(ping(&s.url, &s.admin, &b).await, StatusCode::NOT_FOUND);
     assert_eq!(
         ping(&s.url, &s.admin, &a).await,

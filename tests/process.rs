@@ -131,16 +131,16 @@ async fn a_held_process_is_not_idle_until_the_hold_ends() {
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let f2 = flag.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(450)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
         f2.store(false, std::sync::atomic::Ordering::Relaxed);
     });
-    let mut l = limits(5000, 300, 10000);
+    let mut l = limits(5000, 150, 10000);
     l.held = Held::Flag(flag);
     let r = sh("echo hi; sleep 30", l, CancellationToken::new()).await;
     assert_eq!(r.ended, Ended::IdleTimeout);
     assert!(
-        r.took >= Duration::from_millis(450) && r.took < Duration::from_secs(5),
-        "held for 0.45 s, then idle after 0.3 s: took {:?}",
+        r.took >= Duration::from_millis(250) && r.took < Duration::from_secs(5),
+        "held for 0.25 s, then idle after 0.15 s: took {:?}",
         r.took
     );
     assert_nothing_left(&r);
@@ -221,18 +221,22 @@ async fn a_forked_grandchild_does_not_outlive_the_run() {
 
 #[tokio::test]
 async fn a_stop_kills_the_whole_group() {
-    let stop = CancellationToken::new();
-    let s2 = stop.clone();
+    let (stop, dir) = (CancellationToken::new(), tempfile::tempdir().unwrap());
+    let started = dir.path().join("started");
+    let (s2, seen) = (stop.clone(), started.clone());
+    // Stopped once both children run.
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let end = Instant::now() + Duration::from_secs(10);
+        while !seen.exists() && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         s2.cancel();
     });
-    let r = sh(
-        "sleep 60 & sleep 60 & echo two; wait",
-        limits(5000, 5000, 10000),
-        stop,
-    )
-    .await;
+    let script = format!(
+        "sleep 60 & sleep 60 & touch '{}'; echo two; wait",
+        started.display()
+    );
+    let r = sh(&script, limits(5000, 5000, 10000), stop).await;
     assert_eq!(r.ended, Ended::Stopped);
     assert_nothing_left(&r);
 }

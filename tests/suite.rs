@@ -58,6 +58,7 @@ mod step_workflows;
 mod subscriptions;
 mod tasks;
 mod tidy;
+mod tidy_clock;
 mod tidy_functions;
 mod tidy_map;
 mod tidy_rooms;

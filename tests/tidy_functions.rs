@@ -106,17 +106,17 @@ fn rust_files() -> Vec<PathBuf> {
 
 /// One function with a body.
 #[derive(Debug, PartialEq)]
-struct Function {
+pub(crate) struct Function {
     /// The line of its `fn` (1-based).
-    line: usize,
-    name: String,
+    pub(crate) line: usize,
+    pub(crate) name: String,
     /// From the line of its `fn` to the line of its closing brace.
-    lines: usize,
+    pub(crate) lines: usize,
 }
 
 /// The functions of a source file that have a body (a trait's declarations have
 /// none), nested ones included.
-fn functions(src: &str) -> Vec<Function> {
+pub(crate) fn functions(src: &str) -> Vec<Function> {
     let code = blank_literals(src);
     let b = code.as_bytes();
     let line_at = |pos: usize| code[..pos].matches('\n').count() + 1;

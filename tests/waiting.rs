@@ -4,9 +4,20 @@
 //! message to someone else, another instance) does not end the wait.
 
 use crate::common;
+use agent_worker::kernel::events::Events;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
+
+/// Returns once more than `before` listen to the kernel's events: a waiting read
+/// subscribes before it first reads (a few seconds at most).
+async fn until_a_read_waits(events: &Events, before: usize) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while events.subscribers() <= before {
+        assert!(Instant::now() < end, "no read began to wait");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
 
 #[tokio::test]
 async fn an_empty_inbox_waits_for_the_next_message() {
@@ -17,19 +28,17 @@ async fn an_empty_inbox_waits_for_the_next_message() {
     let alice = join(&s, &lead, "alice@team", Proto::Modern).await;
 
     // Nothing for alice: a message to bob, then one to alice, arrive while she waits.
+    let (events, before) = (s.kernel.events.clone(), s.kernel.events.subscribers());
     let sender = tokio::spawn(async move {
+        until_a_read_waits(&events, before).await;
+        let dm = json!({"message": "for bob only", "to": "bob", "workflow": "@team"});
+        call(&lead, "channel_send", dm).await.ok();
+        // Time for the DM to end her wait, if it wrongly did.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut delivered = Instant::now();
-        for (text, to) in [("for bob only", Some("bob")), ("@alice your turn", None)] {
-            let mut args = json!({"message": text, "workflow": "@team"});
-            if let Some(t) = to {
-                args["to"] = json!(t);
-            }
-            call(&lead, "channel_send", args).await.ok();
-            delivered = Instant::now();
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        (lead, delivered)
+        let sent = Instant::now();
+        let hers = json!({"message": "@alice your turn", "workflow": "@team"});
+        call(&lead, "channel_send", hers).await.ok();
+        (lead, sent, Instant::now())
     });
     let t = Instant::now();
     let inbox = call(&alice, "my_inbox", json!({"wait_seconds": 20}))
@@ -38,11 +47,11 @@ async fn an_empty_inbox_waits_for_the_next_message() {
     let answered = Instant::now();
     let took = t.elapsed();
     assert_eq!(contents(&inbox), ["@alice your turn"], "{inbox}");
+    let (lead, sent, delivered) = sender.await.unwrap();
     assert!(
-        took >= Duration::from_millis(150) && took < Duration::from_secs(10),
+        answered >= sent && took < Duration::from_secs(10),
         "it answered when alice's message came, not before or at the end ({took:?})"
     );
-    let (lead, delivered) = sender.await.unwrap();
     // The answer may even beat the sender's own response home.
     let after = answered.saturating_duration_since(delivered);
     println!("my_inbox answered {after:?} after the delivery's channel_send returned");
@@ -93,8 +102,9 @@ async fn channel_read_waits_after_since_for_what_the_reader_may_see() {
     .ok();
     let since = first["id"].as_str().unwrap().to_owned();
 
+    let (events, before) = (s.kernel.events.clone(), s.kernel.events.subscribers());
     let sender = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        until_a_read_waits(&events, before).await;
         // Not for carol: a DM between others, and a post in another instance.
         call(
             &lead,

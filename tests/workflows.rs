@@ -476,17 +476,12 @@ async fn a_kernel_killed_mid_workflow_finishes_it_after_a_restart() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     run(&lead, json!({"yaml": STEPS})).await;
-    // Wait until b is in the middle of its (slow) run, then kill -9 the kernel.
-    for _ in 0..100 {
-        let i = call(&lead, "agent_info", json!({"target": "b@steps"}))
-            .await
-            .ok();
-        if i.get("running").is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Wait until b is in the middle of its (slow) run, its prompt read, then kill -9
+    // the kernel.
+    wait_info(&lead, "b@steps", 10, |i| {
+        i.get("running").is_some() && i["inbox"]["seen"] == 1
+    })
+    .await;
     s.kill().await;
 
     let s = HttpServer::start(dir.path()).await;

@@ -4,38 +4,12 @@
 use crate::error::{Error, Result};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Moves this process's clock by as many milliseconds (for tests that launch the
-/// real binary: a kernel a few seconds before a cron fire, or past a deadline that
-/// ran out while it was down). Workers inherit it, so every process agrees.
-pub const SHIFT_ENV: &str = "AGENT_WORKER_CLOCK_SHIFT_MS";
-
-/// The time now: the system's, moved by `AGENT_WORKER_CLOCK_SHIFT_MS` when set.
+/// The system's time now.
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-        .saturating_add(shift_ms())
-}
-
-/// The shift, read once: at most ten years either way; unset or unreadable is none.
-fn shift_ms() -> i64 {
-    static SHIFT: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    *SHIFT.get_or_init(|| {
-        const MAX: i64 = 10 * 366 * 24 * 3600 * 1000;
-        let Ok(v) = std::env::var(SHIFT_ENV) else {
-            return 0;
-        };
-        match v.trim().parse::<i64>() {
-            Ok(ms) => ms.clamp(-MAX, MAX),
-            Err(_) => {
-                tracing::warn!(
-                    "{SHIFT_ENV}={v:?} is not a number of milliseconds; the clock is not moved"
-                );
-                0
-            }
-        }
-    })
 }
 
 pub fn fmt_ms(ms: i64) -> String {
@@ -43,12 +17,13 @@ pub fn fmt_ms(ms: i64) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
-/// Reads `10m`, `1h 30m`, `250ms` (relative to now) or an RFC 3339 time such as
-/// `2026-11-22T10:00:00Z`, and returns milliseconds since the epoch.
-pub fn parse_when(s: &str, what: &str) -> Result<i64> {
+/// Reads `10m`, `1h 30m`, `250ms` (relative to `now`, ms since the epoch) or an
+/// RFC 3339 time such as `2026-11-22T10:00:00Z`, and returns milliseconds since
+/// the epoch.
+pub fn parse_when(s: &str, what: &str, now: i64) -> Result<i64> {
     let s = s.trim();
     if let Ok(d) = humantime::parse_duration(s) {
-        return Ok(now_ms() + d.as_millis() as i64);
+        return Ok(now + d.as_millis() as i64);
     }
     if let Ok(t) = humantime::parse_rfc3339_weak(s) {
         return Ok(t
@@ -149,11 +124,15 @@ mod tests {
 
     #[test]
     fn when() {
-        let now = now_ms();
-        let t = parse_when("10m", "until").unwrap();
-        assert!((t - now - 600_000).abs() < 1000);
-        assert_eq!(parse_when("1970-01-01T00:00:01Z", "until").unwrap(), 1000);
-        assert!(parse_when("soon", "until").is_err());
+        let now = 1_000_000;
+        assert_eq!(parse_when("10m", "until", now).unwrap(), now + 600_000);
+        assert_eq!(parse_when(" 250ms ", "until", now).unwrap(), now + 250);
+        assert_eq!(
+            parse_when("1970-01-01T00:00:01Z", "until", now).unwrap(),
+            1000,
+            "a time is not relative to now"
+        );
+        assert!(parse_when("soon", "until", now).is_err());
         assert_eq!(fmt_ms(1000), "1970-01-01T00:00:01.000Z");
     }
 }

@@ -149,6 +149,11 @@ impl Events {
         self.tx.subscribe()
     }
 
+    /// How many listen now: a test sees a waiting read begin by it.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// The context the latest message to `agent` was sent in (traces only), once.
     pub fn take_trace(&self, workflow_id: i64, agent: &str) -> Option<telemetry::Context> {
         if !telemetry::enabled() {

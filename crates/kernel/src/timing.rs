@@ -1,17 +1,18 @@
-//! The kernel's time, injected: the clock its scheduler reads and the delays it
-//! keeps. Production uses the system clock and the delays below; a test gives a
-//! manual clock it moves itself, and shorter delays.
+//! The kernel's time, injected: the clock every room reads and the delays the
+//! scheduler keeps. Production uses the system clock and the delays below; a test
+//! gives a manual clock it moves itself, and shorter delays.
 //!
-//! The clock decides when the scheduler acts: schedules (their next fire), retries,
-//! automatic resumes, the gate's look at the inbox and the last hour's runs. What
-//! the store records (when a message was sent, a run started) is stamped by
-//! [`clock::now_ms`], the system's: a test on a manual clock checks the scheduler's
-//! decisions, not those stamps.
+//! The clock decides when the kernel acts (schedules' next fire, retries,
+//! automatic resumes, the gate's look at the inbox, deadlines of approvals and
+//! proposals, a deferred delivery's time) and stamps what the store records (when
+//! a message was sent, a contract put, a token minted), so a test on a manual
+//! clock sees one time everywhere. This file is the one place in the kernel that
+//! reads the system's time, except, until the runtime passes this clock's time,
+//! the runtime's own files and the rooms' functions it calls without one (both
+//! listed in `tests/tidy_clock.rs`).
 //!
-//! A test that launches the real binary sets them through the environment:
-//! `AGENT_WORKER_RETRY_DELAYS_MS` (`100,200,400`) for the retry backoff, and
-//! `AGENT_WORKER_CLOCK_SHIFT_MS` (see [`clock::SHIFT_ENV`]) to put every clock of
-//! the process where the test wants it, e.g. a few seconds before a cron fire.
+//! A test that launches the real binary sets the retry backoff through the
+//! environment: `AGENT_WORKER_RETRY_DELAYS_MS` (`100,200,400`).
 
 use domain::clock;
 use std::path::PathBuf;
@@ -90,6 +91,8 @@ impl Clock {
     pub fn set_ms(&self, ms: i64) {
         if let Source::Manual { now, moved } = &*self.0 {
             now.fetch_max(ms, Ordering::SeqCst);
+            // Every sleeper now (the scheduler's, the proposals'), and the next one.
+            moved.notify_waiters();
             moved.notify_one();
         }
     }
@@ -100,7 +103,8 @@ impl Clock {
     }
 
     /// Resolves when a manual clock was moved (at once if it moved since the last
-    /// call); never for the system clock, whose time a sleep follows.
+    /// call); never for the system clock, whose time a sleep follows. Every task
+    /// waiting when it moves wakes.
     pub async fn moved(&self) {
         match &*self.0 {
             Source::System => std::future::pending().await,

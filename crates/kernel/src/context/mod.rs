@@ -9,6 +9,7 @@ use crate::events::Events;
 use crate::governance::contracts::Contracts;
 use crate::messaging::Messaging;
 use crate::registry::Registry;
+use crate::timing::Clock;
 use std::path::PathBuf;
 use std::sync::Arc;
 use store::Store;
@@ -17,19 +18,22 @@ use store::Store;
 pub struct Context {
     store: Store,
     events: Events,
+    /// The kernel's clock: stamps, and proposals' deadlines.
+    clock: Clock,
     contracts: Arc<Contracts>,
     registry: Arc<Registry>,
     messaging: Arc<Messaging>,
     /// Where file-backed documents live unless an instance binds its own folder.
     data_dir: PathBuf,
+    /// One document writer at a time, for every file provider this room builds.
+    doc_writes: documents::file::Writes,
     /// Wakes the proposal timer early (a new proposal may have an earlier deadline).
     proposal_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Context {
     pub fn new(
-        store: Store,
-        events: Events,
+        (store, events, clock): (Store, Events, Clock),
         contracts: Arc<Contracts>,
         (registry, messaging): (Arc<Registry>, Arc<Messaging>),
         data_dir: PathBuf,
@@ -37,10 +41,12 @@ impl Context {
         Self {
             store,
             events,
+            clock,
             contracts,
             registry,
             messaging,
             data_dir,
+            doc_writes: Default::default(),
             proposal_wake: Arc::default(),
         }
     }

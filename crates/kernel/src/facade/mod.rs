@@ -17,7 +17,8 @@ mod workflows;
 use crate::events::Events;
 use crate::{
     context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
-    timing::Setup, workflows as wf,
+    timing::{Clock, Setup},
+    workflows as wf,
 };
 use domain::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use store::Store;
 pub struct Kernel {
     pub(crate) store: Store,
     pub events: Events,
+    /// The clock every room reads.
+    clock: Clock,
     /// Workflow instances, agents and their tokens.
     pub(crate) registry: Arc<reg::Registry>,
     data_dir: PathBuf,
@@ -92,7 +95,7 @@ impl Kernel {
         Ok(kernel)
     }
 
-    /// Builds each room from the store, the events and the rooms below it.
+    /// Builds each room from the store, the events, the clock and the rooms below it.
     fn compose(
         store: Store,
         admin_token: String,
@@ -100,25 +103,28 @@ impl Kernel {
         setup: Setup,
     ) -> Self {
         let events = Events::default();
-        let registry = Arc::new(reg::Registry::new(store.clone(), admin_token));
+        let clock = setup.clock.clone();
+        let registry = Arc::new(reg::Registry::new(
+            store.clone(),
+            clock.clone(),
+            admin_token,
+        ));
         let contracts = Arc::new(governance::contracts::Contracts::new(
             store.clone(),
             events.clone(),
+            clock.clone(),
         ));
         let messaging = Arc::new(msg::Messaging::new(
-            store.clone(),
-            events.clone(),
+            (store.clone(), events.clone(), clock.clone()),
             contracts.clone(),
             node.to_owned(),
         ));
         let context = Arc::new(ctx::Context::new(
-            store.clone(),
-            events.clone(),
+            (store.clone(), events.clone(), clock.clone()),
             contracts.clone(),
             (registry.clone(), messaging.clone()),
             data_dir.to_owned(),
         ));
-        let clock = setup.clock.clone();
         let runtime = Arc::new(rt::Runtime::new(
             rt::Below {
                 store: store.clone(),
@@ -131,10 +137,14 @@ impl Kernel {
             node.to_owned(),
             setup,
         ));
-        let feedback = Arc::new(fb::FeedbackRoom::new(store.clone(), events.clone(), clock));
-        let workflows = Arc::new(wf::Workflows::new(
+        let feedback = Arc::new(fb::FeedbackRoom::new(
             store.clone(),
             events.clone(),
+            clock.clone(),
+        ));
+        let workflows = Arc::new(wf::Workflows::new(
+            // The same clock, as the runtime holds it.
+            (store.clone(), events.clone(), runtime.clock().clone()),
             wf::Rooms {
                 feedback: feedback.clone(),
                 contracts: contracts.clone(),
@@ -149,6 +159,7 @@ impl Kernel {
             registry,
             store,
             events,
+            clock,
             data_dir: data_dir.to_owned(),
             context,
             runtime,
@@ -216,5 +227,10 @@ impl Kernel {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The kernel's clock (what a client is told the time is, e.g. the dashboard's).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 }

@@ -4,8 +4,8 @@
 //! allowed or refused as its contracts say) or the run that asked ended first
 //! (`lost`: never approved by default). The lead (`user`) may decide any approval.
 
-use crate::governance::contracts::{Decision, record_tx};
-use domain::clock::{fmt_ms, now_ms};
+use crate::governance::contracts::{Decision, record_tx_at};
+use domain::clock::fmt_ms;
 use domain::contracts::{Approval, OnTimeout};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
@@ -109,8 +109,41 @@ pub fn pending_held(c: &Connection, workflow_id: i64, held: &str) -> Result<Opti
     .optional()?)
 }
 
+/// [`insert_tx_at`] at the system's time: the runtime's call, until it passes its
+/// clock's time (`tests/tidy_clock.rs` lists it, and the four below).
 pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
-    let deadline = now_ms() + a.approval.timeout.as_millis() as i64;
+    insert_tx_at(c, a, domain::clock::now_ms())
+}
+
+/// [`decide_tx_at`] at the system's time (the runtime's call).
+pub fn decide_tx(
+    c: &Connection,
+    id: i64,
+    who: &str,
+    approve: bool,
+    reason: Option<&str>,
+) -> Result<Row> {
+    decide_tx_at(c, (id, who, approve, reason), domain::clock::now_ms())
+}
+
+/// [`expire_tx_at`] at the system's time (the runtime's call).
+pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
+    expire_tx_at(c, r, domain::clock::now_ms())
+}
+
+/// [`lose_run_tx_at`] at the system's time (the runtime's call).
+pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
+    lose_run_tx_at(c, run_id, domain::clock::now_ms())
+}
+
+/// [`lose_orphans_tx_at`] at the system's time (the runtime's call).
+pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
+    lose_orphans_tx_at(c, domain::clock::now_ms())
+}
+
+/// Opens approval `a` at `now`, its deadline its timeout later.
+pub fn insert_tx_at(c: &Connection, a: &NewApproval, now: i64) -> Result<i64> {
+    let deadline = now + a.approval.timeout.as_millis() as i64;
     let id: i64 = c.query_row(
         "INSERT INTO approvals (workflow_id, agent_id, agent, run_id, event, detail, contracts, approvers, needed,
                                 on_timeout, created_at, deadline, vote)
@@ -129,13 +162,13 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
                 OnTimeout::Deny => "deny",
                 OnTimeout::Allow => "allow",
             },
-            now_ms(),
+            now,
             deadline,
             a.approval.votes_text()
         ],
         |r| r.get(0),
     )?;
-    record_tx(
+    record_tx_at(
         c,
         &Decision {
             approval_id: Some(id),
@@ -148,6 +181,7 @@ pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
                 "approval_requested",
             )
         },
+        now,
     )?;
     Ok(id)
 }
@@ -267,23 +301,24 @@ pub fn ended(r: &Row) -> Ended {
     }
 }
 
+/// Closes `r` as `state` at `now`.
 fn close_tx(
     c: &Connection,
     r: &Row,
-    state: ApprovalState,
+    (state, now): (ApprovalState, i64),
     by: Option<&str>,
     reason: &str,
 ) -> Result<()> {
     c.execute(
         "UPDATE approvals SET state = ?2, reason = ?3, decided_at = ?4, decided_by = ?5 WHERE id = ?1 AND state = 'pending'",
-        (r.view.id, state.as_str(), reason, now_ms(), by),
+        (r.view.id, state.as_str(), reason, now, by),
     )?;
     // The decision log says "refused" where the approval says "denied".
     let outcome = match state {
         ApprovalState::Denied => "refused",
         s => s.as_str(),
     };
-    record_tx(
+    record_tx_at(
         c,
         &Decision {
             approval_id: Some(r.view.id),
@@ -298,21 +333,21 @@ fn close_tx(
                 outcome,
             )
         },
+        now,
     )?;
     Ok(())
 }
 
-/// One approver's decision. Returns the row as it is afterwards.
-pub fn decide_tx(
+/// One approver's decision (`id`, `who`, approve or not, why) at `now`. Returns the
+/// row as it is afterwards.
+pub fn decide_tx_at(
     c: &Connection,
-    id: i64,
-    who: &str,
-    approve: bool,
-    reason: Option<&str>,
+    (id, who, approve, reason): (i64, &str, bool, Option<&str>),
+    now: i64,
 ) -> Result<Row> {
     let r = get(c, id)?
         .ok_or_else(|| Error::not_found(format!("no approval {id}; approval_list shows them")))?;
-    expire_tx(c, &r)?;
+    expire_tx_at(c, &r, now)?;
     let r = get(c, id)?.expect("just read");
     if r.state != ApprovalState::Pending {
         return Err(Error::conflict(format!(
@@ -343,7 +378,7 @@ pub fn decide_tx(
         who: who.to_owned(),
         decision: if approve { "approve" } else { "deny" }.into(),
         reason: reason.map(str::to_owned),
-        at: fmt_ms(now_ms()),
+        at: fmt_ms(now),
     });
     c.execute(
         "UPDATE approvals SET votes = ?2 WHERE id = ?1",
@@ -367,9 +402,21 @@ pub fn decide_tx(
         _ => !approve,
     };
     if refused {
-        close_tx(c, &r, ApprovalState::Denied, Some(who), &why("refused"))?;
+        close_tx(
+            c,
+            &r,
+            (ApprovalState::Denied, now),
+            Some(who),
+            &why("refused"),
+        )?;
     } else if (is_lead && approve) || approvals >= r.view.needed {
-        close_tx(c, &r, ApprovalState::Approved, Some(who), &why("approved"))?;
+        close_tx(
+            c,
+            &r,
+            (ApprovalState::Approved, now),
+            Some(who),
+            &why("approved"),
+        )?;
     }
     Ok(get(c, id)?.expect("just written"))
 }
@@ -395,10 +442,10 @@ fn tally(votes: &[Vote]) -> String {
     )
 }
 
-/// Closes a pending approval whose deadline passed (its `on_timeout` decides).
-/// Returns whether it did.
-pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
-    if r.state != ApprovalState::Pending || r.deadline_ms > now_ms() {
+/// Closes a pending approval whose deadline passed by `now` (its `on_timeout`
+/// decides). Returns whether it did.
+pub fn expire_tx_at(c: &Connection, r: &Row, now: i64) -> Result<bool> {
+    if r.state != ApprovalState::Pending || r.deadline_ms > now {
         return Ok(false);
     }
     let then = if r.view.on_timeout == "allow" {
@@ -409,15 +456,16 @@ pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
     close_tx(
         c,
         r,
-        ApprovalState::TimedOut,
+        (ApprovalState::TimedOut, now),
         None,
         &format!("nobody decided in time, so it was {then}"),
     )?;
     Ok(true)
 }
 
-/// Pending approvals asked by a run that is over: they can no longer be granted.
-pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
+/// Pending approvals asked by a run that is over: they can no longer be granted
+/// (closed at `now`).
+pub fn lose_run_tx_at(c: &Connection, run_id: &str, now: i64) -> Result<Vec<i64>> {
     let mut st = c.prepare(&format!(
         "SELECT {COLUMNS} FROM approvals a JOIN workflows w ON w.id = a.workflow_id
          WHERE a.state = 'pending' AND a.run_id = ?1"
@@ -427,7 +475,7 @@ pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
         close_tx(
             c,
             r,
-            ApprovalState::Lost,
+            (ApprovalState::Lost, now),
             None,
             "the run that asked ended before a decision; it was not done",
         )?;
@@ -435,8 +483,9 @@ pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
     Ok(rows.iter().map(|r| r.view.id).collect())
 }
 
-/// Pending approvals asked by runs that are no longer running (after a restart).
-pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
+/// Pending approvals asked by runs that are no longer running (after a restart),
+/// closed at `now`.
+pub fn lose_orphans_tx_at(c: &Connection, now: i64) -> Result<usize> {
     let runs: Vec<String> = c
         .prepare(
             "SELECT DISTINCT a.run_id FROM approvals a WHERE a.state = 'pending' AND a.run_id IS NOT NULL
@@ -446,7 +495,7 @@ pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
         .collect::<sql::Result<_>>()?;
     let mut n = 0;
     for r in runs {
-        n += lose_run_tx(c, &r)?.len();
+        n += lose_run_tx_at(c, &r, now)?.len();
     }
     Ok(n)
 }

@@ -7,7 +7,8 @@
 //! the instance is run again.
 
 use crate::events::{Event, Events};
-use domain::clock::{fmt_ms, now_ms};
+use crate::timing::Clock;
+use domain::clock::fmt_ms;
 use domain::contracts::{self, Contract, Verdict};
 use domain::error::{Error, Result};
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
@@ -57,6 +58,8 @@ impl std::ops::Deref for Set {
 pub struct Contracts {
     store: Store,
     events: Events,
+    /// The kernel's clock: when a contract is put.
+    clock: Clock,
     /// The contracts in force, oldest first, and the instances' organisations.
     in_force: RwLock<Arc<Set>>,
 }
@@ -126,13 +129,14 @@ pub fn load(c: &Connection) -> Result<Vec<Stored>> {
     Ok(out)
 }
 
-/// Inserts or replaces one contract (by owner and name) inside a store job.
+/// Inserts or replaces one contract (by owner and name) at `now` inside a store job.
 pub fn put_tx(
     c: &Connection,
     owner: Option<i64>,
     source: &str,
     spec: &Value,
     name: &str,
+    now: i64,
 ) -> Result<()> {
     c.execute(
         "DELETE FROM contracts WHERE COALESCE(owner_workflow_id, 0) = COALESCE(?1, 0) AND name = ?2",
@@ -140,7 +144,7 @@ pub fn put_tx(
     )?;
     c.execute(
         "INSERT INTO contracts (name, owner_workflow_id, spec, source, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        (name, owner, spec.to_string(), source, now_ms()),
+        (name, owner, spec.to_string(), source, now),
     )?;
     Ok(())
 }
@@ -221,14 +225,21 @@ impl Decision {
     }
 }
 
+/// [`record_tx_at`] at the system's time: the runtime's call, until it passes its
+/// clock's time (`tests/tidy_clock.rs` lists it).
 pub fn record_tx(c: &Connection, d: &Decision) -> Result<i64> {
+    record_tx_at(c, d, domain::clock::now_ms())
+}
+
+/// Keeps decision `d`, taken at `now`.
+pub fn record_tx_at(c: &Connection, d: &Decision, now: i64) -> Result<i64> {
     c.prepare_cached(
         "INSERT INTO contract_decisions (at, workflow_id, agent, event, detail, contracts, outcome, approval_id,
                                          decided_by, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
     )?
     .query_row(sql::params![
-        now_ms(),
+        now,
         d.workflow_id,
         d.agent,
         d.event,
@@ -330,10 +341,11 @@ fn guards(workflow: &str, b: &Budget) -> Vec<ContractView> {
 }
 
 impl Contracts {
-    pub fn new(store: Store, events: Events) -> Self {
+    pub fn new(store: Store, events: Events, clock: Clock) -> Self {
         Self {
             store,
             events,
+            clock,
             in_force: RwLock::default(),
         }
     }
@@ -376,7 +388,7 @@ impl Contracts {
             ));
         }
         let (name, spec2) = (c.name.clone(), spec.clone());
-        let count = self.all().len();
+        let (count, now) = (self.all().len(), self.clock.now_ms());
         self.store
             .write(move |tx| {
                 let exists: bool = tx.query_row(
@@ -390,7 +402,7 @@ impl Contracts {
                         contracts::MAX_CONTRACTS
                     )));
                 }
-                put_tx(tx, None, "lead", &spec2, &name)
+                put_tx(tx, None, "lead", &spec2, &name, now)
             })
             .await?;
         self.changed().await?;

@@ -16,11 +16,10 @@
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
 use super::rows::Rows;
-use super::{Outgoing, Posted, post_system, post_system_to, preview};
+use super::{Outgoing, Posted, post_system_at, post_system_to_at, preview};
 use crate::Scope;
-use crate::governance::contracts::{Contracts, Decision, in_force, record_tx};
+use crate::governance::contracts::{Contracts, Decision, in_force, record_tx_at};
 use crate::governance::rates;
-use domain::clock::now_ms;
 use domain::contracts::{self, Contract, Event as Ev, When};
 use domain::error::{Error, Result};
 use domain::names::SYSTEM;
@@ -28,9 +27,11 @@ use domain::permissions::glob;
 use std::cell::RefCell;
 use store::sql::Connection;
 
-/// The message contracts in force for one send.
+/// The message contracts in force for one send, and its time.
 pub(super) struct Rules {
     contracts: Vec<Contract>,
+    /// When the send happens (ms since the epoch): its rows' stamp.
+    now: i64,
     /// The decision of a refused send: recorded after the rollback.
     refused: RefCell<Option<Decision>>,
 }
@@ -47,11 +48,17 @@ pub(super) struct Governed {
 }
 
 impl Rules {
-    pub(super) fn none() -> Self {
+    pub(super) fn none(now: i64) -> Self {
         Self {
             contracts: Vec::new(),
+            now,
             refused: RefCell::new(None),
         }
+    }
+
+    /// When the send happens.
+    pub(super) fn now(&self) -> i64 {
+        self.now
     }
 
     /// Whether any contract on messages is in force for this send.
@@ -59,9 +66,10 @@ impl Rules {
         !self.contracts.is_empty()
     }
 
-    pub(super) fn of(contracts: &Contracts, scope: &Scope) -> Self {
+    pub(super) fn of(contracts: &Contracts, scope: &Scope, now: i64) -> Self {
         let all = contracts.all();
         Self {
+            now,
             contracts: in_force(&all, scope.workflow_id, &scope.workflow)
                 .filter(|c| matches!(c.when, When::Message { .. }))
                 .cloned()
@@ -100,7 +108,7 @@ impl Rules {
             &scope.me,
             &self.contracts,
             &event,
-            now_ms(),
+            self.now,
         )?;
         let v = contracts::decide_rated(&self.contracts, &event, |k| past.contains(&k.name));
         if !v.any() {
@@ -170,31 +178,31 @@ impl Rules {
 }
 
 impl Governed {
-    /// Once the message is written: the decision and the kernel's notes.
+    /// Once the message is written (at `now`): the decision and the kernel's notes.
     pub(super) fn after(
         &self,
         c: &Connection,
         scope: &Scope,
-        id: &str,
-        text: &str,
+        (id, text): (&str, &str),
+        now: i64,
     ) -> Result<Vec<Posted>> {
         let Some(d) = &self.decision else {
             return Ok(Vec::new());
         };
-        record_tx(c, d)?;
+        record_tx_at(c, d, now)?;
         // Quoted text never mentions anyone by accident.
         let quote = preview(text).replace('@', "");
         let mut out = Vec::new();
         for (contract, member, taken) in &self.routed {
-            out.push(post_system(c, scope.workflow_id, &scope.workflow, format!(
+            out.push(post_system_at(c, scope.workflow_id, &scope.workflow, format!(
                 "@{member} contract \"{contract}\": a message from {} for {} was routed to you (id {id}): «{quote}». \
                  Forward it by sending it yourself (mention them), or drop it.",
                 scope.me,
                 taken.join(", "),
-            ))?);
+            ), now)?);
         }
         for (contract, to) in &self.notify {
-            out.push(post_system_to(
+            out.push(post_system_to_at(
                 c,
                 scope.workflow_id,
                 &scope.workflow,
@@ -208,6 +216,7 @@ impl Governed {
                         self.recipients.join(", ")
                     }
                 ),
+                now,
             )?);
         }
         Ok(out)
@@ -240,7 +249,7 @@ pub(super) fn post_all(
         None => None,
     };
     let agents = crate::registry::agent_names(c, scope.workflow_id)?;
-    let mut rows = Rows::new(scope.workflow_id);
+    let mut rows = Rows::new(scope.workflow_id, rules.now);
     if rules.contracts.is_empty() {
         let posted = sends
             .iter()
@@ -259,7 +268,7 @@ pub(super) fn post_all(
                 c.execute_batch("ROLLBACK TO governed_sends; RELEASE governed_sends")?;
                 return match refused {
                     Some(d) => {
-                        record_tx(c, &d)?;
+                        record_tx_at(c, &d, rules.now)?;
                         Ok(Err(e))
                     }
                     None => Err(e),

@@ -25,7 +25,7 @@ use crate::Scope;
 use crate::events::Event;
 use crate::messaging::Messaging;
 use crate::messaging::broadcast;
-use domain::clock::{fmt_ms, now_ms, parse_when};
+use domain::clock::{fmt_ms, parse_when};
 use domain::error::{Error, Result};
 use domain::states::DeliveryState;
 use schemars::JsonSchema;
@@ -117,10 +117,10 @@ impl Messaging {
         scope: &Scope,
         f: impl FnOnce(&Connection, &Scope, i64) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let s = scope.clone();
+        let (s, clock) = (scope.clone(), self.clock.clone());
         self.store
             .write(move |c| {
-                let now = now_ms();
+                let now = clock.now_ms();
                 broadcast::write_own(c, s.workflow_id, &s.me, now)?;
                 f(c, &s, now)
             })
@@ -135,29 +135,31 @@ impl Messaging {
                 "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
             )));
         }
-        self.in_own_inbox(scope, move |c, s, _| read_inbox(c, s, limit, true))
+        self.in_own_inbox(scope, move |c, s, now| read_inbox(c, s, (limit, now), true))
             .await
     }
 
     /// The inbox as my_inbox shows it, without marking anything seen (what an MCP
     /// resource shows: looking is not reading).
     pub async fn inbox_peek(&self, scope: &Scope, limit: i64) -> Result<Inbox> {
-        let s = scope.clone();
+        let (s, now) = (scope.clone(), self.clock.now_ms());
         let peeked = self
             .store
             .read(move |c| {
                 if broadcast::unwritten(c, s.workflow_id, &s.me)? > 0 {
                     return Ok(None);
                 }
-                read_inbox(c, &s, limit, false).map(Some)
+                read_inbox(c, &s, (limit, now), false).map(Some)
             })
             .await?;
         if let Some(inbox) = peeked {
             return Ok(inbox);
         }
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
-        self.in_own_inbox(scope, move |c, s, _| read_inbox(c, s, limit, false))
-            .await
+        self.in_own_inbox(scope, move |c, s, now| {
+            read_inbox(c, s, (limit, now), false)
+        })
+        .await
     }
 
     /// Acknowledges one delivery, or (`through`) every open one up to and including it.
@@ -199,8 +201,9 @@ impl Messaging {
         message_id: &str,
         until: Option<&str>,
     ) -> Result<DeferResult> {
-        let until_ms = parse_when(until.unwrap_or(DEFAULT_DEFER), "until")?;
-        let now = now_ms();
+        // Stamped by the kernel's clock, which the scheduler's gate reads it by.
+        let now = self.clock.now_ms();
+        let until_ms = parse_when(until.unwrap_or(DEFAULT_DEFER), "until", now)?;
         if until_ms <= now {
             return Err(Error::invalid(
                 "until is in the past: give a later time or a duration such as \"30m\"",
@@ -315,8 +318,12 @@ pub(crate) const READ: &str = "
 
 /// The caller's due deliveries, oldest first, with counts; `mark` records them as
 /// seen by the caller (and its run).
-fn read_inbox(c: &sql::Connection, s: &Scope, limit: i64, mark: bool) -> Result<Inbox> {
-    let now = now_ms();
+fn read_inbox(
+    c: &sql::Connection,
+    s: &Scope,
+    (limit, now): (i64, i64),
+    mark: bool,
+) -> Result<Inbox> {
     let mut st = c.prepare_cached(READ)?;
     let mut to_mark = Vec::new();
     let messages = st

@@ -14,6 +14,8 @@
 
 pub(crate) mod broadcast;
 #[cfg(test)]
+mod clock_tests;
+#[cfg(test)]
 mod content_tests;
 mod governed;
 mod guard;
@@ -35,7 +37,7 @@ use crate::events::Events;
 use crate::governance::contracts::Contracts;
 use crate::messaging::resources::{resource_id, store_resource};
 use crate::registry::agent_names;
-use domain::clock::now_ms;
+use crate::timing::Clock;
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
 use guard::Ahead;
@@ -168,14 +170,38 @@ impl Posted {
     }
 }
 
-/// Posts the kernel's own message (`from: system`, kind `system`) inside a store job,
-/// through the same rules as any message: its @mentions decide whose inbox gets it.
-/// Used where an event must reach people in the same transaction as the change.
+/// [`post_system_at`] at the system's time: the runtime's call, until it passes its
+/// clock's time (`tests/tidy_clock.rs` lists it).
 pub(crate) fn post_system(
     c: &Connection,
     workflow_id: i64,
     workflow: &WorkflowRef,
     text: String,
+) -> Result<Posted> {
+    post_system_at(c, workflow_id, workflow, text, domain::clock::now_ms())
+}
+
+/// [`post_system_to_at`] at the system's time (the runtime's call).
+pub(crate) fn post_system_to(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    to: &[String],
+    text: &str,
+) -> Result<Posted> {
+    post_system_to_at(c, workflow_id, workflow, to, text, domain::clock::now_ms())
+}
+
+/// Posts the kernel's own message (`from: system`, kind `system`) at `now` inside a
+/// store job, through the same rules as any message: its @mentions decide whose
+/// inbox gets it. Used where an event must reach people in the same transaction as
+/// the change.
+pub(crate) fn post_system_at(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    text: String,
+    now: i64,
 ) -> Result<Posted> {
     let scope = Scope {
         workflow: workflow.clone(),
@@ -185,7 +211,7 @@ pub(crate) fn post_system(
         lead: true,
         run_id: None,
     };
-    let mut rows = rows::Rows::new(workflow_id);
+    let mut rows = rows::Rows::new(workflow_id, now);
     let mut posted = post(
         c,
         &scope,
@@ -194,7 +220,7 @@ pub(crate) fn post_system(
             to: None,
             force: true,
         },
-        &governed::Rules::none(),
+        &governed::Rules::none(now),
         (&agent_names(c, workflow_id)?, &mut rows, None),
     )?;
     rows.write(c)?;
@@ -204,17 +230,18 @@ pub(crate) fn post_system(
     Ok(posted)
 }
 
-/// [`post_system`] addressed to `to`: their names lead the text, so their inboxes
-/// get it (the lead is `user`).
-pub(crate) fn post_system_to(
+/// [`post_system_at`] addressed to `to`: their names lead the text, so their
+/// inboxes get it (the lead is `user`).
+pub(crate) fn post_system_to_at(
     c: &Connection,
     workflow_id: i64,
     workflow: &WorkflowRef,
     to: &[String],
     text: &str,
+    now: i64,
 ) -> Result<Posted> {
     let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-    post_system(c, workflow_id, workflow, format!("{who}{text}"))
+    post_system_at(c, workflow_id, workflow, format!("{who}{text}"), now)
 }
 
 /// Writes one message and its deliveries, `agents` being the instance's agents,
@@ -247,11 +274,11 @@ fn post(
         None => (guard::new_id(), None),
     };
     if let Some((rid, full)) = &resource {
-        store_resource(c, rid, "markdown", full, me)?;
+        store_resource(c, rid, ("markdown", full), (me, rules.now()))?;
     }
     rows.message(message_row(
         scope,
-        &id,
+        (&id, rules.now()),
         content,
         &to,
         &recipients,
@@ -284,7 +311,7 @@ fn post(
         nobody,
     );
     let extra = governed
-        .after(c, scope, &id, &send.message)?
+        .after(c, scope, (&id, &send.message), rules.now())?
         .into_iter()
         .map(|p| (scope.workflow_id, p))
         .collect();
@@ -304,11 +331,11 @@ fn post(
     })
 }
 
-/// A message's row as stored: sent by the scope's member now, its mentions exactly
-/// its recipients.
+/// A message's row as stored: sent by the scope's member at `now`, its mentions
+/// exactly its recipients.
 fn message_row(
     scope: &Scope,
-    id: &str,
+    (id, now): (&str, i64),
     content: String,
     to: &Option<String>,
     recipients: &[String],
@@ -326,7 +353,7 @@ fn message_row(
         to: to.clone(),
         mentions: serde_json::to_string(recipients).map_err(|e| Error::internal(e.to_string()))?,
         priority: priority.to_owned(),
-        created_at: now_ms(),
+        created_at: now,
     })
 }
 
@@ -348,16 +375,23 @@ pub struct Messaging {
     store: Store,
     events: Events,
     contracts: Arc<Contracts>,
+    /// The kernel's clock: when a message is sent, a delivery deferred.
+    clock: Clock,
     /// This kernel's node: recovery leaves other nodes' deliveries alone.
     node: String,
 }
 
 impl Messaging {
-    pub fn new(store: Store, events: Events, contracts: Arc<Contracts>, node: String) -> Self {
+    pub fn new(
+        (store, events, clock): (Store, Events, Clock),
+        contracts: Arc<Contracts>,
+        node: String,
+    ) -> Self {
         Self {
             store,
             events,
             contracts,
+            clock,
             node,
         }
     }
@@ -375,7 +409,7 @@ impl Messaging {
         sends: Vec<Outgoing>,
     ) -> Result<Vec<SendResult>> {
         let s = scope.clone();
-        let rules = governed::Rules::of(&self.contracts, scope);
+        let rules = governed::Rules::of(&self.contracts, scope, self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| governed::post_all(c, &s, &sends, &rules, post))

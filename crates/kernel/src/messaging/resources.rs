@@ -3,7 +3,7 @@
 
 use crate::Scope;
 use crate::messaging::Messaging;
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -23,19 +23,18 @@ pub(crate) fn resource_id(content: &str) -> String {
     )
 }
 
-/// Stores content under its id inside a write job; returns false when it was
-/// already there (the first writer's type and author stay).
+/// Stores content under its id inside a write job, by `by` at `now`; returns false
+/// when it was already there (the first writer's type and author stay).
 pub(crate) fn store_resource(
     c: &Connection,
     id: &str,
-    kind: &str,
-    content: &str,
-    by: &str,
+    (kind, content): (&str, &str),
+    (by, now): (&str, i64),
 ) -> Result<bool> {
     let inserted = c.execute(
         "INSERT INTO resources (id, type, content, size, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (id) DO NOTHING",
-        sql::params![id, kind, content, content.len() as i64, by, now_ms()],
+        sql::params![id, kind, content, content.len() as i64, by, now],
     )?;
     Ok(inserted == 1)
 }
@@ -94,11 +93,11 @@ impl Messaging {
             )));
         }
         let id = resource_id(&content);
-        let (id2, by) = (id.clone(), scope.me.clone());
+        let (id2, by, now) = (id.clone(), scope.me.clone(), self.clock.now_ms());
         let size = content.len() as i64;
         let created = self
             .store
-            .write(move |c| store_resource(c, &id2, &kind, &content, &by))
+            .write(move |c| store_resource(c, &id2, (&kind, &content), (&by, now)))
             .await?;
         Ok(Created {
             uri: format!("{URI_PREFIX}{id}"),

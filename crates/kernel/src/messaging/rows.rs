@@ -31,6 +31,8 @@ pub(super) struct MessageRow {
 /// The writes of one send job, for one instance.
 pub(super) struct Rows {
     workflow_id: i64,
+    /// When the job writes (ms since the epoch).
+    now: i64,
     messages: Vec<MessageRow>,
     /// (recipient, message id, at)
     deliveries: Vec<(String, String, i64)>,
@@ -42,9 +44,10 @@ pub(super) struct Rows {
 }
 
 impl Rows {
-    pub(super) fn new(workflow_id: i64) -> Self {
+    pub(super) fn new(workflow_id: i64, now: i64) -> Self {
         Self {
             workflow_id,
+            now,
             messages: Vec::new(),
             deliveries: Vec::new(),
             hops_reset: false,
@@ -59,10 +62,7 @@ impl Rows {
 
     /// A pending delivery of the message gathered last, stamped with its time.
     pub(super) fn delivery(&mut self, recipient: &str, message_id: &str) {
-        let at = self
-            .messages
-            .last()
-            .map_or_else(domain::clock::now_ms, |m| m.created_at);
+        let at = self.messages.last().map_or(self.now, |m| m.created_at);
         self.deliveries
             .push((recipient.to_owned(), message_id.to_owned(), at));
     }

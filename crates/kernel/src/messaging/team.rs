@@ -5,7 +5,7 @@
 
 use crate::Scope;
 use crate::messaging::Messaging;
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 use domain::names::LEAD;
 use schemars::JsonSchema;
@@ -93,7 +93,7 @@ impl Messaging {
         if u.task.is_none() && u.state.is_none() && u.note.is_none() {
             return Err(Error::invalid("nothing to set: give task, state or note"));
         }
-        let s = scope.clone();
+        let (s, now) = (scope.clone(), self.clock.now_ms());
         self.store
             .write(move |c| {
                 let (mut state, mut task, mut note) = read_status(c, s.workflow_id, &s.me)?
@@ -111,7 +111,6 @@ impl Messaging {
                 if u.note.is_some() {
                     note = u.note.filter(|t| !t.is_empty());
                 }
-                let now = now_ms();
                 c.execute(
                     "INSERT INTO member_status (workflow_id, member, state, task, note, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT (workflow_id, member) DO UPDATE SET state = excluded.state, task = excluded.task,

@@ -9,8 +9,9 @@ pub use domain::guards;
 pub mod orgs;
 pub mod tokens;
 
+use crate::timing::Clock;
 use crate::{Caller, Scope};
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::fmt_ms;
 use domain::error::{Error, Result};
 use domain::names::LEAD;
 use domain::names::{AgentRef, WorkflowRef, check_agent_name};
@@ -155,20 +156,20 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
     ))
 }
 
-/// Finds a workflow instance id inside a write transaction, creating it if asked.
+/// Finds a workflow instance id inside a write transaction, creating it (stamped
+/// `create_at`) when asked and missing.
 pub(crate) fn workflow_id_tx(
     c: &Connection,
     wf: &WorkflowRef,
-    create: bool,
+    create_at: Option<i64>,
 ) -> Result<Option<i64>> {
     let id: Option<i64> = c
         .prepare_cached("SELECT id FROM workflows WHERE name = ?1 AND tag = ?2")?
         .query_row((&wf.name, &wf.tag), |r| r.get(0))
         .optional()?;
-    if id.is_some() || !create {
+    let Some(now) = create_at.filter(|_| id.is_none()) else {
         return Ok(id);
-    }
-    let now = now_ms();
+    };
     let id = c.query_row(
         "INSERT INTO workflows (name, tag, state, created_at, updated_at) VALUES (?1, ?2, 'active', ?3, ?3)
          RETURNING id",
@@ -272,16 +273,28 @@ pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Re
         .map_err(Error::invalid)
 }
 
-/// Registers an agent inside a write transaction (its instance created if new),
-/// leased to `node` (None for an agent without a worker). Returns the instance id,
-/// the agent's id and its view.
+/// [`insert_agent_tx_at`] at the system's time: the runtime's call, until it passes
+/// its clock's time (`tests/tidy_clock.rs` lists it).
 pub(crate) fn insert_agent_tx(
     c: &Connection,
     a: &NewAgent,
     wf: &WorkflowRef,
     node: Option<&str>,
 ) -> Result<(i64, i64, AgentView)> {
-    let wid = workflow_id_tx(c, wf, true)?.expect("created");
+    insert_agent_tx_at(c, a, wf, node, domain::clock::now_ms())
+}
+
+/// Registers an agent at `now` inside a write transaction (its instance created if
+/// new), leased to `node` (None for an agent without a worker). Returns the
+/// instance id, the agent's id and its view.
+pub(crate) fn insert_agent_tx_at(
+    c: &Connection,
+    a: &NewAgent,
+    wf: &WorkflowRef,
+    node: Option<&str>,
+    now: i64,
+) -> Result<(i64, i64, AgentView)> {
+    let wid = workflow_id_tx(c, wf, Some(now))?.expect("created");
     let existing: Option<String> = c
         .query_row(
             "SELECT name FROM agents WHERE workflow_id = ?1 AND name = ?2",
@@ -303,7 +316,7 @@ pub(crate) fn insert_agent_tx(
     let id: i64 = c.query_row(
         "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node, labels)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
-        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now_ms(), node, labels],
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, node, labels],
         |r| r.get(0),
     )?;
     let (_, view) = c.query_row(
@@ -325,6 +338,8 @@ pub struct AgentRecord {
 /// and answers who is who from the store.
 pub struct Registry {
     store: Store,
+    /// The kernel's clock: what the room stamps and when a token expires.
+    clock: Clock,
     pub(crate) tokens: tokens::Tokens,
     /// (name, tag) -> id. Workflow instances are never renamed, so caching is safe;
     /// entries are dropped when an instance is deleted.
@@ -332,9 +347,10 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(store: Store, admin_token: String) -> Self {
+    pub fn new(store: Store, clock: Clock, admin_token: String) -> Self {
         Self {
             store,
+            clock,
             tokens: tokens::Tokens::new(admin_token),
             workflow_ids: Mutex::new(HashMap::new()),
         }

@@ -12,10 +12,9 @@
 //! instance (`workflow: "@org.review-team"`) in the team tools; to anyone else it
 //! is an instance that does not exist.
 
-use super::{NewAgent, Registry, insert_agent_tx, workflow_id_tx};
+use super::{NewAgent, Registry, insert_agent_tx_at, workflow_id_tx};
 use crate::Scope;
 use domain::backends::Backend;
-use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{ORG_PREFIX, WorkflowRef, org_instance};
 use schemars::JsonSchema;
@@ -76,18 +75,18 @@ impl Registry {
         if let Some(m) = &members {
             check_members(m)?;
         }
-        let (org2, wf) = (org.clone(), org_instance(&org));
+        let (org2, wf, now) = (org.clone(), org_instance(&org), self.clock.now_ms());
         let removed = self
             .store
             .write(move |c| {
-                let wid = workflow_id_tx(c, &wf, true)?.expect("created");
+                let wid = workflow_id_tx(c, &wf, Some(now))?.expect("created");
                 c.execute(
                     "INSERT INTO orgs (name, description, workflow_id, created_at) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (name) DO UPDATE SET description = COALESCE(?2, orgs.description)",
-                    sql::params![org2, description, wid, now_ms()],
+                    sql::params![org2, description, wid, now],
                 )?;
                 match members {
-                    Some(m) => put_members_tx(c, &org2, &wf, &m),
+                    Some(m) => put_members_tx(c, &org2, &wf, &m, now),
                     None => Ok(Vec::new()),
                 }
             })
@@ -280,6 +279,7 @@ fn put_members_tx(
     org: &str,
     wf: &WorkflowRef,
     members: &[OrgMember],
+    now: i64,
 ) -> Result<Vec<String>> {
     let before = member_names(c, org)?;
     c.execute("DELETE FROM org_members WHERE org = ?1", [org])?;
@@ -293,7 +293,7 @@ fn put_members_tx(
             "INSERT INTO org_members (org, member, role, kind) VALUES (?1, ?2, ?3, ?4)",
             sql::params![org, m.name, m.role, kind.as_str()],
         )?;
-        let wid = workflow_id_tx(c, wf, true)?.expect("created");
+        let wid = workflow_id_tx(c, wf, Some(now))?.expect("created");
         let had: Option<Backend> = c
             .query_row(
                 "SELECT backend FROM agents WHERE workflow_id = ?1 AND name = ?2",
@@ -315,7 +315,7 @@ fn put_members_tx(
                     schedule: None,
                     node: None,
                 };
-                insert_agent_tx(c, &a, wf, None)?;
+                insert_agent_tx_at(c, &a, wf, None, now)?;
             }
             Some(was) => {
                 // A person who becomes an agent member, or the reverse, joins again.
@@ -323,7 +323,7 @@ fn put_members_tx(
                     c.execute(
                         "UPDATE tokens SET revoked_at = ?3 WHERE revoked_at IS NULL AND agent_id =
                            (SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2)",
-                        sql::params![wid, m.name, now_ms()],
+                        sql::params![wid, m.name, now],
                     )?;
                 }
                 c.execute(

@@ -7,7 +7,6 @@
 
 use crate::Caller;
 use crate::registry::Registry;
-use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -121,7 +120,7 @@ impl Registry {
             return Ok(Caller::Lead);
         }
         let h = hash(token);
-        let now = now_ms();
+        let now = self.clock.now_ms();
         if let Some(c) = self.tokens.cache.lock().unwrap().get(&h)
             && c.expires_at > now
         {
@@ -182,21 +181,34 @@ impl Registry {
         purpose: &str,
         run_id: Option<String>,
     ) -> Result<(String, i64)> {
-        let purpose = purpose.to_owned();
+        let (purpose, now) = (purpose.to_owned(), self.clock.now_ms());
         self.store
-            .write(move |c| mint_tx(c, agent_id, ttl, &purpose, run_id.as_deref()))
+            .write(move |c| mint_tx_at(c, agent_id, ttl, &purpose, run_id.as_deref(), now))
             .await
     }
 }
 
-/// Mints an agent token inside a write transaction (a run's token is written with its
-/// run row, so neither exists without the other).
+/// [`mint_tx_at`] at the system's time: the runtime's call, until it passes its
+/// clock's time (`tests/tidy_clock.rs` lists it).
 pub(crate) fn mint_tx(
     c: &sql::Connection,
     agent_id: i64,
     ttl: Duration,
     purpose: &str,
     run_id: Option<&str>,
+) -> Result<(String, i64)> {
+    mint_tx_at(c, agent_id, ttl, purpose, run_id, domain::clock::now_ms())
+}
+
+/// Mints an agent token at `now` inside a write transaction (a run's token is
+/// written with its run row, so neither exists without the other).
+pub(crate) fn mint_tx_at(
+    c: &sql::Connection,
+    agent_id: i64,
+    ttl: Duration,
+    purpose: &str,
+    run_id: Option<&str>,
+    now: i64,
 ) -> Result<(String, i64)> {
     if ttl.is_zero() || ttl > MAX_TOKEN_TTL {
         return Err(Error::invalid(format!(
@@ -205,7 +217,6 @@ pub(crate) fn mint_tx(
         )));
     }
     let secret = new_secret(AGENT_TOKEN_PREFIX);
-    let now = now_ms();
     let expires_at = now + ttl.as_millis() as i64;
     c.execute(
         "INSERT INTO tokens (hash, agent_id, purpose, run_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

@@ -5,7 +5,7 @@
 use super::AgentSummary;
 use crate::runtime::scheduler::open_deliveries;
 use crate::runtime::schedules::polls;
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::fmt_ms;
 use domain::error::Result;
 use domain::protocol::Usage;
 use domain::states::WorkflowState;
@@ -47,8 +47,8 @@ pub(super) struct AgentFacts {
     pub(super) running: bool,
 }
 
-pub(super) fn agent_facts(c: &Connection, wid: i64) -> Result<Vec<AgentFacts>> {
-    let now = now_ms();
+/// The facts of instance `wid`'s agents, their inboxes as they stand at `now`.
+pub(super) fn agent_facts(c: &Connection, wid: i64, now: i64) -> Result<Vec<AgentFacts>> {
     let mut st = c.prepare(
         "SELECT a.id, a.name, a.backend, a.state, a.state_reason, a.resume_at, s.next_at,
                 s.agent_id IS NOT NULL,

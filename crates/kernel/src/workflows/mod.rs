@@ -29,8 +29,9 @@ use crate::governance::contracts::Contracts;
 use crate::messaging::Messaging;
 use crate::registry::Registry;
 use crate::runtime::Runtime;
+use crate::timing::Clock;
 use crate::{Caller, messaging};
-use domain::clock::{fmt_ms, now_ms};
+use domain::clock::fmt_ms;
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::protocol::Usage;
@@ -148,6 +149,8 @@ pub struct WorkflowListed {
 pub struct Workflows {
     store: Store,
     events: Events,
+    /// The kernel's clock: stamps, and where schedules count from.
+    clock: Clock,
     contracts: Arc<Contracts>,
     registry: Arc<Registry>,
     messaging: Arc<Messaging>,
@@ -171,7 +174,11 @@ pub struct Rooms {
 }
 
 impl Workflows {
-    pub fn new(store: Store, events: Events, rooms: Rooms, data_dir: PathBuf) -> Self {
+    pub fn new(
+        (store, events, clock): (Store, Events, Clock),
+        rooms: Rooms,
+        data_dir: PathBuf,
+    ) -> Self {
         let Rooms {
             feedback,
             contracts,
@@ -180,10 +187,15 @@ impl Workflows {
             context,
             runtime,
         } = rooms;
-        let steps = steps::Steps::new(store.clone(), contracts.clone(), messaging.clone());
+        let steps = steps::Steps::new(
+            (store.clone(), clock.clone()),
+            contracts.clone(),
+            messaging.clone(),
+        );
         Self {
             store,
             events,
+            clock,
             contracts,
             registry,
             messaging,
@@ -202,6 +214,7 @@ impl Workflows {
     pub async fn workflow_status(&self, workflow: &str) -> Result<WorkflowStatus> {
         let wref = WorkflowRef::parse(workflow)?;
         let wid = self.registry.workflow_id(&wref).await?;
+        let now = self.clock.now_ms();
         let (row, agents, messages) = self
             .store
             .read(move |c| {
@@ -210,7 +223,7 @@ impl Workflows {
                     [wid],
                     |r| r.get(0),
                 )?;
-                Ok((workflow_row(c, wid)?, agent_facts(c, wid)?, messages))
+                Ok((workflow_row(c, wid)?, agent_facts(c, wid, now)?, messages))
             })
             .await?;
         let ids: Vec<i64> = agents.iter().map(|a| a.id).collect();
@@ -366,11 +379,10 @@ impl Workflows {
     pub async fn workflow_stop(self: &Arc<Self>, workflow: &str) -> Result<(usize, Vec<String>)> {
         let wref = WorkflowRef::parse(workflow)?;
         let wid = self.registry.workflow_id(&wref).await?;
-        let w2 = wref.clone();
+        let (w2, now) = (wref.clone(), self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| {
-                let now = now_ms();
                 let run = c.execute(
                     "UPDATE workflows SET state = 'stopped', reason = 'stopped by the lead', ended_at = ?2,
                        updated_at = ?2 WHERE id = ?1 AND state <> 'active'",
@@ -383,13 +395,14 @@ impl Workflows {
                         [wid],
                     )?;
                 }
-                messaging::post_system(
+                messaging::post_system_at(
                     c,
                     wid,
                     &w2,
                     "The lead stopped this workflow; runs in progress were stopped and nothing runs until it \
                      starts again."
                         .into(),
+                    now,
                 )
             })
             .await?;

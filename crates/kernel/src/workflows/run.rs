@@ -13,7 +13,6 @@ use crate::registry::{has_no_worker, workflow_id_tx};
 use crate::workflows::Workflows;
 use crate::{Caller, runtime::schedules};
 use domain::backends::Backend;
-use domain::clock::now_ms;
 use domain::error::{Error, Result};
 use domain::names::{WorkflowRef, check_name};
 use domain::placement::Placement;
@@ -258,20 +257,19 @@ impl Workflows {
         let contracts = wf.contracts.clone();
         // Placement: this node runs the workflow's agents, unless one names another.
         let node = self.runtime.node().to_owned();
-        // Schedules count from the scheduler's clock.
-        let armed_from = self.runtime.clock().now_ms();
+        // The kernel's clock: the instance's stamps, and where its schedules count from.
+        let now = self.clock.now_ms();
         let (wid, armed, elsewhere) = self
             .store
             .write(move |c| {
-                let wid = workflow_id_tx(c, &w, true)?.expect("created");
+                let wid = workflow_id_tx(c, &w, Some(now))?.expect("created");
                 // The instance's own contracts are those of the file it runs now.
                 c.execute("DELETE FROM contracts WHERE owner_workflow_id = ?1", [wid])?;
                 for (name, spec) in &contracts {
-                    crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name)?;
+                    crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name, now)?;
                 }
-                flow.register_tx(c, wid)?;
+                flow.register_tx(c, wid, now)?;
                 c.execute("UPDATE workflows SET org = ?2 WHERE id = ?1", sql::params![wid, org])?;
-                let now = now_ms();
                 c.execute(
                     "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,
                        started_at = ?5, ended_at = NULL, hops = 0, updated_at = ?5 WHERE id = ?1",
@@ -284,7 +282,7 @@ impl Workflows {
                         elsewhere.push(a.name.clone());
                     }
                     let id = upsert_agent_tx(c, wid, a, placed, now)?;
-                    armed.push((id, schedule_tx(c, id, a, armed_from)?));
+                    armed.push((id, schedule_tx(c, id, a, now)?));
                 }
                 Ok((wid, armed, elsewhere))
             })

@@ -7,7 +7,6 @@ use super::Workflows;
 use super::facts::{AgentFacts, agent_facts, open_binding_proposals, workflow_row};
 use super::steps::Outcome;
 use crate::events::Event;
-use domain::clock::now_ms;
 use domain::error::Result;
 use domain::states::{AgentState, WorkflowState};
 use std::sync::Arc;
@@ -104,12 +103,13 @@ impl Workflows {
 
     /// The debounced check: is this workflow run done, blocked, or running again?
     async fn workflow_settle(self: &Arc<Self>, wid: i64) -> Result<()> {
+        let now = self.clock.now_ms();
         let (row, agents, binding) = self
             .store
             .read(move |c| {
                 Ok((
                     workflow_row(c, wid)?,
-                    agent_facts(c, wid)?,
+                    agent_facts(c, wid, now)?,
                     open_binding_proposals(c, wid)?,
                 ))
             })
@@ -140,16 +140,16 @@ impl Workflows {
         if state == row.state && reason == row.reason {
             return Ok(());
         }
-        let r2 = reason.clone();
+        let (r2, now) = (reason.clone(), self.clock.now_ms());
         self.store
             .write(move |c| {
                 // A scheduled run has not ended: its schedules will run it again.
                 let ended =
-                    (!matches!(state, WorkflowState::Running | WorkflowState::Scheduled)).then(now_ms);
+                    (!matches!(state, WorkflowState::Running | WorkflowState::Scheduled)).then_some(now);
                 c.execute(
                     "UPDATE workflows SET state = ?2, reason = ?3, ended_at = ?4, updated_at = ?5 WHERE id = ?1
                        AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    sql::params![wid, state.as_str(), r2, ended, now_ms()],
+                    sql::params![wid, state.as_str(), r2, ended, now],
                 )?;
                 Ok(())
             })
@@ -169,14 +169,14 @@ impl Workflows {
     /// Marks a workflow run failed with the reason and stops its other runs. An
     /// instance that is not a workflow run (`active`) is left as it is.
     pub(crate) async fn workflow_fail(self: &Arc<Self>, wid: i64, reason: &str) -> Result<()> {
-        let r = reason.to_owned();
+        let (r, now) = (reason.to_owned(), self.clock.now_ms());
         let changed = self
             .store
             .write(move |c| {
                 Ok(c.execute(
                     "UPDATE workflows SET state = 'failed', reason = ?2, ended_at = ?3, updated_at = ?3
                      WHERE id = ?1 AND state IN ('running', 'completed', 'scheduled', 'blocked')",
-                    sql::params![wid, r, now_ms()],
+                    sql::params![wid, r, now],
                 )? > 0)
             })
             .await?;

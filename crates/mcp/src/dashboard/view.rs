@@ -231,7 +231,7 @@ pub async fn snapshot(
     let instances = instances(kernel).await?;
     let mut snap = Snapshot {
         version: String::new(),
-        now_ms: domain::clock::now_ms(),
+        now_ms: kernel.clock().now_ms(),
         workflow_id: None,
         workflow: chosen(asked, &instances),
         instances,

@@ -5,19 +5,25 @@
 //! thread.
 
 use super::{BoxFuture, Doc, DocEntry, DocPath, Edit, MAX_LISTED, Provider, version_of};
-use domain::clock::now_ms;
+use crate::timing::Clock;
 use store::Store;
 use store::sql;
 use store::sql::{Connection, OptionalExtension};
 
 pub struct DatabaseProvider {
     store: Store,
+    /// The kernel's clock: when a document was written.
+    clock: Clock,
     workflow_id: i64,
 }
 
 impl DatabaseProvider {
-    pub fn new(store: Store, workflow_id: i64) -> Self {
-        Self { store, workflow_id }
+    pub fn new(store: Store, clock: Clock, workflow_id: i64) -> Self {
+        Self {
+            store,
+            clock,
+            workflow_id,
+        }
     }
 }
 
@@ -48,13 +54,14 @@ impl Provider for DatabaseProvider {
         edit: Edit,
     ) -> BoxFuture<'a, (Doc, bool)> {
         let (wid, path, by) = (self.workflow_id, path.to_string(), by.to_owned());
+        let clock = self.clock.clone();
         Box::pin(self.store.write(move |c| {
             let current = read_row(c, wid, &path)?;
             let content = edit(current.as_ref())?;
             let doc = Doc {
                 version: version_of(&content),
                 content,
-                updated_at: now_ms(),
+                updated_at: clock.now_ms(),
             };
             c.prepare_cached(
                 "INSERT INTO documents (workflow_id, path, content, version, updated_at, updated_by)

@@ -8,8 +8,9 @@
 //! - Atomic writes: the new content goes to a hidden temp file in the same folder, is
 //!   synced, and is renamed over the old one, so a crash leaves the old or the new
 //!   file, never half of one; readers never take a lock.
-//! - One writer at a time: read-check-write runs under one process-wide lock (one
-//!   kernel per data dir, and document writes are rare), which is what makes
+//! - One writer at a time: read-check-write runs under one lock per kernel
+//!   ([`Writes`], which the room hands every file provider it builds; one kernel per
+//!   data dir, and document writes are rare), which is what makes
 //!   `expected_version` exact.
 //! - Blocking file I/O runs on tokio's blocking pool.
 
@@ -20,16 +21,20 @@ use domain::error::{Error, Result};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-static WRITES: Mutex<()> = Mutex::new(());
+/// The kernel's one document writer at a time: clones share the lock, which only
+/// [`FileProvider`]'s write takes.
+#[derive(Clone, Default)]
+pub struct Writes(Arc<Mutex<()>>);
 
 #[derive(Clone)]
 pub struct FileProvider {
     root: PathBuf,
     /// The instance's own folder is created on first write; a bound folder must exist.
     create_root: bool,
+    writes: Writes,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -44,8 +49,12 @@ fn mtime_ms(meta: &fs::Metadata) -> i64 {
 }
 
 impl FileProvider {
-    pub fn new(root: PathBuf, create_root: bool) -> Self {
-        Self { root, create_root }
+    pub fn new(root: PathBuf, create_root: bool, writes: Writes) -> Self {
+        Self {
+            root,
+            create_root,
+            writes,
+        }
     }
 
     /// The folder, canonical; `None` when it does not exist yet (no documents).
@@ -147,7 +156,7 @@ impl FileProvider {
     }
 
     fn update_blocking(&self, path: &DocPath, edit: Edit) -> Result<(Doc, bool)> {
-        let _one_writer = WRITES.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_writer = self.writes.0.lock().unwrap_or_else(|p| p.into_inner());
         let root = self.root(true)?.expect("created for writing");
         let file = Self::resolve(&root, path, true)?;
         let current = Self::read_at(&file, path)?;

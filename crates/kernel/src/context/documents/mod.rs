@@ -205,9 +205,11 @@ impl Context {
             ProviderKind::File => Box::new(file::FileProvider::new(
                 self.documents_dir(scope, &settings),
                 settings.dir.is_none(),
+                self.doc_writes.clone(),
             )),
             ProviderKind::Database => Box::new(database::DatabaseProvider::new(
                 self.store.clone(),
+                self.clock.clone(),
                 scope.workflow_id,
             )),
         };
@@ -327,7 +329,7 @@ impl Context {
     /// What doc_write contracts say about an agent's write: refused (with the
     /// contract's reason, nothing written), or told to the members they name.
     async fn doc_contracts(&self, scope: &Scope, file: &str) -> Result<()> {
-        use crate::governance::contracts::{Decision, in_force, record_tx};
+        use crate::governance::contracts::{Decision, in_force, record_tx_at};
         use domain::contracts::{self, Event};
         let all = self.contracts.all();
         let v = contracts::decide(
@@ -340,14 +342,20 @@ impl Context {
         if !v.any() {
             return Ok(());
         }
-        let (s, f, v2) = (scope.clone(), file.to_owned(), v.clone());
+        let (s, f, v2, now) = (
+            scope.clone(),
+            file.to_owned(),
+            v.clone(),
+            self.clock.now_ms(),
+        );
         let posted = self
             .store
             .write(move |c| {
-                record_tx(c, &Decision::of(s.workflow_id, &s.me, "doc_write", &f, &v2))?;
+                let d = Decision::of(s.workflow_id, &s.me, "doc_write", &f, &v2);
+                record_tx_at(c, &d, now)?;
                 let mut out = Vec::new();
                 for (contract, to) in &v2.notify {
-                    out.push(crate::messaging::post_system_to(
+                    out.push(crate::messaging::post_system_to_at(
                         c,
                         s.workflow_id,
                         &s.workflow,
@@ -361,6 +369,7 @@ impl Context {
                                 "writes"
                             }
                         ),
+                        now,
                     )?);
                 }
                 Ok(out)

@@ -178,11 +178,11 @@ impl Context {
             self.refuse_stranding(&scope, &current).await?;
         }
         let dir_text = new_dir.as_ref().map(|d| d.display().to_string());
-        let key = wf.clone();
+        let (key, now) = (wf.clone(), self.clock.now_ms());
         let (workflow_id, owner_now) = self
             .store
             .write(move |c| {
-                let workflow_id = workflow_id_tx(c, &key, true)?.unwrap_or_default();
+                let workflow_id = workflow_id_tx(c, &key, Some(now))?.unwrap_or_default();
                 let owner = match owner {
                     None => current.owner,
                     Some(o) => owner_named(c, workflow_id, &o)?,

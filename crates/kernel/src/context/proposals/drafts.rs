@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::governance::contracts::put_tx;
+use crate::messaging::post_system_at;
 
 /// Checks a draft: (its sentence, its JSON) or why it cannot be proposed.
 pub(super) fn check(kind: &str, binding: bool, v: &serde_json::Value) -> Result<(String, String)> {
@@ -30,8 +31,18 @@ pub(super) fn check(kind: &str, binding: bool, v: &serde_json::Value) -> Result<
 
 /// The lead voted on a drafted contract: close the proposal with that choice and,
 /// on approve, put the contract in force, all in this transaction.
-pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) -> Result<Posted> {
-    p.close(c, ProposalStatus::Resolved, Some(option.to_owned()), LEAD)?;
+pub(super) fn decide(
+    c: &Connection,
+    p: &mut Stored,
+    (s, option): (&Scope, &str),
+    now: i64,
+) -> Result<Posted> {
+    p.close(
+        c,
+        (ProposalStatus::Resolved, now),
+        Some(option.to_owned()),
+        LEAD,
+    )?;
     let spec = p.contract.clone().unwrap_or_default();
     let text = if option == "approve" {
         let v: serde_json::Value =
@@ -53,7 +64,7 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
                          it; reject the proposal and draft it under another name"
                     )));
                 }
-                put_tx(c, None, "proposal", &v, &name)?;
+                put_tx(c, None, "proposal", &v, &name, now)?;
                 format!(
                     "@{} {} is approved by the lead: contract \"{name}\" is now in force in every instance \
                      run within the organisation {org}.",
@@ -62,7 +73,7 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
                 )
             }
             None => {
-                put_tx(c, Some(p.workflow_id), "proposal", &v, &name)?;
+                put_tx(c, Some(p.workflow_id), "proposal", &v, &name, now)?;
                 format!(
                     "@{} {} is approved by the lead: contract \"{name}\" is now in force in {}.",
                     p.creator,
@@ -79,7 +90,7 @@ pub(super) fn decide(c: &Connection, p: &mut Stored, s: &Scope, option: &str) ->
             quote(option)
         )
     };
-    post_system(c, p.workflow_id, &s.workflow, text)
+    post_system_at(c, p.workflow_id, &s.workflow, text, now)
 }
 
 /// Whether the lead's contract of this name, if there is one, is bound to `org`

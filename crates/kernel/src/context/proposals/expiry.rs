@@ -7,10 +7,10 @@ use store::sql;
 /// System messages written in a job, with their workflow instance, to announce after commit.
 pub(super) type Announcements = Vec<(i64, Posted)>;
 
-/// Closes every open proposal of the whole kernel whose deadline has passed. Runs in a
-/// store job; returns the posted messages and the next deadline still ahead.
-fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
-    let now = now_ms();
+/// Closes every open proposal of the whole kernel whose deadline has passed by
+/// `now`. Runs in a store job; returns the posted messages and the next deadline
+/// still ahead.
+fn expire_due_tx(c: &Connection, now: i64) -> Result<(Announcements, Option<i64>)> {
     let due: Vec<(i64, i64, String, String)> = c
         .prepare_cached(
             "SELECT p.workflow_id, p.num, w.name, w.tag FROM proposals p JOIN workflows w ON w.id = p.workflow_id
@@ -24,7 +24,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
         let mut p = load(c, wid, num)?;
         // A held vote has no plurality winner: its approval's deadline decides.
         let winner = p.approval_id.is_none().then(|| p.expiry_winner()).flatten();
-        p.close(c, ProposalStatus::Expired, winner, "expiry")?;
+        p.close(c, (ProposalStatus::Expired, now), winner, "expiry")?;
         let agents = agent_names(c, wid)?;
         let text = format!(
             "{}{} \"{}\" expired at its deadline with {} of {} votes: {}{}.",
@@ -40,7 +40,7 @@ fn expire_due_tx(c: &Connection) -> Result<(Announcements, Option<i64>)> {
                 ""
             }
         );
-        posted.push((wid, post_system(c, wid, &wf, text)?));
+        posted.push((wid, post_system_at(c, wid, &wf, text, now)?));
     }
     let next: Option<i64> = c
         .prepare_cached("SELECT min(expires_at) FROM proposals WHERE status = 'open'")?
@@ -57,21 +57,24 @@ impl Context {
 
     /// Closes overdue proposals now; returns the next deadline.
     pub(crate) async fn expire_due(&self) -> Result<Option<i64>> {
-        let (posted, next) = self.store.write(expire_due_tx).await?;
+        let now = self.clock.now_ms();
+        let (posted, next) = self.store.write(move |c| expire_due_tx(c, now)).await?;
         self.announce_all(&posted);
         Ok(next)
     }
 
     /// Starts the task that expires proposals on time. It sleeps until the next
-    /// deadline, wakes early when a proposal is created, and ends with the kernel.
+    /// deadline by the kernel's clock, wakes early when a proposal is created or a
+    /// manual clock moves, and ends with the kernel.
     pub(crate) fn start_proposal_timer(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
         let wake = self.proposal_wake.clone();
         tokio::spawn(async move {
             loop {
                 let Some(kernel) = weak.upgrade() else { return };
+                let clock = kernel.clock.clone();
                 let sleep = match kernel.expire_due().await {
-                    Ok(Some(next)) => Duration::from_millis((next - now_ms()).max(0) as u64),
+                    Ok(Some(next)) => Duration::from_millis((next - clock.now_ms()).max(0) as u64),
                     Ok(None) => TIMER_MAX_SLEEP,
                     Err(e) => {
                         tracing::error!("expiring proposals failed: {e}");
@@ -79,9 +82,11 @@ impl Context {
                     }
                 };
                 drop(kernel);
+                // A manual clock (a test's) wakes it when moved.
                 tokio::select! {
                     _ = tokio::time::sleep(sleep.min(TIMER_MAX_SLEEP)) => {}
                     _ = wake.notified() => {}
+                    _ = clock.moved() => {}
                 }
             }
         });

@@ -27,9 +27,36 @@ pub struct NewVote<'a> {
     pub deadline_ms: i64,
 }
 
-/// Opens the proposal the members vote on, and tells them. Returns its id and
-/// the announcement.
+/// [`open_tx_at`] at the system's time: the runtime's call, until it passes its
+/// clock's time (`tests/tidy_clock.rs` lists it, and the three below).
 pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted)> {
+    open_tx_at(c, v, domain::clock::now_ms())
+}
+
+/// [`record_decision_tx_at`] at the system's time (the runtime's call).
+pub(crate) fn record_decision_tx(
+    c: &Connection,
+    r: &Row,
+    who: &str,
+    approve: bool,
+    reason: Option<&str>,
+) -> Result<()> {
+    record_decision_tx_at(c, r, (who, approve, reason), domain::clock::now_ms())
+}
+
+/// [`close_settled_tx_at`] at the system's time (the runtime's call).
+pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
+    close_settled_tx_at(c, domain::clock::now_ms())
+}
+
+/// [`close_for_tx_at`] at the system's time (the runtime's call).
+pub(crate) fn close_for_tx(c: &Connection, r: &Row) -> Result<Option<Posted>> {
+    close_for_tx_at(c, r, domain::clock::now_ms())
+}
+
+/// Opens the proposal the members vote on at `now`, and tells them. Returns its
+/// id and the announcement.
+pub(crate) fn open_tx_at(c: &Connection, v: &NewVote<'_>, now: i64) -> Result<(String, Posted)> {
     let num: i64 = c.query_row(
         "SELECT coalesce(max(num), 0) + 1 FROM proposals WHERE workflow_id = ?1",
         [v.workflow_id],
@@ -52,7 +79,7 @@ pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted
             serde_json::to_string(&options).map_err(|e| Error::internal(e.to_string()))?,
             v.needed as i64,
             v.asker,
-            now_ms(),
+            now,
             v.deadline_ms + AFTER_APPROVAL_MS,
             v.approval_id
         ],
@@ -68,7 +95,7 @@ pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted
         v.voters.len(),
         fmt_ms(v.deadline_ms)
     );
-    Ok((id, post_system(c, v.workflow_id, v.workflow, text)?))
+    Ok((id, post_system_at(c, v.workflow_id, v.workflow, text, now)?))
 }
 
 /// `s.me`'s vote on a held proposal, as its decision on approval `approval_id`;
@@ -77,25 +104,24 @@ pub(super) fn cast_tx(
     c: &Connection,
     p: &mut Stored,
     s: &Scope,
-    option: &str,
-    reason: Option<&str>,
-    approval_id: i64,
+    (option, reason, approval_id): (&str, Option<&str>, i64),
+    now: i64,
 ) -> Result<Option<Posted>> {
-    let r = approvals::decide_tx(c, approval_id, &s.me, option == "approve", reason)?;
+    let decision = (approval_id, s.me.as_str(), option == "approve", reason);
+    let r = approvals::decide_tx_at(c, decision, now)?;
     if r.state == ApprovalState::Pending {
         return Ok(None);
     }
-    Ok(Some(close_tx(c, p, &r)?))
+    Ok(Some(close_tx(c, p, &r, now)?))
 }
 
-/// A member's decision through approval_decide, kept as its vote on the proposal
-/// too, so that both show the same votes.
-pub(crate) fn record_decision_tx(
+/// A member's decision through approval_decide (at `now`), kept as its vote on
+/// the proposal too, so that both show the same votes.
+pub(crate) fn record_decision_tx_at(
     c: &Connection,
     r: &Row,
-    who: &str,
-    approve: bool,
-    reason: Option<&str>,
+    (who, approve, reason): (&str, bool, Option<&str>),
+    now: i64,
 ) -> Result<()> {
     c.execute(
         "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at)
@@ -109,15 +135,15 @@ pub(crate) fn record_decision_tx(
             who,
             if approve { "approve" } else { "reject" },
             reason,
-            now_ms()
+            now
         ],
     )?;
     Ok(())
 }
 
 /// Closes every open proposal whose approval is closed (approvals lost at a
-/// restart or a takeover); returns the announcements.
-pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
+/// restart or a takeover) at `now`; returns the announcements.
+pub(crate) fn close_settled_tx_at(c: &Connection, now: i64) -> Result<Vec<(i64, Posted)>> {
     let ids: Vec<i64> = c
         .prepare(
             "SELECT p.approval_id FROM proposals p JOIN approvals a ON a.id = p.approval_id
@@ -128,7 +154,7 @@ pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
     let mut out = Vec::new();
     for id in ids {
         if let Some(r) = approvals::get(c, id)?
-            && let Some(p) = close_for_tx(c, &r)?
+            && let Some(p) = close_for_tx_at(c, &r, now)?
         {
             out.push((r.workflow_id, p));
         }
@@ -136,8 +162,9 @@ pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
     Ok(out)
 }
 
-/// Closes the open proposal that holds approval `r`, now closed, with its outcome.
-pub(crate) fn close_for_tx(c: &Connection, r: &Row) -> Result<Option<Posted>> {
+/// Closes the open proposal that holds approval `r`, now closed, with its
+/// outcome (at `now`).
+pub(crate) fn close_for_tx_at(c: &Connection, r: &Row, now: i64) -> Result<Option<Posted>> {
     let num: Option<i64> = c
         .query_row(
             "SELECT num FROM proposals WHERE workflow_id = ?1 AND approval_id = ?2 AND status = 'open'",
@@ -147,16 +174,16 @@ pub(crate) fn close_for_tx(c: &Connection, r: &Row) -> Result<Option<Posted>> {
         .optional()?;
     let Some(num) = num else { return Ok(None) };
     let mut p = load(c, r.workflow_id, num)?;
-    Ok(Some(close_tx(c, &mut p, r)?))
+    Ok(Some(close_tx(c, &mut p, r, now)?))
 }
 
-fn close_tx(c: &Connection, p: &mut Stored, r: &Row) -> Result<Posted> {
+fn close_tx(c: &Connection, p: &mut Stored, r: &Row, now: i64) -> Result<Posted> {
     let (status, winner) = match r.state {
         ApprovalState::Approved => (ProposalStatus::Resolved, Some("approve".to_owned())),
         ApprovalState::Denied => (ProposalStatus::Resolved, Some("reject".to_owned())),
         _ => (ProposalStatus::Expired, None),
     };
-    p.close(c, status, winner, "approval")?;
+    p.close(c, (status, now), winner, "approval")?;
     let text = format!(
         "{} \"{}\" is closed with {} of {} votes: approval {} is {}{}.",
         p.id(),
@@ -171,5 +198,5 @@ fn close_tx(c: &Connection, p: &mut Stored, r: &Row) -> Result<Posted> {
             .map(|x| format!(" ({})", quote(x)))
             .unwrap_or_default()
     );
-    post_system(c, p.workflow_id, &r.workflow, text)
+    post_system_at(c, p.workflow_id, &r.workflow, text, now)
 }

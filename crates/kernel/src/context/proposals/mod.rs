@@ -21,6 +21,8 @@
 
 pub mod drafts;
 mod expiry;
+#[cfg(test)]
+mod expiry_tests;
 pub mod held;
 mod ops;
 mod stored;
@@ -30,9 +32,9 @@ use stored::{load, proposal_num};
 
 use crate::Scope;
 use crate::context::Context;
-use crate::messaging::{Posted, post_system};
+use crate::messaging::{Posted, post_system_at};
 use crate::registry::agent_names;
-use domain::clock::{fmt_ms, now_ms, parse_duration};
+use domain::clock::{fmt_ms, parse_duration};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
 use domain::states::ProposalStatus;

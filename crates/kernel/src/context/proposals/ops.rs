@@ -16,7 +16,7 @@ impl Context {
             binding,
             draft,
         } = checked(&new)?;
-        let s = scope.clone();
+        let (s, now) = (scope.clone(), self.clock.now_ms());
         let (created, posted) = self
             .store
             .write(move |c| {
@@ -38,7 +38,6 @@ impl Context {
                     [s.workflow_id],
                     |r| r.get(0),
                 )?;
-                let now = now_ms();
                 let expires_at = now + timeout.as_millis() as i64;
                 c.execute(
                     "INSERT INTO proposals (workflow_id, num, type, title, description, options, resolution, quorum,
@@ -73,7 +72,7 @@ impl Context {
                     .cloned()
                     .collect();
                 let text = announcement(&p, &asked, &s.me, &kind, resolution, binding, quorum);
-                let posted = post_system(c, s.workflow_id, &s.workflow, text)?;
+                let posted = post_system_at(c, s.workflow_id, &s.workflow, text, now)?;
                 Ok((p.view(&s.workflow, &agents), posted))
             })
             .await?;
@@ -100,7 +99,7 @@ impl Context {
             too_long("reason", r, MAX_REASON_CHARS)?;
         }
         let (proposal, choice) = (proposal.to_owned(), choice.trim().to_owned());
-        let s = scope.clone();
+        let (s, now) = (scope.clone(), self.clock.now_ms());
         let (voted, posted) = self
             .store
             .write(move |c| {
@@ -115,7 +114,7 @@ impl Context {
                         p.winner_text()
                     )));
                 }
-                p.check_deadline()?;
+                p.check_deadline(now)?;
                 let agents = agent_names(c, s.workflow_id)?;
                 if !s.lead && !agents.iter().any(|a| a.eq_ignore_ascii_case(&s.me)) {
                     return Err(Error::forbidden(format!(
@@ -126,12 +125,12 @@ impl Context {
                 }
                 let option = chosen(&p, &choice)?;
                 let revote = p.voted(&s.me);
-                record_vote(c, &s, num, &option, reason.as_deref())?;
+                record_vote(c, &s, (num, &option, reason.as_deref()), now)?;
                 p = load(c, s.workflow_id, num)?;
                 if let Some(approval) = p.approval_id {
                     // A vote of the members: the vote is a decision on the approval.
                     let closed =
-                        held::cast_tx(c, &mut p, &s, &option, reason.as_deref(), approval)?;
+                        held::cast_tx(c, &mut p, &s, (&option, reason.as_deref(), approval), now)?;
                     let mut voted = Voted::of(&p, &s, &agents, closed.is_some());
                     if let Some(post) = closed {
                         posted.push((s.workflow_id, post));
@@ -141,7 +140,10 @@ impl Context {
                 }
                 if s.lead && p.contract.is_some() {
                     // A drafted contract: the lead's vote decides it.
-                    posted.push((s.workflow_id, drafts::decide(c, &mut p, &s, &option)?));
+                    posted.push((
+                        s.workflow_id,
+                        drafts::decide(c, &mut p, (&s, &option), now)?,
+                    ));
                     return Ok((Voted::of(&p, &s, &agents, true), posted));
                 }
                 let outcome = p.outcome();
@@ -162,11 +164,11 @@ impl Context {
                 );
                 posted.push((
                     s.workflow_id,
-                    post_system(c, s.workflow_id, &s.workflow, text)?,
+                    post_system_at(c, s.workflow_id, &s.workflow, text, now)?,
                 ));
                 let resolved = match outcome {
                     Outcome::Winner(w) => {
-                        posted.push((s.workflow_id, resolve(c, &mut p, w, &agents, &s)?));
+                        posted.push((s.workflow_id, resolve(c, &mut p, (w, &agents, &s), now)?));
                         true
                     }
                     _ => false,
@@ -197,13 +199,13 @@ impl Context {
     }
 
     /// The proposals status shows, and whether one of them is open past its deadline.
-    async fn read_proposals(
+    pub(super) async fn read_proposals(
         &self,
         scope: &Scope,
         proposal: Option<&str>,
     ) -> Result<(StatusList, bool)> {
         let proposal = proposal.map(str::to_owned);
-        let s = scope.clone();
+        let (s, now) = (scope.clone(), self.clock.now_ms());
         self.store
             .read(move |c| {
                 let nums: Vec<i64> = match &proposal {
@@ -227,7 +229,7 @@ impl Context {
                     .into_iter()
                     .map(|n| load(c, s.workflow_id, n))
                     .collect::<Result<Vec<_>>>()?;
-                let overdue = stored.iter().any(|p| p.check_deadline().is_err());
+                let overdue = stored.iter().any(|p| p.check_deadline(now).is_err());
                 let proposals = stored
                     .iter()
                     .map(|p| p.view(&s.workflow, &agents))
@@ -239,7 +241,7 @@ impl Context {
 
     pub async fn proposal_cancel(&self, scope: &Scope, proposal: &str) -> Result<Cancelled> {
         let proposal = proposal.to_owned();
-        let s = scope.clone();
+        let (s, now) = (scope.clone(), self.clock.now_ms());
         let (view, posted) = self
             .store
             .write(move |c| {
@@ -267,8 +269,8 @@ impl Context {
                         p.status
                     )));
                 }
-                p.check_deadline()?;
-                p.close(c, ProposalStatus::Cancelled, None, &s.me)?;
+                p.check_deadline(now)?;
+                p.close(c, (ProposalStatus::Cancelled, now), None, &s.me)?;
                 let agents = agent_names(c, s.workflow_id)?;
                 let tell: Vec<String> = agents
                     .iter()
@@ -282,7 +284,7 @@ impl Context {
                     quote(&p.title),
                     s.me
                 );
-                posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text)?));
+                posted.push((s.workflow_id, post_system_at(c, s.workflow_id, &s.workflow, text, now)?));
                 Ok((p.view(&s.workflow, &agents), posted))
             })
             .await?;
@@ -471,11 +473,10 @@ fn who_must_act(p: &Stored, outcome: &Outcome, me: &str) -> (Vec<String>, String
 fn resolve(
     c: &store::sql::Connection,
     p: &mut Stored,
-    w: String,
-    agents: &[String],
-    s: &Scope,
+    (w, agents, s): (String, &[String], &Scope),
+    now: i64,
 ) -> Result<Posted> {
-    p.close(c, ProposalStatus::Resolved, Some(w), "quorum")?;
+    p.close(c, (ProposalStatus::Resolved, now), Some(w), "quorum")?;
     let tell: Vec<String> = p
         .involved(agents)
         .into_iter()
@@ -492,22 +493,21 @@ fn resolve(
         p.quorum,
         if p.binding { "binding" } else { "advisory" }
     );
-    post_system(c, s.workflow_id, &s.workflow, text)
+    post_system_at(c, s.workflow_id, &s.workflow, text, now)
 }
 
-/// Writes `s.me`'s vote (a revote replaces it).
+/// Writes `s.me`'s vote at `now` (a revote replaces it).
 fn record_vote(
     c: &store::sql::Connection,
     s: &Scope,
-    num: i64,
-    option: &str,
-    reason: Option<&str>,
+    (num, option, reason): (i64, &str, Option<&str>),
+    now: i64,
 ) -> Result<()> {
     c.execute(
         "INSERT INTO votes (workflow_id, num, voter, choice, reason, voted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (workflow_id, num, voter) DO UPDATE SET choice = excluded.choice,
            reason = excluded.reason, voted_at = excluded.voted_at",
-        sql::params![s.workflow_id, num, s.me, option, reason, now_ms()],
+        sql::params![s.workflow_id, num, s.me, option, reason, now],
     )?;
     Ok(())
 }

@@ -238,15 +238,14 @@ impl Stored {
         }
     }
 
-    /// Closes it in the database and in `self`.
+    /// Closes it as `status` at `now`, in the database and in `self`.
     pub(super) fn close(
         &mut self,
         c: &Connection,
-        status: ProposalStatus,
+        (status, now): (ProposalStatus, i64),
         winner: Option<String>,
         by: &str,
     ) -> Result<()> {
-        let now = now_ms();
         c.execute(
             "UPDATE proposals SET status = ?3, winner = ?4, closed_by = ?5, closed_at = ?6
              WHERE workflow_id = ?1 AND num = ?2",
@@ -259,10 +258,10 @@ impl Stored {
         Ok(())
     }
 
-    /// Refuses a change to an open proposal whose deadline has just passed: the
+    /// Refuses a change to an open proposal whose deadline has passed by `now`: the
     /// expiry timer is closing it, with the votes cast by the deadline.
-    pub(super) fn check_deadline(&self) -> Result<()> {
-        if self.status == ProposalStatus::Open && self.expires_at <= now_ms() {
+    pub(super) fn check_deadline(&self, now: i64) -> Result<()> {
+        if self.status == ProposalStatus::Open && self.expires_at <= now {
             return Err(Error::conflict(format!(
                 "{} passed its deadline ({}) and is being closed with the votes cast by then; \
                  see team_proposal_status",

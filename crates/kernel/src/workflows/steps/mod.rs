@@ -20,6 +20,7 @@ pub mod view;
 
 use crate::governance::contracts::Contracts;
 use crate::messaging::{self, Messaging};
+use crate::timing::Clock;
 use domain::contracts::{Then, When};
 use domain::error::Result;
 use domain::states::StepState;
@@ -34,6 +35,8 @@ const RESCAN: i64 = 10_000;
 /// The steps of every step workflow of the store.
 pub struct Steps {
     store: Store,
+    /// The kernel's clock: when a step moved.
+    clock: Clock,
     contracts: Arc<Contracts>,
     messaging: Arc<Messaging>,
     /// One move at a time on this kernel (the writes check states anyway).
@@ -50,9 +53,14 @@ pub struct Outcome {
 }
 
 impl Steps {
-    pub fn new(store: Store, contracts: Arc<Contracts>, messaging: Arc<Messaging>) -> Self {
+    pub fn new(
+        (store, clock): (Store, Clock),
+        contracts: Arc<Contracts>,
+        messaging: Arc<Messaging>,
+    ) -> Self {
         Self {
             store,
+            clock,
             contracts,
             messaging,
             moving: tokio::sync::Mutex::default(),
@@ -115,7 +123,7 @@ impl Steps {
     /// transaction (only if it still waits). A prompt that cannot be filled in
     /// fails the step, with why.
     async fn start(&self, wid: i64, defs: &[StepDef], i: usize) -> Result<()> {
-        let defs = defs.to_vec();
+        let (defs, now) = (defs.to_vec(), self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| {
@@ -123,11 +131,11 @@ impl Steps {
                 let def = &defs[i];
                 if !rows::change(
                     c,
-                    wid,
-                    &def.id,
+                    (wid, &def.id),
                     StepState::Waiting,
                     StepState::Running,
                     None,
+                    now,
                 )? {
                     return Ok(None);
                 }
@@ -138,18 +146,20 @@ impl Steps {
                         let why = format!("its prompt could not be filled in: {e}");
                         rows::change(
                             c,
-                            wid,
-                            &def.id,
+                            (wid, &def.id),
                             StepState::Running,
                             StepState::Failed,
                             Some(&why),
+                            now,
                         )?;
                         let note = format!("Step {} failed: {why}.", def.id);
-                        return Ok(Some(messaging::post_system(c, wid, &inst.wref, note)?));
+                        return Ok(Some(messaging::post_system_at(
+                            c, wid, &inst.wref, note, now,
+                        )?));
                     }
                 };
                 let to = std::slice::from_ref(&def.agent);
-                let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text)?;
+                let posted = messaging::post_system_to_at(c, wid, &inst.wref, to, &text, now)?;
                 rows::set_message(c, wid, &def.id, &posted.result.id)?;
                 Ok(Some(posted))
             })
@@ -161,23 +171,23 @@ impl Steps {
     }
 
     async fn skip(&self, wid: i64, def: &StepDef, why: &str) -> Result<()> {
-        let (id, why) = (def.id.clone(), why.to_owned());
+        let (id, why, now) = (def.id.clone(), why.to_owned(), self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| {
                 if !rows::change(
                     c,
-                    wid,
-                    &id,
+                    (wid, &id),
                     StepState::Waiting,
                     StepState::Skipped,
                     Some(&why),
+                    now,
                 )? {
                     return Ok(None);
                 }
                 let wref = rows::instance(c, wid)?.wref;
                 let text = format!("Step {id} will not run: {why}.");
-                Ok(Some(messaging::post_system(c, wid, &wref, text)?))
+                Ok(Some(messaging::post_system_at(c, wid, &wref, text, now)?))
             })
             .await?;
         if let Some(p) = posted {
@@ -200,7 +210,7 @@ impl Steps {
     /// (the prompt was consumed; the agent's retries, or its failing for good,
     /// decide the rest).
     async fn finish_acked(&self, wid: i64, agent: Option<String>) -> Result<()> {
-        let defs = self.graph(wid);
+        let (defs, now) = (self.graph(wid), self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| {
@@ -223,9 +233,9 @@ impl Steps {
                     match rows::acked(c, wid, &row, &def.agent)? {
                         rows::Acked::No => {}
                         rows::Acked::Done => {
-                            rows::done(c, wid, &row)?;
+                            rows::done(c, wid, &row, now)?;
                         }
-                        rows::Acked::Lost => posted.push(repost(c, wid, &defs, i, &row)?),
+                        rows::Acked::Lost => posted.push(repost(c, (wid, &defs, i), &row, now)?),
                     }
                 }
                 Ok(posted)
@@ -249,17 +259,17 @@ impl Steps {
             .filter(|d| d.agent == agent)
             .map(|d| d.id.clone())
             .collect();
-        let reason = reason.to_owned();
+        let (reason, now) = (reason.to_owned(), self.clock.now_ms());
         self.store
             .write(move |c| {
                 for id in &ids {
                     rows::change(
                         c,
-                        wid,
-                        id,
+                        (wid, id),
                         StepState::Running,
                         StepState::Failed,
                         Some(&reason),
+                        now,
                     )?;
                 }
                 // Its prompts are withdrawn: a new message wakes the agent again, and
@@ -503,10 +513,9 @@ fn prompt_of(
 /// from the same outputs), unless a newer one was posted meanwhile.
 fn repost(
     c: &store::sql::Connection,
-    wid: i64,
-    defs: &[StepDef],
-    i: usize,
+    (wid, defs, i): (i64, &[StepDef], usize),
     row: &rows::Row,
+    now: i64,
 ) -> Result<Option<messaging::Posted>> {
     let Some(old) = &row.message_id else {
         return Ok(None);
@@ -518,7 +527,7 @@ fn repost(
         prompt_of(c, wid, defs, i, &inst)?
     );
     let to = std::slice::from_ref(&defs[i].agent);
-    let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text)?;
+    let posted = messaging::post_system_to_at(c, wid, &inst.wref, to, &text, now)?;
     if !rows::replace_message(c, wid, &row.step, old, &posted.result.id)? {
         return Err(domain::error::Error::conflict(
             "the step's prompt was posted again meanwhile",

@@ -2,7 +2,6 @@
 //! store jobs. A change names the state it expects, so two kernels (or a restart
 //! and a late event) never move one step twice.
 
-use domain::clock::now_ms;
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::states::StepState;
@@ -101,17 +100,16 @@ pub(super) fn instance(c: &Connection, wid: i64) -> Result<Instance> {
     })
 }
 
-/// Moves a step from `from` to `to` (with a reason, the run that did it);
-/// whether it was in `from`.
+/// Moves a step from `from` to `to` at `now` (with a reason, the run that did
+/// it); whether it was in `from`.
 pub(super) fn change(
     c: &Connection,
-    wid: i64,
-    step: &str,
+    (wid, step): (i64, &str),
     from: StepState,
     to: StepState,
     reason: Option<&str>,
+    now: i64,
 ) -> Result<bool> {
-    let now = now_ms();
     let started = (to == StepState::Running).then_some(now);
     let ended = to.is_over().then_some(now);
     Ok(c.execute(
@@ -202,8 +200,9 @@ pub(super) fn replace_message(
 }
 
 /// A running step is done, by `run_id` (None: acknowledged by a member).
-pub(super) fn done(c: &Connection, wid: i64, row: &Row) -> Result<bool> {
-    if !change(c, wid, &row.step, StepState::Running, StepState::Done, None)? {
+pub(super) fn done(c: &Connection, wid: i64, row: &Row, now: i64) -> Result<bool> {
+    let (from, to) = (StepState::Running, StepState::Done);
+    if !change(c, (wid, &row.step), from, to, None, now)? {
         return Ok(false);
     }
     c.execute(

@@ -49,12 +49,13 @@ impl Flow {
         })
     }
 
-    /// In the transaction that (re)starts an instance: its steps as its contracts
-    /// (source `steps`, after its YAML's) and every step waiting.
+    /// In the transaction that (re)starts an instance at `now`: its steps as its
+    /// contracts (source `steps`, after its YAML's) and every step waiting.
     pub(in crate::workflows) fn register_tx(
         &self,
         c: &store::sql::Connection,
         wid: i64,
+        now: i64,
     ) -> Result<()> {
         let (defs, trigger, vars) = (&self.steps, &self.trigger, &self.vars);
         for (i, d) in defs.iter().enumerate() {
@@ -68,7 +69,7 @@ impl Flow {
             // A step whose contract would not read back would vanish from its graph.
             domain::contracts::parse(&spec)
                 .map_err(|e| Error::invalid(format!("steps.{}: {e}", d.id)))?;
-            crate::governance::contracts::put_tx(c, Some(wid), "steps", &spec, &name)?;
+            crate::governance::contracts::put_tx(c, Some(wid), "steps", &spec, &name, now)?;
         }
         rows::reset(c, wid, defs, trigger, vars)
     }
