@@ -116,6 +116,10 @@ fn run_all(runs: Vec<Vec<String>>, context: impl Fn() -> String) {
 }
 
 #[test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 fn python_sdk_over_stdio() {
     // Each mode gets its own data dir, so its own stdio kernel.
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -201,6 +205,10 @@ impl Drop for HttpServer {
 }
 
 #[test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 fn python_sdk_over_http() {
     // Both modes against one server and data dir: the script's agent names carry the mode.
     let dir = tempfile::tempdir().unwrap();
