@@ -48,6 +48,8 @@ fn sdk_check(args: &[&str]) -> Result<String, String> {
         .arg(&script)
         .args(args)
         .current_dir(REPO)
+        .env("AW_CONTEXT_TOOLS", crate::common::CONTEXT_TOOLS.join(","))
+        .env("AW_LEAD_TOOLS", crate::common::lead_tools().join(","))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())

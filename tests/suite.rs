@@ -63,6 +63,7 @@ mod tidy_map;
 mod tidy_rooms;
 mod tidy_sleeps;
 mod tool_args;
+mod tool_lists;
 mod tool_schemas;
 mod traces;
 mod waiting;
