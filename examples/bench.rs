@@ -359,6 +359,7 @@ async fn with_history(
     let mut phases = Vec::new();
     let t = Instant::now();
     let scope = kernel
+        .registry()
         .scope(&Caller::Lead, Some("@bench:main"))
         .await
         .unwrap();
@@ -376,7 +377,11 @@ async fn with_history(
                 ..Default::default()
             })
             .collect();
-        kernel.channel_send_many(&scope, sends).await.unwrap();
+        kernel
+            .messaging()
+            .channel_send_many(&scope, sends)
+            .await
+            .unwrap();
         done += k;
         if done % 100_000 == 0 || done == a.preload {
             let n = done - 100_000 * chunks.len();
@@ -542,15 +547,17 @@ async fn kernel_direct(kernel: &Arc<Kernel>, n: usize, seconds: u64) -> serde_js
             // Its own workflow instance, so phases 1 and 2 start from a clean channel.
             let agent = k.agent_get(&format!("d{me}@direct:main")).await.unwrap();
             let caller = k
+                .registry()
                 .authenticate(Some(
-                    &k.mint_agent_token(agent.id, Duration::from_secs(3600), "bench", None)
+                    &k.registry()
+                        .mint_agent_token(agent.id, Duration::from_secs(3600), "bench", None)
                         .await
                         .unwrap()
                         .0,
                 ))
                 .await
                 .unwrap();
-            let scope = k.scope(&caller, None).await.unwrap();
+            let scope = k.registry().scope(&caller, None).await.unwrap();
             let mut lat = Vec::new();
             while Instant::now() < until {
                 let t = Instant::now();
@@ -558,7 +565,7 @@ async fn kernel_direct(kernel: &Arc<Kernel>, n: usize, seconds: u64) -> serde_js
                     message: format!("@d{} direct from {me}", (me + 1) % n),
                     ..Default::default()
                 };
-                k.channel_send(&scope, msg).await.unwrap();
+                k.messaging().channel_send(&scope, msg).await.unwrap();
                 lat.push(t.elapsed().as_micros() as u32);
             }
             lat

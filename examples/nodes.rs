@@ -77,21 +77,22 @@ fn pct(v: &mut [u32], p: f64) -> f64 {
 /// the previous run ended; returns the microseconds from each send to its worker
 /// started.
 async fn wakes(from: &Arc<Kernel>, on: &Arc<Kernel>, agent: &str, n: usize) -> Vec<u32> {
-    let scope = from.scope(&Caller::Lead, None).await.unwrap();
+    let scope = from.registry().scope(&Caller::Lead, None).await.unwrap();
     let mut out = Vec::new();
     for i in 0..n {
         let mut events = on.events.subscribe();
         let t = Instant::now();
-        from.channel_send(
-            &scope,
-            Outgoing {
-                message: format!("ping {i}"),
-                to: Some(agent.to_owned()),
-                force: true,
-            },
-        )
-        .await
-        .unwrap();
+        from.messaging()
+            .channel_send(
+                &scope,
+                Outgoing {
+                    message: format!("ping {i}"),
+                    to: Some(agent.to_owned()),
+                    force: true,
+                },
+            )
+            .await
+            .unwrap();
         let mut started = None;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
@@ -126,19 +127,24 @@ async fn sends(kernels: &[Arc<Kernel>], tasks: usize, secs: u64) -> f64 {
         for t in 0..tasks {
             let k = k.clone();
             handles.push(tokio::spawn(async move {
-                let scope = k.scope(&Caller::Lead, Some("@load:main")).await.unwrap();
-                let mut n = 0u64;
-                while Instant::now() < stop {
-                    k.channel_send(
-                        &scope,
-                        Outgoing {
-                            message: format!("load {t} {n}"),
-                            to: None,
-                            force: true,
-                        },
-                    )
+                let scope = k
+                    .registry()
+                    .scope(&Caller::Lead, Some("@load:main"))
                     .await
                     .unwrap();
+                let mut n = 0u64;
+                while Instant::now() < stop {
+                    k.messaging()
+                        .channel_send(
+                            &scope,
+                            Outgoing {
+                                message: format!("load {t} {n}"),
+                                to: None,
+                                force: true,
+                            },
+                        )
+                        .await
+                        .unwrap();
                     n += 1;
                 }
                 n

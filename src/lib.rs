@@ -113,8 +113,11 @@
 //!   lib.rs         who is calling (Caller, Scope); the map of the rooms
 //!   facade/        Kernel: the composition root (mod.rs: open builds each room
 //!                  from the store, the clock, the events and the rooms below it,
-//!                  then recovers; start) and the thin façade the MCP layer calls,
-//!                  one file per room; the only `impl Kernel`
+//!                  then recovers; start), the rooms it hands the MCP layer
+//!                  (registry(), messaging(), context(), workflows()), and a
+//!                  Kernel method only where rooms are composed or a name checked
+//!                  first (contracts.rs, orgs.rs, context.rs's vote, feedback.rs;
+//!                  runtime.rs); the only `impl Kernel`
 //!   timing.rs      the kernel's clock (the system's, or a manual one in tests) and
 //!                  Timing: retry delays, pause times, the settle debounce; Setup
 //!                  (those, the worker binary, the node's labels) a kernel opens with

@@ -334,7 +334,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // Workers need the URL, so what the store says is owed (schedules, pending
     // deliveries, workflow runs in progress) is served only from here.
     kernel.start().await.context("cannot start the scheduler")?;
-    let kernel_json = write_kernel_json(&dir, &url, kernel.local_token(), &store, &node)?;
+    let kernel_json =
+        write_kernel_json(&dir, &url, kernel.registry().local_token(), &store, &node)?;
     eprintln!(
         "agent-worker {} serving MCP at {url} (data dir {})",
         env!("CARGO_PKG_VERSION"),

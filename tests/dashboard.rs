@@ -88,13 +88,12 @@ fn sdk_schema_accepts(tools: &[Value], contents: &[ResourceContents]) {
     let schema = root.join(
         "crates/mcp/ui/node_modules/@modelcontextprotocol/ext-apps/dist/src/generated/schema.json",
     );
+    if !common::heavy::on() {
+        eprintln!("skipping the ext-apps schema check (heavy: the Python SDK's virtualenv)");
+        return;
+    }
     if !schema.exists() {
-        assert!(
-            std::env::var("INTEROP_REQUIRED").as_deref() != Ok("1"),
-            "not installed: {} (run scripts/ui-build)",
-            schema.display()
-        );
-        eprintln!("skipping the schema check: run scripts/ui-build");
+        common::heavy::missing(&schema.display().to_string(), "scripts/ui-build");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

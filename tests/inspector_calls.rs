@@ -6,7 +6,7 @@
 //! a task for a plain agent_ask or workflow_run in a 2025-11-25 session ("declares
 //! an output schema but returned no structured content"), and over stdio in
 //! 2026-07-28 its tasks/get lost its Mcp-Name header in the relay.
-//! With INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
+//! With AGENT_WORKER_HEAVY=1 (scripts/test) a missing Inspector fails the test.
 
 use crate::common;
 use common::inspector::{http_args, inspector, inspector_cli};
@@ -126,6 +126,10 @@ fn every_tool(target: &[String], era: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the MCP Inspector (AGENT_WORKER_HEAVY=1, scripts/inspector-setup)"
+)]
 async fn the_inspector_calls_every_tool_in_both_eras_over_http_and_stdio() {
     if inspector().is_none() {
         return;

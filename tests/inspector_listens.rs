@@ -17,6 +17,10 @@ use std::time::Duration;
 /// listen is refused (the Inspector shows nothing when one is, the kernel's log
 /// does), and the lead's listen after them is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the MCP Inspector (AGENT_WORKER_HEAVY=1, scripts/inspector-setup)"
+)]
 async fn no_listen_is_refused_in_37_inspector_runs_over_http_and_stdio() {
     if inspector().is_none() {
         return;

@@ -8,7 +8,7 @@
 //! (playwright-core, on the Inspector's Node).
 //!
 //! Needs scripts/inspector-setup and scripts/browser-setup (Debian's chromium,
-//! playwright-core in .interop/browser). With INTEROP_REQUIRED=1 (scripts/test)
+//! playwright-core in .interop/browser). With AGENT_WORKER_HEAVY=1 (scripts/test)
 //! anything missing fails the test. AW_TEST_SCREENSHOT=/some/file.png keeps the
 //! screenshot of the page at the end.
 
@@ -51,16 +51,7 @@ fn tools() -> Option<Tools> {
     if missing.is_empty() {
         return Some(t);
     }
-    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!(
-            "not installed: {} (run scripts/browser-setup)",
-            missing.join(", ")
-        );
-    }
-    eprintln!(
-        "skipping: not installed: {} (run scripts/browser-setup)",
-        missing.join(", ")
-    );
+    common::heavy::missing(&missing.join(", "), "scripts/browser-setup");
     None
 }
 
@@ -193,6 +184,10 @@ async fn start_web_ui(t: &Tools, dir: &Path, home: &Path, url: &str) -> (Group, 
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: Chromium, playwright-core and the MCP Inspector (AGENT_WORKER_HEAVY=1, scripts/browser-setup)"
+)]
 async fn the_web_ui_runs_workflow_run_to_a_structured_result_in_a_headless_browser() {
     let Some(t) = tools() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -338,6 +333,10 @@ fn epoch_ms() -> u128 {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: Chromium, playwright-core and the MCP Inspector (AGENT_WORKER_HEAVY=1, scripts/browser-setup)"
+)]
 async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead() {
     let Some(t) = tools() else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -87,6 +87,10 @@ fn victim(work: &std::path::Path) -> String {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn claude_code_asks_the_kernel_and_a_deny_keeps_the_file() {
     let Some(t) = Team::start("claude", "full", NO_RM, |w| {
         (
@@ -115,6 +119,10 @@ async fn claude_code_asks_the_kernel_and_a_deny_keeps_the_file() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn claude_code_waits_for_an_approval_then_writes() {
     let edits = r#"{"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
         "then": {"action": "require_approval", "timeout": "2m"}}"#;
@@ -200,16 +208,28 @@ async fn hookless_deny(backend: &'static str) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn gemini_cli_holds_a_deny_contract_through_its_profile() {
     hookless_deny("gemini").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn opencode_holds_a_deny_contract_through_its_profile() {
     hookless_deny("opencode").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn codex_holds_a_deny_contract_through_its_profile() {
     hookless_deny("codex").await;
 }
@@ -217,6 +237,10 @@ async fn codex_holds_a_deny_contract_through_its_profile() {
 /// Codex cannot refuse edits by rule: a contract holding edits for approval (with
 /// nobody to ask) puts it in its read-only sandbox for the run.
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn codex_holds_an_edit_approval_as_its_read_only_sandbox() {
     let edits = r#"{"name": "edits-need-me", "when": {"event": "tool_request", "tool": "edit"},
         "then": {"action": "require_approval"}}"#;

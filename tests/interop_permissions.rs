@@ -206,16 +206,28 @@ async fn profile_rows(backend: &str) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn claude_code_profiles() {
     profile_rows("claude").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn gemini_cli_profiles() {
     profile_rows("gemini").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn opencode_profiles() {
     profile_rows("opencode").await;
 }
@@ -226,6 +238,10 @@ async fn sdk_profiles() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn codex_profiles() {
     profile_rows("codex").await;
 }
@@ -490,26 +506,46 @@ async fn own_server_row(backend: &str) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn own_mcp_server_on_sdk() {
     own_server_row("sdk").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn own_mcp_server_on_claude_code() {
     own_server_row("claude").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn own_mcp_server_on_gemini_cli() {
     own_server_row("gemini").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn own_mcp_server_on_opencode() {
     own_server_row("opencode").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn own_mcp_server_on_codex() {
     own_server_row("codex").await;
 }
@@ -518,6 +554,10 @@ async fn own_mcp_server_on_codex() {
 /// cannot start fails the run with the server's name, instead of a run that goes
 /// on without its tools (and the model's call to them).
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn own_mcp_server_that_cannot_start_fails_the_codex_run() {
     let Some(bin) = bin_for("codex") else { return };
     let Asked { r, info, s, .. } = ask_with_own_servers(

@@ -4,7 +4,7 @@
 //! instructions, Gemini CLI in its system instruction, OpenCode in its system
 //! message). In a shared folder the copy is there for the run only: afterwards
 //! the folder is as it was, and a skill of the user's own in the same place is
-//! never touched. With INTEROP_REQUIRED=1 (scripts/test) a missing CLI fails.
+//! never touched. With AGENT_WORKER_HEAVY=1 (scripts/test) a missing CLI fails.
 
 use crate::common;
 use common::clis::*;
@@ -90,22 +90,38 @@ async fn shown_and_loaded(backend: &str, script: Script, loads: bool) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn claude_code_is_shown_the_agent_s_skill_and_loads_it() {
     let load = Script::tool_then_text("Skill", json!({"skill": "greet-politely"}), "greeted");
     shown_and_loaded("claude", load, true).await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn codex_is_shown_the_agent_s_skill() {
     shown_to("codex").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn gemini_cli_is_shown_the_agent_s_skill() {
     shown_to("gemini").await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn opencode_is_shown_the_agent_s_skill() {
     shown_to("opencode").await;
 }

@@ -3,7 +3,7 @@
 //! function differently at the same time. Neither sees the other's edit; each run
 //! ends in a commit on its own branch; the first merges by fast-forward, the
 //! second conflicts (with its hunks, main untouched), resolves in a run after a
-//! sync, and merges. With INTEROP_REQUIRED=1 (scripts/test) a missing CLI fails.
+//! sync, and merges. With AGENT_WORKER_HEAVY=1 (scripts/test) a missing CLI fails.
 
 use crate::common;
 use common::clis::{cli_bin, cli_env};
@@ -13,6 +13,10 @@ use common::*;
 use serde_json::json;
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
 async fn claude_code_and_sdk_coders_in_worktrees_of_one_repository() {
     let Some(bin) = cli_bin() else { return };
     let repo = repository();

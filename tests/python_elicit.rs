@@ -17,21 +17,37 @@ const LEGACY: &str = "legacy";
 const MODERN: &str = "2026-07-28";
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn the_lead_approves_inline_from_the_python_sdk() {
     assert!(check(LEGACY, "approve").await, "the file was written");
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn the_lead_approves_inline_by_input_required() {
     assert!(check(MODERN, "approve").await, "the file was written");
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn a_declined_form_decides_nothing_and_a_later_wait_asks_again() {
     assert!(check(MODERN, "decline").await, "the file was written");
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn a_forged_request_state_decides_nothing() {
     assert!(check(MODERN, "forged").await, "the file was written");
 }

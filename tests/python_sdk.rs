@@ -48,6 +48,8 @@ fn sdk_check(args: &[&str]) -> Result<String, String> {
         .arg(&script)
         .args(args)
         .current_dir(REPO)
+        .env("AW_CONTEXT_TOOLS", crate::common::CONTEXT_TOOLS.join(","))
+        .env("AW_LEAD_TOOLS", crate::common::lead_tools().join(","))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
@@ -116,6 +118,10 @@ fn run_all(runs: Vec<Vec<String>>, context: impl Fn() -> String) {
 }
 
 #[test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 fn python_sdk_over_stdio() {
     // Each mode gets its own data dir, so its own stdio kernel.
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -201,6 +207,10 @@ impl Drop for HttpServer {
 }
 
 #[test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 fn python_sdk_over_http() {
     // Both modes against one server and data dir: the script's agent names carry the mode.
     let dir = tempfile::tempdir().unwrap();

@@ -65,6 +65,7 @@ mod tidy_rooms;
 mod tidy_sleeps;
 mod tidy_tables;
 mod tool_args;
+mod tool_lists;
 mod tool_schemas;
 mod traces;
 mod waiting;

@@ -140,6 +140,10 @@ fn worker_spans_nest(ours: &[Value], run: &Value) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn an_agent_ask_is_one_trace_from_the_clients_span_to_the_tool_request() {
     let (port, rx) = receiver().await;
     let work = tempfile::tempdir().unwrap();
@@ -251,6 +255,10 @@ async fn without_an_endpoint_no_run_has_a_trace() {
 /// it as OTEL_EXPORTER_OTLP_ENDPOINT, the worker's own setting does not; and the
 /// key in the error reaches no span.
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn a_cli_is_started_in_the_backends_span() {
     let (port, rx) = receiver().await;
     let bin = tempfile::tempdir().unwrap();
@@ -390,6 +398,10 @@ async fn an_agents_own_endpoint_gets_none_of_the_kernels_headers() {
 /// kernel's span of that send; no trace is deeper than 8 levels; every span, the
 /// kernel's and each worker's, names its host and its process.
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn a_review_loop_is_linked_traces_none_deeper_than_eight() {
     let (port, rx) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
@@ -502,6 +514,10 @@ fn every_span_names_its_host_and_process(spans: &[Value]) {
 /// SDK allocates its batch queue whole: gigabytes, before): the queue is bounded,
 /// the kernel and the agent's worker stay under 100 MiB, and spans still go out.
 #[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the Python SDK's virtualenv (AGENT_WORKER_HEAVY=1, scripts/py-env)"
+)]
 async fn a_huge_batch_queue_is_bounded_in_the_kernel_and_its_worker() {
     const HUGE: &str = "100000000";
     let (port, rx) = receiver().await;

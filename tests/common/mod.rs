@@ -4,6 +4,7 @@
 
 pub mod clis;
 pub mod fake_llm;
+pub mod heavy;
 pub mod in_process;
 pub mod inspector;
 pub mod otlp;

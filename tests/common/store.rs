@@ -16,14 +16,14 @@ pub fn env_for(data_dir: &Path) -> Option<(&'static str, String)> {
     }
 }
 
-/// The cluster's admin URL; a missing one fails the test when PostgreSQL is required
-/// (as in CI) and otherwise says how to get one.
+/// The cluster's admin URL; a missing one fails the test when the heavy tests are
+/// asked for (`AGENT_WORKER_HEAVY=1`, as in CI) and otherwise says how to get one.
 pub fn cluster() -> Option<String> {
     match std::env::var("AGENT_WORKER_TEST_PG") {
         Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("PG_REQUIRED").is_ok_and(|v| v == "1") => {
+        _ if super::heavy::on() => {
             panic!(
-                "PG_REQUIRED=1 but AGENT_WORKER_TEST_PG is not set: run the suite through scripts/test"
+                "AGENT_WORKER_HEAVY=1 but AGENT_WORKER_TEST_PG is not set: run the suite through scripts/test"
             )
         }
         _ => {

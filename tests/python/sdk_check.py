@@ -12,6 +12,7 @@ server and data dir.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -26,57 +27,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
-CONTEXT_TOOLS = sorted(
-    [
-        "approval_decide",
-        "approval_list",
-        "branch_diff",
-        "channel_read",
-        "channel_send",
-        "my_inbox",
-        "my_inbox_ack",
-        "my_inbox_defer",
-        "my_feedback",
-        "my_status_set",
-        "resource_create",
-        "resource_read",
-        "team_members",
-        "team_doc_read",
-        "team_doc_write",
-        "team_doc_append",
-        "team_doc_create",
-        "team_doc_list",
-        "document_suggest",
-        "team_proposal_create",
-        "team_vote",
-        "team_proposal_status",
-        "team_proposal_cancel",
-    ]
-)
-LEAD_TOOLS = sorted(
-    CONTEXT_TOOLS
-    + [
-        "agent_ask",
-        "agent_delete",
-        "agent_info",
-        "agent_join",
-        "agent_list",
-        "agent_new",
-        "agent_pause",
-            "agent_update",
-        "backend_list",
-        "branch_merge",
-        "org_set",
-        "contract_list",
-        "contract_set",
-            "schedule_set",
-        "workflow_context_set",
-        "workflow_list",
-        "workflow_run",
-        "workflow_status",
-        "workflow_stop",
-    ]
-)
+# Who sees which tools: the test harness's lists (tests/common/mod.rs, CONTEXT_TOOLS
+# and MANAGEMENT_TOOLS), handed over by tests/python_sdk.rs, so a new tool is named once.
+CONTEXT_TOOLS = sorted(os.environ["AW_CONTEXT_TOOLS"].split(","))
+LEAD_TOOLS = sorted(os.environ["AW_LEAD_TOOLS"].split(","))
 
 
 class CheckFailed(Exception):

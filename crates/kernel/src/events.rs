@@ -191,13 +191,14 @@ mod tests {
             .unwrap();
         }
         let mut rx = k.events.subscribe();
-        let scope = k.scope(&Caller::Lead, None).await.unwrap();
+        let scope = k.registry().scope(&Caller::Lead, None).await.unwrap();
         let too_long = Outgoing {
             message: "x".repeat(2 * 1024 * 1024),
             ..Default::default()
         };
-        assert!(k.channel_send(&scope, too_long).await.is_err());
+        assert!(k.messaging().channel_send(&scope, too_long).await.is_err());
         let sent = k
+            .messaging()
             .channel_send(
                 &scope,
                 Outgoing {

@@ -8,7 +8,8 @@
 //! proposals), [`runtime::Runtime`] (workers, scheduler, nodes) and
 //! [`workflows::Workflows`]; [`feedback::FeedbackRoom`] (what members report about
 //! their tools and skills) is built from the store and the events. [`Kernel`] (in
-//! `facade/`) composes them and is the façade the MCP layer calls.
+//! `facade/`) composes them, hands the MCP layer the rooms that decide alone, and
+//! is the façade for what composes rooms.
 //!
 //! The order is store < registry < governance < messaging < context < runtime <
 //! workflows: a room's code names no room above it (the workspace's

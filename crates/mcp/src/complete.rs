@@ -65,10 +65,12 @@ pub async fn complete(
                 "file" => match chosen() {
                     Some(w) => {
                         let scope = kernel
+                            .registry()
                             .scope(caller, Some(&w.to_string()))
                             .await
                             .map_err(internal)?;
                         kernel
+                            .context()
                             .doc_list(&scope)
                             .await
                             .map(|l| l.files.into_iter().map(|f| f.file).collect())

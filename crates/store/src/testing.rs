@@ -1,7 +1,8 @@
 //! For tests, of other crates too: stores on a real
 //! PostgreSQL cluster, the one `AGENT_WORKER_TEST_PG` names (`scripts/pg-cluster
 //! start`), one fresh database each. Without a cluster a test says so and passes,
-//! unless `PG_REQUIRED=1` (as in CI), where it fails.
+//! unless the heavy tests are asked for (`AGENT_WORKER_HEAVY=1`, as in CI), where
+//! it fails.
 
 use super::{Location, Store};
 
@@ -9,8 +10,8 @@ use super::{Location, Store};
 pub fn fresh_database() -> Option<String> {
     let admin = match std::env::var("AGENT_WORKER_TEST_PG") {
         Ok(url) if !url.is_empty() => url,
-        _ if std::env::var("PG_REQUIRED").is_ok_and(|v| v == "1") => {
-            panic!("PG_REQUIRED=1 but AGENT_WORKER_TEST_PG is not set: run scripts/test")
+        _ if std::env::var("AGENT_WORKER_HEAVY").is_ok_and(|v| v == "1") => {
+            panic!("AGENT_WORKER_HEAVY=1 but AGENT_WORKER_TEST_PG is not set: run scripts/test")
         }
         _ => {
             eprintln!("skipped: no PostgreSQL (eval \"$(scripts/pg-cluster start)\")");

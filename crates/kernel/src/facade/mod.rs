@@ -1,18 +1,21 @@
 //! The kernel as the MCP layer sees it: the composition root that builds the rooms
 //! (each a service that owns its state, built from the store, the clock, the
-//! event bus and the rooms below it) and a thin façade over them. Each method
-//! resolves what the caller named when a room needs it resolved and hands the room
-//! only what it needs. `impl Kernel` lives here and nowhere else (a tidy test
-//! keeps it so).
+//! event bus and the rooms below it), the rooms themselves, and a façade for what
+//! no one room decides. The MCP layer calls a room's own method where the room
+//! decides alone (`kernel.messaging().channel_send(..)`: the room's documentation
+//! is there); a `Kernel` method exists only where it composes rooms (an
+//! organisation's members deleted as agents, a vote that decides an approval) or
+//! checks what the caller named before the room acts (a contract's instance and
+//! organisation). A room's method that is only half of such a composition is
+//! `pub(crate)`, so the compiler sends the MCP layer here. `impl Kernel` lives
+//! here and nowhere else (a tidy test keeps it so).
 
 mod context;
 mod contracts;
 mod feedback;
-mod messaging;
 mod orgs;
 mod registry;
 mod runtime;
-mod workflows;
 
 use crate::events::Events;
 use crate::{
@@ -232,5 +235,25 @@ impl Kernel {
     /// The kernel's clock (what a client is told the time is, e.g. the dashboard's).
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// Who is who: instances, agents, their tokens, organisations.
+    pub fn registry(&self) -> &Arc<reg::Registry> {
+        &self.registry
+    }
+
+    /// The channel, the inboxes, status and resources.
+    pub fn messaging(&self) -> &Arc<msg::Messaging> {
+        &self.messaging
+    }
+
+    /// Documents and proposals.
+    pub fn context(&self) -> &Arc<ctx::Context> {
+        &self.context
+    }
+
+    /// Workflow runs from YAML: started, waited on, stopped, listed.
+    pub fn workflows(&self) -> &Arc<wf::Workflows> {
+        &self.workflows
     }
 }

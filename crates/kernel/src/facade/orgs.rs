@@ -1,6 +1,7 @@
-//! The façade of organisations: the registry keeps them (`registry/orgs.rs`);
-//! a member removed is an agent of the organisation's instance, deleted as any
-//! agent is, and an organisation removed takes the lead's contracts bound to it.
+//! Organisations changed: the registry keeps them (`registry/orgs.rs`), a member
+//! removed is an agent of the organisation's instance, deleted as any agent is, and
+//! an organisation removed takes the lead's contracts bound to it. Reading them is
+//! the registry's own ([`Kernel::registry`]).
 
 use crate::Kernel;
 use crate::registry::orgs::{OrgMember, OrgView};
@@ -41,21 +42,6 @@ impl Kernel {
                 .await?;
         }
         Ok(())
-    }
-
-    /// One organisation.
-    pub async fn org_view(&self, name: &str) -> Result<OrgView> {
-        self.registry.org_view(name).await
-    }
-
-    /// The organisation instance `caller` is a member of, if any (team_members).
-    pub async fn member_org(&self, caller: &crate::Caller) -> Result<Option<String>> {
-        self.registry.member_org(caller).await
-    }
-
-    /// Every organisation, `@global` first (workflow_list shows them).
-    pub async fn org_list(&self) -> Result<Vec<OrgView>> {
-        self.registry.org_list().await
     }
 }
 

@@ -138,11 +138,12 @@ mod tests {
     async fn as_agent(k: &Kernel, name: &str) -> Scope {
         let id = k.agent_get(name).await.unwrap().id;
         let caller = k.registry.agent_caller(id, None).await.unwrap();
-        k.scope(&caller, None).await.unwrap()
+        k.registry().scope(&caller, None).await.unwrap()
     }
 
     async fn send(k: &Kernel, scope: &Scope, message: &str) -> String {
         let sent = k
+            .messaging()
             .channel_send(
                 scope,
                 Outgoing {
@@ -180,7 +181,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let k = kernel(dir.path(), &["alice", "bob", "carol"]).await;
         assert!(k.owes_nothing().await.unwrap());
-        let lead = k.scope(&Caller::Lead, None).await.unwrap();
+        let lead = k.registry().scope(&Caller::Lead, None).await.unwrap();
         let id = send(&k, &lead, "@all ship it").await;
         assert_eq!(rows(&k).await, (1, 0));
         for name in ["alice", "bob", "carol"] {
@@ -190,27 +191,52 @@ mod tests {
         assert!(!k.owes_nothing().await.unwrap());
 
         let bob = as_agent(&k, "bob").await;
-        let peek = k.inbox_peek(&bob, 10).await.unwrap();
+        let peek = k.messaging().inbox_peek(&bob, 10).await.unwrap();
         assert_eq!(peek.messages.len(), 1);
         assert_eq!(rows(&k).await, (1, 1), "looking writes bob's row, pending");
         assert_eq!(pending(&k, "bob").await, 1);
-        let inbox = k.my_inbox(&bob, None).await.unwrap();
+        let inbox = k.messaging().my_inbox(&bob, None).await.unwrap();
         assert_eq!(inbox.messages[0].id, id);
         let info = k.agent_info("bob").await.unwrap().inbox;
         assert_eq!((info.pending, info.seen), (0, 1));
         // Read again: the broadcast is not written twice.
-        assert_eq!(k.my_inbox(&bob, None).await.unwrap().messages.len(), 1);
+        assert_eq!(
+            k.messaging()
+                .my_inbox(&bob, None)
+                .await
+                .unwrap()
+                .messages
+                .len(),
+            1
+        );
         assert_eq!(rows(&k).await, (1, 1));
 
         // An ack of a delivery never read writes it first, then acks it.
         let carol = as_agent(&k, "carol").await;
-        assert_eq!(k.my_inbox_ack(&carol, &id, false).await.unwrap().acked, 1);
+        assert_eq!(
+            k.messaging()
+                .my_inbox_ack(&carol, &id, false)
+                .await
+                .unwrap()
+                .acked,
+            1
+        );
         assert_eq!(pending(&k, "carol").await, 0);
         assert_eq!(k.agent_info("carol").await.unwrap().inbox.acked, 1);
-        assert!(k.my_inbox(&carol, None).await.unwrap().messages.is_empty());
+        assert!(
+            k.messaging()
+                .my_inbox(&carol, None)
+                .await
+                .unwrap()
+                .messages
+                .is_empty()
+        );
         // A defer of one never read, likewise.
         let alice = as_agent(&k, "alice").await;
-        k.my_inbox_defer(&alice, &id, Some("1h")).await.unwrap();
+        k.messaging()
+            .my_inbox_defer(&alice, &id, Some("1h"))
+            .await
+            .unwrap();
         let info = k.agent_info("alice").await.unwrap().inbox;
         assert_eq!((info.pending, info.deferred), (0, 1));
     }
@@ -225,7 +251,14 @@ mod tests {
         let first = send(&k, &alice, "@all standup").await;
         assert_eq!(rows(&k).await, (1, 0));
         assert_eq!(pending(&k, "alice").await, 0, "not to its sender");
-        assert!(k.my_inbox(&alice, None).await.unwrap().messages.is_empty());
+        assert!(
+            k.messaging()
+                .my_inbox(&alice, None)
+                .await
+                .unwrap()
+                .messages
+                .is_empty()
+        );
         assert_eq!(pending(&k, "bob").await, 1);
 
         add(&k, "dave").await;
@@ -241,6 +274,7 @@ mod tests {
         }
         let bob = as_agent(&k, "bob").await;
         let ids: Vec<String> = k
+            .messaging()
             .my_inbox(&bob, None)
             .await
             .unwrap()
@@ -251,15 +285,34 @@ mod tests {
         assert_eq!(ids, [first.clone(), second.clone()], "oldest first");
         // `through` acks both, written or not.
         let dave = as_agent(&k, "dave").await;
-        assert_eq!(k.my_inbox_ack(&dave, &second, true).await.unwrap().acked, 1);
-        assert_eq!(k.my_inbox_ack(&bob, &second, true).await.unwrap().acked, 2);
+        assert_eq!(
+            k.messaging()
+                .my_inbox_ack(&dave, &second, true)
+                .await
+                .unwrap()
+                .acked,
+            1
+        );
+        assert_eq!(
+            k.messaging()
+                .my_inbox_ack(&bob, &second, true)
+                .await
+                .unwrap()
+                .acked,
+            2
+        );
         // The lead is not an agent: its delivery is an ordinary row.
-        let lead = k.scope(&Caller::Lead, None).await.unwrap();
-        let lead_inbox = k.my_inbox(&lead, None).await.unwrap();
+        let lead = k.registry().scope(&Caller::Lead, None).await.unwrap();
+        let lead_inbox = k.messaging().my_inbox(&lead, None).await.unwrap();
         assert_eq!(lead_inbox.messages.len(), 1);
         assert_eq!(lead_inbox.messages[0].id, second);
         // Foreign ids are still refused: alice sent the first one.
-        assert!(k.my_inbox_ack(&alice, &first, false).await.is_err());
+        assert!(
+            k.messaging()
+                .my_inbox_ack(&alice, &first, false)
+                .await
+                .is_err()
+        );
     }
 
     /// Fewer than two other agents, a direct message, or a mention list short of
@@ -268,7 +321,7 @@ mod tests {
     async fn only_a_message_to_every_other_agent_is_a_broadcast() {
         let dir = tempfile::tempdir().unwrap();
         let k = kernel(dir.path(), &["alice", "bob", "carol"]).await;
-        let lead = k.scope(&Caller::Lead, None).await.unwrap();
+        let lead = k.registry().scope(&Caller::Lead, None).await.unwrap();
         send(&k, &lead, "@alice @bob not carol").await;
         assert_eq!(rows(&k).await, (0, 2));
         send(&k, &lead, "@alice @bob @carol everyone, by name").await;
@@ -281,7 +334,7 @@ mod tests {
             to: Some("alice".into()),
             force: true,
         };
-        k.channel_send(&lead, dm).await.unwrap();
+        k.messaging().channel_send(&lead, dm).await.unwrap();
         assert_eq!(rows(&k).await, (2, 3));
 
         let dir = tempfile::tempdir().unwrap();

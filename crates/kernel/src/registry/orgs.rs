@@ -64,7 +64,7 @@ pub struct OrgChange {
 
 impl Registry {
     /// Creates an organisation, or changes its description or (given) members.
-    pub async fn org_put(
+    pub(crate) async fn org_put(
         &self,
         name: &str,
         description: Option<String>,
@@ -102,7 +102,7 @@ impl Registry {
     /// Removes an organisation (none of its instances may be running, blocked or
     /// scheduled; those that completed run within `@global` from then on); returns
     /// its members, whose agents in its instance the façade deletes.
-    pub async fn org_remove(&self, name: &str) -> Result<Vec<String>> {
+    pub(crate) async fn org_remove(&self, name: &str) -> Result<Vec<String>> {
         let org = org_name_given(name)?;
         self.store
             .write(move |c| {

@@ -197,7 +197,7 @@ fn chosen(asked: Option<&str>, instances: &[Instance]) -> Option<String> {
 
 /// The instances, newest first (as workflow_list gives them), the first 100.
 async fn instances(kernel: &Kernel) -> Result<Vec<Instance>> {
-    let mut all = kernel.workflow_list().await?;
+    let mut all = kernel.workflows().workflow_list().await?;
     all.truncate(MAX_INSTANCES);
     Ok(all
         .into_iter()
@@ -215,7 +215,7 @@ pub async fn opened(kernel: &Kernel, asked: Option<&str>) -> Result<Opened> {
     let Some(w) = chosen(asked, &instances(kernel).await?) else {
         return Ok(Opened::default());
     };
-    let status = kernel.workflow_status(&w).await?;
+    let status = kernel.workflows().workflow_status(&w).await?;
     Ok(Opened {
         workflow: Some(status.workflow),
         status: Some(status.status),
@@ -252,10 +252,10 @@ pub async fn snapshot(
 }
 
 async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<String>) -> Result<()> {
-    let scope = kernel.scope(&Caller::Lead, Some(w)).await?;
+    let scope = kernel.registry().scope(&Caller::Lead, Some(w)).await?;
     snap.workflow_id = Some(scope.workflow_id);
-    let status = kernel.workflow_status(w).await?;
-    let views = kernel.agent_list(Some(w)).await?;
+    let status = kernel.workflows().workflow_status(w).await?;
+    let views = kernel.registry().agent_list(Some(w)).await?;
     let mut runs = kernel
         .recent_runs(scope.workflow_id, RUNS_SHOWN as i64)
         .await?;
@@ -280,9 +280,10 @@ async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<Strin
         runs: status.runs,
         usage: status.usage,
     });
-    let docs = kernel.doc_list(&scope).await?;
+    let docs = kernel.context().doc_list(&scope).await?;
     snap.documents = docs.files.into_iter().map(|f| f.file).collect();
     let read = kernel
+        .messaging()
         .channel_view(&scope, since, Some(MESSAGES_PER_POLL))
         .await?;
     snap.messages = read.messages;

@@ -80,7 +80,7 @@ fn bearer(req: &Request) -> Option<&str> {
 }
 
 async fn authenticate(State(kernel): State<Arc<Kernel>>, mut req: Request, next: Next) -> Response {
-    match kernel.authenticate(bearer(&req)).await {
+    match kernel.registry().authenticate(bearer(&req)).await {
         Ok(caller) => {
             kernel.touch_client();
             let owner = Owner::of_token(bearer(&req).unwrap_or_default().trim());

@@ -22,17 +22,26 @@ pub(super) async fn read(
     };
     let json = |v: serde_json::Result<String>| text(v.map_err(|e| internal(e.to_string()))?, JSON);
     // An agent outside its instance, or an instance that does not exist: unknown.
-    let scope = kernel.scope(caller, Some(w)).await.map_err(|_| unknown())?;
+    let scope = kernel
+        .registry()
+        .scope(caller, Some(w))
+        .await
+        .map_err(|_| unknown())?;
     match what {
         ["channel"] => {
             let r = kernel
+                .messaging()
                 .channel_read(&scope, None, Some(50))
                 .await
                 .map_err(internal)?;
             text(channel_markdown(w, &r.messages), "text/markdown")
         }
         ["status"] => {
-            let r = kernel.workflow_status(w).await.map_err(internal)?;
+            let r = kernel
+                .workflows()
+                .workflow_status(w)
+                .await
+                .map_err(internal)?;
             json(serde_json::to_string_pretty(&r))
         }
         ["feedback"] => {
@@ -46,6 +55,7 @@ pub(super) async fn read(
         ["documents", file] => {
             let file = decode(file).ok_or_else(unknown)?;
             let d = kernel
+                .context()
                 .doc_read(&scope, Some(&file))
                 .await
                 .map_err(|_| unknown())?;
@@ -83,7 +93,11 @@ pub(super) async fn read(
                         run_id: None,
                         ..scope
                     };
-                    let r = kernel.inbox_peek(&as_agent, 50).await.map_err(internal)?;
+                    let r = kernel
+                        .messaging()
+                        .inbox_peek(&as_agent, 50)
+                        .await
+                        .map_err(internal)?;
                     json(serde_json::to_string_pretty(&r))
                 }
                 _ => Err(unknown()),

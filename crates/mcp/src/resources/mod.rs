@@ -126,6 +126,7 @@ fn base(w: &WorkflowRef) -> String {
 pub async fn instances(kernel: &Kernel, caller: &Caller) -> Result<Vec<WorkflowRef>, McpError> {
     Ok(match caller {
         Caller::Lead => kernel
+            .workflows()
             .workflow_list()
             .await
             .map_err(internal)?
@@ -145,6 +146,7 @@ pub async fn agents(
 ) -> Result<Vec<String>, McpError> {
     Ok(match caller {
         Caller::Lead => kernel
+            .registry()
             .agent_list(Some(&w.to_string()))
             .await
             .map_err(internal)?
@@ -307,10 +309,11 @@ async fn instance_resources(
         ));
     }
     let scope = kernel
+        .registry()
         .scope(caller, Some(&w.to_string()))
         .await
         .map_err(internal)?;
-    if let Ok(docs) = kernel.doc_list(&scope).await {
+    if let Ok(docs) = kernel.context().doc_list(&scope).await {
         for d in docs.files {
             out.push(resource(
                 document_uri(w, &d.file),
@@ -356,7 +359,7 @@ pub async fn authorize_with(
             let visible = match instances.get(&key) {
                 Some(v) => *v,
                 None => {
-                    let v = kernel.scope(caller, Some(&key)).await.is_ok();
+                    let v = kernel.registry().scope(caller, Some(&key)).await.is_ok();
                     instances.insert(key, v);
                     v
                 }
@@ -479,7 +482,11 @@ pub async fn read(
             json(serde_json::to_string_pretty(&r))
         }
         ["orgs", name] if caller.is_lead() => {
-            let org = kernel.org_view(name).await.map_err(|_| unknown())?;
+            let org = kernel
+                .registry()
+                .org_view(name)
+                .await
+                .map_err(|_| unknown())?;
             let list = kernel
                 .contract_list(None, Some(name))
                 .await
@@ -496,7 +503,11 @@ pub async fn read(
             })))
         }
         ["resources", id] => {
-            let r = kernel.resource_read(id).await.map_err(|_| unknown())?;
+            let r = kernel
+                .messaging()
+                .resource_read(id)
+                .await
+                .map_err(|_| unknown())?;
             json(serde_json::to_string_pretty(&r))
         }
         ["workflows", name, tag, what @ ..] => {

@@ -296,7 +296,7 @@ async fn name_of(
     if let Some(w) = names.get(&wid) {
         return Some(w.clone());
     }
-    let w = kernel.workflow_ref(wid).await.ok().flatten()?;
+    let w = kernel.registry().workflow_ref(wid).await.ok().flatten()?;
     names.insert(wid, w.clone());
     Some(w)
 }

@@ -348,7 +348,11 @@ impl AgentWorker {
         Parameters(a): Parameters<AgentListArgs>,
     ) -> Result<Json<AgentsOut>, ToolError> {
         Ok(Json(AgentsOut {
-            agents: self.kernel.agent_list(given(&a.workflow)).await?,
+            agents: self
+                .kernel
+                .registry()
+                .agent_list(given(&a.workflow))
+                .await?,
         }))
     }
 
@@ -421,6 +425,7 @@ impl AgentWorker {
             .to_owned();
         let (token, expires_at) = self
             .kernel
+            .registry()
             .mint_agent_token(rec.id, ttl, "join", None)
             .await?;
         let server_name = format!("agent-worker-{}", rec.view.name);

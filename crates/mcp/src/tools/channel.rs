@@ -67,7 +67,9 @@ impl AgentWorker {
             to: given(&a.to).map(str::to_owned),
             force: a.force,
         };
-        Ok(Json(self.kernel.channel_send(&scope, send).await?))
+        Ok(Json(
+            self.kernel.messaging().channel_send(&scope, send).await?,
+        ))
     }
 
     /// Read the team channel, oldest first: the latest messages, or those after `since`.
@@ -89,6 +91,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .messaging()
                 .channel_read_wait(&scope, given(&a.since).map(str::to_owned), a.limit, wait)
                 .await?,
         ))

@@ -112,7 +112,10 @@ impl AgentWorker {
     ) -> Result<Json<DocRead>, ToolError> {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
-            self.kernel.doc_read(&scope, doc_file(&a.file)?).await?,
+            self.kernel
+                .context()
+                .doc_read(&scope, doc_file(&a.file)?)
+                .await?,
         ))
     }
 
@@ -135,6 +138,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .context()
                 .doc_write(
                     &scope,
                     doc_file(&a.file)?,
@@ -163,6 +167,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .context()
                 .doc_append(&scope, doc_file(&a.file)?, a.content)
                 .await?,
         ))
@@ -185,7 +190,10 @@ impl AgentWorker {
     ) -> Result<Json<DocWritten>, ToolError> {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
-            self.kernel.doc_create(&scope, &a.file, a.content).await?,
+            self.kernel
+                .context()
+                .doc_create(&scope, &a.file, a.content)
+                .await?,
         ))
     }
 
@@ -205,7 +213,7 @@ impl AgentWorker {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<DocList>, ToolError> {
         let scope = self.scope(&ctx, &a.scope).await?;
-        Ok(Json(self.kernel.doc_list(&scope).await?))
+        Ok(Json(self.kernel.context().doc_list(&scope).await?))
     }
 
     /// Send a document's owner your `suggestion` for it.
@@ -226,6 +234,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .context()
                 .document_suggest(&scope, &a.suggestion, doc_file(&a.file)?)
                 .await?,
         ))

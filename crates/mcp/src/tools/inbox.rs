@@ -66,7 +66,10 @@ impl AgentWorker {
         let wait = wait_seconds(a.wait_seconds, 0, "my_inbox")?;
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
-            self.kernel.my_inbox_wait(&scope, a.limit, wait).await?,
+            self.kernel
+                .messaging()
+                .my_inbox_wait(&scope, a.limit, wait)
+                .await?,
         ))
     }
 
@@ -88,6 +91,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .messaging()
                 .my_inbox_ack(&scope, &a.message_id, a.through)
                 .await?,
         ))
@@ -111,6 +115,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .messaging()
                 .my_inbox_defer(&scope, &a.message_id, given(&a.until))
                 .await?,
         ))

@@ -177,7 +177,11 @@ impl AgentWorker {
         arg: &ScopeArg,
     ) -> Result<Scope, ToolError> {
         let who: Caller = caller(ctx)?;
-        Ok(self.kernel.scope(&who, given(&arg.workflow)).await?)
+        Ok(self
+            .kernel
+            .registry()
+            .scope(&who, given(&arg.workflow))
+            .await?)
     }
 
     /// Context tools: what agents (and the lead, as `user`) use to collaborate.

@@ -115,7 +115,9 @@ impl AgentWorker {
             timeout: given(&a.timeout).map(str::to_owned),
             contract: a.contract,
         };
-        Ok(Json(self.kernel.proposal_create(&scope, new).await?))
+        Ok(Json(
+            self.kernel.context().proposal_create(&scope, new).await?,
+        ))
     }
 
     /// Vote on an open `proposal` for `choice`; a revote replaces yours. Returns the tally
@@ -160,6 +162,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .context()
                 .proposal_status(&scope, given(&a.proposal))
                 .await?,
         ))
@@ -182,7 +185,10 @@ impl AgentWorker {
     ) -> Result<Json<Cancelled>, ToolError> {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
-            self.kernel.proposal_cancel(&scope, &a.proposal).await?,
+            self.kernel
+                .context()
+                .proposal_cancel(&scope, &a.proposal)
+                .await?,
         ))
     }
 }

@@ -49,6 +49,7 @@ impl AgentWorker {
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(
             self.kernel
+                .messaging()
                 .resource_create(&scope, a.content, given(&a.kind))
                 .await?,
         ))
@@ -68,6 +69,6 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<ReadArgs>,
     ) -> Result<Json<Resource>, ToolError> {
-        Ok(Json(self.kernel.resource_read(&a.id).await?))
+        Ok(Json(self.kernel.messaging().resource_read(&a.id).await?))
     }
 }

@@ -76,7 +76,11 @@ impl AgentWorker {
             note: a.note,
         };
         Ok(Json(StatusOut {
-            status: self.kernel.my_status_set(&scope, update).await?,
+            status: self
+                .kernel
+                .messaging()
+                .my_status_set(&scope, update)
+                .await?,
         }))
     }
 
@@ -98,8 +102,12 @@ impl AgentWorker {
         let who = super::caller(&ctx)?;
         let scope = self.scope(&ctx, &a.scope).await?;
         Ok(Json(MembersOut {
-            members: self.kernel.team_members(&scope, a.include_status).await?,
-            organisation: self.kernel.member_org(&who).await?,
+            members: self
+                .kernel
+                .messaging()
+                .team_members(&scope, a.include_status)
+                .await?,
+            organisation: self.kernel.registry().member_org(&who).await?,
         }))
     }
 }

@@ -53,6 +53,7 @@ impl AgentWorker {
         let status = async {
             Ok(self
                 .kernel
+                .workflows()
                 .workflow_wait(&workflow, wait, |m| progress.send(m))
                 .await?)
         };
@@ -87,6 +88,7 @@ impl AgentWorker {
         };
         Ok(Json(
             self.kernel
+                .context()
                 .workflow_context_set(given(&a.workflow).unwrap_or("@global:main"), change)
                 .await?,
         ))
@@ -211,6 +213,7 @@ impl AgentWorker {
             None => {
                 let s = self
                     .kernel
+                    .workflows()
                     .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
                     .await?;
                 (s.workflow.to_string(), s.warnings)
@@ -269,7 +272,7 @@ impl AgentWorker {
         &self,
         Parameters(a): Parameters<WorkflowArgs>,
     ) -> Result<Json<StoppedOut>, ToolError> {
-        let (stopped, branches) = self.kernel.workflow_stop(&a.workflow).await?;
+        let (stopped, branches) = self.kernel.workflows().workflow_stop(&a.workflow).await?;
         Ok(Json(StoppedOut {
             workflow: a.workflow,
             stopped,
@@ -290,8 +293,8 @@ impl AgentWorker {
     )]
     async fn workflow_list(&self) -> Result<Json<WorkflowsOut>, ToolError> {
         Ok(Json(WorkflowsOut {
-            workflows: self.kernel.workflow_list().await?,
-            organisations: self.kernel.org_list().await?,
+            workflows: self.kernel.workflows().workflow_list().await?,
+            organisations: self.kernel.registry().org_list().await?,
         }))
     }
 }

@@ -1,6 +1,6 @@
 //! The store on a real PostgreSQL: the cluster `AGENT_WORKER_TEST_PG` names
 //! (`scripts/pg-cluster start`), one fresh database per test. Without it these
-//! tests say so and pass, unless `PG_REQUIRED=1` (as in CI), where they fail.
+//! tests say so and pass, unless `AGENT_WORKER_HEAVY=1` (as in CI), where they fail.
 
 use super::super::{Location, Store};
 use super::{BEGIN_WRITE, WRITE_LOCK, redacted};

@@ -84,7 +84,7 @@ impl Context {
         })
     }
 
-    pub async fn proposal_vote(
+    pub(crate) async fn proposal_vote(
         &self,
         scope: &Scope,
         proposal: &str,
