@@ -18,6 +18,8 @@ mod content_tests;
 mod governed;
 mod guard;
 pub mod inbox;
+#[cfg(test)]
+mod inbox_tests;
 pub mod mentions;
 #[cfg(test)]
 mod plan_tests;
@@ -25,6 +27,8 @@ pub mod read;
 pub mod resources;
 mod rows;
 pub mod team;
+#[cfg(test)]
+mod tests;
 mod wait;
 
 pub use read::{ChannelMessage, ReadResult};

@@ -18,6 +18,8 @@ pub mod database;
 pub mod file;
 pub mod path;
 pub mod settings;
+#[cfg(test)]
+mod tests;
 
 use crate::Scope;
 use crate::context::Context;
