@@ -25,6 +25,8 @@ pub mod held;
 mod ops;
 mod stored;
 pub mod tally;
+#[cfg(test)]
+mod tests;
 
 use stored::{load, proposal_num};
 
