@@ -84,11 +84,13 @@ impl Rules {
         if self.contracts.is_empty() || scope.me == SYSTEM || scope.lead {
             return Ok(Governed::default());
         }
-        let addressed: Vec<String> = to
-            .iter()
-            .cloned()
-            .chain(recipients.iter().cloned())
-            .collect();
+        // A direct message's recipients are its addressee: each name once.
+        let mut addressed: Vec<String> = Vec::new();
+        for r in to.iter().chain(recipients.iter()) {
+            if !addressed.contains(r) {
+                addressed.push(r.clone());
+            }
+        }
         let event = Ev::Message {
             from: &scope.me,
             to: &addressed,

@@ -16,6 +16,8 @@ pub(crate) mod broadcast;
 #[cfg(test)]
 mod content_tests;
 mod governed;
+#[cfg(test)]
+mod governed_tests;
 mod guard;
 pub mod inbox;
 #[cfg(test)]
