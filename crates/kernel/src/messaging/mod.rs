@@ -27,6 +27,8 @@ pub mod mentions;
 mod plan_tests;
 pub mod read;
 pub mod resources;
+#[cfg(test)]
+mod resources_tests;
 mod rows;
 pub mod team;
 #[cfg(test)]

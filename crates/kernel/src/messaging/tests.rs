@@ -316,3 +316,27 @@ async fn channel_read_pages_after_an_id_and_checks_its_limit() {
         &[],
     );
 }
+
+/// The hop guard's count: an agent's message that reaches another agent adds one,
+/// one to the lead alone adds none, the lead's message starts it over.
+#[tokio::test]
+async fn agent_to_agent_messages_count_hops_and_the_lead_resets_them() {
+    let r = Rooms::new().await;
+    r.agents(&["alice", "bob"]).await;
+    let hops = "SELECT hops FROM workflows WHERE name = ?1";
+    let mut want = Vec::new();
+    let mut got = Vec::new();
+    for (from, text, after) in [
+        ("alice", "@bob one", 1),
+        ("bob", "@alice two", 2),
+        ("bob", "@user to the lead", 2),
+        ("alice", "nobody", 2),
+        ("user", "@alice reset", 0),
+        ("alice", "@bob @user again", 1),
+    ] {
+        send_as(&r, from, text, None).await.unwrap();
+        got.push(r.count(hops, "global").await);
+        want.push(after);
+    }
+    assert_eq!(got, want);
+}

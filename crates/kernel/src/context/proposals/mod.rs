@@ -22,6 +22,8 @@
 pub mod drafts;
 mod expiry;
 pub mod held;
+#[cfg(test)]
+mod held_tests;
 mod ops;
 mod stored;
 pub mod tally;
