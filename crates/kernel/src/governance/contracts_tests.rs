@@ -384,3 +384,43 @@ async fn only_rate_contracts_that_match_are_counted() {
         0
     );
 }
+
+/// An instance's budget adds the token and cost guards, in its numbers.
+#[tokio::test]
+async fn a_budget_adds_its_guards_in_its_own_numbers() {
+    let r = Rooms::new().await;
+    let budget =
+        r#"{"max_runs_per_hour": 7, "max_hops": 3, "max_tokens": 1000, "max_cost_usd": 2.5}"#;
+    r.execute(
+        "UPDATE workflows SET budget = ?1 WHERE name = 'global'",
+        budget,
+    )
+    .await;
+    let listed = r.contracts.list(None, None).await.unwrap();
+    let says: Vec<(&str, &str)> = listed
+        .built_in
+        .iter()
+        .map(|c| (c.name.as_str(), c.says.as_str()))
+        .collect();
+    assert_eq!(
+        says,
+        [
+            (
+                "runs-per-hour",
+                "When an agent has started 7 runs in the last hour, pause it until it is resumed (in @global:main)."
+            ),
+            (
+                "hops",
+                "When agents have sent each other 3 messages without one from you (the lead), pause the one about to run until it is resumed (in @global:main)."
+            ),
+            (
+                "tokens",
+                "When an agent has used more than 1000 tokens, pause it until it is resumed (in @global:main)."
+            ),
+            (
+                "cost",
+                "When an agent has spent more than $2.5, pause it until it is resumed (in @global:main)."
+            ),
+        ]
+    );
+}

@@ -340,3 +340,21 @@ async fn agent_to_agent_messages_count_hops_and_the_lead_resets_them() {
     }
     assert_eq!(got, want);
 }
+
+/// The run of mentions a message starts with, and the text after it (what a
+/// long message's pointer keeps).
+#[test]
+fn the_leading_run_is_mentions_separated_by_spaces_commas_and_colons() {
+    use super::mentions::leading_run;
+    for (text, names_, rest) in [
+        ("@a, @b: brief", vec!["a", "b"], "brief"),
+        ("  @a\n@b rest", vec!["a", "b"], "rest"),
+        ("@a,@b,", vec!["a", "b"], ""),
+        ("@a and @b", vec!["a"], "and @b"),
+        ("hi @a", vec![], "hi @a"),
+        ("@1a go", vec![], "@1a go"),
+        ("@a-b_c: go", vec!["a-b_c"], "go"),
+    ] {
+        assert_eq!(leading_run(text), (names_, rest), "{text:?}");
+    }
+}

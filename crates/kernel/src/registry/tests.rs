@@ -310,3 +310,30 @@ async fn a_token_s_caller_is_its_agent_with_its_run() {
     let got = said(&r.registry.agent_caller(id + 100, None).await);
     expect(&got, "not found: the agent of this token was deleted", &[]);
 }
+
+/// An agent as tools show it: its environment's names without their values, the
+/// default step cap, no workspace unless it has a worktree, its labels.
+#[tokio::test]
+async fn a_view_shows_the_environment_s_names_and_never_its_values() {
+    let r = Rooms::new().await;
+    let a = NewAgent {
+        env: [("API_TOKEN", "s3cret"), ("MODE", "fast")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+        node: Some(domain::placement::Placement::Labels(names(&["gpu", "eu"]))),
+        ..agent("alice", "mock")
+    };
+    let wf = WorkflowRef::global();
+    let (_, _, view) = r
+        .store
+        .write(move |c| super::insert_agent_tx(c, &a, &wf, None))
+        .await
+        .unwrap();
+    assert_eq!(view.env, names(&["API_TOKEN", "MODE"]));
+    assert!(!serde_json::to_string(&view).unwrap().contains("s3cret"));
+    assert_eq!(view.max_steps, super::config::DEFAULT_MAX_STEPS);
+    assert!(view.workspace.is_none() && view.node.is_none());
+    let mut labels = view.labels.clone();
+    labels.sort();
+    assert_eq!(labels, names(&["eu", "gpu"]));
+}

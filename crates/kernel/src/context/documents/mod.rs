@@ -16,6 +16,8 @@
 
 pub mod database;
 pub mod file;
+#[cfg(test)]
+mod file_tests;
 pub mod path;
 pub mod settings;
 #[cfg(test)]
