@@ -16,7 +16,7 @@
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
 use super::rows::Rows;
-use super::{Outgoing, Posted, post_system, post_system_to, preview};
+use super::{Outgoing, Posted, post_system, post_system_direct, post_system_to, preview};
 use crate::Scope;
 use crate::governance::contracts::{Contracts, Decision, in_force, record_tx};
 use crate::governance::rates;
@@ -44,6 +44,10 @@ pub(super) struct Governed {
     notify: Vec<(String, Vec<String>)>,
     decision: Option<Decision>,
     recipients: Vec<String>,
+    /// A direct message (after routing): the kernel's notes about it are direct too.
+    direct: bool,
+    /// The instance's members, the only ones a direct note can be for.
+    members: Vec<String>,
 }
 
 impl Rules {
@@ -167,6 +171,8 @@ impl Rules {
             notify: v.notify.clone(),
             decision: Some(decision),
             recipients: addressed,
+            direct: to.is_some(),
+            members: members.to_vec(),
         })
     }
 }
@@ -187,30 +193,41 @@ impl Governed {
         // Quoted text never mentions anyone by accident.
         let quote = preview(text).replace('@', "");
         let mut out = Vec::new();
+        let (wid, wf) = (scope.workflow_id, &scope.workflow);
         for (contract, member, taken) in &self.routed {
-            out.push(post_system(c, scope.workflow_id, &scope.workflow, format!(
+            let text = format!(
                 "@{member} contract \"{contract}\": a message from {} for {} was routed to you (id {id}): «{quote}». \
                  Forward it by sending it yourself (mention them), or drop it.",
                 scope.me,
                 taken.join(", "),
-            ))?);
+            );
+            out.push(match self.direct {
+                true => post_system_direct(c, wid, wf, member, text)?,
+                false => post_system(c, wid, wf, text)?,
+            });
         }
         for (contract, to) in &self.notify {
-            out.push(post_system_to(
-                c,
-                scope.workflow_id,
-                &scope.workflow,
-                to,
-                &format!(
-                    "contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
-                    scope.me,
-                    if self.recipients.is_empty() {
-                        "nobody".into()
-                    } else {
-                        self.recipients.join(", ")
-                    }
-                ),
-            )?);
+            let text = format!(
+                "contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
+                scope.me,
+                if self.recipients.is_empty() {
+                    "nobody".into()
+                } else {
+                    self.recipients.join(", ")
+                }
+            );
+            if !self.direct {
+                out.push(post_system_to(c, wid, wf, to, &text)?);
+                continue;
+            }
+            // One direct note per member told; a name of no member reaches nobody,
+            // as its mention would not.
+            for m in to
+                .iter()
+                .filter_map(|m| self.members.iter().find(|x| x.eq_ignore_ascii_case(m)))
+            {
+                out.push(post_system_direct(c, wid, wf, m, format!("@{m} {text}"))?);
+            }
         }
         Ok(out)
     }

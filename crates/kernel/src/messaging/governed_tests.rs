@@ -225,3 +225,50 @@ async fn a_rate_refuses_past_its_count() {
         &[],
     );
 }
+
+/// What a contract says about a direct message stays as private as it: the
+/// route's member and the members told get it as direct messages; nobody else
+/// reads its text in the channel.
+#[tokio::test]
+async fn the_kernel_s_notes_about_a_direct_message_are_direct_too() {
+    let tell = json!({"name": "tell-ops", "when": {"event": "message", "from": "alice"},
+                      "then": {"action": "notify", "to": ["ops", "nobody-here"]}});
+    let r = rooms(&[review_first(), tell]).await;
+    r.agents(&["carol"]).await;
+    send(&r, "alice", "psst, the key is under the mat", Some("coder"))
+        .await
+        .unwrap();
+    let shows = |who: &'static str| {
+        let r = &r;
+        async move {
+            let scope = r.scope(who).await;
+            let read = r.messaging.channel_read(&scope, None, None).await.unwrap();
+            read.messages
+                .iter()
+                .filter(|m| m.content.contains("under the mat"))
+                .count()
+        }
+    };
+    assert_eq!(shows("carol").await, 0, "a bystander reads nothing of it");
+    assert_eq!(
+        shows("user").await,
+        0,
+        "nor does the lead, as for any direct message"
+    );
+    assert_eq!(
+        shows("reviewer").await,
+        2,
+        "its message, and the route's note to it"
+    );
+    assert_eq!(shows("ops").await, 1, "the contract's note to it");
+    let ops = r.scope("ops").await;
+    assert_eq!(
+        r.messaging
+            .inbox_peek(&ops, 10)
+            .await
+            .unwrap()
+            .messages
+            .len(),
+        1
+    );
+}

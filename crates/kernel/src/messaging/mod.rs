@@ -4,7 +4,8 @@
 //! - mentions are parsed at write time against the instance's members; the addressed
 //!   rule picks the recipients; `@all` is every agent but the sender;
 //! - `to` makes a direct message: only sender and `to` see it in `channel_read`, and
-//!   only `to` gets a delivery, whatever it mentions;
+//!   only `to` gets a delivery, whatever it mentions; what a contract makes the
+//!   kernel say about it (a route's note, a notify) is a direct message too;
 //! - one delivery row per recipient is written in the same transaction as the message,
 //!   or, for a message to every agent but the sender, one broadcast row (`broadcast`);
 //! - a message over [`MAX_MESSAGE_CHARS`] is refused for agents; the lead's long
@@ -185,6 +186,27 @@ pub(crate) fn post_system(
     workflow: &WorkflowRef,
     text: String,
 ) -> Result<Posted> {
+    post_system_as(c, (workflow_id, workflow), None, text)
+}
+
+/// [`post_system`] as a direct message to the member `to`: what the kernel says
+/// about a direct message is as private as it.
+pub(crate) fn post_system_direct(
+    c: &Connection,
+    workflow_id: i64,
+    workflow: &WorkflowRef,
+    to: &str,
+    text: String,
+) -> Result<Posted> {
+    post_system_as(c, (workflow_id, workflow), Some(to.to_owned()), text)
+}
+
+fn post_system_as(
+    c: &Connection,
+    (workflow_id, workflow): (i64, &WorkflowRef),
+    to: Option<String>,
+    text: String,
+) -> Result<Posted> {
     let scope = Scope {
         workflow: workflow.clone(),
         workflow_id,
@@ -199,7 +221,7 @@ pub(crate) fn post_system(
         &scope,
         &Outgoing {
             message: text.clone(),
-            to: None,
+            to,
             force: true,
         },
         &governed::Rules::none(),
