@@ -122,10 +122,13 @@
 //!                  Timing: retry delays, pause times, the settle debounce; Setup
 //!                  (those, the worker binary, the node's labels) a kernel opens with
 //!   sql_states.rs  (tests) the state words SQL spells out, held to `domain::states`
+//!   testing.rs     (tests) the rooms below the runtime built from below on one store,
+//!                  the events and a manual clock, for each room's own tests.rs
 //!   events.rs      post-commit events: wakes for the scheduler, signals upward
 //!   feedback.rs    FeedbackRoom: what members report about their tools and skills
 //!                  (my_feedback), per instance in its own table, from the store and
 //!                  the events; the workflows room reads its summary into a status
+//!   feedback/      (tests) report_tests.rs, the room's decisions built from testing.rs
 //!   registry/      Registry: workflow instances and agents (rows, views, validation),
 //!                  config.rs an agent's stored configuration, orgs.rs organisations
 //!                  (members as agents without a worker of `@org.<name>`, the

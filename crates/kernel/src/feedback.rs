@@ -167,6 +167,9 @@ impl FeedbackRoom {
 }
 
 #[cfg(test)]
+mod report_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use domain::names::WorkflowRef;

@@ -32,6 +32,8 @@ pub mod workflows;
 
 #[cfg(test)]
 mod sql_states;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use domain::names::WorkflowRef;
 

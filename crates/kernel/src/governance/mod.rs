@@ -14,5 +14,9 @@
 //!   own transaction.
 
 pub mod approvals;
+#[cfg(test)]
+mod approvals_tests;
 pub mod contracts;
+#[cfg(test)]
+mod contracts_tests;
 pub mod rates;

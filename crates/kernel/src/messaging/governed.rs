@@ -16,7 +16,7 @@
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
 use super::rows::Rows;
-use super::{Outgoing, Posted, post_system_at, post_system_to_at, preview};
+use super::{Outgoing, Posted, post_system_at, post_system_direct_at, post_system_to_at, preview};
 use crate::Scope;
 use crate::governance::contracts::{Contracts, Decision, in_force, record_tx_at};
 use crate::governance::rates;
@@ -45,6 +45,10 @@ pub(super) struct Governed {
     notify: Vec<(String, Vec<String>)>,
     decision: Option<Decision>,
     recipients: Vec<String>,
+    /// A direct message (after routing): the kernel's notes about it are direct too.
+    direct: bool,
+    /// The instance's members, the only ones a direct note can be for.
+    members: Vec<String>,
 }
 
 impl Rules {
@@ -92,11 +96,13 @@ impl Rules {
         if self.contracts.is_empty() || scope.me == SYSTEM || scope.lead {
             return Ok(Governed::default());
         }
-        let addressed: Vec<String> = to
-            .iter()
-            .cloned()
-            .chain(recipients.iter().cloned())
-            .collect();
+        // A direct message's recipients are its addressee: each name once.
+        let mut addressed: Vec<String> = Vec::new();
+        for r in to.iter().chain(recipients.iter()) {
+            if !addressed.contains(r) {
+                addressed.push(r.clone());
+            }
+        }
         let event = Ev::Message {
             from: &scope.me,
             to: &addressed,
@@ -173,6 +179,8 @@ impl Rules {
             notify: v.notify.clone(),
             decision: Some(decision),
             recipients: addressed,
+            direct: to.is_some(),
+            members: members.to_vec(),
         })
     }
 }
@@ -193,31 +201,47 @@ impl Governed {
         // Quoted text never mentions anyone by accident.
         let quote = preview(text).replace('@', "");
         let mut out = Vec::new();
+        let (wid, wf) = (scope.workflow_id, &scope.workflow);
         for (contract, member, taken) in &self.routed {
-            out.push(post_system_at(c, scope.workflow_id, &scope.workflow, format!(
+            let text = format!(
                 "@{member} contract \"{contract}\": a message from {} for {} was routed to you (id {id}): «{quote}». \
                  Forward it by sending it yourself (mention them), or drop it.",
                 scope.me,
                 taken.join(", "),
-            ), now)?);
+            );
+            out.push(match self.direct {
+                true => post_system_direct_at(c, (wid, wf), member, text, now)?,
+                false => post_system_at(c, wid, wf, text, now)?,
+            });
         }
         for (contract, to) in &self.notify {
-            out.push(post_system_to_at(
-                c,
-                scope.workflow_id,
-                &scope.workflow,
-                to,
-                &format!(
-                    "contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
-                    scope.me,
-                    if self.recipients.is_empty() {
-                        "nobody".into()
-                    } else {
-                        self.recipients.join(", ")
-                    }
-                ),
-                now,
-            )?);
+            let text = format!(
+                "contract \"{contract}\": {} sent a message to {} (id {id}): «{quote}».",
+                scope.me,
+                if self.recipients.is_empty() {
+                    "nobody".into()
+                } else {
+                    self.recipients.join(", ")
+                }
+            );
+            if !self.direct {
+                out.push(post_system_to_at(c, wid, wf, to, &text, now)?);
+                continue;
+            }
+            // One direct note per member told; a name of no member reaches nobody,
+            // as its mention would not.
+            for m in to
+                .iter()
+                .filter_map(|m| self.members.iter().find(|x| x.eq_ignore_ascii_case(m)))
+            {
+                out.push(post_system_direct_at(
+                    c,
+                    (wid, wf),
+                    m,
+                    format!("@{m} {text}"),
+                    now,
+                )?);
+            }
         }
         Ok(out)
     }

@@ -4,7 +4,8 @@
 //! - mentions are parsed at write time against the instance's members; the addressed
 //!   rule picks the recipients; `@all` is every agent but the sender;
 //! - `to` makes a direct message: only sender and `to` see it in `channel_read`, and
-//!   only `to` gets a delivery, whatever it mentions;
+//!   only `to` gets a delivery, whatever it mentions; what a contract makes the
+//!   kernel say about it (a route's note, a notify) is a direct message too;
 //! - one delivery row per recipient is written in the same transaction as the message,
 //!   or, for a message to every agent but the sender, one broadcast row (`broadcast`);
 //! - a message over [`MAX_MESSAGE_CHARS`] is refused for agents; the lead's long
@@ -18,15 +19,23 @@ mod clock_tests;
 #[cfg(test)]
 mod content_tests;
 mod governed;
+#[cfg(test)]
+mod governed_tests;
 mod guard;
 pub mod inbox;
+#[cfg(test)]
+mod inbox_tests;
 pub mod mentions;
 #[cfg(test)]
 mod plan_tests;
 pub mod read;
 pub mod resources;
+#[cfg(test)]
+mod resources_tests;
 mod rows;
 pub mod team;
+#[cfg(test)]
+mod tests;
 mod wait;
 
 pub use read::{ChannelMessage, ReadResult};
@@ -203,6 +212,28 @@ pub(crate) fn post_system_at(
     text: String,
     now: i64,
 ) -> Result<Posted> {
+    post_system_as(c, (workflow_id, workflow), None, text, now)
+}
+
+/// [`post_system_at`] as a direct message to the member `to`: what the kernel says
+/// about a direct message is as private as it.
+pub(crate) fn post_system_direct_at(
+    c: &Connection,
+    (workflow_id, workflow): (i64, &WorkflowRef),
+    to: &str,
+    text: String,
+    now: i64,
+) -> Result<Posted> {
+    post_system_as(c, (workflow_id, workflow), Some(to.to_owned()), text, now)
+}
+
+fn post_system_as(
+    c: &Connection,
+    (workflow_id, workflow): (i64, &WorkflowRef),
+    to: Option<String>,
+    text: String,
+    now: i64,
+) -> Result<Posted> {
     let scope = Scope {
         workflow: workflow.clone(),
         workflow_id,
@@ -217,7 +248,7 @@ pub(crate) fn post_system_at(
         &scope,
         &Outgoing {
             message: text.clone(),
-            to: None,
+            to,
             force: true,
         },
         &governed::Rules::none(now),

@@ -7,7 +7,13 @@
 pub mod config;
 pub use domain::guards;
 pub mod orgs;
+#[cfg(test)]
+mod orgs_tests;
+#[cfg(test)]
+mod tests;
 pub mod tokens;
+#[cfg(test)]
+mod tokens_tests;
 
 use crate::timing::Clock;
 use crate::{Caller, Scope};

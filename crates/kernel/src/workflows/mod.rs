@@ -21,6 +21,8 @@ pub mod run;
 mod settle;
 pub mod setup;
 pub mod steps;
+#[cfg(test)]
+mod tests;
 
 use crate::context::Context;
 use crate::events::{Event, Events};

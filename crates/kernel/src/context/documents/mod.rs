@@ -16,8 +16,12 @@
 
 pub mod database;
 pub mod file;
+#[cfg(test)]
+mod file_tests;
 pub mod path;
 pub mod settings;
+#[cfg(test)]
+mod tests;
 
 use crate::Scope;
 use crate::context::Context;

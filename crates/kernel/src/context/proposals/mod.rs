@@ -24,9 +24,13 @@ mod expiry;
 #[cfg(test)]
 mod expiry_tests;
 pub mod held;
+#[cfg(test)]
+mod held_tests;
 mod ops;
 mod stored;
 pub mod tally;
+#[cfg(test)]
+mod tests;
 
 use stored::{load, proposal_num};
 

@@ -16,6 +16,8 @@
 
 mod rows;
 pub(super) mod start;
+#[cfg(test)]
+mod tests;
 pub mod view;
 
 use crate::governance::contracts::Contracts;
