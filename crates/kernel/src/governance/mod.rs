@@ -20,3 +20,25 @@ pub mod contracts;
 #[cfg(test)]
 mod contracts_tests;
 pub mod rates;
+
+use domain::error::Result;
+use store::sql::Connection;
+
+/// Replaces instance `owner`'s own contracts (those of the file it runs now, from
+/// `source`) with `contracts`, at `now`, inside the caller's store job.
+pub(crate) fn replace_own_contracts_tx(
+    c: &Connection,
+    owner: i64,
+    source: &str,
+    contracts: &[(String, serde_json::Value)],
+    now: i64,
+) -> Result<()> {
+    c.execute(
+        "DELETE FROM contracts WHERE owner_workflow_id = ?1",
+        [owner],
+    )?;
+    for (name, spec) in contracts {
+        contracts::put_tx(c, Some(owner), source, spec, name, now)?;
+    }
+    Ok(())
+}

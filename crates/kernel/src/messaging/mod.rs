@@ -13,6 +13,7 @@
 //! - the send guard: when others posted since the sender last read, the send still
 //!   succeeds and the result lists what was missed (unless `force`).
 
+mod asked;
 pub(crate) mod broadcast;
 #[cfg(test)]
 mod clock_tests;
@@ -37,6 +38,8 @@ pub mod team;
 #[cfg(test)]
 mod tests;
 mod wait;
+
+pub(crate) use asked::{reset_hops_tx, withdraw_tx};
 
 pub use read::{ChannelMessage, ReadResult};
 

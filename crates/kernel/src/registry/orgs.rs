@@ -448,6 +448,16 @@ pub(crate) fn of_tx(
     Ok(Some((wid, org_instance(&org), member_names(c, &org)?)))
 }
 
+/// Puts instance `instance` within organisation `org` (or none), inside the
+/// caller's store job (a workflow run's start).
+pub(crate) fn set_org_tx(c: &Connection, instance: i64, org: Option<&str>) -> Result<()> {
+    c.execute(
+        "UPDATE workflows SET org = ?2 WHERE id = ?1",
+        sql::params![instance, org],
+    )?;
+    Ok(())
+}
+
 /// Who votes as the members in `instance`, run within an organisation: its
 /// people, and its agent members that are agents of the instance.
 pub(crate) fn voters_tx(c: &Connection, instance: i64) -> Result<Vec<String>> {

@@ -264,15 +264,13 @@ impl Workflows {
             .write(move |c| {
                 let wid = workflow_id_tx(c, &w, Some(now))?.expect("created");
                 // The instance's own contracts are those of the file it runs now.
-                c.execute("DELETE FROM contracts WHERE owner_workflow_id = ?1", [wid])?;
-                for (name, spec) in &contracts {
-                    crate::governance::contracts::put_tx(c, Some(wid), "yaml", spec, name, now)?;
-                }
+                crate::governance::replace_own_contracts_tx(c, wid, "yaml", &contracts, now)?;
                 flow.register_tx(c, wid, now)?;
-                c.execute("UPDATE workflows SET org = ?2 WHERE id = ?1", sql::params![wid, org])?;
+                crate::registry::orgs::set_org_tx(c, wid, org.as_deref())?;
+                crate::messaging::reset_hops_tx(c, wid)?;
                 c.execute(
                     "UPDATE workflows SET state = 'running', reason = NULL, params = ?2, budget = ?3, source = ?4,
-                       started_at = ?5, ended_at = NULL, hops = 0, updated_at = ?5 WHERE id = ?1",
+                       started_at = ?5, ended_at = NULL, updated_at = ?5 WHERE id = ?1",
                     sql::params![wid, params, budget, source, now],
                 )?;
                 let (mut armed, mut elsewhere) = (Vec::new(), Vec::new());

@@ -54,11 +54,8 @@ pub(super) fn reset(
     trigger: &str,
     vars: &serde_json::Value,
 ) -> Result<()> {
-    c.execute(
-        "DELETE FROM deliveries WHERE workflow_id = ?1 AND message_id IN
-           (SELECT message_id FROM steps WHERE workflow_id = ?1 AND message_id IS NOT NULL)",
-        [wid],
-    )?;
+    let prompts = step_messages(c, wid, "message_id IS NOT NULL")?;
+    crate::messaging::withdraw_tx(c, wid, &prompts)?;
     c.execute("DELETE FROM steps WHERE workflow_id = ?1", [wid])?;
     for (i, s) in steps.iter().enumerate() {
         c.execute(
@@ -177,12 +174,17 @@ pub(super) fn acked(c: &Connection, wid: i64, row: &Row, agent: &str) -> Result<
 
 /// The unread prompts of failed steps are withdrawn.
 pub(super) fn withdraw_failed(c: &Connection, wid: i64) -> Result<()> {
-    c.execute(
-        "DELETE FROM deliveries WHERE workflow_id = ?1 AND message_id IN
-           (SELECT message_id FROM steps WHERE workflow_id = ?1 AND state = 'failed' AND message_id IS NOT NULL)",
-        [wid],
-    )?;
-    Ok(())
+    let prompts = step_messages(c, wid, "state = 'failed' AND message_id IS NOT NULL")?;
+    crate::messaging::withdraw_tx(c, wid, &prompts)
+}
+
+/// The prompts (message ids) of instance `wid`'s steps that match `which`.
+fn step_messages(c: &Connection, wid: i64, which: &str) -> Result<Vec<String>> {
+    Ok(c.prepare_cached(&format!(
+        "SELECT message_id FROM steps WHERE workflow_id = ?1 AND {which}"
+    ))?
+    .query_map([wid], |r| r.get(0))?
+    .collect::<store::sql::Result<_>>()?)
 }
 
 /// Replaces the message that carries a step's prompt, if it is still `old`.
