@@ -6,7 +6,7 @@ use crate::common;
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 async fn open(url: &str, token: &str) -> String {
     let r = raw_post(url, token, None)
@@ -85,37 +85,102 @@ async fn a_session_belongs_to_the_token_that_opened_it() {
     s.stop().await;
 }
 
-/// With a short TTL: an idle session is parked (then restored by its next request
-/// without the client noticing), and one idle past the TTL is gone (404).
+/// Sessions opened and then left alone, to see expiry happen without touching the
+/// session that should expire (a request would keep it): once one answers 404,
+/// every session idle since before it was opened is gone too. Each is asked once,
+/// oldest first (the asking brings back one still there).
+pub(crate) struct Canaries {
+    url: String,
+    token: String,
+    /// Each with when its opening began (it was last used after that).
+    sids: std::collections::VecDeque<(String, Instant)>,
+}
+
+impl Canaries {
+    pub(crate) async fn open(url: &str, token: &str, n: usize) -> Self {
+        let mut sids = std::collections::VecDeque::new();
+        for _ in 0..n {
+            let began = Instant::now();
+            sids.push_back((open(url, token).await, began));
+        }
+        Self {
+            url: url.to_owned(),
+            token: token.to_owned(),
+            sids,
+        }
+    }
+
+    /// Polls, the next canary every 25 ms, until one is gone; panics when none is
+    /// left. Asserts it was gone no sooner than `ttl` after its opening began.
+    pub(crate) async fn until_one_expires(
+        &mut self,
+        ttl: Duration,
+        mut meanwhile: impl AsyncFnMut(),
+    ) {
+        loop {
+            let (sid, began) = self
+                .sids
+                .pop_front()
+                .expect("no session expired while its canaries lasted");
+            if ping(&self.url, &self.token, &sid).await == StatusCode::NOT_FOUND {
+                let idle = began.elapsed();
+                assert!(
+                    idle >= ttl,
+                    "forgotten after {idle:?}, before the TTL ({ttl:?})"
+                );
+                return;
+            }
+            meanwhile().await;
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+/// With a short TTL: a session idle past half of it is parked, and its next request
+/// brings it back without the client noticing (again and again); one idle past the
+/// TTL is gone (404). The sweep's decisions are tested on a manual clock in the mcp
+/// crate (http/sessions.rs); this is their wiring.
 #[tokio::test]
 async fn idle_sessions_are_parked_then_expire() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "300ms")]).await;
-    let a = open(&s.url, &s.admin).await;
+    let ttl = Duration::from_millis(400);
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "400ms")]).await;
     let b = open(&s.url, &s.admin).await;
-    // Parked after half the TTL idle (swept every quarter); a request brings it back.
-    tokio::time::sleep(Duration::from_millis(270)).await;
-    assert_eq!(ping(&s.url, &s.admin, &a).await, StatusCode::OK, "restored");
-    let r = raw_post(&s.url, &s.admin, Some(&a))
-        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                      "params": {"name": "agent_list", "arguments": {}}}))
-        .send()
-        .await
-        .unwrap();
-    let body = r.text().await.unwrap();
-    assert!(
-        body.contains("\"agents\""),
-        "a tool call in the restored session: {body}"
-    );
-    // b was never used again: past the TTL (and a sweep) it is gone; a, used since,
-    // is not.
-    tokio::time::sleep(Duration::from_millis(180)).await;
-    assert_eq!(ping(&s.url, &s.admin, &b).await, StatusCode::NOT_FOUND);
+    let mut canaries = Canaries::open(&s.url, &s.admin, 50).await;
+    let a = open(&s.url, &s.admin).await;
+    let mut used = Instant::now();
+    let (mut restored, url, admin) = (0, s.url.clone(), s.admin.clone());
+    canaries
+        .until_one_expires(ttl, async || {
+            // Parked by now (idle past half the TTL, swept every quarter of it).
+            if used.elapsed() < ttl * 3 / 4 {
+                return;
+            }
+            assert_eq!(ping(&url, &admin, &a).await, StatusCode::OK, "restored");
+            let r = raw_post(&url, &admin, Some(&a))
+                .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                              "params": {"name": "agent_list", "arguments": {}}}))
+                .send()
+                .await
+                .unwrap();
+            let body = r.text().await.unwrap();
+            assert!(
+                body.contains("\"agents\""),
+                "a tool call in the restored session: {body}"
+            );
+            used = Instant::now();
+            restored += 1;
+        })
+        .await;
+    assert!(restored >= 1, "a was never idle long enough to be parked");
+    // a, used since, is there; b, never used again and older than the canary that
+    // expired, is gone.
     assert_eq!(
         ping(&s.url, &s.admin, &a).await,
         StatusCode::OK,
         "a was used"
     );
+    assert_eq!(ping(&s.url, &s.admin, &b).await, StatusCode::NOT_FOUND);
     s.stop().await;
 }
 
