@@ -110,7 +110,7 @@ impl Canaries {
         }
     }
 
-    /// Polls, the next canary every 25 ms, until one is gone; panics when none is
+    /// Polls, the next canary every 40 ms, until one is gone; panics when none is
     /// left. Asserts it was gone no sooner than `ttl` after its opening began.
     pub(crate) async fn until_one_expires(
         &mut self,
@@ -131,7 +131,7 @@ impl Canaries {
                 return;
             }
             meanwhile().await;
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            tokio::time::sleep(Duration::from_millis(40)).await;
         }
     }
 }
@@ -143,8 +143,8 @@ impl Canaries {
 #[tokio::test]
 async fn idle_sessions_are_parked_then_expire() {
     let dir = tempfile::tempdir().unwrap();
-    let ttl = Duration::from_millis(400);
-    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "400ms")]).await;
+    let ttl = Duration::from_millis(600);
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "600ms")]).await;
     let b = open(&s.url, &s.admin).await;
     let mut canaries = Canaries::open(&s.url, &s.admin, 50).await;
     let a = open(&s.url, &s.admin).await;
