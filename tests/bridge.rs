@@ -151,9 +151,8 @@ async fn a_bridged_client_survives_its_session_expiring() {
     let bridged = stdio_client(dir.path(), Proto::Legacy).await;
     call(&bridged, "agent_list", json!({})).await.ok();
     // Expired: idle past the TTL and the next sweep, as sessions opened since are.
-    let mut canaries = crate::http_sessions::Canaries::open(&s.url, &s.admin, 50).await;
     let ttl = std::time::Duration::from_millis(150);
-    canaries.until_one_expires(ttl, async || {}).await;
+    crate::http_sessions::until_a_session_expires(&s.url, &s.admin, ttl, async || {}).await;
     let r = call(&bridged, "agent_list", json!({})).await.ok();
     assert!(r["agents"].is_array(), "{r}");
     bridged.cancel().await.unwrap();

@@ -85,54 +85,40 @@ async fn a_session_belongs_to_the_token_that_opened_it() {
     s.stop().await;
 }
 
-/// Sessions opened and then left alone, to see expiry happen without touching the
-/// session that should expire (a request would keep it): once one answers 404,
-/// every session idle since before it was opened is gone too. Each is asked once,
-/// oldest first (the asking brings back one still there).
-pub(crate) struct Canaries {
-    url: String,
-    token: String,
-    /// Each with when its opening began (it was last used after that).
-    sids: std::collections::VecDeque<(String, Instant)>,
-}
-
-impl Canaries {
-    pub(crate) async fn open(url: &str, token: &str, n: usize) -> Self {
-        let mut sids = std::collections::VecDeque::new();
-        for _ in 0..n {
-            let began = Instant::now();
-            sids.push_back((open(url, token).await, began));
-        }
-        Self {
-            url: url.to_owned(),
-            token: token.to_owned(),
-            sids,
-        }
+/// Waits for session expiry without touching a session that should expire (a
+/// request would keep it): opens canaries, sessions left alone after, then asks
+/// them one at a time, oldest first, every 40 ms (asking brings back one still
+/// there) until one is gone (404). Every session idle since before that canary was
+/// opened is gone too. `meanwhile` runs between steps. Asserts the canary lasted
+/// the TTL; panics when none expired while they lasted.
+pub(crate) async fn until_a_session_expires(
+    url: &str,
+    token: &str,
+    ttl: Duration,
+    mut meanwhile: impl AsyncFnMut(),
+) {
+    // With the caller's own, within the 64 sessions a token may hold.
+    let mut canaries = std::collections::VecDeque::new();
+    for _ in 0..50 {
+        // It was last used after this.
+        let began = Instant::now();
+        canaries.push_back((open(url, token).await, began));
+        meanwhile().await;
     }
-
-    /// Polls, the next canary every 40 ms, until one is gone; panics when none is
-    /// left. Asserts it was gone no sooner than `ttl` after its opening began.
-    pub(crate) async fn until_one_expires(
-        &mut self,
-        ttl: Duration,
-        mut meanwhile: impl AsyncFnMut(),
-    ) {
-        loop {
-            let (sid, began) = self
-                .sids
-                .pop_front()
-                .expect("no session expired while its canaries lasted");
-            if ping(&self.url, &self.token, &sid).await == StatusCode::NOT_FOUND {
-                let idle = began.elapsed();
-                assert!(
-                    idle >= ttl,
-                    "forgotten after {idle:?}, before the TTL ({ttl:?})"
-                );
-                return;
-            }
-            meanwhile().await;
-            tokio::time::sleep(Duration::from_millis(40)).await;
+    loop {
+        let (sid, began) = canaries
+            .pop_front()
+            .expect("no session expired while its canaries lasted");
+        if ping(url, token, &sid).await == StatusCode::NOT_FOUND {
+            let idle = began.elapsed();
+            assert!(
+                idle >= ttl,
+                "forgotten after {idle:?}, before the TTL ({ttl:?})"
+            );
+            return;
         }
+        meanwhile().await;
+        tokio::time::sleep(Duration::from_millis(40)).await;
     }
 }
 
@@ -146,32 +132,31 @@ async fn idle_sessions_are_parked_then_expire() {
     let ttl = Duration::from_millis(600);
     let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "600ms")]).await;
     let b = open(&s.url, &s.admin).await;
-    let mut canaries = Canaries::open(&s.url, &s.admin, 50).await;
     let a = open(&s.url, &s.admin).await;
     let mut used = Instant::now();
     let (mut restored, url, admin) = (0, s.url.clone(), s.admin.clone());
-    canaries
-        .until_one_expires(ttl, async || {
-            // Parked by now (idle past half the TTL, swept every quarter of it).
-            if used.elapsed() < ttl * 3 / 4 {
-                return;
-            }
-            assert_eq!(ping(&url, &admin, &a).await, StatusCode::OK, "restored");
-            let r = raw_post(&url, &admin, Some(&a))
-                .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                              "params": {"name": "agent_list", "arguments": {}}}))
-                .send()
-                .await
-                .unwrap();
-            let body = r.text().await.unwrap();
-            assert!(
-                body.contains("\"agents\""),
-                "a tool call in the restored session: {body}"
-            );
-            used = Instant::now();
-            restored += 1;
-        })
-        .await;
+    until_a_session_expires(&s.url, &s.admin, ttl, async || {
+        // Parked by now (idle past half the TTL, swept every quarter of it), and
+        // before any canary (opened after a) can expire.
+        if used.elapsed() < ttl * 3 / 4 {
+            return;
+        }
+        assert_eq!(ping(&url, &admin, &a).await, StatusCode::OK, "restored");
+        let r = raw_post(&url, &admin, Some(&a))
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                          "params": {"name": "agent_list", "arguments": {}}}))
+            .send()
+            .await
+            .unwrap();
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("\"agents\""),
+            "a tool call in the restored session: {body}"
+        );
+        used = Instant::now();
+        restored += 1;
+    })
+    .await;
     assert!(restored >= 1, "a was never idle long enough to be parked");
     // a, used since, is there; b, never used again and older than the canary that
     // expired, is gone.
