@@ -150,8 +150,9 @@ async fn a_bridged_client_survives_its_session_expiring() {
     let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "150ms")]).await;
     let bridged = stdio_client(dir.path(), Proto::Legacy).await;
     call(&bridged, "agent_list", json!({})).await.ok();
-    // Expired: idle past the TTL and the next sweep (every quarter of it).
-    tokio::time::sleep(std::time::Duration::from_millis(260)).await;
+    // Expired: idle past the TTL and the next sweep, as sessions opened since are.
+    let ttl = std::time::Duration::from_millis(150);
+    crate::http_sessions::until_a_session_expires(&s.url, &s.admin, ttl, async || {}).await;
     let r = call(&bridged, "agent_list", json!({})).await.ok();
     assert!(r["agents"].is_array(), "{r}");
     bridged.cancel().await.unwrap();

@@ -357,9 +357,8 @@ async fn an_approval_holds_the_run_until_the_lead_approves() {
     assert_eq!(a["event"], "tool_request");
     assert!(a["what"].as_str().unwrap().contains("hello.txt"), "{a}");
     assert_eq!(a["contracts"], json!(["edits-need-me"]));
-    // It waits: running, nothing written, the lead told in its inbox.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!work.path().join("hello.txt").exists());
+    // It waits: running, the lead told in its inbox, nothing written meanwhile.
+    tokio::time::sleep(Duration::from_millis(40)).await;
     assert!(info(&lead, "worker").await.get("running").is_some());
     let inbox = call(&lead, "my_inbox", json!({})).await.ok();
     let id = a["id"].as_i64().unwrap();
@@ -367,6 +366,7 @@ async fn an_approval_holds_the_run_until_the_lead_approves() {
         inbox.to_string().contains(&format!("approval {id}")),
         "the approver's inbox has it: {inbox}"
     );
+    assert!(!work.path().join("hello.txt").exists());
 
     let decided = call(
         &lead,
@@ -508,7 +508,7 @@ async fn a_restart_keeps_contracts_and_decisions_and_loses_the_killed_runs_appro
         e.contains("already lost"),
         "never approved after the fact: {e}"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(40)).await;
     assert!(!work.path().join("hello.txt").exists());
     s.stop().await;
 }
@@ -543,7 +543,7 @@ async fn spending_past_a_threshold_waits_for_the_lead() {
     let a = approval_in(&lead, "pending", 20).await;
     assert_eq!(a["event"], "spend");
     assert!(a["what"].as_str().unwrap().contains("$0.0005"), "{a}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(40)).await;
     let i = info(&lead, "worker").await;
     assert_eq!(
         i["runs"].as_array().unwrap().len(),

@@ -6,7 +6,7 @@ use crate::common;
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 async fn open(url: &str, token: &str) -> String {
     let r = raw_post(url, token, None)
@@ -85,37 +85,87 @@ async fn a_session_belongs_to_the_token_that_opened_it() {
     s.stop().await;
 }
 
-/// With a short TTL: an idle session is parked (then restored by its next request
-/// without the client noticing), and one idle past the TTL is gone (404).
+/// Waits for session expiry without touching a session that should expire (a
+/// request would keep it): opens canaries, sessions left alone after, then asks
+/// them one at a time, oldest first, every 40 ms (asking brings back one still
+/// there) until one is gone (404). Every session idle since before that canary was
+/// opened is gone too. `meanwhile` runs between steps. Asserts the canary lasted
+/// the TTL; panics when none expired while they lasted.
+pub(crate) async fn until_a_session_expires(
+    url: &str,
+    token: &str,
+    ttl: Duration,
+    mut meanwhile: impl AsyncFnMut(),
+) {
+    // With the caller's own, within the 64 sessions a token may hold.
+    let mut canaries = std::collections::VecDeque::new();
+    for _ in 0..50 {
+        // It was last used after this.
+        let began = Instant::now();
+        canaries.push_back((open(url, token).await, began));
+        meanwhile().await;
+    }
+    loop {
+        let (sid, began) = canaries
+            .pop_front()
+            .expect("no session expired while its canaries lasted");
+        if ping(url, token, &sid).await == StatusCode::NOT_FOUND {
+            let idle = began.elapsed();
+            assert!(
+                idle >= ttl,
+                "forgotten after {idle:?}, before the TTL ({ttl:?})"
+            );
+            return;
+        }
+        meanwhile().await;
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+}
+
+/// With a short TTL: a session idle past half of it is parked, and its next request
+/// brings it back without the client noticing (again and again); one idle past the
+/// TTL is gone (404). The sweep's decisions are tested on a manual clock in the mcp
+/// crate (http/sessions.rs); this is their wiring.
 #[tokio::test]
 async fn idle_sessions_are_parked_then_expire() {
     let dir = tempfile::tempdir().unwrap();
-    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "300ms")]).await;
-    let a = open(&s.url, &s.admin).await;
+    let ttl = Duration::from_millis(600);
+    let s = HttpServer::start_with_env(dir.path(), &[("AGENT_WORKER_SESSION_TTL", "600ms")]).await;
     let b = open(&s.url, &s.admin).await;
-    // Parked after half the TTL idle (swept every quarter); a request brings it back.
-    tokio::time::sleep(Duration::from_millis(270)).await;
-    assert_eq!(ping(&s.url, &s.admin, &a).await, StatusCode::OK, "restored");
-    let r = raw_post(&s.url, &s.admin, Some(&a))
-        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                      "params": {"name": "agent_list", "arguments": {}}}))
-        .send()
-        .await
-        .unwrap();
-    let body = r.text().await.unwrap();
-    assert!(
-        body.contains("\"agents\""),
-        "a tool call in the restored session: {body}"
-    );
-    // b was never used again: past the TTL (and a sweep) it is gone; a, used since,
-    // is not.
-    tokio::time::sleep(Duration::from_millis(180)).await;
-    assert_eq!(ping(&s.url, &s.admin, &b).await, StatusCode::NOT_FOUND);
+    let a = open(&s.url, &s.admin).await;
+    let mut used = Instant::now();
+    let (mut restored, url, admin) = (0, s.url.clone(), s.admin.clone());
+    until_a_session_expires(&s.url, &s.admin, ttl, async || {
+        // Parked by now (idle past half the TTL, swept every quarter of it), and
+        // before any canary (opened after a) can expire.
+        if used.elapsed() < ttl * 3 / 4 {
+            return;
+        }
+        assert_eq!(ping(&url, &admin, &a).await, StatusCode::OK, "restored");
+        let r = raw_post(&url, &admin, Some(&a))
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                          "params": {"name": "agent_list", "arguments": {}}}))
+            .send()
+            .await
+            .unwrap();
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("\"agents\""),
+            "a tool call in the restored session: {body}"
+        );
+        used = Instant::now();
+        restored += 1;
+    })
+    .await;
+    assert!(restored >= 1, "a was never idle long enough to be parked");
+    // a, used since, is there; b, never used again and older than the canary that
+    // expired, is gone.
     assert_eq!(
         ping(&s.url, &s.admin, &a).await,
         StatusCode::OK,
         "a was used"
     );
+    assert_eq!(ping(&s.url, &s.admin, &b).await, StatusCode::NOT_FOUND);
     s.stop().await;
 }
 

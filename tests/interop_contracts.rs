@@ -146,7 +146,7 @@ async fn claude_code_waits_for_an_approval_then_writes() {
         pending["what"].as_str().unwrap().starts_with("Write"),
         "{pending}"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(40)).await;
     assert!(!t.file("hello.txt").exists(), "written before the approval");
     call(
         &t.lead,

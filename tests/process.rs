@@ -130,17 +130,18 @@ async fn idle_timeout_after_the_first_line() {
 async fn a_held_process_is_not_idle_until_the_hold_ends() {
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let f2 = flag.clone();
+    // Held three times the idle limit: unheld, it would have ended a third in.
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
         f2.store(false, std::sync::atomic::Ordering::Relaxed);
     });
-    let mut l = limits(5000, 150, 10000);
+    let mut l = limits(5000, 20, 10000);
     l.held = Held::Flag(flag);
     let r = sh("echo hi; sleep 30", l, CancellationToken::new()).await;
     assert_eq!(r.ended, Ended::IdleTimeout);
     assert!(
-        r.took >= Duration::from_millis(250) && r.took < Duration::from_secs(5),
-        "held for 0.25 s, then idle after 0.15 s: took {:?}",
+        r.took >= Duration::from_millis(60) && r.took < Duration::from_secs(5),
+        "held for 0.06 s, then idle after 0.02 s: took {:?}",
         r.took
     );
     assert_nothing_left(&r);

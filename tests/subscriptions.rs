@@ -61,9 +61,20 @@ const CHANNEL: &str = "agent-worker://workflows/team/main/channel";
 
 type Heard = mpsc::UnboundedReceiver<(String, Instant)>;
 
-/// A 2025-11-25 lead session over HTTP whose notifications the test hears.
-async fn watch(s: &HttpServer) -> (rmcp::service::RunningService<RoleClient, Watcher>, Heard) {
-    let (tx, rx) = mpsc::unbounded_channel();
+/// Where a watcher's stream is shown to be open: a channel no test watches.
+const PROBE: &str = "agent-worker://workflows/probe/main/channel";
+
+/// A 2025-11-25 lead session over HTTP whose notifications the test hears, once its
+/// notification stream is open (rmcp drops what is sent before): it subscribes to a
+/// probe instance's channel, and `lead` posts there until the update arrives.
+#[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
+async fn watch(
+    s: &HttpServer,
+    lead: &Client,
+) -> (rmcp::service::RunningService<RoleClient, Watcher>, Heard) {
+    // Before the session: its list_changed reaches no watcher.
+    new_agents(lead, "@probe", &["prober"]).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
     let t = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(s.url.as_str()).auth_header(s.admin.clone()),
     );
@@ -71,11 +82,27 @@ async fn watch(s: &HttpServer) -> (rmcp::service::RunningService<RoleClient, Wat
         .serve_with_lifecycle(t, ClientLifecycleMode::Initialize)
         .await
         .unwrap();
-    (client, rx)
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(PROBE))
+        .await
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let probe = json!({"message": "is the stream open?", "workflow": "@probe"});
+        call(lead, "channel_send", probe).await.ok();
+        let heard = tokio::time::timeout(Duration::from_millis(200), wait_for(&mut rx, PROBE));
+        if heard.await.is_ok() {
+            return (client, rx);
+        }
+        assert!(
+            Instant::now() < end,
+            "the notification stream did not open in 10 s"
+        );
+    }
 }
 
-/// Subscribes `client` to `uri` and gives the session's notification stream a moment
-/// to be open.
+/// Subscribes `client` (whose stream is open) to `uri`.
 #[allow(deprecated)] // resources/subscribe is the legacy protocol's, on purpose
 async fn subscribe<H: ClientHandler>(
     client: &rmcp::service::RunningService<RoleClient, H>,
@@ -86,7 +113,6 @@ async fn subscribe<H: ClientHandler>(
         .subscribe(SubscribeRequestParams::new(uri))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
 #[tokio::test]
@@ -97,7 +123,7 @@ async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
     let lead = s.lead(Proto::Legacy).await;
     new_agents(&lead, "@team", &["alice"]).await;
 
-    let (watcher, mut rx) = watch(&s).await;
+    let (watcher, mut rx) = watch(&s, &lead).await;
     watcher.peer().list_all_resources().await.unwrap();
     subscribe(&watcher, CHANNEL).await;
 
@@ -150,7 +176,7 @@ async fn a_report_updates_the_feedback_resource() {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
     new_agents(&lead, "@team", &["alice"]).await;
-    let (watcher, mut rx) = watch(&s).await;
+    let (watcher, mut rx) = watch(&s, &lead).await;
     watcher.peer().list_all_resources().await.unwrap();
     let uri = "agent-worker://workflows/team/main/feedback";
     subscribe(&watcher, uri).await;
@@ -224,7 +250,7 @@ async fn a_subscriber_hears_that_a_run_started() {
     )
     .await
     .ok();
-    let (watcher, mut rx) = watch(&s).await;
+    let (watcher, mut rx) = watch(&s, &lead).await;
     let uri = "agent-worker://workflows/global/main/agents/slow";
     subscribe(&watcher, uri).await;
     let sent = Instant::now();
@@ -254,7 +280,7 @@ async fn the_lead_hears_what_it_should_notice() {
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let (watcher, mut rx) = watch(&s).await;
+    let (watcher, mut rx) = watch(&s, &lead).await;
     watcher
         .peer()
         .set_level(rmcp::model::SetLevelRequestParams::new(
@@ -262,7 +288,6 @@ async fn the_lead_hears_what_it_should_notice() {
         ))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
 
     // A guard pauses an agent: the lead is told in the channel, and its client here.
     call(
@@ -527,7 +552,7 @@ async fn a_subscriber_hears_of_each_commit_on_an_agent_s_branch() {
     let lead = s.lead(Proto::Legacy).await;
     common::repo::coder(&lead, "ada", repo.path(), &llm.url).await;
     let uri = "agent-worker://workflows/global/main/agents/ada/diff";
-    let (watcher, mut rx) = watch(&s).await;
+    let (watcher, mut rx) = watch(&s, &lead).await;
     subscribe(&watcher, uri).await;
     let a = ask(&lead, "ada", "make it 42", 45).await;
     assert_eq!(a["status"], "succeeded", "{a}");

@@ -34,7 +34,7 @@ async fn an_empty_inbox_waits_for_the_next_message() {
         let dm = json!({"message": "for bob only", "to": "bob", "workflow": "@team"});
         call(&lead, "channel_send", dm).await.ok();
         // Time for the DM to end her wait, if it wrongly did.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(40)).await;
         let sent = Instant::now();
         let hers = json!({"message": "@alice your turn", "workflow": "@team"});
         call(&lead, "channel_send", hers).await.ok();
@@ -120,7 +120,8 @@ async fn channel_read_waits_after_since_for_what_the_reader_may_see() {
         )
         .await
         .ok();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Time for either to end her wait, if it wrongly did.
+        tokio::time::sleep(Duration::from_millis(40)).await;
         call(
             &lead,
             "channel_send",

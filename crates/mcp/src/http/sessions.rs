@@ -69,11 +69,15 @@ pub enum Refused {
     NotYours,
 }
 
+/// What tells the time: the monotonic clock, or a test's manual one.
+type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
 pub struct Sessions {
     entries: Mutex<HashMap<String, Entry>>,
     manager: Arc<LocalSessionManager>,
     ttl: Duration,
     park: Duration,
+    now: Clock,
 }
 
 impl Sessions {
@@ -83,11 +87,16 @@ impl Sessions {
             .and_then(|v| humantime::parse_duration(&v).ok())
             .filter(|d| !d.is_zero())
             .unwrap_or(DEFAULT_TTL);
+        Self::with_clock(manager, ttl, Arc::new(Instant::now))
+    }
+
+    fn with_clock(manager: Arc<LocalSessionManager>, ttl: Duration, now: Clock) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::default(),
             manager,
             ttl,
             park: PARK_AFTER.min(ttl / 2),
+            now,
         })
     }
 
@@ -105,7 +114,7 @@ impl Sessions {
             return Err(Refused::NotYours);
         }
         e.active += 1;
-        e.last_used = Instant::now();
+        e.last_used = (self.now)();
         Ok((
             e.version.clone(),
             Active {
@@ -118,8 +127,8 @@ impl Sessions {
     /// A session rmcp just opened for `owner`: claims it and applies the caps.
     /// Returns the sessions evicted to make room (to be closed).
     pub fn opened(&self, id: &str, owner: Owner, version: &str) -> Vec<String> {
+        let now = (self.now)();
         let mut entries = self.entries.lock().unwrap();
-        let now = Instant::now();
         let e = entries.entry(id.to_owned()).or_insert_with(|| Entry {
             owner: None,
             version: String::new(),
@@ -157,29 +166,33 @@ impl Sessions {
         }
     }
 
+    /// What a sweep at `now` does: forgets (and returns) the sessions idle past the
+    /// TTL or never claimed past the park time, and returns those idle past the park
+    /// time (to be parked). A session with a response streaming is neither.
+    fn due(&self, now: Instant) -> (Vec<String>, Vec<String>) {
+        let mut entries = self.entries.lock().unwrap();
+        let mut expired = Vec::new();
+        entries.retain(|id, e| {
+            let gone = e.active == 0
+                && (now.duration_since(e.last_used) > self.ttl
+                    // Never claimed: a handshake whose answer never arrived.
+                    || (e.owner.is_none() && now.duration_since(e.opened) > self.park));
+            if gone {
+                expired.push(id.clone());
+            }
+            !gone
+        });
+        let park: Vec<String> = entries
+            .iter()
+            .filter(|(_, e)| e.active == 0 && now.duration_since(e.last_used) > self.park)
+            .map(|(id, _)| id.clone())
+            .collect();
+        (park, expired)
+    }
+
     /// Parks idle sessions and forgets expired ones.
     async fn sweep(&self) {
-        let now = Instant::now();
-        let (park, expired) = {
-            let mut entries = self.entries.lock().unwrap();
-            let mut expired = Vec::new();
-            entries.retain(|id, e| {
-                let gone = e.active == 0
-                    && (now.duration_since(e.last_used) > self.ttl
-                        // Never claimed: a handshake whose answer never arrived.
-                        || (e.owner.is_none() && now.duration_since(e.opened) > self.park));
-                if gone {
-                    expired.push(id.clone());
-                }
-                !gone
-            });
-            let park: Vec<String> = entries
-                .iter()
-                .filter(|(_, e)| e.active == 0 && now.duration_since(e.last_used) > self.park)
-                .map(|(id, _)| id.clone())
-                .collect();
-            (park, expired)
-        };
+        let (park, expired) = self.due((self.now)());
         let live = self.manager.sessions.read().await;
         let park: Vec<String> = park
             .into_iter()
@@ -240,9 +253,10 @@ pub struct Active {
 
 impl Drop for Active {
     fn drop(&mut self) {
+        let now = (self.sessions.now)();
         if let Some(e) = self.sessions.entries.lock().unwrap().get_mut(&self.id) {
             e.active = e.active.saturating_sub(1);
-            e.last_used = Instant::now();
+            e.last_used = now;
         }
     }
 }
@@ -265,7 +279,7 @@ impl SessionStore for Store {
     }
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let now = Instant::now();
+        let now = (self.0.now)();
         let mut entries = self.0.entries.lock().unwrap();
         let e = entries.entry(id.to_owned()).or_insert_with(|| Entry {
             owner: None,
@@ -282,5 +296,83 @@ impl SessionStore for Store {
     async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
         self.0.forget(id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sessions with a TTL of 60 s (parked after 30 s) on a manual clock.
+    fn on_a_manual_clock() -> (Arc<Sessions>, Arc<Mutex<Instant>>) {
+        let t = Arc::new(Mutex::new(Instant::now()));
+        let clock = t.clone();
+        let now: Clock = Arc::new(move || *clock.lock().unwrap());
+        let manager = Arc::new(LocalSessionManager::default());
+        (
+            Sessions::with_clock(manager, Duration::from_secs(60), now),
+            t,
+        )
+    }
+
+    fn at(t: &Mutex<Instant>, start: Instant, secs: u64) {
+        *t.lock().unwrap() = start + Duration::from_secs(secs);
+    }
+
+    /// What a sweep at that moment parks and forgets, sorted.
+    fn sweep_at(s: &Sessions, t: &Mutex<Instant>, start: Instant, secs: u64) -> [Vec<String>; 2] {
+        at(t, start, secs);
+        let (mut park, mut expired) = s.due(*t.lock().unwrap());
+        park.sort();
+        expired.sort();
+        [park, expired]
+    }
+
+    /// Sessions a and b opened at 0 s: both parked once idle past 30 s; a used at
+    /// 40 s is parked again at 71 s and forgotten only after 100 s, while b, unused,
+    /// is forgotten after 60 s. A session with a response streaming is never parked
+    /// nor forgotten, however long it streams; its idleness starts when it ends.
+    #[test]
+    fn idle_sessions_are_parked_at_half_the_ttl_and_forgotten_after_it() {
+        let (s, t) = on_a_manual_clock();
+        let start = *t.lock().unwrap();
+        let me = Owner::of_token("lead");
+        for id in ["a", "b", "streaming"] {
+            assert!(s.opened(id, me, "2025-11-25").is_empty());
+        }
+        let (_, stream) = s.enter("streaming", me).unwrap();
+        let none = Vec::<String>::new;
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(sweep_at(&s, &t, start, 30), [none(), none()]);
+        assert_eq!(sweep_at(&s, &t, start, 31), [ids(&["a", "b"]), none()]);
+        at(&t, start, 40);
+        drop(s.enter("a", me).unwrap());
+        assert_eq!(sweep_at(&s, &t, start, 60), [ids(&["b"]), none()]);
+        assert_eq!(sweep_at(&s, &t, start, 61), [none(), ids(&["b"])]);
+        assert_eq!(s.enter("b", me).err(), Some(Refused::Unknown), "forgotten");
+        assert_eq!(sweep_at(&s, &t, start, 71), [ids(&["a"]), none()]);
+        assert_eq!(sweep_at(&s, &t, start, 100), [ids(&["a"]), none()]);
+        assert_eq!(sweep_at(&s, &t, start, 101), [none(), ids(&["a"])]);
+        assert_eq!(sweep_at(&s, &t, start, 500), [none(), none()]);
+        drop(stream);
+        assert_eq!(sweep_at(&s, &t, start, 530), [none(), none()]);
+        assert_eq!(sweep_at(&s, &t, start, 531), [ids(&["streaming"]), none()]);
+        assert_eq!(sweep_at(&s, &t, start, 561), [none(), ids(&["streaming"])]);
+    }
+
+    /// A handshake whose answer never arrived (rmcp stored the session, nobody
+    /// claimed it) is forgotten after the park time, not the TTL.
+    #[tokio::test]
+    async fn an_unclaimed_handshake_is_forgotten_after_the_park_time() {
+        let (s, t) = on_a_manual_clock();
+        let start = *t.lock().unwrap();
+        let params = serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                                        "clientInfo": {"name": "c", "version": "1"}});
+        let state = SessionState::new(serde_json::from_value(params).unwrap());
+        Store(s.clone()).store("half-open", &state).await.unwrap();
+        assert!(Store(s.clone()).load("half-open").await.unwrap().is_some());
+        assert_eq!(sweep_at(&s, &t, start, 30), [Vec::<String>::new(), vec![]]);
+        assert_eq!(sweep_at(&s, &t, start, 31)[1], ["half-open"]);
+        assert!(Store(s.clone()).load("half-open").await.unwrap().is_none());
     }
 }
