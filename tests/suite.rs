@@ -61,6 +61,7 @@ mod tidy;
 mod tidy_functions;
 mod tidy_map;
 mod tidy_rooms;
+mod tidy_runtime;
 mod tidy_sleeps;
 mod tool_args;
 mod tool_schemas;

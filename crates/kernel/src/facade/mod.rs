@@ -167,11 +167,12 @@ impl Kernel {
         self.contracts.reload().await?;
         let (me, exclusive) = (node.to_owned(), self.store.is_exclusive());
         let labels = self.runtime.labels().to_owned();
+        let now = self.runtime.clock().now_ms();
         let taken = self
             .store
             .write(move |c| {
                 rt::nodes::register_tx(c, &me, &labels)?;
-                rt::nodes::take_over_tx(c, &me, &labels, exclusive)
+                rt::nodes::take_over_tx(c, &me, &labels, (exclusive, now))
             })
             .await?;
         if !taken.agents.is_empty() {

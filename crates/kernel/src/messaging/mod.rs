@@ -24,6 +24,7 @@ mod plan_tests;
 pub mod read;
 pub mod resources;
 mod rows;
+pub(crate) mod runs;
 pub mod team;
 mod wait;
 
