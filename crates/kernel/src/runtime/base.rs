@@ -11,6 +11,7 @@ use domain::error::Result;
 use domain::names::WorkflowRef;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use store::Store;
 
 /// What the runtime is built on: the store, the event bus and the rooms below it.
@@ -40,6 +41,14 @@ pub struct Base {
     /// The clock every decision reads, and the delays the scheduler keeps.
     pub(super) clock: Clock,
     pub(super) timing: Timing,
+}
+
+/// How long an automatic pause lasts after `pauses` automatic pauses in a row:
+/// `first`, doubling each time, at most `max`.
+pub(crate) fn resume_after(first: Duration, max: Duration, pauses: i64) -> Duration {
+    first
+        .saturating_mul(1u32 << pauses.clamp(0, 16) as u32)
+        .min(max)
 }
 
 /// A pause as [`Base::pause`] records it.
@@ -130,12 +139,8 @@ impl Base {
             .store
             .write(move |c| {
                 let pauses: i64 = c.query_row("SELECT pauses FROM agents WHERE id = ?1", [agent_id], |r| r.get(0))?;
-                let resume_at = auto_from.map(|now| {
-                    let wait = first
-                        .saturating_mul(1u32 << pauses.clamp(0, 16) as u32)
-                        .min(max);
-                    now + wait.as_millis() as i64
-                });
+                let resume_at =
+                    auto_from.map(|now| now + resume_after(first, max, pauses).as_millis() as i64);
                 c.execute(
                     "UPDATE agents SET state = 'paused', state_reason = ?2, resume_at = ?3,
                        pauses = pauses + ?4 WHERE id = ?1",

@@ -529,3 +529,6 @@ impl crate::runtime::workers::AfterRun for Scheduler {
         Box::pin(async move { self.after_run(agent_id, workflow_id, &end, again).await })
     }
 }
+
+#[cfg(test)]
+mod tests;
