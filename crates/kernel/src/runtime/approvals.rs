@@ -49,6 +49,15 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// How long after its deadline an approval's timer fires: the store's check
+/// must find it due.
+const PAST_DEADLINE: Duration = Duration::from_millis(20);
+
+/// How long until a deadline (ms) at `now` (ms): none once it has passed.
+fn due_in(deadline: i64, now: i64) -> Duration {
+    Duration::from_millis(deadline.saturating_sub(now).max(0) as u64)
+}
+
 /// Writes the empty file that tells a worker its run is held, if the worker made
 /// its scratch folder (a CLI's run); whether it did.
 async fn writes_marker(f: &std::path::Path) -> bool {
@@ -116,6 +125,12 @@ impl Approvals {
         waits.values().any(|(agent, _)| *agent == agent_id)
     }
 
+    /// Whether a run waits on approval `id` now.
+    #[cfg(test)]
+    fn is_waited(&self, id: i64) -> bool {
+        self.waits.lock().unwrap().contains_key(&id)
+    }
+
     /// Wakes the run waiting on approval `id`, if any.
     fn wake(&self, id: i64) {
         if let Some((_, n)) = self.waits.lock().unwrap().get(&id) {
@@ -163,7 +178,7 @@ impl Approvals {
     pub(crate) fn arm(self: &Arc<Self>, id: i64, after: Duration) {
         let k = Arc::downgrade(self);
         tokio::spawn(async move {
-            tokio::time::sleep(after + Duration::from_millis(20)).await;
+            tokio::time::sleep(after + PAST_DEADLINE).await;
             if let Some(k) = k.upgrade()
                 && let Err(e) = k.expire(id).await
             {
@@ -218,7 +233,7 @@ impl Approvals {
         }
         let now = self.base.clock.now_ms();
         for (id, deadline) in open {
-            self.arm(id, Duration::from_millis((deadline - now).max(0) as u64));
+            self.arm(id, due_in(deadline, now));
         }
         Ok(())
     }
@@ -445,3 +460,6 @@ impl Approvals {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
