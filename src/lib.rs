@@ -262,7 +262,10 @@
 //!   up as events. No room's code names a room above it (`tests/tidy_rooms.rs`;
 //!   `events`, `timing` and the kernel root's own items are shared below them all).
 //!   No room names `Kernel`; `impl Kernel` is only in `facade/` (`tests/tidy.rs`).
-//!   State is locked only by the methods of the room that owns it.
+//!   State is locked only by the methods of the room that owns it. The runtime is
+//!   services of its own in the same way, with no cycle between its modules, and
+//!   no type of the kernel has over 50 methods (`tests/tidy_runtime.rs`; the
+//!   façade's `Kernel` is allowed its current count, to shrink).
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //!   On PostgreSQL every write transaction takes the database's write lock first, so
