@@ -128,6 +128,7 @@
 //!                  (members as agents without a worker of `@org.<name>`, the
 //!                  instance holding their channel and documents; who may act there),
 //!                  tokens.rs admin and agent tokens (hash only), authentication
+//!                  (revoke.rs the revocations a run's end or an agent's deletion asks)
 //!   governance/    contracts.rs Contracts, a service owning the contracts in force
 //!                  (rows, the hot-loaded set with each instance's organisation, in
 //!                  force lead -> organisation -> instance, set/delete/list) and the decision
@@ -146,7 +147,8 @@
 //!                  start and end (and a member's deletion) do to these tables,
 //!                  asked by the runtime inside its transaction,
 //!                  resources.rs content-addressed blobs
-//!   context/       Context: documents/ (rules, path rules, per-instance settings, the file
+//!   context/       Context: departed.rs what a member's deletion changes (its documents'
+//!                  ownership), documents/ (rules, path rules, per-instance settings, the file
 //!                  and database providers, doc_write contracts), proposals/ (types, stored,
 //!                  ops, expiry on time, tally.rs the resolution rules, pure,
 //!                  drafts.rs contracts agents draft and the lead approves,

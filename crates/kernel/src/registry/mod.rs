@@ -7,6 +7,7 @@
 pub mod config;
 pub use domain::guards;
 pub mod orgs;
+pub(crate) mod revoke;
 pub mod tokens;
 
 use crate::{Caller, Scope};

@@ -400,10 +400,7 @@ pub fn finish_tx(
             end.commit,
         ],
     )?;
-    c.execute(
-        "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
-        (run_id, now),
-    )?;
+    crate::registry::revoke::run_tx(c, run_id, now)?;
     if ended == 0 {
         // Closed as lost already: its node was taken over, and what it had read is
         // another node's to settle now.
@@ -470,10 +467,7 @@ pub fn close_lost_tx(c: &Connection, ids: &[String], now: i64) -> Result<()> {
              WHERE id = ?1",
             (id, now),
         )?;
-        c.execute(
-            "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
-            (id, now),
-        )?;
+        crate::registry::revoke::run_tx(c, id, now)?;
     }
     Ok(())
 }

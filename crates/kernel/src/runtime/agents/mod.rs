@@ -265,20 +265,15 @@ impl Agents {
         }
 
         let now = self.base.clock.now_ms();
-        self.base.store
+        self.base
+            .store
             .write(move |c| {
-                c.execute(
-                    "UPDATE tokens SET revoked_at = ?2 WHERE agent_id = ?1 AND revoked_at IS NULL",
-                    (id, now),
-                )?;
+                crate::registry::revoke::agent_tx(c, id, now)?;
                 crate::messaging::runs::forget_member_tx(c, wid, &name)?;
                 c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                 // An owner that no longer exists would lock everyone but the lead out.
-                c.execute(
-                    "UPDATE workflows SET document_owner = NULL WHERE id = ?1 AND document_owner = ?2 COLLATE NOCASE",
-                    (wid, &name),
-                )?;
+                crate::context::departed::forget_owner_tx(c, wid, &name)?;
                 Ok(())
             })
             .await?;
