@@ -125,12 +125,6 @@ impl Approvals {
         waits.values().any(|(agent, _)| *agent == agent_id)
     }
 
-    /// Whether a run waits on approval `id` now.
-    #[cfg(test)]
-    fn is_waited(&self, id: i64) -> bool {
-        self.waits.lock().unwrap().contains_key(&id)
-    }
-
     /// Wakes the run waiting on approval `id`, if any.
     fn wake(&self, id: i64) {
         if let Some((_, n)) = self.waits.lock().unwrap().get(&id) {
@@ -458,6 +452,14 @@ impl Approvals {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl Approvals {
+    /// Whether a run waits on approval `id` now.
+    fn is_waited(&self, id: i64) -> bool {
+        self.waits.lock().unwrap().contains_key(&id)
     }
 }
 
