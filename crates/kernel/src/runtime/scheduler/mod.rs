@@ -107,6 +107,60 @@ struct State {
 }
 
 impl State {
+    /// Removes and returns the timers due at `now`, and the next deadline.
+    fn due(&mut self, now: i64) -> (Vec<Timer>, Option<i64>) {
+        let due: Vec<Timer> = self
+            .timers
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in &due {
+            self.timers.remove(t);
+        }
+        (due, self.timers.values().min().copied())
+    }
+
+    /// Whether any of these agents has work queued, starting or waiting for a retry
+    /// (or a deferred delivery).
+    fn owes(&self, agent_ids: &[i64]) -> bool {
+        agent_ids.iter().any(|a| self.starting.contains(a))
+            || self.queue.iter().any(|q| agent_ids.contains(&q.agent_id))
+            || agent_ids.iter().any(|a| {
+                self.timers.contains_key(&Timer::Retry(*a))
+                    || self.timers.contains_key(&Timer::Deferred(*a))
+            })
+    }
+
+    /// Whether anything is queued, starting, or waiting on a timer other than a
+    /// workflow's settle check.
+    fn busy(&self) -> bool {
+        !self.queue.is_empty()
+            || !self.starting.is_empty()
+            || self.timers.keys().any(|t| !matches!(t, Timer::Settle(_)))
+    }
+
+    /// Every agent's queued work, attempts and timers go; settle checks stay.
+    fn forget_all_agents(&mut self) {
+        self.queue.clear();
+        self.attempts.clear();
+        self.timers.retain(|t, _| matches!(t, Timer::Settle(_)));
+    }
+
+    /// One agent's queued work, attempts and timers go.
+    fn forget_agent(&mut self, agent_id: i64) {
+        self.queue.retain(|q| q.agent_id != agent_id);
+        self.attempts.remove(&agent_id);
+        for t in [
+            Timer::Retry(agent_id),
+            Timer::Resume(agent_id),
+            Timer::Schedule(agent_id),
+            Timer::Deferred(agent_id),
+        ] {
+            self.timers.remove(&t);
+        }
+    }
+
     /// Admission's bookkeeping for a wake of `agent_id` while `running` runs are
     /// in progress, at most `limit` at once.
     fn admit(&mut self, q: Queued, running: usize, limit: usize) -> Admission {
@@ -230,37 +284,18 @@ impl Scheduler {
 
     /// Removes and returns the timers that are due, and the next deadline.
     fn due(&self, now: i64) -> (Vec<Timer>, Option<i64>) {
-        let mut st = self.state.lock().unwrap();
-        let due: Vec<Timer> = st
-            .timers
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in &due {
-            st.timers.remove(t);
-        }
-        (due, st.timers.values().min().copied())
+        self.state.lock().unwrap().due(now)
     }
 
     /// Whether any of these agents has work queued, starting or waiting for a retry.
     pub(crate) fn owes(&self, agent_ids: &[i64]) -> bool {
-        let st = self.state.lock().unwrap();
-        agent_ids.iter().any(|a| st.starting.contains(a))
-            || st.queue.iter().any(|q| agent_ids.contains(&q.agent_id))
-            || agent_ids.iter().any(|a| {
-                st.timers.contains_key(&Timer::Retry(*a))
-                    || st.timers.contains_key(&Timer::Deferred(*a))
-            })
+        self.state.lock().unwrap().owes(agent_ids)
     }
 
     /// Whether anything is queued, starting, or waiting on a timer (other than a
     /// workflow's settle check): work that would be lost if the kernel stopped.
     pub(crate) fn busy(&self) -> bool {
-        let st = self.state.lock().unwrap();
-        !st.queue.is_empty()
-            || !st.starting.is_empty()
-            || st.timers.keys().any(|t| !matches!(t, Timer::Settle(_)))
+        self.state.lock().unwrap().busy()
     }
 
     /// Watches a workflow run's completion (checked once things are quiet), or
@@ -294,24 +329,11 @@ impl Scheduler {
     /// Drops every agent's queued work and timers (this node was taken over: its
     /// agents run elsewhere now). Workflow settle checks stay.
     pub(crate) fn forget_all_agents(&self) {
-        let mut st = self.state.lock().unwrap();
-        st.queue.clear();
-        st.attempts.clear();
-        st.timers.retain(|t, _| matches!(t, Timer::Settle(_)));
+        self.state.lock().unwrap().forget_all_agents();
     }
 
     pub(crate) fn forget_agent(&self, agent_id: i64) {
-        let mut st = self.state.lock().unwrap();
-        st.queue.retain(|q| q.agent_id != agent_id);
-        st.attempts.remove(&agent_id);
-        for t in [
-            Timer::Retry(agent_id),
-            Timer::Resume(agent_id),
-            Timer::Schedule(agent_id),
-            Timer::Deferred(agent_id),
-        ] {
-            st.timers.remove(&t);
-        }
+        self.state.lock().unwrap().forget_agent(agent_id);
     }
 }
 
