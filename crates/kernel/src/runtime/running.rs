@@ -41,7 +41,7 @@ pub(crate) struct Active {
     pub(crate) progress: broadcast::Sender<String>,
     /// A wake arrived during the run: run once more when it ends (why, prompt).
     pub(crate) wake_again: Option<(Wake, Option<String>)>,
-    /// The run's [`Spec::held`] and [`Spec::denials`].
+    /// The run's `held` flag and `denials`, shared with its spec.
     pub(crate) held: Arc<AtomicBool>,
     /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
     pub(crate) held_file: PathBuf,

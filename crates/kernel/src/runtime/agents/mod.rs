@@ -56,7 +56,7 @@ pub struct AgentUpdate {
     /// Replaces the whole set (empty: none).
     pub skills: Option<Vec<std::path::PathBuf>>,
     /// The live node to run it from now on, or the labels it needs (see
-    /// [`Runtime::move_agent`]).
+    /// [`Agents::move_agent`]).
     pub node: Option<domain::placement::Placement>,
 }
 
