@@ -554,3 +554,6 @@ impl crate::runtime::workers::AfterRun for Scheduler {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod timer_tests;
