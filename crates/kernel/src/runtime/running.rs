@@ -249,3 +249,6 @@ impl Running {
             .and_then(|a| a.wake_again)
     }
 }
+
+#[cfg(test)]
+mod tests;
