@@ -220,7 +220,9 @@ pub async fn idle_exit(kernel: Arc<kernel::Kernel>, idle: Duration) {
     let check = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(10));
     loop {
         tokio::time::sleep(check).await;
-        if kernel.client_idle_for() >= idle && kernel.owes_nothing().await.unwrap_or(false) {
+        if kernel.runtime().client_idle_for() >= idle
+            && kernel.owes_nothing().await.unwrap_or(false)
+        {
             tracing::info!(idle = ?idle, "no client and nothing owed: the background kernel stops");
             return;
         }

@@ -134,6 +134,7 @@
 //!                  (members as agents without a worker of `@org.<name>`, the
 //!                  instance holding their channel and documents; who may act there),
 //!                  tokens.rs admin and agent tokens (hash only), authentication
+//!                  (revoke.rs the revocations a run's end or an agent's deletion asks)
 //!   governance/    contracts.rs Contracts, a service owning the contracts in force
 //!                  (rows, the hot-loaded set with each instance's organisation, in
 //!                  force lead -> organisation -> instance, set/delete/list) and the decision
@@ -148,21 +149,28 @@
 //!                  pending -> seen -> acked | deferred (open ones in `deliveries`,
 //!                  acked ones moved to `deliveries_done`), broadcast.rs a message
 //!                  to every other agent as one row, written per agent on first
-//!                  read or change, team.rs member status,
+//!                  read or change, team.rs member status, runs.rs what a run's
+//!                  start and end (and a member's deletion) do to these tables,
+//!                  asked by the runtime inside its transaction,
 //!                  resources.rs content-addressed blobs
-//!   context/       Context: documents/ (rules, path rules, per-instance settings, the file
+//!   context/       Context: departed.rs what a member's deletion changes (its documents'
+//!                  ownership), documents/ (rules, path rules, per-instance settings, the file
 //!                  and database providers, doc_write contracts), proposals/ (types, stored,
 //!                  ops, expiry on time, tally.rs the resolution rules, pure,
 //!                  drafts.rs contracts agents draft and the lead approves,
 //!                  held.rs the proposal members vote on for an approval)
-//!   runtime/       Runtime, agents as things that run (it owns the workers, the
-//!                  scheduler, the approval waits, the node bus): agents.rs create/update/delete/info,
+//!   runtime/       Runtime, agents as things that run, composed of services that own
+//!                  their state (a tidy test keeps its modules free of cycles):
+//!                  base.rs what they are built on (store, events, clock, a pause),
+//!                  agents/ create/update/pause/move/delete (info.rs agent_info),
 //!                  own_folder.rs an agent's folder in the data dir (its alone),
-//!                  workers.rs the process manager (spec.rs what a run reads of its
-//!                  agent, and its span), running.rs the runs in progress
-//!                  (Workers, whose methods alone lock them), supervise.rs one run from spawn
-//!                  to settlement, runs.rs run records, ask.rs agent_ask,
-//!                  scheduler/ (state and timers, gate.rs admission and the queue,
+//!                  workers/ the process manager (spec.rs what a run reads of its
+//!                  agent, and its span; supervise.rs one run from spawn to
+//!                  settlement; commits.rs a worktree agent's commit per run;
+//!                  records.rs run views), running.rs the runs in progress
+//!                  (Running, whose methods alone lock them), runs.rs run records, ask.rs agent_ask,
+//!                  scheduler/ (state and timers, admission and retries as pure
+//!                  decisions with table tests, fires.rs schedules' fires, gate.rs admission and the queue,
 //!                  its decision a pure function with a table of unit tests,
 //!                  outcome.rs retries and pauses, wakes.rs deliveries to wakes in
 //!                  bounded batches), schedules.rs, backends.rs
@@ -174,7 +182,7 @@
 //!                  nodes/ the kernels of a store (name, heartbeat, takeover;
 //!                  placing.rs placement by name or labels and moves by hand;
 //!                  bus.rs their events to each other), worktrees/ an
-//!                  agent's own git worktree (made, checked, a commit per run,
+//!                  agent's own git worktree (made, checked,
 //!                  recovered at start; diff.rs and merge.rs git's reading and merging,
 //!                  branches.rs branch_diff and branch_merge with merge contracts,
 //!                  verdict.rs a merge verdict recorded),
@@ -262,10 +270,12 @@
 //!   up as events. No room's code names a room above it (`tests/tidy_rooms.rs`;
 //!   `events`, `timing` and the kernel root's own items are shared below them all).
 //!   No room names `Kernel`; `impl Kernel` is only in `facade/` (`tests/tidy.rs`).
-//!   State is locked only by the methods of the room that owns it.
+//!   State is locked only by the methods of the room that owns it. The runtime is
+//!   services of its own in the same way, with no cycle between its modules, and
+//!   no type of the kernel has over 50 methods (`tests/tidy_runtime.rs`).
 //! - One clock: every room reads the kernel's injected `timing::Clock` for what it
 //!   decides and what it stamps; no kernel code reads the system's time otherwise
-//!   (`tests/tidy_clock.rs`; the runtime's files are listed there until it does).
+//!   (`tests/tidy_clock.rs`).
 //! - Every write goes through the store's writer thread; a caller is answered only
 //!   after its transaction committed. A failing write changes nothing (savepoints).
 //!   On PostgreSQL every write transaction takes the database's write lock first, so

@@ -361,7 +361,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // No worker outlives its kernel: stop them (and their process groups) first.
     kernel.stop_all_runs().await;
     // Then out of the store's nodes, so that other nodes take its agents now.
-    if let Err(e) = kernel.leave().await {
+    if let Err(e) = kernel.runtime().nodes().leave().await {
         tracing::warn!("could not leave the store's nodes: {e}");
     }
     ct.cancel();

@@ -62,6 +62,7 @@ mod tidy_clock;
 mod tidy_functions;
 mod tidy_map;
 mod tidy_rooms;
+mod tidy_runtime;
 mod tidy_sleeps;
 mod tidy_tables;
 mod tool_args;

@@ -77,33 +77,25 @@ const COLUMNS: &[(&str, &str, &str)] = &[
 /// Writes by a room that does not own the table, each with its reason. Only
 /// shrinks: a pair that no longer writes must leave the list.
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
+    // agent_update, agent_delete and a worktree agent's branch in its configuration
+    // (runtime/agents, runtime/worktrees), and the labels placement settles on: the
+    // registry's rows changed where the runtime decides them.
     (
         "agents",
         "runtime",
-        "agent_update writes an agent's configuration",
+        "agent_update, agent_delete, a worktree's config, placement's labels",
     ),
+    // A workflow run's start upserts its agents, configuration and run state in one
+    // statement; its stop pauses them.
     (
         "agents",
         "workflows",
-        "a run's start upserts its agents, configuration and run state in one",
+        "a run's start upserts its agents; its stop pauses them",
     ),
-    (
-        "deliveries",
-        "runtime",
-        "a failed run's or a lost node's reads back to pending",
-    ),
-    ("member_status", "runtime", "a deleted agent's status"),
-    ("read_cursors", "runtime", "a deleted agent's cursor"),
     (
         "schedules",
         "workflows",
-        "a workflow's schedules cleared at its start",
-    ),
-    ("tokens", "runtime", "a run's token revoked with its record"),
-    (
-        "workflows",
-        "runtime",
-        "hops reset after a run, the document owner released",
+        "a run's start sets or clears its agents' wakeups",
     ),
 ];
 

@@ -85,7 +85,12 @@ impl InProcess {
     /// the node leaves the store, then the listener closes.
     pub async fn stop(self) {
         self.kernel.stop_all_runs().await;
-        self.kernel.leave().await.expect("leave the store's nodes");
+        self.kernel
+            .runtime()
+            .nodes()
+            .leave()
+            .await
+            .expect("leave the store's nodes");
         self.stop.cancel();
     }
 }

@@ -100,7 +100,7 @@ pub(crate) async fn pending_for_lead(kernel: &Kernel) -> Vec<i64> {
 
 /// What the person is asked about approval `id`, if it is still the lead's to decide.
 pub(crate) async fn question(kernel: &Kernel, id: i64) -> Option<String> {
-    let Ok(Some(a)) = kernel.approval_view(id).await else {
+    let Ok(Some(a)) = kernel.runtime().approvals().view(id).await else {
         return None;
     };
     if a.state != ApprovalState::Pending || !a.approvers.iter().any(|m| m == LEAD) {

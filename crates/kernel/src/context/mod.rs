@@ -2,6 +2,7 @@
 //! (files or the database) and proposals with votes. Both post to the channel
 //! through messaging, below them.
 
+pub(crate) mod departed;
 pub mod documents;
 pub mod proposals;
 

@@ -181,11 +181,12 @@ impl Kernel {
         self.contracts.reload().await?;
         let (me, exclusive) = (node.to_owned(), self.store.is_exclusive());
         let labels = self.runtime.labels().to_owned();
+        let now = self.runtime.clock().now_ms();
         let taken = self
             .store
             .write(move |c| {
                 rt::nodes::register_tx(c, &me, &labels)?;
-                rt::nodes::take_over_tx(c, &me, &labels, exclusive)
+                rt::nodes::take_over_tx(c, &me, &labels, (exclusive, now))
             })
             .await?;
         if !taken.agents.is_empty() {
@@ -235,6 +236,11 @@ impl Kernel {
     /// The kernel's clock (what a client is told the time is, e.g. the dashboard's).
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// Agents as things that run: their workers, schedules, approvals, nodes.
+    pub fn runtime(&self) -> &Arc<rt::Runtime> {
+        &self.runtime
     }
 
     /// Who is who: instances, agents, their tokens, organisations.

@@ -7,9 +7,7 @@ use crate::registry::AgentView;
 use crate::registry::NewAgent;
 use crate::runtime::agents::{AgentInfo, AgentUpdate};
 use crate::runtime::ask::{AskResult, Asking};
-use crate::runtime::nodes::NodeView;
 use crate::runtime::requests::Answer;
-use crate::runtime::runs::RunView;
 use crate::runtime::schedules::ScheduleView;
 use crate::{Caller, Kernel};
 use domain::error::Result;
@@ -18,7 +16,6 @@ use domain::permissions::Permissions;
 use domain::protocol::BackendReport;
 use domain::trigger::Trigger;
 use std::collections::BTreeMap;
-use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -29,26 +26,18 @@ impl Kernel {
         scope: &crate::Scope,
         a: crate::runtime::worktrees::DiffArgs<'_>,
     ) -> Result<crate::runtime::worktrees::diff::BranchDiff> {
-        self.runtime.branch_diff(scope, a).await
+        self.runtime.branches().branch_diff(scope, a).await
     }
 
     pub async fn agent_skills(&self, target: &str) -> Result<Vec<domain::skills::Skill>> {
-        self.runtime.agent_skills(target).await
+        self.runtime.agents().agent_skills(target).await
     }
 
     pub async fn branch_merge(
         &self,
         ask: crate::runtime::worktrees::MergeAsk,
     ) -> Result<crate::runtime::worktrees::merge::MergeOut> {
-        self.runtime.branch_merge(ask).await
-    }
-
-    pub fn touch_client(&self) {
-        self.runtime.touch_client()
-    }
-
-    pub fn client_idle_for(&self) -> Duration {
-        self.runtime.client_idle_for()
+        self.runtime.branches().branch_merge(ask).await
     }
 
     pub async fn owes_nothing(&self) -> Result<bool> {
@@ -56,23 +45,11 @@ impl Kernel {
     }
 
     pub async fn stop_all_runs(&self) {
-        self.runtime.stop_all_runs().await
-    }
-
-    pub async fn run_view(&self, run_id: &str) -> Result<RunView> {
-        self.runtime.run_view(run_id).await
-    }
-
-    pub async fn recent_runs(
-        &self,
-        workflow_id: i64,
-        per_agent: i64,
-    ) -> Result<Vec<(String, RunView)>> {
-        self.runtime.recent_runs(workflow_id, per_agent).await
+        self.runtime.workers().stop_all_runs().await
     }
 
     pub async fn set_paused(&self, agent_id: i64, paused: bool) -> Result<()> {
-        self.runtime.set_paused(agent_id, paused).await
+        self.runtime.agents().set_paused(agent_id, paused).await
     }
 
     pub async fn approval_decide(
@@ -83,12 +60,9 @@ impl Kernel {
         reason: Option<String>,
     ) -> Result<ApprovalView> {
         self.runtime
-            .approval_decide(caller, id, approve, reason)
+            .approvals()
+            .decide(caller, id, approve, reason)
             .await
-    }
-
-    pub async fn approval_view(&self, id: i64) -> Result<Option<ApprovalView>> {
-        self.runtime.approval_view(id).await
     }
 
     pub async fn approval_list(
@@ -96,7 +70,7 @@ impl Kernel {
         caller: &Caller,
         workflow: Option<&WorkflowRef>,
     ) -> Result<Vec<ApprovalView>> {
-        self.runtime.approval_list(caller, workflow).await
+        self.runtime.approvals().list(caller, workflow).await
     }
 
     pub async fn tool_request(
@@ -105,7 +79,10 @@ impl Kernel {
         tool_name: &str,
         input: &serde_json::Value,
     ) -> Result<Answer> {
-        self.runtime.tool_request(who, tool_name, input).await
+        self.runtime
+            .requests()
+            .tool_request(who, tool_name, input)
+            .await
     }
 
     pub async fn probe_backends(
@@ -136,7 +113,7 @@ impl Kernel {
     }
 
     pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
-        self.runtime.agent_new(a).await
+        self.runtime.agents().agent_new(a).await
     }
 
     pub async fn agent_delete(
@@ -144,30 +121,33 @@ impl Kernel {
         target: &str,
         discard: bool,
     ) -> Result<(AgentView, Option<String>)> {
-        self.runtime.agent_delete(target, discard).await
+        self.runtime.agents().agent_delete(target, discard).await
     }
 
     pub async fn agent_env_and_permissions(
         &self,
         target: &str,
     ) -> Result<(BTreeMap<String, String>, Permissions)> {
-        self.runtime.agent_env_and_permissions(target).await
+        self.runtime
+            .agents()
+            .agent_env_and_permissions(target)
+            .await
     }
 
     pub async fn agent_update(&self, target: &str, u: AgentUpdate) -> Result<AgentView> {
-        self.runtime.agent_update(target, u).await
+        self.runtime.agents().agent_update(target, u).await
     }
 
     pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
-        self.runtime.agent_info(target).await
+        self.runtime.agents().agent_info(target).await
     }
 
     pub async fn ask(&self, target: &str, message: &str) -> Result<Asking> {
-        self.runtime.ask(target, message).await
+        self.runtime.asks().ask(target, message).await
     }
 
     pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {
-        self.runtime.asked(target, message_id).await
+        self.runtime.asks().asked(target, message_id).await
     }
 
     pub async fn await_answer(
@@ -178,6 +158,7 @@ impl Kernel {
         progress: impl Fn(String),
     ) -> Result<AskResult> {
         self.runtime
+            .asks()
             .await_answer(a, deadline, cancel, progress)
             .await
     }
@@ -188,11 +169,14 @@ impl Kernel {
         trigger: Trigger,
         prompt: Option<String>,
     ) -> Result<ScheduleView> {
-        self.runtime.schedule_set(target, trigger, prompt).await
+        self.runtime
+            .scheduler()
+            .schedule_set(target, trigger, prompt)
+            .await
     }
 
     pub async fn schedule_clear(&self, target: &str) -> Result<bool> {
-        self.runtime.schedule_clear(target).await
+        self.runtime.scheduler().schedule_clear(target).await
     }
     /// How long this node's write transactions held the store's write since the
     /// last call (see [`store::Store::take_write_holds`]); for the benchmarks.
@@ -202,14 +186,6 @@ impl Kernel {
 
     pub fn node(&self) -> &str {
         self.runtime.node()
-    }
-
-    pub async fn node_list(&self) -> Result<Vec<NodeView>> {
-        self.runtime.node_list().await
-    }
-
-    pub async fn leave(&self) -> Result<()> {
-        self.runtime.leave().await
     }
 
     pub async fn start_scheduler(&self) -> Result<()> {

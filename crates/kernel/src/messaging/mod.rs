@@ -34,6 +34,7 @@ pub mod resources;
 #[cfg(test)]
 mod resources_tests;
 mod rows;
+pub(crate) mod runs;
 pub mod team;
 #[cfg(test)]
 mod tests;

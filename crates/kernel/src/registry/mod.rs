@@ -9,6 +9,7 @@ pub use domain::guards;
 pub mod orgs;
 #[cfg(test)]
 mod orgs_tests;
+pub(crate) mod revoke;
 #[cfg(test)]
 mod tests;
 pub mod tokens;

@@ -10,8 +10,9 @@ use crate::Caller;
 use crate::events::Event;
 use crate::messaging::Outgoing;
 use crate::registry::AgentRecord;
-use crate::runtime::Runtime;
+use crate::runtime::base::Base;
 use crate::runtime::workers::RunHandle;
+use crate::runtime::workers::Workers;
 use domain::error::{Error, Result};
 use domain::states::Wake;
 use domain::states::{AgentState, RunStatus};
@@ -64,11 +65,22 @@ pub struct Asking {
     run: RunHandle,
 }
 
-impl Runtime {
+/// agent_ask: a message to an agent that starts its run at once (past the
+/// scheduler, straight to the process manager), and the wait for its answer.
+pub struct Asks {
+    base: Arc<Base>,
+    workers: Arc<Workers>,
+}
+
+impl Asks {
+    pub(crate) fn new(base: Arc<Base>, workers: Arc<Workers>) -> Self {
+        Self { base, workers }
+    }
+
     /// Posts the question as a DM from the lead and wakes the agent (a run starts
     /// now, or one more follows the run in progress).
     pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
-        let agent = self.registry.agent_get(target).await?;
+        let agent = self.base.registry.agent_get(target).await?;
         if agent.view.state == AgentState::Paused {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_pause {{resume: true}} it first (nothing was sent)",
@@ -76,10 +88,12 @@ impl Runtime {
             )));
         }
         let scope = self
+            .base
             .registry
             .scope(&Caller::Lead, Some(&agent.view.workflow))
             .await?;
         let sent = self
+            .base
             .messaging
             .channel_send(
                 &scope,
@@ -93,7 +107,7 @@ impl Runtime {
         let run = match agent.view.node.as_deref() {
             // Another node runs it: the question's delivery wakes it there (the bus
             // carries it), and the answer is followed through the store.
-            Some(n) if n != self.node() => RunHandle::ended(String::new()),
+            Some(n) if n != self.base.node() => RunHandle::ended(String::new()),
             _ => self.wake_to_answer(&agent, &sent.id).await?,
         };
         Ok(Asking {
@@ -107,8 +121,9 @@ impl Runtime {
     /// its answer again: nothing is sent and nothing is started. The run in
     /// progress is followed if it is the one that serves it.
     pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {
-        let agent = self.registry.agent_get(target).await?;
+        let agent = self.base.registry.agent_get(target).await?;
         let run = self
+            .workers
             .active_run(agent.id)
             .unwrap_or_else(|| RunHandle::ended(String::new()));
         Ok(Asking {
@@ -130,11 +145,15 @@ impl Runtime {
         agent: &AgentRecord,
         message_id: &str,
     ) -> Result<RunHandle> {
-        if let Some(h) = self.remember_wake_before(agent.id, Wake::Ask, message_id) {
+        if let Some(h) = self
+            .workers
+            .remember_wake_before(agent.id, Wake::Ask, message_id)
+        {
             return Ok(h);
         }
         if let Some(done) = self.serving_run_of(agent, message_id).await? {
             return Ok(self
+                .workers
                 .active_run(agent.id)
                 .filter(|h| h.run_id == done)
                 .unwrap_or_else(|| RunHandle::ended(done)));
@@ -142,6 +161,7 @@ impl Runtime {
         // A run that started after the question may have read it and ended since
         // the look above: the claim looks again under the lock it takes.
         match self
+            .workers
             .start_run_unless_served(agent.id, Wake::Ask, None, Some(message_id))
             .await
         {
@@ -150,6 +170,7 @@ impl Runtime {
             // The scheduler, woken by the question's delivery, claimed the agent
             // between the look and the claim: that run reads the question.
             Err(e) => self
+                .workers
                 .remember_wake_before(agent.id, Wake::Ask, message_id)
                 .ok_or(e),
         }
@@ -172,8 +193,12 @@ impl Runtime {
         let (name, id) = (agent.view.name.clone(), message_id.to_owned());
         // Another node's runs have ids from its clock, not comparable with this
         // node's message id: only the run that read the question answers it.
-        let by_time = agent.view.node.as_deref().is_none_or(|n| n == self.node());
-        self.store
+        let by_time = agent
+            .view
+            .node
+            .as_deref()
+            .is_none_or(|n| n == self.base.node());
+        self.base.store
             .read(move |c| {
                 use store::sql::OptionalExtension;
                 let reader: Option<String> = c
@@ -212,7 +237,7 @@ impl Runtime {
         let mut listening = true;
         // Subscribed before the first read, so no run that starts or ends after it
         // goes unnoticed.
-        let mut runs = self.events.subscribe();
+        let mut runs = self.base.events.subscribe();
         let serving = loop {
             if let Some(id) = self.serving_run(&a).await? {
                 break Some(id);
@@ -251,7 +276,11 @@ impl Runtime {
         // Follow the serving run to its end: it is the run subscribed at the ask, or
         // the agent's run now; if neither, it has already ended.
         let follow = a.run.run_id == run_id
-            || match self.active_run(a.agent.id).filter(|h| h.run_id == run_id) {
+            || match self
+                .workers
+                .active_run(a.agent.id)
+                .filter(|h| h.run_id == run_id)
+            {
                 Some(h) => {
                     a.run = h;
                     listening = true;
@@ -300,11 +329,12 @@ impl Runtime {
         message_id: &str,
         run_id: &str,
     ) -> Result<AskResult> {
-        let run = match self.run_view(run_id).await {
+        let run = match self.workers.run_view(run_id).await {
             Ok(run) => run,
             // Claimed by the process manager, its row not yet written: it is starting.
             Err(Error::NotFound(_))
                 if self
+                    .workers
                     .active_run(agent.id)
                     .is_some_and(|h| h.run_id == run_id) =>
             {
@@ -325,6 +355,7 @@ impl Runtime {
         } else {
             Some(Reply {
                 messages: self
+                    .workers
                     .replies_to_lead(agent.workflow_id, &agent.view.name, message_id)
                     .await?,
                 final_text: run.final_text.clone(),

@@ -21,10 +21,10 @@ impl Runtime {
         backends: &[&str],
         env: &BTreeMap<String, String>,
     ) -> Result<Vec<BackendReport>> {
-        let mut cmd = tokio::process::Command::new(&self.workers.exe);
+        let mut cmd = tokio::process::Command::new(self.workers.exe());
         cmd.arg(PROBE_MODE)
             .args(backends)
-            .current_dir(self.data_dir.as_path())
+            .current_dir(self.base.data_dir.as_path())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

@@ -6,7 +6,6 @@
 
 use crate::messaging::broadcast::UNWRITTEN_EXISTS;
 use crate::runtime::Runtime;
-use domain::clock::now_ms;
 use domain::error::Result;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -14,21 +13,22 @@ use std::time::Duration;
 impl Runtime {
     /// A client made a request (any authenticated MCP call).
     pub fn touch_client(&self) {
-        self.last_client.store(now_ms(), Ordering::Relaxed);
+        self.last_client
+            .store(self.base.clock.now_ms(), Ordering::Relaxed);
     }
 
     /// How long since a client's last request.
     pub fn client_idle_for(&self) -> Duration {
         let last = self.last_client.load(Ordering::Relaxed);
-        Duration::from_millis((now_ms() - last).max(0) as u64)
+        Duration::from_millis((self.base.clock.now_ms() - last).max(0) as u64)
     }
 
     /// True when stopping now would lose or delay nothing (see the module docs).
     pub async fn owes_nothing(&self) -> Result<bool> {
-        if self.runs_in_progress() > 0 || self.scheduler.busy() {
+        if self.workers.runs_in_progress() > 0 || self.scheduler.busy() {
             return Ok(false);
         }
-        self.store
+        self.base.store
             .read(|c| {
                 let owed: bool = c.query_row(
                     &format!(

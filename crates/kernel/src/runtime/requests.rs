@@ -16,8 +16,10 @@ use crate::governance::approvals::{Ended, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::governance::rates;
 use crate::messaging::{Posted, post_system_to, preview};
-use crate::runtime::Runtime;
-use domain::clock::now_ms;
+use crate::runtime::approvals::Approvals;
+use crate::runtime::base::{Base, Pause};
+use crate::runtime::running::Running;
+use crate::runtime::workers::Workers;
 use domain::contracts::{self, Contract, Event as Ev, Reached};
 use domain::error::{Error, Result};
 use domain::permissions::{Kind, Profile, Request, request_of};
@@ -126,7 +128,30 @@ fn profile_refusal(
     })
 }
 
-impl Runtime {
+/// A run's tool requests: its profile first, then the contracts in force, and
+/// the approval a contract may ask for (the run waits on it).
+pub struct Requests {
+    base: Arc<Base>,
+    running: Arc<Running>,
+    workers: Arc<Workers>,
+    approvals: Arc<Approvals>,
+}
+
+impl Requests {
+    pub(crate) fn new(
+        base: Arc<Base>,
+        running: Arc<Running>,
+        workers: Arc<Workers>,
+        approvals: Arc<Approvals>,
+    ) -> Self {
+        Self {
+            base,
+            running,
+            workers,
+            approvals,
+        }
+    }
+
     /// permission_request: decides one tool request of a worker run.
     pub async fn tool_request(
         self: &Arc<Self>,
@@ -147,9 +172,9 @@ impl Runtime {
         if req.kind() == Kind::Team {
             return Ok(Answer::Allow);
         }
-        let spec = self.spec(who.agent_id).await?;
-        let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
-        let cwd = self.work_folder(&spec, &state_dir).await;
+        let spec = self.workers.spec(who.agent_id).await?;
+        let state_dir = self.base.workspace_dir(&spec.workflow, &spec.name);
+        let cwd = self.workers.work_folder(&spec, &state_dir).await;
         let reached = reach_of(&req, &cwd).await;
         if let Some(why) = profile_refusal(&spec.config.permissions, &req, reached.as_ref(), &cwd) {
             return Ok(self.refuse(who, tool_name, req.detail(), why));
@@ -169,20 +194,21 @@ impl Runtime {
             .record_tool_verdict(&spec, &verdict, &what, &run_id, who.agent_id)
             .await?;
         for p in &posted {
-            self.messaging.announce(spec.workflow_id, p);
+            self.base.messaging.announce(spec.workflow_id, p);
         }
         if let Some((contract, why, pause)) = &verdict.deny {
             self.note_denial(who.agent_id, tool_name, req.detail(), why);
             if *pause {
-                self.pause_with_reason(
-                    who.agent_id,
-                    &spec.workflow,
-                    spec.workflow_id,
-                    &spec.name,
-                    &format!("contract \"{contract}\" paused it: {why}"),
-                    None,
-                )
-                .await?;
+                self.base
+                    .pause(Pause {
+                        agent_id: who.agent_id,
+                        workflow: &spec.workflow,
+                        workflow_id: spec.workflow_id,
+                        name: &spec.name,
+                        reason: &format!("contract \"{contract}\" paused it: {why}"),
+                        auto_from: None,
+                    })
+                    .await?;
             }
             return Ok(Answer::Deny(why.clone()));
         }
@@ -212,10 +238,11 @@ impl Runtime {
         (id, timeout): (i64, std::time::Duration),
         (tool_name, detail): (&str, &str),
     ) -> Result<Answer> {
-        self.events
+        self.base
+            .events
             .publish(Event::ApprovalAsked { workflow_id, id });
-        self.arm_approval(id, timeout);
-        let why = match self.wait_approval(id, who.agent_id, run_id).await? {
+        self.approvals.arm(id, timeout);
+        let why = match self.approvals.wait(id, who.agent_id, run_id).await? {
             Ended::Allowed(_) => return Ok(Answer::Allow),
             Ended::Refused(r) => r,
             Ended::Pending => "no decision".into(),
@@ -239,7 +266,7 @@ impl Runtime {
         req: &Request,
         at: Option<String>,
     ) -> Result<contracts::Verdict> {
-        let all = self.contracts.all();
+        let all = self.base.contracts.all();
         let force: Vec<&Contract> = in_force(&all, spec.workflow_id, &spec.workflow).collect();
         let event = tool_event(&spec.name, req, at.as_deref());
         let rated: Vec<Contract> = contracts::rated(force.iter().copied(), &event)
@@ -251,10 +278,12 @@ impl Runtime {
         } else {
             let (wid, name, req, at) =
                 (spec.workflow_id, spec.name.clone(), req.clone(), at.clone());
-            self.store
+            let now = self.base.clock.now_ms();
+            self.base
+                .store
                 .write(move |c| {
                     let event = tool_event(&name, &req, at.as_deref());
-                    rates::count_tx(c, wid, &name, &rated, &event, now_ms())
+                    rates::count_tx(c, wid, &name, &rated, &event, now)
                 })
                 .await?
         };
@@ -276,7 +305,7 @@ impl Runtime {
     ) -> Result<(Vec<Posted>, Option<(i64, std::time::Duration)>)> {
         let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
         let (v2, w2, rid) = (verdict.clone(), what.to_owned(), run_id.to_owned());
-        self.store
+        self.base.store
             .write(move |c| {
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
@@ -319,7 +348,7 @@ impl Runtime {
 
     /// Keeps a refusal the kernel made with the run, as agent_info's `denials`.
     fn note_denial(&self, agent_id: i64, tool: &str, detail: &str, why: &str) {
-        self.workers.note_denial(
+        self.running.note_denial(
             agent_id,
             Denial {
                 tool: tool.to_owned(),

@@ -1,10 +1,9 @@
 //! The runs in progress, one per agent at most: the table only the methods of
-//! [`Workers`] lock (claiming an agent for a run, remembering a wake that arrives
+//! [`Running`] lock (claiming an agent for a run, remembering a wake that arrives
 //! during it, holding it for an approval, stopping it, forgetting it at its end).
 
 use super::runs;
 use domain::states::Wake;
-use os::process::Limits;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,8 +12,11 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+/// A hold on a worktree (what the worktrees hand out): kept by a run, opaque here.
+type Held = tokio::sync::OwnedMutexGuard<()>;
+
 /// What a claim found.
-pub(super) enum Claim {
+pub(crate) enum Claim {
     Claimed(RunHandle),
     /// A run is in progress.
     Busy,
@@ -23,31 +25,30 @@ pub(super) enum Claim {
 }
 
 /// The kernel's table of runs in progress.
-pub struct Workers {
+#[derive(Default)]
+pub struct Running {
     /// The running workers, by agent id: locked only by the methods below.
     active: Mutex<HashMap<i64, Active>>,
     /// The latest run claimed for each agent (locked after `active`, never alone
     /// before it): whether a question was already served by a run since.
     latest: Mutex<HashMap<i64, String>>,
-    pub(super) exe: PathBuf,
-    pub(super) limits: Limits,
 }
 
-pub(super) struct Active {
-    pub(super) run_id: String,
-    pub(super) stop: CancellationToken,
-    pub(super) done: watch::Receiver<bool>,
-    pub(super) progress: broadcast::Sender<String>,
+pub(crate) struct Active {
+    pub(crate) run_id: String,
+    pub(crate) stop: CancellationToken,
+    pub(crate) done: watch::Receiver<bool>,
+    pub(crate) progress: broadcast::Sender<String>,
     /// A wake arrived during the run: run once more when it ends (why, prompt).
-    pub(super) wake_again: Option<(Wake, Option<String>)>,
-    /// The run's [`Spec::held`] and [`Spec::denials`].
-    pub(super) held: Arc<AtomicBool>,
+    pub(crate) wake_again: Option<(Wake, Option<String>)>,
+    /// The run's `held` flag and `denials`, shared with its spec.
+    pub(crate) held: Arc<AtomicBool>,
     /// The file that holds the worker's own supervision of its CLI (in its scratch folder).
-    pub(super) held_file: PathBuf,
-    pub(super) denials: Arc<Mutex<Vec<runs::Denial>>>,
+    pub(crate) held_file: PathBuf,
+    pub(crate) denials: Arc<Mutex<Vec<runs::Denial>>>,
     /// A worktree agent's run holds its worktree until its end is committed and
     /// recorded: no sync or merge writes in it meanwhile.
-    pub(super) _worktree: Option<super::worktrees::Held>,
+    pub(crate) _worktree: Option<Held>,
 }
 
 impl Active {
@@ -90,17 +91,8 @@ impl RunHandle {
     }
 }
 
-impl Workers {
-    pub fn new(exe: PathBuf, limits: Limits) -> Self {
-        Self {
-            active: Mutex::new(HashMap::new()),
-            latest: Mutex::new(HashMap::new()),
-            exe,
-            limits,
-        }
-    }
-
-    pub(super) fn handle(&self, agent_id: i64) -> Option<RunHandle> {
+impl Running {
+    pub(crate) fn handle(&self, agent_id: i64) -> Option<RunHandle> {
         self.active
             .lock()
             .unwrap()
@@ -110,7 +102,7 @@ impl Workers {
 
     /// Marks the run of `agent_id` as held by an approval if it is `run_id`, and
     /// returns the file that tells its worker so (the caller writes it, unlocked).
-    pub(super) fn hold(&self, agent_id: i64, run_id: &str) -> Option<PathBuf> {
+    pub(crate) fn hold(&self, agent_id: i64, run_id: &str) -> Option<PathBuf> {
         let active = self.active.lock().unwrap();
         let a = active.get(&agent_id).filter(|a| a.run_id == run_id)?;
         a.held.store(true, Ordering::Relaxed);
@@ -118,14 +110,14 @@ impl Workers {
     }
 
     /// The claimed run of `agent_id` holds its worktree until it ends.
-    pub(super) fn keep_worktree(&self, agent_id: i64, held: super::worktrees::Held) {
+    pub(crate) fn keep_worktree(&self, agent_id: i64, held: Held) {
         if let Some(a) = self.active.lock().unwrap().get_mut(&agent_id) {
             a._worktree = Some(held);
         }
     }
 
     /// The run of `agent_id` waits on no approval any more.
-    pub(super) fn release(&self, agent_id: i64) {
+    pub(crate) fn release(&self, agent_id: i64) {
         if let Some(a) = self.active.lock().unwrap().get(&agent_id) {
             a.held.store(false, Ordering::Relaxed);
         }
@@ -133,7 +125,7 @@ impl Workers {
 
     /// Keeps a refusal the kernel made with the run of `agent_id` (at most
     /// [`runs::MAX_DENIALS`]).
-    pub(super) fn note_denial(&self, agent_id: i64, denial: runs::Denial) {
+    pub(crate) fn note_denial(&self, agent_id: i64, denial: runs::Denial) {
         let denials = match self.active.lock().unwrap().get(&agent_id) {
             Some(a) => a.denials.clone(),
             None => return,
@@ -148,7 +140,7 @@ impl Workers {
     /// run started after the message `after` already (it read that message, or
     /// failed before it could): then that run's id. One lock for the look and the
     /// claim, so a run that starts and ends in between cannot be missed.
-    pub(super) fn claim_unless_served(
+    pub(crate) fn claim_unless_served(
         &self,
         agent_id: i64,
         a: Active,
@@ -173,7 +165,7 @@ impl Workers {
 
     /// Remembers a wake that arrived during the run of `agent_id` (one more run
     /// when it ends; a prompt given fills one remembered without one).
-    pub(super) fn remember_wake(
+    pub(crate) fn remember_wake(
         &self,
         agent_id: i64,
         wake: Wake,
@@ -191,7 +183,7 @@ impl Workers {
 
     /// Like [`Self::remember_wake`], but only if the run started before the message
     /// `message_id` (one lock for the look and the remembering).
-    pub(super) fn remember_wake_before(
+    pub(crate) fn remember_wake_before(
         &self,
         agent_id: i64,
         wake: Wake,
@@ -207,7 +199,7 @@ impl Workers {
     }
 
     /// The claimed run of `agent_id` has started (its row is written): the latest.
-    pub(super) fn started(&self, agent_id: i64, run_id: &str) {
+    pub(crate) fn started(&self, agent_id: i64, run_id: &str) {
         let _active = self.active.lock().unwrap();
         self.latest
             .lock()
@@ -216,30 +208,30 @@ impl Workers {
     }
 
     /// Forgets a deleted agent's latest run.
-    pub(super) fn forget(&self, agent_id: i64) {
+    pub(crate) fn forget(&self, agent_id: i64) {
         let _active = self.active.lock().unwrap();
         self.latest.lock().unwrap().remove(&agent_id);
     }
 
     /// How many runs are in progress.
-    pub(super) fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.active.lock().unwrap().len()
     }
 
     /// Whether any of these agents is running.
-    pub(super) fn any(&self, agent_ids: &[i64]) -> bool {
+    pub(crate) fn any(&self, agent_ids: &[i64]) -> bool {
         let active = self.active.lock().unwrap();
         agent_ids.iter().any(|id| active.contains_key(id))
     }
 
     /// The agents running now.
-    pub(super) fn agent_ids(&self) -> Vec<i64> {
+    pub(crate) fn agent_ids(&self) -> Vec<i64> {
         self.active.lock().unwrap().keys().copied().collect()
     }
 
     /// Asks the run of `agent_id` to stop, forgetting any wake remembered for it:
     /// its id, and what says when it has been recorded.
-    pub(super) fn stop(&self, agent_id: i64) -> Option<(String, watch::Receiver<bool>)> {
+    pub(crate) fn stop(&self, agent_id: i64) -> Option<(String, watch::Receiver<bool>)> {
         let mut active = self.active.lock().unwrap();
         let a = active.get_mut(&agent_id)?;
         a.wake_again = None;
@@ -249,7 +241,7 @@ impl Workers {
 
     /// The run of `agent_id` has ended: forgets it, and returns the wake that
     /// arrived meanwhile (run once more), if any.
-    pub(super) fn finish(&self, agent_id: i64) -> Option<(Wake, Option<String>)> {
+    pub(crate) fn finish(&self, agent_id: i64) -> Option<(Wake, Option<String>)> {
         self.active
             .lock()
             .unwrap()
@@ -257,3 +249,6 @@ impl Workers {
             .and_then(|a| a.wake_again)
     }
 }
+
+#[cfg(test)]
+mod tests;

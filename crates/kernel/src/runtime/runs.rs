@@ -6,8 +6,8 @@
 //! and the agent's state and resumable session are updated.
 
 use crate::messaging::broadcast;
-use crate::messaging::inbox::{Settle, settle};
-use domain::clock::{fmt_ms, now_ms};
+use crate::messaging::runs::{open_deliveries, settle_run_tx};
+use domain::clock::fmt_ms;
 use domain::error::Result;
 use domain::protocol::{ErrorClass, Usage};
 use domain::states::{RunStatus, Wake};
@@ -196,6 +196,8 @@ pub struct NewRun<'a> {
     pub node: &'a str,
     /// The trace of its span, when traces are exported.
     pub trace_id: Option<&'a str>,
+    /// When it starts, by the kernel's clock.
+    pub now: i64,
 }
 
 pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
@@ -214,16 +216,14 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
         )));
     }
     // The run reads its inbox: its broadcasts become rows it can mark and settle.
-    broadcast::write_own(c, r.workflow_id, r.agent, now_ms())?;
+    broadcast::write_own(c, r.workflow_id, r.agent, r.now)?;
     // A message's wake (or a poll's), checked where it counts too: the scheduler
     // decided on what it read before, and the run it waited for may have read and
     // acked the messages since; a run now would read nothing.
     let (message, poll) = (Wake::Message.as_str(), Wake::Poll.as_str());
     let nothing_waits = || -> Result<bool> {
-        Ok(
-            crate::runtime::scheduler::open_deliveries(c, r.workflow_id, r.agent, now_ms())? == 0
-                && (r.trigger == message || !crate::runtime::schedules::unseen(c, r.agent_id)?),
-        )
+        Ok(open_deliveries(c, r.workflow_id, r.agent, r.now)? == 0
+            && (r.trigger == message || !crate::runtime::schedules::unseen(c, r.agent_id)?))
     };
     if (r.trigger == message || r.trigger == poll) && nothing_waits()? {
         return Err(domain::error::Error::conflict(format!(
@@ -244,7 +244,7 @@ pub fn insert_tx(c: &Connection, r: &NewRun) -> Result<()> {
             r.agent,
             r.backend,
             r.trigger,
-            now_ms(),
+            r.now,
             summary,
             r.trace_id
         ],
@@ -271,7 +271,7 @@ fn prompt_summary_tx(c: &Connection, r: &NewRun) -> Result<Option<String>> {
     }
     let (n, senders, first): (i64, Option<String>, Option<String>) = c.query_row(
         SUMMARY,
-        sql::params![r.workflow_id, r.agent, now_ms()],
+        sql::params![r.workflow_id, r.agent, r.now],
         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
     )?;
     Ok((n > 0).then(|| {
@@ -373,9 +373,8 @@ pub fn finish_tx(
     agent_id: i64,
     workflow_id: i64,
     agent: &str,
-    end: &RunEnd,
+    (end, now): (&RunEnd, i64),
 ) -> Result<()> {
-    let now = now_ms();
     let status = end.status();
     let ended = c.execute(
         "UPDATE runs SET status = ?2, ended_at = ?3, exit_code = ?4, signal = ?5, error_class = ?6,
@@ -401,10 +400,7 @@ pub fn finish_tx(
             end.commit,
         ],
     )?;
-    c.execute(
-        "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
-        (run_id, now),
-    )?;
+    crate::registry::revoke::run_tx(c, run_id, now)?;
     if ended == 0 {
         // Closed as lost already: its node was taken over, and what it had read is
         // another node's to settle now.
@@ -412,15 +408,7 @@ pub fn finish_tx(
     }
     // What the run read is settled by its outcome: acked after success, pending
     // again otherwise. Only one run per agent is ever active, so these are its own.
-    if end.ok {
-        settle(c, workflow_id, agent, Settle::Seen, now)?;
-    } else {
-        c.execute(
-            "UPDATE deliveries SET state = 'pending', updated_at = ?3
-             WHERE workflow_id = ?1 AND recipient = ?2 AND state = 'seen'",
-            sql::params![workflow_id, agent, now],
-        )?;
-    }
+    settle_run_tx(c, workflow_id, agent, end.ok, now)?;
     c.execute(
         "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
         [agent_id],
@@ -466,8 +454,7 @@ pub fn orphans(c: &Connection, node: &str) -> Result<Vec<Orphan>> {
 /// Closes runs left by a kernel that stopped (this node's previous life, or a node
 /// taken over) as `lost`. Their deliveries go back to pending by the restart rule;
 /// their tokens die with them; their agents are idle.
-pub fn close_lost_tx(c: &Connection, ids: &[String]) -> Result<()> {
-    let now = now_ms();
+pub fn close_lost_tx(c: &Connection, ids: &[String], now: i64) -> Result<()> {
     for id in ids {
         c.execute(
             "UPDATE agents SET state = 'idle'
@@ -480,10 +467,7 @@ pub fn close_lost_tx(c: &Connection, ids: &[String]) -> Result<()> {
              WHERE id = ?1",
             (id, now),
         )?;
-        c.execute(
-            "UPDATE tokens SET revoked_at = ?2 WHERE run_id = ?1 AND revoked_at IS NULL",
-            (id, now),
-        )?;
+        crate::registry::revoke::run_tx(c, id, now)?;
     }
     Ok(())
 }

@@ -3,12 +3,11 @@
 //! neither a run's start nor an agent listing its skills over and over reads
 //! every file each time.
 
-use crate::runtime::Runtime;
 use domain::error::{Error, Result};
 use domain::skills::Skill;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 type Fingerprint = Vec<(PathBuf, u64, std::time::SystemTime)>;
 
@@ -47,26 +46,24 @@ impl Skills {
     }
 }
 
-impl Runtime {
+impl Skills {
     /// The skills of these folders (off the runtime's threads): the error names
     /// the skill and its file.
-    pub(crate) async fn read_skills(&self, dirs: &[PathBuf]) -> Result<Vec<Skill>> {
+    pub(crate) async fn read_dirs(self: &Arc<Self>, dirs: &[PathBuf]) -> Result<Vec<Skill>> {
         if dirs.is_empty() {
             return Ok(Vec::new());
         }
-        let (skills, dirs) = (self.skills.clone(), dirs.to_vec());
+        let (skills, dirs) = (self.clone(), dirs.to_vec());
         tokio::task::spawn_blocking(move || skills.read_all(&dirs))
             .await
             .map_err(|e| Error::internal(e.to_string()))?
             .map_err(Error::invalid)
     }
 
-    /// An agent's skills as they are now; one that went missing is left out (its
-    /// next run says why).
-    pub async fn agent_skills(&self, target: &str) -> Result<Vec<Skill>> {
-        let rec = self.registry.agent_get(target).await?;
-        let dirs: Vec<PathBuf> = rec.view.skills.iter().map(PathBuf::from).collect();
-        let skills = self.skills.clone();
+    /// The skills of these folders as they are now; one that went missing is left
+    /// out (its agent's next run says why).
+    pub(crate) async fn present(self: &Arc<Self>, dirs: Vec<PathBuf>) -> Result<Vec<Skill>> {
+        let skills = self.clone();
         tokio::task::spawn_blocking(move || {
             dirs.iter().filter_map(|d| skills.read(d).ok()).collect()
         })

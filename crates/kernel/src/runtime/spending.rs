@@ -7,7 +7,8 @@ use crate::events::Event;
 use crate::governance::approvals::{self, NewApproval};
 use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::messaging::post_system_to;
-use crate::runtime::Runtime;
+use crate::runtime::approvals::Approvals;
+use crate::runtime::base::{Base, Pause};
 use domain::contracts::{self, Event as Ev, When};
 use domain::error::Result;
 use domain::names::WorkflowRef;
@@ -15,17 +16,27 @@ use domain::states::RunStatus;
 use std::sync::Arc;
 use store::sql::Connection;
 
-impl Runtime {
+/// Spend and run_end contracts, applied around a run.
+pub struct Spending {
+    base: Arc<Base>,
+    approvals: Arc<Approvals>,
+}
+
+impl Spending {
+    pub(crate) fn new(base: Arc<Base>, approvals: Arc<Approvals>) -> Self {
+        Self { base, approvals }
+    }
+
     /// Before a run starts: what spend contracts say. Returns true when the run
     /// must wait (an approval is open or was just asked for, or the agent paused).
-    pub(super) async fn spend_holds(
+    pub(crate) async fn spend_holds(
         self: &Arc<Self>,
         agent_id: i64,
         name: &str,
         workflow: &WorkflowRef,
         workflow_id: i64,
     ) -> Result<bool> {
-        let all = self.contracts.all();
+        let all = self.base.contracts.all();
         let spend: Vec<contracts::Contract> = in_force(&all, workflow_id, workflow)
             .filter(|c| matches!(c.when, When::Spend { .. }))
             .cloned()
@@ -35,7 +46,7 @@ impl Runtime {
         }
         let (wf, n) = (workflow.clone(), name.to_owned());
         let out = self
-            .store
+            .base.store
             .write(move |c| {
                 let (at, au) = spent(c, Spender::Agent(agent_id))?;
                 let (wt, wu) = spent(c, Spender::Workflow(workflow_id))?;
@@ -100,22 +111,23 @@ impl Runtime {
             .await?;
         let (posted, pause, hold, asked) = out;
         for p in &posted {
-            self.messaging.announce(workflow_id, p);
+            self.base.messaging.announce(workflow_id, p);
         }
         if let Some((id, timeout)) = asked {
-            self.events
+            self.base
+                .events
                 .publish(Event::ApprovalAsked { workflow_id, id });
-            self.arm_approval(id, timeout);
+            self.approvals.arm(id, timeout);
         }
         if let Some(why) = pause {
-            self.pause_with_reason(agent_id, workflow, workflow_id, name, &why, None)
-                .await?;
+            let p = Pause::until_resumed(agent_id, (workflow, workflow_id), name, &why);
+            self.base.pause(p).await?;
         }
         Ok(hold)
     }
 
     /// After a run: what run_end contracts say (tell someone, pause the agent).
-    pub(super) async fn run_end_contracts(
+    pub(crate) async fn run_end_contracts(
         self: &Arc<Self>,
         agent_id: i64,
         name: &str,
@@ -123,7 +135,7 @@ impl Runtime {
         workflow_id: i64,
         status: RunStatus,
     ) -> Result<()> {
-        let all = self.contracts.all();
+        let all = self.base.contracts.all();
         let v = contracts::decide(
             in_force(&all, workflow_id, workflow),
             &Ev::RunEnd {
@@ -141,6 +153,7 @@ impl Runtime {
             v.clone(),
         );
         let posted = self
+            .base
             .store
             .write(move |c| {
                 record_tx(
@@ -161,18 +174,19 @@ impl Runtime {
             })
             .await?;
         for p in &posted {
-            self.messaging.announce(workflow_id, p);
+            self.base.messaging.announce(workflow_id, p);
         }
         if let Some((contract, why)) = v.pause.first() {
-            self.pause_with_reason(
-                agent_id,
-                workflow,
-                workflow_id,
-                name,
-                &format!("contract \"{contract}\": {why}"),
-                None,
-            )
-            .await?;
+            self.base
+                .pause(Pause {
+                    agent_id,
+                    workflow,
+                    workflow_id,
+                    name,
+                    reason: &format!("contract \"{contract}\": {why}"),
+                    auto_from: None,
+                })
+                .await?;
         }
         Ok(())
     }

@@ -257,6 +257,8 @@ async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<Strin
     let status = kernel.workflows().workflow_status(w).await?;
     let views = kernel.registry().agent_list(Some(w)).await?;
     let mut runs = kernel
+        .runtime()
+        .workers()
         .recent_runs(scope.workflow_id, RUNS_SHOWN as i64)
         .await?;
     let all = kernel

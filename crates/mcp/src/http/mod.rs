@@ -82,7 +82,7 @@ fn bearer(req: &Request) -> Option<&str> {
 async fn authenticate(State(kernel): State<Arc<Kernel>>, mut req: Request, next: Next) -> Response {
     match kernel.registry().authenticate(bearer(&req)).await {
         Ok(caller) => {
-            kernel.touch_client();
+            kernel.runtime().touch_client();
             let owner = Owner::of_token(bearer(&req).unwrap_or_default().trim());
             req.extensions_mut().insert(caller);
             req.extensions_mut().insert(owner);

@@ -471,14 +471,16 @@ pub async fn read(
             })))
         }
         ["nodes"] if caller.is_lead() => {
-            let nodes = kernel.node_list().await.map_err(internal)?;
+            let rt = kernel.runtime();
+            let nodes = rt.nodes().node_list().await.map_err(internal)?;
             json(serde_json::to_string_pretty(&serde_json::json!({
                 "this": kernel.node(),
                 "nodes": nodes,
             })))
         }
         ["runs", id] if caller.is_lead() => {
-            let r = kernel.run_view(id).await.map_err(|_| unknown())?;
+            let runs = kernel.runtime().workers();
+            let r = runs.run_view(id).await.map_err(|_| unknown())?;
             json(serde_json::to_string_pretty(&r))
         }
         ["orgs", name] if caller.is_lead() => {

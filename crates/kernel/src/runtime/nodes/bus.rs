@@ -14,8 +14,8 @@
 //! Notifications are hints: after any gap (the listener reconnected) the node reads
 //! the store again for what its agents are owed.
 
+use super::Nodes;
 use crate::events::Event;
-use crate::runtime::Runtime;
 use domain::states::{AgentState, WorkflowState};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
@@ -61,7 +61,7 @@ fn travels(e: &Event) -> bool {
     !matches!(e, Event::WorkflowQuiet { .. } | Event::AgentFailed { .. })
 }
 
-impl Runtime {
+impl Nodes {
     /// Joins the bus of the store's kernels (PostgreSQL; nothing on SQLite): this
     /// node's events go out, the others' come in.
     pub(crate) fn start_bus(self: &Arc<Self>) -> domain::error::Result<()> {
@@ -75,13 +75,13 @@ impl Runtime {
                 let _ = gap.blocking_send(Incoming::Gap);
             }),
         };
-        let Some(bus) = self.store.bus(handlers)? else {
+        let Some(bus) = self.base.store.bus(handlers)? else {
             return Ok(());
         };
         let bus = Arc::new(bus);
         let _ = self.bus.set(bus.clone());
-        let from = self.node.clone();
-        self.events.forward_to(Box::new(move |e| {
+        let from = self.base.node.clone();
+        self.base.events.forward_to(Box::new(move |e| {
             if !travels(e) {
                 return;
             }
@@ -113,9 +113,9 @@ impl Runtime {
     /// After notifications may have been missed: everything this node keeps from
     /// them is read again (what its agents are owed, the contracts, tokens).
     async fn resync(self: &Arc<Self>) {
-        self.request_rescan();
-        self.registry.tokens.forget_all();
-        if let Err(e) = self.contracts.reload().await {
+        self.scheduler.request_rescan();
+        self.base.registry.tokens.forget_all();
+        if let Err(e) = self.base.contracts.reload().await {
             tracing::warn!("contracts not read again after a bus gap: {e}");
         }
     }
@@ -123,15 +123,15 @@ impl Runtime {
     async fn on_wire(self: &Arc<Self>, w: Wire) {
         match w {
             Wire::Resync => self.resync().await,
-            Wire::Event { from, .. } if from == self.node => {}
+            Wire::Event { from, .. } if from == self.base.node => {}
             Wire::Event { event, .. } => {
                 self.on_remote_event(&event).await;
-                self.events.publish_remote(event);
+                self.base.events.publish_remote(event);
             }
-            Wire::StopRun { to, agent_id } if to == self.node => {
+            Wire::StopRun { to, agent_id } if to == self.base.node => {
                 let k = self.clone();
                 tokio::spawn(async move {
-                    k.stop_run(agent_id).await;
+                    k.workers.stop_run(agent_id).await;
                 });
             }
             Wire::StopRun { .. } => {}
@@ -141,12 +141,12 @@ impl Runtime {
     /// What this node refreshes when another one says something changed.
     async fn on_remote_event(self: &Arc<Self>, e: &Event) {
         let r = match e {
-            Event::ContractsChanged => self.contracts.reload().await,
+            Event::ContractsChanged => self.base.contracts.reload().await,
             Event::AgentChanged { workflow_id, name } => {
                 self.reconcile_agent(*workflow_id, name).await
             }
             Event::ApprovalClosed { id, .. } => {
-                self.approval_closed_elsewhere(*id);
+                self.approvals.closed_elsewhere(*id);
                 Ok(())
             }
             _ => Ok(()),
@@ -166,6 +166,7 @@ impl Runtime {
     ) -> domain::error::Result<()> {
         let n = name.to_owned();
         let row: Option<AgentLease> = self
+            .base
             .store
             .read(move |c| {
                 Ok(c.query_row(
@@ -181,24 +182,25 @@ impl Runtime {
             .await?;
         // Whatever changed (deleted, or deleted and made again under its name), its
         // cached tokens are read again from the store.
-        self.registry.tokens.forget_named(workflow_id, name);
+        self.base.registry.tokens.forget_named(workflow_id, name);
         let Some((id, node, state, wstate, next)) = row else {
             return Ok(());
         };
-        if node.as_deref() != Some(self.node()) {
+        if node.as_deref() != Some(self.base.node()) {
             // Not (or no longer) this node's: a run still here must not go on.
-            self.scheduler_forget(id);
-            self.arm_schedule(id, None);
-            self.stop_run(id).await;
+            self.scheduler.forget_agent(id);
+            self.scheduler.arm_schedule(id, None);
+            self.workers.stop_run(id).await;
             return Ok(());
         }
         if !domain::states::may_wake(state, wstate) {
-            self.scheduler_forget(id);
-            self.stop_run(id).await;
+            self.scheduler.forget_agent(id);
+            self.workers.stop_run(id).await;
             return Ok(());
         }
-        self.arm_schedule(id, next);
-        self.admit(id, crate::runtime::scheduler::Wake::Message, None)
+        self.scheduler.arm_schedule(id, next);
+        self.scheduler
+            .admit(id, crate::runtime::scheduler::Wake::Message, None)
             .await;
         Ok(())
     }
@@ -208,13 +210,13 @@ impl Runtime {
     /// store (a node that is gone has its runs closed by the takeover). Returns
     /// whether a run was in progress.
     pub(crate) async fn stop_run_anywhere(&self, agent_id: i64) -> domain::error::Result<bool> {
-        if self.stop_run(agent_id).await.is_some() {
+        if self.workers.stop_run(agent_id).await.is_some() {
             return Ok(true);
         }
         let Some(node) = self.running_on(agent_id).await? else {
             return Ok(false);
         };
-        if node == self.node {
+        if node == self.base.node {
             return Ok(false); // claimed here, not started yet: nothing to stop
         }
         let Some(bus) = self.bus.get() else {
@@ -228,7 +230,7 @@ impl Runtime {
         let deadline = tokio::time::Instant::now() + super::lease() * 2;
         let mut asked_at: Option<tokio::time::Instant> = None;
         // Subscribed before the first read: the run's end is heard, not polled for.
-        let mut events = self.events.subscribe();
+        let mut events = self.base.events.subscribe();
         while self.running_on(agent_id).await?.is_some() {
             if asked_at.is_none_or(|t| t.elapsed() >= STOP_AGAIN) {
                 bus.send(ask.clone());
@@ -247,7 +249,8 @@ impl Runtime {
 
     /// The node of an agent's run in progress, if it has one (by the store).
     async fn running_on(&self, agent_id: i64) -> domain::error::Result<Option<String>> {
-        self.store
+        self.base
+            .store
             .read(move |c| {
                 Ok(c.query_row(
                     "SELECT a.node FROM runs r JOIN agents a ON a.id = r.agent_id

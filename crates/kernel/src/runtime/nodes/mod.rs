@@ -28,16 +28,21 @@
 //! with `--labels`) and moves agents by hand.
 
 mod bus;
-mod placing;
+pub(crate) mod placing;
 
 pub(crate) use placing::{labels_of_tx, place_tx, require_live_tx};
 
-use crate::runtime::Runtime;
+use crate::runtime::approvals::Approvals;
+use crate::runtime::base::Base;
+use crate::runtime::scheduler::Scheduler;
+use crate::runtime::workers::Workers;
 use domain::clock::fmt_ms;
 use domain::error::Result;
 use domain::placement;
 use schemars::JsonSchema;
 use serde::Serialize;
+use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use store::sql;
@@ -183,7 +188,7 @@ pub(crate) fn take_over_tx(
     c: &sql::Connection,
     me: &str,
     offered: &str,
-    exclusive: bool,
+    (exclusive, now): (bool, i64),
 ) -> Result<Taken> {
     let cutoff = if exclusive { i64::MAX } else { c.now_ms()? };
     let mut taken = Taken {
@@ -203,18 +208,14 @@ pub(crate) fn take_over_tx(
         for r in &runs {
             crate::governance::approvals::lose_run_tx(c, r)?;
         }
-        crate::runtime::runs::close_lost_tx(c, &runs)?;
+        crate::runtime::runs::close_lost_tx(c, &runs, now)?;
         // The members' votes on their approvals close too (in the channel).
         crate::context::proposals::held::close_settled_tx(c)?;
         c.execute(
             "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
             [id],
         )?;
-        c.execute(
-            "UPDATE deliveries SET state = 'pending'
-              WHERE workflow_id = ?1 AND recipient = ?2 AND state = 'seen'",
-            (wid, name),
-        )?;
+        crate::messaging::runs::requeue_seen_tx(c, *wid, name)?;
     }
     let mut st = c.prepare(
         "DELETE FROM nodes WHERE name <> ?1 AND heartbeat_at + lease_ms < ?2 RETURNING name",
@@ -241,21 +242,41 @@ fn node_row(r: &sql::Row, this: &str) -> sql::Result<NodeView> {
     })
 }
 
-impl Runtime {
-    /// This kernel's node name.
-    pub fn node(&self) -> &str {
-        &self.node
-    }
+/// This node among the others: its heartbeat and lease, the takeover of nodes
+/// that are gone, and (in `bus.rs`) the events between them.
+pub struct Nodes {
+    base: Arc<Base>,
+    scheduler: Arc<Scheduler>,
+    workers: Arc<Workers>,
+    approvals: Arc<Approvals>,
+    /// The bus to the other kernels of the store, once joined (PostgreSQL only).
+    bus: OnceLock<Arc<store::bus::Bus>>,
+    /// Set when the node leaves the store (a clean stop): no more heartbeats.
+    leaving: AtomicBool,
+}
 
-    /// The labels this node offers, as stored (`",a,b,"`, or `""`).
-    pub fn labels(&self) -> &str {
-        &self.labels
+impl Nodes {
+    pub(crate) fn new(
+        base: Arc<Base>,
+        scheduler: Arc<Scheduler>,
+        workers: Arc<Workers>,
+        approvals: Arc<Approvals>,
+    ) -> Self {
+        Self {
+            base,
+            scheduler,
+            workers,
+            approvals,
+            bus: OnceLock::new(),
+            leaving: AtomicBool::new(false),
+        }
     }
 
     /// Every node registered in the store, this one first, then by name.
     pub async fn node_list(&self) -> Result<Vec<NodeView>> {
-        let me = self.node.clone();
-        self.store
+        let me = self.base.node.clone();
+        self.base
+            .store
             .read(move |c| {
                 let now = c.now_ms()?;
                 let mut st = c.prepare(
@@ -286,7 +307,7 @@ impl Runtime {
         self.beat().await?;
         let weak: Weak<Self> = Arc::downgrade(self);
         let every = heartbeat();
-        let exclusive = self.store.is_exclusive();
+        let exclusive = self.base.store.is_exclusive();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -302,7 +323,7 @@ impl Runtime {
                     Ok(Ok(())) => {
                         renewed = tokio::time::Instant::now();
                         if std::mem::take(&mut fenced) {
-                            k.request_rescan();
+                            k.scheduler.request_rescan();
                         }
                         if let Err(e) = k.take_over_gone().await {
                             tracing::warn!("takeover of gone nodes failed: {e}");
@@ -318,7 +339,7 @@ impl Runtime {
                     tracing::error!(
                         "the lease could not be renewed for half its time: stopping this node's workers"
                     );
-                    k.stop_all_runs().await;
+                    k.workers.stop_all_runs().await;
                 }
             }
         });
@@ -328,8 +349,9 @@ impl Runtime {
     /// Renews this node's lease. A node that finds its row gone was taken over:
     /// it stops its workers (their agents run elsewhere now) and registers again.
     async fn beat(self: &Arc<Self>) -> Result<()> {
-        let (node, url) = (self.node.clone(), self.url().map(str::to_owned));
+        let (node, url) = (self.base.node.clone(), self.base.url().map(str::to_owned));
         let found = self
+            .base
             .store
             .write(move |c| {
                 let now = c.now_ms()?;
@@ -341,14 +363,15 @@ impl Runtime {
             .await?;
         if found == 0 {
             tracing::error!(
-                node = %self.node,
+                node = %self.base.node,
                 "this node was taken over by another (its heartbeat was late): stopping its workers and registering again"
             );
-            self.stop_all_runs().await;
-            self.scheduler_forget_all();
-            let (node, url) = (self.node.clone(), self.url().map(str::to_owned));
-            let labels = self.labels.clone();
-            self.store
+            self.workers.stop_all_runs().await;
+            self.scheduler.forget_all_agents();
+            let (node, url) = (self.base.node.clone(), self.base.url().map(str::to_owned));
+            let labels = self.base.labels.clone();
+            self.base
+                .store
                 .write(move |c| {
                     register_tx(c, &node, &labels)?;
                     c.execute(
@@ -365,13 +388,13 @@ impl Runtime {
     /// Takes over the agents of nodes whose lease ran out (PostgreSQL; on SQLite the
     /// one kernel took every agent when it opened), then serves what they are owed.
     async fn take_over_gone(self: &Arc<Self>) -> Result<()> {
-        if self.store.is_exclusive() {
+        if self.base.store.is_exclusive() {
             return Ok(());
         }
-        let (me, labels) = (self.node.clone(), self.labels.clone());
+        let (me, labels) = (self.base.node.clone(), self.base.labels.clone());
         // A read first: the common case (nobody is gone) writes nothing.
         let gone: bool = self
-            .store
+            .base.store
             .read(move |c| {
                 let now = c.now_ms()?;
                 let nodes_gone: bool = c.query_row(
@@ -385,10 +408,12 @@ impl Runtime {
         if !gone {
             return Ok(());
         }
-        let (me, labels) = (self.node.clone(), self.labels.clone());
+        let (me, labels) = (self.base.node.clone(), self.base.labels.clone());
+        let now = self.base.clock.now_ms();
         let taken = self
+            .base
             .store
-            .write(move |c| take_over_tx(c, &me, &labels, false))
+            .write(move |c| take_over_tx(c, &me, &labels, (false, now)))
             .await?;
         self.after_takeover(&taken).await;
         Ok(())
@@ -408,15 +433,17 @@ impl Runtime {
             "took over the agents of nodes that stopped heartbeating"
         );
         for (_, wid, name) in &taken.agents {
-            self.events.publish(crate::events::Event::AgentChanged {
-                workflow_id: *wid,
-                name: name.clone(),
-            });
+            self.base
+                .events
+                .publish(crate::events::Event::AgentChanged {
+                    workflow_id: *wid,
+                    name: name.clone(),
+                });
         }
-        if let Err(e) = self.recover_approvals().await {
+        if let Err(e) = self.approvals.recover().await {
             tracing::warn!("approvals not re-armed after a takeover: {e}");
         }
-        self.request_rescan();
+        self.scheduler.request_rescan();
     }
 
     /// Leaves the table (a clean stop): the other nodes take this one's agents at
@@ -424,8 +451,9 @@ impl Runtime {
     pub async fn leave(&self) -> Result<()> {
         self.leaving
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let node = self.node.clone();
-        self.store
+        let node = self.base.node.clone();
+        self.base
+            .store
             .write(move |c| {
                 c.execute("DELETE FROM nodes WHERE name = ?1", [&node])?;
                 Ok(())

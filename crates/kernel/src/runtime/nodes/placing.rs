@@ -1,10 +1,9 @@
 //! Placement: which live node runs an agent, by name or by labels, when it is
 //! made, moved by hand or given labels (see [`domain::placement`]).
 
-use super::Runtime;
 use domain::error::Result;
 use domain::placement::{self, Placement};
-use std::sync::Arc;
+
 use store::sql;
 
 /// Where a new agent runs: the node `wanted` names (it must be alive), else the
@@ -82,7 +81,12 @@ pub(crate) fn require_live_tx(c: &sql::Connection, node: &str, fix: &str) -> Res
 /// the lease, so a run that starts on the old node after this commits is refused
 /// there). Labels given become the agent's; its node changes only when it lacks
 /// them. The node it left, if it moved.
-fn move_tx(c: &sql::Connection, id: i64, name: &str, to: &Placement) -> Result<Option<String>> {
+pub(crate) fn move_tx(
+    c: &sql::Connection,
+    id: i64,
+    name: &str,
+    to: &Placement,
+) -> Result<Option<String>> {
     let (had, running, needed): (Option<String>, bool, String) = c.query_row(
         "SELECT node, EXISTS (SELECT 1 FROM runs WHERE agent_id = ?1 AND status = 'running'), labels
            FROM agents WHERE id = ?1",
@@ -155,48 +159,10 @@ fn is_live_tx(c: &sql::Connection, name: &str) -> Result<bool> {
 }
 
 /// A worktree agent cannot move: its worktree is in its node's data dir.
-fn stays_with_worktree(name: &str, node: Option<&str>) -> domain::error::Error {
+pub(crate) fn stays_with_worktree(name: &str, node: Option<&str>) -> domain::error::Error {
     domain::error::Error::invalid(format!(
         "{name} works in a git worktree in its node's data dir ({}): it cannot move; make it \
          shared first (agent_update workspace: \"shared\", its branch is kept)",
         node.unwrap_or("?")
     ))
-}
-
-impl Runtime {
-    /// Moves an agent by hand to the live node `to` names, or gives it the labels
-    /// `to` lists (moving it to the least loaded live node with them when its own
-    /// lacks them): from then on that node runs it; the messages waiting in its inbox and its schedule follow it (they are in
-    /// the store; the node it left forgets it, the new one serves what it is owed,
-    /// each told by the bus or here).
-    pub async fn move_agent(self: &Arc<Self>, target: &str, to: &Placement) -> Result<()> {
-        let rec = self.registry.agent_get(target).await?;
-        let worktree = matches!(
-            &rec.view.workspace,
-            Some(domain::workspace::Workspace::Worktree(_))
-        );
-        // Not while an agent_update of it (a workspace made in this data dir) runs.
-        let _changing = self.changing(rec.id).await;
-        let (id, name, to_) = (rec.id, rec.view.name.clone(), to.clone());
-        let moved = self
-            .store
-            .write(move |c| {
-                let from = move_tx(c, id, &name, &to_)?;
-                if worktree && from.is_some() {
-                    return Err(stays_with_worktree(&name, from.as_deref()));
-                }
-                Ok(from)
-            })
-            .await?;
-        if let Some(from) = &moved {
-            tracing::info!(agent = %rec.view.name, %from, ?to, "agent moved by hand");
-            self.reconcile_agent(rec.workflow_id, &rec.view.name)
-                .await?;
-        }
-        self.events.publish(crate::events::Event::AgentChanged {
-            workflow_id: rec.workflow_id,
-            name: rec.view.name,
-        });
-        Ok(())
-    }
 }

@@ -3,10 +3,10 @@
 //! state, an empty inbox, for a poll the channel it has not seen, its guards) and
 //! the queue keeps the worker limit, first in, first out, one place per agent.
 
-use super::{Queued, Timer, Wake};
-use crate::messaging::broadcast;
+use super::{Admission, Queued, Scheduler, Wake};
+use crate::messaging::runs::open_deliveries;
 use crate::registry::config::AgentConfig;
-use crate::runtime::Runtime;
+use crate::runtime::base::Pause;
 use crate::runtime::runs::{Spender, spent};
 use crate::runtime::schedules;
 use domain::error::Result;
@@ -122,23 +122,6 @@ fn gate_facts(
     }))
 }
 
-/// Deliveries an agent should handle now: pending, seen, or deferred and due, and
-/// the broadcasts not yet written as its rows (pending).
-pub(crate) fn open_deliveries(
-    c: &Connection,
-    workflow_id: i64,
-    name: &str,
-    now: i64,
-) -> Result<i64> {
-    let rows: i64 = c
-        .prepare_cached(
-            "SELECT count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND state <> 'acked'
-               AND (state <> 'deferred' OR defer_until <= ?3)",
-        )?
-        .query_row((workflow_id, name, now), |r| r.get(0))?;
-    Ok(rows + broadcast::unwritten(c, workflow_id, name)?)
-}
-
 impl GateFacts {
     fn decide(&self, wake: Wake) -> Gate {
         if self.external || !may_wake(self.agent_state, self.workflow_state) {
@@ -205,7 +188,7 @@ fn over_budget(who: &str, budget: &Budget, tokens: u64, cost: f64) -> Option<Str
     None
 }
 
-impl Runtime {
+impl Scheduler {
     /// Asks for a run of an agent; see the module docs for what may happen instead.
     pub(crate) async fn admit(
         self: &Arc<Self>,
@@ -228,46 +211,24 @@ impl Runtime {
         prompt: Option<String>,
     ) -> bool {
         if self
+            .workers
             .remember_wake(agent_id, wake, prompt.as_deref())
             .is_some()
         {
             return false;
         }
-        {
-            let mut st = self.scheduler.state.lock().unwrap();
-            // A retry will read the inbox: nothing to add.
-            if wake == Wake::Message && st.timers.contains_key(&Timer::Retry(agent_id)) {
-                return false;
-            }
-            // A start under way may have looked at the inbox before this message
-            // was in it: it looks again when it is done.
-            if wake == Wake::Message && st.starting.contains(&agent_id) {
-                st.recheck.insert(agent_id);
-                return false;
-            }
-            if self.runs_in_progress() + st.starting.len() >= self.scheduler.limit {
-                match st.queue.iter_mut().find(|q| q.agent_id == agent_id) {
-                    Some(q) => {
-                        if q.prompt.is_none() && prompt.is_some() {
-                            (q.wake, q.prompt) = (wake, prompt);
-                        }
-                    }
-                    None => st.queue.push_back(Queued {
-                        agent_id,
-                        wake,
-                        prompt,
-                    }),
-                }
-                return false;
-            }
-            st.starting.insert(agent_id);
-        }
-        let r = self.gate_and_start(agent_id, wake, prompt).await;
-        let again = {
-            let mut st = self.scheduler.state.lock().unwrap();
-            st.starting.remove(&agent_id);
-            st.recheck.remove(&agent_id)
+        let running = self.workers.runs_in_progress();
+        let q = Queued {
+            agent_id,
+            wake,
+            prompt,
         };
+        let admitted = self.state.lock().unwrap().admit(q, running, self.limit);
+        let Admission::Start(prompt) = admitted else {
+            return false;
+        };
+        let r = self.gate_and_start(agent_id, wake, prompt).await;
+        let again = self.state.lock().unwrap().started(agent_id);
         if let Err(e) = r {
             tracing::warn!(agent_id, "could not start a run: {e}");
         }
@@ -280,8 +241,9 @@ impl Runtime {
         wake: Wake,
         prompt: Option<String>,
     ) -> Result<()> {
-        let (me, now) = (self.node().to_owned(), self.clock.now_ms());
+        let (me, now) = (self.base.node().to_owned(), self.base.clock.now_ms());
         let Some(facts) = self
+            .base
             .store
             .read(move |c| gate_facts(c, agent_id, &me, now, wake))
             .await?
@@ -293,33 +255,36 @@ impl Runtime {
             // running by a check made while this admission was under way (it owed
             // a run then) looks again.
             Gate::Skip if wake == Wake::Poll && facts.workflow_state == WorkflowState::Running => {
-                self.scheduler.settle_soon(facts.workflow_id);
+                self.settle_soon(facts.workflow_id);
                 Ok(())
             }
             Gate::Skip => Ok(()),
-            Gate::Trip(why) => {
-                self.pause_with_reason(
+            Gate::Trip(why) => self
+                .base
+                .pause(Pause {
                     agent_id,
-                    &facts.workflow,
-                    facts.workflow_id,
-                    &facts.name,
-                    &format!("guard: {why}"),
-                    None,
-                )
+                    workflow: &facts.workflow,
+                    workflow_id: facts.workflow_id,
+                    name: &facts.name,
+                    reason: &format!("guard: {why}"),
+                    auto_from: None,
+                })
                 .await
-            }
+                .map(|_| ()),
             Gate::Go
                 if self
+                    .spending
                     .spend_holds(agent_id, &facts.name, &facts.workflow, facts.workflow_id)
                     .await? =>
             {
                 Ok(())
             }
-            Gate::Go => match self.start_run(agent_id, wake, prompt.clone()).await {
+            Gate::Go => match self.workers.start_run(agent_id, wake, prompt.clone()).await {
                 Ok(_) => Ok(()),
                 // Started by someone else (an ask) between the check and here.
                 Err(domain::error::Error::Conflict(_)) => {
-                    self.remember_wake(agent_id, wake, prompt.as_deref());
+                    self.workers
+                        .remember_wake(agent_id, wake, prompt.as_deref());
                     Ok(())
                 }
                 Err(e) => Err(e),
@@ -330,13 +295,8 @@ impl Runtime {
     /// Starts queued runs while there is room.
     pub(super) async fn drain_queue(self: &Arc<Self>) {
         loop {
-            let next = {
-                let mut st = self.scheduler.state.lock().unwrap();
-                if self.runs_in_progress() + st.starting.len() >= self.scheduler.limit {
-                    return;
-                }
-                st.queue.pop_front()
-            };
+            let running = self.workers.runs_in_progress();
+            let next = self.state.lock().unwrap().next(running, self.limit);
             let Some(q) = next else { return };
             self.admit(q.agent_id, q.wake, q.prompt).await;
         }

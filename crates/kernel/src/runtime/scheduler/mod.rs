@@ -3,7 +3,7 @@
 //! Sources of a run: a delivery (the `Delivered` event, at once), a schedule
 //! (`every` after idle, `cron`), a retry after a failure, the end of an automatic
 //! pause, a deferred message whose time came, and agent_ask (which goes straight to
-//! the process manager). All but the ask pass through [`Runtime::admit`](crate::runtime::Runtime):
+//! the process manager). All but the ask pass through [`Scheduler::admit`]:
 //!
 //! - a running agent gets the wake remembered (one more run when this one ends);
 //! - at most `limit` runs at once; the rest wait in a FIFO queue with one place per
@@ -12,7 +12,7 @@
 //!   nothing in the inbox, or a poll (an `every` schedule without a prompt of its
 //!   own) with nothing waiting starts nothing; a guard that trips pauses the agent.
 //!
-//! After a run ([`Runtime::after_run`](crate::runtime::Runtime), called by the process manager before it
+//! After a run ([`Scheduler::after_run`], which the process manager calls before it
 //! reports the run done): success clears the retry count; a failure is retried after
 //! 1 s, 2 s and 4 s (the deliveries stay pending); auth and billing errors pause the
 //! agent and resume it after 5 min, doubling to 1 h; a fourth failure marks the
@@ -23,16 +23,19 @@
 //! one task sleeps until the earliest. What must survive a restart is in the store
 //! (schedules, automatic resumes, pending deliveries) and is re-armed at start.
 
+mod fires;
 mod gate;
 mod outcome;
 mod wakes;
 
 use crate::events::Event;
 use crate::messaging::broadcast::UNWRITTEN_EXISTS;
-use crate::runtime::Runtime;
-use crate::timing::Clock;
+pub(crate) use crate::messaging::runs::open_deliveries;
+use crate::runtime::base::Base;
+use crate::runtime::runs::RunEnd;
+use crate::runtime::spending::Spending;
+use crate::runtime::workers::Workers;
 use domain::error::Result;
-pub(crate) use gate::open_deliveries;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -59,6 +62,34 @@ struct Queued {
     prompt: Option<String>,
 }
 
+/// What admission decided for a wake, before the gate reads the store.
+#[derive(Debug, PartialEq)]
+enum Admission {
+    /// Nothing to add: a retry will read the inbox.
+    Dropped,
+    /// A start under way looks again once it is done.
+    Recheck,
+    /// The worker limit is reached: it waits in the queue (one place per agent).
+    Queued,
+    /// Marked starting: the gate decides, with the wake's prompt.
+    Start(Option<String>),
+}
+
+/// What a finished run means for scheduling.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Stopped: nothing follows.
+    Nothing,
+    /// The retry count starts over.
+    Succeeded,
+    /// Auth or billing: an automatic pause.
+    Pause(domain::protocol::ErrorClass),
+    /// Retried after this delay (the attempt's number).
+    Retry(usize, Duration),
+    /// Failed every retry (after this many attempts).
+    Failed(usize),
+}
+
 #[derive(Default)]
 struct State {
     queue: VecDeque<Queued>,
@@ -75,6 +106,139 @@ struct State {
     watched: HashSet<i64>,
 }
 
+impl State {
+    /// Removes and returns the timers due at `now`, and the next deadline.
+    fn due(&mut self, now: i64) -> (Vec<Timer>, Option<i64>) {
+        let due: Vec<Timer> = self
+            .timers
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in &due {
+            self.timers.remove(t);
+        }
+        (due, self.timers.values().min().copied())
+    }
+
+    /// Whether any of these agents has work queued, starting or waiting for a retry
+    /// (or a deferred delivery).
+    fn owes(&self, agent_ids: &[i64]) -> bool {
+        agent_ids.iter().any(|a| self.starting.contains(a))
+            || self.queue.iter().any(|q| agent_ids.contains(&q.agent_id))
+            || agent_ids.iter().any(|a| {
+                self.timers.contains_key(&Timer::Retry(*a))
+                    || self.timers.contains_key(&Timer::Deferred(*a))
+            })
+    }
+
+    /// Whether anything is queued, starting, or waiting on a timer other than a
+    /// workflow's settle check.
+    fn busy(&self) -> bool {
+        !self.queue.is_empty()
+            || !self.starting.is_empty()
+            || self.timers.keys().any(|t| !matches!(t, Timer::Settle(_)))
+    }
+
+    /// Every agent's queued work, attempts and timers go; settle checks stay.
+    fn forget_all_agents(&mut self) {
+        self.queue.clear();
+        self.attempts.clear();
+        self.timers.retain(|t, _| matches!(t, Timer::Settle(_)));
+    }
+
+    /// One agent's queued work, attempts and timers go.
+    fn forget_agent(&mut self, agent_id: i64) {
+        self.queue.retain(|q| q.agent_id != agent_id);
+        self.attempts.remove(&agent_id);
+        for t in [
+            Timer::Retry(agent_id),
+            Timer::Resume(agent_id),
+            Timer::Schedule(agent_id),
+            Timer::Deferred(agent_id),
+        ] {
+            self.timers.remove(&t);
+        }
+    }
+
+    /// Admission's bookkeeping for a wake of `agent_id` while `running` runs are
+    /// in progress, at most `limit` at once.
+    fn admit(&mut self, q: Queued, running: usize, limit: usize) -> Admission {
+        let Queued {
+            agent_id,
+            wake,
+            prompt,
+        } = q;
+        // A retry will read the inbox: nothing to add.
+        if wake == Wake::Message && self.timers.contains_key(&Timer::Retry(agent_id)) {
+            return Admission::Dropped;
+        }
+        // A start under way may have looked at the inbox before this message
+        // was in it: it looks again when it is done.
+        if wake == Wake::Message && self.starting.contains(&agent_id) {
+            self.recheck.insert(agent_id);
+            return Admission::Recheck;
+        }
+        if running + self.starting.len() >= limit {
+            match self.queue.iter_mut().find(|q| q.agent_id == agent_id) {
+                Some(q) => {
+                    if q.prompt.is_none() && prompt.is_some() {
+                        (q.wake, q.prompt) = (wake, prompt);
+                    }
+                }
+                None => self.queue.push_back(Queued {
+                    agent_id,
+                    wake,
+                    prompt,
+                }),
+            }
+            return Admission::Queued;
+        }
+        self.starting.insert(agent_id);
+        Admission::Start(prompt)
+    }
+
+    /// A start is done; whether a message came meanwhile (look again).
+    fn started(&mut self, agent_id: i64) -> bool {
+        self.starting.remove(&agent_id);
+        self.recheck.remove(&agent_id)
+    }
+
+    /// The next queued wake, if there is room for it.
+    fn next(&mut self, running: usize, limit: usize) -> Option<Queued> {
+        if running + self.starting.len() >= limit {
+            return None;
+        }
+        self.queue.pop_front()
+    }
+
+    /// What a run's end means, counting failures in a row (`delays` are the
+    /// retries' waits: one more failure than there are fails for good).
+    fn settle(&mut self, agent_id: i64, end: &RunEnd, delays: &[Duration]) -> Verdict {
+        use domain::protocol::ErrorClass;
+        if end.stopped() {
+            return Verdict::Nothing;
+        }
+        if end.ok {
+            self.attempts.remove(&agent_id);
+            return Verdict::Succeeded;
+        }
+        let class = end.error_class.unwrap_or(ErrorClass::Other);
+        if matches!(class, ErrorClass::Auth | ErrorClass::BillingQuota) {
+            self.attempts.remove(&agent_id);
+            return Verdict::Pause(class);
+        }
+        let n = self.attempts.entry(agent_id).or_default();
+        *n += 1;
+        let attempt = *n;
+        if let Some(delay) = delays.get(attempt - 1) {
+            return Verdict::Retry(attempt, *delay);
+        }
+        self.attempts.remove(&agent_id);
+        Verdict::Failed(attempt)
+    }
+}
+
 pub struct Scheduler {
     state: Mutex<State>,
     /// Wakes the timer task when a deadline is set (it may be earlier than its sleep).
@@ -83,13 +247,15 @@ pub struct Scheduler {
     wakes: Arc<wakes::Wakes>,
     /// Most runs at once (AGENT_WORKER_MAX_WORKERS, default cores × 2).
     pub limit: usize,
-    /// The kernel's clock, and the quiet time before a workflow run is called done.
-    clock: Clock,
-    settle_debounce: Duration,
+    /// The store, the clock (and the quiet time before a workflow run is called
+    /// done in its timing), the process manager and the spend contracts.
+    base: Arc<Base>,
+    workers: Arc<Workers>,
+    spending: Arc<Spending>,
 }
 
 impl Scheduler {
-    pub fn new(clock: Clock, settle_debounce: Duration) -> Self {
+    pub(crate) fn new(base: Arc<Base>, workers: Arc<Workers>, spending: Arc<Spending>) -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let limit = std::env::var("AGENT_WORKER_MAX_WORKERS")
             .ok()
@@ -101,8 +267,9 @@ impl Scheduler {
             timer_wake: Arc::new(Notify::new()),
             wakes: Arc::default(),
             limit,
-            clock,
-            settle_debounce,
+            base,
+            workers,
+            spending,
         }
     }
 
@@ -117,46 +284,34 @@ impl Scheduler {
 
     /// Removes and returns the timers that are due, and the next deadline.
     fn due(&self, now: i64) -> (Vec<Timer>, Option<i64>) {
-        let mut st = self.state.lock().unwrap();
-        let due: Vec<Timer> = st
-            .timers
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in &due {
-            st.timers.remove(t);
-        }
-        (due, st.timers.values().min().copied())
+        self.state.lock().unwrap().due(now)
     }
 
     /// Whether any of these agents has work queued, starting or waiting for a retry.
     pub(crate) fn owes(&self, agent_ids: &[i64]) -> bool {
-        let st = self.state.lock().unwrap();
-        agent_ids.iter().any(|a| st.starting.contains(a))
-            || st.queue.iter().any(|q| agent_ids.contains(&q.agent_id))
-            || agent_ids.iter().any(|a| {
-                st.timers.contains_key(&Timer::Retry(*a))
-                    || st.timers.contains_key(&Timer::Deferred(*a))
-            })
+        self.state.lock().unwrap().owes(agent_ids)
     }
 
     /// Whether anything is queued, starting, or waiting on a timer (other than a
     /// workflow's settle check): work that would be lost if the kernel stopped.
     pub(crate) fn busy(&self) -> bool {
-        let st = self.state.lock().unwrap();
-        !st.queue.is_empty()
-            || !st.starting.is_empty()
-            || st.timers.keys().any(|t| !matches!(t, Timer::Settle(_)))
+        self.state.lock().unwrap().busy()
     }
 
-    pub(crate) fn watch(&self, workflow_id: i64, watched: bool) {
-        let mut st = self.state.lock().unwrap();
+    /// Watches a workflow run's completion (checked once things are quiet), or
+    /// stops watching it.
+    pub(crate) fn watch_workflow(&self, workflow_id: i64, watched: bool) {
+        {
+            let mut st = self.state.lock().unwrap();
+            if watched {
+                st.watched.insert(workflow_id);
+            } else {
+                st.watched.remove(&workflow_id);
+                st.timers.remove(&Timer::Settle(workflow_id));
+            }
+        }
         if watched {
-            st.watched.insert(workflow_id);
-        } else {
-            st.watched.remove(&workflow_id);
-            st.timers.remove(&Timer::Settle(workflow_id));
+            self.settle_soon(workflow_id);
         }
     }
 
@@ -166,7 +321,7 @@ impl Scheduler {
         if watched {
             self.arm(
                 Timer::Settle(workflow_id),
-                self.clock.now_ms() + self.settle_debounce.as_millis() as i64,
+                self.base.clock.now_ms() + self.base.timing.settle_debounce.as_millis() as i64,
             );
         }
     }
@@ -174,40 +329,19 @@ impl Scheduler {
     /// Drops every agent's queued work and timers (this node was taken over: its
     /// agents run elsewhere now). Workflow settle checks stay.
     pub(crate) fn forget_all_agents(&self) {
-        let mut st = self.state.lock().unwrap();
-        st.queue.clear();
-        st.attempts.clear();
-        st.timers.retain(|t, _| matches!(t, Timer::Settle(_)));
+        self.state.lock().unwrap().forget_all_agents();
     }
 
     pub(crate) fn forget_agent(&self, agent_id: i64) {
-        let mut st = self.state.lock().unwrap();
-        st.queue.retain(|q| q.agent_id != agent_id);
-        st.attempts.remove(&agent_id);
-        for t in [
-            Timer::Retry(agent_id),
-            Timer::Resume(agent_id),
-            Timer::Schedule(agent_id),
-            Timer::Deferred(agent_id),
-        ] {
-            st.timers.remove(&t);
-        }
+        self.state.lock().unwrap().forget_agent(agent_id);
     }
 }
 
-impl Default for Scheduler {
-    /// On the system clock with production's delays.
-    fn default() -> Self {
-        let t = crate::timing::Timing::default();
-        Self::new(Clock::system(), t.settle_debounce)
-    }
-}
-
-impl Runtime {
+impl Scheduler {
     /// Starts the scheduler's two tasks (events, timers) and re-arms what the store
     /// says is owed: schedules, automatic resumes, deferred and pending deliveries,
     /// and workflow runs in progress.
-    pub async fn start_scheduler(self: &Arc<Self>) -> Result<()> {
+    pub async fn start(self: &Arc<Self>) -> Result<()> {
         self.spawn_event_loop();
         self.spawn_wake_drain();
         self.spawn_timer_loop();
@@ -218,10 +352,10 @@ impl Runtime {
     /// Idempotent (a deadline set again replaces itself), so it also recovers from
     /// missed events.
     async fn serve_owed(self: &Arc<Self>) -> Result<()> {
-        let now = self.clock.now_ms();
-        let me = self.node().to_owned();
+        let now = self.base.clock.now_ms();
+        let me = self.base.node().to_owned();
         let owed = self
-            .store
+            .base.store
             .read(move |c| {
                 // `?1` is this node, `?2` now: every query names both.
                 let ids = |sql: &str| -> Result<Vec<(i64, Option<i64>)>> {
@@ -256,17 +390,16 @@ impl Runtime {
             .await?;
         let (schedules, resumes, pending, deferred, workflows) = owed;
         for (a, at) in schedules {
-            self.scheduler.arm(Timer::Schedule(a), at.unwrap_or(now));
+            self.arm(Timer::Schedule(a), at.unwrap_or(now));
         }
         for (a, at) in resumes {
-            self.scheduler.arm(Timer::Resume(a), at.unwrap_or(now));
+            self.arm(Timer::Resume(a), at.unwrap_or(now));
         }
         for (a, at) in deferred {
-            self.scheduler.arm(Timer::Deferred(a), at.unwrap_or(now));
+            self.arm(Timer::Deferred(a), at.unwrap_or(now));
         }
         for (w, _) in workflows {
-            self.scheduler.watch(w, true);
-            self.scheduler.settle_soon(w);
+            self.watch_workflow(w, true);
         }
         for (a, _) in pending {
             self.admit(a, Wake::Message, None).await;
@@ -276,7 +409,7 @@ impl Runtime {
 
     fn spawn_event_loop(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
-        let mut rx = self.events.subscribe();
+        let mut rx = self.base.events.subscribe();
         tokio::spawn(async move {
             loop {
                 let ev = rx.recv().await;
@@ -287,16 +420,16 @@ impl Runtime {
                         recipients,
                         ..
                     }) => {
-                        k.scheduler.settle_soon(workflow_id);
+                        k.settle_soon(workflow_id);
                         // Noted, not read here: the drain task reads in batches.
-                        k.scheduler.wakes.note(workflow_id, &recipients);
+                        k.wakes.note(workflow_id, &recipients);
                     }
                     Ok(Event::Posted { workflow_id, .. })
                     | Ok(Event::AgentChanged { workflow_id, .. })
                     | Ok(Event::RunEnded { workflow_id, .. })
                     | Ok(Event::ApprovalAsked { workflow_id, .. })
                     | Ok(Event::ApprovalClosed { workflow_id, .. }) => {
-                        k.scheduler.settle_soon(workflow_id);
+                        k.settle_soon(workflow_id);
                     }
                     Ok(
                         Event::WorkflowSettled { .. }
@@ -323,12 +456,12 @@ impl Runtime {
 
     fn spawn_timer_loop(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
-        let wake = self.scheduler.timer_wake.clone();
-        let clock = self.clock.clone();
+        let wake = self.timer_wake.clone();
+        let clock = self.base.clock.clone();
         tokio::spawn(async move {
             loop {
                 let Some(k) = weak.upgrade() else { return };
-                let (due, next) = k.scheduler.due(clock.now_ms());
+                let (due, next) = k.due(clock.now_ms());
                 for t in due {
                     let k2 = k.clone();
                     tokio::spawn(async move { k2.on_timer(t).await });
@@ -360,7 +493,9 @@ impl Runtime {
             Timer::Resume(a) => self.auto_resume(a).await,
             Timer::Schedule(a) => self.fire_schedule(a).await,
             Timer::Settle(w) => {
-                self.events.publish(Event::WorkflowQuiet { workflow_id: w });
+                self.base
+                    .events
+                    .publish(Event::WorkflowQuiet { workflow_id: w });
                 Ok(())
             }
         };
@@ -373,8 +508,8 @@ impl Runtime {
     /// lead), not external, not paused. One read per message, however many
     /// recipients. (The gate checks again; this only spares it the common cases.)
     async fn wakeable_agents(&self, workflow_id: i64, names: Vec<String>) -> Result<Vec<i64>> {
-        let me = self.node().to_owned();
-        self.store
+        let me = self.base.node().to_owned();
+        self.base.store
             .read(move |c| {
                 // This node's agents only: another node wakes its own (it hears of the
                 // delivery from the bus).
@@ -395,33 +530,30 @@ impl Runtime {
             .await
     }
 
-    /// Drops an agent's queued work and timers (not its schedule row): it was paused,
-    /// deleted or registered anew.
-    pub(crate) fn scheduler_forget(&self, agent_id: i64) {
-        self.scheduler.forget_agent(agent_id);
-    }
-
-    /// Drops every agent's queued work and timers (this node was taken over).
-    pub(crate) fn scheduler_forget_all(&self) {
-        self.scheduler.forget_all_agents();
-    }
-
     pub(crate) fn arm_schedule(&self, agent_id: i64, at: Option<i64>) {
         match at {
-            Some(at) => self.scheduler.arm(Timer::Schedule(agent_id), at),
-            None => self.scheduler.disarm(Timer::Schedule(agent_id)),
+            Some(at) => self.arm(Timer::Schedule(agent_id), at),
+            None => self.disarm(Timer::Schedule(agent_id)),
         }
-    }
-
-    pub(crate) fn watch_workflow(&self, workflow_id: i64, watched: bool) {
-        self.scheduler.watch(workflow_id, watched);
-        if watched {
-            self.scheduler.settle_soon(workflow_id);
-        }
-    }
-
-    /// Whether the scheduler still owes any of these agents a run.
-    pub(crate) fn owes_runs(&self, agent_ids: &[i64]) -> bool {
-        self.scheduler.owes(agent_ids)
     }
 }
+
+impl crate::runtime::workers::AfterRun for Scheduler {
+    fn settle_run(
+        self: Arc<Self>,
+        agent_id: i64,
+        workflow_id: i64,
+        end: RunEnd,
+        again: Option<(Wake, Option<String>)>,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        // Boxed: a run that ends may start the next one, a cycle of futures the
+        // compiler cannot see through without a named type.
+        Box::pin(async move { self.after_run(agent_id, workflow_id, &end, again).await })
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod timer_tests;

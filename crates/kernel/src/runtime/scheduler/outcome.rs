@@ -4,10 +4,10 @@
 //! fourth failure in a row marks the agent failed. Guards on tokens and cost are
 //! checked here too. The lead hears of every pause and failure in the channel.
 
-use super::{Timer, Wake};
+use super::{Scheduler, Timer, Verdict, Wake};
 use crate::events::Event;
 use crate::messaging;
-use crate::runtime::Runtime;
+use crate::runtime::base::Pause;
 use crate::runtime::runs::RunEnd;
 use domain::error::Result;
 use domain::names::WorkflowRef;
@@ -15,7 +15,7 @@ use domain::protocol::ErrorClass;
 use std::sync::Arc;
 use store::sql::OptionalExtension;
 
-impl Runtime {
+impl Scheduler {
     /// Settles what a finished run means for scheduling. Called by the process
     /// manager once the run's row is final, before it reports the run done.
     pub(crate) async fn after_run(
@@ -38,59 +38,46 @@ impl Runtime {
         end: &RunEnd,
         again: Option<(Wake, Option<String>)>,
     ) -> Result<()> {
-        if end.stopped() {
-            return Ok(());
-        }
-        let now = self.clock.now_ms();
-        if end.ok {
-            return self.succeeded(agent_id, again, now).await;
-        }
-        let class = end.error_class.unwrap_or(ErrorClass::Other);
-        let error = end.error.clone().unwrap_or_else(|| "no error text".into());
-        let (wf, name) = self.agent_names_of(agent_id).await?;
-        if matches!(class, ErrorClass::Auth | ErrorClass::BillingQuota) {
-            self.scheduler
-                .state
+        let now = self.base.clock.now_ms();
+        let verdict =
+            self.state
                 .lock()
                 .unwrap()
-                .attempts
-                .remove(&agent_id);
-            return self
-                .pause_with_reason(
+                .settle(agent_id, end, &self.base.timing.retry_delays);
+        let class = end.error_class.unwrap_or(ErrorClass::Other);
+        let error = end.error.clone().unwrap_or_else(|| "no error text".into());
+        match verdict {
+            Verdict::Nothing => Ok(()),
+            Verdict::Succeeded => self.succeeded(agent_id, again, now).await,
+            Verdict::Pause(class) => {
+                let (wf, name) = self.agent_names_of(agent_id).await?;
+                let reason = format!("{}: {error}", class.as_str());
+                let p = Pause {
                     agent_id,
-                    &wf,
+                    workflow: &wf,
                     workflow_id,
-                    &name,
-                    &format!("{}: {error}", class.as_str()),
-                    Some(now),
-                )
-                .await;
+                    name: &name,
+                    reason: &reason,
+                    auto_from: Some(now),
+                };
+                self.pause(p).await
+            }
+            Verdict::Retry(attempt, delay) => {
+                let (_, name) = self.agent_names_of(agent_id).await?;
+                tracing::info!(agent = %name, attempt, ?delay, "run failed; retrying");
+                self.arm(Timer::Retry(agent_id), now + delay.as_millis() as i64);
+                Ok(())
+            }
+            Verdict::Failed(attempt) => {
+                let (wf, name) = self.agent_names_of(agent_id).await?;
+                let reason = format!(
+                    "{name} failed {attempt} times in a row; the last error ({}): {error}",
+                    class.as_str()
+                );
+                self.failed_for_good(agent_id, workflow_id, &wf, &name, reason)
+                    .await
+            }
         }
-        let attempt = {
-            let mut st = self.scheduler.state.lock().unwrap();
-            let n = st.attempts.entry(agent_id).or_default();
-            *n += 1;
-            *n
-        };
-        if let Some(delay) = self.timing.retry_delays.get(attempt - 1) {
-            tracing::info!(agent = %name, attempt, ?delay, "run failed; retrying");
-            self.scheduler
-                .arm(Timer::Retry(agent_id), now + delay.as_millis() as i64);
-            return Ok(());
-        }
-        self.scheduler
-            .state
-            .lock()
-            .unwrap()
-            .attempts
-            .remove(&agent_id);
-        let reason = format!(
-            "{name} failed {attempt} times in a row; the last error ({}): {error}",
-            class.as_str()
-        );
-        self.failed_for_good(agent_id, workflow_id, &wf, &name, reason)
-            .await?;
-        Ok(())
     }
 
     /// After a run that succeeded: the automatic-pause backoff starts over, an
@@ -102,16 +89,10 @@ impl Runtime {
         again: Option<(Wake, Option<String>)>,
         now: i64,
     ) -> Result<()> {
-        self.scheduler
-            .state
-            .lock()
-            .unwrap()
-            .attempts
-            .remove(&agent_id);
         // Success: the automatic-pause backoff starts over; an `every` schedule
         // counts from now (it fires after this much idle time).
         let (every, deferred) = self
-            .store
+            .base.store
             .write(move |c| {
                 c.execute("UPDATE agents SET pauses = 0, state_reason = NULL WHERE id = ?1 AND (pauses <> 0 OR state_reason IS NOT NULL) AND state <> 'paused'", [agent_id])?;
                 let every: Option<String> = c
@@ -133,10 +114,10 @@ impl Runtime {
             })
             .await?;
         if let Some(n) = every {
-            self.scheduler.arm(Timer::Schedule(agent_id), n);
+            self.arm(Timer::Schedule(agent_id), n);
         }
         if let Some(d) = deferred {
-            self.scheduler.arm(Timer::Deferred(agent_id), d);
+            self.arm(Timer::Deferred(agent_id), d);
         }
         if let Some((wake, prompt)) = again {
             self.admit(agent_id, readmitted(wake), prompt).await;
@@ -156,7 +137,7 @@ impl Runtime {
     ) -> Result<()> {
         let (wf2, reason2, name2) = (wf.clone(), reason.clone(), name.to_owned());
         let posted = self
-            .store
+            .base.store
             .write(move |c| {
                 c.execute(
                     "UPDATE agents SET state = 'failed', state_reason = ?2 WHERE id = ?1 AND state <> 'paused'",
@@ -173,8 +154,8 @@ impl Runtime {
                 )
             })
             .await?;
-        self.messaging.announce(workflow_id, &posted);
-        self.events.publish(Event::AgentFailed {
+        self.base.messaging.announce(workflow_id, &posted);
+        self.base.events.publish(Event::AgentFailed {
             workflow_id,
             agent: name.to_owned(),
             reason,
@@ -183,7 +164,7 @@ impl Runtime {
     }
 
     async fn agent_names_of(&self, agent_id: i64) -> Result<(WorkflowRef, String)> {
-        self.store
+        self.base.store
             .read(move |c| {
                 Ok(c.query_row(
                     "SELECT w.name, w.tag, a.name FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
@@ -194,71 +175,21 @@ impl Runtime {
             .await
     }
 
-    /// Pauses an agent and tells the lead why. With `auto_from`, the pause is an
-    /// automatic one (auth, billing): it resumes by itself after a backoff.
-    pub(crate) async fn pause_with_reason(
-        self: &Arc<Self>,
-        agent_id: i64,
-        wf: &WorkflowRef,
-        workflow_id: i64,
-        name: &str,
-        reason: &str,
-        auto_from: Option<i64>,
-    ) -> Result<()> {
-        let (wf2, reason2, name2) = (wf.clone(), reason.to_owned(), name.to_owned());
-        let (first, max) = (self.timing.pause_first, self.timing.pause_max);
-        let (posted, resume_at) = self
-            .store
-            .write(move |c| {
-                let pauses: i64 = c.query_row("SELECT pauses FROM agents WHERE id = ?1", [agent_id], |r| r.get(0))?;
-                let resume_at = auto_from.map(|now| {
-                    let wait = first
-                        .saturating_mul(1u32 << pauses.clamp(0, 16) as u32)
-                        .min(max);
-                    now + wait.as_millis() as i64
-                });
-                c.execute(
-                    "UPDATE agents SET state = 'paused', state_reason = ?2, resume_at = ?3,
-                       pauses = pauses + ?4 WHERE id = ?1",
-                    (agent_id, &reason2, resume_at, auto_from.is_some() as i64),
-                )?;
-                let then = match resume_at {
-                    Some(at) => format!(
-                        "It tries again by itself at {} (the wait doubles each time, up to 1 h); fix the cause and \
-                         resume {name2} (agent_pause, resume: true) to try now.",
-                        domain::clock::fmt_ms(at)
-                    ),
-                    None => format!(
-                        "It stays paused: raise the limit or resume {name2} (agent_pause, resume: true) when you have looked (its unread \
-                         messages wait)."
-                    ),
-                };
-                let posted = messaging::post_system(
-                    c,
-                    workflow_id,
-                    &wf2,
-                    format!("@user {name2} is paused. {reason2}. {then}"),
-                )?;
-                Ok((posted, resume_at))
-            })
-            .await?;
-        self.messaging.announce(workflow_id, &posted);
-        tracing::warn!(agent = %name, %reason, "agent paused");
-        if let Some(at) = resume_at {
-            self.scheduler.arm(Timer::Resume(agent_id), at);
+    /// Pauses an agent and tells the lead why; an automatic pause (auth,
+    /// billing) is armed to resume by itself.
+    pub(crate) async fn pause(self: &Arc<Self>, p: Pause<'_>) -> Result<()> {
+        let agent_id = p.agent_id;
+        if let Some(at) = self.base.pause(p).await? {
+            self.arm(Timer::Resume(agent_id), at);
         }
-        self.events.publish(Event::AgentChanged {
-            workflow_id,
-            name: name.to_owned(),
-        });
         Ok(())
     }
 
     /// The end of an automatic pause: the agent runs again if it has work.
     pub(super) async fn auto_resume(self: &Arc<Self>, agent_id: i64) -> Result<()> {
-        let now = self.clock.now_ms();
+        let now = self.base.clock.now_ms();
         let resumed = self
-            .store
+            .base.store
             .write(move |c| {
                 Ok(c.execute(
                     "UPDATE agents SET state = 'idle', resume_at = NULL WHERE id = ?1 AND state = 'paused'
@@ -276,18 +207,15 @@ impl Runtime {
     /// A manual resume: clears the reason and the automatic resume, gives the agent
     /// fresh attempts, restarts the hop count (the lead looked), and serves its inbox.
     pub(crate) async fn resumed(self: &Arc<Self>, agent_id: i64) -> Result<()> {
-        self.scheduler.forget_agent(agent_id);
-        self.store
+        self.forget_agent(agent_id);
+        self.base
+            .store
             .write(move |c| {
                 c.execute(
                     "UPDATE agents SET state_reason = NULL, resume_at = NULL WHERE id = ?1",
                     [agent_id],
                 )?;
-                c.execute(
-                    "UPDATE workflows SET hops = 0 WHERE id = (SELECT workflow_id FROM agents WHERE id = ?1)",
-                    [agent_id],
-                )?;
-                Ok(())
+                crate::messaging::runs::restart_hops_tx(c, agent_id)
             })
             .await?;
         self.rearm_schedule(agent_id).await?;

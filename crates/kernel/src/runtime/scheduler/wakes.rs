@@ -10,8 +10,7 @@
 //! rescan reads every open inbox, so it is never run twice at once: a request
 //! while one runs marks it to run once more when it ends.
 
-use super::Wake;
-use crate::runtime::Runtime;
+use super::{Scheduler, Wake};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Notify;
@@ -73,11 +72,11 @@ impl Wakes {
     }
 }
 
-impl Runtime {
+impl Scheduler {
     /// The drain task: turns noted deliveries into wakes, one read per workflow per pass.
     pub(super) fn spawn_wake_drain(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
-        let wakes = self.scheduler.wakes.clone();
+        let wakes = self.wakes.clone();
         tokio::spawn(async move {
             loop {
                 wakes.ready.notified().await;
@@ -93,7 +92,7 @@ impl Runtime {
                             continue;
                         }
                     };
-                    tracing::trace!(node = %k.node(), ?ids, "wakes");
+                    tracing::trace!(node = %k.base.node(), ?ids, "wakes");
                     for id in ids {
                         // The retry count stands: an agent that failed for good
                         // starts afresh (its count was dropped then), and one
@@ -109,7 +108,7 @@ impl Runtime {
 
     /// Re-reads everything owed (after missed events), never two rescans at once.
     pub(crate) fn request_rescan(self: &Arc<Self>) {
-        if !self.scheduler.wakes.begin_rescan() {
+        if !self.wakes.begin_rescan() {
             return;
         }
         let k = self.clone();
@@ -118,7 +117,7 @@ impl Runtime {
                 if let Err(e) = k.serve_owed().await {
                     tracing::error!("rescan failed: {e}");
                 }
-                if !k.scheduler.wakes.end_rescan() {
+                if !k.wakes.end_rescan() {
                     return;
                 }
             }

@@ -1,19 +1,19 @@
 //! A worktree through its agent's life: made when the agent is registered (or
 //! switched to one), removed with it (its branch kept unless discarded).
 
+use super::Worktrees;
 use crate::registry::config::AgentConfig;
-use crate::runtime::Runtime;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::workspace::{Workspace, Worktree};
 use std::path::Path;
 use store::sql::OptionalExtension;
 
-impl Runtime {
+impl Worktrees {
     /// Makes the worktree a newly registered agent asked for and records it as
     /// made. On failure the agent is removed again, so its registration is refused
     /// with the reason (the repository is not one, the branch exists…).
-    pub(in crate::runtime) async fn make_worktree_of_new(
+    pub(crate) async fn make_worktree_of_new(
         &self,
         id: i64,
         wf: &WorkflowRef,
@@ -25,7 +25,6 @@ impl Runtime {
             return Ok(());
         };
         match self
-            .worktrees
             .make((wf, name), asked, cwd.map(Path::new), false)
             .await
         {
@@ -34,7 +33,8 @@ impl Runtime {
                 self.store_config(id, config).await
             }
             Err(e) => {
-                self.store
+                self.base
+                    .store
                     .write(move |c| {
                         c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
                         c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
@@ -49,14 +49,14 @@ impl Runtime {
     /// agent_update's change of workspace, before the row is written: the
     /// workspace to store. Switching to a worktree makes one; switching back to
     /// shared removes it and keeps its branch.
-    pub(in crate::runtime) async fn change_workspace(
+    pub(crate) async fn change_workspace(
         &self,
         (id, wf, name): (i64, &WorkflowRef, &str),
         old: &Workspace,
         new: Workspace,
         cwd: Option<&str>,
     ) -> Result<Workspace> {
-        if self.workers.handle(id).is_some() && old != &new {
+        if self.running.handle(id).is_some() && old != &new {
             return Err(Error::conflict(format!(
                 "{name} is running; change its workspace when it is idle (agent_pause stops it)"
             )));
@@ -65,12 +65,11 @@ impl Runtime {
             (Workspace::Shared, Workspace::Shared) => Ok(Workspace::Shared),
             // Its own branch, kept when it last left a worktree, is taken up again.
             (Workspace::Shared, Workspace::Worktree(asked)) => Ok(Workspace::Worktree(
-                self.worktrees
-                    .make((wf, name), &asked, cwd.map(Path::new), true)
+                self.make((wf, name), &asked, cwd.map(Path::new), true)
                     .await?,
             )),
             (Workspace::Worktree(w), Workspace::Shared) => {
-                let note = self.worktrees.remove(wf, name, w, false).await;
+                let note = self.remove(wf, name, w, false).await;
                 tracing::info!(agent = %name, "it leaves its worktree: {note}");
                 Ok(Workspace::Shared)
             }
@@ -86,7 +85,7 @@ impl Runtime {
 
     /// agent_delete: the agent's worktree goes (after a commit of what is in it);
     /// its branch stays unless `discard`. What became of it, for the lead.
-    pub(in crate::runtime) async fn remove_worktree_of(
+    pub(crate) async fn remove_worktree_of(
         &self,
         wf: &WorkflowRef,
         name: &str,
@@ -95,7 +94,7 @@ impl Runtime {
     ) -> Result<Option<String>> {
         match &config.workspace {
             Workspace::Shared => Ok(None),
-            Workspace::Worktree(w) => Ok(Some(self.worktrees.remove(wf, name, w, discard).await)),
+            Workspace::Worktree(w) => Ok(Some(self.remove(wf, name, w, discard).await)),
         }
     }
 
@@ -110,6 +109,7 @@ impl Runtime {
     ) -> Result<(Worktree, bool)> {
         let (w, n) = (wf.clone(), name.to_owned());
         let stored: Option<String> = self
+            .base
             .store
             .read(move |c| {
                 Ok(c.query_row(
@@ -132,7 +132,6 @@ impl Runtime {
             return Ok((made, false));
         }
         let made = self
-            .worktrees
             .make((wf, name), asked, cwd.map(Path::new), false)
             .await?;
         Ok((made, true))
@@ -141,42 +140,8 @@ impl Runtime {
     /// Discards a worktree and its branch made a moment ago for a start that was
     /// refused (it holds nothing yet).
     pub(crate) async fn discard_worktree(&self, wf: &WorkflowRef, name: &str, w: &Worktree) {
-        let note = self.worktrees.remove(wf, name, w, true).await;
+        let note = self.remove(wf, name, w, true).await;
         tracing::info!(agent = %name, "a refused start's worktree: {note}");
-    }
-
-    /// A worktree agent's run, just claimed, holds its worktree from here to its
-    /// commit: at once, or when a sync or merge writing there is done.
-    pub(in crate::runtime) async fn hold_worktree(&self, spec: &crate::runtime::workers::Spec) {
-        if spec.config.workspace.is_worktree() {
-            let held = self.worktrees.hold(&spec.workflow, &spec.name).await;
-            self.workers.keep_worktree(spec.agent_id, held);
-        }
-    }
-
-    /// A run cannot start because what it works with is gone or broken (its
-    /// worktree, a skill's folder): the agent is paused with the reason (its
-    /// messages wait), and the start fails with it.
-    pub(in crate::runtime) async fn start_refused(
-        self: &std::sync::Arc<Self>,
-        spec: &crate::runtime::workers::Spec,
-        e: Error,
-    ) -> Error {
-        let reason = e.to_string();
-        let paused = self
-            .pause_with_reason(
-                spec.agent_id,
-                &spec.workflow,
-                spec.workflow_id,
-                &spec.name,
-                &reason,
-                None,
-            )
-            .await;
-        if let Err(p) = paused {
-            tracing::warn!(agent = %spec.name, "cannot pause it: {p}");
-        }
-        Error::invalid(reason)
     }
 
     /// The branches of an instance's worktree agents, as workflow_stop tells them.
@@ -184,18 +149,19 @@ impl Runtime {
         let mut out = Vec::new();
         for (wf, agent, w) in self.worktree_agents(Of::Instance(workflow_id)).await? {
             let target = format!("{agent}@{}:{}", wf.name, wf.tag);
-            out.push(self.worktrees.kept(&target, &w).await);
+            out.push(self.kept(&target, &w).await);
         }
         Ok(out)
     }
 
     /// The worktree agents of a node, or of an instance: where they are, their
     /// names and their worktrees' settings.
-    pub(in crate::runtime) async fn worktree_agents(
+    pub(crate) async fn worktree_agents(
         &self,
         of: Of,
     ) -> Result<Vec<(WorkflowRef, String, Worktree)>> {
         let rows: Vec<(String, String, String, String)> = self
+            .base
             .store
             .read(move |c| {
                 let sql = |filter: &str| {
@@ -233,7 +199,8 @@ impl Runtime {
 
     async fn store_config(&self, id: i64, config: &AgentConfig) -> Result<()> {
         let json = serde_json::to_string(config).map_err(|e| Error::internal(e.to_string()))?;
-        self.store
+        self.base
+            .store
             .write(move |c| {
                 c.execute("UPDATE agents SET config = ?2 WHERE id = ?1", (id, &json))?;
                 Ok(())
@@ -242,8 +209,8 @@ impl Runtime {
     }
 }
 
-/// Whose worktree agents [`Runtime::worktree_agents`] lists.
-pub(in crate::runtime) enum Of {
+/// Whose worktree agents [`Worktrees::worktree_agents`] lists.
+pub(crate) enum Of {
     Node(String),
     Instance(i64),
 }

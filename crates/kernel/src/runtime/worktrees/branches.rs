@@ -5,6 +5,7 @@
 //! they ask for holds the merge, pinned to the commit asked about, until it is
 //! decided.
 
+use super::Worktrees;
 use super::diff::{self, BranchDiff, DiffAsk};
 use super::git::{At, git};
 use super::merge::{self, MergeOut, Mode, Status, Target};
@@ -15,7 +16,8 @@ use crate::events::Event;
 use crate::governance::approvals;
 use crate::governance::contracts::in_force;
 use crate::messaging::post_system_to;
-use crate::runtime::Runtime;
+use crate::runtime::approvals::{Approvals, MergeClosed};
+use crate::runtime::base::Base;
 use domain::contracts::{self, Event as Ev};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
@@ -83,10 +85,30 @@ struct HeldMerge {
     pinned: String,
 }
 
-impl Runtime {
+/// branch_diff and branch_merge: the agents' branches as the team sees them,
+/// with the merge contracts and the approvals they ask for.
+pub struct Branches {
+    base: Arc<Base>,
+    worktrees: Arc<Worktrees>,
+    approvals: Arc<Approvals>,
+}
+
+impl Branches {
+    pub(crate) fn new(
+        base: Arc<Base>,
+        worktrees: Arc<Worktrees>,
+        approvals: Arc<Approvals>,
+    ) -> Self {
+        Self {
+            base,
+            worktrees,
+            approvals,
+        }
+    }
+
     /// The branch of the worktree agent `target`.
     pub(super) async fn branch_of(&self, target: &str) -> Result<Branch> {
-        let rec = self.registry.agent_get(target).await?;
+        let rec = self.base.registry.agent_get(target).await?;
         let wf = WorkflowRef::parse(&rec.view.workflow)?;
         let name = rec.view.name.clone();
         let Some(Workspace::Worktree(w)) = rec.view.workspace else {
@@ -210,7 +232,7 @@ impl Runtime {
         mode: Mode,
         plan: &Plan,
     ) -> Result<Option<MergeOut>> {
-        let all = self.contracts.all();
+        let all = self.base.contracts.all();
         let v = contracts::decide(
             in_force(&all, b.workflow_id, &b.wf),
             &Ev::Merge {
@@ -243,20 +265,24 @@ impl Runtime {
             detail,
             held,
         };
-        let (posted, outcome) = self.store.write(move |c| verdict.record_tx(c, &v)).await?;
+        let (posted, outcome) = self
+            .base
+            .store
+            .write(move |c| verdict.record_tx(c, &v))
+            .await?;
         for p in &posted {
-            self.messaging.announce(b.workflow_id, p);
+            self.base.messaging.announce(b.workflow_id, p);
         }
         let (id, asked) = match outcome.map_err(Error::forbidden)? {
             None => return Ok(None),
             Some(x) => x,
         };
         if let Some(timeout) = asked {
-            self.events.publish(Event::ApprovalAsked {
+            self.base.events.publish(Event::ApprovalAsked {
                 workflow_id: b.workflow_id,
                 id,
             });
-            self.arm_approval(id, timeout);
+            self.approvals.arm(id, timeout);
         }
         let mut out = MergeOut::new(&plan.incoming.0, &plan.into);
         out.status = Status::Held;
@@ -359,7 +385,7 @@ impl Runtime {
             _ => ask.from.as_ref().map(|_| b.name.clone()),
         };
         if let (Some(agent), Status::Merged) = (into_agent, out.status) {
-            self.events.publish(Event::BranchMoved {
+            self.base.events.publish(Event::BranchMoved {
                 workflow_id: b.workflow_id,
                 agent,
             });
@@ -377,11 +403,12 @@ impl Runtime {
         );
         let (wid, wf, to) = (b.workflow_id, b.wf.clone(), vec![b.name.clone()]);
         match self
+            .base
             .store
             .write(move |c| post_system_to(c, wid, &wf, &to, &text))
             .await
         {
-            Ok(p) => self.messaging.announce(b.workflow_id, &p),
+            Ok(p) => self.base.messaging.announce(b.workflow_id, &p),
             Err(e) => tracing::warn!(agent = %b.name, "cannot tell it of the conflict: {e}"),
         }
         out.note = Some(format!(
@@ -394,13 +421,13 @@ impl Runtime {
 
     /// An approval that held a merge was decided: the merge is done (as pinned)
     /// when it was approved; either way the lead is told.
-    pub(in crate::runtime) async fn held_merge_closed(
-        self: &Arc<Self>,
-        r: &approvals::Row,
-        allowed: bool,
-    ) -> Result<()> {
-        let id = r.view.id;
-        let held = self.store.read(move |c| approvals::held_of(c, id)).await?;
+    pub(crate) async fn held_merge_closed(self: &Arc<Self>, r: MergeClosed) -> Result<()> {
+        let (id, allowed) = (r.id, r.allowed);
+        let held = self
+            .base
+            .store
+            .read(move |c| approvals::held_of(c, id))
+            .await?;
         let Some(held) = held.and_then(|h| serde_json::from_str::<HeldMerge>(&h).ok()) else {
             tracing::warn!(approval = id, "a merge approval holds no merge it can read");
             return Ok(());
@@ -413,15 +440,16 @@ impl Runtime {
         } else {
             format!(
                 "approval {id}: the merge was not approved ({}); nothing was merged",
-                r.view.reason.clone().unwrap_or_default()
+                r.reason.clone().unwrap_or_default()
             )
         };
         let (wid, wf) = (r.workflow_id, r.workflow.clone());
         let posted = self
+            .base
             .store
             .write(move |c| post_system_to(c, wid, &wf, &[LEAD.to_owned()], &text))
             .await?;
-        self.messaging.announce(r.workflow_id, &posted);
+        self.base.messaging.announce(r.workflow_id, &posted);
         Ok(())
     }
 

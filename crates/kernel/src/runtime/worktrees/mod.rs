@@ -9,15 +9,16 @@
 
 mod agents;
 mod branches;
-mod commits;
 pub mod diff;
 mod git;
 pub mod merge;
 mod recover;
 mod verdict;
 
-pub use branches::{DiffArgs, MergeAsk, summary};
+pub use branches::{Branches, DiffArgs, MergeAsk, summary};
 
+use crate::runtime::base::Base;
+use crate::runtime::running::Running;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
 use domain::workspace::{Worktree, default_branch};
@@ -33,6 +34,9 @@ pub struct Worktrees {
     root: PathBuf,
     /// One lock per worktree (see [`Held`]), locked only by the methods below.
     busy: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// What a worktree agent's life reads and writes (its row) and who runs now.
+    base: Arc<Base>,
+    running: Arc<Running>,
 }
 
 /// A worktree held: by a run from its start to its commit, or by a sync or a
@@ -72,10 +76,12 @@ pub struct RunNote<'a> {
 }
 
 impl Worktrees {
-    pub fn new(data_dir: &Path) -> Self {
+    pub(crate) fn new(base: Arc<Base>, running: Arc<Running>) -> Self {
         Self {
-            root: data_dir.join("worktrees"),
+            root: base.data_dir.join("worktrees"),
             busy: Mutex::new(HashMap::new()),
+            base,
+            running,
         }
     }
 

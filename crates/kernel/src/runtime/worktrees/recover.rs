@@ -4,24 +4,23 @@
 
 use super::git::{At, git};
 use super::{RunNote, author, commit_all, verify};
-use crate::runtime::Runtime;
 use domain::error::Result;
 use domain::names::WorkflowRef;
 use domain::workspace::Worktree;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-impl Runtime {
+impl super::Worktrees {
     /// Commits what killed runs left in this node's worktrees and prunes those of
     /// agents that are gone. Problems are logged: a broken worktree fails its
     /// agent's next run with the reason, not the kernel's start.
     pub(crate) async fn recover_worktrees(&self) -> Result<()> {
         let mut live: HashMap<PathBuf, (WorkflowRef, String, Worktree)> = HashMap::new();
         for (wf, agent, w) in self
-            .worktree_agents(super::agents::Of::Node(self.node.clone()))
+            .worktree_agents(super::agents::Of::Node(self.base.node.clone()))
             .await?
         {
-            live.insert(self.worktrees.path(&wf, &agent), (wf, agent, w));
+            live.insert(self.path(&wf, &agent), (wf, agent, w));
         }
         for (path, (wf, agent, w)) in &live {
             if !tokio::fs::try_exists(path).await.unwrap_or(false) {
@@ -48,7 +47,7 @@ impl Runtime {
                 }
             }
         }
-        for orphan in self.worktrees.folders().await {
+        for orphan in self.folders().await {
             if !live.contains_key(&orphan) {
                 prune(&orphan).await;
             }

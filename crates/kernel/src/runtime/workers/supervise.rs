@@ -3,9 +3,8 @@
 //! groups it started, what its permissions refused), then the single transaction
 //! that closes the run, and the scheduler told what it means.
 
-use super::workers::Spec;
+use super::{Spec, Workers};
 use crate::events::Event;
-use crate::runtime::Runtime;
 use crate::runtime::runs::{self, RunEnd};
 use domain::protocol::{ErrorClass, Outcome, Report};
 use os::process::{self, Ended};
@@ -13,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-impl Runtime {
+impl Workers {
     pub(super) async fn supervise_run(
         self: Arc<Self>,
         spec: Spec,
@@ -23,7 +22,7 @@ impl Runtime {
         progress: broadcast::Sender<String>,
         done: watch::Sender<bool>,
     ) {
-        let mut limits = self.workers.limits.clone();
+        let mut limits = self.limits.clone();
         limits.held = process::Held::Flag(spec.held.clone());
         limits.idle = self.idle_limit(&spec);
         let mut folded = Folded::default();
@@ -34,6 +33,7 @@ impl Runtime {
             if let Ok(s) = pid_rx.await {
                 let s: process::Spawned = s;
                 let _ = k
+                    .base
                     .store
                     .write(move |c| runs::set_pid_tx(c, &rid, s.pid, s.start_time))
                     .await;
@@ -45,7 +45,7 @@ impl Runtime {
             process::Group::Own,
             stop,
             |s| {
-                self.events.publish(Event::RunStarted {
+                self.base.events.publish(Event::RunStarted {
                     workflow_id: spec.workflow_id,
                     agent: spec.name.clone(),
                     run_id: run_id.clone(),
@@ -77,8 +77,11 @@ impl Runtime {
         // The scheduler settles the outcome (retry, pause, guards) and, unless the
         // run failed (its retry serves the wake), starts the remembered run before this
         // one reports done, so a waiter that wants "the run after this one" finds it.
-        self.after_run_boxed(spec.agent_id, spec.workflow_id, end, again)
-            .await;
+        if let Some(after) = self.after.get().and_then(std::sync::Weak::upgrade) {
+            after
+                .settle_run(spec.agent_id, spec.workflow_id, end, again)
+                .await;
+        }
         let _ = done.send(true);
     }
 
@@ -105,25 +108,27 @@ impl Runtime {
             spec.workflow_id,
             spec.name.clone(),
         );
-        let end2 = end.clone();
+        let (end2, now) = (end.clone(), self.base.clock.now_ms());
         if let Err(e) = self
+            .base
             .store
-            .write(move |c| runs::finish_tx(c, &rid, aid, wid, &name, &end2))
+            .write(move |c| runs::finish_tx(c, &rid, aid, wid, &name, (&end2, now)))
             .await
         {
             tracing::error!(run = %run_id, "cannot record the end of the run: {e}");
         }
-        self.registry.tokens.forget_agent(spec.agent_id);
-        self.lose_approvals_of(run_id).await;
+        self.base.registry.tokens.forget_agent(spec.agent_id);
+        self.approvals.lose_of(run_id).await;
         tracing::info!(run = %run_id, agent = %spec.name, ok = end.ok, class = ?end.error_class, "run ended");
-        let again = self.workers.finish(spec.agent_id);
-        self.events.publish(Event::RunEnded {
+        let again = self.running.finish(spec.agent_id);
+        self.base.events.publish(Event::RunEnded {
             workflow_id: spec.workflow_id,
             agent: spec.name.clone(),
             run_id: run_id.to_owned(),
             ok: end.ok,
         });
         if let Err(e) = self
+            .spending
             .run_end_contracts(
                 spec.agent_id,
                 &spec.name,
@@ -136,19 +141,6 @@ impl Runtime {
             tracing::warn!(run = %run_id, "run_end contracts: {e}");
         }
         again
-    }
-
-    /// `after_run` behind a box: a run that ends may start the next one, and the
-    /// compiler cannot see through that cycle of futures without a named type.
-    fn after_run_boxed(
-        self: &Arc<Self>,
-        agent_id: i64,
-        workflow_id: i64,
-        end: RunEnd,
-        again: Option<(domain::states::Wake, Option<String>)>,
-    ) -> futures::future::BoxFuture<'static, ()> {
-        let k = self.clone();
-        Box::pin(async move { k.after_run(agent_id, workflow_id, &end, again).await })
     }
 }
 

@@ -10,22 +10,31 @@
 //! belongs to its folder); the sdk backend starts afresh by itself when its model,
 //! system prompt or folder changed.
 
+mod info;
+
+pub use info::{AgentInfo, InboxCounts};
+
 use crate::events::Event;
 use crate::registry::config::AgentConfig;
 use crate::registry::{AgentView, NewAgent, insert_agent_tx, validate};
-use crate::runtime::Runtime;
+use crate::runtime::base::Base;
+use crate::runtime::nodes::Nodes;
+use crate::runtime::nodes::placing::{move_tx, stays_with_worktree};
+use crate::runtime::running::Running;
+use crate::runtime::scheduler::Scheduler;
 use crate::runtime::schedules;
-use domain::clock::now_ms;
+use crate::runtime::skills::Skills;
+use crate::runtime::workers::Workers;
+use crate::runtime::worktrees::Worktrees;
 use domain::error::{Error, Result};
 use domain::guards::Budget;
 use domain::names::WorkflowRef;
 use domain::permissions::Permissions;
 use domain::placement::Placement;
 use domain::protocol::McpServer;
-use domain::states::DeliveryState;
-use schemars::JsonSchema;
-use serde::Serialize;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use store::sql;
 use store::sql::OptionalExtension;
 
@@ -47,7 +56,7 @@ pub struct AgentUpdate {
     /// Replaces the whole set (empty: none).
     pub skills: Option<Vec<std::path::PathBuf>>,
     /// The live node to run it from now on, or the labels it needs (see
-    /// [`Runtime::move_agent`]).
+    /// [`Agents::move_agent`]).
     pub node: Option<domain::placement::Placement>,
 }
 
@@ -75,7 +84,46 @@ fn cleared(v: Option<String>, current: Option<String>) -> Option<String> {
     }
 }
 
-impl Runtime {
+/// Agents' lifecycle as things that run: created, changed (one change of an
+/// agent at a time: the per-agent locks only its methods take), paused, moved,
+/// deleted, and what they did.
+pub struct Agents {
+    base: Arc<Base>,
+    running: Arc<Running>,
+    workers: Arc<Workers>,
+    scheduler: Arc<Scheduler>,
+    nodes: Arc<Nodes>,
+    worktrees: Arc<Worktrees>,
+    skills: Arc<Skills>,
+    /// One lock per agent for changes that read its configuration, change it and
+    /// write it back (agent_update): two at once never lose one another's change.
+    changing: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The services [`Agents`] acts through.
+pub(crate) struct Services {
+    pub running: Arc<Running>,
+    pub workers: Arc<Workers>,
+    pub scheduler: Arc<Scheduler>,
+    pub nodes: Arc<Nodes>,
+    pub worktrees: Arc<Worktrees>,
+    pub skills: Arc<Skills>,
+}
+
+impl Agents {
+    pub(crate) fn new(base: Arc<Base>, s: Services) -> Self {
+        Self {
+            base,
+            running: s.running,
+            workers: s.workers,
+            scheduler: s.scheduler,
+            nodes: s.nodes,
+            worktrees: s.worktrees,
+            skills: s.skills,
+            changing: Mutex::default(),
+        }
+    }
+
     /// Checks where a new agent asks to run: a worktree agent runs here (labels it
     /// asks must be this node's); an agent without a worker runs nowhere.
     fn check_placement(&self, a: &NewAgent, n: &Placement) -> Result<()> {
@@ -89,9 +137,9 @@ impl Runtime {
             return Ok(());
         }
         let here = match n {
-            Placement::Node(n) => n == &self.node,
+            Placement::Node(n) => n == &self.base.node,
             Placement::Labels(l) => {
-                domain::placement::satisfies(&self.labels, &domain::placement::to_text(l))
+                domain::placement::satisfies(&self.base.labels, &domain::placement::to_text(l))
             }
         };
         if here {
@@ -101,13 +149,13 @@ impl Runtime {
             "node: a worktree agent runs on the node that makes its worktree (its data dir \
              holds it), {}, which is not the node asked for; leave node out, or ask the kernel \
              of a node that fits",
-            self.node
+            self.base.node
         )))
     }
 
     pub async fn agent_new(&self, a: NewAgent) -> Result<AgentView> {
         validate(&a)?;
-        self.read_skills(&a.config.skills).await?;
+        self.skills.read_dirs(&a.config.skills).await?;
         if let Some((_, Some(p))) = &a.schedule
             && p.chars().count() > schedules::MAX_PROMPT_CHARS
         {
@@ -133,9 +181,10 @@ impl Runtime {
         if let Some(n) = &a.node {
             self.check_placement(&a, n)?;
         }
-        let (me, now) = (self.node.clone(), self.clock.now_ms());
+        let (me, now) = (self.base.node.clone(), self.base.clock.now_ms());
         let (mut config, wf_of) = (a.config.clone(), wf.clone());
         let (workflow_id, id, mut view, next) = self
+            .base
             .store
             .write(move |c| {
                 // A worktree agent stays on this node, whose data dir holds its worktree.
@@ -158,14 +207,15 @@ impl Runtime {
             .await?;
         if config.workspace.is_worktree() {
             let cwd = view.cwd.clone();
-            self.make_worktree_of_new(id, &wf_of, &view.name, cwd.as_deref(), &mut config)
+            self.worktrees
+                .make_worktree_of_new(id, &wf_of, &view.name, cwd.as_deref(), &mut config)
                 .await?;
             view.workspace = Some(config.workspace);
         }
         if next.is_some() {
-            self.arm_schedule(id, next);
+            self.scheduler.arm_schedule(id, next);
         }
-        self.events.publish(Event::AgentChanged {
+        self.base.events.publish(Event::AgentChanged {
             workflow_id,
             name: view.name.clone(),
         });
@@ -179,7 +229,7 @@ impl Runtime {
         target: &str,
         discard: bool,
     ) -> Result<(AgentView, Option<String>)> {
-        let rec = self.registry.agent_get(target).await?;
+        let rec = self.base.registry.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
         let name = rec.view.name.clone();
         let (_, config) = self.stored_env_and_config(id).await?;
@@ -190,11 +240,12 @@ impl Runtime {
         }
         // Its worker goes first, so no run writes after the agent is gone.
         self.set_paused(id, true).await?;
-        self.workers.forget(id);
+        self.running.forget(id);
         // Then its worktree: what is in it committed, the branch kept unless discarded.
         let worktree = match WorkflowRef::parse(&rec.view.workflow) {
             Ok(wf) => {
-                self.remove_worktree_of(&wf, &name, &config, discard)
+                self.worktrees
+                    .remove_worktree_of(&wf, &name, &config, discard)
                     .await?
             }
             Err(_) => None,
@@ -204,7 +255,7 @@ impl Runtime {
         // of the name; one on another node empties what is left there at its
         // first run (own_folder::claim).
         if let Ok(w) = domain::names::WorkflowRef::parse(&rec.view.workflow) {
-            let (name, dir) = (&rec.view.name, self.workspace_dir(&w, &rec.view.name));
+            let (name, dir) = (&rec.view.name, self.base.workspace_dir(&w, &rec.view.name));
             let removed = tokio::task::spawn_blocking(move || super::own_folder::remove(&dir))
                 .await
                 .map_err(std::io::Error::other);
@@ -213,38 +264,21 @@ impl Runtime {
             }
         }
 
-        self.store
+        let now = self.base.clock.now_ms();
+        self.base
+            .store
             .write(move |c| {
-                c.execute(
-                    "UPDATE tokens SET revoked_at = ?2 WHERE agent_id = ?1 AND revoked_at IS NULL",
-                    (id, now_ms()),
-                )?;
-                for table in ["deliveries", "deliveries_done"] {
-                    c.execute(
-                        &format!("DELETE FROM {table} WHERE workflow_id = ?1 AND recipient = ?2"),
-                        (wid, &name),
-                    )?;
-                }
-                c.execute(
-                    "DELETE FROM member_status WHERE workflow_id = ?1 AND member = ?2",
-                    (wid, &name),
-                )?;
-                c.execute(
-                    "DELETE FROM read_cursors WHERE workflow_id = ?1 AND reader = ?2",
-                    (wid, &name),
-                )?;
+                crate::registry::revoke::agent_tx(c, id, now)?;
+                crate::messaging::runs::forget_member_tx(c, wid, &name)?;
                 c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                 // An owner that no longer exists would lock everyone but the lead out.
-                c.execute(
-                    "UPDATE workflows SET document_owner = NULL WHERE id = ?1 AND document_owner = ?2 COLLATE NOCASE",
-                    (wid, &name),
-                )?;
+                crate::context::departed::forget_owner_tx(c, wid, &name)?;
                 Ok(())
             })
             .await?;
-        self.registry.tokens.forget_agent(id);
-        self.events.publish(Event::AgentChanged {
+        self.base.registry.tokens.forget_agent(id);
+        self.base.events.publish(Event::AgentChanged {
             workflow_id: wid,
             name: rec.view.name.clone(),
         });
@@ -256,7 +290,7 @@ impl Runtime {
         &self,
         target: &str,
     ) -> Result<(BTreeMap<String, String>, Permissions)> {
-        let id = self.registry.agent_get(target).await?.id;
+        let id = self.base.registry.agent_get(target).await?.id;
         let (env, config) = self.stored_env_and_config(id).await?;
         Ok((env, config.permissions))
     }
@@ -267,6 +301,7 @@ impl Runtime {
         id: i64,
     ) -> Result<(BTreeMap<String, String>, AgentConfig)> {
         let (env, config): (String, String) = self
+            .base
             .store
             .read(move |c| {
                 c.query_row("SELECT env, config FROM agents WHERE id = ?1", [id], |r| {
@@ -301,9 +336,9 @@ impl Runtime {
                 ));
             }
             self.move_agent(target, &node).await?;
-            return Ok(self.registry.agent_get(target).await?.view);
+            return Ok(self.base.registry.agent_get(target).await?.view);
         }
-        let rec = self.registry.agent_get(target).await?;
+        let rec = self.base.registry.agent_get(target).await?;
         let id = rec.id;
         let _changing = self.changing(id).await;
         // The stored config (the view hides secrets, so read the row itself).
@@ -321,7 +356,7 @@ impl Runtime {
             config.max_steps = Some(n);
         }
         if let Some(s) = u.skills {
-            self.read_skills(&s).await?;
+            self.skills.read_dirs(&s).await?;
             config.skills = s;
         }
         if let Some(e) = u.env {
@@ -347,6 +382,7 @@ impl Runtime {
             let wf = WorkflowRef::parse(&v.workflow)?;
             let cwd = merged.cwd.clone();
             merged.config.workspace = self
+                .worktrees
                 .change_workspace((id, &wf, &v.name), &old_workspace, ws, cwd.as_deref())
                 .await?;
         }
@@ -356,7 +392,8 @@ impl Runtime {
             serde_json::to_string(&merged.config).map_err(|e| Error::internal(e.to_string()))?,
         );
         let (model, system, cwd) = (merged.model, merged.system, merged.cwd);
-        self.store
+        self.base
+            .store
             .write(move |c| {
                 c.execute(
                     "UPDATE agents SET model = ?2, system = ?3, cwd = ?4, env = ?5, config = ?6,
@@ -368,115 +405,17 @@ impl Runtime {
                 Ok(())
             })
             .await?;
-        self.events.publish(Event::AgentChanged {
+        self.base.events.publish(Event::AgentChanged {
             workflow_id: rec.workflow_id,
             name: rec.view.name.clone(),
         });
-        Ok(self.registry.agent_get(target).await?.view)
+        Ok(self.base.registry.agent_get(target).await?.view)
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct InboxCounts {
-    /// Delivered, not yet read.
-    pub pending: i64,
-    /// Read, not yet acknowledged.
-    pub seen: i64,
-    /// Put off until later.
-    pub deferred: i64,
-    pub acked: i64,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AgentInfo {
-    pub agent: AgentView,
-    /// What the agent last reported with my_status_set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<crate::messaging::team::Status>,
-    pub inbox: InboxCounts,
-    /// Tokens that currently let something act as this agent (agent_join, runs).
-    pub active_tokens: i64,
-    /// The run in progress, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub running: Option<String>,
-    /// The most recent runs, newest first (at most 10).
-    pub runs: Vec<crate::runtime::runs::RunView>,
-    /// Totals over all its runs: how many, how many failed, tokens and cost.
-    pub usage: crate::runtime::runs::RunTotals,
-    /// Its schedule, if it has one, with the next fire time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<crate::runtime::schedules::ScheduleView>,
-    /// Its worktree (workspace: worktree): folder, branch, base and head commits,
-    /// commits since the base.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worktree: Option<crate::runtime::worktrees::WorktreeInfo>,
-}
-
-impl Runtime {
-    pub async fn agent_info(&self, target: &str) -> Result<AgentInfo> {
-        let rec = self.registry.agent_get(target).await?;
-        let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
-        // Before the database: a run leaves the active map only after its end is
-        // committed, so "not running" here means the read below sees that end.
-        let running = self.active_run(id).map(|h| h.run_id);
-        let (status, inbox, active_tokens, runs, usage, schedule) = self
-            .store
-            .read(move |c| {
-                let status = crate::messaging::team::read_status(c, wid, &name)?;
-                let mut inbox = InboxCounts { pending: 0, seen: 0, deferred: 0, acked: 0 };
-                let mut st = c.prepare(
-                    "SELECT state, count(*) FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 GROUP BY state",
-                )?;
-                for row in st.query_map((wid, &name), |r| Ok((r.parse::<DeliveryState>(0)?, r.get::<i64>(1)?)))? {
-                    let (state, n) = row?;
-                    match state {
-                        DeliveryState::Pending => inbox.pending = n,
-                        DeliveryState::Seen => inbox.seen = n,
-                        DeliveryState::Deferred | DeliveryState::Acked => inbox.deferred = n,
-                    }
-                }
-                // Broadcasts not yet written as its rows are pending too.
-                inbox.pending += crate::messaging::broadcast::unwritten(c, wid, &name)?;
-                inbox.acked = c.query_row(
-                    "SELECT count(*) FROM deliveries_done WHERE workflow_id = ?1 AND recipient = ?2",
-                    (wid, &name),
-                    |r| r.get(0),
-                )?;
-                let tokens: i64 = c.query_row(
-                    "SELECT count(*) FROM tokens WHERE agent_id = ?1 AND revoked_at IS NULL AND expires_at > ?2",
-                    (id, now_ms()),
-                    |r| r.get(0),
-                )?;
-                let runs = crate::runtime::runs::recent_runs(c, id, crate::runtime::runs::RECENT_RUNS)?;
-                let usage = crate::runtime::runs::totals(c, id)?;
-                let schedule = crate::runtime::schedules::get(c, id)?;
-                Ok((status, inbox, tokens, runs, usage, schedule))
-            })
-            .await?;
-        let target = rec.view.target.clone();
-        let worktree = match (&rec.view.workspace, WorkflowRef::parse(&rec.view.workflow)) {
-            (Some(domain::workspace::Workspace::Worktree(w)), Ok(wf)) => {
-                Some(self.worktrees.info(&wf, &rec.view.name, w).await)
-            }
-            _ => None,
-        };
-        Ok(AgentInfo {
-            worktree,
-            running,
-            agent: rec.view,
-            status,
-            inbox,
-            active_tokens,
-            runs,
-            usage,
-            schedule: schedule.map(|row| crate::runtime::schedules::view(target, row)),
-        })
-    }
-}
-
-impl Runtime {
+impl Agents {
     /// The agent's change lock, held until the guard is dropped.
-    pub(super) async fn changing(&self, id: i64) -> tokio::sync::OwnedMutexGuard<()> {
+    async fn changing(&self, id: i64) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
             let mut m = self.changing.lock().unwrap();
             // Locks nobody holds any more go, so the map stays as small as the work.
@@ -484,5 +423,88 @@ impl Runtime {
             m.entry(id).or_default().clone()
         };
         lock.lock_owned().await
+    }
+
+    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
+    pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
+        let sql = if paused {
+            "UPDATE agents SET state = 'paused' WHERE id = ?1 RETURNING workflow_id, name"
+        } else {
+            "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'paused' RETURNING workflow_id, name"
+        };
+        let changed: Option<(i64, String)> = self
+            .base
+            .store
+            .write(move |c| {
+                Ok(c.query_row(sql, [agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?)
+            })
+            .await?;
+        // The node that runs it hears of it (a resume there serves its inbox).
+        if let Some((workflow_id, name)) = changed {
+            self.base
+                .events
+                .publish(crate::events::Event::AgentChanged { workflow_id, name });
+        }
+        if paused {
+            self.scheduler.forget_agent(agent_id);
+            self.nodes.stop_run_anywhere(agent_id).await?;
+        } else {
+            self.scheduler.resumed(agent_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Moves an agent by hand to the live node `to` names, or gives it the labels
+    /// `to` lists (moving it to the least loaded live node with them when its own
+    /// lacks them): from then on that node runs it; the messages waiting in its inbox and its schedule follow it (they are in
+    /// the store; the node it left forgets it, the new one serves what it is owed,
+    /// each told by the bus or here).
+    pub async fn move_agent(self: &Arc<Self>, target: &str, to: &Placement) -> Result<()> {
+        let rec = self.base.registry.agent_get(target).await?;
+        let worktree = matches!(
+            &rec.view.workspace,
+            Some(domain::workspace::Workspace::Worktree(_))
+        );
+        // Not while an agent_update of it (a workspace made in this data dir) runs.
+        let _changing = self.changing(rec.id).await;
+        let (id, name, to_) = (rec.id, rec.view.name.clone(), to.clone());
+        let moved = self
+            .base
+            .store
+            .write(move |c| {
+                let from = move_tx(c, id, &name, &to_)?;
+                if worktree && from.is_some() {
+                    return Err(stays_with_worktree(&name, from.as_deref()));
+                }
+                Ok(from)
+            })
+            .await?;
+        if let Some(from) = &moved {
+            tracing::info!(agent = %rec.view.name, %from, ?to, "agent moved by hand");
+            self.nodes
+                .reconcile_agent(rec.workflow_id, &rec.view.name)
+                .await?;
+        }
+        self.base
+            .events
+            .publish(crate::events::Event::AgentChanged {
+                workflow_id: rec.workflow_id,
+                name: rec.view.name,
+            });
+        Ok(())
+    }
+
+    /// An agent's skills as they are now; one that went missing is left out (its
+    /// next run says why).
+    pub async fn agent_skills(&self, target: &str) -> Result<Vec<domain::skills::Skill>> {
+        let rec = self.base.registry.agent_get(target).await?;
+        let dirs = rec
+            .view
+            .skills
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        self.skills.present(dirs).await
     }
 }

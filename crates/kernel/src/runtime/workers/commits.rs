@@ -2,14 +2,14 @@
 //! anything): nothing is lost when a run fails, and the branch's history is the
 //! team's history of that agent's work.
 
-use super::RunNote;
-use crate::runtime::Runtime;
+use super::Spec;
+use super::Workers;
 use crate::runtime::runs::RunEnd;
-use crate::runtime::workers::Spec;
+use crate::runtime::worktrees::RunNote;
 use domain::workspace::Workspace;
 use store::sql::OptionalExtension;
 
-impl Runtime {
+impl Workers {
     /// Commits what the run left in its agent's worktree; the commit, if any.
     /// A failure is logged and kept in the run's error: the edits stay in the
     /// worktree for the next commit.
@@ -19,6 +19,7 @@ impl Runtime {
         };
         let id = run_id.to_owned();
         let trigger: Option<String> = self
+            .base
             .store
             .read(move |c| {
                 Ok(
@@ -42,7 +43,7 @@ impl Runtime {
         {
             Ok(commit) => {
                 if commit.is_some() {
-                    self.events.publish(crate::events::Event::BranchMoved {
+                    self.base.events.publish(crate::events::Event::BranchMoved {
                         workflow_id: spec.workflow_id,
                         agent: spec.name.clone(),
                     });

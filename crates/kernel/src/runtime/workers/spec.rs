@@ -1,9 +1,9 @@
 //! What a run needs to know about its agent, read when it starts, and the run's
 //! span (traces).
 
-use super::runs;
+use super::Workers;
 use crate::registry::config::AgentConfig;
-use crate::runtime::Runtime;
+use crate::runtime::runs;
 use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::names::WorkflowRef;
@@ -81,9 +81,10 @@ impl Spec {
     }
 }
 
-impl Runtime {
-    pub(super) async fn spec(&self, agent_id: i64) -> Result<Spec> {
-        self.store
+impl Workers {
+    pub(crate) async fn spec(&self, agent_id: i64) -> Result<Spec> {
+        self.base
+            .store
             .read(move |c| {
                 c.query_row(
                     "SELECT a.id, a.name, w.name, w.tag, w.id, a.backend, a.model, a.system, a.cwd,

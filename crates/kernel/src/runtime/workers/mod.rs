@@ -11,19 +11,20 @@
 
 use crate::registry::config::DEFAULT_MAX_STEPS;
 use crate::registry::tokens;
-use crate::runtime::Runtime;
-use crate::runtime::runs::{self, NewRun, RunView};
+use crate::runtime::approvals::Approvals;
+use crate::runtime::base::{Base, Pause};
+use crate::runtime::runs::{self, NewRun, RunEnd};
+use crate::runtime::skills::Skills;
+use crate::runtime::spending::Spending;
+use crate::runtime::worktrees::Worktrees;
 use domain::backends::Backend;
 use domain::error::{Error, Result};
-use domain::names::WorkflowRef;
 use domain::protocol::{self, RunConfig};
 use domain::states::{AgentState, Wake};
 use os::process;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
-use store::sql;
-use store::sql::OptionalExtension;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -43,15 +44,81 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
     telemetry::WORKER_ENV,
 ];
 
-use super::running::{Active, Claim};
-pub use super::running::{RunHandle, Workers};
-pub(crate) use super::spec::Spec;
-use domain::workspace::Workspace;
+mod commits;
+mod records;
+mod spec;
+mod supervise;
 
-impl Runtime {
+pub use crate::runtime::running::RunHandle;
+use crate::runtime::running::{Active, Claim, Running};
+use domain::workspace::Workspace;
+pub(crate) use spec::Spec;
+
+/// The process manager: the runs in progress (a table it shares with the
+/// approvals a run waits on), and each run from its start to its settlement.
+pub struct Workers {
+    base: Arc<Base>,
+    running: Arc<Running>,
+    worktrees: Arc<Worktrees>,
+    skills: Arc<Skills>,
+    approvals: Arc<Approvals>,
+    spending: Arc<Spending>,
+    exe: PathBuf,
+    limits: process::Limits,
+    /// Told what a run's end means for scheduling, before the run reports done.
+    after: OnceLock<Weak<dyn AfterRun>>,
+}
+
+/// Whoever settles what a finished run means for scheduling (the scheduler, which
+/// sits above the process manager and is told through this).
+pub(crate) trait AfterRun: Send + Sync {
+    fn settle_run(
+        self: Arc<Self>,
+        agent_id: i64,
+        workflow_id: i64,
+        end: RunEnd,
+        again: Option<(Wake, Option<String>)>,
+    ) -> futures::future::BoxFuture<'static, ()>;
+}
+
+/// What the process manager is built from, besides the ground.
+pub(crate) struct Parts {
+    pub running: Arc<Running>,
+    pub worktrees: Arc<Worktrees>,
+    pub skills: Arc<Skills>,
+    pub approvals: Arc<Approvals>,
+    pub spending: Arc<Spending>,
+    pub exe: PathBuf,
+}
+
+impl Workers {
+    pub(crate) fn new(base: Arc<Base>, p: Parts) -> Self {
+        Self {
+            base,
+            running: p.running,
+            worktrees: p.worktrees,
+            skills: p.skills,
+            approvals: p.approvals,
+            spending: p.spending,
+            exe: p.exe,
+            limits: process::Limits::default(),
+            after: OnceLock::new(),
+        }
+    }
+
+    /// The binary a worker runs.
+    pub(crate) fn exe(&self) -> &std::path::Path {
+        &self.exe
+    }
+
+    /// Names who settles each run's end (set once, when the runtime is composed).
+    pub(crate) fn settle_with(&self, after: Weak<dyn AfterRun>) {
+        let _ = self.after.set(after);
+    }
+
     /// The run in progress for an agent, if any.
     pub fn active_run(&self, agent_id: i64) -> Option<RunHandle> {
-        self.workers.handle(agent_id)
+        self.running.handle(agent_id)
     }
 
     /// If the agent is running, remembers a wake for when the run ends and returns
@@ -62,7 +129,7 @@ impl Runtime {
         wake: Wake,
         prompt: Option<&str>,
     ) -> Option<RunHandle> {
-        self.workers.remember_wake(agent_id, wake, prompt)
+        self.running.remember_wake(agent_id, wake, prompt)
     }
 
     /// Like [`Self::remember_wake`] for a message posted as `message_id`, except that a
@@ -78,18 +145,18 @@ impl Runtime {
         wake: Wake,
         message_id: &str,
     ) -> Option<RunHandle> {
-        self.workers
+        self.running
             .remember_wake_before(agent_id, wake, message_id)
     }
 
     /// How many runs are in progress (the scheduler's concurrency limit counts them).
     pub(crate) fn runs_in_progress(&self) -> usize {
-        self.workers.count()
+        self.running.count()
     }
 
     /// Whether any of these agents is running or has a wake remembered.
     pub(crate) fn any_active(&self, agent_ids: &[i64]) -> bool {
-        self.workers.any(agent_ids)
+        self.running.any(agent_ids)
     }
 
     /// Starts a run of an agent that is not running. Refused for a paused agent.
@@ -120,15 +187,16 @@ impl Runtime {
         let mut spec = self.spec(agent_id).await?;
         self.may_start(&spec)?;
         let url = self
+            .base
             .url()
             .ok_or_else(|| Error::internal("the kernel has no HTTP endpoint for workers"))?
             .to_owned();
-        let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
+        let state_dir = self.base.workspace_dir(&spec.workflow, &spec.name);
         let cwd = match self.run_folder(&spec, &state_dir).await {
             Ok(cwd) => cwd,
             Err(e) => return Err(self.start_refused(&spec, e).await),
         };
-        let skills = match self.read_skills(&spec.config.skills).await {
+        let skills = match self.skills.read_dirs(&spec.config.skills).await {
             Ok(s) => s.into_iter().map(skill_ref).collect(),
             Err(e) => return Err(self.start_refused(&spec, e).await),
         };
@@ -137,7 +205,7 @@ impl Runtime {
         let (done_tx, done_rx) = watch::channel(false);
         let (progress, _) = broadcast::channel(256);
         // Claim the agent before any await, so two starts cannot both spawn.
-        let claimed = self.workers.claim_unless_served(
+        let claimed = self.running.claim_unless_served(
             agent_id,
             Active {
                 run_id: run_id.clone(),
@@ -160,14 +228,14 @@ impl Runtime {
             }
         };
         self.hold_worktree(&spec).await;
-        let woken_by = self.events.take_trace(spec.workflow_id, &spec.name);
+        let woken_by = self.base.events.take_trace(spec.workflow_id, &spec.name);
         spec.traced(&run_id, wake, woken_by);
         match self
             .prepare(&spec, (&run_id, &cwd, skills), wake, prompt, url)
             .await
         {
             Ok(cmd) => {
-                self.workers.started(agent_id, &run_id);
+                self.running.started(agent_id, &run_id);
                 let k = self.clone();
                 tokio::spawn(async move {
                     k.supervise_run(spec, run_id, cmd, stop, progress, done_tx)
@@ -176,7 +244,7 @@ impl Runtime {
                 Ok(Ok(handle))
             }
             Err(e) => {
-                self.workers.finish(agent_id);
+                self.running.finish(agent_id);
                 if let Some(span) = &spec.trace {
                     span.set("agent_worker.outcome", "refused");
                     span.fail(domain::redact::shown(&e.to_string()));
@@ -185,6 +253,37 @@ impl Runtime {
                 Err(e)
             }
         }
+    }
+
+    /// A worktree agent's run, just claimed, holds its worktree from here to its
+    /// commit: at once, or when a sync or merge writing there is done.
+    async fn hold_worktree(&self, spec: &Spec) {
+        if spec.config.workspace.is_worktree() {
+            let held = self.worktrees.hold(&spec.workflow, &spec.name).await;
+            self.running.keep_worktree(spec.agent_id, held);
+        }
+    }
+
+    /// A run cannot start because what it works with is gone or broken (its
+    /// worktree, a skill's folder): the agent is paused with the reason (its
+    /// messages wait), and the start fails with it.
+    async fn start_refused(&self, spec: &Spec, e: Error) -> Error {
+        let reason = e.to_string();
+        let paused = self
+            .base
+            .pause(Pause {
+                agent_id: spec.agent_id,
+                workflow: &spec.workflow,
+                workflow_id: spec.workflow_id,
+                name: &spec.name,
+                reason: &reason,
+                auto_from: None,
+            })
+            .await;
+        if let Err(p) = paused {
+            tracing::warn!(agent = %spec.name, "cannot pause it: {p}");
+        }
+        Error::invalid(reason)
     }
 
     /// Why the agent cannot run now, if it cannot: paused, no worker, another
@@ -203,12 +302,12 @@ impl Runtime {
                 spec.name, spec.backend
             )));
         }
-        if spec.node.as_deref() != Some(self.node()) {
+        if spec.node.as_deref() != Some(self.base.node()) {
             return Err(Error::conflict(format!(
                 "{} runs on node {}, not on {}",
                 spec.name,
                 spec.node.as_deref().unwrap_or("(none)"),
-                self.node()
+                self.base.node()
             )));
         }
         if spec.workflow_state.is_ended() {
@@ -221,11 +320,7 @@ impl Runtime {
     }
 
     /// The folder a run works in: its worktree, its cwd, or its own folder.
-    pub(super) async fn run_folder(
-        &self,
-        spec: &Spec,
-        state_dir: &std::path::Path,
-    ) -> Result<PathBuf> {
+    async fn run_folder(&self, spec: &Spec, state_dir: &std::path::Path) -> Result<PathBuf> {
         let cwd = spec.cwd.as_deref().map(std::path::Path::new);
         match &spec.config.workspace {
             Workspace::Worktree(w) => {
@@ -239,7 +334,7 @@ impl Runtime {
 
     /// [`Self::run_folder`] as a path only, for what a run asks while it runs
     /// (its start checked the worktree; a tool request runs no git).
-    pub(super) async fn work_folder(&self, spec: &Spec, state_dir: &std::path::Path) -> PathBuf {
+    pub(crate) async fn work_folder(&self, spec: &Spec, state_dir: &std::path::Path) -> PathBuf {
         let cwd = spec.cwd.as_deref().map(std::path::Path::new);
         match &spec.config.workspace {
             Workspace::Worktree(w) => {
@@ -261,13 +356,13 @@ impl Runtime {
         prompt: Option<String>,
         url: String,
     ) -> Result<process::Launch> {
-        let state_dir = self.workspace_dir(&spec.workflow, &spec.name);
+        let state_dir = self.base.workspace_dir(&spec.workflow, &spec.name);
         let cwd = cwd.to_owned();
         // A worktree is checked (by start_run), never made here.
         let made = (!spec.config.workspace.is_worktree()).then(|| cwd.clone());
         let (dir, id) = (state_dir.clone(), spec.agent_id);
         tokio::task::spawn_blocking(move || {
-            super::own_folder::claim(&dir, id)?;
+            crate::runtime::own_folder::claim(&dir, id)?;
             made.map_or(Ok(()), std::fs::create_dir_all)
         })
         .await
@@ -278,13 +373,15 @@ impl Runtime {
                 cwd.display()
             ))
         })?;
-        let ttl = self.workers.limits.total + Duration::from_secs(300);
+        let ttl = self.limits.total + Duration::from_secs(300);
         let (id, agent_id, wid) = (run_id.to_owned(), spec.agent_id, spec.workflow_id);
         let (name, backend) = (spec.name.clone(), spec.backend);
         let asked = prompt.clone();
-        let node = self.node().to_owned();
+        let node = self.base.node().to_owned();
         let trace_id = spec.trace.as_ref().map(telemetry::Span::trace_id);
+        let now = self.base.clock.now_ms();
         let token = self
+            .base
             .store
             .write(move |c| {
                 runs::insert_tx(
@@ -299,6 +396,7 @@ impl Runtime {
                         prompt: asked.as_deref(),
                         node: &node,
                         trace_id: trace_id.as_deref(),
+                        now,
                     },
                 )?;
                 let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;
@@ -345,7 +443,7 @@ impl Runtime {
     /// environment (less what is scrubbed) and, when traces are exported, the run's
     /// trace context and where to export.
     fn worker_command(&self, spec: &Spec, cwd: &std::path::Path) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(&self.workers.exe);
+        let mut cmd = tokio::process::Command::new(&self.exe);
         cmd.arg(WORKER_MODE).current_dir(cwd);
         for k in SCRUBBED_ENV {
             cmd.env_remove(k);
@@ -377,7 +475,7 @@ impl Runtime {
     /// profile with the contracts' refusals as deny rules it can hold.
     fn governed_run(&self, spec: &Spec) -> (Vec<String>, domain::permissions::Permissions) {
         use domain::contracts::{ASKING_BACKENDS, governed_kinds, profile_denials};
-        let all = self.contracts.all();
+        let all = self.base.contracts.all();
         let in_force: Vec<&domain::contracts::Contract> =
             crate::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow)
                 .collect();
@@ -403,129 +501,24 @@ impl Runtime {
         (governed, held)
     }
 
-    /// Where an agent without a configured `cwd` works.
     /// How long a run's worker may print nothing: the agent's `timeout`, or the default.
-    pub(super) fn idle_limit(&self, spec: &Spec) -> Duration {
+    fn idle_limit(&self, spec: &Spec) -> Duration {
         spec.config
             .timeout_ms
-            .map_or(self.workers.limits.idle, Duration::from_millis)
-    }
-
-    pub fn workspace_dir(&self, wf: &WorkflowRef, agent: &str) -> PathBuf {
-        self.data_dir
-            .as_path()
-            .join("workspaces")
-            .join(&wf.name)
-            .join(&wf.tag)
-            .join(agent)
+            .map_or(self.limits.idle, Duration::from_millis)
     }
 
     /// Stops an agent's run, if one is in progress, and waits until it is recorded.
     pub async fn stop_run(&self, agent_id: i64) -> Option<String> {
-        let (run_id, mut done) = self.workers.stop(agent_id)?;
+        let (run_id, mut done) = self.running.stop(agent_id)?;
         let _ = done.wait_for(|d| *d).await;
         Some(run_id)
     }
 
     /// Stops every run (kernel shutdown).
     pub async fn stop_all_runs(&self) {
-        let ids = self.workers.agent_ids();
+        let ids = self.running.agent_ids();
         futures::future::join_all(ids.into_iter().map(|id| self.stop_run(id))).await;
-    }
-
-    /// At start: runs a previous kernel left `running` are closed as lost, and any of
-    /// their processes still alive are killed by group.
-    pub(crate) async fn recover_runs(&self) -> Result<usize> {
-        let node = self.node().to_owned();
-        let orphans = self.store.read(move |c| runs::orphans(c, &node)).await?;
-        if orphans.is_empty() {
-            return Ok(0);
-        }
-        for o in &orphans {
-            if let Some(pid) = o.pid
-                && process::kill_stale_group(pid, o.pid_start)
-            {
-                tracing::warn!(run = %o.id, pid, "killed a worker left by the previous kernel");
-            }
-        }
-        let ids: Vec<String> = orphans.iter().map(|o| o.id.clone()).collect();
-        let n = ids.len();
-        self.store
-            .write(move |c| runs::close_lost_tx(c, &ids))
-            .await?;
-        Ok(n)
-    }
-
-    pub async fn run_view(&self, run_id: &str) -> Result<RunView> {
-        let id = run_id.to_owned();
-        self.store
-            .read(move |c| runs::get_run(c, &id))
-            .await?
-            .ok_or_else(|| Error::not_found(format!("no run {run_id}")))
-    }
-
-    /// The latest `per_agent` runs of each agent of a workflow instance (one read).
-    pub async fn recent_runs(
-        &self,
-        workflow_id: i64,
-        per_agent: i64,
-    ) -> Result<Vec<(String, RunView)>> {
-        self.store
-            .read(move |c| runs::recent_of_workflow(c, workflow_id, per_agent))
-            .await
-    }
-
-    /// Messages an agent sent to the lead after `after` (an ask's message id): DMs
-    /// to `user` and messages that mention it.
-    pub async fn replies_to_lead(
-        &self,
-        workflow_id: i64,
-        agent: &str,
-        after: &str,
-    ) -> Result<Vec<String>> {
-        let (agent, after) = (agent.to_owned(), after.to_owned());
-        self.store
-            .read(move |c| {
-                let mut st = c.prepare_cached(
-                    "SELECT content FROM messages
-                     WHERE workflow_id = ?1 AND sender = ?2 AND id > ?3
-                       AND (to_member = 'user' OR instr(mentions, '\"user\"') > 0)
-                     ORDER BY id",
-                )?;
-                let rows = st
-                    .query_map((workflow_id, &agent, &after), |r| r.get(0))?
-                    .collect::<sql::Result<Vec<String>>>()?;
-                Ok(rows)
-            })
-            .await
-    }
-
-    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
-    pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
-        let sql = if paused {
-            "UPDATE agents SET state = 'paused' WHERE id = ?1 RETURNING workflow_id, name"
-        } else {
-            "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'paused' RETURNING workflow_id, name"
-        };
-        let changed: Option<(i64, String)> = self
-            .store
-            .write(move |c| {
-                Ok(c.query_row(sql, [agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?)
-            })
-            .await?;
-        // The node that runs it hears of it (a resume there serves its inbox).
-        if let Some((workflow_id, name)) = changed {
-            self.events
-                .publish(crate::events::Event::AgentChanged { workflow_id, name });
-        }
-        if paused {
-            self.scheduler_forget(agent_id);
-            self.stop_run_anywhere(agent_id).await?;
-        } else {
-            self.resumed(agent_id).await?;
-        }
-        Ok(())
     }
 }
 
