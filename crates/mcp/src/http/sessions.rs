@@ -200,7 +200,22 @@ impl Sessions {
             .filter(|id| live.contains_key(id.as_str()))
             .collect();
         drop(live);
-        self.close(park).await;
+        // A request may have come in since `due` chose them: close only those still
+        // idle, each checked right before it goes.
+        for id in park {
+            if self.still_idle(&id) {
+                self.close(vec![id]).await;
+            }
+        }
+    }
+
+    /// Whether session `id` has no request or stream in progress (or is forgotten).
+    fn still_idle(&self, id: &str) -> bool {
+        self.entries
+            .lock()
+            .unwrap()
+            .get(id)
+            .is_none_or(|e| e.active == 0)
     }
 
     /// Runs the sweep until `ct` is cancelled.
