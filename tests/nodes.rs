@@ -443,7 +443,8 @@ async fn three_nodes_share_a_postgresql_database() {
         acked.push(text);
     }
     // a1's first run is in progress (it sleeps two seconds) when b dies.
-    wait_info(&la, "a1@relay", 20, |i| i.get("running").is_some()).await;
+    // Node b runs it: only b knows its run is in progress.
+    wait_info(&lb, "a1@relay", 20, |i| i.get("running").is_some()).await;
     let killed = std::time::Instant::now();
     b.kill().await;
     for i in 0..10 {
