@@ -109,38 +109,6 @@ pub fn pending_held(c: &Connection, workflow_id: i64, held: &str) -> Result<Opti
     .optional()?)
 }
 
-/// [`insert_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it, and the four below).
-pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
-    insert_tx_at(c, a, domain::clock::now_ms())
-}
-
-/// [`decide_tx_at`] at the system's time (the runtime's call).
-pub fn decide_tx(
-    c: &Connection,
-    id: i64,
-    who: &str,
-    approve: bool,
-    reason: Option<&str>,
-) -> Result<Row> {
-    decide_tx_at(c, (id, who, approve, reason), domain::clock::now_ms())
-}
-
-/// [`expire_tx_at`] at the system's time (the runtime's call).
-pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
-    expire_tx_at(c, r, domain::clock::now_ms())
-}
-
-/// [`lose_run_tx_at`] at the system's time (the runtime's call).
-pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
-    lose_run_tx_at(c, run_id, domain::clock::now_ms())
-}
-
-/// [`lose_orphans_tx_at`] at the system's time (the runtime's call).
-pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
-    lose_orphans_tx_at(c, domain::clock::now_ms())
-}
-
 /// Opens approval `a` at `now`, its deadline its timeout later.
 pub fn insert_tx_at(c: &Connection, a: &NewApproval, now: i64) -> Result<i64> {
     let deadline = now + a.approval.timeout.as_millis() as i64;

@@ -183,28 +183,6 @@ impl Posted {
     }
 }
 
-/// [`post_system_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it).
-pub(crate) fn post_system(
-    c: &Connection,
-    workflow_id: i64,
-    workflow: &WorkflowRef,
-    text: String,
-) -> Result<Posted> {
-    post_system_at(c, workflow_id, workflow, text, domain::clock::now_ms())
-}
-
-/// [`post_system_to_at`] at the system's time (the runtime's call).
-pub(crate) fn post_system_to(
-    c: &Connection,
-    workflow_id: i64,
-    workflow: &WorkflowRef,
-    to: &[String],
-    text: &str,
-) -> Result<Posted> {
-    post_system_to_at(c, workflow_id, workflow, to, text, domain::clock::now_ms())
-}
-
 /// Posts the kernel's own message (`from: system`, kind `system`) at `now` inside a
 /// store job, through the same rules as any message: its @mentions decide whose
 /// inbox gets it. Used where an event must reach people in the same transaction as

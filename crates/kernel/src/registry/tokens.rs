@@ -188,18 +188,6 @@ impl Registry {
     }
 }
 
-/// [`mint_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it).
-pub(crate) fn mint_tx(
-    c: &sql::Connection,
-    agent_id: i64,
-    ttl: Duration,
-    purpose: &str,
-    run_id: Option<&str>,
-) -> Result<(String, i64)> {
-    mint_tx_at(c, agent_id, ttl, purpose, run_id, domain::clock::now_ms())
-}
-
 /// Mints an agent token at `now` inside a write transaction (a run's token is
 /// written with its run row, so neither exists without the other).
 pub(crate) fn mint_tx_at(

@@ -13,9 +13,9 @@ use super::voting::{contract_list, open_approval_tx};
 use crate::AgentIdentity;
 use crate::events::Event;
 use crate::governance::approvals::{Ended, NewApproval};
-use crate::governance::contracts::{Decision, in_force, record_tx};
+use crate::governance::contracts::{Decision, in_force, record_tx_at};
 use crate::governance::rates;
-use crate::messaging::{Posted, post_system_to, preview};
+use crate::messaging::{Posted, post_system_to_at, preview};
 use crate::runtime::approvals::Approvals;
 use crate::runtime::base::{Base, Pause};
 use crate::runtime::running::Running;
@@ -305,20 +305,22 @@ impl Requests {
     ) -> Result<(Vec<Posted>, Option<(i64, std::time::Duration)>)> {
         let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
         let (v2, w2, rid) = (verdict.clone(), what.to_owned(), run_id.to_owned());
+        let now = self.base.clock.now_ms();
         self.base.store
             .write(move |c| {
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(post_system_to(
+                    posted.push(post_system_to_at(
                         c,
                         wid,
                         &wf,
                         to,
                         &format!("contract \"{contract}\": {name} asks to use {w2}."),
+                        now,
                     )?);
                 }
                 let Some(a) = &v2.approval else {
-                    record_tx(c, &Decision::of(wid, &name, "tool_request", &w2, &v2))?;
+                    record_tx_at(c, &Decision::of(wid, &name, "tool_request", &w2, &v2), now)?;
                     return Ok((posted, None));
                 };
                 let new = NewApproval {
@@ -331,7 +333,7 @@ impl Requests {
                     approval: a.clone(),
                 };
                 let title = format!("{name} asks to use {w2}");
-                let (id, post) = open_approval_tx(c, &wf, new, &title, |id, a, too_few| {
+                let (id, post) = open_approval_tx(c, &wf, new, &title, now, |id, a, too_few| {
                     format!(
                         "approval {id}: {name} asks to use {w2} (contract {}{too_few}). Decide with \
                          approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" within {}; \

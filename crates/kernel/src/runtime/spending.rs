@@ -5,8 +5,8 @@
 use super::runs::{Spender, spent};
 use crate::events::Event;
 use crate::governance::approvals::{self, NewApproval};
-use crate::governance::contracts::{Decision, in_force, record_tx};
-use crate::messaging::post_system_to;
+use crate::governance::contracts::{Decision, in_force, record_tx_at};
+use crate::messaging::post_system_to_at;
 use crate::runtime::approvals::Approvals;
 use crate::runtime::base::{Base, Pause};
 use domain::contracts::{self, Event as Ev, When};
@@ -45,6 +45,7 @@ impl Spending {
             return Ok(false);
         }
         let (wf, n) = (workflow.clone(), name.to_owned());
+        let now = self.base.clock.now_ms();
         let out = self
             .base.store
             .write(move |c| {
@@ -62,17 +63,17 @@ impl Spending {
                 let mut posted = Vec::new();
                 for (contract, to) in &v.notify {
                     if once(contract, "notified")? {
-                        record_tx(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"))?;
-                        posted.push(post_system_to(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."))?);
+                        record_tx_at(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"), now)?;
+                        posted.push(post_system_to_at(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."), now)?);
                     }
                 }
                 let mut pause = None;
                 for (contract, why) in &v.pause {
                     if once(contract, "paused")? {
-                        record_tx(c, &Decision {
+                        record_tx_at(c, &Decision {
                             reason: Some(why.clone()),
                             ..Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "paused")
-                        })?;
+                        }, now)?;
                         pause = Some(format!("contract \"{contract}\": {n} has {what}"));
                         break;
                     }
@@ -87,7 +88,7 @@ impl Spending {
                     if !granted {
                         hold = true;
                         if !open {
-                            let id = approvals::insert_tx(c, &NewApproval {
+                            let id = approvals::insert_tx_at(c, &NewApproval {
                                 workflow_id,
                                 agent_id,
                                 agent: n.clone(),
@@ -95,13 +96,13 @@ impl Spending {
                                 event: "spend".into(),
                                 detail: what.clone(),
                                 approval: a.clone(),
-                            })?;
-                            posted.push(post_system_to(c, workflow_id, &wf, &a.approvers, &format!(
+                            }, now)?;
+                            posted.push(post_system_to_at(c, workflow_id, &wf, &a.approvers, &format!(
                                 "approval {id}: {n} has {what} (contract {}); its next run waits until you decide with \
                                  approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" (within {}).",
                                 a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
                                 humantime::format_duration(a.timeout)
-                            ))?);
+                            ), now)?);
                             return Ok((posted, pause, hold, Some((id, a.timeout))));
                         }
                     }
@@ -152,22 +153,25 @@ impl Spending {
             status.as_str().to_owned(),
             v.clone(),
         );
+        let now = self.base.clock.now_ms();
         let posted = self
             .base
             .store
             .write(move |c| {
-                record_tx(
+                record_tx_at(
                     c,
                     &Decision::of(workflow_id, &n, "run_end", &format!("a run {st}"), &v2),
+                    now,
                 )?;
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(post_system_to(
+                    posted.push(post_system_to_at(
                         c,
                         workflow_id,
                         &wf,
                         to,
                         &format!("contract \"{contract}\": a run of {n} ended {st}."),
+                        now,
                     )?);
                 }
                 Ok(posted)

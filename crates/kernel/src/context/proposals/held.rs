@@ -27,33 +27,6 @@ pub struct NewVote<'a> {
     pub deadline_ms: i64,
 }
 
-/// [`open_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it, and the three below).
-pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted)> {
-    open_tx_at(c, v, domain::clock::now_ms())
-}
-
-/// [`record_decision_tx_at`] at the system's time (the runtime's call).
-pub(crate) fn record_decision_tx(
-    c: &Connection,
-    r: &Row,
-    who: &str,
-    approve: bool,
-    reason: Option<&str>,
-) -> Result<()> {
-    record_decision_tx_at(c, r, (who, approve, reason), domain::clock::now_ms())
-}
-
-/// [`close_settled_tx_at`] at the system's time (the runtime's call).
-pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
-    close_settled_tx_at(c, domain::clock::now_ms())
-}
-
-/// [`close_for_tx_at`] at the system's time (the runtime's call).
-pub(crate) fn close_for_tx(c: &Connection, r: &Row) -> Result<Option<Posted>> {
-    close_for_tx_at(c, r, domain::clock::now_ms())
-}
-
 /// Opens the proposal the members vote on at `now`, and tells them. Returns its
 /// id and the announcement.
 pub(crate) fn open_tx_at(c: &Connection, v: &NewVote<'_>, now: i64) -> Result<(String, Posted)> {

@@ -2,8 +2,8 @@
 //! refusal or the approval that holds the merge, and the decision log.
 
 use crate::governance::approvals::{self, NewApproval};
-use crate::governance::contracts::{Decision, record_tx};
-use crate::messaging::post_system_to;
+use crate::governance::contracts::{Decision, record_tx_at};
+use crate::messaging::post_system_to_at;
 use crate::runtime::voting::{contract_list, open_approval_tx};
 use domain::contracts;
 use domain::error::Result;
@@ -28,34 +28,38 @@ type Recorded = (
 
 impl VerdictOf {
     /// Writes a verdict: its notices, the refusal or the approval that holds the
-    /// merge (the same pending one when asked again), and the decision log.
+    /// merge (the same pending one when asked again), and the decision log, at `now`.
     pub(super) fn record_tx(
         &self,
         c: &store::sql::Connection,
         v: &contracts::Verdict,
+        now: i64,
     ) -> Result<Recorded> {
         let (wid, wf, name, d2) = (self.workflow_id, &self.workflow, &self.agent, &self.detail);
         let mut posted = Vec::new();
         for (contract, to) in &v.notify {
-            record_tx(
+            record_tx_at(
                 c,
                 &Decision::new(wid, name, "merge", d2, vec![contract.clone()], "notified"),
+                now,
             )?;
-            posted.push(post_system_to(
+            posted.push(post_system_to_at(
                 c,
                 wid,
                 wf,
                 to,
                 &format!("contract \"{contract}\": {d2}."),
+                now,
             )?);
         }
         if let Some((contract, reason, _)) = &v.deny {
-            record_tx(
+            record_tx_at(
                 c,
                 &Decision {
                     reason: Some(reason.clone()),
                     ..Decision::new(wid, name, "merge", d2, vec![contract.clone()], "denied")
                 },
+                now,
             )?;
             return Ok((
                 posted,
@@ -79,14 +83,21 @@ impl VerdictOf {
             detail: d2.clone(),
             approval: a.clone(),
         };
-        let (id, post) = open_approval_tx(c, wf, new, &format!("merge {d2}"), |id, a, too_few| {
-            format!(
-                "approval {id}: merge {d2} (contract {}{too_few}); it is done when you approve with \
+        let (id, post) = open_approval_tx(
+            c,
+            wf,
+            new,
+            &format!("merge {d2}"),
+            now,
+            |id, a, too_few| {
+                format!(
+                    "approval {id}: merge {d2} (contract {}{too_few}); it is done when you approve with \
                  approval_decide {{\"id\": {id}, \"decision\": \"approve\"}}, or not with \"deny\" (within {}).",
-                contract_list(a),
-                humantime::format_duration(a.timeout)
-            )
-        })?;
+                    contract_list(a),
+                    humantime::format_duration(a.timeout)
+                )
+            },
+        )?;
         approvals::set_held_tx(c, id, &self.held)?;
         posted.push(post);
         Ok((posted, Ok(Some((id, Some(a.timeout))))))
