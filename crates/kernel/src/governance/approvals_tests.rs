@@ -4,8 +4,8 @@
 //! that end first, what each decision logs, and what a spend approval grants.
 
 use super::approvals::{
-    Ended, NewApproval, decide_tx_at, ended, expire_tx_at, get, insert_tx_at, list,
-    lose_orphans_tx_at, lose_run_tx_at, next_deadline, spend_state,
+    Ended, NewApproval, decide_tx, ended, expire_tx, get, insert_tx, list, lose_orphans_tx,
+    lose_run_tx, next_deadline, spend_state,
 };
 use crate::testing::{Rooms, expect, names, said};
 use domain::contracts::{Approval, OnTimeout, Votes};
@@ -35,10 +35,7 @@ fn asked(approvers: &[&str], count: usize) -> NewApproval {
 
 async fn open(r: &Rooms, a: NewApproval) -> i64 {
     let now = r.clock.now_ms();
-    r.store
-        .write(move |c| insert_tx_at(c, &a, now))
-        .await
-        .unwrap()
+    r.store.write(move |c| insert_tx(c, &a, now)).await.unwrap()
 }
 
 /// `who` decides approval `id`; the answer short: the state after it, or the refusal.
@@ -46,7 +43,7 @@ async fn decide(r: &Rooms, id: i64, who: &'static str, approve: bool) -> String 
     let now = r.clock.now_ms();
     let got = r
         .store
-        .write(move |c| Ok(decide_tx_at(c, (id, who, approve, Some("looked")), now)))
+        .write(move |c| Ok(decide_tx(c, (id, who, approve, Some("looked")), now)))
         .await
         .unwrap();
     match got {
@@ -218,14 +215,14 @@ async fn a_deadline_passed_closes_it_as_on_timeout_says() {
         let id = open(&r, a).await;
         let expired = r
             .store
-            .write(move |c| expire_tx_at(c, &get(c, id)?.unwrap(), now))
+            .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
             .await
             .unwrap();
         assert!(expired);
         assert_eq!(ended_of(&r, id).await, want);
         let again = r
             .store
-            .write(move |c| expire_tx_at(c, &get(c, id)?.unwrap(), now))
+            .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
             .await
             .unwrap();
         assert!(!again, "closed once");
@@ -233,7 +230,7 @@ async fn a_deadline_passed_closes_it_as_on_timeout_says() {
     let id = open(&r, asked(&["bob"], 1)).await;
     let expired = r
         .store
-        .write(move |c| expire_tx_at(c, &get(c, id)?.unwrap(), now))
+        .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
         .await
         .unwrap();
     assert!(!expired, "an hour ahead");
@@ -267,7 +264,7 @@ async fn the_approvals_of_a_run_that_ended_are_lost() {
     let now = r.clock.now_ms();
     let lost = r
         .store
-        .write(move |c| lose_run_tx_at(c, "run-1", now))
+        .write(move |c| lose_run_tx(c, "run-1", now))
         .await
         .unwrap();
     assert_eq!(lost, vec![mine]);
@@ -278,7 +275,7 @@ async fn the_approvals_of_a_run_that_ended_are_lost() {
     // After a restart no run is running: every pending approval of a run is lost.
     assert_eq!(
         r.store
-            .write(move |c| lose_orphans_tx_at(c, now))
+            .write(move |c| lose_orphans_tx(c, now))
             .await
             .unwrap(),
         1
@@ -397,7 +394,7 @@ async fn a_spend_approval_grants_the_agent_that_asked() {
     let now = r2.clock.now_ms();
     let id = open(&r2, spend(Duration::ZERO, OnTimeout::Allow)).await;
     r2.store
-        .write(move |c| expire_tx_at(c, &get(c, id)?.unwrap(), now))
+        .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
         .await
         .unwrap();
     let granted = r2

@@ -226,7 +226,7 @@ impl Decision {
 }
 
 /// Keeps decision `d`, taken at `now`.
-pub fn record_tx_at(c: &Connection, d: &Decision, now: i64) -> Result<i64> {
+pub fn record_tx(c: &Connection, d: &Decision, now: i64) -> Result<i64> {
     c.prepare_cached(
         "INSERT INTO contract_decisions (at, workflow_id, agent, event, detail, contracts, outcome, approval_id,
                                          decided_by, reason)

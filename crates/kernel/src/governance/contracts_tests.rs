@@ -277,7 +277,7 @@ async fn contract_list_shows_what_is_in_force_the_guards_and_the_decisions() {
         );
         let now = r.clock.now_ms();
         r.store
-            .write(move |c| super::contracts::record_tx_at(c, &d, now))
+            .write(move |c| super::contracts::record_tx(c, &d, now))
             .await
             .unwrap();
     }

@@ -187,7 +187,7 @@ impl Posted {
 /// store job, through the same rules as any message: its @mentions decide whose
 /// inbox gets it. Used where an event must reach people in the same transaction as
 /// the change.
-pub(crate) fn post_system_at(
+pub(crate) fn post_system(
     c: &Connection,
     workflow_id: i64,
     workflow: &WorkflowRef,
@@ -197,7 +197,7 @@ pub(crate) fn post_system_at(
     post_system_as(c, (workflow_id, workflow), None, text, now)
 }
 
-/// [`post_system_at`] as a direct message to the member `to`: what the kernel says
+/// [`post_system`] as a direct message to the member `to`: what the kernel says
 /// about a direct message is as private as it.
 pub(crate) fn post_system_direct_at(
     c: &Connection,
@@ -243,9 +243,9 @@ fn post_system_as(
     Ok(posted)
 }
 
-/// [`post_system_at`] addressed to `to`: their names lead the text, so their
+/// [`post_system`] addressed to `to`: their names lead the text, so their
 /// inboxes get it (the lead is `user`).
-pub(crate) fn post_system_to_at(
+pub(crate) fn post_system_to(
     c: &Connection,
     workflow_id: i64,
     workflow: &WorkflowRef,
@@ -254,7 +254,7 @@ pub(crate) fn post_system_to_at(
     now: i64,
 ) -> Result<Posted> {
     let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-    post_system_at(c, workflow_id, workflow, format!("{who}{text}"), now)
+    post_system(c, workflow_id, workflow, format!("{who}{text}"), now)
 }
 
 /// Writes one message and its deliveries, `agents` being the instance's agents,

@@ -283,7 +283,7 @@ pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Re
 /// Registers an agent at `now` inside a write transaction (its instance created if
 /// new), leased to `node` (None for an agent without a worker). Returns the
 /// instance id, the agent's id and its view.
-pub(crate) fn insert_agent_tx_at(
+pub(crate) fn insert_agent_tx(
     c: &Connection,
     a: &NewAgent,
     wf: &WorkflowRef,

@@ -168,7 +168,7 @@ async fn names_are_unique_ignoring_case_within_an_instance() {
         let (a, wf, now) = (agent(spelling, "mock"), wf.clone(), r.clock.now_ms());
         let got = r
             .store
-            .write(move |c| super::insert_agent_tx_at(c, &a, &wf, None, now).map(|_| ()))
+            .write(move |c| super::insert_agent_tx(c, &a, &wf, None, now).map(|_| ()))
             .await;
         expect(
             &said(&got),
@@ -326,7 +326,7 @@ async fn a_view_shows_the_environment_s_names_and_never_its_values() {
     let (wf, now) = (WorkflowRef::global(), r.clock.now_ms());
     let (_, _, view) = r
         .store
-        .write(move |c| super::insert_agent_tx_at(c, &a, &wf, None, now))
+        .write(move |c| super::insert_agent_tx(c, &a, &wf, None, now))
         .await
         .unwrap();
     assert_eq!(view.env, names(&["API_TOKEN", "MODE"]));

@@ -190,7 +190,7 @@ impl Approvals {
                 let Some(r) = approvals::get(c, id)? else {
                     return Ok(None);
                 };
-                if !approvals::expire_tx_at(c, &r, now)? {
+                if !approvals::expire_tx(c, &r, now)? {
                     return Ok(None);
                 }
                 approvals::get(c, id)
@@ -210,9 +210,9 @@ impl Approvals {
             .base
             .store
             .write(move |c| {
-                let lost = approvals::lose_orphans_tx_at(c, now)?;
+                let lost = approvals::lose_orphans_tx(c, now)?;
                 // The members' votes on the lost ones close with them.
-                held::close_settled_tx_at(c, now)?;
+                held::close_settled_tx(c, now)?;
                 let mut st =
                     c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
                 let open: Vec<(i64, i64)> = st
@@ -241,8 +241,8 @@ impl Approvals {
             .base
             .store
             .write(move |c| {
-                let ids = approvals::lose_run_tx_at(c, &rid, now)?;
-                Ok((ids, held::close_settled_tx_at(c, now)?))
+                let ids = approvals::lose_run_tx(c, &rid, now)?;
+                Ok((ids, held::close_settled_tx(c, now)?))
             })
             .await
         {
@@ -292,13 +292,13 @@ impl Approvals {
                         "no approval {id} in your workflow"
                     )));
                 }
-                let r = approvals::decide_tx_at(c, (id, &who, approve, reason.as_deref()), now)?;
+                let r = approvals::decide_tx(c, (id, &who, approve, reason.as_deref()), now)?;
                 if r.view.vote.is_some() {
                     // The same vote on the members' proposal.
-                    held::record_decision_tx_at(c, &r, (&who, approve, reason.as_deref()), now)?;
+                    held::record_decision_tx(c, &r, (&who, approve, reason.as_deref()), now)?;
                 }
                 let posted = if r.view.state != ApprovalState::Pending {
-                    Some(messaging::post_system_at(
+                    Some(messaging::post_system(
                         c,
                         r.workflow_id,
                         &r.workflow,
@@ -393,7 +393,7 @@ impl Approvals {
                 .base
                 .store
                 .write(move |c| match approvals::get(c, id)? {
-                    Some(r) => held::close_for_tx_at(c, &r, now),
+                    Some(r) => held::close_for_tx(c, &r, now),
                     None => Ok(None),
                 })
                 .await?;

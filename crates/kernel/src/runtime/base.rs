@@ -159,7 +159,7 @@ impl Base {
                          messages wait)."
                     ),
                 };
-                let posted = messaging::post_system_at(
+                let posted = messaging::post_system(
                     c,
                     workflow_id,
                     &wf2,

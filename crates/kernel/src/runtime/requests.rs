@@ -13,9 +13,9 @@ use super::voting::{contract_list, open_approval_tx};
 use crate::AgentIdentity;
 use crate::events::Event;
 use crate::governance::approvals::{Ended, NewApproval};
-use crate::governance::contracts::{Decision, in_force, record_tx_at};
+use crate::governance::contracts::{Decision, in_force, record_tx};
 use crate::governance::rates;
-use crate::messaging::{Posted, post_system_to_at, preview};
+use crate::messaging::{Posted, post_system_to, preview};
 use crate::runtime::approvals::Approvals;
 use crate::runtime::base::{Base, Pause};
 use crate::runtime::running::Running;
@@ -310,7 +310,7 @@ impl Requests {
             .write(move |c| {
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(post_system_to_at(
+                    posted.push(post_system_to(
                         c,
                         wid,
                         &wf,
@@ -320,7 +320,7 @@ impl Requests {
                     )?);
                 }
                 let Some(a) = &v2.approval else {
-                    record_tx_at(c, &Decision::of(wid, &name, "tool_request", &w2, &v2), now)?;
+                    record_tx(c, &Decision::of(wid, &name, "tool_request", &w2, &v2), now)?;
                     return Ok((posted, None));
                 };
                 let new = NewApproval {

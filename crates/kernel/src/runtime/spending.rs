@@ -5,8 +5,8 @@
 use super::runs::{Spender, spent};
 use crate::events::Event;
 use crate::governance::approvals::{self, NewApproval};
-use crate::governance::contracts::{Decision, in_force, record_tx_at};
-use crate::messaging::post_system_to_at;
+use crate::governance::contracts::{Decision, in_force, record_tx};
+use crate::messaging::post_system_to;
 use crate::runtime::approvals::Approvals;
 use crate::runtime::base::{Base, Pause};
 use domain::contracts::{self, Event as Ev, When};
@@ -63,14 +63,14 @@ impl Spending {
                 let mut posted = Vec::new();
                 for (contract, to) in &v.notify {
                     if once(contract, "notified")? {
-                        record_tx_at(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"), now)?;
-                        posted.push(post_system_to_at(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."), now)?);
+                        record_tx(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"), now)?;
+                        posted.push(post_system_to(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."), now)?);
                     }
                 }
                 let mut pause = None;
                 for (contract, why) in &v.pause {
                     if once(contract, "paused")? {
-                        record_tx_at(c, &Decision {
+                        record_tx(c, &Decision {
                             reason: Some(why.clone()),
                             ..Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "paused")
                         }, now)?;
@@ -88,7 +88,7 @@ impl Spending {
                     if !granted {
                         hold = true;
                         if !open {
-                            let id = approvals::insert_tx_at(c, &NewApproval {
+                            let id = approvals::insert_tx(c, &NewApproval {
                                 workflow_id,
                                 agent_id,
                                 agent: n.clone(),
@@ -97,7 +97,7 @@ impl Spending {
                                 detail: what.clone(),
                                 approval: a.clone(),
                             }, now)?;
-                            posted.push(post_system_to_at(c, workflow_id, &wf, &a.approvers, &format!(
+                            posted.push(post_system_to(c, workflow_id, &wf, &a.approvers, &format!(
                                 "approval {id}: {n} has {what} (contract {}); its next run waits until you decide with \
                                  approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" (within {}).",
                                 a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
@@ -158,14 +158,14 @@ impl Spending {
             .base
             .store
             .write(move |c| {
-                record_tx_at(
+                record_tx(
                     c,
                     &Decision::of(workflow_id, &n, "run_end", &format!("a run {st}"), &v2),
                     now,
                 )?;
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
-                    posted.push(post_system_to_at(
+                    posted.push(post_system_to(
                         c,
                         workflow_id,
                         &wf,

@@ -4,7 +4,7 @@
 
 use crate::context::proposals::held;
 use crate::governance::approvals::{self, NewApproval};
-use crate::messaging::{Posted, post_system_to_at};
+use crate::messaging::{Posted, post_system_to};
 use crate::registry::agent_names;
 use crate::registry::orgs;
 use domain::contracts::Approval;
@@ -70,7 +70,7 @@ pub(crate) fn open_approval_tx(
         a.approval.approvers.push(LEAD.to_owned());
         a.approval.count = 1;
     }
-    let id = approvals::insert_tx_at(c, &a, now)?;
+    let id = approvals::insert_tx(c, &a, now)?;
     let a = a.approval;
     if let Some(needed) = needed {
         let vote = held::NewVote {
@@ -83,7 +83,7 @@ pub(crate) fn open_approval_tx(
             needed,
             deadline_ms: approvals::get(c, id)?.map_or(0, |r| r.deadline_ms()),
         };
-        let (_, mut posted) = held::open_tx_at(c, &vote, now)?;
+        let (_, mut posted) = held::open_tx(c, &vote, now)?;
         let text = format!(
             "approval {id} (\"{title}\") waits for a vote of the members, {needed} of {} for it: decide \
              it with approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\".",
@@ -93,7 +93,7 @@ pub(crate) fn open_approval_tx(
         return Ok((id, posted));
     }
     let text = tell(id, &a, &too_few);
-    let mut posted = post_system_to_at(c, wid, wf, &a.approvers, &text, now)?;
+    let mut posted = post_system_to(c, wid, wf, &a.approvers, &text, now)?;
     tell_in_org(c, (wid, wf, now), org, &a.approvers, &text, &mut posted)?;
     Ok((id, posted))
 }
@@ -120,7 +120,7 @@ fn tell_in_org(
         .cloned()
         .collect();
     if !to.is_empty() {
-        let note = post_system_to_at(c, owid, &owf, &to, &format!("(in {wf}) {text}"), now)?;
+        let note = post_system_to(c, owid, &owf, &to, &format!("(in {wf}) {text}"), now)?;
         posted.also(owid, note);
     }
     Ok(())

@@ -2,8 +2,8 @@
 //! decisions on its approval (the asker never votes), it closes when the approval
 //! does, with its outcome, whoever closed it, and it is never cancelled by hand.
 
-use super::held::{NewVote, close_settled_tx_at, open_tx_at};
-use crate::governance::approvals::{NewApproval, expire_tx_at, get, insert_tx_at};
+use super::held::{NewVote, close_settled_tx, open_tx};
+use crate::governance::approvals::{NewApproval, expire_tx, get, insert_tx};
 use crate::testing::{Rooms, expect, names, said};
 use domain::contracts::{Approval, OnTimeout, Votes};
 use domain::names::WorkflowRef;
@@ -35,7 +35,7 @@ async fn held(timeout: Duration) -> (Rooms, i64) {
                     on_timeout: OnTimeout::Deny,
                 },
             };
-            let id = insert_tx_at(c, &a, now)?;
+            let id = insert_tx(c, &a, now)?;
             let wf = WorkflowRef::global();
             let voters = names(&["alice", "bob", "carol"]);
             let v = NewVote {
@@ -48,7 +48,7 @@ async fn held(timeout: Duration) -> (Rooms, i64) {
                 needed: 2,
                 deadline_ms: get(c, id)?.unwrap().deadline_ms(),
             };
-            open_tx_at(c, &v, now)?;
+            open_tx(c, &v, now)?;
             Ok(id)
         })
         .await
@@ -137,8 +137,8 @@ async fn a_proposal_closes_with_an_approval_closed_elsewhere() {
     let closed = r
         .store
         .write(move |c| {
-            expire_tx_at(c, &get(c, id)?.unwrap(), now)?;
-            Ok(close_settled_tx_at(c, now)?.len())
+            expire_tx(c, &get(c, id)?.unwrap(), now)?;
+            Ok(close_settled_tx(c, now)?.len())
         })
         .await
         .unwrap();
@@ -160,7 +160,7 @@ async fn a_proposal_closes_with_an_approval_closed_elsewhere() {
     );
     let again = r
         .store
-        .write(move |c| close_settled_tx_at(c, now))
+        .write(move |c| close_settled_tx(c, now))
         .await
         .unwrap();
     assert!(again.is_empty(), "closed once");

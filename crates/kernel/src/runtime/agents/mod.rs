@@ -16,7 +16,7 @@ pub use info::{AgentInfo, InboxCounts};
 
 use crate::events::Event;
 use crate::registry::config::AgentConfig;
-use crate::registry::{AgentView, NewAgent, insert_agent_tx_at, validate};
+use crate::registry::{AgentView, NewAgent, insert_agent_tx, validate};
 use crate::runtime::base::Base;
 use crate::runtime::nodes::Nodes;
 use crate::runtime::nodes::placing::{move_tx, stays_with_worktree};
@@ -197,7 +197,7 @@ impl Agents {
                     true => None,
                     false => Some(super::nodes::place_tx(c, &me, asked)?),
                 };
-                let (wid, id, view) = insert_agent_tx_at(c, &a, &wf, node.as_deref(), now)?;
+                let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref(), now)?;
                 let next = match &a.schedule {
                     Some((t, prompt)) => Some(schedules::set_tx(c, id, t, prompt.as_deref(), now)?),
                     None => None,

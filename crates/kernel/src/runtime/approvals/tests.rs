@@ -83,7 +83,7 @@ impl Fixture {
         self.k
             .store
             .write(move |c| {
-                let id = approvals::insert_tx_at(c, &a, now)?;
+                let id = approvals::insert_tx(c, &a, now)?;
                 c.execute(
                     "UPDATE approvals SET deadline = ?2 WHERE id = ?1",
                     (id, deadline),

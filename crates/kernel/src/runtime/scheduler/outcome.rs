@@ -144,7 +144,7 @@ impl Scheduler {
                     "UPDATE agents SET state = 'failed', state_reason = ?2 WHERE id = ?1 AND state <> 'paused'",
                     (agent_id, &reason2),
                 )?;
-                messaging::post_system_at(
+                messaging::post_system(
                     c,
                     workflow_id,
                     &wf2,

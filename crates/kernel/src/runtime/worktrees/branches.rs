@@ -15,7 +15,7 @@ use crate::Scope;
 use crate::events::Event;
 use crate::governance::approvals;
 use crate::governance::contracts::in_force;
-use crate::messaging::post_system_to_at;
+use crate::messaging::post_system_to;
 use crate::runtime::approvals::{Approvals, MergeClosed};
 use crate::runtime::base::Base;
 use domain::contracts::{self, Event as Ev};
@@ -407,7 +407,7 @@ impl Branches {
         match self
             .base
             .store
-            .write(move |c| post_system_to_at(c, wid, &wf, &to, &text, now))
+            .write(move |c| post_system_to(c, wid, &wf, &to, &text, now))
             .await
         {
             Ok(p) => self.base.messaging.announce(b.workflow_id, &p),
@@ -450,7 +450,7 @@ impl Branches {
         let posted = self
             .base
             .store
-            .write(move |c| post_system_to_at(c, wid, &wf, &[LEAD.to_owned()], &text, now))
+            .write(move |c| post_system_to(c, wid, &wf, &[LEAD.to_owned()], &text, now))
             .await?;
         self.base.messaging.announce(r.workflow_id, &posted);
         Ok(())

@@ -2,8 +2,8 @@
 //! refusal or the approval that holds the merge, and the decision log.
 
 use crate::governance::approvals::{self, NewApproval};
-use crate::governance::contracts::{Decision, record_tx_at};
-use crate::messaging::post_system_to_at;
+use crate::governance::contracts::{Decision, record_tx};
+use crate::messaging::post_system_to;
 use crate::runtime::voting::{contract_list, open_approval_tx};
 use domain::contracts;
 use domain::error::Result;
@@ -38,12 +38,12 @@ impl VerdictOf {
         let (wid, wf, name, d2) = (self.workflow_id, &self.workflow, &self.agent, &self.detail);
         let mut posted = Vec::new();
         for (contract, to) in &v.notify {
-            record_tx_at(
+            record_tx(
                 c,
                 &Decision::new(wid, name, "merge", d2, vec![contract.clone()], "notified"),
                 now,
             )?;
-            posted.push(post_system_to_at(
+            posted.push(post_system_to(
                 c,
                 wid,
                 wf,
@@ -53,7 +53,7 @@ impl VerdictOf {
             )?);
         }
         if let Some((contract, reason, _)) = &v.deny {
-            record_tx_at(
+            record_tx(
                 c,
                 &Decision {
                     reason: Some(reason.clone()),
