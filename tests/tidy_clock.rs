@@ -7,7 +7,7 @@
 //! of the variable that once shifted the process's clock comes back in `crates/` or
 //! `src/`.
 
-use crate::tidy_functions::{blank_literals, functions};
+use crate::tidy_functions::blank_literals;
 use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -19,27 +19,6 @@ const THE_CLOCK: &str = "timing.rs";
 /// Paths under `crates/kernel/src/` not checked yet: the runtime moves to the
 /// injected clock with its services. Empty it then.
 const NOT_YET: &[&str] = &[];
-
-/// Functions (file, name) that read the system's time for the runtime's calls: each
-/// is a one-line wrapper over its `_at` twin, which takes the time. They go, and this
-/// list with them, when the runtime passes its clock's time; the list only shrinks
-/// (a function listed that no longer reads the system's time fails the test).
-const FOR_THE_RUNTIME: &[(&str, &str)] = &[
-    ("context/proposals/held.rs", "open_tx"),
-    ("context/proposals/held.rs", "record_decision_tx"),
-    ("context/proposals/held.rs", "close_settled_tx"),
-    ("context/proposals/held.rs", "close_for_tx"),
-    ("governance/approvals.rs", "insert_tx"),
-    ("governance/approvals.rs", "decide_tx"),
-    ("governance/approvals.rs", "expire_tx"),
-    ("governance/approvals.rs", "lose_run_tx"),
-    ("governance/approvals.rs", "lose_orphans_tx"),
-    ("governance/contracts.rs", "record_tx"),
-    ("messaging/mod.rs", "post_system"),
-    ("messaging/mod.rs", "post_system_to"),
-    ("registry/mod.rs", "insert_agent_tx"),
-    ("registry/tokens.rs", "mint_tx"),
-];
 
 /// The variable that shifted every clock of a process, built here so that this
 /// file does not name it.
@@ -89,7 +68,7 @@ fn the_kernel_reads_one_clock() {
         &mut all,
     );
     assert!(all.len() > 50, "the kernel's source was not found");
-    let (mut found, mut wrappers_seen) = (Vec::new(), Vec::new());
+    let mut found = Vec::new();
     for path in all {
         let rel = path
             .strip_prefix(KERNEL)
@@ -100,19 +79,8 @@ fn the_kernel_reads_one_clock() {
             continue;
         }
         let code = blank_literals(&std::fs::read_to_string(&path).unwrap());
-        let fns = functions(&code);
         for line in system_time_reads(&code) {
-            // The innermost function holding the line.
-            let inside = fns
-                .iter()
-                .filter(|f| (f.line..f.line + f.lines).contains(&line))
-                .min_by_key(|f| f.lines);
-            match inside {
-                Some(f) if FOR_THE_RUNTIME.contains(&(rel.as_str(), f.name.as_str())) => {
-                    wrappers_seen.push((rel.clone(), f.name.clone()));
-                }
-                _ => found.push(format!("crates/kernel/src/{rel}:{line}")),
-            }
+            found.push(format!("crates/kernel/src/{rel}:{line}"));
         }
     }
     assert!(
@@ -121,13 +89,6 @@ fn the_kernel_reads_one_clock() {
          `self.clock`; a function inside a store job takes `now: i64` from its caller):\n{}",
         found.join("\n")
     );
-    for (file, name) in FOR_THE_RUNTIME {
-        assert!(
-            wrappers_seen.iter().any(|(f, n)| f == file && n == name),
-            "{file}: {name} no longer reads the system's time: take it off FOR_THE_RUNTIME \
-             in tests/tidy_clock.rs"
-        );
-    }
 }
 
 #[test]

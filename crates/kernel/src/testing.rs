@@ -12,7 +12,7 @@ use crate::events::Events;
 use crate::feedback::FeedbackRoom;
 use crate::governance::contracts::Contracts;
 use crate::messaging::{Messaging, Outgoing, SendResult};
-use crate::registry::{NewAgent, Registry, insert_agent_tx_at};
+use crate::registry::{NewAgent, Registry, insert_agent_tx};
 use crate::timing::Clock;
 use crate::workflows::steps::Steps;
 use crate::{AgentIdentity, Caller, Scope};
@@ -139,7 +139,7 @@ impl Rooms {
         let now = self.clock.now_ms();
         let (_, id, _) = self
             .store
-            .write(move |c| insert_agent_tx_at(c, &a, &wf, Some(NODE), now))
+            .write(move |c| insert_agent_tx(c, &a, &wf, Some(NODE), now))
             .await
             .expect("register the agent");
         id

@@ -7,9 +7,8 @@
 //! proposals, a deferred delivery's time) and stamps what the store records (when
 //! a message was sent, a contract put, a token minted), so a test on a manual
 //! clock sees one time everywhere. This file is the one place in the kernel that
-//! reads the system's time, except, until the runtime passes this clock's time,
-//! the runtime's own files and the rooms' functions it calls without one (both
-//! listed in `tests/tidy_clock.rs`).
+//! reads the system's time (`tests/tidy_clock.rs`): a function inside a store job
+//! takes `now` from its caller, who read this clock.
 //!
 //! A test that launches the real binary sets the retry backoff through the
 //! environment: `AGENT_WORKER_RETRY_DELAYS_MS` (`100,200,400`).

@@ -4,7 +4,7 @@
 //! allowed or refused as its contracts say) or the run that asked ended first
 //! (`lost`: never approved by default). The lead (`user`) may decide any approval.
 
-use crate::governance::contracts::{Decision, record_tx_at};
+use crate::governance::contracts::{Decision, record_tx};
 use domain::clock::fmt_ms;
 use domain::contracts::{Approval, OnTimeout};
 use domain::error::{Error, Result};
@@ -109,40 +109,8 @@ pub fn pending_held(c: &Connection, workflow_id: i64, held: &str) -> Result<Opti
     .optional()?)
 }
 
-/// [`insert_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it, and the four below).
-pub fn insert_tx(c: &Connection, a: &NewApproval) -> Result<i64> {
-    insert_tx_at(c, a, domain::clock::now_ms())
-}
-
-/// [`decide_tx_at`] at the system's time (the runtime's call).
-pub fn decide_tx(
-    c: &Connection,
-    id: i64,
-    who: &str,
-    approve: bool,
-    reason: Option<&str>,
-) -> Result<Row> {
-    decide_tx_at(c, (id, who, approve, reason), domain::clock::now_ms())
-}
-
-/// [`expire_tx_at`] at the system's time (the runtime's call).
-pub fn expire_tx(c: &Connection, r: &Row) -> Result<bool> {
-    expire_tx_at(c, r, domain::clock::now_ms())
-}
-
-/// [`lose_run_tx_at`] at the system's time (the runtime's call).
-pub fn lose_run_tx(c: &Connection, run_id: &str) -> Result<Vec<i64>> {
-    lose_run_tx_at(c, run_id, domain::clock::now_ms())
-}
-
-/// [`lose_orphans_tx_at`] at the system's time (the runtime's call).
-pub fn lose_orphans_tx(c: &Connection) -> Result<usize> {
-    lose_orphans_tx_at(c, domain::clock::now_ms())
-}
-
 /// Opens approval `a` at `now`, its deadline its timeout later.
-pub fn insert_tx_at(c: &Connection, a: &NewApproval, now: i64) -> Result<i64> {
+pub fn insert_tx(c: &Connection, a: &NewApproval, now: i64) -> Result<i64> {
     let deadline = now + a.approval.timeout.as_millis() as i64;
     let id: i64 = c.query_row(
         "INSERT INTO approvals (workflow_id, agent_id, agent, run_id, event, detail, contracts, approvers, needed,
@@ -168,7 +136,7 @@ pub fn insert_tx_at(c: &Connection, a: &NewApproval, now: i64) -> Result<i64> {
         ],
         |r| r.get(0),
     )?;
-    record_tx_at(
+    record_tx(
         c,
         &Decision {
             approval_id: Some(id),
@@ -318,7 +286,7 @@ fn close_tx(
         ApprovalState::Denied => "refused",
         s => s.as_str(),
     };
-    record_tx_at(
+    record_tx(
         c,
         &Decision {
             approval_id: Some(r.view.id),
@@ -340,14 +308,14 @@ fn close_tx(
 
 /// One approver's decision (`id`, `who`, approve or not, why) at `now`. Returns the
 /// row as it is afterwards.
-pub fn decide_tx_at(
+pub fn decide_tx(
     c: &Connection,
     (id, who, approve, reason): (i64, &str, bool, Option<&str>),
     now: i64,
 ) -> Result<Row> {
     let r = get(c, id)?
         .ok_or_else(|| Error::not_found(format!("no approval {id}; approval_list shows them")))?;
-    expire_tx_at(c, &r, now)?;
+    expire_tx(c, &r, now)?;
     let r = get(c, id)?.expect("just read");
     if r.state != ApprovalState::Pending {
         return Err(Error::conflict(format!(
@@ -444,7 +412,7 @@ fn tally(votes: &[Vote]) -> String {
 
 /// Closes a pending approval whose deadline passed by `now` (its `on_timeout`
 /// decides). Returns whether it did.
-pub fn expire_tx_at(c: &Connection, r: &Row, now: i64) -> Result<bool> {
+pub fn expire_tx(c: &Connection, r: &Row, now: i64) -> Result<bool> {
     if r.state != ApprovalState::Pending || r.deadline_ms > now {
         return Ok(false);
     }
@@ -465,7 +433,7 @@ pub fn expire_tx_at(c: &Connection, r: &Row, now: i64) -> Result<bool> {
 
 /// Pending approvals asked by a run that is over: they can no longer be granted
 /// (closed at `now`).
-pub fn lose_run_tx_at(c: &Connection, run_id: &str, now: i64) -> Result<Vec<i64>> {
+pub fn lose_run_tx(c: &Connection, run_id: &str, now: i64) -> Result<Vec<i64>> {
     let mut st = c.prepare(&format!(
         "SELECT {COLUMNS} FROM approvals a JOIN workflows w ON w.id = a.workflow_id
          WHERE a.state = 'pending' AND a.run_id = ?1"
@@ -485,7 +453,7 @@ pub fn lose_run_tx_at(c: &Connection, run_id: &str, now: i64) -> Result<Vec<i64>
 
 /// Pending approvals asked by runs that are no longer running (after a restart),
 /// closed at `now`.
-pub fn lose_orphans_tx_at(c: &Connection, now: i64) -> Result<usize> {
+pub fn lose_orphans_tx(c: &Connection, now: i64) -> Result<usize> {
     let runs: Vec<String> = c
         .prepare(
             "SELECT DISTINCT a.run_id FROM approvals a WHERE a.state = 'pending' AND a.run_id IS NOT NULL
@@ -495,7 +463,7 @@ pub fn lose_orphans_tx_at(c: &Connection, now: i64) -> Result<usize> {
         .collect::<sql::Result<_>>()?;
     let mut n = 0;
     for r in runs {
-        n += lose_run_tx_at(c, &r, now)?.len();
+        n += lose_run_tx(c, &r, now)?.len();
     }
     Ok(n)
 }

@@ -34,14 +34,16 @@ fn asked(approvers: &[&str], count: usize) -> NewApproval {
 }
 
 async fn open(r: &Rooms, a: NewApproval) -> i64 {
-    r.store.write(move |c| insert_tx(c, &a)).await.unwrap()
+    let now = r.clock.now_ms();
+    r.store.write(move |c| insert_tx(c, &a, now)).await.unwrap()
 }
 
 /// `who` decides approval `id`; the answer short: the state after it, or the refusal.
 async fn decide(r: &Rooms, id: i64, who: &'static str, approve: bool) -> String {
+    let now = r.clock.now_ms();
     let got = r
         .store
-        .write(move |c| Ok(decide_tx(c, id, who, approve, Some("looked"))))
+        .write(move |c| Ok(decide_tx(c, (id, who, approve, Some("looked")), now)))
         .await
         .unwrap();
     match got {
@@ -196,6 +198,7 @@ async fn a_vote_of_the_members_is_refused_only_once_it_cannot_pass() {
 #[tokio::test]
 async fn a_deadline_passed_closes_it_as_on_timeout_says() {
     let r = Rooms::new().await;
+    let now = r.clock.now_ms();
     for (on_timeout, want) in [
         (
             OnTimeout::Allow,
@@ -212,14 +215,14 @@ async fn a_deadline_passed_closes_it_as_on_timeout_says() {
         let id = open(&r, a).await;
         let expired = r
             .store
-            .write(move |c| expire_tx(c, &get(c, id)?.unwrap()))
+            .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
             .await
             .unwrap();
         assert!(expired);
         assert_eq!(ended_of(&r, id).await, want);
         let again = r
             .store
-            .write(move |c| expire_tx(c, &get(c, id)?.unwrap()))
+            .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
             .await
             .unwrap();
         assert!(!again, "closed once");
@@ -227,7 +230,7 @@ async fn a_deadline_passed_closes_it_as_on_timeout_says() {
     let id = open(&r, asked(&["bob"], 1)).await;
     let expired = r
         .store
-        .write(move |c| expire_tx(c, &get(c, id)?.unwrap()))
+        .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
         .await
         .unwrap();
     assert!(!expired, "an hour ahead");
@@ -258,14 +261,25 @@ async fn the_approvals_of_a_run_that_ended_are_lost() {
     let mut none = asked(&["bob"], 1);
     none.run_id = None;
     let joined = open(&r, none).await;
-    let lost = r.store.write(|c| lose_run_tx(c, "run-1")).await.unwrap();
+    let now = r.clock.now_ms();
+    let lost = r
+        .store
+        .write(move |c| lose_run_tx(c, "run-1", now))
+        .await
+        .unwrap();
     assert_eq!(lost, vec![mine]);
     assert!(
         matches!(ended_of(&r, mine).await, Ended::Refused(why) if why.contains("ended before a decision"))
     );
     assert_eq!(ended_of(&r, theirs).await, Ended::Pending);
     // After a restart no run is running: every pending approval of a run is lost.
-    assert_eq!(r.store.write(lose_orphans_tx).await.unwrap(), 1);
+    assert_eq!(
+        r.store
+            .write(move |c| lose_orphans_tx(c, now))
+            .await
+            .unwrap(),
+        1
+    );
     assert!(matches!(ended_of(&r, theirs).await, Ended::Refused(_)));
     assert_eq!(
         ended_of(&r, joined).await,
@@ -377,9 +391,10 @@ async fn a_spend_approval_grants_the_agent_that_asked() {
         "anyone in the instance"
     );
     let r2 = Rooms::new().await;
+    let now = r2.clock.now_ms();
     let id = open(&r2, spend(Duration::ZERO, OnTimeout::Allow)).await;
     r2.store
-        .write(move |c| expire_tx(c, &get(c, id)?.unwrap()))
+        .write(move |c| expire_tx(c, &get(c, id)?.unwrap(), now))
         .await
         .unwrap();
     let granted = r2

@@ -225,14 +225,8 @@ impl Decision {
     }
 }
 
-/// [`record_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it).
-pub fn record_tx(c: &Connection, d: &Decision) -> Result<i64> {
-    record_tx_at(c, d, domain::clock::now_ms())
-}
-
 /// Keeps decision `d`, taken at `now`.
-pub fn record_tx_at(c: &Connection, d: &Decision, now: i64) -> Result<i64> {
+pub fn record_tx(c: &Connection, d: &Decision, now: i64) -> Result<i64> {
     c.prepare_cached(
         "INSERT INTO contract_decisions (at, workflow_id, agent, event, detail, contracts, outcome, approval_id,
                                          decided_by, reason)

@@ -275,8 +275,9 @@ async fn contract_list_shows_what_is_in_force_the_guards_and_the_decisions() {
             names(&["everywhere"]),
             "denied",
         );
+        let now = r.clock.now_ms();
         r.store
-            .write(move |c| super::contracts::record_tx(c, &d))
+            .write(move |c| super::contracts::record_tx(c, &d, now))
             .await
             .unwrap();
     }

@@ -16,9 +16,9 @@
 //! With no message contract in force this costs nothing: [`Rules::of`] is empty.
 
 use super::rows::Rows;
-use super::{Outgoing, Posted, post_system_at, post_system_direct_at, post_system_to_at, preview};
+use super::{Outgoing, Posted, post_system, post_system_direct_at, post_system_to, preview};
 use crate::Scope;
-use crate::governance::contracts::{Contracts, Decision, in_force, record_tx_at};
+use crate::governance::contracts::{Contracts, Decision, in_force, record_tx};
 use crate::governance::rates;
 use domain::contracts::{self, Contract, Event as Ev, When};
 use domain::error::{Error, Result};
@@ -197,7 +197,7 @@ impl Governed {
         let Some(d) = &self.decision else {
             return Ok(Vec::new());
         };
-        record_tx_at(c, d, now)?;
+        record_tx(c, d, now)?;
         // Quoted text never mentions anyone by accident.
         let quote = preview(text).replace('@', "");
         let mut out = Vec::new();
@@ -211,7 +211,7 @@ impl Governed {
             );
             out.push(match self.direct {
                 true => post_system_direct_at(c, (wid, wf), member, text, now)?,
-                false => post_system_at(c, wid, wf, text, now)?,
+                false => post_system(c, wid, wf, text, now)?,
             });
         }
         for (contract, to) in &self.notify {
@@ -225,7 +225,7 @@ impl Governed {
                 }
             );
             if !self.direct {
-                out.push(post_system_to_at(c, wid, wf, to, &text, now)?);
+                out.push(post_system_to(c, wid, wf, to, &text, now)?);
                 continue;
             }
             // One direct note per member told; a name of no member reaches nobody,
@@ -292,7 +292,7 @@ pub(super) fn post_all(
                 c.execute_batch("ROLLBACK TO governed_sends; RELEASE governed_sends")?;
                 return match refused {
                     Some(d) => {
-                        record_tx_at(c, &d, rules.now)?;
+                        record_tx(c, &d, rules.now)?;
                         Ok(Err(e))
                     }
                     None => Err(e),

@@ -183,33 +183,11 @@ impl Posted {
     }
 }
 
-/// [`post_system_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it).
-pub(crate) fn post_system(
-    c: &Connection,
-    workflow_id: i64,
-    workflow: &WorkflowRef,
-    text: String,
-) -> Result<Posted> {
-    post_system_at(c, workflow_id, workflow, text, domain::clock::now_ms())
-}
-
-/// [`post_system_to_at`] at the system's time (the runtime's call).
-pub(crate) fn post_system_to(
-    c: &Connection,
-    workflow_id: i64,
-    workflow: &WorkflowRef,
-    to: &[String],
-    text: &str,
-) -> Result<Posted> {
-    post_system_to_at(c, workflow_id, workflow, to, text, domain::clock::now_ms())
-}
-
 /// Posts the kernel's own message (`from: system`, kind `system`) at `now` inside a
 /// store job, through the same rules as any message: its @mentions decide whose
 /// inbox gets it. Used where an event must reach people in the same transaction as
 /// the change.
-pub(crate) fn post_system_at(
+pub(crate) fn post_system(
     c: &Connection,
     workflow_id: i64,
     workflow: &WorkflowRef,
@@ -219,7 +197,7 @@ pub(crate) fn post_system_at(
     post_system_as(c, (workflow_id, workflow), None, text, now)
 }
 
-/// [`post_system_at`] as a direct message to the member `to`: what the kernel says
+/// [`post_system`] as a direct message to the member `to`: what the kernel says
 /// about a direct message is as private as it.
 pub(crate) fn post_system_direct_at(
     c: &Connection,
@@ -265,9 +243,9 @@ fn post_system_as(
     Ok(posted)
 }
 
-/// [`post_system_at`] addressed to `to`: their names lead the text, so their
+/// [`post_system`] addressed to `to`: their names lead the text, so their
 /// inboxes get it (the lead is `user`).
-pub(crate) fn post_system_to_at(
+pub(crate) fn post_system_to(
     c: &Connection,
     workflow_id: i64,
     workflow: &WorkflowRef,
@@ -276,7 +254,7 @@ pub(crate) fn post_system_to_at(
     now: i64,
 ) -> Result<Posted> {
     let who: String = to.iter().map(|m| format!("@{m} ")).collect();
-    post_system_at(c, workflow_id, workflow, format!("{who}{text}"), now)
+    post_system(c, workflow_id, workflow, format!("{who}{text}"), now)
 }
 
 /// Writes one message and its deliveries, `agents` being the instance's agents,

@@ -280,21 +280,10 @@ pub(crate) fn validate_powers(backend: &str, config: &config::AgentConfig) -> Re
         .map_err(Error::invalid)
 }
 
-/// [`insert_agent_tx_at`] at the system's time: the runtime's call, until it passes
-/// its clock's time (`tests/tidy_clock.rs` lists it).
-pub(crate) fn insert_agent_tx(
-    c: &Connection,
-    a: &NewAgent,
-    wf: &WorkflowRef,
-    node: Option<&str>,
-) -> Result<(i64, i64, AgentView)> {
-    insert_agent_tx_at(c, a, wf, node, domain::clock::now_ms())
-}
-
 /// Registers an agent at `now` inside a write transaction (its instance created if
 /// new), leased to `node` (None for an agent without a worker). Returns the
 /// instance id, the agent's id and its view.
-pub(crate) fn insert_agent_tx_at(
+pub(crate) fn insert_agent_tx(
     c: &Connection,
     a: &NewAgent,
     wf: &WorkflowRef,

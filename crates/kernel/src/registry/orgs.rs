@@ -12,7 +12,7 @@
 //! instance (`workflow: "@org.review-team"`) in the team tools; to anyone else it
 //! is an instance that does not exist.
 
-use super::{NewAgent, Registry, insert_agent_tx_at, workflow_id_tx};
+use super::{NewAgent, Registry, insert_agent_tx, workflow_id_tx};
 use crate::Scope;
 use domain::backends::Backend;
 use domain::error::{Error, Result};
@@ -315,7 +315,7 @@ fn put_members_tx(
                     schedule: None,
                     node: None,
                 };
-                insert_agent_tx_at(c, &a, wf, None, now)?;
+                insert_agent_tx(c, &a, wf, None, now)?;
             }
             Some(was) => {
                 // A person who becomes an agent member, or the reverse, joins again.

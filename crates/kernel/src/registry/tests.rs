@@ -165,10 +165,10 @@ async fn names_are_unique_ignoring_case_within_an_instance() {
     r.agents(&["Alice"]).await;
     let wf = WorkflowRef::global();
     for spelling in ["Alice", "alice", "ALICE"] {
-        let (a, wf) = (agent(spelling, "mock"), wf.clone());
+        let (a, wf, now) = (agent(spelling, "mock"), wf.clone(), r.clock.now_ms());
         let got = r
             .store
-            .write(move |c| super::insert_agent_tx(c, &a, &wf, None).map(|_| ()))
+            .write(move |c| super::insert_agent_tx(c, &a, &wf, None, now).map(|_| ()))
             .await;
         expect(
             &said(&got),
@@ -323,10 +323,10 @@ async fn a_view_shows_the_environment_s_names_and_never_its_values() {
         node: Some(domain::placement::Placement::Labels(names(&["gpu", "eu"]))),
         ..agent("alice", "mock")
     };
-    let wf = WorkflowRef::global();
+    let (wf, now) = (WorkflowRef::global(), r.clock.now_ms());
     let (_, _, view) = r
         .store
-        .write(move |c| super::insert_agent_tx(c, &a, &wf, None))
+        .write(move |c| super::insert_agent_tx(c, &a, &wf, None, now))
         .await
         .unwrap();
     assert_eq!(view.env, names(&["API_TOKEN", "MODE"]));

@@ -183,26 +183,14 @@ impl Registry {
     ) -> Result<(String, i64)> {
         let (purpose, now) = (purpose.to_owned(), self.clock.now_ms());
         self.store
-            .write(move |c| mint_tx_at(c, agent_id, ttl, &purpose, run_id.as_deref(), now))
+            .write(move |c| mint_tx(c, agent_id, ttl, &purpose, run_id.as_deref(), now))
             .await
     }
 }
 
-/// [`mint_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it).
-pub(crate) fn mint_tx(
-    c: &sql::Connection,
-    agent_id: i64,
-    ttl: Duration,
-    purpose: &str,
-    run_id: Option<&str>,
-) -> Result<(String, i64)> {
-    mint_tx_at(c, agent_id, ttl, purpose, run_id, domain::clock::now_ms())
-}
-
 /// Mints an agent token at `now` inside a write transaction (a run's token is
 /// written with its run row, so neither exists without the other).
-pub(crate) fn mint_tx_at(
+pub(crate) fn mint_tx(
     c: &sql::Connection,
     agent_id: i64,
     ttl: Duration,

@@ -182,6 +182,7 @@ impl Approvals {
     }
 
     async fn expire(self: &Arc<Self>, id: i64) -> Result<()> {
+        let now = self.base.clock.now_ms();
         let row = self
             .base
             .store
@@ -189,7 +190,7 @@ impl Approvals {
                 let Some(r) = approvals::get(c, id)? else {
                     return Ok(None);
                 };
-                if !approvals::expire_tx(c, &r)? {
+                if !approvals::expire_tx(c, &r, now)? {
                     return Ok(None);
                 }
                 approvals::get(c, id)
@@ -204,13 +205,14 @@ impl Approvals {
     /// At start: approvals of runs that did not survive the restart are lost; the
     /// others (spending) get their deadline timers again.
     pub(crate) async fn recover(self: &Arc<Self>) -> Result<()> {
+        let now = self.base.clock.now_ms();
         let (lost, open) = self
             .base
             .store
-            .write(|c| {
-                let lost = approvals::lose_orphans_tx(c)?;
+            .write(move |c| {
+                let lost = approvals::lose_orphans_tx(c, now)?;
                 // The members' votes on the lost ones close with them.
-                held::close_settled_tx(c)?;
+                held::close_settled_tx(c, now)?;
                 let mut st =
                     c.prepare("SELECT id, deadline FROM approvals WHERE state = 'pending'")?;
                 let open: Vec<(i64, i64)> = st
@@ -225,7 +227,6 @@ impl Approvals {
                 "approvals asked by runs that ended with the previous kernel are lost"
             );
         }
-        let now = self.base.clock.now_ms();
         for (id, deadline) in open {
             self.arm(id, due_in(deadline, now));
         }
@@ -235,12 +236,13 @@ impl Approvals {
     /// A run ended: approvals it still waited for can no longer be granted.
     pub(crate) async fn lose_of(&self, run_id: &str) {
         let rid = run_id.to_owned();
+        let now = self.base.clock.now_ms();
         match self
             .base
             .store
             .write(move |c| {
-                let ids = approvals::lose_run_tx(c, &rid)?;
-                Ok((ids, held::close_settled_tx(c)?))
+                let ids = approvals::lose_run_tx(c, &rid, now)?;
+                Ok((ids, held::close_settled_tx(c, now)?))
             })
             .await
         {
@@ -277,6 +279,7 @@ impl Approvals {
             Caller::Lead => (LEAD.to_owned(), None),
             Caller::Agent(a) => (a.name.clone(), Some(a.workflow_id)),
         };
+        let now = self.base.clock.now_ms();
         let row = self
             .base
             .store
@@ -289,10 +292,10 @@ impl Approvals {
                         "no approval {id} in your workflow"
                     )));
                 }
-                let r = approvals::decide_tx(c, id, &who, approve, reason.as_deref())?;
+                let r = approvals::decide_tx(c, (id, &who, approve, reason.as_deref()), now)?;
                 if r.view.vote.is_some() {
                     // The same vote on the members' proposal.
-                    held::record_decision_tx(c, &r, &who, approve, reason.as_deref())?;
+                    held::record_decision_tx(c, &r, (&who, approve, reason.as_deref()), now)?;
                 }
                 let posted = if r.view.state != ApprovalState::Pending {
                     Some(messaging::post_system(
@@ -306,6 +309,7 @@ impl Approvals {
                             r.view.state,
                             r.view.reason.clone().unwrap_or_default()
                         ),
+                        now,
                     )?)
                 } else {
                     None
@@ -384,11 +388,12 @@ impl Approvals {
         if r.view.vote.is_some() {
             // The members' proposal closes with it (if a vote did not close it).
             let id = r.view.id;
+            let now = self.base.clock.now_ms();
             let closed = self
                 .base
                 .store
                 .write(move |c| match approvals::get(c, id)? {
-                    Some(r) => held::close_for_tx(c, &r),
+                    Some(r) => held::close_for_tx(c, &r, now),
                     None => Ok(None),
                 })
                 .await?;

@@ -135,6 +135,8 @@ impl Base {
         let (agent_id, workflow_id, auto_from) = (p.agent_id, p.workflow_id, p.auto_from);
         let (wf2, reason2, name2) = (p.workflow.clone(), p.reason.to_owned(), p.name.to_owned());
         let (first, max) = (self.timing.pause_first, self.timing.pause_max);
+        // An automatic pause is told at the time it paused from.
+        let now = auto_from.unwrap_or_else(|| self.clock.now_ms());
         let (posted, resume_at) = self
             .store
             .write(move |c| {
@@ -162,6 +164,7 @@ impl Base {
                     workflow_id,
                     &wf2,
                     format!("@user {name2} is paused. {reason2}. {then}"),
+                    now,
                 )?;
                 Ok((posted, resume_at))
             })

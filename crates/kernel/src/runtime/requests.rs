@@ -305,6 +305,7 @@ impl Requests {
     ) -> Result<(Vec<Posted>, Option<(i64, std::time::Duration)>)> {
         let (wid, wf, name) = (spec.workflow_id, spec.workflow.clone(), spec.name.clone());
         let (v2, w2, rid) = (verdict.clone(), what.to_owned(), run_id.to_owned());
+        let now = self.base.clock.now_ms();
         self.base.store
             .write(move |c| {
                 let mut posted = Vec::new();
@@ -315,10 +316,11 @@ impl Requests {
                         &wf,
                         to,
                         &format!("contract \"{contract}\": {name} asks to use {w2}."),
+                        now,
                     )?);
                 }
                 let Some(a) = &v2.approval else {
-                    record_tx(c, &Decision::of(wid, &name, "tool_request", &w2, &v2))?;
+                    record_tx(c, &Decision::of(wid, &name, "tool_request", &w2, &v2), now)?;
                     return Ok((posted, None));
                 };
                 let new = NewApproval {
@@ -331,7 +333,7 @@ impl Requests {
                     approval: a.clone(),
                 };
                 let title = format!("{name} asks to use {w2}");
-                let (id, post) = open_approval_tx(c, &wf, new, &title, |id, a, too_few| {
+                let (id, post) = open_approval_tx(c, &wf, new, &title, now, |id, a, too_few| {
                     format!(
                         "approval {id}: {name} asks to use {w2} (contract {}{too_few}). Decide with \
                          approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" within {}; \

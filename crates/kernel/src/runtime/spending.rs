@@ -45,6 +45,7 @@ impl Spending {
             return Ok(false);
         }
         let (wf, n) = (workflow.clone(), name.to_owned());
+        let now = self.base.clock.now_ms();
         let out = self
             .base.store
             .write(move |c| {
@@ -62,8 +63,8 @@ impl Spending {
                 let mut posted = Vec::new();
                 for (contract, to) in &v.notify {
                     if once(contract, "notified")? {
-                        record_tx(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"))?;
-                        posted.push(post_system_to(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."))?);
+                        record_tx(c, &Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "notified"), now)?;
+                        posted.push(post_system_to(c, workflow_id, &wf, to, &format!("contract \"{contract}\": {n} has {what}."), now)?);
                     }
                 }
                 let mut pause = None;
@@ -72,7 +73,7 @@ impl Spending {
                         record_tx(c, &Decision {
                             reason: Some(why.clone()),
                             ..Decision::new(workflow_id, &n, "spend", &what, vec![contract.clone()], "paused")
-                        })?;
+                        }, now)?;
                         pause = Some(format!("contract \"{contract}\": {n} has {what}"));
                         break;
                     }
@@ -95,13 +96,13 @@ impl Spending {
                                 event: "spend".into(),
                                 detail: what.clone(),
                                 approval: a.clone(),
-                            })?;
+                            }, now)?;
                             posted.push(post_system_to(c, workflow_id, &wf, &a.approvers, &format!(
                                 "approval {id}: {n} has {what} (contract {}); its next run waits until you decide with \
                                  approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" (within {}).",
                                 a.contracts.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", "),
                                 humantime::format_duration(a.timeout)
-                            ))?);
+                            ), now)?);
                             return Ok((posted, pause, hold, Some((id, a.timeout))));
                         }
                     }
@@ -152,6 +153,7 @@ impl Spending {
             status.as_str().to_owned(),
             v.clone(),
         );
+        let now = self.base.clock.now_ms();
         let posted = self
             .base
             .store
@@ -159,6 +161,7 @@ impl Spending {
                 record_tx(
                     c,
                     &Decision::of(workflow_id, &n, "run_end", &format!("a run {st}"), &v2),
+                    now,
                 )?;
                 let mut posted = Vec::new();
                 for (contract, to) in &v2.notify {
@@ -168,6 +171,7 @@ impl Spending {
                         &wf,
                         to,
                         &format!("contract \"{contract}\": a run of {n} ended {st}."),
+                        now,
                     )?);
                 }
                 Ok(posted)

@@ -17,12 +17,13 @@ use store::sql::Connection;
 /// vote of the members, the proposal `title` they vote on (every agent of the
 /// instance but the asker becomes an approver, and the count what the vote needs
 /// of them). With too few members to give what the vote needs, the lead decides,
-/// told why.
+/// told why. All of it at `now`.
 pub(crate) fn open_approval_tx(
     c: &Connection,
     wf: &WorkflowRef,
     mut a: NewApproval,
     title: &str,
+    now: i64,
     tell: impl FnOnce(i64, &Approval, &str) -> String,
 ) -> Result<(i64, Posted)> {
     let (wid, name) = (a.workflow_id, a.agent.clone());
@@ -69,7 +70,7 @@ pub(crate) fn open_approval_tx(
         a.approval.approvers.push(LEAD.to_owned());
         a.approval.count = 1;
     }
-    let id = approvals::insert_tx(c, &a)?;
+    let id = approvals::insert_tx(c, &a, now)?;
     let a = a.approval;
     if let Some(needed) = needed {
         let vote = held::NewVote {
@@ -82,26 +83,27 @@ pub(crate) fn open_approval_tx(
             needed,
             deadline_ms: approvals::get(c, id)?.map_or(0, |r| r.deadline_ms()),
         };
-        let (_, mut posted) = held::open_tx(c, &vote)?;
+        let (_, mut posted) = held::open_tx(c, &vote, now)?;
         let text = format!(
             "approval {id} (\"{title}\") waits for a vote of the members, {needed} of {} for it: decide \
              it with approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\".",
             voters.len()
         );
-        tell_in_org(c, (wid, wf), org, &a.approvers, &text, &mut posted)?;
+        tell_in_org(c, (wid, wf, now), org, &a.approvers, &text, &mut posted)?;
         return Ok((id, posted));
     }
     let text = tell(id, &a, &too_few);
-    let mut posted = post_system_to(c, wid, wf, &a.approvers, &text)?;
-    tell_in_org(c, (wid, wf), org, &a.approvers, &text, &mut posted)?;
+    let mut posted = post_system_to(c, wid, wf, &a.approvers, &text, now)?;
+    tell_in_org(c, (wid, wf, now), org, &a.approvers, &text, &mut posted)?;
     Ok((id, posted))
 }
 
 /// Approvers who are members of the instance's organisation but not agents of
-/// the instance are told in the organisation's channel (with the post `posted`).
+/// the instance are told in the organisation's channel (with the post `posted`) at
+/// `now`.
 fn tell_in_org(
     c: &Connection,
-    (wid, wf): (i64, &WorkflowRef),
+    (wid, wf, now): (i64, &WorkflowRef, i64),
     org: Option<(i64, WorkflowRef, Vec<String>)>,
     approvers: &[String],
     text: &str,
@@ -118,7 +120,7 @@ fn tell_in_org(
         .cloned()
         .collect();
     if !to.is_empty() {
-        let note = post_system_to(c, owid, &owf, &to, &format!("(in {wf}) {text}"))?;
+        let note = post_system_to(c, owid, &owf, &to, &format!("(in {wf}) {text}"), now)?;
         posted.also(owid, note);
     }
     Ok(())

@@ -397,7 +397,7 @@ impl Workflows {
                         [wid],
                     )?;
                 }
-                messaging::post_system_at(
+                messaging::post_system(
                     c,
                     wid,
                     &w2,

@@ -333,7 +333,7 @@ impl Context {
     /// What doc_write contracts say about an agent's write: refused (with the
     /// contract's reason, nothing written), or told to the members they name.
     async fn doc_contracts(&self, scope: &Scope, file: &str) -> Result<()> {
-        use crate::governance::contracts::{Decision, in_force, record_tx_at};
+        use crate::governance::contracts::{Decision, in_force, record_tx};
         use domain::contracts::{self, Event};
         let all = self.contracts.all();
         let v = contracts::decide(
@@ -356,10 +356,10 @@ impl Context {
             .store
             .write(move |c| {
                 let d = Decision::of(s.workflow_id, &s.me, "doc_write", &f, &v2);
-                record_tx_at(c, &d, now)?;
+                record_tx(c, &d, now)?;
                 let mut out = Vec::new();
                 for (contract, to) in &v2.notify {
-                    out.push(crate::messaging::post_system_to_at(
+                    out.push(crate::messaging::post_system_to(
                         c,
                         s.workflow_id,
                         &s.workflow,

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::governance::contracts::put_tx;
-use crate::messaging::post_system_at;
+use crate::messaging::post_system;
 
 /// Checks a draft: (its sentence, its JSON) or why it cannot be proposed.
 pub(super) fn check(kind: &str, binding: bool, v: &serde_json::Value) -> Result<(String, String)> {
@@ -90,7 +90,7 @@ pub(super) fn decide(
             quote(option)
         )
     };
-    post_system_at(c, p.workflow_id, &s.workflow, text, now)
+    post_system(c, p.workflow_id, &s.workflow, text, now)
 }
 
 /// Whether the lead's contract of this name, if there is one, is bound to `org`

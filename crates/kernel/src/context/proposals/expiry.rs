@@ -40,7 +40,7 @@ fn expire_due_tx(c: &Connection, now: i64) -> Result<(Announcements, Option<i64>
                 ""
             }
         );
-        posted.push((wid, post_system_at(c, wid, &wf, text, now)?));
+        posted.push((wid, post_system(c, wid, &wf, text, now)?));
     }
     let next: Option<i64> = c
         .prepare_cached("SELECT min(expires_at) FROM proposals WHERE status = 'open'")?

@@ -27,36 +27,9 @@ pub struct NewVote<'a> {
     pub deadline_ms: i64,
 }
 
-/// [`open_tx_at`] at the system's time: the runtime's call, until it passes its
-/// clock's time (`tests/tidy_clock.rs` lists it, and the three below).
-pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>) -> Result<(String, Posted)> {
-    open_tx_at(c, v, domain::clock::now_ms())
-}
-
-/// [`record_decision_tx_at`] at the system's time (the runtime's call).
-pub(crate) fn record_decision_tx(
-    c: &Connection,
-    r: &Row,
-    who: &str,
-    approve: bool,
-    reason: Option<&str>,
-) -> Result<()> {
-    record_decision_tx_at(c, r, (who, approve, reason), domain::clock::now_ms())
-}
-
-/// [`close_settled_tx_at`] at the system's time (the runtime's call).
-pub(crate) fn close_settled_tx(c: &Connection) -> Result<Vec<(i64, Posted)>> {
-    close_settled_tx_at(c, domain::clock::now_ms())
-}
-
-/// [`close_for_tx_at`] at the system's time (the runtime's call).
-pub(crate) fn close_for_tx(c: &Connection, r: &Row) -> Result<Option<Posted>> {
-    close_for_tx_at(c, r, domain::clock::now_ms())
-}
-
 /// Opens the proposal the members vote on at `now`, and tells them. Returns its
 /// id and the announcement.
-pub(crate) fn open_tx_at(c: &Connection, v: &NewVote<'_>, now: i64) -> Result<(String, Posted)> {
+pub(crate) fn open_tx(c: &Connection, v: &NewVote<'_>, now: i64) -> Result<(String, Posted)> {
     let num: i64 = c.query_row(
         "SELECT coalesce(max(num), 0) + 1 FROM proposals WHERE workflow_id = ?1",
         [v.workflow_id],
@@ -95,7 +68,7 @@ pub(crate) fn open_tx_at(c: &Connection, v: &NewVote<'_>, now: i64) -> Result<(S
         v.voters.len(),
         fmt_ms(v.deadline_ms)
     );
-    Ok((id, post_system_at(c, v.workflow_id, v.workflow, text, now)?))
+    Ok((id, post_system(c, v.workflow_id, v.workflow, text, now)?))
 }
 
 /// `s.me`'s vote on a held proposal, as its decision on approval `approval_id`;
@@ -108,7 +81,7 @@ pub(super) fn cast_tx(
     now: i64,
 ) -> Result<Option<Posted>> {
     let decision = (approval_id, s.me.as_str(), option == "approve", reason);
-    let r = approvals::decide_tx_at(c, decision, now)?;
+    let r = approvals::decide_tx(c, decision, now)?;
     if r.state == ApprovalState::Pending {
         return Ok(None);
     }
@@ -117,7 +90,7 @@ pub(super) fn cast_tx(
 
 /// A member's decision through approval_decide (at `now`), kept as its vote on
 /// the proposal too, so that both show the same votes.
-pub(crate) fn record_decision_tx_at(
+pub(crate) fn record_decision_tx(
     c: &Connection,
     r: &Row,
     (who, approve, reason): (&str, bool, Option<&str>),
@@ -143,7 +116,7 @@ pub(crate) fn record_decision_tx_at(
 
 /// Closes every open proposal whose approval is closed (approvals lost at a
 /// restart or a takeover) at `now`; returns the announcements.
-pub(crate) fn close_settled_tx_at(c: &Connection, now: i64) -> Result<Vec<(i64, Posted)>> {
+pub(crate) fn close_settled_tx(c: &Connection, now: i64) -> Result<Vec<(i64, Posted)>> {
     let ids: Vec<i64> = c
         .prepare(
             "SELECT p.approval_id FROM proposals p JOIN approvals a ON a.id = p.approval_id
@@ -154,7 +127,7 @@ pub(crate) fn close_settled_tx_at(c: &Connection, now: i64) -> Result<Vec<(i64, 
     let mut out = Vec::new();
     for id in ids {
         if let Some(r) = approvals::get(c, id)?
-            && let Some(p) = close_for_tx_at(c, &r, now)?
+            && let Some(p) = close_for_tx(c, &r, now)?
         {
             out.push((r.workflow_id, p));
         }
@@ -164,7 +137,7 @@ pub(crate) fn close_settled_tx_at(c: &Connection, now: i64) -> Result<Vec<(i64, 
 
 /// Closes the open proposal that holds approval `r`, now closed, with its
 /// outcome (at `now`).
-pub(crate) fn close_for_tx_at(c: &Connection, r: &Row, now: i64) -> Result<Option<Posted>> {
+pub(crate) fn close_for_tx(c: &Connection, r: &Row, now: i64) -> Result<Option<Posted>> {
     let num: Option<i64> = c
         .query_row(
             "SELECT num FROM proposals WHERE workflow_id = ?1 AND approval_id = ?2 AND status = 'open'",
@@ -198,5 +171,5 @@ fn close_tx(c: &Connection, p: &mut Stored, r: &Row, now: i64) -> Result<Posted>
             .map(|x| format!(" ({})", quote(x)))
             .unwrap_or_default()
     );
-    post_system_at(c, p.workflow_id, &r.workflow, text, now)
+    post_system(c, p.workflow_id, &r.workflow, text, now)
 }

@@ -15,6 +15,7 @@ async fn held(timeout: Duration) -> (Rooms, i64) {
     let r = Rooms::new().await;
     r.agents(&["alice", "bob", "carol", "coder"]).await;
     let wid = r.scope("coder").await.workflow_id;
+    let now = r.clock.now_ms();
     let id = r
         .store
         .write(move |c| {
@@ -34,7 +35,7 @@ async fn held(timeout: Duration) -> (Rooms, i64) {
                     on_timeout: OnTimeout::Deny,
                 },
             };
-            let id = insert_tx(c, &a)?;
+            let id = insert_tx(c, &a, now)?;
             let wf = WorkflowRef::global();
             let voters = names(&["alice", "bob", "carol"]);
             let v = NewVote {
@@ -47,7 +48,7 @@ async fn held(timeout: Duration) -> (Rooms, i64) {
                 needed: 2,
                 deadline_ms: get(c, id)?.unwrap().deadline_ms(),
             };
-            open_tx(c, &v)?;
+            open_tx(c, &v, now)?;
             Ok(id)
         })
         .await
@@ -132,11 +133,12 @@ async fn enough_votes_against_refuse_it() {
 #[tokio::test]
 async fn a_proposal_closes_with_an_approval_closed_elsewhere() {
     let (r, id) = held(Duration::ZERO).await;
+    let now = r.clock.now_ms();
     let closed = r
         .store
         .write(move |c| {
-            expire_tx(c, &get(c, id)?.unwrap())?;
-            Ok(close_settled_tx(c)?.len())
+            expire_tx(c, &get(c, id)?.unwrap(), now)?;
+            Ok(close_settled_tx(c, now)?.len())
         })
         .await
         .unwrap();
@@ -156,6 +158,10 @@ async fn a_proposal_closes_with_an_approval_closed_elsewhere() {
         ),
         ("expired", Some("approval"), true)
     );
-    let again = r.store.write(close_settled_tx).await.unwrap();
+    let again = r
+        .store
+        .write(move |c| close_settled_tx(c, now))
+        .await
+        .unwrap();
     assert!(again.is_empty(), "closed once");
 }

@@ -36,7 +36,7 @@ use stored::{load, proposal_num};
 
 use crate::Scope;
 use crate::context::Context;
-use crate::messaging::{Posted, post_system_at};
+use crate::messaging::{Posted, post_system};
 use crate::registry::agent_names;
 use domain::clock::{fmt_ms, parse_duration};
 use domain::error::{Error, Result};

@@ -72,7 +72,7 @@ impl Context {
                     .cloned()
                     .collect();
                 let text = announcement(&p, &asked, &s.me, &kind, resolution, binding, quorum);
-                let posted = post_system_at(c, s.workflow_id, &s.workflow, text, now)?;
+                let posted = post_system(c, s.workflow_id, &s.workflow, text, now)?;
                 Ok((p.view(&s.workflow, &agents), posted))
             })
             .await?;
@@ -164,7 +164,7 @@ impl Context {
                 );
                 posted.push((
                     s.workflow_id,
-                    post_system_at(c, s.workflow_id, &s.workflow, text, now)?,
+                    post_system(c, s.workflow_id, &s.workflow, text, now)?,
                 ));
                 let resolved = match outcome {
                     Outcome::Winner(w) => {
@@ -284,7 +284,7 @@ impl Context {
                     quote(&p.title),
                     s.me
                 );
-                posted.push((s.workflow_id, post_system_at(c, s.workflow_id, &s.workflow, text, now)?));
+                posted.push((s.workflow_id, post_system(c, s.workflow_id, &s.workflow, text, now)?));
                 Ok((p.view(&s.workflow, &agents), posted))
             })
             .await?;
@@ -493,7 +493,7 @@ fn resolve(
         p.quorum,
         if p.binding { "binding" } else { "advisory" }
     );
-    post_system_at(c, s.workflow_id, &s.workflow, text, now)
+    post_system(c, s.workflow_id, &s.workflow, text, now)
 }
 
 /// Writes `s.me`'s vote at `now` (a revote replaces it).

@@ -197,7 +197,7 @@ impl Agents {
                     true => None,
                     false => Some(super::nodes::place_tx(c, &me, asked)?),
                 };
-                let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref())?;
+                let (wid, id, view) = insert_agent_tx(c, &a, &wf, node.as_deref(), now)?;
                 let next = match &a.schedule {
                     Some((t, prompt)) => Some(schedules::set_tx(c, id, t, prompt.as_deref(), now)?),
                     None => None,

@@ -78,11 +78,12 @@ impl Fixture {
                 on_timeout,
             },
         };
-        let deadline = self.k.runtime.clock().now_ms() + due_ms;
+        let now = self.k.runtime.clock().now_ms();
+        let deadline = now + due_ms;
         self.k
             .store
             .write(move |c| {
-                let id = approvals::insert_tx(c, &a)?;
+                let id = approvals::insert_tx(c, &a, now)?;
                 c.execute(
                     "UPDATE approvals SET deadline = ?2 WHERE id = ?1",
                     (id, deadline),

@@ -206,11 +206,11 @@ pub(crate) fn take_over_tx(
             .collect::<sql::Result<_>>()?;
         taken.lost_runs += runs.len();
         for r in &runs {
-            crate::governance::approvals::lose_run_tx(c, r)?;
+            crate::governance::approvals::lose_run_tx(c, r, now)?;
         }
         crate::runtime::runs::close_lost_tx(c, &runs, now)?;
         // The members' votes on their approvals close too (in the channel).
-        crate::context::proposals::held::close_settled_tx(c)?;
+        crate::context::proposals::held::close_settled_tx(c, now)?;
         c.execute(
             "UPDATE agents SET state = 'idle' WHERE id = ?1 AND state = 'running'",
             [id],

@@ -136,6 +136,7 @@ impl Scheduler {
         reason: String,
     ) -> Result<()> {
         let (wf2, reason2, name2) = (wf.clone(), reason.clone(), name.to_owned());
+        let now = self.base.clock.now_ms();
         let posted = self
             .base.store
             .write(move |c| {
@@ -151,6 +152,7 @@ impl Scheduler {
                         "@user {reason2}. Its messages stay unread; a new message to @{name2} tries again, and \
                          agent_info shows its runs."
                     ),
+                    now,
                 )
             })
             .await?;

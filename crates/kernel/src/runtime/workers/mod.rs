@@ -399,7 +399,7 @@ impl Workers {
                         now,
                     },
                 )?;
-                let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id))?;
+                let (secret, _) = tokens::mint_tx(c, agent_id, ttl, "run", Some(&id), now)?;
                 Ok(secret)
             })
             .await?;

@@ -265,10 +265,11 @@ impl Branches {
             detail,
             held,
         };
+        let now = self.base.clock.now_ms();
         let (posted, outcome) = self
             .base
             .store
-            .write(move |c| verdict.record_tx(c, &v))
+            .write(move |c| verdict.record_tx(c, &v, now))
             .await?;
         for p in &posted {
             self.base.messaging.announce(b.workflow_id, p);
@@ -402,10 +403,11 @@ impl Branches {
             files.join(", ")
         );
         let (wid, wf, to) = (b.workflow_id, b.wf.clone(), vec![b.name.clone()]);
+        let now = self.base.clock.now_ms();
         match self
             .base
             .store
-            .write(move |c| post_system_to(c, wid, &wf, &to, &text))
+            .write(move |c| post_system_to(c, wid, &wf, &to, &text, now))
             .await
         {
             Ok(p) => self.base.messaging.announce(b.workflow_id, &p),
@@ -444,10 +446,11 @@ impl Branches {
             )
         };
         let (wid, wf) = (r.workflow_id, r.workflow.clone());
+        let now = self.base.clock.now_ms();
         let posted = self
             .base
             .store
-            .write(move |c| post_system_to(c, wid, &wf, &[LEAD.to_owned()], &text))
+            .write(move |c| post_system_to(c, wid, &wf, &[LEAD.to_owned()], &text, now))
             .await?;
         self.base.messaging.announce(r.workflow_id, &posted);
         Ok(())

@@ -28,11 +28,12 @@ type Recorded = (
 
 impl VerdictOf {
     /// Writes a verdict: its notices, the refusal or the approval that holds the
-    /// merge (the same pending one when asked again), and the decision log.
+    /// merge (the same pending one when asked again), and the decision log, at `now`.
     pub(super) fn record_tx(
         &self,
         c: &store::sql::Connection,
         v: &contracts::Verdict,
+        now: i64,
     ) -> Result<Recorded> {
         let (wid, wf, name, d2) = (self.workflow_id, &self.workflow, &self.agent, &self.detail);
         let mut posted = Vec::new();
@@ -40,6 +41,7 @@ impl VerdictOf {
             record_tx(
                 c,
                 &Decision::new(wid, name, "merge", d2, vec![contract.clone()], "notified"),
+                now,
             )?;
             posted.push(post_system_to(
                 c,
@@ -47,6 +49,7 @@ impl VerdictOf {
                 wf,
                 to,
                 &format!("contract \"{contract}\": {d2}."),
+                now,
             )?);
         }
         if let Some((contract, reason, _)) = &v.deny {
@@ -56,6 +59,7 @@ impl VerdictOf {
                     reason: Some(reason.clone()),
                     ..Decision::new(wid, name, "merge", d2, vec![contract.clone()], "denied")
                 },
+                now,
             )?;
             return Ok((
                 posted,
@@ -79,14 +83,21 @@ impl VerdictOf {
             detail: d2.clone(),
             approval: a.clone(),
         };
-        let (id, post) = open_approval_tx(c, wf, new, &format!("merge {d2}"), |id, a, too_few| {
-            format!(
-                "approval {id}: merge {d2} (contract {}{too_few}); it is done when you approve with \
+        let (id, post) = open_approval_tx(
+            c,
+            wf,
+            new,
+            &format!("merge {d2}"),
+            now,
+            |id, a, too_few| {
+                format!(
+                    "approval {id}: merge {d2} (contract {}{too_few}); it is done when you approve with \
                  approval_decide {{\"id\": {id}, \"decision\": \"approve\"}}, or not with \"deny\" (within {}).",
-                contract_list(a),
-                humantime::format_duration(a.timeout)
-            )
-        })?;
+                    contract_list(a),
+                    humantime::format_duration(a.timeout)
+                )
+            },
+        )?;
         approvals::set_held_tx(c, id, &self.held)?;
         posted.push(post);
         Ok((posted, Ok(Some((id, Some(a.timeout))))))

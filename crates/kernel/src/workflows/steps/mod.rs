@@ -155,13 +155,11 @@ impl Steps {
                             now,
                         )?;
                         let note = format!("Step {} failed: {why}.", def.id);
-                        return Ok(Some(messaging::post_system_at(
-                            c, wid, &inst.wref, note, now,
-                        )?));
+                        return Ok(Some(messaging::post_system(c, wid, &inst.wref, note, now)?));
                     }
                 };
                 let to = std::slice::from_ref(&def.agent);
-                let posted = messaging::post_system_to_at(c, wid, &inst.wref, to, &text, now)?;
+                let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text, now)?;
                 rows::set_message(c, wid, &def.id, &posted.result.id)?;
                 Ok(Some(posted))
             })
@@ -189,7 +187,7 @@ impl Steps {
                 }
                 let wref = rows::instance(c, wid)?.wref;
                 let text = format!("Step {id} will not run: {why}.");
-                Ok(Some(messaging::post_system_at(c, wid, &wref, text, now)?))
+                Ok(Some(messaging::post_system(c, wid, &wref, text, now)?))
             })
             .await?;
         if let Some(p) = posted {
@@ -529,7 +527,7 @@ fn repost(
         prompt_of(c, wid, defs, i, &inst)?
     );
     let to = std::slice::from_ref(&defs[i].agent);
-    let posted = messaging::post_system_to_at(c, wid, &inst.wref, to, &text, now)?;
+    let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text, now)?;
     if !rows::replace_message(c, wid, &row.step, old, &posted.result.id)? {
         return Err(domain::error::Error::conflict(
             "the step's prompt was posted again meanwhile",
