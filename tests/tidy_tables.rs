@@ -85,18 +85,9 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         "runtime",
         "agent_update, agent_delete, a worktree's config, placement's labels",
     ),
-    // A workflow run's start upserts its agents, configuration and run state in one
-    // statement; its stop pauses them.
-    (
-        "agents",
-        "workflows",
-        "a run's start upserts its agents; its stop pauses them",
-    ),
-    (
-        "schedules",
-        "workflows",
-        "a run's start sets or clears its agents' wakeups",
-    ),
+    // A workflow run's start upserts its agents: their configuration and their run
+    // state in one statement (a conversation kept only for the same CLI and folder).
+    ("agents", "workflows", "a run's start upserts its agents"),
 ];
 
 /// The tables the schema creates (views and the store's own table aside).

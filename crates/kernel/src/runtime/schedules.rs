@@ -87,6 +87,21 @@ pub(crate) fn set_tx(
     Ok(next)
 }
 
+/// Clears an agent's schedule (if it has one) inside a store job.
+pub(crate) fn clear_tx(c: &Connection, agent_id: i64) -> Result<bool> {
+    Ok(c.execute("DELETE FROM schedules WHERE agent_id = ?1", [agent_id])? > 0)
+}
+
+/// Pauses every agent of instance `wid` for `reason` inside a store job (the
+/// lead stopped an instance that is not a workflow run).
+pub(crate) fn pause_all_tx(c: &Connection, wid: i64, reason: &str) -> Result<()> {
+    c.execute(
+        "UPDATE agents SET state = 'paused', state_reason = ?2, resume_at = NULL WHERE workflow_id = ?1",
+        sql::params![wid, reason],
+    )?;
+    Ok(())
+}
+
 /// A stored schedule: kind, spec, prompt, next fire.
 pub(crate) type Row = (String, String, Option<String>, Option<i64>);
 

@@ -391,11 +391,7 @@ impl Workflows {
                     (wid, now),
                 )?;
                 if run == 0 {
-                    c.execute(
-                        "UPDATE agents SET state = 'paused', state_reason = 'the lead stopped the workflow',
-                           resume_at = NULL WHERE workflow_id = ?1",
-                        [wid],
-                    )?;
+                    crate::runtime::schedules::pause_all_tx(c, wid, "the lead stopped the workflow")?;
                 }
                 messaging::post_system(
                     c,

@@ -561,7 +561,7 @@ fn schedule_tx(
             armed_from,
         )?)),
         None => {
-            c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
+            schedules::clear_tx(c, id)?;
             Ok(None)
         }
     }

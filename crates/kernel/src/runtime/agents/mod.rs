@@ -270,7 +270,7 @@ impl Agents {
             .write(move |c| {
                 crate::registry::revoke::agent_tx(c, id, now)?;
                 crate::messaging::runs::forget_member_tx(c, wid, &name)?;
-                c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
+                schedules::clear_tx(c, id)?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                 // An owner that no longer exists would lock everyone but the lead out.
                 crate::context::departed::forget_owner_tx(c, wid, &name)?;

@@ -46,13 +46,13 @@ impl Scheduler {
     pub async fn schedule_clear(&self, target: &str) -> Result<bool> {
         let agent = self.base.registry.agent_get(target).await?;
         let id = agent.id;
-        let n = self
+        let had = self
             .base
             .store
-            .write(move |c| Ok(c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?))
+            .write(move |c| crate::runtime::schedules::clear_tx(c, id))
             .await?;
         self.arm_schedule(id, None);
-        Ok(n > 0)
+        Ok(had)
     }
 
     /// A schedule came due: ask for a run (with its prompt, or as a poll) and arm

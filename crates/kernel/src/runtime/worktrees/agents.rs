@@ -36,7 +36,7 @@ impl Worktrees {
                 self.base
                     .store
                     .write(move |c| {
-                        c.execute("DELETE FROM schedules WHERE agent_id = ?1", [id])?;
+                        crate::runtime::schedules::clear_tx(c, id)?;
                         c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                         Ok(())
                     })
