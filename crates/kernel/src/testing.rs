@@ -28,6 +28,21 @@ pub(crate) const ADMIN: &str = "awadmin_test_token_0123456789";
 pub(crate) const NODE: &str = "local";
 
 /// The rooms below the runtime, on one store.
+/// A whole kernel on `dir` (SQLite there) reading `clock`: for the decisions that
+/// need the composition root (the runtime's, a timer's), with no worker started.
+pub(crate) async fn kernel_on(dir: &std::path::Path, clock: &Clock) -> Arc<crate::Kernel> {
+    let setup = crate::Setup {
+        clock: clock.clone(),
+        timing: crate::timing::Timing::default(),
+        worker_exe: crate::worker_exe(),
+        labels: Vec::new(),
+    };
+    let store = store::Location::in_data_dir(dir);
+    crate::Kernel::open_timed(dir, ADMIN.into(), &store, NODE, setup)
+        .await
+        .expect("open a kernel")
+}
+
 pub(crate) struct Rooms {
     pub(crate) store: Store,
     pub(crate) events: Events,

@@ -4,31 +4,17 @@
 use super::Outgoing;
 use super::team::StatusUpdate;
 use crate::registry::NewAgent;
-use crate::timing::{Clock, Timing};
-use crate::{Kernel, Scope, Setup};
+use crate::timing::Clock;
+use crate::{Kernel, Scope};
 use domain::clock::fmt_ms;
 use domain::names::WorkflowRef;
 use std::sync::Arc;
 use std::time::Duration;
-use store::Location;
 
 const T0: i64 = 1_577_836_800_000; // 2020-01-01T00:00:00Z, years before the wall clock
 
 async fn open(dir: &std::path::Path, clock: &Clock) -> Arc<Kernel> {
-    Kernel::open_timed(
-        dir,
-        "awadmin_test_token_0123456789".into(),
-        &Location::in_data_dir(dir),
-        "local",
-        Setup {
-            clock: clock.clone(),
-            timing: Timing::default(),
-            worker_exe: crate::worker_exe(),
-            labels: Vec::new(),
-        },
-    )
-    .await
-    .unwrap()
+    crate::testing::kernel_on(dir, clock).await
 }
 
 /// The lead's scope and alice's (an agent without a worker) in `@team`.

@@ -2,33 +2,18 @@
 //! test, so a deadline passes without waiting for the wall clock.
 
 use crate::registry::NewAgent;
-use crate::timing::{Clock, Timing};
-use crate::{Kernel, Scope, Setup};
+use crate::timing::Clock;
+use crate::{Kernel, Scope};
 use domain::names::WorkflowRef;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::Location;
 
 use super::NewProposal;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
-async fn open(dir: &Path, clock: &Clock) -> Arc<Kernel> {
-    Kernel::open_timed(
-        dir,
-        "awadmin_test_token_0123456789".into(),
-        &Location::in_data_dir(dir),
-        "local",
-        Setup {
-            clock: clock.clone(),
-            timing: Timing::default(),
-            worker_exe: crate::worker_exe(),
-            labels: Vec::new(),
-        },
-    )
-    .await
-    .unwrap()
+async fn open(dir: &std::path::Path, clock: &Clock) -> Arc<Kernel> {
+    crate::testing::kernel_on(dir, clock).await
 }
 
 /// `alice` in `@keep:t`, with `bob` (agents without a worker: nothing runs).

@@ -3,10 +3,9 @@
 
 use crate::Kernel;
 use crate::registry::NewAgent;
-use crate::timing::{Clock, Timing};
+use crate::timing::Clock;
 use domain::trigger::Trigger;
 use std::time::{Duration, Instant};
-use store::Location;
 
 /// Two seconds before a minute (in any time zone of whole minutes): 2026-01-01T00:00:58Z.
 const BEFORE_A_MINUTE: i64 = 1_767_225_658_000;
@@ -15,21 +14,7 @@ const BEFORE_A_MINUTE: i64 = 1_767_225_658_000;
 async fn a_cron_schedule_fires_when_the_kernels_clock_comes_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::manual(BEFORE_A_MINUTE);
-    let store = Location::in_data_dir(dir.path());
-    let k = Kernel::open_timed(
-        dir.path(),
-        "awadmin_test_token_0123456789".into(),
-        &store,
-        "local",
-        crate::Setup {
-            clock: clock.clone(),
-            timing: Timing::default(),
-            worker_exe: crate::worker_exe(),
-            labels: Vec::new(),
-        },
-    )
-    .await
-    .unwrap();
+    let k = crate::testing::kernel_on(dir.path(), &clock).await;
     // An external agent: the gate starts no run for it, so only the schedule moves.
     k.agent_new(NewAgent {
         name: "chime".into(),
