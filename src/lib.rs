@@ -70,6 +70,8 @@
 //!                each with the one mapping to and from the store's text
 //! workflow_yaml/ workflow YAML (pure): parsing with positions, params, `${{ }}`,
 //!                `trigger:` and `steps:` (spec/flow.rs)
+//! result_schema/ results with a shape (pure): a JSON Schema subset (type, properties,
+//!                required, enum, items) parsed with bounds, a result's misfits named
 //! steps/         step workflows (pure): events (`on`), ids and names resolved, the
 //!                graph checked (no loop, every step able to run), the moves a graph's
 //!                states call for

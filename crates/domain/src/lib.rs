@@ -20,6 +20,8 @@
 //! - `trigger`: `every` and `cron` triggers: parsing, the next fire
 //! - `states`: the states things are in and why a run starts, as enums, each with
 //!   the one mapping to and from the store's text
+//! - `result_schema`: results with a shape: a JSON Schema subset, parsed with errors
+//!   naming the keyword and the place, and the check of a result naming each misfit
 //! - `workflow_yaml`: workflow YAML: parsing with positions, params, `${{ }}`
 //! - `fsread`: reading a file someone named: regular files only, size first, bounded
 //! - `placement`: which node runs an agent: by name or by labels
@@ -39,6 +41,7 @@ pub mod permissions;
 pub mod placement;
 pub mod protocol;
 pub mod redact;
+pub mod result_schema;
 pub mod skills;
 pub mod states;
 pub mod steps;
