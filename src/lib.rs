@@ -154,7 +154,9 @@
 //!                  read or change, team.rs member status, runs.rs what a run's
 //!                  start and end (and a member's deletion) do to these tables,
 //!                  asked by the runtime inside its transaction,
-//!                  resources.rs content-addressed blobs
+//!                  resources.rs content-addressed blobs, results.rs results with a
+//!                  shape (the schema an ask or a step's prompt gave, the result
+//!                  submitted against it)
 //!   context/       Context: departed.rs what a member's deletion changes (its documents'
 //!                  ownership), documents/ (rules, path rules, per-instance settings, the file
 //!                  and database providers, doc_write contracts), proposals/ (types, stored,

@@ -49,6 +49,7 @@ mod python_elicit;
 mod python_sdk;
 mod resources;
 mod restart;
+mod results;
 mod scheduling;
 mod sdk;
 mod seeds;

@@ -35,6 +35,7 @@ const OWNERS: &[(&str, &str)] = &[
     ("read_cursors", "messaging"),
     ("member_status", "messaging"),
     ("resources", "messaging"),
+    ("results", "messaging"),
     ("documents", "context"),
     ("proposals", "context"),
     ("votes", "context"),

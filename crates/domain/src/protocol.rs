@@ -254,6 +254,10 @@ pub struct MockRule {
     /// The run's private final text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// Submit this result for the message (result_submit, naming it); a refusal
+    /// fails the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -487,4 +487,22 @@ CREATE TABLE feedback (
 );
 CREATE INDEX feedback_by_instance ON feedback (workflow_id, id);
 "#,
+    // 24: results with a shape: the schema an ask or a step's prompt (`message_id`)
+    // gave its agent, and the result the agent submitted that fits it (JSON; NULL
+    // while none was), with the run that submitted it.
+    r#"
+CREATE TABLE results (
+    workflow_id  INTEGER NOT NULL,
+    message_id   TEXT NOT NULL,
+    agent        TEXT NOT NULL COLLATE NOCASE,
+    step         TEXT,
+    schema       TEXT NOT NULL,
+    result       TEXT,
+    run_id       TEXT,
+    created_at   INTEGER NOT NULL,
+    submitted_at INTEGER,
+    PRIMARY KEY (workflow_id, message_id)
+);
+CREATE INDEX results_open ON results (workflow_id, agent) WHERE result IS NULL;
+"#,
 ];

@@ -24,6 +24,9 @@ pub struct Message {
     pub dm: bool,
     #[serde(default)]
     pub to: Option<String>,
+    /// The message asks for a result fitting this schema (result_submit).
+    #[serde(default)]
+    pub result_schema: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default)]

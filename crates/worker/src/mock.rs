@@ -55,15 +55,15 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
         .prompt
         .as_deref()
         .filter(|_| cfg.trigger == domain::states::Wake::Schedule)
-        .map(|p| ("schedule", p));
+        .map(|p| ("schedule", p, None));
     let items = prompt.into_iter().chain(
         run.context
             .inbox
             .iter()
-            .map(|m| (m.from.as_str(), m.content.as_str())),
+            .map(|m| (m.from.as_str(), m.content.as_str(), Some(m.id.as_str()))),
     );
     let mut reply = None;
-    for (from, content) in items {
+    for (from, content, id) in items {
         for (i, (rule, re)) in rules.iter().enumerate() {
             if !re.as_ref().is_none_or(|re| re.is_match(content)) {
                 continue;
@@ -78,7 +78,7 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
                     .replace("{name}", &cfg.agent)
                     .replace("{message}", &unmention(content))
             };
-            if let Some(r) = apply(run, rule, &fill).await? {
+            if let Some(r) = apply(run, (rule, id), &fill).await? {
                 reply = Some(r);
             }
             let only_sleeps = rule.sleep.is_some()
@@ -88,6 +88,7 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
                 && rule.propose.is_none()
                 && rule.resource.is_none()
                 && rule.write.is_none()
+                && rule.result.is_none()
                 && rule.reply.is_none();
             if !only_sleeps {
                 break;
@@ -97,11 +98,12 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
     Ok(reply)
 }
 
-/// What one rule does, in order: sleep, write a file, send, append, vote,
-/// propose, create a resource, fail; its reply, if it has one.
+/// What one rule does for the message `id`, in order: sleep, write a file, send,
+/// append, vote, propose, create a resource, submit a result, fail; its reply, if
+/// it has one.
 async fn apply(
     run: &Run<'_>,
-    rule: &MockRule,
+    (rule, id): (&MockRule, Option<&str>),
     fill: &dyn Fn(&str) -> String,
 ) -> Result<Option<String>, Failure> {
     if let Some(s) = &rule.sleep {
@@ -154,6 +156,14 @@ async fn apply(
             .must("resource_create", json!({ "content": fill(text) }))
             .await?;
         run.report.progress("created a resource");
+    }
+    if let Some(r) = &rule.result {
+        let mut args = json!({ "result": r });
+        if let Some(id) = id {
+            args["ask"] = json!(id);
+        }
+        run.client.must("result_submit", args).await?;
+        run.report.progress("submitted a result");
     }
     if let Some(f) = &rule.fail {
         return Err(Failure::classified(fill(f)));

@@ -17,6 +17,9 @@ pub const INBOX_PROMPT_BYTES: usize = 48 * 1024;
 pub const RECENT_PROMPT_BYTES: usize = 12 * 1024;
 /// The agent's own role text in the system prompt (a CLI argument too).
 pub const ROLE_PROMPT_BYTES: usize = 24 * 1024;
+/// A result schema shown with the message that asks for it, at most (a schema
+/// is at most 16 KiB; result_submit's refusal repeats it whole).
+const RESULT_SCHEMA_PROMPT_BYTES: usize = 4 * 1024;
 /// A message is never cut shorter than this.
 const MIN_MESSAGE_BYTES: usize = 300;
 
@@ -72,6 +75,15 @@ fn line(out: &mut String, m: &Message, max: usize, whole: &str) {
         let _ = write!(out, " [cut at {max} bytes: {whole} shows it whole]");
     }
     out.push('\n');
+    if let Some(schema) = &m.result_schema {
+        let _ = writeln!(
+            out,
+            "  This asks you for a result: call result_submit {{\"ask\": \"{}\", \"result\": ...}} with JSON \
+             fitting this schema: {}",
+            m.id,
+            super::clip(&schema.to_string(), RESULT_SCHEMA_PROMPT_BYTES)
+        );
+    }
 }
 
 /// How many bytes each of `msgs` may show so that together they fit in `budget`.
@@ -136,6 +148,12 @@ pub fn task(cfg: &RunConfig, ctx: &Context) -> String {
             "Handle your inbox: do what is asked, reply with channel_send where someone waits for an answer, then finish.\n",
         ),
     }
+    if ctx.inbox.iter().any(|m| m.result_schema.is_some()) {
+        p.push_str(
+            "End by submitting each result asked of you with result_submit. If it is refused, fix the fields \
+             it names and submit again.\n",
+        );
+    }
     p
 }
 
@@ -157,6 +175,7 @@ mod tests {
             priority: "normal".into(),
             dm: false,
             to: None,
+            result_schema: None,
         }
     }
 
@@ -197,5 +216,25 @@ mod tests {
         let t = task(&cfg, &ctx);
         assert!(t.contains("- m01 from @bob: please review\n"), "{t}");
         assert!(!t.contains("cut"));
+        assert!(
+            !t.contains("result_submit"),
+            "nothing asks for a result: {t}"
+        );
+        // A message that asks for a result shows its schema and how to answer it.
+        let mut asking = msg(2, "review it");
+        asking.result_schema = Some(serde_json::json!({"type": "object"}));
+        let ctx = Context {
+            inbox: vec![asking],
+            ..Default::default()
+        };
+        let t = task(&cfg, &ctx);
+        assert!(
+            t.contains("call result_submit {\"ask\": \"m02\", \"result\": ...} with JSON fitting this schema: {\"type\":\"object\"}"),
+            "{t}"
+        );
+        assert!(
+            t.contains("End by submitting each result asked of you"),
+            "{t}"
+        );
     }
 }

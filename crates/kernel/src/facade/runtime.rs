@@ -142,8 +142,14 @@ impl Kernel {
         self.runtime.agents().agent_info(target).await
     }
 
-    pub async fn ask(&self, target: &str, message: &str) -> Result<Asking> {
-        self.runtime.asks().ask(target, message).await
+    /// agent_ask; with `schema`, the agent is asked for a result fitting it.
+    pub async fn ask(
+        &self,
+        target: &str,
+        message: &str,
+        schema: Option<domain::result_schema::ResultSchema>,
+    ) -> Result<Asking> {
+        self.runtime.asks().ask(target, message, schema).await
     }
 
     pub async fn asked(&self, target: &str, message_id: &str) -> Result<Asking> {

@@ -48,6 +48,10 @@ pub struct InboxMessage {
     pub priority: String,
     /// True for a direct message (only you can see it besides the sender).
     pub dm: bool,
+    /// The message asks you for a result fitting this JSON schema: end by
+    /// calling result_submit with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_schema: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -339,6 +343,7 @@ fn read_inbox(
                     created_at: fmt_ms(r.get(3)?),
                     priority: r.get(4)?,
                     dm: r.get(5)?,
+                    result_schema: None,
                 };
                 Ok((m, state, read_by_me))
             },
@@ -352,6 +357,15 @@ fn read_inbox(
             m
         })
         .collect::<Vec<_>>();
+    let mut messages = messages;
+    if !messages.is_empty() {
+        // What asks for a result says so (few rows: the open asks of one member).
+        for (id, schema) in super::results::open_schemas(c, s.workflow_id, &s.me)? {
+            if let Some(m) = messages.iter_mut().find(|m| m.id == id) {
+                m.result_schema = Some(schema);
+            }
+        }
+    }
     if mark {
         let mut st = c.prepare_cached(
             "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5

@@ -33,6 +33,7 @@ pub mod read;
 pub mod resources;
 #[cfg(test)]
 mod resources_tests;
+pub mod results;
 mod rows;
 pub(crate) mod runs;
 pub mod team;

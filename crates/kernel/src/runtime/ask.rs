@@ -14,6 +14,7 @@ use crate::runtime::base::Base;
 use crate::runtime::workers::RunHandle;
 use crate::runtime::workers::Workers;
 use domain::error::{Error, Result};
+use domain::result_schema::ResultSchema;
 use domain::states::Wake;
 use domain::states::{AgentState, RunStatus};
 use schemars::JsonSchema;
@@ -49,6 +50,10 @@ pub struct AskResult {
     pub message_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply: Option<Reply>,
+    /// The result the agent submitted (result_submit), fitting the `result_schema`
+    /// you gave; absent while none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
     /// Why the run failed: auth, billing_quota, rate_limit, network, timeout, crash, stopped or other.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_class: Option<String>,
@@ -79,7 +84,15 @@ impl Asks {
 
     /// Posts the question as a DM from the lead and wakes the agent (a run starts
     /// now, or one more follows the run in progress).
-    pub async fn ask(self: &Arc<Self>, target: &str, message: &str) -> Result<Asking> {
+    ///
+    /// With `schema`, the question asks for a result fitting it (see
+    /// `messaging::results`): the answer carries it once the agent submitted it.
+    pub async fn ask(
+        self: &Arc<Self>,
+        target: &str,
+        message: &str,
+        schema: Option<ResultSchema>,
+    ) -> Result<Asking> {
         let agent = self.base.registry.agent_get(target).await?;
         if agent.view.state == AgentState::Paused {
             return Err(Error::conflict(format!(
@@ -95,13 +108,14 @@ impl Asks {
         let sent = self
             .base
             .messaging
-            .channel_send(
+            .ask_send(
                 &scope,
                 Outgoing {
                     message: message.to_owned(),
                     to: Some(agent.view.name.clone()),
                     force: true,
                 },
+                schema.map(|s| (agent.view.name.clone(), s)),
             )
             .await?;
         let run = match agent.view.node.as_deref() {
@@ -269,6 +283,7 @@ impl Asks {
                 status: "waiting".into(),
                 message_id: a.message_id,
                 reply: None,
+                result: None,
                 error_class: None,
                 error: None,
             });
@@ -344,6 +359,7 @@ impl Asks {
                     status: "running".into(),
                     message_id: message_id.to_owned(),
                     reply: None,
+                    result: None,
                     error_class: None,
                     error: None,
                 });
@@ -361,12 +377,18 @@ impl Asks {
                 final_text: run.final_text.clone(),
             })
         };
+        let result = self
+            .base
+            .messaging
+            .result_of(agent.workflow_id, message_id)
+            .await?;
         Ok(AskResult {
             workflow: agent.view.workflow.clone(),
             run_id: Some(run.id),
             status: run.status.to_string(),
             message_id: message_id.to_owned(),
             reply,
+            result,
             error_class: run.error_class,
             error: run.error,
         })

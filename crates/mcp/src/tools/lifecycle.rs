@@ -5,6 +5,7 @@ use super::params::Parameters;
 use super::{Progress, ToolError, caller, wait_seconds};
 use crate::AgentWorker;
 use crate::input_required::{Round, Waited};
+use domain::result_schema::ResultSchema;
 use kernel::runtime::ask::AskResult;
 use rmcp::handler::server::tool::{InputResponses, RequestState};
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
@@ -23,6 +24,10 @@ pub struct AgentAskArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
+    /// A JSON schema (type, properties, required, enum, items) the agent's result must fit.
+    #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
+    pub result_schema: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -54,7 +59,8 @@ impl AgentWorker {
 #[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Ask an agent (`target`, "name" or "name@workflow:tag") a `message` as a DM from you, run it
-    /// now and wait for its answer: the messages it sent you and its final text, or its run id.
+    /// now and wait for its answer: the messages it sent you and its final text, or its run id;
+    /// with a `result_schema`, the `result` it submits.
     #[tool(
         title = "Ask an agent",
         output_schema = rmcp::handler::server::tool::schema_for_output::<AskResult>(),
@@ -78,7 +84,15 @@ impl AgentWorker {
         let deadline = Instant::now() + wait;
         let asking = match round.resumed() {
             Some(q) => self.kernel.asked(&q.target, &q.message_id).await?,
-            None => self.kernel.ask(&a.target, &a.message).await?,
+            None => {
+                let schema = a
+                    .result_schema
+                    .as_ref()
+                    .map(ResultSchema::parse)
+                    .transpose()
+                    .map_err(|e| ToolError(format!("result_schema: {e}")))?;
+                self.kernel.ask(&a.target, &a.message, schema).await?
+            }
         };
         let resume = Asked {
             target: asking.agent.view.target.clone(),

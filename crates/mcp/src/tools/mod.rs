@@ -22,6 +22,7 @@ mod orgs;
 pub(crate) mod params;
 mod proposals;
 mod resources;
+mod results;
 pub(crate) mod schedules;
 mod team;
 mod workflows;
@@ -193,6 +194,7 @@ impl AgentWorker {
             + Self::document_tools()
             + Self::proposal_tools()
             + Self::resource_tools()
+            + Self::result_tools()
             + Self::approval_tools()
             + Self::branch_read_tools()
     }

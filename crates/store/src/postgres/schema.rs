@@ -394,4 +394,20 @@ CREATE TABLE feedback (
 );
 CREATE INDEX feedback_by_instance ON feedback (workflow_id, id);
 "#,
+    // 12: SQLite's migration 24, results with a shape.
+    r#"
+CREATE TABLE results (
+    workflow_id  BIGINT NOT NULL,
+    message_id   TEXT COLLATE "C" NOT NULL,
+    agent        TEXT COLLATE nocase NOT NULL,
+    step         TEXT,
+    schema       TEXT NOT NULL,
+    result       TEXT,
+    run_id       TEXT COLLATE "C",
+    created_at   BIGINT NOT NULL,
+    submitted_at BIGINT,
+    PRIMARY KEY (workflow_id, message_id)
+);
+CREATE INDEX results_open ON results (workflow_id, agent) WHERE result IS NULL;
+"#,
 ];
