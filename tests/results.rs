@@ -108,3 +108,158 @@ async fn an_sdk_agent_fixes_a_refused_result_and_the_lead_gets_it_structured() {
     assert_eq!(llm.model_calls().len(), 4, "the refused ask ran nothing");
     s.stop().await;
 }
+
+/// The seed's review loop as rounds: the reviewer's first `verdict` is
+/// changes_requested, so the coder fixes and the reviewer looks again; its second
+/// is approved, so the second round's merge runs and the first round's is skipped.
+const REVIEW_LOOP: &str = r#"
+name: review-loop
+agents:
+  reviewer:
+    backend: mock
+    mock:
+      - { when: "step review-1", result: { verdict: changes_requested, notes: "rename x" }, reply: "asked for changes" }
+      - { when: "step review-2", result: { verdict: approved, notes: "good" }, reply: "approved" }
+  coder: { backend: mock, mock: [ { reply: "fixed" } ] }
+  merger: { backend: mock, mock: [ { reply: "merged" } ] }
+trigger: "the patch"
+steps:
+  - id: review-1
+    agent: reviewer
+    on: trigger
+    prompt: "Review ${{ trigger }}"
+    result:
+      type: object
+      properties:
+        verdict: { type: string, enum: [approved, changes_requested] }
+        notes: { type: string }
+      required: [verdict]
+  - id: fix-1
+    agent: coder
+    on: { step: review-1, result: { verdict: changes_requested } }
+    prompt: "Fix it"
+  - id: merge-1
+    agent: merger
+    on: { step: review-1, result: { verdict: approved } }
+    prompt: "Merge it"
+  - id: review-2
+    agent: reviewer
+    on: fix-1.complete
+    prompt: "Review the fix"
+    result:
+      type: object
+      properties:
+        verdict: { type: string, enum: [approved, changes_requested] }
+        notes: { type: string }
+      required: [verdict]
+  - id: merge-2
+    agent: merger
+    on: { step: review-2, result: { verdict: approved } }
+    prompt: "Merge it"
+"#;
+
+#[tokio::test]
+async fn a_step_loop_branches_on_a_field_of_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let r = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": REVIEW_LOOP, "wait_seconds": 40}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["status"], "completed", "{r}");
+    let st = call(
+        &lead,
+        "workflow_status",
+        json!({"workflow": "@review-loop"}),
+    )
+    .await
+    .ok();
+    let got: Vec<(&str, &str)> = st["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("review-1", "done"),
+            ("fix-1", "done"),
+            ("merge-1", "skipped"),
+            ("review-2", "done"),
+            ("merge-2", "done"),
+        ],
+        "{st}"
+    );
+    assert_eq!(
+        st["steps"][0]["result"],
+        json!({"verdict": "changes_requested", "notes": "rename x"})
+    );
+    assert_eq!(
+        st["steps"][3]["result"],
+        json!({"verdict": "approved", "notes": "good"})
+    );
+    assert!(st["steps"][1].get("result").is_none(), "{st}");
+    assert!(
+        st["steps"][2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not have verdict = \"approved\""),
+        "{st}"
+    );
+    s.stop().await;
+}
+
+/// A step that asks for a result and whose run ends without one fails, saying so;
+/// an `on:` that tests a field its step's schema lacks is refused at load.
+#[tokio::test]
+async fn a_step_without_its_result_fails_and_a_test_of_no_field_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let forgetful = REVIEW_LOOP.replacen(
+        "result: { verdict: changes_requested, notes: \"rename x\" }, ",
+        "",
+        1,
+    );
+    let r = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": forgetful, "wait_seconds": 40}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["status"], "failed", "{r}");
+    let st = call(
+        &lead,
+        "workflow_status",
+        json!({"workflow": "@review-loop"}),
+    )
+    .await
+    .ok();
+    assert_eq!(st["steps"][0]["state"], "failed", "{st}");
+    assert!(
+        st["steps"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("without submitting the result it was asked for"),
+        "{st}"
+    );
+    let typo = REVIEW_LOOP.replacen(
+        "{ step: review-1, result: { verdict: changes_requested } }",
+        "{ step: review-1, result: { verdikt: changes_requested } }",
+        1,
+    );
+    let e = call(&lead, "workflow_run", json!({"yaml": typo}))
+        .await
+        .err();
+    assert!(
+        e.contains("step review-1's result schema has no field \"verdikt\""),
+        "{e}"
+    );
+    s.stop().await;
+}

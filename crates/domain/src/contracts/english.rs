@@ -191,6 +191,7 @@ fn action(c: &Contract) -> String {
             step,
             agent,
             prompt,
+            ..
         } => {
             let shown: String = prompt.chars().take(80).collect();
             let more = if shown.len() < prompt.len() {

@@ -311,6 +311,8 @@ pub enum Then {
         step: String,
         agent: String,
         prompt: String,
+        /// The result the step asks its agent for, if any.
+        result: Option<crate::result_schema::ResultSchema>,
     },
 }
 

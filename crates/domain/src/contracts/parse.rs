@@ -449,15 +449,23 @@ fn step_when(o: &Map<String, Value>) -> R<When> {
     Ok(When::Step { on })
 }
 
-/// `then: {action: run, step, agent, prompt}`: a step's run.
+/// `then: {action: run, step, agent, prompt, result?}`: a step's run (and the
+/// schema of the result it asks for).
 fn run_then(o: &Map<String, Value>) -> R<Then> {
-    only(o, "", &["action", "step", "agent", "prompt"])?;
+    only(o, "", &["action", "step", "agent", "prompt", "result"])?;
     let need =
         |k: &str| text(o, k)?.ok_or_else(|| format!("{k}: a run names its step, agent and prompt"));
+    let result = match o.get("result") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(crate::result_schema::ResultSchema::parse(v).map_err(|e| format!("result: {e}"))?)
+        }
+    };
     Ok(Then::Run {
         step: need("step")?,
         agent: need("agent")?,
         prompt: need("prompt")?,
+        result,
     })
 }
 

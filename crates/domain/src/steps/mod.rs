@@ -7,10 +7,22 @@
 //! one that waits (so `reviewer, coder on reviewer.complete, reviewer on
 //! coder.complete` is a chain, not a loop). A loop has no guard that could end it,
 //! so a graph with one is refused, as is a step that can never run.
+//!
+//! A step may ask its agent for a result of a shape (`result:`, a
+//! [`ResultSchema`]); a step after it may wait for a field of that result
+//! (`{step: review, result: {verdict: changes_requested}}`: the step completed
+//! and its result's `verdict` is `changes_requested`), and a field its step's
+//! schema does not have, or a value the field's schema refuses, is refused when
+//! the graph is read. A review loop is written as rounds, each step once: review-1,
+//! fix-1 on review-1's `changes_requested`, review-2 after fix-1, ..., and a merge
+//! step per round on that round's `approved`; the steps of rounds not needed are
+//! skipped.
 
 use crate::contracts::TextPattern;
 use crate::permissions::glob;
+use crate::result_schema::ResultSchema;
 use crate::states::StepState;
+use results::{check_results, result_event, tests_words};
 use serde_json::{Value, json};
 
 /// The most steps one workflow may have.
@@ -42,14 +54,33 @@ pub enum On {
     },
     /// A document of the instance written through the kernel, its path matching.
     Document(String),
+    /// The step of this id ended well with a result whose top-level fields equal
+    /// these values (each of them).
+    Result {
+        step: String,
+        fields: Vec<(String, Value)>,
+    },
 }
 
 impl On {
     /// The step it waits for, if it waits for one.
     pub fn step(&self) -> Option<&str> {
         match self {
-            On::Complete(s) | On::Failed(s) => Some(s),
+            On::Complete(s) | On::Failed(s) | On::Result { step: s, .. } => Some(s),
             _ => None,
+        }
+    }
+
+    /// Whether it needs its step to complete (not to fail).
+    pub fn needs_complete(&self) -> bool {
+        matches!(self, On::Complete(_) | On::Result { .. })
+    }
+
+    /// Whether a step's `result` meets it (a result event).
+    pub fn result_matches(&self, result: &Value) -> bool {
+        match self {
+            On::Result { fields, .. } => fields.iter().all(|(k, v)| result.get(k) == Some(v)),
+            _ => false,
         }
     }
 
@@ -90,14 +121,18 @@ impl On {
                 from: Some(f),
             } => json!({"message": text.as_str(), "from": f}),
             On::Document(g) => json!({"document": g}),
+            On::Result { step, fields } => {
+                let fields: serde_json::Map<String, Value> = fields.iter().cloned().collect();
+                json!({"step": step, "result": fields})
+            }
         }
     }
 
     /// Reads one event as [`to_json`](Self::to_json) writes it (or as a YAML
     /// `on:` item gives it, whose names are not resolved yet).
     pub fn from_json(v: &Value) -> Result<On, String> {
-        let shape = "an event: trigger, <step>.complete, <step>.failed, {message: <regex>, from?: <glob>} \
-                     or {document: <glob>}";
+        let shape = "an event: trigger, <step>.complete, <step>.failed, {message: <regex>, from?: <glob>}, \
+                     {document: <glob>} or {step: <step>, result: {<field>: <value>}}";
         match v {
             Value::String(s) if s == "trigger" => Ok(On::Trigger),
             Value::String(s) => match s.rsplit_once('.') {
@@ -105,6 +140,9 @@ impl On {
                 Some((step, "failed")) if !step.is_empty() => Ok(On::Failed(step.into())),
                 _ => Err(format!("{s:?} is not {shape}")),
             },
+            Value::Object(o) if o.contains_key("result") || o.contains_key("step") => {
+                result_event(o).map_err(|e| format!("{e}; write {shape}"))
+            }
             Value::Object(o) => {
                 if let Some(k) = o
                     .keys()
@@ -145,6 +183,9 @@ impl On {
                     .unwrap_or_default()
             ),
             On::Document(g) => format!("a document matching {g} is written"),
+            On::Result { step, fields } => {
+                format!("step {step} completes with {}", tests_words(fields))
+            }
         }
     }
 }
@@ -159,6 +200,8 @@ pub struct StepDef {
     /// Filled in when the instance starts, but for `${{ trigger }}`,
     /// `${{ previous.output }}` and `${{ steps.<id> }}`, filled in when it runs.
     pub prompt: String,
+    /// The result its agent must submit (result_submit), if it asks for one.
+    pub result: Option<ResultSchema>,
 }
 
 /// The names a step's prompt may use that have a value only when it runs.
@@ -188,6 +231,7 @@ pub struct Written {
     pub agent: String,
     pub on: Vec<On>,
     pub prompt: String,
+    pub result: Option<ResultSchema>,
 }
 
 /// Gives every step its id (its own, else its agent's name when the agent has one
@@ -202,6 +246,10 @@ pub fn resolve(written: Vec<Written>) -> Result<Vec<StepDef>, GraphError> {
             on.push(match e {
                 On::Complete(n) => On::Complete(named(&ids, &out, i, k, &n, &w.agent)?),
                 On::Failed(n) => On::Failed(named(&ids, &out, i, k, &n, &w.agent)?),
+                On::Result { step, fields } => On::Result {
+                    step: named(&ids, &out, i, k, &step, &w.agent)?,
+                    fields,
+                },
                 e => e,
             });
         }
@@ -210,9 +258,11 @@ pub fn resolve(written: Vec<Written>) -> Result<Vec<StepDef>, GraphError> {
             agent: w.agent,
             on,
             prompt: w.prompt,
+            result: w.result,
         });
     }
     check(&out)?;
+    check_results(&out)?;
     Ok(out)
 }
 
@@ -395,7 +445,7 @@ fn why_never(
     let mut needs: Vec<(usize, bool, usize)> = Vec::new();
     for (k, e) in steps[i].on.iter().enumerate() {
         if let Some(j) = e.step().map(index) {
-            needs.push((j, matches!(e, On::Complete(_)), k));
+            needs.push((j, e.needs_complete(), k));
             for (x, done) in outcomes_needed(steps, j, index) {
                 needs.push((x, done, k));
             }
@@ -429,7 +479,7 @@ fn outcomes_needed(
     while let Some(s) = todo.pop() {
         for e in &steps[s].on {
             if let Some(x) = e.step().map(index) {
-                let need = (x, matches!(e, On::Complete(_)));
+                let need = (x, e.needs_complete());
                 if !out.contains(&need) {
                     out.push(need);
                     todo.push(x);
@@ -469,13 +519,24 @@ pub fn moves(steps: &[StepDef], states: &[StepState], seen: &[Vec<usize>]) -> Ve
                 let other = e.step().and_then(index).map(|j| (j, states[j]));
                 match (e, other) {
                     (On::Trigger, _) => {}
+                    (On::Result { .. }, Some((_, StepState::Done)))
+                        if seen.get(i).is_some_and(|v| v.contains(&k)) => {}
+                    (On::Result { step, fields }, Some((_, StepState::Done))) => {
+                        never = Some(format!(
+                            "step {step} completed with a result that does not have {}",
+                            tests_words(fields)
+                        ));
+                    }
                     (On::Complete(_), Some((_, StepState::Done)))
                     | (On::Failed(_), Some((_, StepState::Failed))) => {}
-                    (On::Complete(s) | On::Failed(s), Some((_, st))) if st.is_over() => {
+                    (
+                        On::Complete(s) | On::Failed(s) | On::Result { step: s, .. },
+                        Some((_, st)),
+                    ) if st.is_over() => {
                         never = Some(format!("step {s} {}", st.as_str()));
                     }
-                    (On::Complete(_) | On::Failed(_), Some(_)) => ready = false,
-                    (On::Complete(s) | On::Failed(s), None) => {
+                    (On::Complete(_) | On::Failed(_) | On::Result { .. }, Some(_)) => ready = false,
+                    (On::Complete(s) | On::Failed(s) | On::Result { step: s, .. }, None) => {
                         never = Some(format!("step {s} is not in the workflow"));
                     }
                     _ => ready &= seen.get(i).is_some_and(|v| v.contains(&k)),
@@ -513,5 +574,6 @@ pub fn unhandled_failures(steps: &[StepDef], states: &[StepState]) -> Vec<usize>
         .collect()
 }
 
+mod results;
 #[cfg(test)]
 mod tests;

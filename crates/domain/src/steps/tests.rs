@@ -9,6 +9,7 @@ fn w(id: Option<&str>, agent: &str, on: &[&str]) -> Written {
             .map(|s| On::from_json(&json!(s)).unwrap())
             .collect(),
         prompt: format!("{agent}'s turn"),
+        result: None,
     }
 }
 
@@ -138,6 +139,7 @@ fn messages_and_documents_are_events_once_seen() {
             On::from_json(&json!({"document": "reports/*.md"})).unwrap(),
         ],
         prompt: "ship it".into(),
+        result: None,
     }])
     .unwrap();
     assert!(s[0].on[0].message_matches("Reviewer", "all LGTM"));
@@ -204,4 +206,66 @@ fn a_skipped_handler_handles_nothing() {
         unhandled_failures(&s, &[Failed, Done, Done]),
         Vec::<usize>::new()
     );
+}
+
+#[test]
+fn a_result_event_waits_for_its_step_and_its_field() {
+    use StepState::*;
+    let schema = crate::result_schema::ResultSchema::parse(&json!({"type": "object",
+        "properties": {"verdict": {"enum": ["approved", "changes_requested"]}}}))
+    .unwrap();
+    let on =
+        |v: &str| On::from_json(&json!({"step": "reviewer", "result": {"verdict": v}})).unwrap();
+    let mut review = w(None, "reviewer", &["trigger"]);
+    review.result = Some(schema);
+    let mut fix = w(None, "coder", &[]);
+    fix.on = vec![on("changes_requested")];
+    let mut merge = w(None, "merger", &[]);
+    merge.on = vec![on("approved")];
+    let s = resolve(vec![review, fix, merge]).unwrap();
+    assert_eq!(s[1].on[0].step(), Some("reviewer"));
+    // (states, seen, moves): a result event is seen when its step is done with
+    // a result that meets it; done without, it never happens.
+    type Case<'a> = ([StepState; 3], [&'a [usize]; 3], &'a [Move]);
+    let cases: &[Case] = &[
+        ([Running, Waiting, Waiting], [&[], &[], &[]], &[]),
+        (
+            [Done, Waiting, Waiting],
+            [&[], &[0], &[]],
+            &[Move::Start(1), Move::Skip(2, String::new())],
+        ),
+        (
+            [Failed, Waiting, Waiting],
+            [&[], &[], &[]],
+            &[Move::Skip(1, String::new()), Move::Skip(2, String::new())],
+        ),
+    ];
+    for (states, seen, expect) in cases {
+        let seen: Vec<Vec<usize>> = seen.iter().map(|s| s.to_vec()).collect();
+        let got: Vec<Move> = moves(&s, states, &seen)
+            .into_iter()
+            .map(|m| match m {
+                Move::Skip(i, why) => {
+                    assert!(why.starts_with("step reviewer "), "{why}");
+                    Move::Skip(i, String::new())
+                }
+                m => m,
+            })
+            .collect();
+        assert_eq!(&got, expect, "{states:?}");
+    }
+    let why = moves(&s, &[Done, Waiting, Waiting], &[vec![], vec![0], vec![]]);
+    assert_eq!(
+        why[1],
+        Move::Skip(
+            2,
+            "step reviewer completed with a result that does not have verdict = \"approved\""
+                .into()
+        )
+    );
+    // A field the schema lacks, or a step that asks for no result, is refused.
+    let mut bad = w(None, "coder", &[]);
+    bad.on = vec![On::from_json(&json!({"step": "reviewer", "result": {"score": 3}})).unwrap()];
+    let e = resolve(vec![w(None, "reviewer", &["trigger"]), bad]).unwrap_err();
+    assert!(e.message.contains("asks for no result"), "{}", e.message);
 }

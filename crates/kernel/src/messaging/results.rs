@@ -92,17 +92,6 @@ pub(crate) fn result_tx(c: &Connection, wid: i64, message_id: &str) -> Result<Op
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
-/// Whether message `message_id` asked for a result.
-#[allow(dead_code)]
-pub(crate) fn expects_tx(c: &Connection, wid: i64, message_id: &str) -> Result<bool> {
-    Ok(
-        c.prepare_cached("SELECT 1 FROM results WHERE workflow_id = ?1 AND message_id = ?2")?
-            .query_row((wid, message_id), |r| r.get::<i64>(0))
-            .optional()?
-            .is_some(),
-    )
-}
-
 impl Messaging {
     /// channel_send for an ask: the message, and with `expect` (the asked agent and
     /// a schema) the row that asks it for a result, in one transaction.

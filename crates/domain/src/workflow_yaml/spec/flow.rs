@@ -2,11 +2,13 @@
 //! graph of their steps gives (see [`crate::steps`]), not as mentions route them.
 
 use super::*;
+use crate::result_schema::ResultSchema;
 use crate::steps::{self, GraphError, On, StepDef, Written};
 
-const STEP_KEYS: &[&str] = &["id", "agent", "on", "prompt", "action"];
+const STEP_KEYS: &[&str] = &["id", "agent", "on", "prompt", "action", "result"];
 const ON_EXAMPLE: &str = "on: trigger, on: reviewer.complete, on: [a.complete, b.complete], \
-                          on: {message: \"LGTM\"} or on: {document: \"reports/*.md\"}";
+                          on: {message: \"LGTM\"}, on: {document: \"reports/*.md\"} \
+                          or on: {step: review, result: {verdict: approved}}";
 
 impl Doc<'_> {
     /// `kickoff:` the first message, its `${{ }}` checked against what is known.
@@ -219,11 +221,28 @@ impl Doc<'_> {
                 ));
             }
         };
+        let result = match get("result") {
+            Some((_, Node::Null)) | None => None,
+            Some((rp, _)) => {
+                let v: serde_json::Value =
+                    extract(self.text, &rp).map_err(|e| self.typed_error(&e, &rp))?;
+                Some(ResultSchema::parse(&v).map_err(|e| {
+                    self.err(
+                        &rp,
+                        format!("result: {e}"),
+                        "write a JSON Schema of type, properties, required, enum and items, e.g. \
+                         result: {type: object, properties: {verdict: {type: string, enum: [approved, \
+                         changes_requested]}}, required: [verdict]}",
+                    )
+                })?)
+            }
+        };
         Ok(Written {
             id,
             agent: agent.to_owned(),
             on,
             prompt,
+            result,
         })
     }
 

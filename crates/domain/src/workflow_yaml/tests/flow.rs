@@ -182,3 +182,73 @@ fn agents_from_steps_are_still_checked() {
         assert!(e.to_string().contains(says), "{yaml:?}: {e}");
     }
 }
+
+/// The seed's review loop as rounds: a reviewer's `verdict` sends the work back to
+/// the coder or on to the merge.
+pub(super) const REVIEW_LOOP: &str = "steps:
+  - id: review-1
+    agent: reviewer
+    on: trigger
+    prompt: review it
+    result: {type: object, properties: {verdict: {type: string, enum: [approved, changes_requested]}}, required: [verdict]}
+  - id: fix-1
+    agent: coder
+    on: {step: review-1, result: {verdict: changes_requested}}
+    prompt: fix it
+  - id: merge-1
+    agent: coder
+    on: {step: review-1, result: {verdict: approved}}
+    prompt: merge it
+";
+
+#[test]
+fn a_step_may_test_a_field_of_the_result_of_a_step_above() {
+    let wf = inline(&format!("{AGENTS}{REVIEW_LOOP}")).unwrap();
+    let schema = wf.steps[0].result.as_ref().unwrap();
+    assert_eq!(schema.root().required, ["verdict"]);
+    assert_eq!(
+        wf.steps[1].on,
+        [On::Result {
+            step: "review-1".into(),
+            fields: vec![("verdict".into(), "changes_requested".into())],
+        }]
+    );
+    assert!(wf.steps[1].on[0].result_matches(&serde_json::json!({"verdict": "changes_requested"})));
+    assert!(
+        !wf.steps[2].on[0].result_matches(&serde_json::json!({"verdict": "changes_requested"}))
+    );
+    // Mistakes, refused where they are: a field the schema lacks, a value it
+    // refuses, a step without a schema, a schema outside the subset.
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "{verdict: changes_requested}",
+            "{verdikt: approved}",
+            "12:9",
+            "has no field \"verdikt\"",
+        ),
+        (
+            "{verdict: changes_requested}",
+            "{verdict: maybe}",
+            "12:9",
+            "is never \"maybe\"",
+        ),
+        (
+            "result: {type: object, properties",
+            "# result: {type: object, properties",
+            "12:9",
+            "asks for no result",
+        ),
+        (
+            "required: [verdict]}",
+            "required: [verdict], additionalProperties: false}",
+            "9:13",
+            "`additionalProperties` is not supported",
+        ),
+    ];
+    for (from, to, at, word) in cases {
+        let yaml = format!("{AGENTS}{}", REVIEW_LOOP.replacen(from, to, 1));
+        let e = inline(&yaml).unwrap_err();
+        assert_eq!(format!("{}:{}", e.line, e.column), *at, "{to}: {e}");
+        assert!(e.to_string().contains(word), "{to}: {e}");
+    }
+}

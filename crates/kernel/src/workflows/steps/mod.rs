@@ -14,6 +14,7 @@
 //! or a document ([`Steps::posted`], [`Steps::document_written`]), the start of
 //! the instance and the kernel's own start ([`Steps::recover`]).
 
+mod results;
 mod rows;
 pub(super) mod start;
 #[cfg(test)]
@@ -27,6 +28,7 @@ use domain::contracts::{Then, When};
 use domain::error::Result;
 use domain::states::StepState;
 use domain::steps::{self, Move, On, StepDef};
+use results::{done_with_result, post_prompt};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use store::Store;
@@ -82,12 +84,14 @@ impl Steps {
                         step,
                         agent,
                         prompt,
+                        result,
                     },
                 ) => Some(StepDef {
                     id: step.clone(),
                     agent: agent.clone(),
                     on: on.clone(),
                     prompt: prompt.clone(),
+                    result: result.clone(),
                 }),
                 _ => None,
             })
@@ -158,8 +162,7 @@ impl Steps {
                         return Ok(Some(messaging::post_system(c, wid, &inst.wref, note, now)?));
                     }
                 };
-                let to = std::slice::from_ref(&def.agent);
-                let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text, now)?;
+                let posted = post_prompt(c, (wid, &inst.wref), def, &text, now)?;
                 rows::set_message(c, wid, &def.id, &posted.result.id)?;
                 Ok(Some(posted))
             })
@@ -232,9 +235,7 @@ impl Steps {
                     }
                     match rows::acked(c, wid, &row, &def.agent)? {
                         rows::Acked::No => {}
-                        rows::Acked::Done => {
-                            rows::done(c, wid, &row, now)?;
-                        }
+                        rows::Acked::Done => done_with_result(c, wid, (&defs, i), &row, now)?,
                         rows::Acked::Lost => posted.push(repost(c, (wid, &defs, i), &row, now)?),
                     }
                 }
@@ -526,8 +527,7 @@ fn repost(
         defs[i].id,
         prompt_of(c, wid, defs, i, &inst)?
     );
-    let to = std::slice::from_ref(&defs[i].agent);
-    let posted = messaging::post_system_to(c, wid, &inst.wref, to, &text, now)?;
+    let posted = post_prompt(c, (wid, &inst.wref), &defs[i], &text, now)?;
     if !rows::replace_message(c, wid, &row.step, old, &posted.result.id)? {
         return Err(domain::error::Error::conflict(
             "the step's prompt was posted again meanwhile",

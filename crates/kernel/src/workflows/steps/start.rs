@@ -64,7 +64,8 @@ impl Flow {
                 "name": name,
                 "description": format!("step {} of {} of the workflow", i + 1, defs.len()),
                 "when": {"event": "step", "on": d.on.iter().map(On::to_json).collect::<Vec<_>>()},
-                "then": {"action": "run", "step": d.id, "agent": d.agent, "prompt": d.prompt},
+                "then": {"action": "run", "step": d.id, "agent": d.agent, "prompt": d.prompt,
+                         "result": d.result.as_ref().map(|r| r.as_json())},
             });
             // A step whose contract would not read back would vanish from its graph.
             domain::contracts::parse(&spec)

@@ -27,6 +27,9 @@ pub struct StepView {
     pub started_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
+    /// The result its agent submitted, when the step asks for one (`result:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 impl Steps {
@@ -36,13 +39,30 @@ impl Steps {
         if defs.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self.store.read(move |c| rows::rows(c, wid)).await?;
+        let rows = self
+            .store
+            .read(move |c| {
+                let rows = rows::rows(c, wid)?;
+                let mut results = Vec::new();
+                for r in &rows {
+                    let got = match &r.message_id {
+                        Some(m) => crate::messaging::results::result_tx(c, wid, m)?,
+                        None => None,
+                    };
+                    results.push(got);
+                }
+                Ok(rows.into_iter().zip(results).collect::<Vec<_>>())
+            })
+            .await?;
+        let (rows, results): (Vec<rows::Row>, Vec<Option<serde_json::Value>>) =
+            rows.into_iter().unzip();
         let (states, _) = aligned(&defs, &rows);
         Ok(defs
             .iter()
             .zip(states)
             .map(|(d, state)| {
-                let row = rows.iter().find(|r| r.step == d.id);
+                let at = rows.iter().position(|r| r.step == d.id);
+                let row = at.map(|j| &rows[j]);
                 StepView {
                     id: d.id.clone(),
                     agent: d.agent.clone(),
@@ -52,6 +72,7 @@ impl Steps {
                     run_id: row.and_then(|r| r.run_id.clone()),
                     started_at: row.and_then(|r| r.started_at).map(fmt_ms),
                     ended_at: row.and_then(|r| r.ended_at).map(fmt_ms),
+                    result: at.and_then(|j| results[j].clone()),
                 }
             })
             .collect())
