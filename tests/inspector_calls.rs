@@ -123,6 +123,57 @@ fn every_tool(target: &[String], era: &str) {
     assert_eq!(r["files"], json!([]), "{r}");
     let r = call("branch_merge", json!({ "agent": coder }));
     assert_eq!(r["status"], "up_to_date", "{r}");
+    results(target, era);
+}
+
+/// Results with a shape: agent_ask's `result_schema` (a mock agent submits), and
+/// result_submit called by the Inspector as an agent joined to a step workflow.
+fn results(target: &[String], era: &str) {
+    let call = |tool: &str, args: Value| call_tool(target, era, tool, args);
+    let schema = json!({"type": "object", "required": ["verdict"],
+                        "properties": {"verdict": {"enum": ["approved", "changes_requested"]}}});
+    let judge = format!("judge-{era}");
+    call(
+        "agent_new",
+        json!({"name": judge, "backend": "mock", "mock": [{"result": {"verdict": "approved"}}]}),
+    );
+    let r = call(
+        "agent_ask",
+        json!({"target": judge, "message": "verdict?", "wait_seconds": 30, "result_schema": schema}),
+    );
+    assert_eq!(r["result"], json!({"verdict": "approved"}), "{r}");
+    let yaml = format!(
+        "name: outside\nagents: {{ext: {{backend: external}}}}\nsteps:\n  \
+         - {{id: verdict, agent: ext, on: trigger, prompt: judge, result: {schema}}}\n"
+    );
+    call(
+        "workflow_run",
+        json!({"yaml": yaml, "tag": era, "wait_seconds": 0}),
+    );
+    let j = call(
+        "agent_join",
+        json!({"target": format!("ext@outside:{era}")}),
+    );
+    let (url, token) = (j["url"].as_str().unwrap(), j["token"].as_str().unwrap());
+    let agent: Vec<String> = [
+        "--transport",
+        "http",
+        "--server-url",
+        url,
+        "--header",
+        &format!("Authorization: Bearer {token}"),
+    ]
+    .map(String::from)
+    .to_vec();
+    let inbox = call_tool(&agent, era, "my_inbox", json!({"wait_seconds": 20}));
+    assert_eq!(inbox["messages"][0]["result_schema"], schema, "{inbox}");
+    let r = call_tool(
+        &agent,
+        era,
+        "result_submit",
+        json!({"step": "verdict", "result": {"verdict": "changes_requested"}}),
+    );
+    assert_eq!(r["result"]["verdict"], "changes_requested", "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -263,3 +263,107 @@ async fn a_step_without_its_result_fails_and_a_test_of_no_field_is_refused() {
     );
     s.stop().await;
 }
+
+/// An agent joined from outside (in a step workflow: agent_ask runs only agents
+/// with a worker) sees the schema with the step's prompt in its inbox and answers
+/// through result_submit: a misfit refused naming the field, the fit kept and
+/// final, several open asks told apart by `ask`.
+#[tokio::test]
+async fn a_joined_agent_reads_the_schema_in_its_inbox_and_submits() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let schema = review_schema().to_string();
+    let yaml = format!(
+        "name: outside\nagents: {{ext: {{backend: external}}}}\nsteps:\n  \
+         - {{id: a, agent: ext, on: trigger, prompt: first, result: {schema}}}\n  \
+         - {{id: b, agent: ext, on: trigger, prompt: second, result: {schema}}}\n"
+    );
+    call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml, "wait_seconds": 0}),
+    )
+    .await
+    .ok();
+    let ext = join(&s, &lead, "ext@outside", Proto::Legacy).await;
+    // Both prompts, once the steps have started (an empty inbox waits for a message).
+    let mut inbox = json!({});
+    for _ in 0..10 {
+        inbox = call(&ext, "my_inbox", json!({"wait_seconds": 5}))
+            .await
+            .ok();
+        if inbox["messages"].as_array().map_or(0, Vec::len) == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        inbox["messages"][0]["result_schema"],
+        review_schema(),
+        "{inbox}"
+    );
+    let asks: Vec<String> = (0..2)
+        .map(|i| inbox["messages"][i]["id"].as_str().unwrap().to_owned())
+        .collect();
+    let e = call(
+        &ext,
+        "result_submit",
+        json!({"result": {"verdict": "approved"}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("several asks await a result"), "{e}");
+    let e = call(
+        &ext,
+        "result_submit",
+        json!({"step": "a", "result": {"verdict": "approved"}}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("step a (message")
+            && e.contains("result.notes: missing; it is required (string)"),
+        "{e}"
+    );
+    let fit = json!({"verdict": "approved", "notes": "fine"});
+    let r = call(
+        &ext,
+        "result_submit",
+        json!({"ask": asks[0], "result": fit}),
+    )
+    .await
+    .ok();
+    assert_eq!(
+        (&r["ask"], &r["step"], &r["result"]),
+        (&json!(asks[0]), &json!("a"), &fit),
+        "{r}"
+    );
+    let e = call(
+        &ext,
+        "result_submit",
+        json!({"ask": asks[0], "result": fit}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("already has its result; a result is final"),
+        "{e}"
+    );
+    // The one left open is the default now; a stranger's id is no ask of ext's.
+    let e = call(&ext, "result_submit", json!({"ask": "nope", "result": fit}))
+        .await
+        .err();
+    assert!(
+        e.contains("no ask \"nope\" of yours asked for a result"),
+        "{e}"
+    );
+    let r = call(&ext, "result_submit", json!({"result": fit}))
+        .await
+        .ok();
+    assert_eq!(r["ask"], json!(asks[1]), "{r}");
+    let e = call(&ext, "result_submit", json!({"result": fit}))
+        .await
+        .err();
+    assert!(e.contains("nothing asked of ext awaits a result"), "{e}");
+    s.stop().await;
+}

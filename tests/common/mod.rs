@@ -54,6 +54,7 @@ pub const CONTEXT_TOOLS: &[&str] = &[
     "my_status_set",
     "resource_create",
     "resource_read",
+    "result_submit",
     "team_doc_append",
     "team_doc_create",
     "team_doc_list",

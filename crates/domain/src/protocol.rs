@@ -340,11 +340,12 @@ impl MockRule {
                 r.write.is_some(),
                 r.fail.is_some(),
                 r.reply.is_some(),
+                r.result.is_some(),
             ];
             if !acts.contains(&true) {
                 return Err(format!(
                     "mock rule {n} does nothing: give it one of sleep, write, send, doc_append, vote, propose, \
-                     resource, fail, reply"
+                     resource, result, fail, reply"
                 ));
             }
             if let Some(w) = &r.write
