@@ -122,6 +122,20 @@ pub fn describe(misfits: &[Misfit]) -> String {
     lines.join("; ")
 }
 
+/// A schema kept as JSON (a task's, a stored ask's) and a result: Ok when it fits,
+/// else the refusal in words for the model that submitted it (each misfit named by
+/// its field), or why the schema itself is refused.
+pub fn check_result(schema: &Value, result: &Value) -> Result<(), String> {
+    let s = ResultSchema::parse(schema).map_err(|e| format!("result schema: {e}"))?;
+    s.check(result).map_err(|m| {
+        format!(
+            "the result does not fit its schema: {}. Fix {} and submit again",
+            describe(&m),
+            if m.len() == 1 { "it" } else { "them" }
+        )
+    })
+}
+
 impl ResultSchema {
     /// Parses a schema, refusing what the subset does not have.
     pub fn parse(v: &Value) -> Result<ResultSchema, SchemaError> {

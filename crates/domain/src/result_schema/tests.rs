@@ -217,3 +217,24 @@ fn a_property_is_found_and_tells_which_values_fit() {
     assert!(s.property("nope").is_none());
     assert_eq!(s.as_json(), &review());
 }
+
+#[test]
+fn check_result_takes_a_schema_as_json() {
+    assert_eq!(
+        check_result(&review(), &json!({"verdict": "approved"})),
+        Ok(())
+    );
+    assert_eq!(
+        check_result(&review(), &json!({"verdict": 1})),
+        Err(
+            "the result does not fit its schema: result.verdict: expected string; got number 1. \
+             Fix it and submit again"
+                .into()
+        )
+    );
+    assert_eq!(
+        check_result(&json!({"type": "tuple"}), &json!(1)).unwrap_err(),
+        "result schema: at type: must be one of object, array, string, number, integer, boolean, null, \
+         not string \"tuple\""
+    );
+}

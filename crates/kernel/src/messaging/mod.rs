@@ -34,6 +34,8 @@ pub mod resources;
 #[cfg(test)]
 mod resources_tests;
 pub mod results;
+#[cfg(test)]
+mod results_tests;
 mod rows;
 pub(crate) mod runs;
 pub mod team;
