@@ -5,12 +5,14 @@ use domain::error::Result;
 use store::sql::Connection;
 
 /// Withdraws the unread deliveries of messages `ids` of instance `wid` (a step's
-/// prompt that no longer stands): they leave every inbox that has not read them.
+/// prompt that no longer stands): they leave every inbox that has not read them,
+/// and the results they asked for, if unanswered, are no longer awaited.
 pub(crate) fn withdraw_tx(c: &Connection, wid: i64, ids: &[String]) -> Result<()> {
     let mut st =
         c.prepare_cached("DELETE FROM deliveries WHERE workflow_id = ?1 AND message_id = ?2")?;
     for id in ids {
         st.execute((wid, id))?;
+        super::results::close_tx(c, wid, id)?;
     }
     Ok(())
 }

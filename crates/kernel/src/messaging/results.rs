@@ -65,6 +65,16 @@ pub(crate) fn expect_tx(
     Ok(())
 }
 
+/// Message `message_id` no longer asks for a result (a step's prompt withdrawn or
+/// posted again): its ask, if unanswered, goes, so it awaits nothing.
+pub(crate) fn close_tx(c: &Connection, wid: i64, message_id: &str) -> Result<()> {
+    c.prepare_cached(
+        "DELETE FROM results WHERE workflow_id = ?1 AND message_id = ?2 AND result IS NULL",
+    )?
+    .execute((wid, message_id))?;
+    Ok(())
+}
+
 /// The schemas still awaiting a result from `agent`, by the message that asks.
 pub(crate) fn open_schemas(c: &Connection, wid: i64, agent: &str) -> Result<Vec<(String, Value)>> {
     let mut st = c.prepare_cached(

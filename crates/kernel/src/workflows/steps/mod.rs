@@ -528,6 +528,8 @@ fn repost(
         prompt_of(c, wid, defs, i, &inst)?
     );
     let posted = post_prompt(c, (wid, &inst.wref), &defs[i], &text, now)?;
+    // The consumed prompt's ask goes: the new one is the step's.
+    messaging::results::close_tx(c, wid, old)?;
     if !rows::replace_message(c, wid, &row.step, old, &posted.result.id)? {
         return Err(domain::error::Error::conflict(
             "the step's prompt was posted again meanwhile",

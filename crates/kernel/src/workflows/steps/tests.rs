@@ -218,3 +218,56 @@ async fn a_stopped_instance_s_graph_does_not_move() {
     assert!(r.steps.graph(wid + 1).is_empty());
     assert!(r.steps.outcome(wid + 1).await.unwrap().is_none());
 }
+
+/// A review that asks for a result, and the two steps that branch on its verdict.
+const VERDICT: &str = r#"
+name: flow
+agents:
+  reviewer: { backend: external }
+  coder: { backend: external }
+  fixer: { backend: external }
+trigger: "PR 7 opened"
+steps:
+  - id: review
+    agent: reviewer
+    on: trigger
+    action: "Review ${{ trigger }}"
+    result: { type: object, properties: { verdict: { enum: [approved, changes_requested] } }, required: [verdict] }
+  - { id: fix, agent: coder, on: { step: review, result: { verdict: changes_requested } }, action: "Fix" }
+  - { id: ship, agent: fixer, on: { step: review, result: { verdict: approved } }, action: "Ship" }
+"#;
+
+#[tokio::test]
+async fn a_step_that_asks_for_a_result_is_done_with_it_and_its_field_branches() {
+    let cases: &[(Option<serde_json::Value>, &str)] = &[
+        (
+            Some(serde_json::json!({"verdict": "approved"})),
+            "review done, fix skipped, ship running",
+        ),
+        (
+            Some(serde_json::json!({"verdict": "changes_requested"})),
+            "review done, fix running, ship skipped",
+        ),
+        (None, "review failed, fix skipped, ship skipped"),
+    ];
+    for (result, want) in cases {
+        let (r, wid) = started(VERDICT).await;
+        let reviewer = r.scope_in("@flow:main", "reviewer").await;
+        if let Some(v) = result {
+            let kept = r
+                .messaging
+                .result_submit(&reviewer, v.clone(), None, Some("review".into()))
+                .await
+                .unwrap();
+            assert_eq!(kept.step.as_deref(), Some("review"));
+        }
+        ack_all(&r, wid, "reviewer").await;
+        assert_eq!(states(&r, wid).await, *want, "{result:?}");
+        let view = r.steps.view(wid).await.unwrap();
+        assert_eq!(view[0].result, *result);
+        if result.is_none() {
+            let why = view[0].reason.as_deref().unwrap_or_default();
+            assert!(why.contains("without submitting the result"), "{why}");
+        }
+    }
+}
