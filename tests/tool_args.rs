@@ -47,6 +47,24 @@ async fn unknown_and_mistyped_arguments_are_refused_naming_the_field() {
         .err();
     assert!(e.contains("limit: invalid type"), "{e}");
 
+    // Results with a shape: an unknown argument of result_submit, a result_schema
+    // that is no object.
+    let e = call(&lead, "result_submit", json!({"result": {}, "task": "t1"}))
+        .await
+        .err();
+    assert!(e.contains("\"task\"") && e.contains("ask"), "{e}");
+    let e = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "bob", "message": "hi", "result_schema": "verdict"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("result_schema: a schema must be an object such as"),
+        "{e}"
+    );
+
     // An empty document name is a mistake, not a request for notes.md.
     let e = call(
         &lead,
