@@ -487,4 +487,10 @@ CREATE TABLE feedback (
 );
 CREATE INDEX feedback_by_instance ON feedback (workflow_id, id);
 "#,
+    // 24: delegation: the agent that made an agent (NULL: the lead or a workflow);
+    // a sub-agent belongs to it (paused and deleted with it, spending from its budget).
+    r#"
+ALTER TABLE agents ADD COLUMN parent_id INTEGER;
+CREATE INDEX agents_by_parent ON agents (parent_id);
+"#,
 ];

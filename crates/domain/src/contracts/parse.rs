@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 type R<T> = Result<T, String>;
 
-const EVENTS: &str = "tool_request, message, spend, run_end, doc_write or merge";
+const EVENTS: &str = "tool_request, message, spend, run_end, doc_write, merge or agent_new";
 const ACTIONS: &str = "allow, deny, require_approval, require_votes, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
@@ -227,6 +227,13 @@ fn when(v: &Value) -> R<When> {
             }
         }
         "merge" => merge_when(o)?,
+        "agent_new" => {
+            only(o, "", &["event", "by", "backend"])?;
+            When::AgentNew {
+                by: glob_field(o, "by")?,
+                backend: text(o, "backend")?,
+            }
+        }
         "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
@@ -503,6 +510,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
             "notify",
         ],
         When::Step { .. } => &["run"],
+        When::AgentNew { .. } => &["allow", "deny", "require_approval", "notify"],
     };
     if ok.contains(&then.action()) {
         return Ok(());

@@ -142,6 +142,11 @@ impl Kernel {
         self.runtime.agents().agent_info(target).await
     }
 
+    /// Agents making, asking and deleting agents of their own.
+    pub fn delegation(&self) -> &std::sync::Arc<crate::runtime::delegation::Delegation> {
+        self.runtime.delegation()
+    }
+
     pub async fn ask(&self, target: &str, message: &str) -> Result<Asking> {
         self.runtime.asks().ask(target, message).await
     }

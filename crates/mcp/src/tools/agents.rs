@@ -76,6 +76,9 @@ pub struct AgentNewArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_array")]
     pub skills: Vec<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
+    pub delegate: Option<serde_json::Value>,
 }
 
 /// agent_update: what to change (everything else stays).
@@ -244,7 +247,8 @@ impl AgentWorker {
     /// max_cost_usd}; `mcp_servers` {name: {command, args, env} or {url, headers}}; `mock`
     /// rules {when, send, to, write, reply, ...}; `workspace` "worktree" (its own git
     /// worktree and branch) or {mode, repo, base, branch}; `skills` [SKILL.md folders];
-    /// `node` a node's name or {labels: [gpu]}.
+    /// `node` a node's name or {labels: [gpu]}; `delegate` {agents, depth, backends, budget}
+    /// lets it make and ask agents of its own (team_agent_*).
     #[tool(
         title = "Create an agent",
         annotations(
@@ -276,9 +280,16 @@ impl AgentWorker {
                 mcp_servers: a.mcp_servers,
                 workspace: read_workspace(a.workspace.as_ref())?.unwrap_or_default(),
                 skills: read_skills(&a.skills)?,
+                delegate: a
+                    .delegate
+                    .as_ref()
+                    .map(domain::delegate::Delegate::read)
+                    .transpose()
+                    .map_err(ToolError)?,
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
             node: read_node(a.node.as_ref())?,
+            parent: None,
         };
         let (env, perms) = (new.env.clone(), new.config.permissions.clone());
         let agent = self.kernel.agent_new(new).await?;

@@ -394,4 +394,9 @@ CREATE TABLE feedback (
 );
 CREATE INDEX feedback_by_instance ON feedback (workflow_id, id);
 "#,
+    // 12: SQLite's migration 24, the agent that made an agent.
+    r#"
+ALTER TABLE agents ADD COLUMN parent_id BIGINT;
+CREATE INDEX agents_by_parent ON agents (parent_id);
+"#,
 ];

@@ -224,6 +224,7 @@ impl Agents {
 
     /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
     /// its messages and documents stay; if it owned the documents, nobody does now.
+    /// The agents it made (delegation) go first, deepest first, workers and all.
     pub async fn agent_delete(
         self: &std::sync::Arc<Self>,
         target: &str,
@@ -231,6 +232,12 @@ impl Agents {
     ) -> Result<(AgentView, Option<String>)> {
         let rec = self.base.registry.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
+        for sub in self.sub_agent_targets(id, &rec.view.workflow).await? {
+            match Box::pin(self.agent_delete(&sub, false)).await {
+                Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let name = rec.view.name.clone();
         let (_, config) = self.stored_env_and_config(id).await?;
         if discard && !config.workspace.is_worktree() {
@@ -374,6 +381,7 @@ impl Agents {
             config,
             schedule: None,
             node: v.node.clone().map(domain::placement::Placement::Node),
+            parent: None,
         };
         crate::registry::validate(&merged)?;
         let mut merged = merged;
@@ -425,8 +433,52 @@ impl Agents {
         lock.lock_owned().await
     }
 
-    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
+    /// The agents `id` made and theirs (delegation), deepest first, as targets in
+    /// its instance (where they live).
+    async fn sub_agent_targets(&self, id: i64, workflow: &str) -> Result<Vec<String>> {
+        let wf = WorkflowRef::parse(workflow)?;
+        let names: Vec<String> = self
+            .base
+            .store
+            .read(move |c| {
+                let mut out = Vec::new();
+                for sub in crate::registry::sub_agents(c, id)? {
+                    let n: Option<String> = c
+                        .query_row("SELECT name FROM agents WHERE id = ?1", [sub], |r| r.get(0))
+                        .optional()?;
+                    out.extend(n);
+                }
+                Ok(out)
+            })
+            .await?;
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                domain::names::AgentRef {
+                    name,
+                    workflow: wf.clone(),
+                }
+                .to_string()
+            })
+            .collect())
+    }
+
+    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle,
+    /// and the agents it made (delegation) with it.
     pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
+        let subs = self
+            .base
+            .store
+            .read(move |c| crate::registry::sub_agents(c, agent_id))
+            .await?;
+        self.set_paused_one(agent_id, paused).await?;
+        for sub in subs {
+            self.set_paused_one(sub, paused).await?;
+        }
+        Ok(())
+    }
+
+    async fn set_paused_one(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
         let sql = if paused {
             "UPDATE agents SET state = 'paused' WHERE id = ?1 RETURNING workflow_id, name"
         } else {
