@@ -83,8 +83,8 @@ fn agent(ctx: &RequestContext<RoleServer>) -> Result<AgentIdentity, ToolError> {
 
 #[tool_router(router = delegation_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Make an agent of your own in your instance (`backend` one your definition allows;
-    /// `permissions`, `budget` never wider than yours; `mock` rules for backend mock).
+    /// Make an agent `name` of your own (`backend` one your definition allows; `permissions`,
+    /// `budget`, `delegate` never wider than yours; `mock` rules for backend mock).
     #[tool(
         title = "Make a sub-agent",
         annotations(
