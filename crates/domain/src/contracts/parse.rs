@@ -523,7 +523,12 @@ fn fits(when: &When, then: &Then) -> R<()> {
         _ => "",
     };
     Err(format!(
-        "then.action: a {} contract can {}, not {}{hint}",
+        "then.action: {} {} contract can {}, not {}{hint}",
+        if when.event().starts_with('a') {
+            "an"
+        } else {
+            "a"
+        },
         when.event(),
         ok.join(", "),
         then.action()
