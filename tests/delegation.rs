@@ -376,3 +376,52 @@ async fn contracts_deny_or_hold_the_making() {
     assert!(e.contains("was not given"), "{e}");
     s.stop().await;
 }
+
+/// An sdk sub-agent spends from the share its parent gives: once its runs used
+/// it, the parent's next question is refused naming the limit, and so is a new
+/// sub-agent.
+#[tokio::test]
+async fn a_sub_agent_stops_at_the_share_its_parent_gives() {
+    let llm = FakeLlm::start(Script::text("checked")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "boss", "backend": "external",
+               "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
+               "delegate": {"agents": 1, "backends": ["sdk"], "budget": {"max_tokens": 10}}}),
+    )
+    .await
+    .ok();
+    let boss = join(&s, &lead, "boss", Proto::Modern).await;
+    call(
+        &boss,
+        "team_agent_new",
+        json!({"name": "scout", "backend": "sdk", "model": "claude-sonnet-4-5"}),
+    )
+    .await
+    .ok();
+    let ask = json!({"name": "scout", "message": "check", "wait_seconds": 30});
+    let r = call(&boss, "team_agent_ask", ask.clone()).await.ok();
+    assert_eq!(r["reply"]["final_text"], "checked", "{r}");
+    let e = call(&boss, "team_agent_ask", ask).await.err();
+    assert!(
+        e.contains("the sub-agents of boss used")
+            && e.contains("the limit is 10 (delegate.budget.max_tokens)"),
+        "{e}"
+    );
+    let e = call(
+        &boss,
+        "team_agent_new",
+        json!({"name": "scout2", "backend": "sdk"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("delegate.budget.max_tokens: your sub-agents have used 132 tokens of their 10"),
+        "the share is checked before the count: {e}"
+    );
+    s.stop().await;
+}

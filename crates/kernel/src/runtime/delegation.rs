@@ -18,7 +18,7 @@ use crate::runtime::agents::Agents;
 use crate::runtime::approvals::Approvals;
 use crate::runtime::ask::{Asking, Asks};
 use crate::runtime::base::Base;
-use crate::runtime::runs::{Spender, spent};
+use crate::runtime::runs::{Spender, delegation_over, over, spent};
 use crate::runtime::voting::{contract_list, open_approval_tx};
 use domain::contracts::{self, Event as Ev};
 use domain::delegate::{Delegate, within};
@@ -315,6 +315,31 @@ impl Delegation {
         message: &str,
     ) -> Result<Asking> {
         let sub = self.own(by, name).await?;
+        // A question runs it at once, past the scheduler's guards: the limits on
+        // what it and the agents above it may spend are checked here.
+        let (id, own) = (sub.id, sub.view.budget.clone().unwrap_or_default());
+        let who = sub.view.name.clone();
+        let over = self
+            .base
+            .store
+            .read(move |c| {
+                if let Some(why) = delegation_over(c, id)? {
+                    return Ok(Some(why));
+                }
+                Ok(over(
+                    &who,
+                    own.max_tokens,
+                    own.max_cost_usd,
+                    spent(c, Spender::Agent(id))?,
+                    "budget",
+                ))
+            })
+            .await?;
+        if let Some(why) = over {
+            return Err(Error::conflict(format!(
+                "{why}; it is not asked (nothing was sent)"
+            )));
+        }
         let scope = self
             .base
             .registry
