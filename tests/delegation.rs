@@ -379,7 +379,7 @@ async fn contracts_deny_or_hold_the_making() {
 
 /// An sdk sub-agent spends from the share its parent gives: once its runs used
 /// it, the parent's next question is refused naming the limit, and so is a new
-/// sub-agent.
+/// sub-agent, even once the one that spent it is deleted.
 #[tokio::test]
 async fn a_sub_agent_stops_at_the_share_its_parent_gives() {
     let llm = FakeLlm::start(Script::text("checked")).await;
@@ -423,5 +423,17 @@ async fn a_sub_agent_stops_at_the_share_its_parent_gives() {
         e.contains("delegate.budget.max_tokens: your sub-agents have used 132 tokens of their 10"),
         "the share is checked before the count: {e}"
     );
+    // Deleting the one that spent it makes no room: its spending stays counted.
+    call(&boss, "team_agent_delete", json!({"name": "scout"}))
+        .await
+        .ok();
+    let e = call(
+        &boss,
+        "team_agent_new",
+        json!({"name": "scout2", "backend": "sdk"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("have used 132 tokens of their 10"), "{e}");
     s.stop().await;
 }

@@ -21,6 +21,22 @@ pub(super) fn room_tx(c: &Connection, parent: i64, most: u32) -> Result<()> {
     Ok(())
 }
 
+/// Before agent `id` is deleted: what it and the deleted agents below it spent is
+/// handed up to the agent that made it, whose budget and share it still counts
+/// against (a deleted sub-agent cannot make room for a fresh one's spending).
+pub(crate) fn hand_spending_up_tx(c: &Connection, id: i64) -> Result<()> {
+    c.execute(
+        "UPDATE agents SET
+           gone_tokens = gone_tokens + (SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT) FROM runs WHERE agent_id = ?1)
+                         + (SELECT gone_tokens FROM agents WHERE id = ?1),
+           gone_usd = gone_usd + (SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id = ?1)
+                      + (SELECT gone_usd FROM agents WHERE id = ?1)
+         WHERE id = (SELECT parent_id FROM agents WHERE id = ?1)",
+        [id],
+    )?;
+    Ok(())
+}
+
 /// The agents `id` made, and theirs, deepest first (a deletion goes in this order).
 pub(crate) fn sub_agents(c: &Connection, id: i64) -> Result<Vec<i64>> {
     let mut out = Vec::new();

@@ -6,7 +6,7 @@
 
 pub mod config;
 mod delegated;
-pub(crate) use delegated::sub_agents;
+pub(crate) use delegated::{hand_spending_up_tx, sub_agents};
 pub use domain::guards;
 pub mod orgs;
 #[cfg(test)]

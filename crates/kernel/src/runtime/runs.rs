@@ -358,6 +358,11 @@ pub(crate) enum Spender {
 const TREE: &str = "WITH RECURSIVE tree(id) AS (SELECT CAST(?1 AS BIGINT) UNION ALL \
                     SELECT a.id FROM agents a JOIN tree t ON a.parent_id = t.id) ";
 
+/// What the deleted agents below the tree's agents spent (handed up at each deletion).
+const GONE_TOKENS: &str = "(SELECT CAST(coalesce(sum(gone_tokens), 0) AS BIGINT) FROM agents WHERE id IN (SELECT id FROM tree))";
+const GONE_USD: &str =
+    "(SELECT coalesce(sum(gone_usd), 0) FROM agents WHERE id IN (SELECT id FROM tree))";
+
 /// What runs have used so far: (input + output tokens, cost in US dollars).
 pub(crate) fn spent(c: &Connection, who: Spender) -> Result<(u64, f64)> {
     let (sql, id) = match who {
@@ -365,7 +370,8 @@ pub(crate) fn spent(c: &Connection, who: Spender) -> Result<(u64, f64)> {
             return sum_of(
                 c,
                 &format!(
-                    "{TREE}SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT), coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id IN (SELECT id FROM tree)"
+                    "{TREE}SELECT (SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT) FROM runs WHERE agent_id IN (SELECT id FROM tree)) + {GONE_TOKENS},
+                            (SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id IN (SELECT id FROM tree)) + {GONE_USD}"
                 ),
                 id,
             );
@@ -374,7 +380,8 @@ pub(crate) fn spent(c: &Connection, who: Spender) -> Result<(u64, f64)> {
             return sum_of(
                 c,
                 &format!(
-                    "{TREE}SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT), coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id IN (SELECT id FROM tree) AND agent_id <> ?1"
+                    "{TREE}SELECT (SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT) FROM runs WHERE agent_id IN (SELECT id FROM tree) AND agent_id <> ?1) + {GONE_TOKENS},
+                            (SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id IN (SELECT id FROM tree) AND agent_id <> ?1) + {GONE_USD}"
                 ),
                 id,
             );

@@ -398,5 +398,7 @@ CREATE INDEX feedback_by_instance ON feedback (workflow_id, id);
     r#"
 ALTER TABLE agents ADD COLUMN parent_id BIGINT;
 CREATE INDEX agents_by_parent ON agents (parent_id);
+ALTER TABLE agents ADD COLUMN gone_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN gone_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
 "#,
 ];

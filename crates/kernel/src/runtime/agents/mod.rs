@@ -278,6 +278,7 @@ impl Agents {
                 crate::registry::revoke::agent_tx(c, id, now)?;
                 crate::messaging::runs::forget_member_tx(c, wid, &name)?;
                 schedules::clear_tx(c, id)?;
+                crate::registry::hand_spending_up_tx(c, id)?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                 // An owner that no longer exists would lock everyone but the lead out.
                 crate::context::departed::forget_owner_tx(c, wid, &name)?;

@@ -3,7 +3,7 @@
 //! what it made; and why an agent made by another may not run once the one above
 //! has used its budget or the share it gave (`delegate.budget`).
 
-use crate::registry::{NewAgent, insert_agent_tx, sub_agents};
+use crate::registry::{NewAgent, hand_spending_up_tx, insert_agent_tx, sub_agents};
 use crate::runtime::runs::{Spender, delegation_over, spent};
 use crate::testing::{Rooms, said};
 use domain::names::WorkflowRef;
@@ -120,5 +120,32 @@ async fn sub_agents_count_spend_and_stop_at_the_share() {
             "boss with its sub-agents used 210 tokens, the limit is 200 (budget.max_tokens)"
         ),
         "{why}"
+    );
+
+    // Deleted, deepest first, they leave what they spent with the agent above.
+    for gone in [deep, h1] {
+        r.store
+            .write(move |c| {
+                hand_spending_up_tx(c, gone)?;
+                c.execute("DELETE FROM agents WHERE id = ?1", [gone])?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+    let sums = r
+        .store
+        .read(move |c| {
+            Ok((
+                spent(c, Spender::Agent(boss))?.0,
+                spent(c, Spender::SubAgents(boss))?.0,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        sums,
+        (210, 110),
+        "a deleted sub-agent's spending still counts"
     );
 }
