@@ -185,6 +185,36 @@ async fn the_limits_refuse_with_the_reason() {
         .err();
     assert!(e.contains("of yours"), "{e}");
 
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_definition_and_a_sub_agents_budget_are_held_where_they_are_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    // Never over the parent's own budget.
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "frugal", "backend": "external", "budget": {"max_cost_usd": 1},
+               "delegate": {"agents": 1, "backends": ["mock"]}}),
+    )
+    .await
+    .ok();
+    let frugal = join(&s, &lead, "frugal", Proto::Legacy).await;
+    let e = call(
+        &frugal,
+        "team_agent_new",
+        json!({"name": "h9", "backend": "mock", "budget": {"max_cost_usd": 5}}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("budget.max_cost_usd: 5 is over your own budget.max_cost_usd 1"),
+        "{e}"
+    );
+
     // A definition is checked where it is set, naming the field.
     let e = call(
         &lead,

@@ -98,6 +98,9 @@ impl Delegation {
         if let Some(sub) = &s.delegate {
             d.check_sub(sub).map_err(Error::invalid)?;
         }
+        if let (Some(b), Some(own)) = (&s.budget, &parent.view.budget) {
+            not_over_own(b, own)?;
+        }
         let budget = self.share_left(&parent, &d, s.budget.clone()).await?;
         self.contracts(by, &parent, &s).await?;
         let new = NewAgent {
@@ -353,6 +356,25 @@ impl Delegation {
         let sub = self.own(by, name).await?;
         Ok(self.agents.agent_delete(&sub.view.target, false).await?.0)
     }
+}
+
+/// A sub-agent's own token and cost limits are no larger than its parent's.
+fn not_over_own(b: &Budget, own: &Budget) -> Result<()> {
+    if let (Some(t), Some(o)) = (b.max_tokens, own.max_tokens)
+        && t > o
+    {
+        return Err(Error::invalid(format!(
+            "budget.max_tokens: {t} is over your own budget.max_tokens {o}"
+        )));
+    }
+    if let (Some(t), Some(o)) = (b.max_cost_usd, own.max_cost_usd)
+        && t > o
+    {
+        return Err(Error::invalid(format!(
+            "budget.max_cost_usd: {t} is over your own budget.max_cost_usd {o}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
