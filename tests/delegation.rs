@@ -106,6 +106,16 @@ async fn an_agent_without_delegate_gets_tool_not_found() {
     }
     let boss = delegating(&s, &lead, "boss", json!({"agents": 1})).await;
     assert!(has_tools(&tool_names(&boss).await));
+    // The lead grants it, and takes it back: the same session sees the change.
+    let update = |d: Value| json!({"target": "plain", "delegate": d});
+    call(&lead, "agent_update", update(json!({"agents": 1})))
+        .await
+        .ok();
+    assert!(has_tools(&tool_names(&plain).await));
+    call(&lead, "agent_update", update(json!("off"))).await.ok();
+    assert!(!has_tools(&tool_names(&plain).await));
+    let e = call(&lead, "agent_update", update(json!("on"))).await.err();
+    assert!(e.contains("delegate: \"on\"; give \"off\""), "{e}");
     s.stop().await;
 }
 

@@ -118,6 +118,10 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_array")]
     pub skills: Option<Vec<String>>,
+    /// "off" to stop it delegating.
+    #[serde(default)]
+    #[schemars(schema_with = "super::any_value")]
+    pub delegate: Option<serde_json::Value>,
     /// Move it to this live node, or give it {labels: [..]} (it moves if its node lacks them); not while running. Its waiting messages and schedule follow.
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
@@ -146,6 +150,19 @@ pub struct AgentJoinArgs {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AgentOut {
     pub agent: AgentView,
+}
+
+/// agent_update's `delegate`: "off", or what agent_new takes.
+fn read_delegate(v: &serde_json::Value) -> Result<Option<domain::delegate::Delegate>, ToolError> {
+    match v {
+        serde_json::Value::String(s) if s.trim() == "off" => Ok(None),
+        serde_json::Value::String(s) => Err(ToolError(format!(
+            "delegate: {s:?}; give \"off\" or {{agents, depth, backends, budget}}"
+        ))),
+        v => domain::delegate::Delegate::read(v)
+            .map(Some)
+            .map_err(ToolError),
+    }
 }
 
 /// The `skills` argument: absolute folders.
@@ -302,7 +319,8 @@ impl AgentWorker {
 
     /// Change an agent (`target`): only what is given, checked as agent_new checks, from its
     /// next run; `permissions`, `env`, `budget`, `mcp_servers`, `workspace` and `skills` as
-    /// agent_new takes them (maps and lists replace). Workspace "shared" keeps its branch.
+    /// agent_new takes them (maps and lists replace), `delegate` too (or "off"). Workspace
+    /// "shared" keeps its branch.
     /// `node` alone moves it to a live node, or sets {labels} (moving it if its node lacks them).
     #[tool(
         title = "Change an agent",
@@ -331,6 +349,7 @@ impl AgentWorker {
             workspace: read_workspace(a.workspace.as_ref())?,
             skills: a.skills.as_deref().map(read_skills).transpose()?,
             node: read_node(a.node.as_ref())?,
+            delegate: a.delegate.as_ref().map(read_delegate).transpose()?,
         };
         let agent = self.kernel.agent_update(&a.target, u).await?;
         let warning = if changed_env {

@@ -58,6 +58,8 @@ pub struct AgentUpdate {
     /// The live node to run it from now on, or the labels it needs (see
     /// [`Agents::move_agent`]).
     pub node: Option<domain::placement::Placement>,
+    /// What it may delegate from now on (`Some(None)`: nothing; its sub-agents stay).
+    pub delegate: Option<Option<domain::delegate::Delegate>>,
 }
 
 impl AgentUpdate {
@@ -73,6 +75,28 @@ impl AgentUpdate {
             && self.workspace.is_none()
             && self.node.is_none()
             && self.skills.is_none()
+            && self.delegate.is_none()
+    }
+}
+
+impl AgentUpdate {
+    /// The changes made to the stored configuration as they are (checked after).
+    fn apply_to(&mut self, config: &mut AgentConfig) {
+        if let Some(p) = self.permissions.take() {
+            config.permissions = p;
+        }
+        if let Some(s) = self.mcp_servers.take() {
+            config.mcp_servers = s;
+        }
+        if let Some(b) = self.budget.take() {
+            config.budget = Some(b);
+        }
+        if let Some(n) = self.max_steps {
+            config.max_steps = Some(n);
+        }
+        if let Some(d) = self.delegate.clone() {
+            config.delegate = d;
+        }
     }
 }
 
@@ -333,7 +357,7 @@ impl Agents {
         if u.is_empty() {
             return Err(Error::invalid(
                 "nothing to change: give at least one of permissions, model, system, cwd, env, budget, \
-                 mcp_servers, max_steps, workspace, skills, node",
+                 mcp_servers, max_steps, workspace, skills, node, delegate",
             ));
         }
         let mut u = u;
@@ -351,25 +375,15 @@ impl Agents {
         let _changing = self.changing(id).await;
         // The stored config (the view hides secrets, so read the row itself).
         let (mut env, mut config) = self.stored_env_and_config(id).await?;
-        if let Some(p) = u.permissions {
-            config.permissions = p;
-        }
-        if let Some(s) = u.mcp_servers {
-            config.mcp_servers = s;
-        }
-        if let Some(b) = u.budget {
-            config.budget = Some(b);
-        }
-        if let Some(n) = u.max_steps {
-            config.max_steps = Some(n);
-        }
-        if let Some(s) = u.skills {
+        u.apply_to(&mut config);
+        if let Some(s) = u.skills.take() {
             self.skills.read_dirs(&s).await?;
             config.skills = s;
         }
         if let Some(e) = u.env {
             env = e;
         }
+        let delegates = u.delegate.is_some();
         let v = &rec.view;
         let merged = NewAgent {
             name: v.name.clone(),
@@ -414,6 +428,10 @@ impl Agents {
                 Ok(())
             })
             .await?;
+        if delegates {
+            // Its identity says whether it is shown the delegation tools: read it again.
+            self.base.registry.tokens.forget_agent(id);
+        }
         self.base.events.publish(Event::AgentChanged {
             workflow_id: rec.workflow_id,
             name: rec.view.name.clone(),
