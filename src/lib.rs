@@ -76,6 +76,8 @@
 //!                graph checked (no loop, every step able to run), the moves a graph's
 //!                states call for
 //! definition.rs the sizes an agent's definition may carry, each bounded where it is set
+//! delegate.rs    what a definition's `delegate` allows (agents of its own) and how a
+//!                sub-agent is held within its parent's (pure)
 //! skills.rs      an agent's skills (the Agent Skills format): a folder, its SKILL.md
 //! workspace.rs   the folder an agent's runs work in: the setting, its parsing, its names
 //! --- agent-worker-os (crates/os/src/) ---
@@ -135,7 +137,8 @@
 //!                  config.rs an agent's stored configuration, orgs.rs organisations
 //!                  (members as agents without a worker of `@org.<name>`, the
 //!                  instance holding their channel and documents; who may act there),
-//!                  tokens.rs admin and agent tokens (hash only), authentication
+//!                  delegated.rs the agents an agent made (their count, all below
+//!                  it), tokens.rs admin and agent tokens (hash only), authentication
 //!                  (revoke.rs the revocations a run's end or an agent's deletion asks)
 //!   governance/    contracts.rs Contracts, a service owning the contracts in force
 //!                  (rows, the hot-loaded set with each instance's organisation, in
@@ -172,7 +175,9 @@
 //!                  agent, and its span; supervise.rs one run from spawn to
 //!                  settlement; commits.rs a worktree agent's commit per run;
 //!                  records.rs run views), running.rs the runs in progress
-//!                  (Running, whose methods alone lock them), runs.rs run records, ask.rs agent_ask,
+//!                  (Running, whose methods alone lock them), runs.rs run records (an agent's spending with
+//!                  what it made), ask.rs agent_ask (the lead's, or an agent's of one it made),
+//!                  delegation/ agents making, asking, deleting agents of their own,
 //!                  scheduler/ (state and timers, admission and retries as pure
 //!                  decisions with table tests, fires.rs schedules' fires, gate.rs admission and the queue,
 //!                  its decision a pure function with a table of unit tests,
@@ -250,7 +255,8 @@
 //!                  expiry and caps, sse.rs priming by version, replay.rs resumable
 //!                  events
 //!   tools/         one file per tool group (contracts.rs: contracts, approvals and
-//!                  a run's permission_request); shared plumbing in tools/mod.rs,
+//!                  a run's permission_request; delegation.rs: team_agent_*, an
+//!                  agent's own agents); shared plumbing in tools/mod.rs,
 //!                  params.rs arguments whose errors name the field
 //! ```
 //!

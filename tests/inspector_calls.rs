@@ -124,6 +124,7 @@ fn every_tool(target: &[String], era: &str) {
     let r = call("branch_merge", json!({ "agent": coder }));
     assert_eq!(r["status"], "up_to_date", "{r}");
     results(target, era);
+    delegation(target, era);
 }
 
 /// Results with a shape: agent_ask's `result_schema` (a mock agent submits), and
@@ -174,6 +175,52 @@ fn results(target: &[String], era: &str) {
         json!({"step": "verdict", "result": {"verdict": "changes_requested"}}),
     );
     assert_eq!(r["result"]["verdict"], "changes_requested", "{r}");
+}
+
+/// The tools of an agent allowed to delegate, called as that agent (its joined
+/// token: a bearer header over HTTP, the stdio launch's `--token-env` otherwise).
+fn delegation(target: &[String], era: &str) {
+    let boss = format!("boss-{era}");
+    call_tool(
+        target,
+        era,
+        "agent_new",
+        json!({"name": boss, "backend": "external", "delegate": {"agents": 1, "backends": ["mock"]}}),
+    );
+    let token = call_tool(target, era, "agent_join", json!({ "target": boss }))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let agent: Vec<String> = if target[0] == "--transport" {
+        let mut t = target.to_vec();
+        *t.last_mut().unwrap() = format!("Authorization: Bearer {token}");
+        t
+    } else {
+        let var = "AGENT_WORKER_AGENT_TOKEN";
+        let env = format!("{var}={token}");
+        [
+            "-e",
+            &env,
+            &target[0],
+            &target[1],
+            &target[2],
+            "--token-env",
+            var,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let call = |tool: &str, args: Value| call_tool(&agent, era, tool, args);
+    let aide = format!("aide-{era}");
+    let r = call("team_agent_new", json!({"name": aide, "backend": "mock"}));
+    assert_eq!(r["agent"]["parent"], boss.as_str(), "{r}");
+    let r = call(
+        "team_agent_ask",
+        json!({"name": aide, "message": "hi", "wait_seconds": 30}),
+    );
+    assert_eq!(r["reply"]["final_text"], format!("{aide} done"), "{r}");
+    let r = call("team_agent_delete", json!({ "name": aide }));
+    assert_eq!(r["deleted"], aide.as_str(), "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

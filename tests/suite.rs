@@ -18,6 +18,7 @@ mod conformance;
 mod contract_rules;
 mod contracts;
 mod dashboard;
+mod delegation;
 mod documents;
 mod fanout_memory;
 mod feedback;

@@ -159,3 +159,64 @@ async fn every_schema_is_portable_draft_2020_12_with_enums_and_ranges() {
     }
     lead.cancel().await.unwrap();
 }
+
+/// An agent's own tools (delegation) refuse what they do not take, naming it, as
+/// the lead's do; a `delegate` of the wrong shape is refused naming its field.
+#[tokio::test]
+async fn an_agents_own_tools_refuse_unknown_and_mistyped_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "boss", "backend": "external", "delegate": {"agents": 1, "backends": ["mock"]}}),
+    )
+    .await
+    .ok();
+    let boss = join(&s, &lead, "boss", Proto::Modern).await;
+    let e = call(
+        &boss,
+        "team_agent_new",
+        json!({"name": "h", "backend": "mock", "workflow": "@x:y"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("\"workflow\"") && e.contains("backend"), "{e}");
+    let e = call(
+        &boss,
+        "team_agent_ask",
+        json!({"name": "h", "message": "hi", "wait_seconds": "soon"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("wait_seconds: invalid type"), "{e}");
+    let e = call(
+        &boss,
+        "team_agent_ask",
+        json!({"name": "h", "message": "hi", "wait_seconds": 90}),
+    )
+    .await
+    .err();
+    assert!(e.contains("wait_seconds is at most 50"), "{e}");
+    let e = call(
+        &boss,
+        "team_agent_new",
+        json!({"name": "h", "backend": "mock", "delegate": {"agents": 1, "deepth": 1}}),
+    )
+    .await
+    .err();
+    assert!(e.contains("delegate: unknown field `deepth`"), "{e}");
+    let e = call(
+        &lead,
+        "agent_new",
+        json!({"name": "x", "backend": "mock", "delegate": {"agents": 1, "backends": ["nope"]}}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("delegate.backends[0]: unknown backend \"nope\""),
+        "{e}"
+    );
+    s.stop().await;
+}

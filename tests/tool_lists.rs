@@ -43,7 +43,7 @@ fn in_schemas() -> (BTreeSet<String>, BTreeSet<String>) {
         .filter_map(|e| {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
             let tool = name.strip_suffix(".json")?.to_owned();
-            (tool != "agent-view").then_some(tool)
+            (!tool.starts_with("agent-view")).then_some(tool)
         })
         .collect();
     let view: serde_json::Value =

@@ -31,7 +31,11 @@ async fn tool_schema_files_match_the_server() {
             serde_json::to_string_pretty(&v).unwrap() + "\n",
         );
     }
-    expected.insert(AGENT_VIEW.into(), agent_view().await);
+    expected.insert(AGENT_VIEW.into(), agent_view(None).await);
+    expected.insert(
+        DELEGATING_VIEW.into(),
+        agent_view(Some(serde_json::json!({"agents": 2}))).await,
+    );
     if update {
         for entry in std::fs::read_dir(&schema_dir).unwrap() {
             let p = entry.unwrap().path();
@@ -69,18 +73,19 @@ async fn tool_schema_files_match_the_server() {
 /// [`the_tool_lists_fit_their_token_budgets`] count for an agent. (A run's own
 /// session also has `permission_request`, which no model is shown.)
 const AGENT_VIEW: &str = "agent-view.json";
+/// The same for an agent whose definition lets it delegate (`delegate`): the
+/// agent's tools and team_agent_*.
+const DELEGATING_VIEW: &str = "agent-view-delegating.json";
 
-async fn agent_view() -> String {
+async fn agent_view(delegate: Option<serde_json::Value>) -> String {
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    call(
-        &lead,
-        "agent_new",
-        serde_json::json!({"name": "a", "backend": "external"}),
-    )
-    .await
-    .ok();
+    let mut a = serde_json::json!({"name": "a", "backend": "external"});
+    if let Some(d) = delegate {
+        a["delegate"] = d;
+    }
+    call(&lead, "agent_new", a).await.ok();
     let agent = join(&s, &lead, "a", Proto::Modern).await;
     let tools: Vec<serde_json::Value> = agent
         .list_all_tools()
@@ -112,19 +117,27 @@ fn read(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// The lead's tool list costs at most 6,500 tokens, an agent's at most 3,000
-/// (how-to lives in the lead's skill, shapes in errors that name the field).
+/// Whether a file of tool-schemas/ is a view of an agent's (not one lead tool).
+fn is_view(p: &std::path::Path) -> bool {
+    p.ends_with(AGENT_VIEW) || p.ends_with(DELEGATING_VIEW)
+}
+
+/// The lead's tool list costs at most 6,500 tokens, an agent's at most 3,000 (one
+/// allowed to delegate, 600 more for its own agents' tools): how-to lives in the
+/// lead's skill, shapes in errors that name the field.
 #[test]
 fn the_tool_lists_fit_their_token_budgets() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tool-schemas");
     let lead: Vec<serde_json::Value> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| !p.ends_with(AGENT_VIEW))
+        .filter(|p| !is_view(p))
         .map(|p| read(&p))
         .collect();
     let agent = read(&dir.join(AGENT_VIEW));
+    let delegating = read(&dir.join(DELEGATING_VIEW));
     let (lead, agent) = (cost(&lead), cost(agent.as_array().unwrap()));
+    let delegating = cost(delegating.as_array().unwrap());
     assert!(
         lead <= 6_500,
         "the lead's tools cost ~{lead} tokens; the budget is 6,500"
@@ -132,6 +145,11 @@ fn the_tool_lists_fit_their_token_budgets() {
     assert!(
         agent <= 3_000,
         "an agent's tools cost ~{agent} tokens; the budget is 3,000"
+    );
+    assert!(
+        delegating <= agent + 600,
+        "team_agent_* cost ~{} tokens; the budget is 600",
+        delegating - agent
     );
 }
 
@@ -154,13 +172,22 @@ fn structured(s: &serde_json::Value) -> bool {
 fn every_tool_description_stands_alone() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tool-schemas");
     let mut unnamed = Vec::new();
+    let mut tools: Vec<serde_json::Value> = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.ends_with(AGENT_VIEW) {
+        if is_view(&path) {
             continue;
         }
-        let text = std::fs::read_to_string(path).unwrap();
-        let tool: serde_json::Value = serde_json::from_str(&text).unwrap();
+        tools.push(read(&path));
+    }
+    // An agent's own tools are in no lead's list: its view holds them.
+    let own = read(&dir.join(DELEGATING_VIEW));
+    let own = own.as_array().unwrap().iter();
+    tools.extend(
+        own.filter(|t| t["name"].as_str().unwrap().starts_with("team_agent_"))
+            .cloned(),
+    );
+    for tool in tools {
         let (schema, description) = (&tool["inputSchema"], tool["description"].as_str().unwrap());
         let required: Vec<&str> = schema["required"]
             .as_array()

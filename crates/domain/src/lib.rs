@@ -11,6 +11,8 @@
 //! - `guards`: budgets and an agent's limits
 //! - `definition`: the sizes an agent's definition may carry (env, mock rules, its
 //!   MCP servers), bounded where it is set so that every agent accepted can start
+//! - `delegate`: what an agent's definition may allow it (agents of its own), and
+//!   a sub-agent's definition held within its parent's
 //! - `protocol`: the kernel <-> worker control channel (RunConfig in, Report lines
 //!   out) and the readiness probe's report
 //! - `contracts`: parsing whose errors name the field, matching an event,
@@ -32,6 +34,7 @@ pub mod backends;
 pub mod clock;
 pub mod contracts;
 pub mod definition;
+pub mod delegate;
 pub mod error;
 pub mod feedback;
 pub mod fsread;

@@ -66,6 +66,9 @@ pub struct AgentIdentity {
     /// The worker run this token was minted for (None for an agent_join client):
     /// what the run reads is recorded as read by it.
     pub run_id: Option<String>,
+    /// Whether its definition lets it make and ask agents of its own (`delegate`):
+    /// only then does it see the tools that do.
+    pub delegates: bool,
 }
 
 impl Caller {

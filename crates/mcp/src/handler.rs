@@ -82,7 +82,10 @@ impl ServerHandler for AgentWorker {
             let hosted = dashboard::HOSTED.contains(&request.name.as_ref());
             let apps = hosted && dashboard::offered(&who, &context);
             let hidden = hosted && !apps;
-            if hidden || (!who.is_lead() && self.tools.is_management(&request.name)) {
+            if hidden
+                || (!who.is_lead() && self.tools.is_management(&request.name))
+                || self.tools.is_withheld(&who, &request.name)
+            {
                 // Same answer as for a tool that does not exist: agents cannot probe for it.
                 return Err(McpError::invalid_params(
                     format!("tool not found: {}", request.name),

@@ -4,9 +4,10 @@
 //! 2026-07-28 (stateless). rmcp creates a handler per session or per request, so the
 //! handler holds only `Arc`s; identity is read from each request (see [`caller`]).
 //!
-//! Tool visibility: the lead sees every tool; an agent sees only the context tools.
-//! This is enforced in one place ([`AgentWorker::call_tool`]) and mirrored in
-//! `tools/list`.
+//! Tool visibility: the lead sees every tool but an agent's own; an agent sees only
+//! the context tools, and the delegation tools (team_agent_*) when its definition
+//! carries `delegate` (read with its identity, per request). This is enforced in
+//! one place ([`AgentWorker::call_tool`]) and mirrored in `tools/list`.
 
 pub mod client_configs;
 pub mod complete;
@@ -70,6 +71,8 @@ pub struct Tools {
     router: ToolRouter<AgentWorker>,
     /// Tools only the lead may see and call.
     management: HashSet<String>,
+    /// Tools only an agent allowed to delegate may see and call.
+    delegating: HashSet<String>,
     /// Every tool as clients see it: schemas made portable (see [`schemas`]).
     listed: Vec<Tool>,
     /// The lead's tools as a host that renders MCP Apps sees them: with the
@@ -78,6 +81,9 @@ pub struct Tools {
     /// The tools an agent may see, without the lead's `workflow` argument (an
     /// agent acts in its own instance).
     for_agents: Vec<Tool>,
+    /// What an agent allowed to delegate sees: [`Self::for_agents`] and the
+    /// delegation tools.
+    for_delegates: Vec<Tool>,
     /// Resource subscriptions of every session (started with the first one).
     hub: std::sync::OnceLock<Arc<subscriptions::Hub>>,
     /// agent_ask and workflow_run run as tasks (see [`tasks`]).
@@ -92,7 +98,12 @@ impl Tools {
             .into_iter()
             .map(|t| t.name.to_string())
             .collect();
-        let router = management + AgentWorker::context_tools();
+        let delegating: HashSet<String> = AgentWorker::delegating_tools()
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        let router = management + AgentWorker::context_tools() + AgentWorker::delegating_tools();
         let listed = router
             .list_all()
             .into_iter()
@@ -108,12 +119,15 @@ impl Tools {
                 t
             })
             .collect::<Vec<Tool>>();
+        let (own, listed): (Vec<Tool>, Vec<Tool>) = listed
+            .into_iter()
+            .partition(|t| delegating.contains(t.name.as_ref()));
         let with_apps = dashboard::decorate(&listed);
         let listed: Vec<Tool> = listed
             .into_iter()
             .filter(|t| !dashboard::HOSTED.contains(&t.name.as_ref()))
             .collect();
-        let for_agents = listed
+        let for_agents: Vec<Tool> = listed
             .iter()
             .filter(|t| !names.contains(t.name.as_ref()))
             .map(|t| {
@@ -128,9 +142,12 @@ impl Tools {
                 t
             })
             .collect();
+        let for_delegates = for_agents.iter().chain(&own).cloned().collect();
         Arc::new(Self {
             router,
             management: names,
+            delegating,
+            for_delegates,
             listed,
             with_apps,
             for_agents,
@@ -143,6 +160,11 @@ impl Tools {
         self.management.contains(name)
     }
 
+    /// Whether `name` is a tool `caller` may not call for want of `delegate`.
+    pub fn is_withheld(&self, caller: &Caller, name: &str) -> bool {
+        self.delegating.contains(name) && !matches!(caller, Caller::Agent(a) if a.delegates)
+    }
+
     /// A tool as `caller` sees it (`apps`: from a host that renders the dashboard).
     fn get(&self, caller: &Caller, apps: bool, name: &str) -> Option<&Tool> {
         self.seen_by(caller, apps).iter().find(|t| t.name == name)
@@ -152,6 +174,7 @@ impl Tools {
         match caller {
             Caller::Lead if apps => &self.with_apps,
             Caller::Lead => &self.listed,
+            Caller::Agent(a) if a.delegates => &self.for_delegates,
             Caller::Agent(_) => &self.for_agents,
         }
     }

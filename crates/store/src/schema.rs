@@ -505,4 +505,13 @@ CREATE TABLE results (
 );
 CREATE INDEX results_open ON results (workflow_id, agent) WHERE result IS NULL;
 "#,
+    // 25: delegation: the agent that made an agent (NULL: the lead or a workflow);
+    // a sub-agent belongs to it (paused and deleted with it, spending from its budget).
+    // What its deleted sub-agents (and theirs) spent stays counted in `gone_*`.
+    r#"
+ALTER TABLE agents ADD COLUMN parent_id INTEGER;
+CREATE INDEX agents_by_parent ON agents (parent_id);
+ALTER TABLE agents ADD COLUMN gone_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN gone_usd REAL NOT NULL DEFAULT 0;
+"#,
 ];

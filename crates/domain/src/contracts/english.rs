@@ -106,6 +106,14 @@ fn subject(when: &When) -> String {
         ),
         When::Merge { agent, into, mode } => merge_subject(agent, into, mode),
         When::Step { on } => format!("When {}", crate::steps::on_words(on)),
+        When::AgentNew { by, backend } => format!(
+            "When {} makes an agent of its own{}",
+            who(by, "an agent"),
+            backend
+                .as_ref()
+                .map(|b| format!(" with backend {b}"))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -228,6 +236,7 @@ fn approval(
     let held = match when {
         When::Spend { .. } => "hold the agent's next runs until",
         When::Merge { .. } => "hold the merge until",
+        When::AgentNew { .. } => "hold the new agent until",
         _ => "wait until",
     };
     format!(

@@ -71,6 +71,9 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
                 && into.as_deref().is_none_or(|g| glob(g, i))
                 && mode.as_deref().is_none_or(|x| x == *m)
         }
+        (When::AgentNew { backend, .. }, Event::AgentNew { by, backend: b, .. }) => {
+            c.agent_matches(by) && backend.as_deref().is_none_or(|x| x == *b)
+        }
         _ => false,
     }
 }

@@ -34,6 +34,7 @@
 //! `notify` fires whatever the outcome.
 
 mod english;
+mod fields;
 mod matching;
 mod parse;
 mod verdict;
@@ -189,6 +190,12 @@ pub enum When {
         into: Option<String>,
         mode: Option<String>,
     },
+    /// An agent making an agent of its own (delegation): `by` the maker (a glob),
+    /// `backend` the new agent's.
+    AgentNew {
+        by: Option<String>,
+        backend: Option<String>,
+    },
 }
 
 impl When {
@@ -201,6 +208,7 @@ impl When {
             When::DocWrite { .. } => "doc_write",
             When::Merge { .. } => "merge",
             When::Step { .. } => "step",
+            When::AgentNew { .. } => "agent_new",
         }
     }
 
@@ -213,6 +221,7 @@ impl When {
             | When::DocWrite { agent, .. }
             | When::Merge { agent, .. } => agent.as_deref(),
             When::Message { from, .. } => from.as_deref(),
+            When::AgentNew { by, .. } => by.as_deref(),
             When::Step { .. } => None,
         }
     }
@@ -411,6 +420,12 @@ pub enum Event<'a> {
         agent: &'a str,
         into: &'a str,
         mode: &'a str,
+    },
+    /// `by` makes an agent of its own named `name` with `backend`.
+    AgentNew {
+        by: &'a str,
+        name: &'a str,
+        backend: &'a str,
     },
 }
 

@@ -5,9 +5,11 @@
 use super::*;
 use serde_json::{Map, Value};
 
+use super::fields::{glob_field, members, object, only, text};
+
 type R<T> = Result<T, String>;
 
-const EVENTS: &str = "tool_request, message, spend, run_end, doc_write or merge";
+const EVENTS: &str = "tool_request, message, spend, run_end, doc_write, merge or agent_new";
 const ACTIONS: &str = "allow, deny, require_approval, require_votes, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
@@ -227,6 +229,13 @@ fn when(v: &Value) -> R<When> {
             }
         }
         "merge" => merge_when(o)?,
+        "agent_new" => {
+            only(o, "", &["event", "by", "backend"])?;
+            When::AgentNew {
+                by: glob_field(o, "by")?,
+                backend: text(o, "backend")?,
+            }
+        }
         "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
@@ -511,6 +520,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
             "notify",
         ],
         When::Step { .. } => &["run"],
+        When::AgentNew { .. } => &["allow", "deny", "require_approval", "notify"],
     };
     if ok.contains(&then.action()) {
         return Ok(());
@@ -523,71 +533,14 @@ fn fits(when: &When, then: &Then) -> R<()> {
         _ => "",
     };
     Err(format!(
-        "then.action: a {} contract can {}, not {}{hint}",
+        "then.action: {} {} contract can {}, not {}{hint}",
+        if when.event().starts_with('a') {
+            "an"
+        } else {
+            "a"
+        },
         when.event(),
         ok.join(", "),
         then.action()
     ))
-}
-
-fn object<'a>(v: &'a Value, what: &str) -> R<&'a Map<String, Value>> {
-    v.as_object()
-        .ok_or_else(|| format!("{what}: write an object with named fields"))
-}
-
-fn only(o: &Map<String, Value>, at: &str, known: &[&str]) -> R<()> {
-    match o.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(k) => Err(format!(
-            "{at}{k}: unknown field; the fields here are {}",
-            known.join(", ")
-        )),
-    }
-}
-
-fn text(o: &Map<String, Value>, k: &str) -> R<Option<String>> {
-    match o.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-        Some(Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(_) => Err(format!("{k}: write text")),
-    }
-}
-
-fn glob_field(o: &Map<String, Value>, k: &str) -> R<Option<String>> {
-    let g = text(o, k)?;
-    if g.as_ref().is_some_and(|g| g.len() > 500) {
-        return Err(format!("{k}: at most 500 characters"));
-    }
-    Ok(g.map(|g| g.trim_start_matches('@').to_owned()))
-}
-
-/// One member name or a list of them (`@` optional).
-fn members(v: &Value, k: &str) -> R<Vec<String>> {
-    let items: Vec<&Value> = match v {
-        Value::Array(a) => a.iter().collect(),
-        one => vec![one],
-    };
-    let mut out = Vec::new();
-    for i in items {
-        let s = i
-            .as_str()
-            .map(|s| s.trim().trim_start_matches('@'))
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| format!("{k}: member names, e.g. [user, reviewer]"))?;
-        if s != crate::names::LEAD {
-            crate::names::check_agent_name(s).map_err(|e| format!("{k}: {e}"))?;
-        }
-        if !out.iter().any(|x: &String| x.eq_ignore_ascii_case(s)) {
-            out.push(s.to_owned());
-        }
-    }
-    if out.is_empty() {
-        return Err(format!("{k}: name at least one member"));
-    }
-    if out.len() > 20 {
-        return Err(format!("{k}: at most 20 members"));
-    }
-    Ok(out)
 }

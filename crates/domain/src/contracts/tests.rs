@@ -274,6 +274,52 @@ fn merges_into_main_need_the_lead() {
 }
 
 #[test]
+fn agents_making_agents_are_governed_by_maker_and_backend() {
+    let k = c(
+        json!({"name": "subs-need-me", "when": {"event": "agent_new", "by": "lead*"},
+        "then": {"action": "require_approval"}}),
+    );
+    let ev = |by, backend| Event::AgentNew {
+        by,
+        name: "scout",
+        backend,
+    };
+    assert!(decide([&k], &ev("lead-dev", "sdk")).approval.is_some());
+    assert!(!matches(&k, &ev("coder", "sdk")));
+    assert_eq!(
+        sentence(&k),
+        "When agent lead* makes an agent of its own, hold the new agent until you (the lead) \
+         approve; if nobody decides within 10m, refuse it.",
+    );
+    let no_claude = c(
+        json!({"name": "no-claude", "when": {"event": "agent_new", "backend": "claude"},
+        "then": {"action": "deny", "reason": "too dear"}}),
+    );
+    assert!(decide([&no_claude], &ev("anyone", "claude")).deny.is_some());
+    assert!(!matches(&no_claude, &ev("anyone", "mock")));
+    for (when, then, want) in [
+        (
+            json!({"event": "agent_new", "agent": "x"}),
+            json!({"action": "deny"}),
+            "agent: unknown field; the fields here are event, by, backend",
+        ),
+        (
+            json!({"event": "agent_new"}),
+            json!({"action": "pause"}),
+            "an agent_new contract can allow, deny, require_approval, notify, not pause",
+        ),
+        (
+            json!({"event": "agent_neww"}),
+            json!({"action": "deny"}),
+            "merge or agent_new",
+        ),
+    ] {
+        let e = parse(&json!({"name": "x", "when": when, "then": then})).unwrap_err();
+        assert!(e.contains(want), "{when}: {e}");
+    }
+}
+
+#[test]
 fn a_rate_needs_both_halves_and_fits_its_event() {
     let cases = [
         (

@@ -352,6 +352,12 @@ impl Permissions {
         self.allow.iter().any(|c| matches!(c, Class::Shell(_)))
     }
 
+    /// Whether the profile alone grants a class's whole kind (delegation holds a
+    /// sub-agent's allow list to what its parent may do).
+    pub(crate) fn may_whole(&self, c: &Class) -> bool {
+        self.profile.grants(c.kind())
+    }
+
     /// Whether any request of this kind can be allowed at all (to decide which
     /// tools a backend offers).
     pub fn may(&self, kind: Kind) -> bool {

@@ -104,6 +104,8 @@ pub struct AgentDef {
     pub workspace: crate::workspace::Workspace,
     /// Its skills' folders (absolute; each read and checked when the YAML is).
     pub skills: Vec<PathBuf>,
+    /// Whether it may make and ask agents of its own (off: None).
+    pub delegate: Option<crate::delegate::Delegate>,
 }
 
 /// The workflow's shared documents. All `None` = the kernel's defaults.

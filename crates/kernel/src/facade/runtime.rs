@@ -142,6 +142,11 @@ impl Kernel {
         self.runtime.agents().agent_info(target).await
     }
 
+    /// Agents making, asking and deleting agents of their own.
+    pub fn delegation(&self) -> &std::sync::Arc<crate::runtime::delegation::Delegation> {
+        self.runtime.delegation()
+    }
+
     /// agent_ask; with `schema`, the agent is asked for a result fitting it.
     pub async fn ask(
         &self,

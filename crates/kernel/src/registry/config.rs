@@ -34,6 +34,9 @@ pub struct AgentConfig {
     /// Its skills: folders holding SKILL.md (absolute), read again at each run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<std::path::PathBuf>,
+    /// Whether and how far it may make and ask agents of its own (off: None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegate: Option<domain::delegate::Delegate>,
 }
 
 fn is_shared(w: &Workspace) -> bool {

@@ -5,6 +5,8 @@
 //! revokes its tokens and drops its open deliveries; the channel and its messages stay.
 
 pub mod config;
+mod delegated;
+pub(crate) use delegated::{hand_spending_up_tx, sub_agents};
 pub use domain::guards;
 pub mod orgs;
 #[cfg(test)]
@@ -51,6 +53,9 @@ pub struct NewAgent {
     /// The node to run it on, by name or by labels (default: the least loaded
     /// live node).
     pub node: Option<domain::placement::Placement>,
+    /// The agent that makes it (delegation), with the most sub-agents it may keep
+    /// alive: counted in the transaction that registers it.
+    pub parent: Option<(i64, u32)>,
 }
 
 /// An agent as tools show it.
@@ -107,10 +112,16 @@ pub struct AgentView {
     /// nodes with all of them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    /// What it may delegate: make and ask agents of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delegate: Option<domain::delegate::Delegate>,
+    /// The agent that made it (it belongs to it: paused and deleted with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     pub created_at: String,
 }
 
-const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at, a.node, a.labels";
+const AGENT_COLUMNS: &str = "a.id, a.name, w.name, w.tag, a.backend, a.model, a.system, a.cwd, a.env, a.state, a.created_at, a.config, a.state_reason, a.resume_at, a.node, a.labels, (SELECT p.name FROM agents p WHERE p.id = a.parent_id)";
 
 fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
     let name: String = r.get(1)?;
@@ -145,6 +156,8 @@ fn agent_row(r: &Row) -> sql::Result<(i64, AgentView)> {
             created_at: fmt_ms(r.get(10)?),
             node: r.get(14)?,
             labels: domain::placement::from_text(&r.get::<String>(15)?),
+            parent: r.get(16)?,
+            delegate: config.delegate.clone(),
             mock: config.mock,
             max_steps: config.max_steps.unwrap_or(config::DEFAULT_MAX_STEPS),
             permissions: (&config.permissions).into(),
@@ -254,6 +267,11 @@ pub(crate) fn validate(a: &NewAgent) -> Result<()> {
         )));
     }
     domain::definition::check_env(&a.env).map_err(Error::invalid)?;
+    if let Some(d) = &a.config.delegate {
+        d.check().map_err(Error::invalid)?;
+        d.check_within(a.config.budget.as_ref())
+            .map_err(Error::invalid)?;
+    }
     Ok(())
 }
 
@@ -303,6 +321,9 @@ pub(crate) fn insert_agent_tx(
             "an agent named {existing:?} already exists in {wf}; pick another name, or agent_delete it first"
         )));
     }
+    if let Some((parent, most)) = a.parent {
+        delegated::room_tx(c, parent, most)?;
+    }
     let env = serde_json::to_string(&a.env).map_err(|e| Error::internal(e.to_string()))?;
     let config = serde_json::to_string(&a.config).map_err(|e| Error::internal(e.to_string()))?;
     let labels = match &a.node {
@@ -310,9 +331,9 @@ pub(crate) fn insert_agent_tx(
         _ => String::new(),
     };
     let id: i64 = c.query_row(
-        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node, labels)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
-        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, node, labels],
+        "INSERT INTO agents (workflow_id, name, backend, model, system, cwd, env, config, created_at, node, labels, parent_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+        sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, node, labels, a.parent.map(|p| p.0)],
         |r| r.get(0),
     )?;
     let (_, view) = c.query_row(
@@ -541,10 +562,14 @@ impl Registry {
         self.store
             .read(move |c| {
                 c.query_row(
-                    "SELECT a.id, a.name, w.name, w.tag, w.id FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
+                    "SELECT a.id, a.name, w.name, w.tag, w.id, a.config FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
                     [agent_id],
                     |r| {
+                        let config: String = r.get(5)?;
+                        let config: config::AgentConfig =
+                            serde_json::from_str(&config).unwrap_or_default();
                         Ok(Caller::Agent(crate::AgentIdentity {
+                            delegates: config.delegate.is_some(),
                             agent_id: r.get(0)?,
                             name: r.get(1)?,
                             workflow: WorkflowRef { name: r.get(2)?, tag: r.get(3)? },

@@ -314,6 +314,7 @@ fn put_members_tx(
                     config: Default::default(),
                     schedule: None,
                     node: None,
+                    parent: None,
                 };
                 insert_agent_tx(c, &a, wf, None, now)?;
             }

@@ -64,6 +64,8 @@ pub struct AskResult {
 /// A question in flight.
 pub struct Asking {
     pub agent: AgentRecord,
+    /// Who asked: `user` (the lead), or the agent that made this one.
+    pub asker: String,
     pub message_id: String,
     /// The run in progress when it was asked (subscribed from the start, so none of
     /// its progress is missed): a new one, or the one the agent was busy with.
@@ -94,22 +96,33 @@ impl Asks {
         schema: Option<ResultSchema>,
     ) -> Result<Asking> {
         let agent = self.base.registry.agent_get(target).await?;
+        let scope = self
+            .base
+            .registry
+            .scope(&Caller::Lead, Some(&agent.view.workflow))
+            .await?;
+        self.ask_as(&scope, agent, message, schema).await
+    }
+
+    /// The same question from `scope`'s member (an agent asking one it made).
+    pub async fn ask_as(
+        self: &Arc<Self>,
+        scope: &crate::Scope,
+        agent: AgentRecord,
+        message: &str,
+        schema: Option<ResultSchema>,
+    ) -> Result<Asking> {
         if agent.view.state == AgentState::Paused {
             return Err(Error::conflict(format!(
                 "{} is paused; agent_pause {{resume: true}} it first (nothing was sent)",
                 agent.view.target
             )));
         }
-        let scope = self
-            .base
-            .registry
-            .scope(&Caller::Lead, Some(&agent.view.workflow))
-            .await?;
         let sent = self
             .base
             .messaging
             .ask_send(
-                &scope,
+                scope,
                 Outgoing {
                     message: message.to_owned(),
                     to: Some(agent.view.name.clone()),
@@ -126,6 +139,7 @@ impl Asks {
         };
         Ok(Asking {
             agent,
+            asker: scope.me.clone(),
             message_id: sent.id,
             run,
         })
@@ -142,6 +156,7 @@ impl Asks {
             .unwrap_or_else(|| RunHandle::ended(String::new()));
         Ok(Asking {
             agent,
+            asker: domain::names::LEAD.to_owned(),
             message_id: message_id.to_owned(),
             run,
         })
@@ -310,7 +325,7 @@ impl Asks {
                 .await;
         }
         follow_run(&mut a.run, listening, deadline, cancel, &progress).await;
-        self.ask_result(&a.agent, &a.message_id, &run_id).await
+        self.ask_result(a.asker_of(), &a.message_id, &run_id).await
     }
 
     /// Reads the serving run's row again each time a run of the agent starts or
@@ -324,7 +339,7 @@ impl Asks {
         runs: &mut broadcast::Receiver<Event>,
     ) -> Result<AskResult> {
         loop {
-            let r = self.ask_result(&a.agent, &a.message_id, run_id).await?;
+            let r = self.ask_result(a.asker_of(), &a.message_id, run_id).await?;
             let left = deadline.saturating_duration_since(Instant::now());
             if r.status != RunStatus::Running.as_str() || left.is_zero() || cancel.is_cancelled() {
                 return Ok(r);
@@ -340,7 +355,7 @@ impl Asks {
     /// The state of the run serving a question, with the reply once it is over.
     async fn ask_result(
         &self,
-        agent: &AgentRecord,
+        (agent, asker): (&AgentRecord, &str),
         message_id: &str,
         run_id: &str,
     ) -> Result<AskResult> {
@@ -372,7 +387,7 @@ impl Asks {
             Some(Reply {
                 messages: self
                     .workers
-                    .replies_to_lead(agent.workflow_id, &agent.view.name, message_id)
+                    .replies_to(agent.workflow_id, (&agent.view.name, asker), message_id)
                     .await?,
                 final_text: run.final_text.clone(),
             })
@@ -392,6 +407,12 @@ impl Asks {
             error_class: run.error_class,
             error: run.error,
         })
+    }
+}
+
+impl Asking {
+    fn asker_of(&self) -> (&AgentRecord, &str) {
+        (&self.agent, &self.asker)
     }
 }
 

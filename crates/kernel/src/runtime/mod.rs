@@ -10,7 +10,8 @@
 //! (store, events, rooms below, clock) and the services below it, never above:
 //! running (the table of runs in progress) < approvals < spending < worktrees <
 //! workers (the process manager) < scheduler < nodes < agents, with branches,
-//! asks and requests on top. What goes up (a run's end to the scheduler, a closed
+//! asks and requests on top, and delegation (agents making and asking agents of
+//! their own) over agents, asks and approvals. What goes up (a run's end to the scheduler, a closed
 //! approval to whoever it releases) goes through a trait the lower service
 //! defines. [`Runtime`] only composes them (`tests/tidy_runtime.rs` keeps the
 //! order acyclic).
@@ -20,6 +21,7 @@ pub mod approvals;
 pub mod ask;
 pub mod backends;
 pub mod base;
+pub mod delegation;
 pub mod idle;
 pub mod nodes;
 pub mod own_folder;
@@ -68,6 +70,7 @@ pub struct Runtime {
     agents: Arc<Agents>,
     asks: Arc<Asks>,
     requests: Arc<Requests>,
+    delegation: Arc<delegation::Delegation>,
     /// When a client last made a request (ms since the epoch): a background kernel
     /// exits only after a while without one (see [`idle`]).
     last_client: AtomicI64,
@@ -163,6 +166,12 @@ impl Runtime {
             workers.clone(),
             approvals.clone(),
         ));
+        let delegation = Arc::new(delegation::Delegation::new(
+            base.clone(),
+            agents.clone(),
+            asks.clone(),
+            approvals.clone(),
+        ));
         Self {
             last_client: AtomicI64::new(base.clock.now_ms()),
             base,
@@ -175,6 +184,7 @@ impl Runtime {
             agents,
             asks,
             requests,
+            delegation,
         }
     }
 
@@ -215,6 +225,11 @@ impl Runtime {
     /// agent_ask.
     pub fn asks(&self) -> &Arc<Asks> {
         &self.asks
+    }
+
+    /// Agents making and asking agents of their own.
+    pub fn delegation(&self) -> &Arc<delegation::Delegation> {
+        &self.delegation
     }
 
     /// branch_diff and branch_merge.

@@ -14,7 +14,7 @@ use domain::states::{RunStatus, Wake};
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
-use store::sql::{Connection, Row};
+use store::sql::{Connection, OptionalExtension, Row};
 
 /// How many runs agent_info shows.
 pub const RECENT_RUNS: i64 = 10;
@@ -346,24 +346,131 @@ impl RunEnd {
 /// Whose spending [`spent`] sums.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Spender {
+    /// An agent with the agents it made (delegation), theirs, and so on: its
+    /// sub-agents spend from its budget.
     Agent(i64),
+    /// Only the agents it made and theirs (their share, `delegate.budget`).
+    SubAgents(i64),
     Workflow(i64),
 }
+
+/// An agent and the agents below it (delegation), as a recursive CTE `tree(id)`.
+const TREE: &str = "WITH RECURSIVE tree(id) AS (SELECT CAST(?1 AS BIGINT) UNION ALL \
+                    SELECT a.id FROM agents a JOIN tree t ON a.parent_id = t.id) ";
+
+/// What the deleted agents below the tree's agents spent (handed up at each deletion).
+const GONE_TOKENS: &str = "(SELECT CAST(coalesce(sum(gone_tokens), 0) AS BIGINT) FROM agents WHERE id IN (SELECT id FROM tree))";
+const GONE_USD: &str =
+    "(SELECT coalesce(sum(gone_usd), 0) FROM agents WHERE id IN (SELECT id FROM tree))";
 
 /// What runs have used so far: (input + output tokens, cost in US dollars).
 pub(crate) fn spent(c: &Connection, who: Spender) -> Result<(u64, f64)> {
     let (sql, id) = match who {
-        Spender::Agent(id) => (
-            "SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT), coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id = ?1",
-            id,
-        ),
+        Spender::Agent(id) => {
+            return sum_of(
+                c,
+                &format!(
+                    "{TREE}SELECT (SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT) FROM runs WHERE agent_id IN (SELECT id FROM tree)) + {GONE_TOKENS},
+                            (SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id IN (SELECT id FROM tree)) + {GONE_USD}"
+                ),
+                id,
+            );
+        }
+        Spender::SubAgents(id) => {
+            return sum_of(
+                c,
+                &format!(
+                    "{TREE}SELECT (SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT) FROM runs WHERE agent_id IN (SELECT id FROM tree) AND agent_id <> ?1) + {GONE_TOKENS},
+                            (SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE agent_id IN (SELECT id FROM tree) AND agent_id <> ?1) + {GONE_USD}"
+                ),
+                id,
+            );
+        }
         Spender::Workflow(id) => (
             "SELECT CAST(coalesce(sum(input_tokens + output_tokens), 0) AS BIGINT), coalesce(sum(cost_usd), 0) FROM runs WHERE workflow_id = ?1",
             id,
         ),
     };
+    sum_of(c, sql, id)
+}
+
+fn sum_of(c: &Connection, sql: &str, id: i64) -> Result<(u64, f64)> {
     Ok(c.prepare_cached(sql)?
         .query_row([id], |r| Ok((r.get::<i64>(0)? as u64, r.get::<f64>(1)?)))?)
+}
+
+/// Why an agent that another made may not run now: one of the agents above it
+/// (its parent, theirs, ...) has used its own budget, with what it made, or the
+/// share it gave them (`delegate.budget`). None for an agent nobody made.
+pub(crate) fn delegation_over(c: &Connection, agent_id: i64) -> Result<Option<String>> {
+    let mut at = agent_id;
+    for _ in 0..=domain::delegate::MAX_DEPTH {
+        let up: Option<(i64, String, String)> = c
+            .prepare_cached(
+                "SELECT p.id, p.name, p.config FROM agents a JOIN agents p ON p.id = a.parent_id WHERE a.id = ?1",
+            )?
+            .query_row([at], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let Some((parent, name, config)) = up else {
+            return Ok(None);
+        };
+        let config: crate::registry::config::AgentConfig =
+            serde_json::from_str(&config).unwrap_or_default();
+        if let Some(b) = config
+            .budget
+            .filter(|b| b.max_tokens.is_some() || b.max_cost_usd.is_some())
+        {
+            let (t, u) = spent(c, Spender::Agent(parent))?;
+            if let Some(why) = over(
+                &format!("{name} with its sub-agents"),
+                b.max_tokens,
+                b.max_cost_usd,
+                (t, u),
+                "budget",
+            ) {
+                return Ok(Some(why));
+            }
+        }
+        if let Some(s) = config.delegate.and_then(|d| d.budget) {
+            let (t, u) = spent(c, Spender::SubAgents(parent))?;
+            if let Some(why) = over(
+                &format!("the sub-agents of {name}"),
+                s.max_tokens,
+                s.max_cost_usd,
+                (t, u),
+                "delegate.budget",
+            ) {
+                return Ok(Some(why));
+            }
+        }
+        at = parent;
+    }
+    Ok(None)
+}
+
+/// Why `who` is over a token or cost limit (`field`.max_tokens, .max_cost_usd).
+pub(crate) fn over(
+    who: &str,
+    tokens: Option<u64>,
+    usd: Option<f64>,
+    (t, u): (u64, f64),
+    field: &str,
+) -> Option<String> {
+    if let Some(max) = tokens
+        && t >= max
+    {
+        return Some(format!(
+            "{who} used {t} tokens, the limit is {max} ({field}.max_tokens)"
+        ));
+    }
+    if let Some(max) = usd
+        && u >= max
+    {
+        return Some(format!(
+            "{who} used ${u:.4}, the limit is ${max} ({field}.max_cost_usd)"
+        ));
+    }
+    None
 }
 
 /// Closes a run and settles everything it touched, in one transaction.

@@ -391,6 +391,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                     mcp_servers: a.mcp_servers.clone(),
                     workspace: a.workspace.clone(),
                     skills: a.skills.clone(),
+                    delegate: a.delegate.clone(),
                 },
                 wakeup,
             };
@@ -407,6 +408,7 @@ fn registered(wf: &Workflow, vars: &Vars) -> Result<Vec<Registered>> {
                 config: r.config.clone(),
                 schedule: None,
                 node: None,
+                parent: None,
             })
             .map_err(|e| Error::invalid(format!("agents.{}: {e}", r.name)))?;
             Ok(r)

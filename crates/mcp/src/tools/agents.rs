@@ -76,6 +76,9 @@ pub struct AgentNewArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_array")]
     pub skills: Vec<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "super::any_object")]
+    pub delegate: Option<serde_json::Value>,
 }
 
 /// agent_update: what to change (everything else stays).
@@ -115,6 +118,10 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_array")]
     pub skills: Option<Vec<String>>,
+    /// "off" to stop it delegating.
+    #[serde(default)]
+    #[schemars(schema_with = "super::any_value")]
+    pub delegate: Option<serde_json::Value>,
     /// Move it to this live node, or give it {labels: [..]} (it moves if its node lacks them); not while running. Its waiting messages and schedule follow.
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
@@ -143,6 +150,19 @@ pub struct AgentJoinArgs {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AgentOut {
     pub agent: AgentView,
+}
+
+/// agent_update's `delegate`: "off", or what agent_new takes.
+fn read_delegate(v: &serde_json::Value) -> Result<Option<domain::delegate::Delegate>, ToolError> {
+    match v {
+        serde_json::Value::String(s) if s.trim() == "off" => Ok(None),
+        serde_json::Value::String(s) => Err(ToolError(format!(
+            "delegate: {s:?}; give \"off\" or {{agents, depth, backends, budget}}"
+        ))),
+        v => domain::delegate::Delegate::read(v)
+            .map(Some)
+            .map_err(ToolError),
+    }
 }
 
 /// The `skills` argument: absolute folders.
@@ -244,7 +264,8 @@ impl AgentWorker {
     /// max_cost_usd}; `mcp_servers` {name: {command, args, env} or {url, headers}}; `mock`
     /// rules {when, send, to, write, reply, ...}; `workspace` "worktree" (its own git
     /// worktree and branch) or {mode, repo, base, branch}; `skills` [SKILL.md folders];
-    /// `node` a node's name or {labels: [gpu]}.
+    /// `node` a node's name or {labels: [gpu]}; `delegate` {agents, depth, backends, budget}
+    /// lets it make and ask agents of its own (team_agent_*).
     #[tool(
         title = "Create an agent",
         annotations(
@@ -276,9 +297,16 @@ impl AgentWorker {
                 mcp_servers: a.mcp_servers,
                 workspace: read_workspace(a.workspace.as_ref())?.unwrap_or_default(),
                 skills: read_skills(&a.skills)?,
+                delegate: a
+                    .delegate
+                    .as_ref()
+                    .map(domain::delegate::Delegate::read)
+                    .transpose()
+                    .map_err(ToolError)?,
             },
             schedule: a.schedule.as_ref().map(ScheduleArgs::read).transpose()?,
             node: read_node(a.node.as_ref())?,
+            parent: None,
         };
         let (env, perms) = (new.env.clone(), new.config.permissions.clone());
         let agent = self.kernel.agent_new(new).await?;
@@ -291,7 +319,8 @@ impl AgentWorker {
 
     /// Change an agent (`target`): only what is given, checked as agent_new checks, from its
     /// next run; `permissions`, `env`, `budget`, `mcp_servers`, `workspace` and `skills` as
-    /// agent_new takes them (maps and lists replace). Workspace "shared" keeps its branch.
+    /// agent_new takes them (maps and lists replace), `delegate` too (or "off"). Workspace
+    /// "shared" keeps its branch.
     /// `node` alone moves it to a live node, or sets {labels} (moving it if its node lacks them).
     #[tool(
         title = "Change an agent",
@@ -320,6 +349,7 @@ impl AgentWorker {
             workspace: read_workspace(a.workspace.as_ref())?,
             skills: a.skills.as_deref().map(read_skills).transpose()?,
             node: read_node(a.node.as_ref())?,
+            delegate: a.delegate.as_ref().map(read_delegate).transpose()?,
         };
         let agent = self.kernel.agent_update(&a.target, u).await?;
         let warning = if changed_env {

@@ -14,6 +14,7 @@ mod backends;
 mod branches;
 mod channel;
 pub(crate) mod contracts;
+mod delegation;
 mod documents;
 mod feedback;
 mod inbox;
@@ -197,6 +198,11 @@ impl AgentWorker {
             + Self::result_tools()
             + Self::approval_tools()
             + Self::branch_read_tools()
+    }
+
+    /// Delegation: only agents whose definition carries `delegate`.
+    pub(crate) fn delegating_tools() -> ToolRouter<Self> {
+        Self::delegation_tools()
     }
 
     /// Management tools: the lead only.

@@ -410,4 +410,11 @@ CREATE TABLE results (
 );
 CREATE INDEX results_open ON results (workflow_id, agent) WHERE result IS NULL;
 "#,
+    // 13: SQLite's migration 25, the agent that made an agent.
+    r#"
+ALTER TABLE agents ADD COLUMN parent_id BIGINT;
+CREATE INDEX agents_by_parent ON agents (parent_id);
+ALTER TABLE agents ADD COLUMN gone_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN gone_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
+"#,
 ];

@@ -114,7 +114,12 @@ impl Doc<'_> {
         let node = self.agent_node(&f)?;
         let (max_steps, timeout) = self.agent_limits(&f)?;
         let (permissions, mcp_servers) = self.agent_powers(&f, &backend, key)?;
+        let delegate = match set("delegate") {
+            None => None,
+            Some((dp, dn)) => self.delegate(dn, &dp, budget.as_ref())?,
+        };
         Ok(AgentDef {
+            delegate,
             name: name.to_owned(),
             backend,
             model,

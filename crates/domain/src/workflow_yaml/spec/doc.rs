@@ -369,4 +369,27 @@ impl Doc<'_> {
         }
         Ok(Some(b))
     }
+
+    /// An agent's `delegate: {agents, depth, backends, budget}` (as agent_new),
+    /// within its own `budget`.
+    pub(super) fn delegate(
+        &self,
+        n: &Node,
+        path: &[Step],
+        own: Option<&Budget>,
+    ) -> Result<Option<crate::delegate::Delegate>, SpecError> {
+        if *n == Node::Null {
+            return Ok(None);
+        }
+        let d: crate::delegate::Delegate =
+            extract(self.text, path).map_err(|e| self.typed_error(&e, path))?;
+        if let Err(m) = d.check().and_then(|()| d.check_within(own)) {
+            return Err(self.err(
+                path,
+                m,
+                "write e.g. delegate: { agents: 2, depth: 1, backends: [sdk, mock], budget: { max_tokens: 200000 } }",
+            ));
+        }
+        Ok(Some(d))
+    }
 }

@@ -75,6 +75,7 @@ const AGENT_KEYS: &[&str] = &[
     "max_steps",
     "timeout",
     "max_tokens",
+    "delegate",
 ];
 const CONTEXT_KEYS: &[&str] = &[
     "documents",

@@ -341,6 +341,22 @@ pub(super) const MISTAKES: &[(&str, &str, &str)] = &[
         "2:39",
         "not a name",
     ),
+    // Delegation.
+    (
+        "agents:\n  a:\n    backend: mock\n    delegate: { agents: 0 }\n",
+        "4:15",
+        "delegate.agents: 0 sub-agents; give 1 to 20",
+    ),
+    (
+        "agents:\n  a:\n    backend: mock\n    delegate: { agents: 1, deph: 2 }\n",
+        "4:28",
+        "unknown key `deph`",
+    ),
+    (
+        "agents:\n  a:\n    backend: mock\n    budget: { max_tokens: 10 }\n    delegate: { agents: 1, budget: { max_tokens: 99 } }\n",
+        "5:15",
+        "delegate.budget.max_tokens 99 is over the agent's own budget.max_tokens 10",
+    ),
     // Workflow budget.
     (
         "budget: { max_hopz: 3 }\nagents:\n  a: { backend: mock }\n",

@@ -478,3 +478,16 @@ fn no_input_panics() {
         }
     }
 }
+
+#[test]
+fn an_agent_may_be_allowed_to_delegate() {
+    let w = inline(
+        "agents:\n  lead:\n    backend: sdk\n    delegate: { agents: 3, depth: 2, backends: [mock, sdk], budget: { max_cost_usd: 2 } }\n  plain: { backend: mock }\n",
+    )
+    .unwrap();
+    let d = w.agents[0].delegate.clone().expect("delegate");
+    assert_eq!((d.agents, d.depth), (3, 2));
+    assert_eq!(d.backends, ["mock", "sdk"]);
+    assert_eq!(d.budget.unwrap().max_cost_usd, Some(2.0));
+    assert!(w.agents[1].delegate.is_none(), "off by default");
+}

@@ -58,6 +58,8 @@ pub struct AgentUpdate {
     /// The live node to run it from now on, or the labels it needs (see
     /// [`Agents::move_agent`]).
     pub node: Option<domain::placement::Placement>,
+    /// What it may delegate from now on (`Some(None)`: nothing; its sub-agents stay).
+    pub delegate: Option<Option<domain::delegate::Delegate>>,
 }
 
 impl AgentUpdate {
@@ -73,6 +75,28 @@ impl AgentUpdate {
             && self.workspace.is_none()
             && self.node.is_none()
             && self.skills.is_none()
+            && self.delegate.is_none()
+    }
+}
+
+impl AgentUpdate {
+    /// The changes made to the stored configuration as they are (checked after).
+    fn apply_to(&mut self, config: &mut AgentConfig) {
+        if let Some(p) = self.permissions.take() {
+            config.permissions = p;
+        }
+        if let Some(s) = self.mcp_servers.take() {
+            config.mcp_servers = s;
+        }
+        if let Some(b) = self.budget.take() {
+            config.budget = Some(b);
+        }
+        if let Some(n) = self.max_steps {
+            config.max_steps = Some(n);
+        }
+        if let Some(d) = self.delegate.clone() {
+            config.delegate = d;
+        }
     }
 }
 
@@ -224,6 +248,7 @@ impl Agents {
 
     /// Deletes an agent: revokes its tokens and drops its open deliveries. The channel,
     /// its messages and documents stay; if it owned the documents, nobody does now.
+    /// The agents it made (delegation) go first, deepest first, workers and all.
     pub async fn agent_delete(
         self: &std::sync::Arc<Self>,
         target: &str,
@@ -231,6 +256,12 @@ impl Agents {
     ) -> Result<(AgentView, Option<String>)> {
         let rec = self.base.registry.agent_get(target).await?;
         let (id, wid) = (rec.id, rec.workflow_id);
+        for sub in self.sub_agent_targets(id, &rec.view.workflow).await? {
+            match Box::pin(self.agent_delete(&sub, false)).await {
+                Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let name = rec.view.name.clone();
         let (_, config) = self.stored_env_and_config(id).await?;
         if discard && !config.workspace.is_worktree() {
@@ -271,6 +302,7 @@ impl Agents {
                 crate::registry::revoke::agent_tx(c, id, now)?;
                 crate::messaging::runs::forget_member_tx(c, wid, &name)?;
                 schedules::clear_tx(c, id)?;
+                crate::registry::hand_spending_up_tx(c, id)?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;
                 // An owner that no longer exists would lock everyone but the lead out.
                 crate::context::departed::forget_owner_tx(c, wid, &name)?;
@@ -325,7 +357,7 @@ impl Agents {
         if u.is_empty() {
             return Err(Error::invalid(
                 "nothing to change: give at least one of permissions, model, system, cwd, env, budget, \
-                 mcp_servers, max_steps, workspace, skills, node",
+                 mcp_servers, max_steps, workspace, skills, node, delegate",
             ));
         }
         let mut u = u;
@@ -343,25 +375,15 @@ impl Agents {
         let _changing = self.changing(id).await;
         // The stored config (the view hides secrets, so read the row itself).
         let (mut env, mut config) = self.stored_env_and_config(id).await?;
-        if let Some(p) = u.permissions {
-            config.permissions = p;
-        }
-        if let Some(s) = u.mcp_servers {
-            config.mcp_servers = s;
-        }
-        if let Some(b) = u.budget {
-            config.budget = Some(b);
-        }
-        if let Some(n) = u.max_steps {
-            config.max_steps = Some(n);
-        }
-        if let Some(s) = u.skills {
+        u.apply_to(&mut config);
+        if let Some(s) = u.skills.take() {
             self.skills.read_dirs(&s).await?;
             config.skills = s;
         }
         if let Some(e) = u.env {
             env = e;
         }
+        let delegates = u.delegate.is_some();
         let v = &rec.view;
         let merged = NewAgent {
             name: v.name.clone(),
@@ -374,6 +396,7 @@ impl Agents {
             config,
             schedule: None,
             node: v.node.clone().map(domain::placement::Placement::Node),
+            parent: None,
         };
         crate::registry::validate(&merged)?;
         let mut merged = merged;
@@ -405,6 +428,10 @@ impl Agents {
                 Ok(())
             })
             .await?;
+        if delegates {
+            // Its identity says whether it is shown the delegation tools: read it again.
+            self.base.registry.tokens.forget_agent(id);
+        }
         self.base.events.publish(Event::AgentChanged {
             workflow_id: rec.workflow_id,
             name: rec.view.name.clone(),
@@ -425,8 +452,52 @@ impl Agents {
         lock.lock_owned().await
     }
 
-    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle.
+    /// The agents `id` made and theirs (delegation), deepest first, as targets in
+    /// its instance (where they live).
+    async fn sub_agent_targets(&self, id: i64, workflow: &str) -> Result<Vec<String>> {
+        let wf = WorkflowRef::parse(workflow)?;
+        let names: Vec<String> = self
+            .base
+            .store
+            .read(move |c| {
+                let mut out = Vec::new();
+                for sub in crate::registry::sub_agents(c, id)? {
+                    let n: Option<String> = c
+                        .query_row("SELECT name FROM agents WHERE id = ?1", [sub], |r| r.get(0))
+                        .optional()?;
+                    out.extend(n);
+                }
+                Ok(out)
+            })
+            .await?;
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                domain::names::AgentRef {
+                    name,
+                    workflow: wf.clone(),
+                }
+                .to_string()
+            })
+            .collect())
+    }
+
+    /// Sets an agent's lifecycle state to paused (stopping its run) or back to idle,
+    /// and the agents it made (delegation) with it.
     pub async fn set_paused(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
+        let subs = self
+            .base
+            .store
+            .read(move |c| crate::registry::sub_agents(c, agent_id))
+            .await?;
+        self.set_paused_one(agent_id, paused).await?;
+        for sub in subs {
+            self.set_paused_one(sub, paused).await?;
+        }
+        Ok(())
+    }
+
+    async fn set_paused_one(self: &Arc<Self>, agent_id: i64, paused: bool) -> Result<()> {
         let sql = if paused {
             "UPDATE agents SET state = 'paused' WHERE id = ?1 RETURNING workflow_id, name"
         } else {

@@ -43,6 +43,8 @@ struct GateFacts {
     agent_cost: f64,
     workflow_tokens: u64,
     workflow_cost: f64,
+    /// Why the agents above it (it was made by one) may not spend more.
+    delegation: Option<String>,
 }
 
 /// What decides whether an agent of this node (`node`) runs at `now` for `wake`;
@@ -102,7 +104,9 @@ fn gate_facts(
     };
     let (agent_tokens, agent_cost) = limited(&agent_budget, Spender::Agent(agent_id))?;
     let (workflow_tokens, workflow_cost) = limited(&workflow_budget, Spender::Workflow(wid))?;
+    let delegation = crate::runtime::runs::delegation_over(c, agent_id)?;
     Ok(Some(GateFacts {
+        delegation,
         external: crate::registry::has_no_worker(&backend),
         name,
         workflow,
@@ -149,6 +153,9 @@ impl GateFacts {
                  like a loop",
                 self.hops
             ));
+        }
+        if let Some(why) = &self.delegation {
+            return Gate::Trip(why.clone());
         }
         let agent = over_budget(
             &self.name,

@@ -61,24 +61,27 @@ impl Workers {
 
     /// Messages an agent sent to the lead after `after` (an ask's message id): DMs
     /// to `user` and messages that mention it.
-    pub async fn replies_to_lead(
+    pub async fn replies_to(
         &self,
         workflow_id: i64,
-        agent: &str,
+        (agent, asker): (&str, &str),
         after: &str,
     ) -> Result<Vec<String>> {
         let (agent, after) = (agent.to_owned(), after.to_owned());
+        let (asker, mention) = (asker.to_owned(), format!("\"{asker}\""));
         self.base
             .store
             .read(move |c| {
                 let mut st = c.prepare_cached(
                     "SELECT content FROM messages
                      WHERE workflow_id = ?1 AND sender = ?2 AND id > ?3
-                       AND (to_member = 'user' OR instr(mentions, '\"user\"') > 0)
+                       AND (to_member = ?4 OR instr(mentions, ?5) > 0)
                      ORDER BY id",
                 )?;
                 let rows = st
-                    .query_map((workflow_id, &agent, &after), |r| r.get(0))?
+                    .query_map((workflow_id, &agent, &after, &asker, &mention), |r| {
+                        r.get(0)
+                    })?
                     .collect::<sql::Result<Vec<String>>>()?;
                 Ok(rows)
             })

@@ -26,6 +26,7 @@ fn runnable() -> GateFacts {
         agent_cost: 0.0,
         workflow_tokens: 0,
         workflow_cost: 0.0,
+        delegation: None,
     }
 }
 
@@ -133,6 +134,11 @@ fn table() -> Vec<Row> {
                 (f.workflow_budget.max_cost_usd, f.workflow_cost) = (Some(1.0), 0.5);
             },
             ["go"; 5],
+        ),
+        (
+            "the agent above it spent its sub-agents' share",
+            |f| f.delegation = Some("the sub-agents of boss used 10 tokens".into()),
+            ["trip: the sub-agents of boss used 10 tokens"; 5],
         ),
         (
             "paused and over budget: a skip, no second pause",

@@ -1,0 +1,329 @@
+//! Delegation: what an agent's definition may allow it, making and asking agents of
+//! its own (`delegate: {agents, depth, backends, budget}`), and the rules a
+//! sub-agent's definition is held to (never wider than its parent's). Pure: the
+//! kernel counts what is alive and spent, and asks these functions.
+
+use crate::backends::Backend;
+use crate::permissions::Permissions;
+use serde::{Deserialize, Serialize};
+
+/// The most sub-agents one agent may keep alive.
+pub const MAX_AGENTS: u32 = 20;
+/// The deepest nesting a definition may allow.
+pub const MAX_DEPTH: u32 = 5;
+
+/// An agent's `delegate`: off when absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Delegate {
+    /// Sub-agents alive at once, at most (1..=20).
+    pub agents: u32,
+    /// Nesting: 1 = its sub-agents cannot delegate (default 1).
+    #[serde(default = "one")]
+    pub depth: u32,
+    /// Backends its sub-agents may have (default: its own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backends: Vec<String>,
+    /// What all its sub-agents together may spend, out of its own spending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Share>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The share of an agent's spending its sub-agents may spend together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Share {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+}
+
+impl Delegate {
+    /// Reads a `delegate` value; the error names the field.
+    pub fn read(v: &serde_json::Value) -> Result<Self, String> {
+        let d: Delegate =
+            serde_json::from_value(v.clone()).map_err(|e| format!("delegate: {e}"))?;
+        d.check()?;
+        Ok(d)
+    }
+
+    /// Refuses limits that could never be met or make no sense.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_AGENTS).contains(&self.agents) {
+            return Err(format!(
+                "delegate.agents: {} sub-agents; give 1 to {MAX_AGENTS}",
+                self.agents
+            ));
+        }
+        if !(1..=MAX_DEPTH).contains(&self.depth) {
+            return Err(format!(
+                "delegate.depth: {}; give 1 (its sub-agents cannot delegate) to {MAX_DEPTH}",
+                self.depth
+            ));
+        }
+        for (i, b) in self.backends.iter().enumerate() {
+            match b.parse::<Backend>() {
+                Ok(b) if !b.has_no_worker() => {}
+                Ok(_) => {
+                    return Err(format!(
+                        "delegate.backends[{i}]: {b:?} has no worker; a sub-agent needs one"
+                    ));
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "delegate.backends[{i}]: unknown backend {b:?}; use one of {}",
+                        crate::backends::BACKENDS.join(", ")
+                    ));
+                }
+            }
+        }
+        if let Some(s) = &self.budget {
+            if s.max_tokens == Some(0) {
+                return Err("delegate.budget.max_tokens must be at least 1".into());
+            }
+            if let Some(c) = s.max_cost_usd
+                && !(c.is_finite() && c > 0.0)
+            {
+                return Err(format!(
+                    "delegate.budget.max_cost_usd must be a positive number, got {c}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The share within the agent's own budget: a share over its own limit could
+    /// never be spent.
+    pub fn check_within(&self, own: Option<&crate::guards::Budget>) -> Result<(), String> {
+        let (Some(s), Some(own)) = (&self.budget, own) else {
+            return Ok(());
+        };
+        if let (Some(t), Some(o)) = (s.max_tokens, own.max_tokens)
+            && t > o
+        {
+            return Err(format!(
+                "delegate.budget.max_tokens {t} is over the agent's own budget.max_tokens {o}"
+            ));
+        }
+        if let (Some(t), Some(o)) = (s.max_cost_usd, own.max_cost_usd)
+            && t > o
+        {
+            return Err(format!(
+                "delegate.budget.max_cost_usd {t} is over the agent's own budget.max_cost_usd {o}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a sub-agent of an agent with this `delegate` (and `own` backend)
+    /// may have `backend`.
+    pub fn allows_backend(&self, own: &str, backend: &str) -> Result<(), String> {
+        let ok = if self.backends.is_empty() {
+            backend == own
+        } else {
+            self.backends.iter().any(|b| b == backend)
+        };
+        if ok {
+            return Ok(());
+        }
+        let allowed = if self.backends.is_empty() {
+            own.to_owned()
+        } else {
+            self.backends.join(", ")
+        };
+        Err(format!(
+            "backend: {backend:?} is not among the backends this agent may give its sub-agents \
+             ({allowed}; delegate.backends)"
+        ))
+    }
+
+    /// The `delegate` a sub-agent asks for, held within this one: less deep, no
+    /// other backends, no larger share.
+    pub fn check_sub(&self, sub: &Delegate) -> Result<(), String> {
+        if self.depth <= 1 {
+            return Err(format!(
+                "delegate: this agent's sub-agents cannot delegate (its delegate.depth is {}); \
+                 leave delegate out",
+                self.depth
+            ));
+        }
+        if sub.depth >= self.depth {
+            return Err(format!(
+                "delegate.depth: {} is too deep; a sub-agent of this agent may have at most {}",
+                sub.depth,
+                self.depth - 1
+            ));
+        }
+        if let Some(b) = sub
+            .backends
+            .iter()
+            .find(|b| !self.backends.is_empty() && !self.backends.contains(b))
+        {
+            return Err(format!(
+                "delegate.backends: {b:?} is not among this agent's own delegate.backends ({})",
+                self.backends.join(", ")
+            ));
+        }
+        let own = self.budget.as_ref().map(|s| crate::guards::Budget {
+            max_tokens: s.max_tokens,
+            max_cost_usd: s.max_cost_usd,
+            ..Default::default()
+        });
+        sub.check_within(own.as_ref())
+    }
+}
+
+/// Permissions never wider than `outer`'s: a profile no higher, nothing allowed
+/// that `outer` does not allow, and every one of `outer`'s denials kept (added
+/// when left out). The error names what exceeds.
+pub fn within(inner: &Permissions, outer: &Permissions) -> Result<Permissions, String> {
+    if inner.profile > outer.profile {
+        return Err(format!(
+            "permissions.profile: {} is wider than this agent's own {}",
+            inner.profile.as_str(),
+            outer.profile.as_str()
+        ));
+    }
+    for (i, a) in inner.allow.iter().enumerate() {
+        let own = Permissions {
+            allow: Vec::new(),
+            deny: Vec::new(),
+            profile: outer.profile,
+        };
+        if !outer.allow.contains(a) && !own.may_whole(a) {
+            return Err(format!(
+                "permissions.allow[{i}]: {a} is not allowed to this agent itself"
+            ));
+        }
+    }
+    let mut out = inner.clone();
+    for d in &outer.deny {
+        if !out.deny.contains(d) {
+            out.deny.push(d.clone());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::permissions::PermissionsArg;
+
+    fn perms(v: serde_json::Value) -> Permissions {
+        serde_json::from_value::<PermissionsArg>(v)
+            .unwrap()
+            .read()
+            .unwrap()
+    }
+
+    #[test]
+    fn reads_and_checks_delegate() {
+        let check = |v: serde_json::Value, expect: &str| match Delegate::read(&v) {
+            Ok(d) => assert_eq!(expect, format!("ok depth {}", d.depth), "{v}"),
+            Err(e) => assert!(e.contains(expect), "{v}: {e}"),
+        };
+        check(serde_json::json!({"agents": 2}), "ok depth 1");
+        check(serde_json::json!({"agents": 2, "depth": 3}), "ok depth 3");
+        check(serde_json::json!({"agents": 0}), "delegate.agents");
+        check(
+            serde_json::json!({"agents": 2, "depth": 9}),
+            "delegate.depth",
+        );
+        check(
+            serde_json::json!({"agents": 2, "backends": ["nope"]}),
+            "delegate.backends[0]",
+        );
+        check(
+            serde_json::json!({"agents": 2, "backends": ["human"]}),
+            "has no worker",
+        );
+        check(
+            serde_json::json!({"agents": 2, "budget": {"max_tokens": 0}}),
+            "delegate.budget.max_tokens",
+        );
+        check(
+            serde_json::json!({"agents": 2, "budget": {"max_hops": 3}}),
+            "unknown field `max_hops`",
+        );
+        check(serde_json::json!({"agentz": 2}), "unknown field `agentz`");
+    }
+
+    #[test]
+    fn a_sub_delegate_is_narrower() {
+        let d = |v: serde_json::Value| Delegate::read(&v).unwrap();
+        let parent = d(serde_json::json!({"agents": 3, "depth": 2, "budget": {"max_tokens": 100}}));
+        let check = |sub: serde_json::Value, expect: &str| match parent.check_sub(&d(sub.clone())) {
+            Ok(()) => assert_eq!(expect, "ok", "{sub}"),
+            Err(e) => assert!(e.contains(expect), "{sub}: {e}"),
+        };
+        check(serde_json::json!({"agents": 1}), "ok");
+        check(
+            serde_json::json!({"agents": 1, "depth": 2}),
+            "delegate.depth: 2 is too deep",
+        );
+        check(
+            serde_json::json!({"agents": 1, "budget": {"max_tokens": 500}}),
+            "delegate.budget.max_tokens 500",
+        );
+        let flat = d(serde_json::json!({"agents": 3}));
+        let e = flat
+            .check_sub(&d(serde_json::json!({"agents": 1})))
+            .unwrap_err();
+        assert!(
+            e.contains("cannot delegate (its delegate.depth is 1)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn backends_default_to_its_own() {
+        let d = Delegate::read(&serde_json::json!({"agents": 1})).unwrap();
+        assert!(d.allows_backend("sdk", "sdk").is_ok());
+        let e = d.allows_backend("sdk", "claude").unwrap_err();
+        assert!(
+            e.contains("backend: \"claude\"") && e.contains("(sdk;"),
+            "{e}"
+        );
+        let d = Delegate::read(&serde_json::json!({"agents": 1, "backends": ["mock"]})).unwrap();
+        assert!(d.allows_backend("sdk", "mock").is_ok());
+        assert!(d.allows_backend("sdk", "sdk").is_err());
+    }
+
+    #[test]
+    fn permissions_never_wider() {
+        let outer = perms(
+            serde_json::json!({"profile": "edit", "allow": ["shell:npm test*"], "deny": ["mcp:github"]}),
+        );
+        let check =
+            |inner: serde_json::Value, expect: &str| match within(&perms(inner.clone()), &outer) {
+                Ok(p) => assert_eq!(expect, p.describe(), "{inner}"),
+                Err(e) => assert!(e.contains(expect), "{inner}: {e}"),
+            };
+        check(
+            serde_json::json!("read"),
+            "may read and search files in its folder, but never mcp:github",
+        );
+        check(
+            serde_json::json!({"profile": "edit", "allow": ["shell:npm test*"]}),
+            "may read, create and edit files in its folder, and also shell:npm test*, but never mcp:github",
+        );
+        check(
+            serde_json::json!("full"),
+            "permissions.profile: full is wider than this agent's own edit",
+        );
+        check(
+            serde_json::json!({"profile": "read", "allow": ["shell"]}),
+            "permissions.allow[0]: shell is not allowed to this agent itself",
+        );
+        check(
+            serde_json::json!({"profile": "read", "allow": ["edit"]}),
+            "may read and search files in its folder, and also edit, but never mcp:github",
+        );
+    }
+}
