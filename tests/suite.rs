@@ -9,6 +9,7 @@ mod common;
 mod agent_config;
 mod asks;
 mod background;
+mod board;
 mod branches;
 mod bridge;
 mod broadcasts;

@@ -112,7 +112,7 @@ fn read(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// The lead's tool list costs at most 6,000 tokens, an agent's at most 2,500
+/// The lead's tool list costs at most 6,500 tokens, an agent's at most 3,000
 /// (how-to lives in the lead's skill, shapes in errors that name the field).
 #[test]
 fn the_tool_lists_fit_their_token_budgets() {
@@ -126,12 +126,12 @@ fn the_tool_lists_fit_their_token_budgets() {
     let agent = read(&dir.join(AGENT_VIEW));
     let (lead, agent) = (cost(&lead), cost(agent.as_array().unwrap()));
     assert!(
-        lead <= 6_000,
-        "the lead's tools cost ~{lead} tokens; the budget is 6,000"
+        lead <= 6_500,
+        "the lead's tools cost ~{lead} tokens; the budget is 6,500"
     );
     assert!(
-        agent <= 2_500,
-        "an agent's tools cost ~{agent} tokens; the budget is 2,500"
+        agent <= 3_000,
+        "an agent's tools cost ~{agent} tokens; the budget is 3,000"
     );
 }
 

@@ -106,6 +106,19 @@ fn subject(when: &When) -> String {
         ),
         When::Merge { agent, into, mode } => merge_subject(agent, into, mode),
         When::Step { on } => format!("When {}", crate::steps::on_words(on)),
+        When::Task {
+            state,
+            title,
+            agent,
+        } => format!(
+            "When {} moves {} to {}",
+            who(agent, "any agent"),
+            title
+                .as_ref()
+                .map(|t| format!("a task matching \"{t}\""))
+                .unwrap_or_else(|| "a task".into()),
+            state.as_deref().unwrap_or("any state")
+        ),
     }
 }
 
@@ -227,6 +240,7 @@ fn approval(
     let held = match when {
         When::Spend { .. } => "hold the agent's next runs until",
         When::Merge { .. } => "hold the merge until",
+        When::Task { .. } => "hold the move until",
         _ => "wait until",
     };
     format!(

@@ -71,6 +71,18 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
                 && into.as_deref().is_none_or(|g| glob(g, i))
                 && mode.as_deref().is_none_or(|x| x == *m)
         }
+        (
+            When::Task { state, title, .. },
+            Event::Task {
+                agent,
+                state: s,
+                title: t,
+            },
+        ) => {
+            c.agent_matches(agent)
+                && state.as_deref().is_none_or(|x| x == *s)
+                && title.as_deref().is_none_or(|g| glob(g, t))
+        }
         _ => false,
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 type R<T> = Result<T, String>;
 
-const EVENTS: &str = "tool_request, message, spend, run_end, doc_write or merge";
+const EVENTS: &str = "tool_request, message, spend, run_end, doc_write, merge or task";
 const ACTIONS: &str = "allow, deny, require_approval, require_votes, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
@@ -207,15 +207,8 @@ fn when(v: &Value) -> R<When> {
         }
         "run_end" => {
             only(o, "", &["event", "status", "agent"])?;
-            let status = text(o, "status")?;
-            const STATUSES: &[&str] = &["succeeded", "failed", "stopped", "lost"];
-            if let Some(s) = &status
-                && !STATUSES.contains(&s.as_str())
-            {
-                return Err(format!("status: {s:?}; use one of {}", STATUSES.join(", ")));
-            }
             When::RunEnd {
-                status,
+                status: word(o, "status", &["succeeded", "failed", "stopped", "lost"])?,
                 agent: agent()?,
             }
         }
@@ -227,6 +220,7 @@ fn when(v: &Value) -> R<When> {
             }
         }
         "merge" => merge_when(o)?,
+        "task" => task_when(o)?,
         "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
@@ -321,17 +315,20 @@ fn tool_class(o: &Map<String, Value>) -> R<Option<ToolClass>> {
 /// `when` of a merge contract.
 fn merge_when(o: &Map<String, Value>) -> R<When> {
     only(o, "", &["event", "agent", "into", "mode"])?;
-    let mode = text(o, "mode")?;
-    const MODES: &[&str] = &["auto", "ff", "merge", "squash"];
-    if let Some(m) = &mode
-        && !MODES.contains(&m.as_str())
-    {
-        return Err(format!("mode: {m:?}; use one of {}", MODES.join(", ")));
-    }
     Ok(When::Merge {
         agent: glob_field(o, "agent")?,
         into: glob_field(o, "into")?,
-        mode,
+        mode: word(o, "mode", &["auto", "ff", "merge", "squash"])?,
+    })
+}
+
+/// `when` of a task contract.
+fn task_when(o: &Map<String, Value>) -> R<When> {
+    only(o, "", &["event", "agent", "state", "title"])?;
+    Ok(When::Task {
+        agent: glob_field(o, "agent")?,
+        state: word(o, "state", &["open", "done", "failed", "cancelled"])?,
+        title: glob_field(o, "title")?,
     })
 }
 
@@ -502,6 +499,13 @@ fn fits(when: &When, then: &Then) -> R<()> {
             "require_votes",
             "notify",
         ],
+        When::Task { .. } => &[
+            "allow",
+            "deny",
+            "require_approval",
+            "require_votes",
+            "notify",
+        ],
         When::Step { .. } => &["run"],
     };
     if ok.contains(&then.action()) {
@@ -544,6 +548,17 @@ fn text(o: &Map<String, Value>, k: &str) -> R<Option<String>> {
         Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
         Some(Value::Number(n)) => Ok(Some(n.to_string())),
         Some(_) => Err(format!("{k}: write text")),
+    }
+}
+
+/// A text field that is one of `words`, if given.
+fn word(o: &Map<String, Value>, k: &str, words: &[&str]) -> R<Option<String>> {
+    let w = text(o, k)?;
+    match &w {
+        Some(x) if !words.contains(&x.as_str()) => {
+            Err(format!("{k}: {x:?}; use one of {}", words.join(", ")))
+        }
+        _ => Ok(w),
     }
 }
 

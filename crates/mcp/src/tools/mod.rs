@@ -23,6 +23,7 @@ pub(crate) mod params;
 mod proposals;
 mod resources;
 pub(crate) mod schedules;
+mod tasks;
 mod team;
 mod workflows;
 
@@ -195,6 +196,7 @@ impl AgentWorker {
             + Self::resource_tools()
             + Self::approval_tools()
             + Self::branch_read_tools()
+            + Self::task_tools()
     }
 
     /// Management tools: the lead only.

@@ -441,6 +441,7 @@ impl Scheduler {
                         | Event::Notice { .. }
                         | Event::Acked { .. }
                         | Event::FeedbackGiven { .. }
+                        | Event::TaskChanged { .. }
                         | Event::ContractsChanged,
                     ) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
