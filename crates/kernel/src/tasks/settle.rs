@@ -111,6 +111,23 @@ pub(crate) fn settle_tx(c: &Connection, workflow_id: Option<i64>, now: i64) -> R
     Ok(done)
 }
 
+/// A polling agent has work waiting when a task it may take is open and
+/// unblocked and it holds no claim.
+impl crate::runtime::scheduler::Waiting for Tasks {
+    fn waiting_tx(&self, c: &Connection, workflow_id: i64, agent: &str) -> Result<bool> {
+        let held: i64 = c.query_row(
+            "SELECT count(*) FROM tasks WHERE workflow_id = ?1 AND state = 'claimed' AND owner = ?2",
+            sql::params![workflow_id, agent],
+            |r| r.get(0),
+        )?;
+        if held >= super::rules::MAX_CLAIMS {
+            return Ok(false);
+        }
+        let role = super::wake::role_of(c, workflow_id, agent)?;
+        Ok(super::rows::best_for(c, workflow_id, agent, role.as_deref())?.is_some())
+    }
+}
+
 impl Tasks {
     /// Releases every claim whose holder is gone (at start: a killed kernel's
     /// runs were closed as lost just before); how many.

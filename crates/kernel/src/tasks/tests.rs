@@ -164,9 +164,19 @@ async fn who_may_take_a_freed_task_is_told() {
     t.task_add(&lead, vec![second]).await.unwrap();
     assert_eq!(inboxes(&r).await, (1, 1, 2));
     claims(&t, &r, &[("cat", None, "only cat's")]).await;
-    // ann finishes: "second" is free; bob alone holds nothing (and ann finished it).
+    // ann finishes: "second" is free for ann and bob (cat holds a claim).
     done(&t, &r.scope("ann").await, first).await.unwrap();
-    assert_eq!(inboxes(&r).await, (1, 2, 2));
+    assert_eq!(inboxes(&r).await, (2, 2, 2));
+    // bob takes it and gives it back: ann is told, bob is not.
+    let second = id_of(&t, &r, "second").await;
+    claims(&t, &r, &[("bob", Some(second), "second")]).await;
+    let back = Update {
+        id: second,
+        state: Some("open".into()),
+        ..Default::default()
+    };
+    t.task_update(&r.scope("bob").await, back).await.unwrap();
+    assert_eq!(inboxes(&r).await, (3, 2, 2));
 }
 
 /// What releases a claim, and what keeps it: the claiming run lost, the agent
