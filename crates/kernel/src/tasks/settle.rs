@@ -129,13 +129,22 @@ impl crate::runtime::scheduler::Waiting for Tasks {
 }
 
 impl Tasks {
-    /// Releases every claim whose holder is gone (at start: a killed kernel's
-    /// runs were closed as lost just before); how many.
+    /// Releases the claims whose holder is gone (every instance's for None, with
+    /// the moves whose approvals closed unheard: at start, a killed kernel's runs
+    /// were closed as lost just before); how many tasks changed.
     pub(crate) async fn settle(&self, workflow_id: Option<i64>) -> Result<usize> {
         let now = self.clock.now_ms();
         let done = self
             .store
-            .write(move |c| settle_tx(c, workflow_id, now))
+            .write(move |c| {
+                let mut done = settle_tx(c, workflow_id, now)?;
+                if workflow_id.is_none() {
+                    let closed = super::approval::closed_all_tx(c, now)?;
+                    done.changed.extend(closed.changed);
+                    done.posted.extend(closed.posted);
+                }
+                Ok(done)
+            })
             .await?;
         let n = done.changed.len();
         self.announce(done);

@@ -304,3 +304,36 @@ async fn assert_released(t: &Tasks, r: &Rooms, who: &str, why: Option<&str>) {
         None => assert_eq!(v.state, TaskState::Claimed, "{v:?}"),
     }
 }
+
+/// What a poll of an interval schedule asks the board: whether a task the agent
+/// may take waits (open, unblocked, for it) while it holds no claim.
+#[tokio::test]
+async fn a_poll_sees_a_task_the_agent_may_take() {
+    use crate::runtime::scheduler::Waiting;
+    let r = Rooms::new().await;
+    r.agents(&["ann", "bob"]).await;
+    let t = Arc::new(board(&r));
+    let wid = r.scope("user").await.workflow_id;
+    let waits = async |who: &'static str| {
+        let t = t.clone();
+        r.store
+            .read(move |c| t.waiting_tx(c, wid, who))
+            .await
+            .unwrap()
+    };
+    assert_eq!((waits("ann").await, waits("bob").await), (false, false));
+    let mut mine = task("a", "ann's", &[]);
+    mine.assign = Some("ann".into());
+    let lead = r.scope("user").await;
+    t.task_add(&lead, vec![mine, task("b", "after", &["a"])])
+        .await
+        .unwrap();
+    // ann's task waits for ann; "after" is blocked, so nothing waits for bob.
+    assert_eq!((waits("ann").await, waits("bob").await), (true, false));
+    claims(&t, &r, &[("ann", None, "ann's")]).await;
+    assert_eq!((waits("ann").await, waits("bob").await), (false, false));
+    done(&t, &r.scope("ann").await, id_of(&t, &r, "ann's").await)
+        .await
+        .unwrap();
+    assert_eq!((waits("ann").await, waits("bob").await), (true, true));
+}
