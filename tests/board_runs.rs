@@ -248,3 +248,71 @@ async fn refused_approval(lead: &Client, bob: &Client, one: &Value) {
     });
     assert!(told, "{inbox}");
 }
+
+/// On PostgreSQL with two nodes: the node whose run holds a task is killed; the
+/// other takes its agent over once the lease is out, the lost run's claim is
+/// released there (its history says why), and the agent's run on the live node
+/// holds it again.
+#[tokio::test]
+async fn a_task_held_on_a_lost_node_is_held_again_by_a_live_run() {
+    let Some(_) = store::cluster() else {
+        return;
+    };
+    let dirs = [(); 2].map(|_| tempfile::tempdir().unwrap());
+    let url = store::database(&format!("board-nodes {}", dirs[0].path().display()));
+    let lease = [("AGENT_WORKER_NODE_LEASE", "2s")];
+    let a = HttpServer::start_with(dirs[0].path(), &["--node", "a", "--store", &url], &lease).await;
+    let b = HttpServer::start_with(dirs[1].path(), &["--node", "b", "--store", &url], &lease).await;
+    let lb = b.lead(Proto::Modern).await;
+    let rules = json!([{"when": "can be taken", "task": {"hold": "1h"}}]);
+    let made = json!({"name": "worker", "backend": "mock", "node": "a", "mock": rules});
+    call(&lb, "agent_new", made).await.ok();
+    let added = call(&lb, "task_add", json!({"title": "survive a node"}))
+        .await
+        .ok();
+    let id = added["tasks"][0]["id"].clone();
+    until(&lb, 30, |t| t[0]["state"] == "claimed").await;
+    a.kill().await;
+
+    let end = Instant::now() + Duration::from_secs(40);
+    let one = loop {
+        let one = call(&lb, "task_list", json!({ "id": id })).await.ok();
+        if history(&one).len() == 4 {
+            break one;
+        }
+        assert!(Instant::now() < end, "not held again: {one}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        history(&one),
+        [
+            "user added",
+            "worker claimed",
+            "system released",
+            "worker claimed"
+        ],
+        "{one}"
+    );
+    let why = &one["tasks"][0]["history"][2]["why"];
+    assert!(why.as_str().unwrap().contains("run was lost"), "{why}");
+    let i = info(&lb, "worker").await;
+    assert_eq!(i["agent"]["node"], "b", "{i}");
+    assert_eq!(i["runs"][0]["status"], "running", "{i}");
+    assert_eq!(i["runs"][1]["status"], "lost", "{i}");
+    b.stop().await;
+    // The killed node's worker outlived it (no kernel came back there to sweep it).
+    end_workers_in(&std::fs::canonicalize(dirs[0].path()).unwrap());
+}
+
+/// Ends the processes working under `dir` (a killed kernel's workers).
+fn end_workers_in(dir: &std::path::Path) {
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        let cwd = std::fs::read_link(e.path().join("cwd"));
+        if pid.chars().all(|c| c.is_ascii_digit()) && cwd.is_ok_and(|c| c.starts_with(dir)) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid])
+                .status();
+        }
+    }
+}
