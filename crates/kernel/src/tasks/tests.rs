@@ -337,3 +337,27 @@ async fn a_poll_sees_a_task_the_agent_may_take() {
         .unwrap();
     assert_eq!((waits("ann").await, waits("bob").await), (true, true));
 }
+
+/// A task's change crosses to the other kernels of a store as JSON, and back.
+#[test]
+fn a_task_change_crosses_the_node_bus() {
+    let e = Event::TaskChanged {
+        workflow_id: 1,
+        id: 2,
+        state: TaskState::Claimed,
+    };
+    let text = serde_json::to_string(&e).unwrap();
+    assert_eq!(
+        text,
+        r#"{"kind":"task_changed","workflow_id":1,"id":2,"state":"claimed"}"#
+    );
+    let back: Event = serde_json::from_str(&text).unwrap();
+    assert!(matches!(
+        back,
+        Event::TaskChanged {
+            workflow_id: 1,
+            id: 2,
+            state: TaskState::Claimed
+        }
+    ));
+}
