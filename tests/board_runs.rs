@@ -352,3 +352,29 @@ async fn an_sdk_agent_claims_and_finishes_a_task() {
     );
     s.stop().await;
 }
+
+/// A mock agent that keeps its claim and is asked again: its second claim is
+/// refused (it holds one), which its run reports and survives.
+#[tokio::test]
+async fn a_refused_claim_does_not_fail_a_mock_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    new_mock(&lead, "keeper", json!([{"when": "take", "task": {}}])).await;
+    call(
+        &lead,
+        "task_add",
+        json!({"plan": [{"title": "one"}, {"title": "two"}]}),
+    )
+    .await
+    .ok();
+    for _ in 0..2 {
+        let r = ask(&lead, "keeper", "take a task", 30).await;
+        assert_eq!(r["status"], "succeeded", "{r}");
+    }
+    let mine = call(&lead, "task_list", json!({"owner": "keeper"}))
+        .await
+        .ok();
+    assert_eq!(mine["tasks"].as_array().unwrap().len(), 1, "{mine}");
+    s.stop().await;
+}

@@ -285,7 +285,7 @@ pub struct MockPropose {
 
 /// A mock rule's task: task_claim (`id`, or the best task for the agent), then
 /// after `hold` task_update to `state` with `result` and `note`; with no `state`
-/// the claim is kept. Nothing to claim is no failure.
+/// the claim is kept. Nothing to claim, or a refused claim, is no failure.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MockTask {

@@ -172,7 +172,14 @@ async fn task(
     fill: &dyn Fn(&str) -> String,
 ) -> Result<(), Failure> {
     let args = t.id.map_or_else(|| json!({}), |id| json!({ "id": id }));
-    let got = run.client.must("task_claim", args).await?;
+    // A refused claim (taken meanwhile, one held already) is no failure of the run.
+    let got = match run.client.call("task_claim", args).await? {
+        Ok(got) => got,
+        Err(super::client::ToolFailed(why)) => {
+            run.report.progress(format!("claim refused: {why}"));
+            return Ok(());
+        }
+    };
     let Some(id) = got["task"]["id"].as_i64() else {
         run.report.progress("nothing to claim");
         return Ok(());
