@@ -197,6 +197,15 @@
 //!                  verdict.rs a merge verdict recorded),
 //!                  skills.rs the agents' skills, read again only when their folders change;
 //!                  tells workflows through events
+//!   tasks/         Tasks, the task board of each instance (above the runtime, which
+//!                  knows nothing of it): rules.rs what may move where, who may take
+//!                  a task, a plan's names and cycles, check_result; rows.rs its
+//!                  writes (add, the atomic claim, moves); read.rs the board and
+//!                  task_list's filter; wake.rs history lines and the inbox message
+//!                  to who may take a task that became claimable; settle.rs claims
+//!                  released when their agent or run is gone (on events and at
+//!                  start); approval.rs contracts on tasks (deny, an approval that
+//!                  holds a move)
 //!   workflows/     Workflows, workflow runs: start (run.rs), setup.rs its shell setup steps,
 //!                  status, stop, list; settle.rs the watch and when a run is done;
 //!                  facts.rs what a status and the idle check read; steps/ step
@@ -224,9 +233,9 @@
 //!                  each request in a span (traced.rs: the client's `traceparent`
 //!                  from `_meta` or the HTTP header continued)
 //!   client_configs.rs what agent_join hands out: HTTP and stdio client configs
-//!   resources/     resources and templates per identity (channel, status, documents,
-//!                  agents, inboxes, branches, runs, backends); instance.rs reads an
-//!                  instance's
+//!   resources/     resources and templates per identity (channel, status, board,
+//!                  documents, agents, inboxes, branches, runs, backends); instance.rs reads an
+//!                  instance's; templates.rs the templates
 //!   subscriptions/ kernel events as resource updates, list changes and log messages;
 //!                  budget.rs what one identity's subscriptions may hold (a listen
 //!                  whose client went gives way); listen.rs one 2026-07-28 listen,
@@ -256,7 +265,8 @@
 //!                  events
 //!   tools/         one file per tool group (contracts.rs: contracts, approvals and
 //!                  a run's permission_request; delegation.rs: team_agent_*, an
-//!                  agent's own agents); shared plumbing in tools/mod.rs,
+//!                  agent's own agents; tasks.rs the task board's tools); shared
+//!                  plumbing in tools/mod.rs,
 //!                  params.rs arguments whose errors name the field
 //! ```
 //!
@@ -276,7 +286,7 @@
 //!   kernel and knowing neither it nor the store. rmcp is named only by the MCP crate,
 //!   the worker (its client) and the binary. Inside the kernel each room is a
 //!   service holding only the rooms below it (registry < governance < messaging <
-//!   context < runtime < workflows), so a room cannot call one above it: signals go
+//!   context < runtime < tasks < workflows), so a room cannot call one above it: signals go
 //!   up as events. No room's code names a room above it (`tests/tidy_rooms.rs`;
 //!   `events`, `timing` and the kernel root's own items are shared below them all).
 //!   No room names `Kernel`; `impl Kernel` is only in `facade/` (`tests/tidy.rs`).

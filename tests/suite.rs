@@ -9,6 +9,8 @@ mod common;
 mod agent_config;
 mod asks;
 mod background;
+mod board;
+mod board_runs;
 mod branches;
 mod bridge;
 mod broadcasts;

@@ -42,6 +42,9 @@ const OWNERS: &[(&str, &str)] = &[
     ("runs", "runtime"),
     ("schedules", "runtime"),
     ("nodes", "runtime"),
+    ("tasks", "tasks"),
+    ("task_deps", "tasks"),
+    ("task_history", "tasks"),
     ("steps", "workflows"),
 ];
 

@@ -227,6 +227,28 @@ impl StepState {
     }
 }
 
+text_enum! {
+    /// A task of a board (`tasks.state`). Blocked is not a state: an open task
+    /// whose dependencies are not all done is shown with what blocks it.
+    pub enum TaskState("task state") {
+        /// Anyone it is assigned to may claim it (once its dependencies are done).
+        Open = "open",
+        /// Held by its owner (the run that claimed it, or the agent's next run).
+        Claimed = "claimed",
+        Done = "done",
+        Failed = "failed",
+        /// By the lead.
+        Cancelled = "cancelled",
+    }
+}
+
+impl TaskState {
+    /// Done, failed or cancelled: nothing moves it again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Done | Self::Failed | Self::Cancelled)
+    }
+}
+
 /// Every text any state enum above has: what a state literal in SQL may say.
 pub fn all_state_texts() -> impl Iterator<Item = &'static str> {
     let agent = AgentState::ALL.iter().map(|s| s.as_str());
@@ -236,6 +258,7 @@ pub fn all_state_texts() -> impl Iterator<Item = &'static str> {
     let approval = ApprovalState::ALL.iter().map(|s| s.as_str());
     let proposal = ProposalStatus::ALL.iter().map(|s| s.as_str());
     let step = StepState::ALL.iter().map(|s| s.as_str());
+    let task = TaskState::ALL.iter().map(|s| s.as_str());
     agent
         .chain(run)
         .chain(workflow)
@@ -243,6 +266,7 @@ pub fn all_state_texts() -> impl Iterator<Item = &'static str> {
         .chain(approval)
         .chain(proposal)
         .chain(step)
+        .chain(task)
 }
 
 impl Wake {

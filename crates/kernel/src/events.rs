@@ -82,6 +82,13 @@ pub enum Event {
     /// A member reported feedback about its tools or skills (my_feedback);
     /// `first`: the instance's first kept report (its feedback resource is new).
     FeedbackGiven { workflow_id: i64, first: bool },
+    /// A task of an instance's board was added, claimed, moved, released, noted,
+    /// or held for an approval; `state` is its state now.
+    TaskChanged {
+        workflow_id: i64,
+        id: i64,
+        state: domain::states::TaskState,
+    },
 }
 
 /// What publishing also hands an event to (the bus to other kernels).

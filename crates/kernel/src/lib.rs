@@ -5,14 +5,14 @@
 //! clock, the event bus and the rooms below it: [`registry::Registry`] (instances,
 //! agents, tokens), [`governance::contracts::Contracts`], [`messaging::Messaging`]
 //! (channel, inboxes, status, resources), [`context::Context`] (documents,
-//! proposals), [`runtime::Runtime`] (workers, scheduler, nodes) and
-//! [`workflows::Workflows`]; [`feedback::FeedbackRoom`] (what members report about
+//! proposals), [`runtime::Runtime`] (workers, scheduler, nodes), [`tasks::Tasks`]
+//! (the task board) and [`workflows::Workflows`]; [`feedback::FeedbackRoom`] (what members report about
 //! their tools and skills) is built from the store and the events. [`Kernel`] (in
 //! `facade/`) composes them, hands the MCP layer the rooms that decide alone, and
 //! is the façade for what composes rooms.
 //!
 //! The order is store < registry < governance < messaging < context < runtime <
-//! workflows: a room's code names no room above it (the workspace's
+//! tasks < workflows: a room's code names no room above it (the workspace's
 //! `tests/tidy_rooms.rs` reads each room's files for one), and [`events`],
 //! [`timing`] and this root's own items are shared below them all; `feedback`
 //! stands beside registry, on the store alone.
@@ -27,6 +27,7 @@ pub mod governance;
 pub mod messaging;
 pub mod registry;
 pub mod runtime;
+pub mod tasks;
 pub mod timing;
 pub mod workflows;
 

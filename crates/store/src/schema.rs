@@ -514,4 +514,48 @@ CREATE INDEX agents_by_parent ON agents (parent_id);
 ALTER TABLE agents ADD COLUMN gone_tokens INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE agents ADD COLUMN gone_usd REAL NOT NULL DEFAULT 0;
 "#,
+    // 26: the task board: tasks of an instance with their state, owner (and the
+    // run that claimed it, `run_id`), who may take them (`assign`: NULL any, a
+    // name, or `role:<role>`), labels and links (JSON lists), an optional result
+    // schema and the result (JSON text), and the approval a held transition waits
+    // for (`approval_id`, what it would do in `held`); their dependencies
+    // (`task_deps`: `task_id` waits for `dep_id` to be done) and their history.
+    r#"
+CREATE TABLE tasks (
+    id            INTEGER PRIMARY KEY,
+    workflow_id   INTEGER NOT NULL,
+    title         TEXT NOT NULL,
+    body          TEXT,
+    state         TEXT NOT NULL DEFAULT 'open',
+    owner         TEXT COLLATE NOCASE,
+    run_id        TEXT,
+    labels        TEXT NOT NULL DEFAULT '[]',
+    priority      INTEGER NOT NULL DEFAULT 0,
+    assign        TEXT COLLATE NOCASE,
+    result_schema TEXT,
+    result        TEXT,
+    links         TEXT NOT NULL DEFAULT '[]',
+    approval_id   INTEGER,
+    held          TEXT,
+    created_by    TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+);
+CREATE INDEX tasks_by_instance ON tasks (workflow_id, state);
+CREATE TABLE task_deps (
+    task_id INTEGER NOT NULL,
+    dep_id  INTEGER NOT NULL,
+    PRIMARY KEY (task_id, dep_id)
+);
+CREATE INDEX task_deps_by_dep ON task_deps (dep_id);
+CREATE TABLE task_history (
+    id      INTEGER PRIMARY KEY,
+    task_id INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    who     TEXT NOT NULL,
+    what    TEXT NOT NULL,
+    why     TEXT
+);
+CREATE INDEX task_history_by_task ON task_history (task_id, id);
+"#,
 ];

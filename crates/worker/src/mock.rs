@@ -89,6 +89,7 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
                 && rule.resource.is_none()
                 && rule.write.is_none()
                 && rule.result.is_none()
+                && rule.task.is_none()
                 && rule.reply.is_none();
             if !only_sleeps {
                 break;
@@ -99,8 +100,8 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
 }
 
 /// What one rule does for the message `id`, in order: sleep, write a file, send,
-/// append, vote, propose, create a resource, submit a result, fail; its reply, if
-/// it has one.
+/// append, vote, propose, create a resource, submit a result, claim and move a
+/// task, fail; its reply, if it has one.
 async fn apply(
     run: &Run<'_>,
     (rule, id): (&MockRule, Option<&str>),
@@ -165,10 +166,51 @@ async fn apply(
         run.client.must("result_submit", args).await?;
         run.report.progress("submitted a result");
     }
+    if let Some(t) = &rule.task {
+        task(run, t, fill).await?;
+    }
     if let Some(f) = &rule.fail {
         return Err(Failure::classified(fill(f)));
     }
     Ok(rule.reply.as_deref().map(fill))
+}
+
+/// Claims a task, holds it, and moves it as the rule says.
+async fn task(
+    run: &Run<'_>,
+    t: &super::protocol::MockTask,
+    fill: &dyn Fn(&str) -> String,
+) -> Result<(), Failure> {
+    let args = t.id.map_or_else(|| json!({}), |id| json!({ "id": id }));
+    // A refused claim (taken meanwhile, one held already) is no failure of the run.
+    let got = match run.client.call("task_claim", args).await? {
+        Ok(got) => got,
+        Err(super::client::ToolFailed(why)) => {
+            run.report.progress(format!("claim refused: {why}"));
+            return Ok(());
+        }
+    };
+    let Some(id) = got["task"]["id"].as_i64() else {
+        run.report.progress("nothing to claim");
+        return Ok(());
+    };
+    run.report.progress(format!("claimed task {id}"));
+    if let Some(h) = &t.hold {
+        tokio::time::sleep(humantime::parse_duration(h).unwrap_or(Duration::ZERO)).await;
+    }
+    let Some(state) = &t.state else {
+        return Ok(());
+    };
+    let mut args = json!({ "id": id, "state": state });
+    if let Some(r) = &t.result {
+        args["result"] = r.clone();
+    }
+    if let Some(n) = &t.note {
+        args["note"] = json!(fill(n));
+    }
+    run.client.must("task_update", args).await?;
+    run.report.progress(format!("task {id} {state}"));
+    Ok(())
 }
 
 /// Writes a file as the sdk backend's write_file does: the agent's permissions,

@@ -114,6 +114,19 @@ fn subject(when: &When) -> String {
                 .map(|b| format!(" with backend {b}"))
                 .unwrap_or_default()
         ),
+        When::Task {
+            state,
+            title,
+            agent,
+        } => format!(
+            "When {} moves {} to {}",
+            who(agent, "any agent"),
+            title
+                .as_ref()
+                .map(|t| format!("a task matching \"{t}\""))
+                .unwrap_or_else(|| "a task".into()),
+            state.as_deref().unwrap_or("any state")
+        ),
     }
 }
 
@@ -237,6 +250,7 @@ fn approval(
         When::Spend { .. } => "hold the agent's next runs until",
         When::Merge { .. } => "hold the merge until",
         When::AgentNew { .. } => "hold the new agent until",
+        When::Task { .. } => "hold the move until",
         _ => "wait until",
     };
     format!(

@@ -66,3 +66,14 @@ pub(crate) fn members(v: &Value, k: &str) -> R<Vec<String>> {
     }
     Ok(out)
 }
+
+/// A text field that is one of `words`, if given.
+pub(crate) fn word(o: &Map<String, Value>, k: &str, words: &[&str]) -> R<Option<String>> {
+    let w = text(o, k)?;
+    match &w {
+        Some(x) if !words.contains(&x.as_str()) => {
+            Err(format!("{k}: {x:?}; use one of {}", words.join(", ")))
+        }
+        _ => Ok(w),
+    }
+}

@@ -74,6 +74,18 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
         (When::AgentNew { backend, .. }, Event::AgentNew { by, backend: b, .. }) => {
             c.agent_matches(by) && backend.as_deref().is_none_or(|x| x == *b)
         }
+        (
+            When::Task { state, title, .. },
+            Event::Task {
+                agent,
+                state: s,
+                title: t,
+            },
+        ) => {
+            c.agent_matches(agent)
+                && state.as_deref().is_none_or(|x| x == *s)
+                && title.as_deref().is_none_or(|g| glob(g, t))
+        }
         _ => false,
     }
 }

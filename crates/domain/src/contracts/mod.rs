@@ -12,6 +12,7 @@
 //! | `spend` | `usd` or `tokens` (a threshold), `per` (agent or workflow), `agent` | require_approval, notify, pause |
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
 //! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
+//! | `task` | `state` (the state a task moves to: open, done, failed, cancelled), `title` (glob), `agent` (who moves it) | allow, deny, require_approval, require_votes, notify |
 //! | `step` | `on` (the events of [`crate::steps::On`], all of them) | run |
 //!
 //! `step` and `run` are a step workflow's steps (its `steps:` compile to them);
@@ -181,6 +182,13 @@ pub enum When {
         file: Option<String>,
         agent: Option<String>,
     },
+    /// A task of a board moved by an agent (`agent`) to `state`, its title
+    /// matching `title` (a glob).
+    Task {
+        state: Option<String>,
+        title: Option<String>,
+        agent: Option<String>,
+    },
     /// A step of a step workflow: its events (all of them) have happened. Only a
     /// workflow's `steps:` make these.
     Step { on: Vec<crate::steps::On> },
@@ -209,6 +217,7 @@ impl When {
             When::Merge { .. } => "merge",
             When::Step { .. } => "step",
             When::AgentNew { .. } => "agent_new",
+            When::Task { .. } => "task",
         }
     }
 
@@ -219,7 +228,8 @@ impl When {
             | When::Spend { agent, .. }
             | When::RunEnd { agent, .. }
             | When::DocWrite { agent, .. }
-            | When::Merge { agent, .. } => agent.as_deref(),
+            | When::Merge { agent, .. }
+            | When::Task { agent, .. } => agent.as_deref(),
             When::Message { from, .. } => from.as_deref(),
             When::AgentNew { by, .. } => by.as_deref(),
             When::Step { .. } => None,
@@ -426,6 +436,12 @@ pub enum Event<'a> {
         by: &'a str,
         name: &'a str,
         backend: &'a str,
+    },
+    /// `agent` moves a task titled `title` to `state`.
+    Task {
+        agent: &'a str,
+        state: &'a str,
+        title: &'a str,
     },
 }
 

@@ -5,11 +5,11 @@
 use super::*;
 use serde_json::{Map, Value};
 
-use super::fields::{glob_field, members, object, only, text};
+use super::fields::{glob_field, members, object, only, text, word};
 
 type R<T> = Result<T, String>;
 
-const EVENTS: &str = "tool_request, message, spend, run_end, doc_write, merge or agent_new";
+const EVENTS: &str = "tool_request, message, spend, run_end, doc_write, merge, agent_new or task";
 const ACTIONS: &str = "allow, deny, require_approval, require_votes, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
@@ -209,15 +209,8 @@ fn when(v: &Value) -> R<When> {
         }
         "run_end" => {
             only(o, "", &["event", "status", "agent"])?;
-            let status = text(o, "status")?;
-            const STATUSES: &[&str] = &["succeeded", "failed", "stopped", "lost"];
-            if let Some(s) = &status
-                && !STATUSES.contains(&s.as_str())
-            {
-                return Err(format!("status: {s:?}; use one of {}", STATUSES.join(", ")));
-            }
             When::RunEnd {
-                status,
+                status: word(o, "status", &["succeeded", "failed", "stopped", "lost"])?,
                 agent: agent()?,
             }
         }
@@ -236,6 +229,7 @@ fn when(v: &Value) -> R<When> {
                 backend: text(o, "backend")?,
             }
         }
+        "task" => task_when(o)?,
         "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
@@ -330,17 +324,20 @@ fn tool_class(o: &Map<String, Value>) -> R<Option<ToolClass>> {
 /// `when` of a merge contract.
 fn merge_when(o: &Map<String, Value>) -> R<When> {
     only(o, "", &["event", "agent", "into", "mode"])?;
-    let mode = text(o, "mode")?;
-    const MODES: &[&str] = &["auto", "ff", "merge", "squash"];
-    if let Some(m) = &mode
-        && !MODES.contains(&m.as_str())
-    {
-        return Err(format!("mode: {m:?}; use one of {}", MODES.join(", ")));
-    }
     Ok(When::Merge {
         agent: glob_field(o, "agent")?,
         into: glob_field(o, "into")?,
-        mode,
+        mode: word(o, "mode", &["auto", "ff", "merge", "squash"])?,
+    })
+}
+
+/// `when` of a task contract.
+fn task_when(o: &Map<String, Value>) -> R<When> {
+    only(o, "", &["event", "agent", "state", "title"])?;
+    Ok(When::Task {
+        agent: glob_field(o, "agent")?,
+        state: word(o, "state", &["open", "done", "failed", "cancelled"])?,
+        title: glob_field(o, "title")?,
     })
 }
 
@@ -513,6 +510,13 @@ fn fits(when: &When, then: &Then) -> R<()> {
         When::RunEnd { .. } => &["notify", "pause"],
         When::DocWrite { .. } => &["allow", "deny", "notify"],
         When::Merge { .. } => &[
+            "allow",
+            "deny",
+            "require_approval",
+            "require_votes",
+            "notify",
+        ],
+        When::Task { .. } => &[
             "allow",
             "deny",
             "require_approval",

@@ -20,6 +20,7 @@ mod runtime;
 use crate::events::Events;
 use crate::{
     context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
+    tasks as tk,
     timing::{Clock, Setup},
     workflows as wf,
 };
@@ -40,6 +41,8 @@ pub struct Kernel {
     pub(crate) context: Arc<ctx::Context>,
     /// Agents as things that run: workers, the scheduler, nodes.
     pub(crate) runtime: Arc<rt::Runtime>,
+    /// The task board of every instance.
+    pub(crate) tasks: Arc<tk::Tasks>,
     /// Workflow runs from YAML: started, settled, stopped.
     pub(crate) workflows: Arc<wf::Workflows>,
     /// The contracts in force (hot-loaded on every change).
@@ -140,6 +143,14 @@ impl Kernel {
             node.to_owned(),
             setup,
         ));
+        let tasks = Arc::new(tk::Tasks::new(
+            (store.clone(), events.clone(), runtime.clock().clone()),
+            contracts.clone(),
+            messaging.clone(),
+            Arc::downgrade(&runtime),
+        ));
+        let waiting = Arc::downgrade(&tasks) as std::sync::Weak<dyn rt::scheduler::Waiting>;
+        runtime.scheduler().waiting_with(waiting);
         let feedback = Arc::new(fb::FeedbackRoom::new(
             store.clone(),
             events.clone(),
@@ -166,6 +177,7 @@ impl Kernel {
             data_dir: data_dir.to_owned(),
             context,
             runtime,
+            tasks,
             workflows,
             contracts,
             messaging,
@@ -213,6 +225,13 @@ impl Kernel {
             );
         }
         self.runtime.recover_approvals().await?;
+        let released = self.tasks.settle(None).await?;
+        if released > 0 {
+            tracing::info!(
+                released,
+                "tasks claimed by runs that are gone are open again"
+            );
+        }
         self.context.start_proposal_timer();
         Ok(())
     }
@@ -224,6 +243,7 @@ impl Kernel {
         self.runtime.start_bus()?;
         self.runtime.start_heartbeat().await?;
         self.workflows.start_workflow_watch();
+        self.tasks.start_watch();
         self.runtime.start_scheduler().await?;
         // Step graphs whose events came while no kernel listened move on now.
         self.workflows.recover_steps().await
@@ -256,6 +276,11 @@ impl Kernel {
     /// Documents and proposals.
     pub fn context(&self) -> &Arc<ctx::Context> {
         &self.context
+    }
+
+    /// The task board: tasks added, claimed, moved, listed.
+    pub fn tasks(&self) -> &Arc<tk::Tasks> {
+        &self.tasks
     }
 
     /// Workflow runs from YAML: started, waited on, stopped, listed.

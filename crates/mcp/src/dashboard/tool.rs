@@ -125,6 +125,7 @@ fn concerns(event: &Event, shown: Option<i64>) -> bool {
         | Event::AgentFailed { workflow_id, .. }
         | Event::Acked { workflow_id, .. }
         | Event::FeedbackGiven { workflow_id, .. }
+        | Event::TaskChanged { workflow_id, .. }
         | Event::WorkflowQuiet { workflow_id } => *workflow_id,
         Event::AgentChanged { .. } | Event::WorkflowSettled { .. } => return true,
         Event::ContractsChanged => return false,

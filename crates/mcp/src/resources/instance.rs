@@ -52,17 +52,17 @@ pub(super) async fn read(
                 .map_err(internal)?;
             json(serde_json::to_string_pretty(&r))
         }
+        ["board"] => {
+            let r = kernel.tasks().board_view(&scope).await.map_err(internal)?;
+            json(serde_json::to_string_pretty(&r))
+        }
         ["documents", file] => {
             let file = decode(file).ok_or_else(unknown)?;
-            let d = kernel
-                .context()
-                .doc_read(&scope, Some(&file))
-                .await
-                .map_err(|_| unknown())?;
-            if !d.exists {
-                return Err(unknown());
+            let d = kernel.context().doc_read(&scope, Some(&file)).await;
+            match d {
+                Ok(d) if d.exists => text(d.content, mime_of(&file)),
+                _ => Err(unknown()),
             }
-            text(d.content, mime_of(&file))
         }
         ["agents", agent, "diff"] => {
             let args = kernel::runtime::worktrees::DiffArgs {

@@ -6,6 +6,7 @@
 //! | `agent-worker://workflows/{name}/{tag}/status` | workflow_status (JSON) | the same |
 //! | `agent-worker://workflows/{name}/{tag}/documents/{+file}` | a document, with its MIME type | the same |
 //! | `agent-worker://workflows/{name}/{tag}/feedback` | what members reported about their tools and skills (my_feedback), newest first (JSON; listed once there is some) | the same |
+//! | `agent-worker://workflows/{name}/{tag}/board` | the task board: counts by state and every task (task_list's shape, JSON; listed once it has a task) | the same |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}` | agent_info (JSON) | the lead; an agent, itself |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox` | the inbox, looked at, not read (JSON) | the same |
 //! | `agent-worker://workflows/{name}/{tag}/agents/{agent}/diff` | a worktree agent's branch (branch_diff, JSON) | the lead; its teammates |
@@ -24,11 +25,14 @@
 //! cannot probe for other instances.
 
 mod instance;
+mod templates;
+
+pub use templates::templates;
 
 use domain::names::WorkflowRef;
 use kernel::{Caller, Kernel};
 use rmcp::ErrorData as McpError;
-use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
 use std::collections::{BTreeMap, HashMap};
 
 const SCHEME: &str = "agent-worker://";
@@ -38,83 +42,6 @@ fn resource(uri: String, name: String, description: &str, mime: &str) -> Resourc
     Resource::new(uri, name)
         .with_description(description)
         .with_mime_type(mime)
-}
-
-/// The templates every client can fill in (what the caller may read of them is
-/// decided when it reads).
-pub fn templates(caller: &Caller) -> Vec<ResourceTemplate> {
-    let t = |uri: &str, name: &str, description: &str, mime: &str| {
-        ResourceTemplate::new(uri, name)
-            .with_description(description)
-            .with_mime_type(mime)
-    };
-    let mut v = vec![
-        t(
-            "agent-worker://workflows/{name}/{tag}/channel",
-            "channel",
-            "A workflow instance's channel: the latest 50 messages you may see.",
-            "text/markdown",
-        ),
-        t(
-            "agent-worker://workflows/{name}/{tag}/status",
-            "status",
-            "A workflow instance's status, agents, runs and usage (workflow_status).",
-            JSON,
-        ),
-        t(
-            "agent-worker://workflows/{name}/{tag}/feedback",
-            "feedback",
-            "What the instance's members reported about their tools and skills (my_feedback).",
-            JSON,
-        ),
-        t(
-            "agent-worker://workflows/{name}/{tag}/documents/{+file}",
-            "document",
-            "A document of the instance.",
-            "text/markdown",
-        ),
-        t(
-            "agent-worker://workflows/{name}/{tag}/agents/{agent}",
-            "agent",
-            "An agent: configuration, state, inbox counts, recent runs (agent_info).",
-            JSON,
-        ),
-        t(
-            "agent-worker://workflows/{name}/{tag}/agents/{agent}/inbox",
-            "inbox",
-            "An agent's unacknowledged messages (looking does not mark them read).",
-            JSON,
-        ),
-        t(
-            "agent-worker://workflows/{name}/{tag}/agents/{agent}/diff",
-            "diff",
-            "A worktree agent's branch against the one it was made from: files, counts, patch \
-             (branch_diff); updated at each of its commits.",
-            JSON,
-        ),
-        t(
-            "agent-worker://resources/{id}",
-            "resource",
-            "A content-addressed resource (resource_create).",
-            "text/plain",
-        ),
-    ];
-    if caller.is_lead() {
-        v.push(t(
-            "agent-worker://runs/{run_id}",
-            "run",
-            "One run: trigger, status, final text, error, stderr tail, usage, denials.",
-            JSON,
-        ));
-        v.push(t(
-            "agent-worker://orgs/{name}",
-            "organisation",
-            "An organisation: its members, the instances run within it, its contracts and its \
-             channel's URI.",
-            JSON,
-        ));
-    }
-    v
 }
 
 fn base(w: &WorkflowRef) -> String {
@@ -293,6 +220,24 @@ async fn instance_resources(
             JSON,
         ));
     }
+    let scope = kernel
+        .registry()
+        .scope(caller, Some(&w.to_string()))
+        .await
+        .map_err(internal)?;
+    if kernel
+        .tasks()
+        .board(scope.workflow_id)
+        .await
+        .is_ok_and(|b| !b.is_empty())
+    {
+        out.push(resource(
+            board_uri(w),
+            format!("{w} board"),
+            "The task board: counts by state and its tasks.",
+            JSON,
+        ));
+    }
     for a in agents(kernel, caller, w).await? {
         // The instance's own `@` joins the agent's name: alice@review:pr-1.
         out.push(resource(
@@ -308,11 +253,6 @@ async fn instance_resources(
             JSON,
         ));
     }
-    let scope = kernel
-        .registry()
-        .scope(caller, Some(&w.to_string()))
-        .await
-        .map_err(internal)?;
     if let Ok(docs) = kernel.context().doc_list(&scope).await {
         for d in docs.files {
             out.push(resource(
@@ -368,7 +308,7 @@ pub async fn authorize_with(
                 return Err(unknown());
             }
             match what {
-                ["channel"] | ["status"] | ["feedback"] => Ok(()),
+                ["channel"] | ["status"] | ["feedback"] | ["board"] => Ok(()),
                 ["documents", file] if decode(file).is_some() => Ok(()),
                 ["agents", agent, "diff"] if is_token(agent, 64) => Ok(()),
                 ["agents", agent] | ["agents", agent, "inbox"] if may_see_agent(caller, agent) => {
@@ -414,6 +354,9 @@ pub fn status_uri(w: &WorkflowRef) -> String {
 }
 pub fn feedback_uri(w: &WorkflowRef) -> String {
     format!("{}/feedback", base(w))
+}
+pub fn board_uri(w: &WorkflowRef) -> String {
+    format!("{}/board", base(w))
 }
 pub fn agent_uri(w: &WorkflowRef, agent: &str) -> String {
     format!("{}/agents/{agent}", base(w))

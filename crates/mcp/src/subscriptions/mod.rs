@@ -361,6 +361,7 @@ async fn changed(
         | Event::ApprovalAsked { workflow_id, .. }
         | Event::ApprovalClosed { workflow_id, .. }
         | Event::FeedbackGiven { workflow_id, .. }
+        | Event::TaskChanged { workflow_id, .. }
         | Event::Acked { workflow_id, .. } => *workflow_id,
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
@@ -410,6 +411,11 @@ async fn changed(
         Event::DocumentChanged { file, created, .. } => {
             (vec![resources::document_uri(&w, file)], *created)
         }
+        // A board is listed once it has a task: a new open task may be its first.
+        Event::TaskChanged { state, .. } => (
+            vec![resources::board_uri(&w)],
+            *state == domain::states::TaskState::Open,
+        ),
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
         | Event::Notice { .. }

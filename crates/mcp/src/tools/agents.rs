@@ -40,7 +40,7 @@ pub struct AgentNewArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// A node's name, or {labels: [..]} for the least loaded live node with all of them (default: the least loaded).
+    /// A node's name or {labels: [..]} (default: the least loaded).
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
     pub node: Option<PlacementArg>,
@@ -122,7 +122,7 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
     pub delegate: Option<serde_json::Value>,
-    /// Move it to this live node, or give it {labels: [..]} (it moves if its node lacks them); not while running. Its waiting messages and schedule follow.
+    /// A live node to move it to, or {labels: [..]} (it moves if its node lacks them); not while running.
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
     pub node: Option<PlacementArg>,
@@ -264,8 +264,7 @@ impl AgentWorker {
     /// max_cost_usd}; `mcp_servers` {name: {command, args, env} or {url, headers}}; `mock`
     /// rules {when, send, to, write, reply, ...}; `workspace` "worktree" (its own git
     /// worktree and branch) or {mode, repo, base, branch}; `skills` [SKILL.md folders];
-    /// `node` a node's name or {labels: [gpu]}; `delegate` {agents, depth, backends, budget}
-    /// lets it make and ask agents of its own (team_agent_*).
+    /// `node`; `delegate` {agents, depth, backends, budget} (team_agent_*).
     #[tool(
         title = "Create an agent",
         annotations(
@@ -317,11 +316,9 @@ impl AgentWorker {
         Ok(Json(AgentMadeOut { agent, warning }))
     }
 
-    /// Change an agent (`target`): only what is given, checked as agent_new checks, from its
-    /// next run; `permissions`, `env`, `budget`, `mcp_servers`, `workspace` and `skills` as
-    /// agent_new takes them (maps and lists replace), `delegate` too (or "off"). Workspace
-    /// "shared" keeps its branch.
-    /// `node` alone moves it to a live node, or sets {labels} (moving it if its node lacks them).
+    /// Change an agent (`target`): what is given (`permissions`, `env`, `budget`,
+    /// `mcp_servers`, `workspace`, `skills`, `delegate` or "off", `node`) as agent_new takes
+    /// it, from its next run; maps and lists replace. Workspace "shared" keeps its branch.
     #[tool(
         title = "Change an agent",
         annotations(

@@ -15,7 +15,7 @@ pub struct InboxArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
-    /// With nothing to show, wait up to this long (0..=50 s) for something.
+    /// Wait up to this long (0..=50 s) for something new.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,

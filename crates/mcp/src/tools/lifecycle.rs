@@ -58,7 +58,7 @@ impl AgentWorker {
 
 #[tool_router(router = lifecycle_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Ask an agent (`target`, "name" or "name@workflow:tag") a `message` as a DM from you, run it
+    /// Ask an agent (`target`) a `message` as a DM from you, run it
     /// now and wait for its answer: the messages it sent you and its final text, or its run id;
     /// with a `result_schema`, the `result` it submits.
     #[tool(

@@ -25,6 +25,7 @@ mod proposals;
 mod resources;
 mod results;
 pub(crate) mod schedules;
+mod tasks;
 mod team;
 mod workflows;
 
@@ -165,7 +166,7 @@ pub(crate) fn given(s: &Option<String>) -> Option<&str> {
 /// The scope argument every context tool takes (flattened into its arguments).
 #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct ScopeArg {
-    /// The instance, e.g. "@review:pr-1" (default "@global:main").
+    /// E.g. "@review:pr-1" (default "@global:main").
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
@@ -198,6 +199,7 @@ impl AgentWorker {
             + Self::result_tools()
             + Self::approval_tools()
             + Self::branch_read_tools()
+            + Self::task_tools()
     }
 
     /// Delegation: only agents whose definition carries `delegate`.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct OrgSetArgs {
-    /// 1 to 60 characters of A-Z a-z 0-9 _ - (no dots), in any letter case.
+    /// 1 to 60 of A-Z a-z 0-9 _ - (no dots).
     pub name: String,
     /// What it is for, at most 2,000 characters.
     #[serde(default)]

@@ -36,7 +36,7 @@ pub struct CreateArgs {
     #[serde(default)]
     #[schemars(with = "bool")]
     pub binding: Option<bool>,
-    /// Voting time, e.g. "30m" (default "1h", at most "7d").
+    /// E.g. "30m" (default "1h", at most "7d").
     #[serde(default)]
     #[schemars(with = "String")]
     pub timeout: Option<String>,
@@ -87,7 +87,7 @@ impl AgentWorker {
     /// Put a question (`type`, `title`) to a team vote; the team is @mentioned. `options`:
     /// strings or {id, label} (a decision needs them). `contract` (type approval): a
     /// contract_set object the lead's approve puts in force here. Resolves by `resolution`
-    /// (a tie by `tie_breaker`) or at its timeout.
+    /// (ties: `tie_breaker`).
     #[tool(
         title = "Propose a vote",
         annotations(

@@ -114,8 +114,7 @@ pub struct WorkflowRunArgs {
 
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
-    /// The organisation it runs within, e.g. "review-team" (default: the YAML's `org`,
-    /// else global): its members and contracts apply.
+    /// An organisation to run within (default: the YAML's `org`).
     #[serde(default)]
     #[schemars(with = "String")]
     pub org: Option<String>,
