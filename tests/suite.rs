@@ -19,6 +19,7 @@ mod conformance;
 mod contract_rules;
 mod contracts;
 mod dashboard;
+mod dashboard_board;
 mod documents;
 mod fanout_memory;
 mod feedback;
