@@ -33,6 +33,7 @@ mod inspector_calls;
 mod inspector_listens;
 mod inspector_web;
 mod interop;
+mod interop_board;
 mod interop_contracts;
 mod interop_permissions;
 mod interop_skills;

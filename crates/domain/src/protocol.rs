@@ -235,6 +235,10 @@ pub struct MockRule {
     /// Store this text as a resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// Work the task board: claim a task, set it done with the result
+    /// {summary: this text} (`{task}` its title), while one is left to claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     /// Write a file in its folder, as the sdk backend's write_file does (its
     /// permissions and the contracts decide; a refusal fails the run):
     /// {path: "src/retry.rs", content: "..."}.
@@ -333,6 +337,7 @@ impl MockRule {
                 r.vote.is_some(),
                 r.propose.is_some(),
                 r.resource.is_some(),
+                r.task.is_some(),
                 r.write.is_some(),
                 r.fail.is_some(),
                 r.reply.is_some(),
@@ -340,7 +345,7 @@ impl MockRule {
             if !acts.contains(&true) {
                 return Err(format!(
                     "mock rule {n} does nothing: give it one of sleep, write, send, doc_append, vote, propose, \
-                     resource, fail, reply"
+                     resource, task, fail, reply"
                 ));
             }
             if let Some(w) = &r.write
