@@ -190,6 +190,42 @@ async fn a_thousand_concurrent_claims_do_each_task_once() {
     s.stop().await;
 }
 
+/// The same race on PostgreSQL with two kernels (nodes a and b) sharing one
+/// database, half the sessions on each.
+#[tokio::test]
+async fn a_thousand_claims_on_two_nodes_of_postgresql_do_each_task_once() {
+    let Some(_) = store::cluster() else {
+        return;
+    };
+    let dirs = [(); 2].map(|_| tempfile::tempdir().unwrap());
+    let url = store::database(&format!("board {}", dirs[0].path().display()));
+    let a = HttpServer::start_with(dirs[0].path(), &["--node", "a", "--store", &url], &[]).await;
+    let b = HttpServer::start_with(dirs[1].path(), &["--node", "b", "--store", &url], &[]).await;
+    let (la, lb) = (a.lead(Proto::Modern).await, b.lead(Proto::Legacy).await);
+    let names: Vec<String> = (0..20).map(|i| format!("w{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    new_agents(&la, WF, &refs).await;
+    let mut sessions = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let target = format!("{n}{WF}");
+        sessions.push(match i % 2 {
+            0 => join(&a, &la, &target, Proto::Modern).await,
+            _ => join(&b, &lb, &target, Proto::Legacy).await,
+        });
+    }
+    let plan: Vec<Value> = (0..50).map(|i| json!({"title": format!("t{i}")})).collect();
+    let added = call(&lb, "task_add", json!({"workflow": WF, "plan": plan}))
+        .await
+        .ok();
+    let ids = ids_of(&added);
+    let won = claim_race(&sessions, &ids, 50).await;
+    assert_eq!(won, 50, "each of the 50 tasks is won once in 1000 claims");
+    check_history(&la, &ids).await;
+    drop(sessions);
+    a.stop().await;
+    b.stop().await;
+}
+
 /// Each session makes `per` claims, every other one naming a task (round-robin
 /// from its own offset, so that they collide, done tasks included) and the others
 /// taking the best; what it wins it finishes. The claims won, in all.

@@ -123,6 +123,25 @@ fn every_tool(target: &[String], era: &str) {
     assert_eq!(r["files"], json!([]), "{r}");
     let r = call("branch_merge", json!({ "agent": coder }));
     assert_eq!(r["status"], "up_to_date", "{r}");
+    board_tools(&call, era);
+}
+
+/// The task board's tools: a plan added, its first task claimed, done, listed.
+fn board_tools(call: &dyn Fn(&str, Value) -> Value, era: &str) {
+    let plan = json!({"plan": [{"name": "a", "title": format!("first {era}")},
+                               {"name": "b", "title": format!("then {era}"), "deps": ["a"]}]});
+    let r = call("task_add", plan);
+    let (a, b) = (r["tasks"][0]["id"].clone(), r["tasks"][1]["id"].clone());
+    assert_eq!(r["tasks"][1]["blocked_by"], json!([a]), "{r}");
+    let r = call("task_claim", json!({ "id": a }));
+    assert_eq!(r["task"]["state"], "claimed", "{r}");
+    let r = call(
+        "task_update",
+        json!({"id": a, "state": "done", "result": {"era": era}}),
+    );
+    assert_eq!(r["task"]["state"], "done", "{r}");
+    let r = call("task_list", json!({ "id": b }));
+    assert_eq!(r["tasks"][0]["state"], "open", "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

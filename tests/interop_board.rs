@@ -49,7 +49,8 @@ fn plan() -> Value {
 /// whose model claims a task and sets it done with its title as the summary.
 async fn team(lead: &Client, sam_llm: &str) {
     for name in ["ann", "bob"] {
-        let rules = json!([{"task": "{task}: done by {name}"}]);
+        let done = json!({"state": "done", "result": {"summary": format!("done by {name}")}});
+        let rules = json!([{"task": done}]);
         call(
             lead,
             "agent_new",

@@ -94,7 +94,7 @@ async fn registry_round_trip(p: Proto) {
     assert_eq!(tool_names(&lead).await, lead_tools());
     // A lead's client shows every tool; keep the list short enough to read.
     assert!(
-        lead_tools().len() <= 42,
+        lead_tools().len() <= 46,
         "{} lead tools",
         lead_tools().len()
     );

@@ -10,6 +10,7 @@ mod agent_config;
 mod asks;
 mod background;
 mod board;
+mod board_runs;
 mod branches;
 mod bridge;
 mod broadcasts;

@@ -214,6 +214,14 @@ async fn bad_input_is_refused_with_a_reason() {
             "`to` needs `send`",
         ),
         (
+            json!({"name": "m", "backend": "mock", "mock": [{"task": {"hold": "ever"}}]}),
+            "mock rule 1: task.hold \"ever\" is not a duration",
+        ),
+        (
+            json!({"name": "m", "backend": "mock", "mock": [{"task": {"status": "done"}}]}),
+            "status",
+        ),
+        (
             json!({"name": "m", "backend": "claude", "mock": [{"reply": "x"}]}),
             "mock rules are for the mock backend",
         ),

@@ -235,10 +235,6 @@ pub struct MockRule {
     /// Store this text as a resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
-    /// Work the task board: claim a task, set it done with the result
-    /// {summary: this text} (`{task}` its title), while one is left to claim.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
     /// Write a file in its folder, as the sdk backend's write_file does (its
     /// permissions and the contracts decide; a refusal fails the run):
     /// {path: "src/retry.rs", content: "..."}.
@@ -248,6 +244,10 @@ pub struct MockRule {
     /// {title: "Ship it?", options: [yes, no]}.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub propose: Option<MockPropose>,
+    /// Claim a task of the board, hold it, then move it:
+    /// {hold: "2s", state: done, result: {...}} (see [`MockTask`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<MockTask>,
     /// Fail the run with this error (its deliveries stay pending).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail: Option<String>,
@@ -281,6 +281,26 @@ pub struct MockPropose {
     /// How many votes close it (default: every member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<u32>,
+}
+
+/// A mock rule's task: task_claim (`id`, or the best task for the agent), then
+/// after `hold` task_update to `state` with `result` and `note`; with no `state`
+/// the claim is kept. Nothing to claim is no failure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockTask {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// How long to hold the claim before moving it, e.g. "2s".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+    /// done, failed or open (give it back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -319,12 +339,16 @@ impl MockRule {
             let n = i + 1;
             r.regex()
                 .map_err(|e| format!("mock rule {n}: `when` is not a valid regex: {e}"))?;
-            if let Some(s) = &r.sleep {
+            for (what, s) in [
+                ("sleep", &r.sleep),
+                ("task.hold", &r.task.as_ref().and_then(|t| t.hold.clone())),
+            ] {
+                let Some(s) = s else { continue };
                 let d = humantime::parse_duration(s).map_err(|_| {
-                    format!("mock rule {n}: sleep {s:?} is not a duration; write e.g. \"2s\"")
+                    format!("mock rule {n}: {what} {s:?} is not a duration; write e.g. \"2s\"")
                 })?;
                 if d > std::time::Duration::from_secs(3600) {
-                    return Err(format!("mock rule {n}: sleep is at most 1h"));
+                    return Err(format!("mock rule {n}: {what} is at most 1h"));
                 }
             }
             if r.to.is_some() && r.send.is_none() {
@@ -337,8 +361,8 @@ impl MockRule {
                 r.vote.is_some(),
                 r.propose.is_some(),
                 r.resource.is_some(),
-                r.task.is_some(),
                 r.write.is_some(),
+                r.task.is_some(),
                 r.fail.is_some(),
                 r.reply.is_some(),
             ];

@@ -87,8 +87,8 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
                 && rule.vote.is_none()
                 && rule.propose.is_none()
                 && rule.resource.is_none()
-                && rule.task.is_none()
                 && rule.write.is_none()
+                && rule.task.is_none()
                 && rule.reply.is_none();
             if !only_sleeps {
                 break;
@@ -99,7 +99,7 @@ async fn scripted(run: &Run<'_>) -> Result<Option<String>, Failure> {
 }
 
 /// What one rule does, in order: sleep, write a file, send, append, vote,
-/// propose, create a resource, work the task board, fail; its reply, if it has one.
+/// propose, create a resource, claim and move a task, fail; its reply, if it has one.
 async fn apply(
     run: &Run<'_>,
     rule: &MockRule,
@@ -156,8 +156,8 @@ async fn apply(
             .await?;
         run.report.progress("created a resource");
     }
-    if let Some(text) = &rule.task {
-        work_tasks(run, &fill(text)).await?;
+    if let Some(t) = &rule.task {
+        task(run, t, fill).await?;
     }
     if let Some(f) = &rule.fail {
         return Err(Failure::classified(fill(f)));
@@ -165,27 +165,34 @@ async fn apply(
     Ok(rule.reply.as_deref().map(fill))
 }
 
-/// Tasks one run finishes at most.
-const TASKS_PER_RUN: usize = 50;
-
-/// Claims the best open task for the agent and sets it done with the result
-/// `{summary}` (`{task}` its title), again while there is one to claim.
-async fn work_tasks(run: &Run<'_>, summary: &str) -> Result<(), Failure> {
-    for _ in 0..TASKS_PER_RUN {
-        let got = run.client.must("task_claim", json!({})).await?;
-        let (Some(id), title) = (got["task"]["id"].as_i64(), &got["task"]["title"]) else {
-            return Ok(());
-        };
-        let title = title.as_str().unwrap_or_default();
-        let result = json!({ "summary": summary.replace("{task}", title) });
-        run.client
-            .must(
-                "task_update",
-                json!({ "id": id, "state": "done", "result": result }),
-            )
-            .await?;
-        run.report.progress(format!("task {id} done"));
+/// Claims a task, holds it, and moves it as the rule says.
+async fn task(
+    run: &Run<'_>,
+    t: &super::protocol::MockTask,
+    fill: &dyn Fn(&str) -> String,
+) -> Result<(), Failure> {
+    let args = t.id.map_or_else(|| json!({}), |id| json!({ "id": id }));
+    let got = run.client.must("task_claim", args).await?;
+    let Some(id) = got["task"]["id"].as_i64() else {
+        run.report.progress("nothing to claim");
+        return Ok(());
+    };
+    run.report.progress(format!("claimed task {id}"));
+    if let Some(h) = &t.hold {
+        tokio::time::sleep(humantime::parse_duration(h).unwrap_or(Duration::ZERO)).await;
     }
+    let Some(state) = &t.state else {
+        return Ok(());
+    };
+    let mut args = json!({ "id": id, "state": state });
+    if let Some(r) = &t.result {
+        args["result"] = r.clone();
+    }
+    if let Some(n) = &t.note {
+        args["note"] = json!(fill(n));
+    }
+    run.client.must("task_update", args).await?;
+    run.report.progress(format!("task {id} {state}"));
     Ok(())
 }
 

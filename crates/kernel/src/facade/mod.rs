@@ -149,6 +149,8 @@ impl Kernel {
             messaging.clone(),
             Arc::downgrade(&runtime),
         ));
+        let waiting = Arc::downgrade(&tasks) as std::sync::Weak<dyn rt::scheduler::Waiting>;
+        runtime.scheduler().waiting_with(waiting);
         let feedback = Arc::new(fb::FeedbackRoom::new(
             store.clone(),
             events.clone(),

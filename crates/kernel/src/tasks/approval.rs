@@ -207,6 +207,25 @@ fn record_verdict_tx(
     Ok((posted, Ok(Some((approval, Some(a.timeout))))))
 }
 
+/// Makes or drops the moves whose approvals closed while nobody listened (a
+/// restart, a lagged watch).
+pub(super) fn closed_all_tx(c: &Connection, now: i64) -> Result<Done> {
+    let ids: Vec<i64> = c
+        .prepare_cached(
+            "SELECT t.approval_id FROM tasks t JOIN approvals a ON a.id = t.approval_id
+             WHERE a.state <> 'pending'",
+        )?
+        .query_map((), |r| r.get(0))?
+        .collect::<sql::Result<_>>()?;
+    let mut done = Done::default();
+    for id in ids {
+        let d = closed_tx(c, id, now)?;
+        done.changed.extend(d.changed);
+        done.posted.extend(d.posted);
+    }
+    Ok(done)
+}
+
 /// Makes or drops the move held by approval `approval`, once it is closed.
 fn closed_tx(c: &Connection, approval: i64, now: i64) -> Result<Done> {
     let mut done = Done::default();

@@ -160,7 +160,7 @@ pub(super) fn add_tx(c: &Connection, s: &Scope, p: &Checked, now: i64) -> Result
             )?;
         }
     }
-    wake_tx(c, (s.workflow_id, &s.workflow), &ids, &s.me, now, &mut done)?;
+    wake_tx(c, (s.workflow_id, &s.workflow), &ids, "", now, &mut done)?;
     Ok((ids, done))
 }
 
@@ -247,6 +247,16 @@ fn claimable_by(c: &Connection, s: &Scope, id: i64, role: Option<&str>) -> Resul
 /// The best open, unblocked task for the caller: assigned by name, then by role,
 /// then to anyone; then the highest priority; then the oldest.
 fn best_tx(c: &Connection, s: &Scope, role: Option<&str>) -> Result<Option<i64>> {
+    best_for(c, s.workflow_id, &s.me, role)
+}
+
+/// [`best_tx`] for member `me` of instance `workflow_id`.
+pub(super) fn best_for(
+    c: &Connection,
+    workflow_id: i64,
+    me: &str,
+    role: Option<&str>,
+) -> Result<Option<i64>> {
     let role = role.map(|r| format!("role:{r}"));
     let sql = format!(
         "SELECT t.id FROM tasks t
@@ -257,7 +267,7 @@ fn best_tx(c: &Connection, s: &Scope, role: Option<&str>) -> Result<Option<i64>>
          LIMIT 1"
     );
     Ok(
-        c.query_row(&sql, sql::params![s.workflow_id, s.me, role], |r| r.get(0))
+        c.query_row(&sql, sql::params![workflow_id, me, role], |r| r.get(0))
             .optional()?,
     )
 }
@@ -402,6 +412,16 @@ pub(super) fn update_tx(c: &Connection, s: &Scope, a: &Asked, now: i64) -> Resul
     let cur = current_tx(c, s, a.id)?;
     allowed(s, a, &cur)?;
     let mut done = Done::default();
+    // The owner's later run holds the claim from its first change of it.
+    if let Some(run) = &s.run_id
+        && cur.state == TaskState::Claimed
+        && rules::standing(&s.me, s.lead, cur.owner.as_deref()) == Standing::Owner
+    {
+        c.execute(
+            "UPDATE tasks SET run_id = ?2 WHERE id = ?1",
+            sql::params![a.id, run],
+        )?;
+    }
     if a.body.is_some() || !a.links.is_empty() {
         let mut links = cur.links.clone();
         for l in &a.links {
@@ -476,10 +496,11 @@ pub(super) fn move_tx(
     };
     history_tx(c, a.id, (&s.me, what, a.note.as_deref()), now)?;
     done.changed.push((s.workflow_id, a.id, to));
-    let freed = match to {
-        TaskState::Open => vec![a.id],
-        TaskState::Done => super::wake::unblocked_by_tx(c, a.id)?,
-        _ => Vec::new(),
+    // Who gives a task back is not told of it; who finishes one may take the next.
+    let (freed, by) = match to {
+        TaskState::Open => (vec![a.id], s.me.as_str()),
+        TaskState::Done => (super::wake::unblocked_by_tx(c, a.id)?, ""),
+        _ => (Vec::new(), ""),
     };
-    wake_tx(c, (s.workflow_id, &s.workflow), &freed, &s.me, now, done)
+    wake_tx(c, (s.workflow_id, &s.workflow), &freed, by, now, done)
 }

@@ -111,14 +111,53 @@ pub(crate) fn settle_tx(c: &Connection, workflow_id: Option<i64>, now: i64) -> R
     Ok(done)
 }
 
+/// A polling agent has work waiting when a task it may take is open and
+/// unblocked and it holds no claim.
+impl crate::runtime::scheduler::Waiting for Tasks {
+    fn waiting_tx(&self, c: &Connection, workflow_id: i64, agent: &str) -> Result<bool> {
+        let held: i64 = c.query_row(
+            "SELECT count(*) FROM tasks WHERE workflow_id = ?1 AND state = 'claimed' AND owner = ?2",
+            sql::params![workflow_id, agent],
+            |r| r.get(0),
+        )?;
+        if held >= super::rules::MAX_CLAIMS {
+            return Ok(false);
+        }
+        let role = super::wake::role_of(c, workflow_id, agent)?;
+        Ok(super::rows::best_for(c, workflow_id, agent, role.as_deref())?.is_some())
+    }
+}
+
 impl Tasks {
-    /// Releases every claim whose holder is gone (at start: a killed kernel's
-    /// runs were closed as lost just before); how many.
+    /// Releases the claims whose holder is gone (every instance's for None, with
+    /// the moves whose approvals closed unheard: at start, a killed kernel's runs
+    /// were closed as lost just before); how many tasks changed.
     pub(crate) async fn settle(&self, workflow_id: Option<i64>) -> Result<usize> {
+        // Most events free nothing: a read first keeps them off the writer.
+        let owed = self
+            .store
+            .read(move |c| {
+                let gone = held_tx(c, workflow_id)?
+                    .iter()
+                    .any(|h| h.release().is_some());
+                Ok(gone || workflow_id.is_none())
+            })
+            .await?;
+        if !owed {
+            return Ok(0);
+        }
         let now = self.clock.now_ms();
         let done = self
             .store
-            .write(move |c| settle_tx(c, workflow_id, now))
+            .write(move |c| {
+                let mut done = settle_tx(c, workflow_id, now)?;
+                if workflow_id.is_none() {
+                    let closed = super::approval::closed_all_tx(c, now)?;
+                    done.changed.extend(closed.changed);
+                    done.posted.extend(closed.posted);
+                }
+                Ok(done)
+            })
             .await?;
         let n = done.changed.len();
         self.announce(done);

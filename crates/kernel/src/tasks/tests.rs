@@ -164,9 +164,19 @@ async fn who_may_take_a_freed_task_is_told() {
     t.task_add(&lead, vec![second]).await.unwrap();
     assert_eq!(inboxes(&r).await, (1, 1, 2));
     claims(&t, &r, &[("cat", None, "only cat's")]).await;
-    // ann finishes: "second" is free; bob alone holds nothing (and ann finished it).
+    // ann finishes: "second" is free for ann and bob (cat holds a claim).
     done(&t, &r.scope("ann").await, first).await.unwrap();
-    assert_eq!(inboxes(&r).await, (1, 2, 2));
+    assert_eq!(inboxes(&r).await, (2, 2, 2));
+    // bob takes it and gives it back: ann is told, bob is not.
+    let second = id_of(&t, &r, "second").await;
+    claims(&t, &r, &[("bob", Some(second), "second")]).await;
+    let back = Update {
+        id: second,
+        state: Some("open".into()),
+        ..Default::default()
+    };
+    t.task_update(&r.scope("bob").await, back).await.unwrap();
+    assert_eq!(inboxes(&r).await, (3, 2, 2));
 }
 
 /// What releases a claim, and what keeps it: the claiming run lost, the agent
@@ -293,4 +303,37 @@ async fn assert_released(t: &Tasks, r: &Rooms, who: &str, why: Option<&str>) {
         }
         None => assert_eq!(v.state, TaskState::Claimed, "{v:?}"),
     }
+}
+
+/// What a poll of an interval schedule asks the board: whether a task the agent
+/// may take waits (open, unblocked, for it) while it holds no claim.
+#[tokio::test]
+async fn a_poll_sees_a_task_the_agent_may_take() {
+    use crate::runtime::scheduler::Waiting;
+    let r = Rooms::new().await;
+    r.agents(&["ann", "bob"]).await;
+    let t = Arc::new(board(&r));
+    let wid = r.scope("user").await.workflow_id;
+    let waits = async |who: &'static str| {
+        let t = t.clone();
+        r.store
+            .read(move |c| t.waiting_tx(c, wid, who))
+            .await
+            .unwrap()
+    };
+    assert_eq!((waits("ann").await, waits("bob").await), (false, false));
+    let mut mine = task("a", "ann's", &[]);
+    mine.assign = Some("ann".into());
+    let lead = r.scope("user").await;
+    t.task_add(&lead, vec![mine, task("b", "after", &["a"])])
+        .await
+        .unwrap();
+    // ann's task waits for ann; "after" is blocked, so nothing waits for bob.
+    assert_eq!((waits("ann").await, waits("bob").await), (true, false));
+    claims(&t, &r, &[("ann", None, "ann's")]).await;
+    assert_eq!((waits("ann").await, waits("bob").await), (false, false));
+    done(&t, &r.scope("ann").await, id_of(&t, &r, "ann's").await)
+        .await
+        .unwrap();
+    assert_eq!((waits("ann").await, waits("bob").await), (true, true));
 }

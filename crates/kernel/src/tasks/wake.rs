@@ -71,8 +71,8 @@ pub(crate) fn workflow_tx(c: &Connection, workflow_id: i64) -> Result<Option<Wor
 }
 
 /// Tells the agents of the instance that may take one of `ids` (those open and
-/// unblocked), hold no claim and did not fail for good, other than `by`, in one
-/// message: `task 3 "title" can be taken`.
+/// unblocked), hold no claim and did not fail for good, other than `by` (who
+/// gave it back; empty for none), in one message: `task 3 "title" can be taken`.
 pub(crate) fn wake_tx(
     c: &Connection,
     (workflow_id, wf): (i64, &WorkflowRef),

@@ -13,7 +13,7 @@ use domain::error::Result;
 use domain::guards::{Budget, DEFAULT_MAX_HOPS, DEFAULT_RUNS_PER_HOUR};
 use domain::names::WorkflowRef;
 use domain::states::{AgentState, WorkflowState, may_wake};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use store::sql::{self, Connection, OptionalExtension};
 
 /// What the gate decided for one wake.
@@ -33,7 +33,8 @@ struct GateFacts {
     agent_state: AgentState,
     workflow_state: WorkflowState,
     open: i64,
-    /// For a poll: others posted in the channel after what its last run saw.
+    /// For a poll: others posted in the channel after what its last run saw, or
+    /// something above the runtime waits for it (a task it may take).
     unseen: bool,
     hops: i64,
     runs_last_hour: i64,
@@ -50,9 +51,9 @@ struct GateFacts {
 fn gate_facts(
     c: &Connection,
     agent_id: i64,
-    node: &str,
-    now: i64,
+    (node, now): (&str, i64),
     wake: Wake,
+    waiting: Option<Arc<dyn super::Waiting>>,
 ) -> Result<Option<GateFacts>> {
     let row = c
         .query_row(
@@ -83,7 +84,13 @@ fn gate_facts(
         return Ok(None);
     };
     let open = open_deliveries(c, wid, &name, now)?;
-    let unseen = wake == Wake::Poll && open == 0 && schedules::unseen(c, agent_id)?;
+    let unseen = wake == Wake::Poll
+        && open == 0
+        && (schedules::unseen(c, agent_id)?
+            || match waiting {
+                Some(w) => w.waiting_tx(c, wid, &name)?,
+                None => false,
+            });
     let runs_last_hour: i64 = c.query_row(
         "SELECT count(*) FROM runs WHERE agent_id = ?1 AND started_at > ?2",
         (agent_id, now - 3_600_000),
@@ -242,10 +249,11 @@ impl Scheduler {
         prompt: Option<String>,
     ) -> Result<()> {
         let (me, now) = (self.base.node().to_owned(), self.base.clock.now_ms());
+        let waiting = self.waiting.get().and_then(Weak::upgrade);
         let Some(facts) = self
             .base
             .store
-            .read(move |c| gate_facts(c, agent_id, &me, now, wake))
+            .read(move |c| gate_facts(c, agent_id, (&me, now), wake, waiting))
             .await?
         else {
             return Ok(()); // deleted, or another node's

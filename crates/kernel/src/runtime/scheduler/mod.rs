@@ -252,6 +252,16 @@ pub struct Scheduler {
     base: Arc<Base>,
     workers: Arc<Workers>,
     spending: Arc<Spending>,
+    /// What else waits for a polling agent, above the runtime (set once).
+    waiting: std::sync::OnceLock<Weak<dyn Waiting>>,
+}
+
+/// What may wait for an agent besides its inbox and the channel, kept above the
+/// runtime (a task on a board it may take): an interval schedule that only polls
+/// runs the agent when this says something waits. Asked inside the gate's read.
+pub(crate) trait Waiting: Send + Sync {
+    fn waiting_tx(&self, c: &store::sql::Connection, workflow_id: i64, agent: &str)
+    -> Result<bool>;
 }
 
 impl Scheduler {
@@ -270,7 +280,13 @@ impl Scheduler {
             base,
             workers,
             spending,
+            waiting: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Names what else a poll asks about (set once, when the kernel is composed).
+    pub(crate) fn waiting_with(&self, w: Weak<dyn Waiting>) {
+        let _ = self.waiting.set(w);
     }
 
     fn arm(&self, t: Timer, at: i64) {
