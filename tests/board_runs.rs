@@ -316,3 +316,39 @@ fn end_workers_in(dir: &std::path::Path) {
         }
     }
 }
+
+/// An sdk agent (the fake model's script) claims the task it is asked about and
+/// finishes it with a result, through the same tools a model sees.
+#[tokio::test]
+async fn an_sdk_agent_claims_and_finishes_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let added = call(&lead, "task_add", json!({"title": "summarise the logs"}))
+        .await
+        .ok();
+    let id = added["tasks"][0]["id"].clone();
+    let done = json!({"id": id, "state": "done", "result": {"summary": "all quiet"}});
+    let script = common::fake_llm::Script::steps(
+        &[("task_claim", json!({})), ("task_update", done)],
+        "the logs are summarised",
+    );
+    let llm = common::fake_llm::FakeLlm::start(script).await;
+    let work = tempfile::tempdir().unwrap();
+    new_sdk_in(&lead, "scribe", work.path(), &llm.url, json!("edit")).await;
+    let r = ask(&lead, "scribe", "Take the task on the board.", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let one = call(&lead, "task_list", json!({ "id": id })).await.ok();
+    let t = &one["tasks"][0];
+    assert_eq!(
+        (&t["state"], &t["owner"]),
+        (&json!("done"), &json!("scribe")),
+        "{t}"
+    );
+    assert_eq!(t["result"], json!({"summary": "all quiet"}), "{t}");
+    assert_eq!(
+        history(&one),
+        ["user added", "scribe claimed", "scribe done"]
+    );
+    s.stop().await;
+}

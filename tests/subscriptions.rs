@@ -169,6 +169,25 @@ async fn a_legacy_session_hears_of_changes_to_what_it_subscribed() {
     s.stop().await;
 }
 
+/// A change of a task updates the instance's board resource (and lists it).
+#[tokio::test]
+async fn a_task_changed_updates_the_board_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let (watcher, mut rx) = watch(&s, &lead).await;
+    let uri = "agent-worker://workflows/global/main/board";
+    subscribe(&watcher, uri).await;
+    call(&lead, "task_add", json!({"title": "watch me"}))
+        .await
+        .ok();
+    wait_for(&mut rx, uri).await;
+    wait_for(&mut rx, "list_changed").await;
+    call(&lead, "task_claim", json!({})).await.ok();
+    wait_for(&mut rx, uri).await;
+    s.stop().await;
+}
+
 /// A report (my_feedback) updates the instance's feedback resource and lists it.
 #[tokio::test]
 async fn a_report_updates_the_feedback_resource() {

@@ -84,8 +84,7 @@ fn check_one(t: &NewTask, at: &dyn Fn(&str) -> String) -> std::result::Result<Ro
     let schema = match &t.result_schema {
         None => None,
         Some(s) => {
-            rules::check_result(s, &serde_json::Value::Null)
-                .map_err(|e| format!("{}{e}", prefix(at)))?;
+            rules::check_schema(s).map_err(|e| format!("{}{e}", prefix(at)))?;
             Some(rules::json_text(&at("result_schema"), s)?)
         }
     };

@@ -26,8 +26,8 @@ struct Held {
     run: Option<RunStatus>,
     /// The owner's agent: its state, and its newest run's status.
     agent: Option<(AgentState, Option<RunStatus>)>,
-    /// Whether an agent of that name exists anywhere (an organisation's board is
-    /// claimed by agents of other instances).
+    /// Whether an agent of that name exists in the task's instance (or, for an
+    /// organisation's board, which agents of other instances claim, anywhere).
     anywhere: bool,
 }
 
@@ -63,7 +63,9 @@ fn held_tx(c: &Connection, workflow_id: Option<i64>) -> Result<Vec<Held>> {
                 a.state,
                 (SELECT r.status FROM runs r WHERE r.agent_id = a.id
                   ORDER BY r.started_at DESC, r.id DESC LIMIT 1),
-                EXISTS (SELECT 1 FROM agents x WHERE x.name = t.owner)
+                EXISTS (SELECT 1 FROM agents x WHERE x.name = t.owner
+                          AND (x.workflow_id = t.workflow_id
+                               OR EXISTS (SELECT 1 FROM orgs o WHERE o.workflow_id = t.workflow_id)))
          FROM tasks t
          LEFT JOIN agents a ON a.id = COALESCE(
              (SELECT r.agent_id FROM runs r WHERE r.id = t.run_id),

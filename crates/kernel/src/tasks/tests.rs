@@ -186,6 +186,8 @@ async fn who_may_take_a_freed_task_is_told() {
 async fn claims_are_released_when_their_holder_is_gone() {
     let r = Rooms::new().await;
     r.agents(&["ann", "bob", "cat", "dan", "eve"]).await;
+    // Another instance's eve is not this one's.
+    r.agent_in("@other:main", "eve", "mock").await;
     let t = Arc::new(board(&r));
     let lead = r.scope("user").await;
     let plan: Vec<NewTask> = ["ann", "bob", "cat", "dan", "eve", "user"]
@@ -216,7 +218,7 @@ async fn claims_are_released_when_their_holder_is_gone() {
         (
             "eve",
             "running",
-            "DELETE FROM agents WHERE name = ?1",
+            "DELETE FROM agents WHERE name = ?1 AND workflow_id = (SELECT id FROM workflows WHERE name = 'global')",
             Some("eve was deleted"),
         ),
     ];
@@ -264,7 +266,8 @@ async fn claim_in_run(t: &Tasks, r: &Rooms, who: &str, status: &str, run: String
         .write(move |c| {
             c.execute(
                 "INSERT INTO runs (id, agent_id, workflow_id, agent, backend, trigger, status, started_at)
-                 SELECT ?1, id, workflow_id, name, 'mock', 'message', ?3, ?4 FROM agents WHERE name = ?2",
+                 SELECT ?1, a.id, a.workflow_id, a.name, 'mock', 'message', ?3, ?4 FROM agents a
+                 JOIN workflows w ON w.id = a.workflow_id WHERE a.name = ?2 AND w.name = 'global'",
                 store::sql::params![rid, w, st, now],
             )?;
             Ok(())
@@ -336,4 +339,28 @@ async fn a_poll_sees_a_task_the_agent_may_take() {
         .await
         .unwrap();
     assert_eq!((waits("ann").await, waits("bob").await), (true, true));
+}
+
+/// A task's change crosses to the other kernels of a store as JSON, and back.
+#[test]
+fn a_task_change_crosses_the_node_bus() {
+    let e = Event::TaskChanged {
+        workflow_id: 1,
+        id: 2,
+        state: TaskState::Claimed,
+    };
+    let text = serde_json::to_string(&e).unwrap();
+    assert_eq!(
+        text,
+        r#"{"kind":"task_changed","workflow_id":1,"id":2,"state":"claimed"}"#
+    );
+    let back: Event = serde_json::from_str(&text).unwrap();
+    assert!(matches!(
+        back,
+        Event::TaskChanged {
+            workflow_id: 1,
+            id: 2,
+            state: TaskState::Claimed
+        }
+    ));
 }
