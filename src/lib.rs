@@ -253,8 +253,9 @@
 //!                  only to a lead whose host declares the extension (mod.rs: the
 //!                  ui:// page, built from crates/mcp/ui by scripts/ui-build and
 //!                  embedded, its CSP, the tools that open it); view.rs what it shows
-//!                  of an instance; tool.rs dashboard_open, which opens it under its
-//!                  own title, and dashboard_watch, the app-only long poll
+//!                  of an instance; board.rs its task board's cards, bounded; tool.rs
+//!                  dashboard_open, which opens it under its own title, and
+//!                  dashboard_watch, the app-only long poll
 //!   jsonrpc.rs     framing checks both transports apply (-32700/-32600/-32602)
 //!   schemas.rs     tool schemas made portable; unknown arguments refused
 //!   stdio.rs       the stdio transport with those checks

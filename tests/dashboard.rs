@@ -23,9 +23,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const URI: &str = "ui://agent-worker/dashboard";
-const MIME: &str = "text/html;profile=mcp-app";
+pub(crate) const MIME: &str = "text/html;profile=mcp-app";
 
-type UiClient = RunningService<RoleClient, ClientConfig>;
+pub(crate) type UiClient = RunningService<RoleClient, ClientConfig>;
 
 /// The capabilities of a host that renders MCP Apps of `mime_types`.
 fn ui_capabilities(mime_types: Value) -> ClientConfig {
@@ -43,7 +43,12 @@ fn ui_capabilities(mime_types: Value) -> ClientConfig {
 }
 
 /// A session of `token` whose client renders MCP Apps of `mime_types`.
-async fn ui_client(s: &impl Served, token: &str, p: Proto, mime_types: Value) -> UiClient {
+pub(crate) async fn ui_client(
+    s: &impl Served,
+    token: &str,
+    p: Proto,
+    mime_types: Value,
+) -> UiClient {
     let t = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(s.url()).auth_header(token),
     );

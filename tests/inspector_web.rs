@@ -10,7 +10,8 @@
 //! Needs scripts/inspector-setup and scripts/browser-setup (Debian's chromium,
 //! playwright-core in .interop/browser). With AGENT_WORKER_HEAVY=1 (scripts/test)
 //! anything missing fails the test. AW_TEST_SCREENSHOT=/some/file.png keeps the
-//! screenshot of the page at the end.
+//! screenshot of the page at the end. The dashboard's test also watches a task
+//! board move (a plan added, a claim, a done) and keeps board.png.
 
 use crate::common;
 use common::*;
@@ -371,7 +372,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
         let _ = stderr.read_to_string(&mut e).await;
         e
     });
-    let run = tokio::time::timeout(Duration::from_secs(90), async {
+    let run = tokio::time::timeout(Duration::from_secs(110), async {
         line_from(&mut lines, "READY").await?;
         let sent = epoch_ms();
         call(
@@ -385,6 +386,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
         stdin.write_all(b"SENT\n").await.unwrap();
         let seen: u128 = line_from(&mut lines, "SEEN").await?.parse().unwrap();
         line_from(&mut lines, "APPROVED").await?;
+        board_moves(&s, &lead, &mut stdin, &mut lines).await?;
         let result = line_from(&mut lines, "RESULT").await?;
         Ok::<_, String>((seen.saturating_sub(sent), result))
     })
@@ -396,7 +398,7 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
     let (latency, result) = match run {
         Ok(Ok(r)) => r,
         Ok(Err(why)) => panic!("{why}:\n{err}"),
-        Err(_) => panic!("the driver did not finish in 90 s:\n{err}"),
+        Err(_) => panic!("the driver did not finish in 110 s:\n{err}"),
     };
     assert!(left.is_empty(), "Chromium outlived the script: {left:?}");
     eprintln!(
@@ -429,7 +431,96 @@ async fn the_dashboard_shows_the_team_live_and_its_approve_decides_as_the_lead()
     assert_eq!(r["focus_back"], "plan.md", "{r}");
     assert_ne!(r["bg_light"], r["bg_dark"], "{r}");
     assert_eq!(r["switched"], serde_json::json!(["bob"]), "{r}");
+    board_shown(&r);
     s.stop().await;
+}
+
+/// The board's moves in `@global:main`, each when the driver shows the one
+/// before: the lead adds a plan; bob claims its first task; bob finishes it
+/// with a result and claims the next.
+async fn board_moves(
+    s: &HttpServer,
+    lead: &Client,
+    stdin: &mut tokio::process::ChildStdin,
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> Result<(), String> {
+    use tokio::io::AsyncWriteExt;
+    line_from(lines, "BOARD").await?;
+    let plan = serde_json::json!({"workflow": "@global:main", "plan": [
+        {"name": "api", "title": "Design the API"},
+        {"name": "client", "title": "Build the client", "deps": ["api"]},
+        {"name": "docs", "title": "Write the docs", "deps": ["api"]},
+        {"title": "Ship it", "deps": ["client", "docs"]},
+    ]});
+    let added = call(lead, "task_add", plan).await.ok();
+    let id = |i: usize| added["tasks"][i]["id"].clone();
+    let bob = join(s, lead, "bob@global:main", Proto::Legacy).await;
+    stdin.write_all(b"ADDED\n").await.unwrap();
+    line_from(lines, "OPEN").await?;
+    call(&bob, "task_claim", serde_json::json!({"id": id(0)}))
+        .await
+        .ok();
+    stdin.write_all(b"CLAIMED\n").await.unwrap();
+    line_from(lines, "HELD").await?;
+    let done = serde_json::json!({"id": id(0), "state": "done", "result": {"api": "v1"}});
+    call(&bob, "task_update", done).await.ok();
+    call(&bob, "task_claim", serde_json::json!({"id": id(1)}))
+        .await
+        .ok();
+    stdin.write_all(b"DONE\n").await.unwrap();
+    Ok(())
+}
+
+/// The board as the browser showed it at each move (columns of "#id title |
+/// meta | result" cards).
+fn board_shown(r: &serde_json::Value) {
+    let col = |at: &str, c: &str| -> Vec<String> {
+        r[at][c]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {at}.{c}: {r}"))
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(col("board_added", "open"), ["#1 Design the API"], "{r}");
+    assert_eq!(
+        col("board_added", "blocked"),
+        [
+            "#2 Build the client | blocked by #1",
+            "#3 Write the docs | blocked by #1",
+            "#4 Ship it | blocked by #2, #3"
+        ],
+        "{r}"
+    );
+    assert_eq!(
+        col("board_claimed", "claimed"),
+        ["#1 Design the API | owner bob"],
+        "{r}"
+    );
+    assert!(col("board_claimed", "open").is_empty(), "{r}");
+    assert_eq!(
+        col("board_done", "done"),
+        ["#1 Design the API | owner bob | result attached"],
+        "{r}"
+    );
+    assert_eq!(
+        col("board_done", "claimed"),
+        ["#2 Build the client | owner bob"],
+        "{r}"
+    );
+    assert_eq!(col("board_done", "open"), ["#3 Write the docs"], "{r}");
+    assert_eq!(
+        r["board_labels"],
+        serde_json::json!([
+            "Open 1",
+            "Blocked 1",
+            "Claimed 1",
+            "Done 1",
+            "Failed · cancelled 0"
+        ]),
+        "{r}"
+    );
+    assert_eq!(r["board_overflows"], false, "the board fits the panel: {r}");
 }
 
 /// What the walk of a new user found wrong, as the browser measured it.

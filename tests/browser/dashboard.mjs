@@ -5,13 +5,17 @@
 //   reads   SENT            the test has sent "status please" with channel_send
 //   prints  SEEN <epoch ms> when that message showed in the dashboard
 //   prints  APPROVED        after clicking Approve, when the dashboard shows it
+//   prints  BOARD           showing @global:main, where the test adds a plan
+//   reads   ADDED / CLAIMED / DONE, the board's moves the test made; prints OPEN
+//                           and HELD when the first two show (DONE: board.png)
 //   prints  RESULT <json>   what else it checked (the panel's title, plurals, the
 //                           runs' columns, the picker, the channel's top, the
 //                           document's Markdown, theme, keyboard, switcher)
 // Run by tests/inspector_web.rs on the Inspector's Node. Environment:
 //   PLAYWRIGHT_CORE, CHROMIUM, INSPECTOR_URL, USER_DATA_DIR as inspector_web.mjs;
 //   SHOTS  a folder for dashboard-light.png (an approval pending), dashboard-dark.png
-//          (decided, a document open) and, if it fails, failure.png
+//          (decided, a document open), board.png (a task board moving) and, if it
+//          fails, failure.png
 import { createRequire } from "node:module";
 import { createInterface } from "node:readline";
 
@@ -27,7 +31,7 @@ const shots = env("SHOTS");
 const deadline = setTimeout(() => {
   console.error("dashboard: timed out");
   process.exit(1);
-}, 80_000);
+}, 100_000);
 
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 async function expectLine(word) {
@@ -185,6 +189,33 @@ try {
   await frame.selectOption("#instance", "@global:main");
   await frame.waitForSelector('[data-agent="bob"]');
   result.switched = await frame.evaluate(() => [...document.querySelectorAll("[data-agent]")].map((e) => e.dataset.agent));
+
+  // The board moves: a plan added shows in open and blocked, a claim moves a
+  // task to claimed with its owner, done moves it to done with its result.
+  console.log("BOARD");
+  await expectLine("ADDED");
+  const card = (column, title) => `[data-column="${column}"] [data-task]:has-text("${title}")`;
+  await frame.waitForSelector(card("open", "Design the API"), { timeout: 5_000 });
+  await frame.waitForSelector(card("blocked", "Ship it"));
+  result.board_added = await columns(frame);
+  console.log("OPEN");
+  await expectLine("CLAIMED");
+  await frame.waitForSelector(`${card("claimed", "Design the API")}:has-text("owner bob")`, { timeout: 5_000 });
+  result.board_claimed = await columns(frame);
+  console.log("HELD");
+  await expectLine("DONE");
+  await frame.waitForSelector(`${card("done", "Design the API")}:has-text("result attached")`, { timeout: 5_000 });
+  await frame.waitForSelector(`${card("claimed", "Build the client")}:has-text("owner bob")`);
+  result.board_done = await columns(frame);
+  result.board_labels = await frame.evaluate(() =>
+    [...document.querySelectorAll("#board [role=group]")].map((g) => document.getElementById(g.getAttribute("aria-labelledby")).textContent));
+  await page.emulateMedia({ colorScheme: "light" });
+  await frame.waitForFunction((dark) => getComputedStyle(document.body).backgroundColor !== dark, result.bg_dark);
+  // The app alone (its body is as tall as what it shows), for the book.
+  await frame.locator("body").screenshot({ path: `${shots}/board.png` });
+  result.board_overflows = await frame.evaluate(
+    () => document.documentElement.scrollWidth > document.documentElement.clientWidth,
+  );
 } catch (e) {
   failure = e;
   await page.screenshot({ path: `${shots}/failure.png`, fullPage: true }).catch(() => {});
@@ -192,6 +223,16 @@ try {
   await context.close();
   clearTimeout(deadline);
 }
+/** The board's cards by column, as "#id title | meta | result". */
+async function columns(frame) {
+  return frame.evaluate(() => Object.fromEntries(
+    [...document.querySelectorAll("#board [data-column]")].map((c) => [
+      c.dataset.column,
+      [...c.querySelectorAll("[data-task]")].map((t) =>
+        [...t.children].map((e) => e.textContent).join(" | ")),
+    ])));
+}
+
 if (failure) {
   console.error(`dashboard: ${failure.message ?? failure}`);
   process.exit(1);

@@ -58,7 +58,10 @@ pub struct Script {
     /// Further calls after the first: once the conversation holds k tool results,
     /// call `then[k - 1]` (a tool named exactly so if offered, else the first
     /// offered tool ending with it, else that name even though it is not offered,
-    /// as a model may); when they are used up, answer `final_text`.
+    /// as a model may); when they are used up, answer `final_text`. A string
+    /// `"{{/a/json/pointer}}"` in their args is that value of the last tool
+    /// result (Anthropic), e.g. the id a task_claim returned; a result without
+    /// it ends the script there.
     pub then: Vec<(String, Value)>,
     /// Count only the tool results since the conversation's last prompt (a
     /// user message with text), so a backend that keeps its conversation from
@@ -284,6 +287,9 @@ fn decide(script: &Script, api: Api, req: &Value) -> Turn {
         let Some((want, args)) = script.then.get(results - 1) else {
             return done;
         };
+        let Some(args) = filled(args, api, req) else {
+            return done;
+        };
         let offered = offered_tools(api, req);
         let (namespace, name) = offered
             .iter()
@@ -294,7 +300,7 @@ fn decide(script: &Script, api: Api, req: &Value) -> Turn {
         return Turn::Call {
             namespace,
             name,
-            args: args.clone(),
+            args,
         };
     }
     if let Some((namespace, name)) = offered_tools(api, req)
@@ -331,6 +337,58 @@ fn decide(script: &Script, api: Api, req: &Value) -> Turn {
         };
     }
     done
+}
+
+/// A step's `args` with each string `"{{/a/json/pointer}}"` replaced by that
+/// value of the last tool result (its text read as JSON; Anthropic requests):
+/// e.g. `{"id": "{{/task/id}}"}` after a task_claim. None when the result holds
+/// no such value: the script ends there, as a model would stop.
+fn filled(args: &Value, api: Api, req: &Value) -> Option<Value> {
+    fn walk(v: &Value, last: &Value) -> Option<Value> {
+        Some(match v {
+            Value::String(s) if s.starts_with("{{/") && s.ends_with("}}") => {
+                let found = last.pointer(&s[2..s.len() - 2])?;
+                (!found.is_null()).then(|| found.clone())?
+            }
+            Value::Array(a) => {
+                Value::Array(a.iter().map(|x| walk(x, last)).collect::<Option<_>>()?)
+            }
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| Some((k.clone(), walk(x, last)?)))
+                    .collect::<Option<_>>()?,
+            ),
+            other => other.clone(),
+        })
+    }
+    if !args.to_string().contains("{{/") {
+        return Some(args.clone());
+    }
+    let last = match api {
+        Api::Anthropic => last_tool_result(req),
+        _ => Value::Null,
+    };
+    walk(args, &last)
+}
+
+/// The last `tool_result` block's text of an Anthropic request, read as JSON
+/// (null when it is not JSON).
+fn last_tool_result(req: &Value) -> Value {
+    let Some(block) = arr(&req["messages"])
+        .iter()
+        .flat_map(|m| arr(&m["content"]))
+        .rfind(|b| b["type"] == "tool_result")
+    else {
+        return Value::Null;
+    };
+    let text = match &block["content"] {
+        Value::String(t) => t.clone(),
+        blocks => arr(blocks)
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<String>(),
+    };
+    serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
 fn arr(v: &Value) -> &[Value] {

@@ -13,6 +13,7 @@
 //! The page is built from `crates/mcp/ui/` with the ext-apps SDK into one
 //! self-contained file that the binary embeds; `cargo build` never needs Node.
 
+mod board;
 mod tool;
 mod view;
 
@@ -112,7 +113,7 @@ pub fn listed() -> Resource {
     let mut r = Resource::new(URI, "dashboard")
         .with_title("Team dashboard")
         .with_description(
-            "Live view of a workflow instance: channel, agents and runs, approvals, documents",
+            "Live view of a workflow instance: channel, task board, agents and runs, approvals, documents",
         );
     r.mime_type = Some(MIME.into());
     r.size = Some(HTML.len() as u64);

@@ -33,7 +33,7 @@ static WATCHING: Semaphore = Semaphore::const_new(MAX_WATCHING);
 #[tool_router(router = dashboard_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Shows the person the team dashboard, live, in this host: an instance's
-    /// channel, agents and runs, approvals (to approve or deny) and documents.
+    /// channel, agents and runs, the task board, approvals (to approve or deny) and documents.
     #[tool(
         title = "Team dashboard",
         annotations(

@@ -1,6 +1,7 @@
 //! What the dashboard shows of an instance at one moment, read as the lead: the
 //! same views the lead's tools return, cut to what a panel needs and bounded.
 
+use super::board::TaskShown;
 use domain::error::Result;
 use domain::protocol::Usage;
 use domain::redact;
@@ -89,6 +90,10 @@ pub struct Snapshot {
     /// Pending approvals not shown (past the first 50; approval_list has them).
     pub approvals_more: usize,
     pub documents: Vec<String>,
+    /// The task board: live tasks first, then the latest final ones (at most 100).
+    pub board: Vec<TaskShown>,
+    /// Tasks not shown (task_list has them).
+    pub board_more: usize,
     /// Messages after `since` (or the latest), oldest first.
     pub messages: Vec<ChannelMessage>,
     /// More messages follow the last one returned.
@@ -241,6 +246,8 @@ pub async fn snapshot(
         approvals: Vec::new(),
         approvals_more: 0,
         documents: Vec::new(),
+        board: Vec::new(),
+        board_more: 0,
         messages: Vec::new(),
         messages_more: false,
     };
@@ -284,6 +291,7 @@ async fn fill(kernel: &Kernel, snap: &mut Snapshot, w: &str, since: Option<Strin
     });
     let docs = kernel.context().doc_list(&scope).await?;
     snap.documents = docs.files.into_iter().map(|f| f.file).collect();
+    (snap.board, snap.board_more) = super::board::board(kernel, &scope).await?;
     let read = kernel
         .messaging()
         .channel_view(&scope, since, Some(MESSAGES_PER_POLL))
@@ -377,7 +385,9 @@ fn version(s: &Snapshot) -> String {
         s.status,
         s.agents,
         s.approvals,
-        s.documents
+        s.documents,
+        s.board,
+        s.board_more
     ]);
     shown.to_string().hash(&mut h);
     format!("{:016x}", h.finish())

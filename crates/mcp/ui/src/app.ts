@@ -60,6 +60,16 @@ type Message = {
   kind: string;
   to?: string;
 };
+type Task = {
+  id: number;
+  title: string;
+  column: string;
+  owner?: string;
+  blocked_by?: number[];
+  assign?: string;
+  result: boolean;
+  approval?: number;
+};
 type Snapshot = {
   version: string;
   now_ms: number;
@@ -71,9 +81,20 @@ type Snapshot = {
   agents_more: number;
   approvals: Approval[];
   documents: string[];
+  board: Task[];
+  board_more: number;
   messages: Message[];
   messages_more: boolean;
 };
+
+/** The board's columns: each takes the tasks of these columns of the snapshot. */
+const COLUMNS: { key: string; label: string; takes: string[] }[] = [
+  { key: "open", label: "Open", takes: ["open"] },
+  { key: "blocked", label: "Blocked", takes: ["blocked"] },
+  { key: "claimed", label: "Claimed", takes: ["claimed"] },
+  { key: "done", label: "Done", takes: ["done"] },
+  { key: "ended", label: "Failed · cancelled", takes: ["failed", "cancelled"] },
+];
 
 /** Messages kept on the page (the oldest go first). */
 const KEPT_MESSAGES = 500;
@@ -215,6 +236,7 @@ class Dashboard {
     if (this.changed("approvals", [s.approvals, s.approvals_more, [...this.deciding]])) {
       this.renderApprovals(s.approvals, s.approvals_more);
     }
+    if (this.changed("board", [s.board, s.board_more])) this.renderBoard(s.board, s.board_more);
     if (this.changed("agents", [s.agents, s.agents_more])) this.renderAgents(s);
     this.renderMessages(s.messages);
     if (this.changed("documents", s.documents)) this.renderDocuments(s.documents);
@@ -291,6 +313,29 @@ class Dashboard {
     } finally {
       this.deciding.delete(id);
     }
+  }
+
+  /** The task board: a column per state, each task a card with its owner, what
+   * blocks it and whether a result is attached. */
+  renderBoard(tasks: Task[], more: number) {
+    $("board-section").hidden = tasks.length === 0 && more === 0;
+    const rest = $("board-more");
+    rest.hidden = more === 0;
+    rest.textContent = `${count(more, "more task")} (task_list shows every one)`;
+    $("board").replaceChildren(
+      ...COLUMNS.map((c) => {
+        const mine = tasks.filter((t) => c.takes.includes(t.column));
+        const id = `col-${c.key}`;
+        const cards = mine.map((t) => taskCard(t));
+        if (!cards.length) cards.push(el("li", { class: "muted" }, "none"));
+        return el(
+          "div",
+          { class: "column", role: "group", "aria-labelledby": id, "data-column": c.key },
+          el("h3", { id }, `${c.label} `, el("span", { class: "muted" }, String(mine.length))),
+          el("ul", { class: "list" }, ...cards),
+        );
+      }),
+    );
   }
 
   renderAgents(s: Snapshot) {
@@ -390,6 +435,25 @@ class Dashboard {
       if (!Number.isNaN(started)) e.textContent = `${e.dataset.label} ${seconds(Math.max(0, now - started))}`;
     }
   }
+}
+
+/** A task's card: its number and title, its state when the column holds more
+ * than one, its owner, what blocks it, whether a result is attached. */
+function taskCard(t: Task) {
+  const head = el("div", { class: "card-head" }, el("span", { class: "name" }, `#${t.id} ${t.title}`));
+  if (t.column === "failed" || t.column === "cancelled") head.append(badge(t.column));
+  if (t.approval !== undefined) head.append(badge("waiting", `approval #${t.approval}`));
+  const facts = [
+    t.owner ? `owner ${t.owner}` : t.assign ? `for ${t.assign}` : "",
+    t.blocked_by?.length ? `blocked by ${t.blocked_by.map((b) => `#${b}`).join(", ")}` : "",
+  ].filter(Boolean);
+  return el(
+    "li",
+    { class: "card task", "data-task": String(t.id), "data-state": t.column },
+    head,
+    facts.length ? el("div", { class: "meta" }, facts.join(" · ")) : null,
+    t.result ? el("div", { class: "result" }, "result attached") : null,
+  );
 }
 
 /** An agent's latest runs: every agent's table has the same columns, of the

@@ -393,7 +393,7 @@ impl Doc<'_> {
                     }
                 })
                 .unwrap_or_else(|| path.to_vec());
-            return Err(self.err(&at, m, "see the mock rule fields: when, sleep, send, to, doc_append, vote, propose, resource, fail, times, reply"));
+            return Err(self.err(&at, m, "see the mock rule fields: when, sleep, send, to, doc_append, vote, propose, resource, task, fail, times, reply"));
         }
         // Every text a rule posts or stores may use `${{ }}` (`when` is a regex).
         if let Node::Seq(items) = n {
