@@ -311,7 +311,7 @@ fn agents_making_agents_are_governed_by_maker_and_backend() {
         (
             json!({"event": "agent_neww"}),
             json!({"action": "deny"}),
-            "merge or agent_new",
+            "merge, agent_new or task",
         ),
     ] {
         let e = parse(&json!({"name": "x", "when": when, "then": then})).unwrap_err();
