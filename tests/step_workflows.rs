@@ -546,3 +546,57 @@ steps:
     assert_eq!(steps(&st), pairs(&[("editor", "done")]));
     s.stop().await;
 }
+
+/// A step that waits for a task of the board: it runs when a task whose title
+/// matches is done, not when one is added or claimed, nor for another title.
+#[tokio::test]
+async fn a_task_done_starts_the_step_that_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let yaml = r#"
+name: release
+agents:
+  shipper: { backend: mock, mock: [ { reply: "shipped" } ] }
+steps:
+  - { agent: shipper, on: { task: "Build *" }, prompt: "ship the build" }
+"#;
+    let r = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml, "wait_seconds": 2}),
+    )
+    .await
+    .ok();
+    assert_eq!(r["steps"][0]["state"], "waiting", "{r}");
+    let plan = json!({"workflow": "@release", "plan": [
+        {"name": "d", "title": "Write the docs"}, {"name": "b", "title": "Build the CLI"}]});
+    let added = call(&lead, "task_add", plan).await.ok();
+    let (docs, build) = (&added["tasks"][0]["id"], &added["tasks"][1]["id"]);
+    for (id, state) in [(docs, "claimed"), (docs, "done"), (build, "claimed")] {
+        let args = if state == "claimed" {
+            ("task_claim", json!({"workflow": "@release", "id": id}))
+        } else {
+            (
+                "task_update",
+                json!({"workflow": "@release", "id": id, "state": state}),
+            )
+        };
+        call(&lead, args.0, args.1).await.ok();
+    }
+    let st = call(&lead, "workflow_status", json!({"workflow": "@release"}))
+        .await
+        .ok();
+    assert_eq!(steps(&st), pairs(&[("shipper", "waiting")]), "{st}");
+    call(
+        &lead,
+        "task_update",
+        json!({"workflow": "@release", "id": build, "state": "done"}),
+    )
+    .await
+    .ok();
+    let st = finished(&lead, "@release").await;
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(steps(&st), pairs(&[("shipper", "done")]));
+    s.stop().await;
+}

@@ -24,6 +24,7 @@ use crate::result_schema::ResultSchema;
 use crate::states::StepState;
 use results::{check_results, result_event, tests_words};
 use serde_json::{Value, json};
+use task_event::task_event;
 
 /// The most steps one workflow may have.
 pub const MAX_STEPS: usize = 100;
@@ -54,6 +55,12 @@ pub enum On {
     },
     /// A document of the instance written through the kernel, its path matching.
     Document(String),
+    /// A task of the instance's board, its title matching the glob, reached the
+    /// state (done, unless the step says failed, cancelled or claimed).
+    Task {
+        title: String,
+        state: crate::states::TaskState,
+    },
     /// The step of this id ended well with a result whose top-level fields equal
     /// these values (each of them).
     Result {
@@ -84,9 +91,16 @@ impl On {
         }
     }
 
-    /// Whether it is met by a message or a document (remembered when it comes).
+    /// Whether it is met by a message, a document or a task (remembered when it
+    /// comes).
     pub fn is_seen(&self) -> bool {
-        matches!(self, On::Message { .. } | On::Document(_))
+        matches!(self, On::Message { .. } | On::Document(_) | On::Task { .. })
+    }
+
+    /// Whether a task titled `title` reaching `state` meets it.
+    pub fn task_matches(&self, title: &str, state: crate::states::TaskState) -> bool {
+        matches!(self, On::Task { title: g, state: s } if *s == state
+            && glob(&g.to_ascii_lowercase(), &title.to_ascii_lowercase()))
     }
 
     /// Whether a message from `from` with `text` meets it.
@@ -121,6 +135,7 @@ impl On {
                 from: Some(f),
             } => json!({"message": text.as_str(), "from": f}),
             On::Document(g) => json!({"document": g}),
+            On::Task { title, state } => json!({"task": title, "state": state.as_str()}),
             On::Result { step, fields } => {
                 let fields: serde_json::Map<String, Value> = fields.iter().cloned().collect();
                 json!({"step": step, "result": fields})
@@ -132,7 +147,7 @@ impl On {
     /// `on:` item gives it, whose names are not resolved yet).
     pub fn from_json(v: &Value) -> Result<On, String> {
         let shape = "an event: trigger, <step>.complete, <step>.failed, {message: <regex>, from?: <glob>}, \
-                     {document: <glob>} or {step: <step>, result: {<field>: <value>}}";
+                     {document: <glob>}, {task: <title glob>, state?: done} or {step: <step>, result: {<field>: <value>}}";
         match v {
             Value::String(s) if s == "trigger" => Ok(On::Trigger),
             Value::String(s) => match s.rsplit_once('.') {
@@ -142,6 +157,9 @@ impl On {
             },
             Value::Object(o) if o.contains_key("result") || o.contains_key("step") => {
                 result_event(o).map_err(|e| format!("{e}; write {shape}"))
+            }
+            Value::Object(o) if o.contains_key("task") => {
+                task_event(o).map_err(|e| format!("{e}; write {shape}"))
             }
             Value::Object(o) => {
                 if let Some(k) = o
@@ -183,6 +201,7 @@ impl On {
                     .unwrap_or_default()
             ),
             On::Document(g) => format!("a document matching {g} is written"),
+            On::Task { title, state } => format!("a task matching {title} is {state}"),
             On::Result { step, fields } => {
                 format!("step {step} completes with {}", tests_words(fields))
             }
@@ -575,5 +594,6 @@ pub fn unhandled_failures(steps: &[StepDef], states: &[StepState]) -> Vec<usize>
 }
 
 mod results;
+mod task_event;
 #[cfg(test)]
 mod tests;

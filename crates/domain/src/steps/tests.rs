@@ -160,6 +160,53 @@ fn messages_and_documents_are_events_once_seen() {
 }
 
 #[test]
+fn a_task_reaching_a_state_is_an_event_once_seen() {
+    use crate::states::TaskState;
+    let table = [
+        (json!({"task": "Ship*"}), "Ship it", TaskState::Done, true),
+        (json!({"task": "ship*"}), "SHIP it", TaskState::Done, true),
+        (
+            json!({"task": "Ship*"}),
+            "Ship it",
+            TaskState::Claimed,
+            false,
+        ),
+        (
+            json!({"task": "Ship*", "state": "failed"}),
+            "Ship it",
+            TaskState::Failed,
+            true,
+        ),
+        (
+            json!({"task": "Ship*"}),
+            "Write docs",
+            TaskState::Done,
+            false,
+        ),
+    ];
+    for (on, title, state, want) in table {
+        let e = On::from_json(&on).unwrap();
+        assert_eq!(e.task_matches(title, state), want, "{on} {title} {state}");
+        assert!(e.is_seen());
+        assert_eq!(On::from_json(&e.to_json()).unwrap(), e);
+    }
+    let e = On::from_json(&json!({"task": "Ship*", "state": "cancelled"})).unwrap();
+    assert_eq!(e.words(), "a task matching Ship* is cancelled");
+    for (bad, says) in [
+        (json!({"task": ""}), "task: a glob of the task's title"),
+        (
+            json!({"task": "x", "state": "open"}),
+            "state: \"open\"; use done, failed",
+        ),
+        (json!({"task": "x", "state": 3}), "state: use done"),
+        (json!({"task": "x", "from": "bob"}), "unknown key \"from\""),
+    ] {
+        let e = On::from_json(&bad).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn events_that_are_not_events_are_refused() {
     for bad in [
         json!("review"),

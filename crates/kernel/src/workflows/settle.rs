@@ -78,6 +78,11 @@ impl Workflows {
             Event::DocumentChanged {
                 workflow_id, file, ..
             } => self.steps.document_written(workflow_id, &file).await,
+            Event::TaskChanged {
+                workflow_id,
+                id,
+                state,
+            } => self.steps.task_changed(workflow_id, id, state).await,
             _ => Ok(()),
         }
     }

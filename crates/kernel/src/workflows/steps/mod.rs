@@ -26,7 +26,7 @@ use crate::messaging::{self, Messaging};
 use crate::timing::Clock;
 use domain::contracts::{Then, When};
 use domain::error::Result;
-use domain::states::StepState;
+use domain::states::{StepState, TaskState};
 use domain::steps::{self, Move, On, StepDef};
 use results::{done_with_result, post_prompt};
 use std::collections::BTreeMap;
@@ -332,6 +332,40 @@ impl Steps {
         let seen = self
             .store
             .write(move |c| see_all(c, wid, &defs, |e| e.document_matches(&file)))
+            .await?;
+        if seen {
+            self.advance(wid).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A task of the board changed: the waiting steps its title and new state meet
+    /// see it.
+    pub async fn task_changed(&self, wid: i64, id: i64, state: TaskState) -> Result<()> {
+        let defs = self.graph(wid);
+        if !defs
+            .iter()
+            .any(|d| d.on.iter().any(|e| matches!(e, On::Task { .. })))
+        {
+            return Ok(());
+        }
+        let seen = self
+            .store
+            .write(move |c| {
+                use store::sql::OptionalExtension;
+                let title: Option<String> = c
+                    .query_row(
+                        "SELECT title FROM tasks WHERE workflow_id = ?1 AND id = ?2",
+                        (wid, id),
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let Some(title) = title else {
+                    return Ok(false);
+                };
+                see_all(c, wid, &defs, |e| e.task_matches(&title, state))
+            })
             .await?;
         if seen {
             self.advance(wid).await
