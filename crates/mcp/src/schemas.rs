@@ -129,11 +129,42 @@ fn rewrite(v: &mut Value, defs: &Map<String, Value>, depth: usize) {
             if let Some(Value::Array(vals)) = m.get_mut("enum") {
                 vals.retain(|x| !x.is_null());
             }
+            if let Some(Value::Object(props)) = m.get_mut("properties") {
+                props.values_mut().for_each(any_json_spelled_out);
+            }
             for val in m.values_mut() {
                 rewrite(val, defs, depth + 1);
             }
         }
         _ => {}
+    }
+}
+
+/// Words a schema may carry that constrain nothing.
+const ANNOTATIONS: &[&str] = &["description", "title", "default", "examples"];
+
+/// A property of any JSON value (`serde_json::Value`: schemars writes `true` or
+/// `{}`, which strict validators flag as constraining nothing) says so: one of
+/// the JSON types other than null (a missing value is left out, not null).
+fn any_json_spelled_out(v: &mut Value) {
+    let bare = match v {
+        Value::Bool(true) => true,
+        Value::Object(m) => m.keys().all(|k| ANNOTATIONS.contains(&k.as_str())),
+        _ => false,
+    };
+    if !bare {
+        return;
+    }
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    let types = ["object", "array", "string", "number", "boolean"];
+    let any: Vec<Value> = types
+        .iter()
+        .map(|t| serde_json::json!({ "type": t }))
+        .collect();
+    if let Value::Object(m) = v {
+        m.insert("anyOf".into(), Value::Array(any));
     }
 }
 
@@ -221,7 +252,9 @@ mod tests {
                 "n": {"type": ["integer", "null"], "format": "uint64", "default": null},
                 "x": {"type": "number", "format": "double"},
                 "b": {"anyOf": [{"$ref": "#/$defs/Budget"}, {"type": "null"}], "description": "Guards."},
-                "when": {"type": "string", "format": "date-time"}
+                "when": {"type": "string", "format": "date-time"},
+                "any": {"description": "Any JSON."},
+                "also": true
             },
             "$defs": {"Budget": {"type": "object", "properties": {"max": {"type": "integer", "format": "uint32"}}}}
         })
@@ -229,6 +262,8 @@ mod tests {
         .unwrap()
         .clone();
         portable(&mut s, true);
+        let any = json!([{"type": "object"}, {"type": "array"}, {"type": "string"},
+                         {"type": "number"}, {"type": "boolean"}]);
         assert_eq!(
             Value::Object(s),
             json!({
@@ -239,7 +274,9 @@ mod tests {
                     "x": {"type": "number"},
                     "b": {"type": "object", "description": "Guards.",
                           "properties": {"max": {"type": "integer", "minimum": 0}}},
-                    "when": {"type": "string", "format": "date-time"}
+                    "when": {"type": "string", "format": "date-time"},
+                    "any": {"description": "Any JSON.", "anyOf": any.clone()},
+                    "also": {"anyOf": any}
                 }
             })
         );

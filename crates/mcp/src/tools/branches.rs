@@ -60,7 +60,7 @@ pub struct BranchMergeArgs {
 #[tool_router(router = branch_read_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// What a worktree `agent` committed on its branch since its base: files with line
-    /// counts, and the patch. Read-only; for reviews.
+    /// counts, and the patch.
     #[tool(
         title = "Read an agent's branch",
         annotations(

@@ -46,7 +46,7 @@ pub struct ChannelReadArgs {
 #[tool_router(router = channel_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Post a `message` to the team channel; @name wakes that member. Returns its id, who got
-    /// it, and what you missed since your last read.
+    /// it, and what you missed.
     #[tool(
         title = "Send a message",
         annotations(

@@ -27,8 +27,7 @@ pub struct ResultArgs {
 
 #[tool_router(router = result_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Submit the `result` an ask or step asked of you (its result_schema); a misfit is refused
-    /// naming the fields to fix.
+    /// Submit the `result` an ask or step asked of you; a misfit is refused naming its fields.
     #[tool(
         title = "Submit a result",
         annotations(
