@@ -83,12 +83,20 @@ pub enum Event {
     /// `first`: the instance's first kept report (its feedback resource is new).
     FeedbackGiven { workflow_id: i64, first: bool },
     /// A task of an instance's board was added, claimed, moved, released, noted,
-    /// or held for an approval; `state` is its state now.
+    /// or held for an approval; `state` is its state now, `moved` whether the
+    /// change set it (a note, an edit or a hold does not).
     TaskChanged {
         workflow_id: i64,
         id: i64,
         state: domain::states::TaskState,
+        #[serde(default = "moved_by_default")]
+        moved: bool,
     },
+}
+
+/// A task change from a kernel that does not say whether it moved the task.
+fn moved_by_default() -> bool {
+    true
 }
 
 /// What publishing also hands an event to (the bus to other kernels).

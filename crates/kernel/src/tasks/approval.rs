@@ -52,17 +52,14 @@ impl Tasks {
         }
         let (s, id) = (scope.clone(), a.id);
         let checked = a.clone();
-        let title = self
+        let (title, seen) = self
             .store
             .read(move |c| {
                 let cur = rows::current_tx(c, &s, id)?;
                 rows::allowed(&s, &checked, &cur)?;
-                held_by(c, id)
+                Ok((held_by(c, id)?, (cur.state, cur.owner)))
             })
             .await?;
-        let Some(title) = title else {
-            return Ok(None);
-        };
         let all = self.contracts.all();
         let v = contracts::decide(
             in_force(&all, scope.workflow_id, &scope.workflow),
@@ -85,7 +82,10 @@ impl Tasks {
         let (s, now) = (scope.clone(), self.clock.now_ms());
         let (posted, outcome) = self
             .store
-            .write(move |c| record_verdict_tx(c, &s, (id, &title, to), (&v, &held), now))
+            .write(move |c| {
+                unchanged_tx(c, id, &seen)?;
+                record_verdict_tx(c, &s, (id, &title, to), (&v, &held), now)
+            })
             .await?;
         for p in &posted {
             self.messaging.announce(scope.workflow_id, p);
@@ -105,6 +105,7 @@ impl Tasks {
                 workflow_id: scope.workflow_id,
                 id,
                 state: self.one(scope.workflow_id, id, false).await?.state,
+                moved: false,
             });
         }
         Ok(Some(format!(
@@ -122,8 +123,33 @@ impl Tasks {
     }
 }
 
+/// Refuses a verdict on task `id` unless it is still as the check saw it (its
+/// state and owner) with no move waiting: a release and another claim, or a
+/// second move, may have come between the check and the write.
+pub(super) fn unchanged_tx(
+    c: &Connection,
+    id: i64,
+    (state, owner): &(TaskState, Option<String>),
+) -> Result<()> {
+    let same: bool = c
+        .query_row(
+            "SELECT 1 FROM tasks WHERE id = ?1 AND approval_id IS NULL AND state = ?2
+               AND owner IS NOT DISTINCT FROM ?3",
+            sql::params![id, state.as_str(), owner],
+            |_| Ok(true),
+        )
+        .optional()?
+        .unwrap_or(false);
+    if same {
+        return Ok(());
+    }
+    Err(Error::conflict(format!(
+        "task {id} changed meanwhile; read it again with task_list"
+    )))
+}
+
 /// The title of task `id`, unless a move of it already waits for an approval.
-fn held_by(c: &Connection, id: i64) -> Result<Option<String>> {
+fn held_by(c: &Connection, id: i64) -> Result<String> {
     let (title, approval): (String, Option<i64>) = c.query_row(
         "SELECT title, approval_id FROM tasks WHERE id = ?1",
         [id],
@@ -134,7 +160,7 @@ fn held_by(c: &Connection, id: i64) -> Result<Option<String>> {
             "task {id} waits for approval {a} already; it moves once that is decided"
         )));
     }
-    Ok(Some(title))
+    Ok(title)
 }
 
 /// Records a verdict on a move of task `id`: its notices, the refusal or the
@@ -193,8 +219,10 @@ fn record_verdict_tx(
             humantime::format_duration(a.timeout)
         )
     })?;
+    // unchanged_tx saw the task as the check did, in this same job.
     c.execute(
-        "UPDATE tasks SET approval_id = ?2, held = ?3, updated_at = ?4 WHERE id = ?1",
+        "UPDATE tasks SET approval_id = ?2, held = ?3, updated_at = ?4
+         WHERE id = ?1 AND approval_id IS NULL",
         sql::params![id, approval, held, now],
     )?;
     history_tx(
@@ -279,7 +307,7 @@ fn closed_tx(c: &Connection, approval: i64, now: i64) -> Result<Done> {
             let why = format!("approval {approval} was {}", row.view.state);
             history_tx(c, id, (SYSTEM, "not moved", Some(&why)), now)?;
             done.changed
-                .push((wid, id, rows::current_tx(c, &s, id)?.state));
+                .push((wid, id, rows::current_tx(c, &s, id)?.state, false));
             format!(
                 "approval {approval} was not given: task {id} did not move to {}",
                 m.state
@@ -288,5 +316,9 @@ fn closed_tx(c: &Connection, approval: i64, now: i64) -> Result<Done> {
     };
     let p = post_system_to(c, wid, &row.workflow, &[m.by], &outcome, now)?;
     done.posted.push((wid, p));
+    // An open task the move no longer holds can be taken.
+    if rows::current_tx(c, &s, id)?.state == TaskState::Open {
+        super::wake::wake_tx(c, (wid, &row.workflow), &[id], "", now, &mut done)?;
+    }
     Ok(done)
 }

@@ -12,9 +12,8 @@
 //!   most [`rules::MAX_CLAIMS`] at once; the lead is not limited.
 //! - A claim is held by the run that made it (`run_id`; a joined client or the
 //!   lead holds it as itself). It is released, with the reason in the history,
-//!   when its agent fails for good, is deleted, or the run is lost (its kernel or
-//!   node died). A run that ends normally keeps the claim for the agent's next
-//!   run, which takes it over at its first task_update.
+//!   when its agent fails for good, is deleted, or the run ends (lost with its
+//!   kernel or node, or ended without finishing it: the agent is told too).
 //! - Every change publishes [`Event::TaskChanged`] after commit; a task that can
 //!   be taken (added unblocked, its last dependency done, released) is announced
 //!   in the inboxes of the agents that may take it and hold no claim.
@@ -89,6 +88,20 @@ pub struct TaskView {
 }
 
 impl TaskView {
+    /// The task as a list shows it: its body and a long result cut to a preview
+    /// (task_list with its id shows them whole).
+    pub fn brief(mut self) -> Self {
+        use crate::messaging::preview;
+        self.body = self.body.map(|b| preview(&b));
+        if let Some(r) = &self.result {
+            let text = r.to_string();
+            if preview(&text) != text {
+                self.result = Some(serde_json::Value::String(preview(&text)));
+            }
+        }
+        self
+    }
+
     /// Open with a dependency not done.
     pub fn is_blocked(&self) -> bool {
         self.state == TaskState::Open && !self.blocked_by.is_empty()
@@ -162,8 +175,8 @@ pub struct Filter {
 /// What a write of the board gives to announce once committed.
 #[derive(Default)]
 pub(crate) struct Done {
-    /// (instance, task, its state now).
-    pub(crate) changed: Vec<(i64, i64, TaskState)>,
+    /// (instance, task, its state now, whether its state changed).
+    pub(crate) changed: Vec<(i64, i64, TaskState, bool)>,
     /// The kernel's posts, each with its instance.
     pub(crate) posted: Vec<(i64, Posted)>,
 }
@@ -261,7 +274,8 @@ impl Tasks {
         }
         let want = rows::Want::parse(&f, &scope.me).map_err(Error::invalid)?;
         let board = self.board(scope.workflow_id).await?;
-        Ok(board.into_iter().filter(|t| want.passes(t)).collect())
+        let listed = board.into_iter().filter(|t| want.passes(t));
+        Ok(listed.map(TaskView::brief).collect())
     }
 
     /// Every task of an instance, oldest first (the board resource).
@@ -290,7 +304,7 @@ impl Tasks {
         Ok(Board {
             workflow: scope.workflow.to_string(),
             counts,
-            tasks,
+            tasks: tasks.into_iter().map(TaskView::brief).collect(),
         })
     }
 
@@ -306,11 +320,12 @@ impl Tasks {
         for (workflow_id, p) in &done.posted {
             self.messaging.announce(*workflow_id, p);
         }
-        for (workflow_id, id, state) in done.changed {
+        for (workflow_id, id, state, moved) in done.changed {
             self.events.publish(Event::TaskChanged {
                 workflow_id,
                 id,
                 state,
+                moved,
             });
         }
     }

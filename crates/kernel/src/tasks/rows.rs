@@ -126,6 +126,20 @@ pub(super) fn add_tx(c: &Connection, s: &Scope, p: &Checked, now: i64) -> Result
             }
         }
     }
+    let live: i64 = c.query_row(
+        "SELECT count(*) FROM tasks WHERE workflow_id = ?1
+           AND state NOT IN ('done', 'failed', 'cancelled')",
+        [s.workflow_id],
+        |r| r.get(0),
+    )?;
+    if live + p.rows.len() as i64 > rules::MAX_LIVE_TASKS {
+        return Err(Error::invalid(format!(
+            "task_add: an instance holds at most {} tasks not done, failed or cancelled ({} holds \
+             {live}); finish or cancel some first",
+            rules::MAX_LIVE_TASKS,
+            s.workflow
+        )));
+    }
     let mut ids = Vec::new();
     let mut done = Done::default();
     for r in &p.rows {
@@ -148,7 +162,8 @@ pub(super) fn add_tx(c: &Connection, s: &Scope, p: &Checked, now: i64) -> Result
         )?;
         history_tx(c, id, (&s.me, "added", None), now)?;
         ids.push(id);
-        done.changed.push((s.workflow_id, id, TaskState::Open));
+        done.changed
+            .push((s.workflow_id, id, TaskState::Open, true));
     }
     for (i, id) in ids.iter().enumerate() {
         let local = p.deps.local[i].iter().map(|&j| ids[j]);
@@ -217,7 +232,8 @@ pub(super) fn claim_tx(
     let why = s.run_id.as_ref().map(|r| format!("run {r}"));
     history_tx(c, id, (&s.me, "claimed", why.as_deref()), now)?;
     let mut done = Done::default();
-    done.changed.push((s.workflow_id, id, TaskState::Claimed));
+    done.changed
+        .push((s.workflow_id, id, TaskState::Claimed, true));
     Ok((Some(id), done))
 }
 
@@ -347,9 +363,11 @@ impl Asked {
     }
 }
 
-/// The task as an update finds it: state, owner, creator, schema, links.
+/// The task as an update finds it: state, owner, creator, schema, links, the
+/// approval a move of it waits for.
 pub(super) struct Current {
     pub(super) state: TaskState,
+    pub(super) approval: Option<i64>,
     pub(super) owner: Option<String>,
     pub(super) created_by: String,
     pub(super) schema: Option<String>,
@@ -358,7 +376,7 @@ pub(super) struct Current {
 
 pub(super) fn current_tx(c: &Connection, s: &Scope, id: i64) -> Result<Current> {
     c.query_row(
-        "SELECT state, owner, created_by, result_schema, links FROM tasks
+        "SELECT state, owner, created_by, result_schema, links, approval_id FROM tasks
          WHERE id = ?1 AND workflow_id = ?2",
         [id, s.workflow_id],
         |r| {
@@ -368,6 +386,7 @@ pub(super) fn current_tx(c: &Connection, s: &Scope, id: i64) -> Result<Current> 
                 created_by: r.get(2)?,
                 schema: r.get(3)?,
                 links: serde_json::from_str(&r.get::<String>(4)?).unwrap_or_default(),
+                approval: r.get(5)?,
             })
         },
     )
@@ -380,6 +399,12 @@ pub(super) fn allowed(s: &Scope, a: &Asked, cur: &Current) -> Result<()> {
     let by = rules::standing(&s.me, s.lead, cur.owner.as_deref());
     if let Some(to) = a.to {
         rules::transition(a.id, cur.state, to, by).map_err(Error::conflict)?;
+        if let Some(n) = cur.approval.filter(|_| !s.lead) {
+            return Err(Error::conflict(format!(
+                "task {} waits for approval {n} already; it moves once that is decided",
+                a.id
+            )));
+        }
         if to == TaskState::Done
             && let Some(schema) = &cur.schema
         {
@@ -411,7 +436,7 @@ pub(super) fn update_tx(c: &Connection, s: &Scope, a: &Asked, now: i64) -> Resul
     let cur = current_tx(c, s, a.id)?;
     allowed(s, a, &cur)?;
     let mut done = Done::default();
-    // The owner's later run holds the claim from its first change of it.
+    // A claim made without a run is held by the owner's run that changes it.
     if let Some(run) = &s.run_id
         && cur.state == TaskState::Claimed
         && rules::standing(&s.me, s.lead, cur.owner.as_deref()) == Standing::Owner
@@ -420,6 +445,20 @@ pub(super) fn update_tx(c: &Connection, s: &Scope, a: &Asked, now: i64) -> Resul
             "UPDATE tasks SET run_id = ?2 WHERE id = ?1",
             sql::params![a.id, run],
         )?;
+    }
+    if a.to.is_none() {
+        let lines: i64 = c.query_row(
+            "SELECT count(*) FROM task_history WHERE task_id = ?1",
+            [a.id],
+            |r| r.get(0),
+        )?;
+        if lines >= rules::MAX_HISTORY {
+            return Err(Error::invalid(format!(
+                "note: task {} keeps at most {} history lines; put more in its body",
+                a.id,
+                rules::MAX_HISTORY
+            )));
+        }
     }
     if a.body.is_some() || !a.links.is_empty() {
         let mut links = cur.links.clone();
@@ -448,7 +487,7 @@ pub(super) fn update_tx(c: &Connection, s: &Scope, a: &Asked, now: i64) -> Resul
         Some(to) => move_tx(c, s, a, (cur.state, to), now, &mut done)?,
         None => {
             history_tx(c, a.id, (&s.me, "noted", a.note.as_deref()), now)?;
-            done.changed.push((s.workflow_id, a.id, cur.state));
+            done.changed.push((s.workflow_id, a.id, cur.state, false));
         }
     }
     Ok(done)
@@ -494,7 +533,7 @@ pub(super) fn move_tx(
         to.as_str()
     };
     history_tx(c, a.id, (&s.me, what, a.note.as_deref()), now)?;
-    done.changed.push((s.workflow_id, a.id, to));
+    done.changed.push((s.workflow_id, a.id, to, true));
     // Who gives a task back is not told of it; who finishes one may take the next.
     let (freed, by) = match to {
         TaskState::Open => (vec![a.id], s.me.as_str()),

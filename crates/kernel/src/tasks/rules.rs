@@ -17,6 +17,10 @@ pub const MAX_LINKS: usize = 20;
 pub const MAX_LINK_CHARS: usize = 500;
 /// A result or result schema, as JSON text.
 pub const MAX_JSON_BYTES: usize = 64 * 1024;
+/// History lines a task keeps: a note (or an edit) past them is refused.
+pub const MAX_HISTORY: i64 = 200;
+/// Tasks of an instance not done, failed or cancelled: task_add past them is refused.
+pub const MAX_LIVE_TASKS: i64 = 2_000;
 /// Claims an agent holds at once in one instance (the lead is not limited).
 pub const MAX_CLAIMS: i64 = 1;
 

@@ -3,9 +3,9 @@
 //! and settles on start too, since a killed kernel published nothing.
 //!
 //! A claim is released (back to open, its history saying why) when its agent no
-//! longer exists, failed for good, or the run that claimed it was lost (its kernel
-//! or node stopped) — or, for a claim whose run ended normally, when the agent's
-//! newest run was lost. The lead's claims are its own.
+//! longer exists, failed for good, or the run that claimed it ended (lost with its
+//! kernel or node, or ended without finishing it: who may take it is told, the
+//! agent too). A claim made without a run (the lead, a joined client) is its own.
 
 use super::wake::{history_tx, wake_tx, workflow_tx};
 use super::{Done, Tasks};
@@ -22,6 +22,8 @@ struct Held {
     id: i64,
     workflow_id: i64,
     owner: String,
+    /// The claiming run, if the claim was made in one.
+    run_id: Option<String>,
     /// The claiming run's status, if it has a row.
     run: Option<RunStatus>,
     /// The owner's agent: its state, and its newest run's status.
@@ -44,21 +46,24 @@ impl Held {
             )),
             (None, _) if !self.anywhere => Some(format!("{} was deleted", self.owner)),
             (Some((AgentState::Failed, _)), _) => Some(format!("{} failed for good", self.owner)),
-            (Some((_, Some(RunStatus::Lost))), Some(r)) if r != RunStatus::Running => {
-                Some(format!(
-                    "{}'s newest run was lost (its kernel or node stopped)",
-                    self.owner
-                ))
-            }
-            _ => None,
+            (_, Some(RunStatus::Running)) => None,
+            _ => self
+                .run_id
+                .as_ref()
+                .map(|r| format!("run {r} of {} ended without finishing it", self.owner)),
         }
+    }
+
+    /// Whether its owner may be told it can take the task again (its run ended).
+    fn ended(&self) -> bool {
+        self.run_id.is_some() && !matches!(self.run, Some(RunStatus::Lost | RunStatus::Running))
     }
 }
 
 /// The claimed tasks of instance `workflow_id` (every instance for None).
 fn held_tx(c: &Connection, workflow_id: Option<i64>) -> Result<Vec<Held>> {
     let mut st = c.prepare_cached(
-        "SELECT t.id, t.workflow_id, t.owner,
+        "SELECT t.id, t.workflow_id, t.owner, t.run_id,
                 (SELECT r.status FROM runs r WHERE r.id = t.run_id),
                 a.state,
                 (SELECT r.status FROM runs r WHERE r.agent_id = a.id
@@ -74,17 +79,18 @@ fn held_tx(c: &Connection, workflow_id: Option<i64>) -> Result<Vec<Held>> {
     )?;
     let status = |s: Option<String>| s.and_then(|s| s.parse::<RunStatus>().ok());
     let rows = st.query_map([workflow_id.unwrap_or(-1)], |r| {
-        let agent: Option<String> = r.get(4)?;
+        let agent: Option<String> = r.get(5)?;
         Ok(Held {
             id: r.get(0)?,
             workflow_id: r.get(1)?,
             owner: r.get::<Option<String>>(2)?.unwrap_or_default(),
-            run: status(r.get(3)?),
+            run_id: r.get(3)?,
+            run: status(r.get(4)?),
             agent: agent
                 .and_then(|a| a.parse::<AgentState>().ok())
-                .map(|a| Ok::<_, sql::Error>((a, status(r.get(5)?))))
+                .map(|a| Ok::<_, sql::Error>((a, status(r.get(6)?))))
                 .transpose()?,
-            anywhere: r.get::<i64>(6)? != 0,
+            anywhere: r.get::<i64>(7)? != 0,
         })
     })?;
     Ok(rows.collect::<sql::Result<_>>()?)
@@ -97,7 +103,8 @@ pub(crate) fn settle_tx(c: &Connection, workflow_id: Option<i64>, now: i64) -> R
     for h in held_tx(c, workflow_id)? {
         let Some(why) = h.release() else { continue };
         let n = c.execute(
-            "UPDATE tasks SET state = 'open', owner = NULL, run_id = NULL, updated_at = ?2
+            "UPDATE tasks SET state = 'open', owner = NULL, run_id = NULL, approval_id = NULL,
+                    held = NULL, updated_at = ?2
              WHERE id = ?1 AND state = 'claimed'",
             sql::params![h.id, now],
         )?;
@@ -105,9 +112,11 @@ pub(crate) fn settle_tx(c: &Connection, workflow_id: Option<i64>, now: i64) -> R
             continue;
         }
         history_tx(c, h.id, (SYSTEM, "released", Some(&why)), now)?;
-        done.changed.push((h.workflow_id, h.id, TaskState::Open));
+        done.changed
+            .push((h.workflow_id, h.id, TaskState::Open, true));
         if let Some(wf) = workflow_tx(c, h.workflow_id)? {
-            wake_tx(c, (h.workflow_id, &wf), &[h.id], &h.owner, now, &mut done)?;
+            let by = if h.ended() { "" } else { h.owner.as_str() };
+            wake_tx(c, (h.workflow_id, &wf), &[h.id], by, now, &mut done)?;
         }
     }
     Ok(done)

@@ -179,18 +179,19 @@ async fn who_may_take_a_freed_task_is_told() {
     assert_eq!(inboxes(&r).await, (3, 2, 2));
 }
 
-/// What releases a claim, and what keeps it: the claiming run lost, the agent
-/// failed for good or deleted release it (its history says why); a run that
-/// ended well, or runs in progress, keep it; the lead's claims are its own.
+/// What releases a claim, and what keeps it: the claiming run lost or ended, the
+/// agent failed for good or deleted release it (its history says why); a run in
+/// progress keeps it; a claim made without a run (the lead's, a joined client's)
+/// is its own.
 #[tokio::test]
 async fn claims_are_released_when_their_holder_is_gone() {
     let r = Rooms::new().await;
-    r.agents(&["ann", "bob", "cat", "dan", "eve"]).await;
+    r.agents(&["ann", "bob", "cat", "dan", "eve", "fay"]).await;
     // Another instance's eve is not this one's.
     r.agent_in("@other:main", "eve", "mock").await;
     let t = Arc::new(board(&r));
     let lead = r.scope("user").await;
-    let plan: Vec<NewTask> = ["ann", "bob", "cat", "dan", "eve", "user"]
+    let plan: Vec<NewTask> = ["ann", "bob", "cat", "dan", "eve", "fay", "user"]
         .iter()
         .map(|n| NewTask {
             title: format!("{n}'s"),
@@ -208,7 +209,12 @@ async fn claims_are_released_when_their_holder_is_gone() {
             Some("ann's run was lost (its kernel or node stopped)"),
         ),
         ("bob", "running", "", None),
-        ("cat", "succeeded", "", None),
+        (
+            "cat",
+            "succeeded",
+            "",
+            Some("run run-2 of cat ended without finishing it"),
+        ),
         (
             "dan",
             "running",
@@ -221,6 +227,7 @@ async fn claims_are_released_when_their_holder_is_gone() {
             "DELETE FROM agents WHERE name = ?1 AND workflow_id = (SELECT id FROM workflows WHERE name = 'global')",
             Some("eve was deleted"),
         ),
+        ("fay", "", "", None),
     ];
     for (i, (who, status, _, _)) in table.iter().enumerate() {
         claim_in_run(&t, &r, who, status, format!("run-{i}")).await;
@@ -233,7 +240,7 @@ async fn claims_are_released_when_their_holder_is_gone() {
             r.execute(act, who).await;
         }
     }
-    assert_eq!(t.settle(None).await.unwrap(), 3);
+    assert_eq!(t.settle(None).await.unwrap(), 4);
     for (who, _, _, why) in table {
         assert_released(&t, &r, who, *why).await;
     }
@@ -254,8 +261,16 @@ async fn claims_are_released_when_their_holder_is_gone() {
     assert_eq!(t.settle(None).await.unwrap(), 0);
 }
 
-/// `who` claims its task in a run `run` whose status is `status`.
+/// `who` claims its task in a run `run` whose status is `status` (no status:
+/// as a joined client, without a run).
 async fn claim_in_run(t: &Tasks, r: &Rooms, who: &str, status: &str, run: String) {
+    if status.is_empty() {
+        t.task_claim(&r.scope(who).await, None)
+            .await
+            .unwrap()
+            .unwrap();
+        return;
+    }
     let (w, st, rid, now) = (
         who.to_owned(),
         status.to_owned(),
@@ -308,6 +323,180 @@ async fn assert_released(t: &Tasks, r: &Rooms, who: &str, why: Option<&str>) {
     }
 }
 
+/// A run that ends without finishing its task gives it back: the agent itself
+/// (idle now) and the others who may take it are told; the next claim takes it.
+#[tokio::test]
+async fn a_run_that_ends_gives_its_claim_back() {
+    let r = Rooms::new().await;
+    r.agents(&["ann", "bob", "cat"]).await;
+    let t = Arc::new(board(&r));
+    t.task_add(&r.scope("user").await, vec![task("a", "ann's", &[])])
+        .await
+        .unwrap();
+    claim_in_run(&t, &r, "ann", "running", "run-9".into()).await;
+    claims(&t, &r, &[("bob", None, "none")]).await;
+    assert_eq!(inboxes(&r).await, (1, 1, 1));
+    // Still running: nothing changes.
+    assert_eq!(
+        t.settle(Some(r.scope("user").await.workflow_id))
+            .await
+            .unwrap(),
+        0
+    );
+    r.execute(
+        "UPDATE runs SET status = 'succeeded' WHERE id = ?1",
+        "run-9",
+    )
+    .await;
+    assert_eq!(
+        t.settle(Some(r.scope("user").await.workflow_id))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_released(
+        &t,
+        &r,
+        "ann",
+        Some("run run-9 of ann ended without finishing it"),
+    )
+    .await;
+    assert_eq!(inboxes(&r).await, (2, 2, 2));
+    claims(&t, &r, &[("ann", None, "ann's")]).await;
+}
+
+/// A verdict on a move is written only on the task as its check saw it (a
+/// release and another claim may come between); a second move waits; a claim
+/// released drops the move it held, so the task can be taken again.
+#[tokio::test]
+async fn a_held_move_is_pinned_to_the_task_as_checked() {
+    let r = Rooms::new().await;
+    r.agents(&["ann", "bob"]).await;
+    let spec = serde_json::json!({"name": "review", "when": {"event": "task", "state": "done"},
+        "then": {"action": "require_approval", "approvers": ["user"]}});
+    let c = domain::contracts::parse(&spec).unwrap();
+    r.contracts.set(c, spec).await.unwrap();
+    let t = Arc::new(board(&r));
+    t.task_add(&r.scope("user").await, vec![task("a", "one", &[])])
+        .await
+        .unwrap();
+    let id = id_of(&t, &r, "one").await;
+    claim_in_run(&t, &r, "ann", "running", "run-1".into()).await;
+    let back = Update {
+        id,
+        state: Some("open".into()),
+        ..Default::default()
+    };
+    t.task_update(&r.scope("ann").await, back).await.unwrap();
+    claim_in_run(&t, &r, "bob", "running", "run-2".into()).await;
+    // Checked while ann held it, written once bob does: refused.
+    let seen = (TaskState::Claimed, Some("ann".to_owned()));
+    let got = r
+        .store
+        .write(move |c| super::approval::unchanged_tx(c, id, &seen))
+        .await;
+    expect(&said(&got), "conflict: task", &["changed meanwhile"]);
+    let bob = r.scope("bob").await;
+    assert!(done(&t, &bob, id).await.unwrap().held.is_some());
+    let again = done(&t, &bob, id).await;
+    expect(&said(&again), "conflict: task", &["waits for approval"]);
+    r.execute("UPDATE runs SET status = 'stopped' WHERE id = ?1", "run-2")
+        .await;
+    let wid = bob.workflow_id;
+    assert_eq!(t.settle(Some(wid)).await.unwrap(), 1);
+    let v = &t.board(wid).await.unwrap()[0];
+    assert_eq!((v.state, v.approval), (TaskState::Open, None), "{v:?}");
+    claims(&t, &r, &[("ann", None, "one")]).await;
+}
+
+/// Only a change of state is published as a move: a note or an edit of a done
+/// task is not (a step waiting for `state: done` sees it done once).
+#[tokio::test]
+async fn a_note_is_no_move() {
+    let r = Rooms::new().await;
+    r.agents(&["ann"]).await;
+    let t = board(&r);
+    let lead = r.scope("user").await;
+    t.task_add(&lead, vec![task("a", "one", &[])])
+        .await
+        .unwrap();
+    let id = id_of(&t, &r, "one").await;
+    let mut rx = r.events.subscribe();
+    claims(&t, &r, &[("ann", Some(id), "one")]).await;
+    done(&t, &r.scope("ann").await, id).await.unwrap();
+    let note = Update {
+        id,
+        note: Some("checked".into()),
+        ..Default::default()
+    };
+    t.task_update(&lead, note).await.unwrap();
+    let mut seen = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        if let Event::TaskChanged { state, moved, .. } = e {
+            seen.push((state, moved));
+        }
+    }
+    use TaskState::*;
+    assert_eq!(seen, [(Claimed, true), (Done, true), (Done, false)]);
+}
+
+/// The board's sizes are bounded: history lines per task (a note past them is
+/// refused), tasks not final per instance (task_add past them is refused); a
+/// list shows a body cut to a preview, the task by its id shows it whole.
+#[tokio::test]
+async fn a_board_keeps_its_sizes() {
+    use super::rules::{MAX_HISTORY, MAX_LIVE_TASKS};
+    let r = Rooms::new().await;
+    let t = board(&r);
+    let lead = r.scope("user").await;
+    let mut long = task("a", "long", &[]);
+    long.body = Some("x".repeat(500));
+    t.task_add(&lead, vec![long]).await.unwrap();
+    let id = id_of(&t, &r, "long").await;
+    let listed = &t.task_list(&lead, Filter::default()).await.unwrap()[0];
+    assert_eq!(listed.body.as_ref().map(|b| b.chars().count()), Some(161));
+    let one = Filter {
+        id: Some(id),
+        ..Default::default()
+    };
+    let whole = &t.task_list(&lead, one).await.unwrap()[0];
+    assert_eq!(whole.body.as_ref().map(String::len), Some(500));
+    let (wid, n) = (lead.workflow_id, MAX_HISTORY - 2);
+    r.store
+        .write(move |c| {
+            c.execute(
+                "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?2)
+                 INSERT INTO task_history (task_id, at, who, what) SELECT ?1, 0, 'user', 'noted' FROM k",
+                store::sql::params![id, n],
+            )?;
+            c.execute(
+                "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?2)
+                 INSERT INTO tasks (workflow_id, title, created_by, created_at, updated_at)
+                 SELECT ?1, 'filler', 'user', 0, 0 FROM k",
+                store::sql::params![wid, MAX_LIVE_TASKS - 2],
+            )?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let note = || Update {
+        id,
+        note: Some("more".into()),
+        ..Default::default()
+    };
+    t.task_update(&lead, note()).await.unwrap();
+    let past = t.task_update(&lead, note()).await;
+    expect(
+        &said(&past),
+        "invalid: note: task",
+        &["at most 200 history lines"],
+    );
+    let two = vec![task("b", "b", &[]), task("c", "c", &[])];
+    let refused = t.task_add(&lead, two).await;
+    expect(&said(&refused), "invalid: task_add:", &["at most 2000"]);
+    t.task_add(&lead, vec![task("b", "b", &[])]).await.unwrap();
+}
+
 /// What a poll of an interval schedule asks the board: whether a task the agent
 /// may take waits (open, unblocked, for it) while it holds no claim.
 #[tokio::test]
@@ -341,26 +530,32 @@ async fn a_poll_sees_a_task_the_agent_may_take() {
     assert_eq!((waits("ann").await, waits("bob").await), (true, true));
 }
 
-/// A task's change crosses to the other kernels of a store as JSON, and back.
+/// A task's change crosses to the other kernels of a store as JSON, and back; a
+/// change without `moved` (an older kernel's) counts as a move.
 #[test]
 fn a_task_change_crosses_the_node_bus() {
     let e = Event::TaskChanged {
         workflow_id: 1,
         id: 2,
         state: TaskState::Claimed,
+        moved: false,
     };
     let text = serde_json::to_string(&e).unwrap();
     assert_eq!(
         text,
-        r#"{"kind":"task_changed","workflow_id":1,"id":2,"state":"claimed"}"#
+        r#"{"kind":"task_changed","workflow_id":1,"id":2,"state":"claimed","moved":false}"#
     );
     let back: Event = serde_json::from_str(&text).unwrap();
+    assert!(matches!(back, Event::TaskChanged { moved: false, .. }));
+    let old = r#"{"kind":"task_changed","workflow_id":1,"id":2,"state":"done"}"#;
+    let back: Event = serde_json::from_str(old).unwrap();
     assert!(matches!(
         back,
         Event::TaskChanged {
             workflow_id: 1,
             id: 2,
-            state: TaskState::Claimed
+            state: TaskState::Done,
+            moved: true
         }
     ));
 }

@@ -78,10 +78,12 @@ impl Workflows {
             Event::DocumentChanged {
                 workflow_id, file, ..
             } => self.steps.document_written(workflow_id, &file).await,
+            // A note or an edit leaves the state a step waits for as it was.
             Event::TaskChanged {
                 workflow_id,
                 id,
                 state,
+                moved: true,
             } => self.steps.task_changed(workflow_id, id, state).await,
             _ => Ok(()),
         }
