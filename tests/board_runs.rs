@@ -353,28 +353,48 @@ async fn an_sdk_agent_claims_and_finishes_a_task() {
     s.stop().await;
 }
 
-/// A mock agent that keeps its claim and is asked again: its second claim is
-/// refused (it holds one), which its run reports and survives.
+/// A refused claim (the task is the lead's) is no failure of a mock run; a run
+/// that ends holding a claim gives it back, its history saying why.
 #[tokio::test]
 async fn a_refused_claim_does_not_fail_a_mock_run() {
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Modern).await;
-    new_mock(&lead, "keeper", json!([{"when": "take", "task": {}}])).await;
-    call(
+    let added = call(
         &lead,
         "task_add",
         json!({"plan": [{"title": "one"}, {"title": "two"}]}),
     )
     .await
     .ok();
-    for _ in 0..2 {
-        let r = ask(&lead, "keeper", "take a task", 30).await;
+    let (one, two) = (
+        added["tasks"][0]["id"].clone(),
+        added["tasks"][1]["id"].clone(),
+    );
+    call(&lead, "task_claim", json!({"id": one})).await.ok();
+    new_mock(
+        &lead,
+        "keeper",
+        json!([{"when": "grab", "task": {"id": one}}]),
+    )
+    .await;
+    new_mock(&lead, "leaver", json!([{"when": "grab", "task": {}}])).await;
+    for who in ["keeper", "leaver"] {
+        let r = ask(&lead, who, "grab a task", 30).await;
         assert_eq!(r["status"], "succeeded", "{r}");
     }
-    let mine = call(&lead, "task_list", json!({"owner": "keeper"}))
-        .await
-        .ok();
-    assert_eq!(mine["tasks"].as_array().unwrap().len(), 1, "{mine}");
+    let tasks = until(&lead, 30, |t| t[1]["state"] == "open").await;
+    assert_eq!(tasks[0]["owner"], "user", "{tasks:?}");
+    let seen = call(&lead, "task_list", json!({"id": two})).await.ok();
+    let last = seen["tasks"][0]["history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned();
+    let why = last.as_ref().map(|l| l["why"].as_str().unwrap_or(""));
+    assert!(
+        why.is_some_and(|w| w.contains("of leaver ended without finishing it")),
+        "{seen}"
+    );
     s.stop().await;
 }
