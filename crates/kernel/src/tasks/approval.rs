@@ -1,9 +1,10 @@
 //! Contracts on tasks (`when: {event: task, state, title, agent}`): an agent's move
 //! of a task is asked first; a `deny` refuses it, a `require_approval` holds it.
 //! A held move leaves the task as it is, with the approval shown on it (nobody
-//! claims it meanwhile); when the approval closes the move is made (approved) or
-//! dropped (denied, timed out), and the mover is told either way. The lead's own
-//! moves are not governed.
+//! claims it, only the lead moves it meanwhile); when the approval closes the move
+//! is made (approved) or dropped (denied, timed out), and the mover is told either
+//! way — as when the lead moves the task first or its claim is released. The
+//! lead's own moves are not governed.
 
 use super::rows::{self, Asked};
 use super::wake::history_tx;
@@ -233,6 +234,38 @@ fn record_verdict_tx(
     )?;
     posted.push(post);
     Ok((posted, Ok(Some((approval, Some(a.timeout))))))
+}
+
+/// Tells the mover that the move of task `id` held by an approval is dropped
+/// (the lead moved the task, or its claim was released): `why`.
+pub(super) fn dropped_tx(
+    c: &Connection,
+    (wid, wf): (i64, &domain::names::WorkflowRef),
+    id: i64,
+    why: &str,
+    now: i64,
+    done: &mut Done,
+) -> Result<()> {
+    let row: Option<(Option<i64>, Option<String>)> = c
+        .query_row(
+            "SELECT approval_id, held FROM tasks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((Some(approval), Some(held))) = row else {
+        return Ok(());
+    };
+    let Ok(m) = serde_json::from_str::<HeldMove>(&held) else {
+        return Ok(());
+    };
+    let text = format!(
+        "approval {approval} no longer holds your move of task {id} to {}: {why}",
+        m.state
+    );
+    let p = post_system_to(c, wid, wf, &[m.by], &text, now)?;
+    done.posted.push((wid, p));
+    Ok(())
 }
 
 /// Makes or drops the moves whose approvals closed while nobody listened (a

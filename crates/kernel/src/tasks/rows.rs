@@ -503,6 +503,8 @@ pub(super) fn move_tx(
     now: i64,
     done: &mut Done,
 ) -> Result<()> {
+    let why = format!("{} moved the task to {to}", s.me);
+    super::approval::dropped_tx(c, (s.workflow_id, &s.workflow), a.id, &why, now, done)?;
     let result = a.result.as_ref().map(|r| r.to_string());
     let keep_owner = matches!(to, TaskState::Done | TaskState::Failed);
     let n = c.execute(

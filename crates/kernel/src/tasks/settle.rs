@@ -102,6 +102,11 @@ pub(crate) fn settle_tx(c: &Connection, workflow_id: Option<i64>, now: i64) -> R
     let mut done = Done::default();
     for h in held_tx(c, workflow_id)? {
         let Some(why) = h.release() else { continue };
+        if let Some(wf) = workflow_tx(c, h.workflow_id)? {
+            let dropped = format!("the claim was released ({why})");
+            let at = (h.workflow_id, &wf);
+            super::approval::dropped_tx(c, at, h.id, &dropped, now, &mut done)?;
+        }
         let n = c.execute(
             "UPDATE tasks SET state = 'open', owner = NULL, run_id = NULL, approval_id = NULL,
                     held = NULL, updated_at = ?2

@@ -406,6 +406,10 @@ async fn a_held_move_is_pinned_to_the_task_as_checked() {
     assert_eq!(t.settle(Some(wid)).await.unwrap(), 1);
     let v = &t.board(wid).await.unwrap()[0];
     assert_eq!((v.state, v.approval), (TaskState::Open, None), "{v:?}");
+    let inbox = r.messaging.inbox_peek(&bob, 50).await.unwrap();
+    let told = inbox.messages.iter().map(|m| m.content.as_str());
+    let want = "no longer holds your move of task";
+    assert_eq!(told.filter(|m| m.contains(want)).count(), 1);
     claims(&t, &r, &[("ann", None, "one")]).await;
 }
 
