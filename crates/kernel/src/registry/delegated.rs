@@ -15,7 +15,8 @@ pub(super) fn room_tx(c: &Connection, parent: i64, most: u32) -> Result<()> {
     )?;
     if alive >= i64::from(most) {
         return Err(Error::conflict(format!(
-            "delegate.agents: you have {alive} sub-agents alive, the most your definition allows              ({most}); delete one (team_agent_delete) or do the work yourself"
+            "delegate.agents: you have {alive} sub-agents alive, the most your definition \
+             allows ({most}); delete one (team_agent_delete) or do the work yourself"
         )));
     }
     Ok(())
