@@ -477,3 +477,42 @@ async fn a_sub_agent_stops_at_the_share_its_parent_gives() {
     assert!(e.contains("have used 132 tokens of their 10"), "{e}");
     s.stop().await;
 }
+
+/// A parent whose own budget its sub-agents spent makes no new one: the limit is
+/// named, as the gate would name it for its next run.
+#[tokio::test]
+async fn a_parent_over_its_own_budget_makes_no_sub_agent() {
+    let llm = FakeLlm::start(Script::text("checked")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "boss", "backend": "external", "budget": {"max_tokens": 10},
+               "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
+               "delegate": {"agents": 2, "backends": ["sdk"]}}),
+    )
+    .await
+    .ok();
+    let boss = join(&s, &lead, "boss", Proto::Modern).await;
+    let scout = json!({"name": "scout", "backend": "sdk", "model": "claude-sonnet-4-5"});
+    call(&boss, "team_agent_new", scout).await.ok();
+    let ask = json!({"name": "scout", "message": "check", "wait_seconds": 30});
+    let r = call(&boss, "team_agent_ask", ask).await.ok();
+    assert_eq!(r["reply"]["final_text"], "checked", "{r}");
+    let e = call(
+        &boss,
+        "team_agent_new",
+        json!({"name": "scout2", "backend": "sdk"}),
+    )
+    .await
+    .err();
+    assert!(
+        e.contains("boss with its sub-agents used 132 tokens, the limit is 10 (budget.max_tokens)")
+            || e.contains("boss used 132 tokens, the limit is 10 (budget.max_tokens)"),
+        "{e}"
+    );
+    assert!(e.contains("nothing was made"), "{e}");
+    s.stop().await;
+}

@@ -22,6 +22,7 @@ mod contracts;
 mod dashboard;
 mod dashboard_board;
 mod delegation;
+mod delegation_identity;
 mod documents;
 mod fanout_memory;
 mod feedback;

@@ -142,14 +142,21 @@ impl Delegate {
         ))
     }
 
-    /// The `delegate` a sub-agent asks for, held within this one: less deep, no
-    /// other backends, no larger share.
-    pub fn check_sub(&self, sub: &Delegate) -> Result<(), String> {
+    /// The `delegate` a sub-agent asks for, held within this one (of an agent whose
+    /// own backend is `own`): no more sub-agents, less deep, no other backends (an
+    /// empty `backends` is `own` alone), no larger share.
+    pub fn check_sub(&self, own: &str, sub: &Delegate) -> Result<(), String> {
         if self.depth <= 1 {
             return Err(format!(
                 "delegate: this agent's sub-agents cannot delegate (its delegate.depth is {}); \
                  leave delegate out",
                 self.depth
+            ));
+        }
+        if sub.agents > self.agents {
+            return Err(format!(
+                "delegate.agents: {} is more than this agent's own delegate.agents ({}); give {} or fewer",
+                sub.agents, self.agents, self.agents
             ));
         }
         if sub.depth >= self.depth {
@@ -159,14 +166,16 @@ impl Delegate {
                 self.depth - 1
             ));
         }
-        if let Some(b) = sub
-            .backends
-            .iter()
-            .find(|b| !self.backends.is_empty() && !self.backends.contains(b))
-        {
+        let mine: Vec<&str> = if self.backends.is_empty() {
+            vec![own]
+        } else {
+            self.backends.iter().map(String::as_str).collect()
+        };
+        if let Some(b) = sub.backends.iter().find(|b| !mine.contains(&b.as_str())) {
             return Err(format!(
-                "delegate.backends: {b:?} is not among this agent's own delegate.backends ({})",
-                self.backends.join(", ")
+                "delegate.backends: {b:?} is not among the backends this agent may give its \
+                 sub-agents ({}; delegate.backends)",
+                mine.join(", ")
             ));
         }
         let own = self.budget.as_ref().map(|s| crate::guards::Budget {
@@ -258,11 +267,37 @@ mod tests {
     fn a_sub_delegate_is_narrower() {
         let d = |v: serde_json::Value| Delegate::read(&v).unwrap();
         let parent = d(serde_json::json!({"agents": 3, "depth": 2, "budget": {"max_tokens": 100}}));
-        let check = |sub: serde_json::Value, expect: &str| match parent.check_sub(&d(sub.clone())) {
-            Ok(()) => assert_eq!(expect, "ok", "{sub}"),
-            Err(e) => assert!(e.contains(expect), "{sub}: {e}"),
-        };
+        let check =
+            |sub: serde_json::Value, expect: &str| match parent.check_sub("sdk", &d(sub.clone())) {
+                Ok(()) => assert_eq!(expect, "ok", "{sub}"),
+                Err(e) => assert!(e.contains(expect), "{sub}: {e}"),
+            };
         check(serde_json::json!({"agents": 1}), "ok");
+        check(serde_json::json!({"agents": 3}), "ok");
+        check(
+            serde_json::json!({"agents": 4}),
+            "delegate.agents: 4 is more than this agent's own delegate.agents (3)",
+        );
+        check(serde_json::json!({"agents": 1, "backends": ["sdk"]}), "ok");
+        check(
+            serde_json::json!({"agents": 1, "backends": ["claude"]}),
+            "delegate.backends: \"claude\" is not among the backends this agent may give its sub-agents (sdk;",
+        );
+        let wide = d(serde_json::json!({"agents": 3, "depth": 2, "backends": ["mock", "sdk"]}));
+        assert!(
+            wide.check_sub(
+                "claude",
+                &d(serde_json::json!({"agents": 1, "backends": ["mock"]}))
+            )
+            .is_ok()
+        );
+        let e = wide
+            .check_sub(
+                "claude",
+                &d(serde_json::json!({"agents": 1, "backends": ["claude"]})),
+            )
+            .unwrap_err();
+        assert!(e.contains("(mock, sdk;"), "{e}");
         check(
             serde_json::json!({"agents": 1, "depth": 2}),
             "delegate.depth: 2 is too deep",
@@ -273,7 +308,7 @@ mod tests {
         );
         let flat = d(serde_json::json!({"agents": 3}));
         let e = flat
-            .check_sub(&d(serde_json::json!({"agents": 1})))
+            .check_sub("sdk", &d(serde_json::json!({"agents": 1})))
             .unwrap_err();
         assert!(
             e.contains("cannot delegate (its delegate.depth is 1)"),

@@ -70,6 +70,9 @@ pub struct AgentIdentity {
     /// Whether its definition lets it make and ask agents of its own (`delegate`):
     /// only then does it see the tools that do.
     pub delegates: bool,
+    /// Whether another agent made it (its row has a parent): it never decides an
+    /// approval nor acts as an organisation's member, whatever its name.
+    pub sub_agent: bool,
 }
 
 impl Caller {

@@ -75,6 +75,17 @@ pub(crate) fn close_tx(c: &Connection, wid: i64, message_id: &str) -> Result<()>
     Ok(())
 }
 
+/// Agent `agent` of instance `wid` deleted (in the transaction that deletes it):
+/// the asks still awaiting its result go with it, so a later agent of the name
+/// cannot submit one for them; the results it submitted stay for their askers.
+pub(crate) fn forget_agent_tx(c: &Connection, wid: i64, agent: &str) -> Result<()> {
+    c.prepare_cached(
+        "DELETE FROM results WHERE workflow_id = ?1 AND agent = ?2 AND result IS NULL",
+    )?
+    .execute((wid, agent))?;
+    Ok(())
+}
+
 /// The schemas still awaiting a result from `agent`, by the message that asks.
 pub(crate) fn open_schemas(c: &Connection, wid: i64, agent: &str) -> Result<Vec<(String, Value)>> {
     let mut st = c.prepare_cached(

@@ -15,7 +15,8 @@ pub(super) fn room_tx(c: &Connection, parent: i64, most: u32) -> Result<()> {
     )?;
     if alive >= i64::from(most) {
         return Err(Error::conflict(format!(
-            "delegate.agents: you have {alive} sub-agents alive, the most your definition allows              ({most}); delete one (team_agent_delete) or do the work yourself"
+            "delegate.agents: you have {alive} sub-agents alive, the most your definition \
+             allows ({most}); delete one (team_agent_delete) or do the work yourself"
         )));
     }
     Ok(())
@@ -35,6 +36,16 @@ pub(crate) fn hand_spending_up_tx(c: &Connection, id: i64) -> Result<()> {
         [id],
     )?;
     Ok(())
+}
+
+/// Whether `name` in instance `wid` is an agent another agent made: it is never
+/// the member or approver its name would say.
+pub(crate) fn is_sub_agent_tx(c: &Connection, wid: i64, name: &str) -> Result<bool> {
+    Ok(c.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM agents WHERE workflow_id = ?1 AND name = ?2
+                        AND parent_id IS NOT NULL)",
+    )?
+    .query_row((wid, name), |r| r.get(0))?)
 }
 
 /// The agents `id` made, and theirs, deepest first (a deletion goes in this order).

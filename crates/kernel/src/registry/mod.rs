@@ -6,7 +6,7 @@
 
 pub mod config;
 mod delegated;
-pub(crate) use delegated::{hand_spending_up_tx, sub_agents};
+pub(crate) use delegated::{hand_spending_up_tx, is_sub_agent_tx, sub_agents};
 pub use domain::guards;
 pub mod orgs;
 #[cfg(test)]
@@ -562,7 +562,7 @@ impl Registry {
         self.store
             .read(move |c| {
                 c.query_row(
-                    "SELECT a.id, a.name, w.name, w.tag, w.id, a.config FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
+                    "SELECT a.id, a.name, w.name, w.tag, w.id, a.config, a.parent_id IS NOT NULL FROM agents a JOIN workflows w ON w.id = a.workflow_id WHERE a.id = ?1",
                     [agent_id],
                     |r| {
                         let config: String = r.get(5)?;
@@ -570,6 +570,7 @@ impl Registry {
                             serde_json::from_str(&config).unwrap_or_default();
                         Ok(Caller::Agent(crate::AgentIdentity {
                             delegates: config.delegate.is_some(),
+                            sub_agent: r.get(6)?,
                             agent_id: r.get(0)?,
                             name: r.get(1)?,
                             workflow: WorkflowRef { name: r.get(2)?, tag: r.get(3)? },

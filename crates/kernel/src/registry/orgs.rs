@@ -175,6 +175,9 @@ impl Registry {
         let crate::Caller::Agent(a) = caller else {
             return Ok(None);
         };
+        if a.sub_agent {
+            return Ok(None);
+        }
         let (wid, me) = (a.workflow_id, a.name.clone());
         let org: Option<String> = self
             .store
@@ -199,6 +202,13 @@ impl Registry {
         a: &crate::AgentIdentity,
         wf: &WorkflowRef,
     ) -> Result<Scope> {
+        if a.sub_agent {
+            return Err(Error::forbidden(format!(
+                "you are {}, made by another agent: a sub-agent never acts as an organisation's \
+                 member (whatever its name), so {wf} is not yours; leave out `workflow`",
+                a.name
+            )));
+        }
         let (from, me) = (a.workflow_id, a.name.clone());
         let found: Option<(String, i64)> = self
             .store
@@ -465,7 +475,8 @@ pub(crate) fn voters_tx(c: &Connection, instance: i64) -> Result<Vec<String>> {
     Ok(c.prepare(
         "SELECT m.member FROM workflows w JOIN org_members m ON m.org = w.org
          WHERE w.id = ?1 AND (m.kind = ?2
-           OR EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = w.id AND a.name = m.member))
+           OR EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = w.id AND a.name = m.member
+                      AND a.parent_id IS NULL))
          ORDER BY m.member",
     )?
     .query_map((instance, Backend::Human.as_str()), |r| r.get(0))?

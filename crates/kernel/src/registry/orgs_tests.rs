@@ -238,6 +238,26 @@ async fn only_a_member_reaches_its_organisation_s_instance() {
         r.registry.member_org(&crate::Caller::Lead).await.unwrap(),
         None
     );
+    // Made by another agent, an agent of a member's name is not that member.
+    made_by_tester(&r, "coder").await;
+    let sub = r.caller("coder@review:pr-1").await;
+    let got = said(&r.registry.scope(&sub, Some("@org.team")).await);
+    expect(
+        &got,
+        "forbidden: you are coder, made by another agent",
+        &["never acts as an organisation's member"],
+    );
+    assert_eq!(r.registry.member_org(&sub).await.unwrap(), None);
+}
+
+/// Agent `name` of `@review:pr-1` becomes one that `tester` made (a sub-agent).
+async fn made_by_tester(r: &Rooms, name: &str) {
+    r.execute(
+        "UPDATE agents SET parent_id = (SELECT id FROM agents WHERE name = 'tester')
+         WHERE name = ?1",
+        name,
+    )
+    .await;
 }
 
 /// Who votes as the members in an instance run within an organisation: its
@@ -279,6 +299,14 @@ async fn members_vote_where_they_are_agents_and_people_everywhere() {
         .await
         .unwrap();
     assert_eq!(voters, names(&["ann", "coder"]));
+    r.agent_in("@review:pr-1", "tester", "mock").await;
+    made_by_tester(&r, "coder").await;
+    let voters = r.store.read(move |c| voters_tx(c, review)).await.unwrap();
+    assert_eq!(
+        voters,
+        names(&["ann"]),
+        "a sub-agent of a member's name votes not"
+    );
     assert_eq!(
         acts,
         vec![org, review],

@@ -277,6 +277,13 @@ impl Approvals {
         }
         let (who, only) = match caller {
             Caller::Lead => (LEAD.to_owned(), None),
+            Caller::Agent(a) if a.sub_agent => {
+                return Err(Error::forbidden(format!(
+                    "you are {}, made by another agent: a sub-agent never decides an approval \
+                     (whatever its name); its approvers or the lead do",
+                    a.name
+                )));
+            }
             Caller::Agent(a) => (a.name.clone(), Some(a.workflow_id)),
         };
         let now = self.base.clock.now_ms();

@@ -96,10 +96,16 @@ impl Delegation {
         let asked = s.permissions.clone().unwrap_or_else(|| own.clone());
         let permissions = within(&asked, &own).map_err(Error::invalid)?;
         if let Some(sub) = &s.delegate {
-            d.check_sub(sub).map_err(Error::invalid)?;
+            d.check_sub(&parent.view.backend, sub)
+                .map_err(Error::invalid)?;
         }
         if let (Some(b), Some(own)) = (&s.budget, &parent.view.budget) {
             not_over_own(b, own)?;
+        }
+        if let Some(why) = self.spent_up(&parent).await? {
+            return Err(Error::conflict(format!(
+                "{why}; no new sub-agent can spend from it (nothing was made)"
+            )));
         }
         let budget = self.share_left(&parent, &d, s.budget.clone()).await?;
         self.contracts(by, &parent, &s).await?;
@@ -320,10 +326,25 @@ impl Delegation {
         let sub = self.own(by, name).await?;
         // A question runs it at once, past the scheduler's guards: the limits on
         // what it and the agents above it may spend are checked here.
-        let (id, own) = (sub.id, sub.view.budget.clone().unwrap_or_default());
-        let who = sub.view.name.clone();
-        let over = self
+        if let Some(why) = self.spent_up(&sub).await? {
+            return Err(Error::conflict(format!(
+                "{why}; it is not asked (nothing was sent)"
+            )));
+        }
+        let scope = self
             .base
+            .registry
+            .scope(&crate::Caller::Agent(by.clone()), None)
+            .await?;
+        self.asks.ask_as(&scope, sub, message, None).await
+    }
+
+    /// Why `a` may spend no more: its own budget or one of the agents above it
+    /// (their budgets and the shares they give) is used up, as the gate judges.
+    async fn spent_up(&self, a: &AgentRecord) -> Result<Option<String>> {
+        let (id, own) = (a.id, a.view.budget.clone().unwrap_or_default());
+        let who = a.view.name.clone();
+        self.base
             .store
             .read(move |c| {
                 if let Some(why) = delegation_over(c, id)? {
@@ -337,18 +358,7 @@ impl Delegation {
                     "budget",
                 ))
             })
-            .await?;
-        if let Some(why) = over {
-            return Err(Error::conflict(format!(
-                "{why}; it is not asked (nothing was sent)"
-            )));
-        }
-        let scope = self
-            .base
-            .registry
-            .scope(&crate::Caller::Agent(by.clone()), None)
-            .await?;
-        self.asks.ask_as(&scope, sub, message, None).await
+            .await
     }
 
     /// Deletes one of `by`'s sub-agents (and theirs).

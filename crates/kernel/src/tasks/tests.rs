@@ -563,3 +563,40 @@ fn a_task_change_crosses_the_node_bus() {
         }
     ));
 }
+
+/// A member's role is its own: an agent of its name that another agent made has
+/// none (it takes no task assigned to the role).
+#[tokio::test]
+async fn a_sub_agent_of_a_member_s_name_has_no_role() {
+    let r = Rooms::new().await;
+    let bob = crate::registry::orgs::OrgMember {
+        name: "bob".into(),
+        role: Some("reviewer".into()),
+        human: false,
+    };
+    r.registry
+        .org_put("team", None, Some(vec![bob]))
+        .await
+        .unwrap();
+    r.agent_in("@review:pr-1", "bob", "mock").await;
+    r.agent_in("@review:pr-1", "ann", "mock").await;
+    r.execute(
+        "UPDATE workflows SET org = ?1 WHERE name = 'review'",
+        "team",
+    )
+    .await;
+    let wid = r.scope_in("@review:pr-1", "bob").await.workflow_id;
+    let role = || async {
+        r.store
+            .read(move |c| super::wake::role_of(c, wid, "bob"))
+            .await
+            .unwrap()
+    };
+    assert_eq!(role().await.as_deref(), Some("reviewer"));
+    r.execute(
+        "UPDATE agents SET parent_id = (SELECT id FROM agents WHERE name = 'ann') WHERE name = ?1",
+        "bob",
+    )
+    .await;
+    assert_eq!(role().await, None, "made by ann, it is not the member bob");
+}

@@ -27,12 +27,15 @@ pub(crate) fn history_tx(
 }
 
 /// The role of member `name` in the organisation instance `workflow_id` is in
-/// (or is the board of), if any.
+/// (or is the board of), if any; none for a sub-agent of that name (made by
+/// another agent, it is never the member its name would say).
 pub(crate) fn role_of(c: &Connection, workflow_id: i64, name: &str) -> Result<Option<String>> {
     Ok(c.query_row(
         "SELECT m.role FROM org_members m JOIN workflows w ON w.id = ?1
          WHERE m.member = ?2 AND m.org = COALESCE(w.org,
-               (SELECT o.name FROM orgs o WHERE o.workflow_id = w.id))",
+               (SELECT o.name FROM orgs o WHERE o.workflow_id = w.id))
+           AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.workflow_id = w.id AND a.name = ?2
+                           AND a.parent_id IS NOT NULL)",
         sql::params![workflow_id, name],
         |r| r.get::<Option<String>>(0),
     )

@@ -80,6 +80,14 @@ pub(super) fn cast_tx(
     (option, reason, approval_id): (&str, Option<&str>, i64),
     now: i64,
 ) -> Result<Option<Posted>> {
+    if !s.lead && crate::registry::is_sub_agent_tx(c, s.workflow_id, &s.me)? {
+        return Err(Error::forbidden(format!(
+            "you are {}, made by another agent: a sub-agent never decides an approval, so it \
+             does not vote on {} (approval {approval_id})",
+            s.me,
+            p.id()
+        )));
+    }
     let decision = (approval_id, s.me.as_str(), option == "approve", reason);
     let r = approvals::decide_tx(c, decision, now)?;
     if r.state == ApprovalState::Pending {

@@ -301,6 +301,7 @@ impl Agents {
             .write(move |c| {
                 crate::registry::revoke::agent_tx(c, id, now)?;
                 crate::messaging::runs::forget_member_tx(c, wid, &name)?;
+                crate::messaging::results::forget_agent_tx(c, wid, &name)?;
                 schedules::clear_tx(c, id)?;
                 crate::registry::hand_spending_up_tx(c, id)?;
                 c.execute("DELETE FROM agents WHERE id = ?1", [id])?;

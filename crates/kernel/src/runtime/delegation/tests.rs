@@ -62,7 +62,9 @@ async fn sub_agents_count_spend_and_stop_at_the_share() {
     let h2 = sub(&r, "h2", boss, 2).await.unwrap();
     let e = sub(&r, "h3", boss, 2).await;
     assert!(
-        said(&e).contains("delegate.agents: you have 2 sub-agents alive"),
+        said(&e).contains(
+            "delegate.agents: you have 2 sub-agents alive, the most your definition allows (2); delete one"
+        ),
         "{}",
         said(&e)
     );
