@@ -26,6 +26,8 @@ mod rows;
 pub mod rules;
 #[cfg(test)]
 mod rules_tests;
+#[cfg(test)]
+mod seen_tests;
 mod settle;
 #[cfg(test)]
 mod tests;
