@@ -215,11 +215,17 @@ struct Spawned {
 }
 
 /// Resolves when a background kernel should stop: no client request for `idle`,
-/// and nothing owed.
+/// and nothing owed; or its data dir is gone (deleted under it: nothing it keeps
+/// can outlive it, and no client can find it again).
 pub async fn idle_exit(kernel: Arc<kernel::Kernel>, idle: Duration) {
     let check = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(10));
+    let dir = kernel.data_dir().to_path_buf();
     loop {
         tokio::time::sleep(check).await;
+        if !tokio::fs::try_exists(&dir).await.unwrap_or(true) {
+            tracing::warn!(dir = %dir.display(), "the data dir is gone: the background kernel stops");
+            return;
+        }
         if kernel.runtime().client_idle_for() >= idle
             && kernel.owes_nothing().await.unwrap_or(false)
         {

@@ -98,6 +98,30 @@ async fn schedules_keep_firing_after_the_client_has_gone() {
     assert!(until(Duration::from_secs(10), || !alive(pid)).await);
 }
 
+/// A kernel that still owes work (a schedule) stops when its data dir is deleted
+/// under it: nothing it keeps outlives it, and no client could find it again.
+#[tokio::test]
+async fn a_kernel_whose_data_dir_is_deleted_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let client = launch(&data, "500ms").await;
+    call(
+        &client,
+        "agent_new",
+        json!({"name": "ticker", "backend": "mock",
+               "schedule": {"every": "1h", "prompt": "tick"}}),
+    )
+    .await
+    .ok();
+    let pid = kernel_json(&data).unwrap()["pid"].as_i64().unwrap();
+    client.cancel().await.unwrap();
+    std::fs::remove_dir_all(&data).unwrap();
+    assert!(
+        until(Duration::from_secs(15), || !alive(pid)).await,
+        "the kernel outlived its data dir"
+    );
+}
+
 #[tokio::test]
 async fn an_idle_kernel_with_nothing_owed_stops_by_itself() {
     let dir = tempfile::tempdir().unwrap();

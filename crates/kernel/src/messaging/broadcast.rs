@@ -157,6 +157,14 @@ mod tests {
         sent.id
     }
 
+    async fn agent_ids(k: &Kernel, names: &[&str]) -> Vec<i64> {
+        let mut ids = Vec::new();
+        for n in names {
+            ids.push(k.agent_get(n).await.unwrap().id);
+        }
+        ids
+    }
+
     /// (broadcast rows, delivery rows) in the store.
     async fn rows(k: &Kernel) -> (i64, i64) {
         k.store
@@ -239,6 +247,13 @@ mod tests {
             .unwrap();
         let info = k.agent_info("alice").await.unwrap().inbox;
         assert_eq!((info.pending, info.deferred), (0, 1));
+        // Bob's seen and alice's deferred message are owed, until the lead pauses
+        // them: then nothing runs them until a client acts, and nothing is owed.
+        assert!(!k.owes_nothing().await.unwrap());
+        for id in agent_ids(&k, &["alice", "bob", "carol"]).await {
+            k.set_paused(id, true).await.unwrap();
+        }
+        assert!(k.owes_nothing().await.unwrap());
     }
 
     /// An agent's own `@all` is not its own; an agent that joins later, or is deleted

@@ -2,7 +2,10 @@
 //! owed. Owed is anything that would be lost or late if it stopped now: a run in
 //! progress, queued or starting, a retry or deferred message waiting, an armed
 //! schedule, an agent paused until a later automatic resume, or a message a
-//! kernel-run agent has not acknowledged.
+//! kernel-run agent has not acknowledged. A message to an agent that is paused (by
+//! the lead or a guard) or failed is not owed: nothing runs it until a client acts,
+//! and it waits in the store either way (so a kernel whose last agent failed still
+//! stops, instead of living on after its client and its data dir are gone).
 
 use crate::messaging::broadcast::UNWRITTEN_EXISTS;
 use crate::runtime::Runtime;
@@ -34,7 +37,8 @@ impl Runtime {
                     &format!(
                         "SELECT EXISTS (SELECT 1 FROM schedules)
                              OR EXISTS (SELECT 1 FROM agents WHERE state = 'paused' AND resume_at IS NOT NULL)
-                             OR EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human') AND (EXISTS (
+                             OR EXISTS (SELECT 1 FROM agents a WHERE a.backend NOT IN ('external', 'human')
+                                   AND a.state NOT IN ('paused', 'failed') AND (EXISTS (
                                    SELECT 1 FROM deliveries d
                                     WHERE d.workflow_id = a.workflow_id AND d.recipient = a.name
                                       AND d.state <> 'acked') OR {UNWRITTEN_EXISTS}))"
