@@ -186,15 +186,16 @@
 //!                  readiness, requests.rs a run's tool request (profile, then
 //!                  contracts), approvals.rs waiting, deadlines, approval_decide,
 //!                  voting.rs opening an approval (to its approvers, or as a vote of
-//!                  the members) for a tool request or a merge,
+//!                  the members) for a tool request or a merge, verdict.rs a
+//!                  contract verdict on a held action (a merge, an agent making
+//!                  an agent) recorded in one transaction,
 //!                  spending.rs spend before a run and run_end contracts,
 //!                  nodes/ the kernels of a store (name, heartbeat, takeover;
 //!                  placing.rs placement by name or labels and moves by hand;
 //!                  bus.rs their events to each other), worktrees/ an
 //!                  agent's own git worktree (made, checked,
 //!                  recovered at start; diff.rs and merge.rs git's reading and merging,
-//!                  branches.rs branch_diff and branch_merge with merge contracts,
-//!                  verdict.rs a merge verdict recorded),
+//!                  branches.rs branch_diff and branch_merge with merge contracts),
 //!                  skills.rs the agents' skills, read again only when their folders change;
 //!                  tells workflows through events
 //!   tasks/         Tasks, the task board of each instance (above the runtime, which

@@ -9,9 +9,8 @@
 
 use crate::AgentIdentity;
 use crate::events::Event;
-use crate::governance::approvals::{Ended, NewApproval};
-use crate::governance::contracts::{Decision, in_force, record_tx};
-use crate::messaging::post_system_to;
+use crate::governance::approvals::Ended;
+use crate::governance::contracts::in_force;
 use crate::registry::config::AgentConfig;
 use crate::registry::{AgentRecord, AgentView, NewAgent};
 use crate::runtime::agents::Agents;
@@ -19,7 +18,7 @@ use crate::runtime::approvals::Approvals;
 use crate::runtime::ask::{Asking, Asks};
 use crate::runtime::base::Base;
 use crate::runtime::runs::{Spender, delegation_over, over, spent};
-use crate::runtime::voting::{contract_list, open_approval_tx};
+use crate::runtime::verdict::VerdictOf;
 use domain::contracts::{self, Event as Ev};
 use domain::delegate::{Delegate, within};
 use domain::error::{Error, Result};
@@ -213,58 +212,29 @@ impl Delegation {
             return Ok(());
         }
         let detail = format!("{} makes agent {} ({})", by.name, s.name, s.backend);
-        let (wid, wf, name, aid) = (
-            by.workflow_id,
-            by.workflow.clone(),
-            by.name.clone(),
-            parent.id,
-        );
-        let run_id = by.run_id.clone();
+        let verdict = VerdictOf {
+            workflow_id: by.workflow_id,
+            workflow: by.workflow.clone(),
+            agent_id: parent.id,
+            agent: by.name.clone(),
+            run_id: by.run_id.clone(),
+            event: "agent_new",
+            title: detail.clone(),
+            detail,
+            held: None,
+            refuses: None,
+            done_when_approved: false,
+        };
         let now = self.base.clock.now_ms();
         let (posted, outcome) = self
             .base
             .store
-            .write(move |c| {
-                let mut posted = Vec::new();
-                for (contract, to) in &v.notify {
-                    record_tx(c, &Decision::new(wid, &name, "agent_new", &detail, vec![contract.clone()], "notified"), now)?;
-                    posted.push(post_system_to(c, wid, &wf, to, &format!("contract \"{contract}\": {detail}."), now)?);
-                }
-                if let Some((contract, reason, _)) = &v.deny {
-                    record_tx(c, &Decision {
-                        reason: Some(reason.clone()),
-                        ..Decision::new(wid, &name, "agent_new", &detail, vec![contract.clone()], "denied")
-                    }, now)?;
-                    return Ok((posted, Err(reason.clone())));
-                }
-                let Some(a) = &v.approval else {
-                    return Ok((posted, Ok(None)));
-                };
-                let new = NewApproval {
-                    workflow_id: wid,
-                    agent_id: aid,
-                    agent: name.clone(),
-                    run_id,
-                    event: "agent_new".into(),
-                    detail: detail.clone(),
-                    approval: a.clone(),
-                };
-                let (id, post) = open_approval_tx(c, &wf, new, &detail, now, |id, a, too_few| {
-                    format!(
-                        "approval {id}: {detail} (contract {}{too_few}); it waits until you decide with \
-                         approval_decide {{\"id\": {id}, \"decision\": \"approve\"}} or \"deny\" (within {}).",
-                        contract_list(a),
-                        humantime::format_duration(a.timeout)
-                    )
-                })?;
-                posted.push(post);
-                Ok((posted, Ok(Some((id, a.timeout)))))
-            })
+            .write(move |c| verdict.record_tx(c, &v, now))
             .await?;
         for p in &posted {
             self.base.messaging.announce(by.workflow_id, p);
         }
-        let Some((id, timeout)) = outcome.map_err(Error::forbidden)? else {
+        let Some((id, Some(timeout))) = outcome.map_err(Error::forbidden)? else {
             return Ok(());
         };
         self.base.events.publish(Event::ApprovalAsked {

@@ -32,6 +32,7 @@ pub mod scheduler;
 pub mod schedules;
 pub mod skills;
 pub mod spending;
+pub(crate) mod verdict;
 pub(crate) mod voting;
 pub mod workers;
 pub mod worktrees;

@@ -9,7 +9,6 @@ use super::Worktrees;
 use super::diff::{self, BranchDiff, DiffAsk};
 use super::git::{At, git};
 use super::merge::{self, MergeOut, Mode, Status, Target};
-use super::verdict::VerdictOf;
 use super::{author, commit_all, verify};
 use crate::Scope;
 use crate::events::Event;
@@ -18,6 +17,7 @@ use crate::governance::contracts::in_force;
 use crate::messaging::post_system_to;
 use crate::runtime::approvals::{Approvals, MergeClosed};
 use crate::runtime::base::Base;
+use crate::runtime::verdict::VerdictOf;
 use domain::contracts::{self, Event as Ev};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, WorkflowRef};
@@ -262,8 +262,13 @@ impl Branches {
             workflow: b.wf.clone(),
             agent_id: b.id,
             agent: b.name.clone(),
+            run_id: None,
+            event: "merge",
+            title: format!("merge {detail}"),
             detail,
-            held,
+            held: Some(held),
+            refuses: Some("this merge"),
+            done_when_approved: true,
         };
         let now = self.base.clock.now_ms();
         let (posted, outcome) = self

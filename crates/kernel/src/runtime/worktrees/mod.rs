@@ -13,7 +13,6 @@ pub mod diff;
 mod git;
 pub mod merge;
 mod recover;
-mod verdict;
 
 pub use branches::{Branches, DiffArgs, MergeAsk, summary};
 
