@@ -222,13 +222,7 @@ fn when(v: &Value) -> R<When> {
             }
         }
         "merge" => merge_when(o)?,
-        "agent_new" => {
-            only(o, "", &["event", "by", "backend"])?;
-            When::AgentNew {
-                by: glob_field(o, "by")?,
-                backend: text(o, "backend")?,
-            }
-        }
+        "agent_new" => agent_new_when(o)?,
         "task" => task_when(o)?,
         "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
@@ -328,6 +322,15 @@ fn merge_when(o: &Map<String, Value>) -> R<When> {
         agent: glob_field(o, "agent")?,
         into: glob_field(o, "into")?,
         mode: word(o, "mode", &["auto", "ff", "merge", "squash"])?,
+    })
+}
+
+/// `when` of an agent_new contract (an agent making an agent of its own).
+fn agent_new_when(o: &Map<String, Value>) -> R<When> {
+    only(o, "", &["event", "by", "backend"])?;
+    Ok(When::AgentNew {
+        by: glob_field(o, "by")?,
+        backend: text(o, "backend")?,
     })
 }
 
