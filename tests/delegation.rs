@@ -16,12 +16,19 @@ const TOOLS: [&str; 3] = ["team_agent_ask", "team_agent_delete", "team_agent_new
 
 /// An external agent `name` (a joined client plays it) with `delegate`, and its session.
 async fn delegating(s: &InProcess, lead: &Client, name: &str, delegate: Value) -> Client {
-    let mut a = json!({"name": name, "backend": "external"});
+    let mut a = json!({"name": name});
     if !delegate.is_null() {
         a["delegate"] = delegate;
     }
-    call(lead, "agent_new", a).await.ok();
-    join(s, lead, name, Proto::Modern).await
+    external(s, lead, a).await
+}
+
+/// An external agent of this definition (`backend` added), and its joined session.
+async fn external(s: &InProcess, lead: &Client, mut def: Value) -> Client {
+    def["backend"] = json!("external");
+    let name = def["name"].as_str().unwrap().to_owned();
+    call(lead, "agent_new", def).await.ok();
+    join(s, lead, &name, Proto::Modern).await
 }
 
 fn has_tools(names: &[String]) -> bool {
@@ -426,16 +433,14 @@ async fn a_sub_agent_stops_at_the_share_its_parent_gives() {
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
+    let boss = external(
+        &s,
         &lead,
-        "agent_new",
-        json!({"name": "boss", "backend": "external",
+        json!({"name": "boss",
                "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
                "delegate": {"agents": 1, "backends": ["sdk"], "budget": {"max_tokens": 10}}}),
     )
-    .await
-    .ok();
-    let boss = join(&s, &lead, "boss", Proto::Modern).await;
+    .await;
     call(
         &boss,
         "team_agent_new",
@@ -486,16 +491,14 @@ async fn a_parent_over_its_own_budget_makes_no_sub_agent() {
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    call(
+    let boss = external(
+        &s,
         &lead,
-        "agent_new",
-        json!({"name": "boss", "backend": "external", "budget": {"max_tokens": 10},
+        json!({"name": "boss", "budget": {"max_tokens": 10},
                "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
                "delegate": {"agents": 2, "backends": ["sdk"]}}),
     )
-    .await
-    .ok();
-    let boss = join(&s, &lead, "boss", Proto::Modern).await;
+    .await;
     let scout = json!({"name": "scout", "backend": "sdk", "model": "claude-sonnet-4-5"});
     call(&boss, "team_agent_new", scout).await.ok();
     let ask = json!({"name": "scout", "message": "check", "wait_seconds": 30});
