@@ -47,6 +47,7 @@ mod messaging;
 mod node_labels;
 mod nodes;
 mod organisations;
+mod packaging;
 mod partition;
 mod polls;
 mod process;

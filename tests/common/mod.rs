@@ -8,6 +8,7 @@ pub mod heavy;
 pub mod in_process;
 pub mod inspector;
 pub mod otlp;
+pub mod packaging;
 pub mod proxy;
 pub mod raw;
 pub mod repo;
