@@ -59,7 +59,22 @@ fn npx_runs_the_published_packages_for_claude_code_and_the_inspector() {
         "{o:?}"
     );
 
-    let claude_code = |args: &[&str]| user_command(&claude, home).args(args).output().unwrap();
+    claude_code_connects(&claude, home);
+    the_inspector_lists_and_calls(&node, &cli, home);
+
+    // Every launch relayed to one kernel in the platform's data dir, running the
+    // binary npx installed from the platform's package.
+    let exe = stop_kernel(&platform_data_dir(home)).display().to_string();
+    assert!(
+        exe.contains("/.npm/_npx/")
+            && exe.contains(&format!("/agent-worker-{}/bin/agent-worker", platform())),
+        "the kernel runs {exe}"
+    );
+}
+
+/// Claude Code adds `npx -y agent-worker` and finds it connected.
+fn claude_code_connects(claude: &Path, home: &Path) {
+    let claude_code = |args: &[&str]| user_command(claude, home).args(args).output().unwrap();
     ok(
         "claude mcp add",
         claude_code(&[
@@ -78,10 +93,14 @@ fn npx_runs_the_published_packages_for_claude_code_and_the_inspector() {
         line.is_some_and(|l| l.contains("Connected")),
         "claude mcp list:\n{list}"
     );
+}
 
+/// The Inspector CLI, launching `npx -y agent-worker`, lists every lead tool and
+/// calls agent_new.
+fn the_inspector_lists_and_calls(node: &str, cli: &str, home: &Path) {
     let inspect = |args: &[&str]| -> Value {
-        let o = user_command(&node, home)
-            .arg(&cli)
+        let o = user_command(node, home)
+            .arg(cli)
             .args(["--cli", "--format", "json", "npx", "-y", "agent-worker"])
             .args(args)
             .output()
@@ -115,14 +134,6 @@ fn npx_runs_the_published_packages_for_claude_code_and_the_inspector() {
         made["result"]["structuredContent"]["agent"]["name"], "packaged",
         "{made}"
     );
-
-    // Every launch relayed to one kernel in the platform's data dir, running the
-    // binary npx installed from the platform's package.
-    let exe = stop_kernel(&platform_data_dir(home)).display().to_string();
-    assert!(
-        exe.contains("/.npm/_npx/") && exe.contains("/agent-worker-linux-x64/bin/agent-worker"),
-        "the kernel runs {exe}"
-    );
 }
 
 /// The launcher passes SIGTERM on to the binary and ends as the binary alone
@@ -144,8 +155,9 @@ fn the_launcher_passes_a_signal_on_and_ends_as_the_binary_does() {
         &dist.join("npm/agent-worker"),
         &modules.join("agent-worker"),
     );
-    let platform = modules.join("@agent-worker/agent-worker-linux-x64");
-    copy_dir(&dist.join("npm/agent-worker-linux-x64"), &platform);
+    let package = format!("agent-worker-{}", platform());
+    let platform = modules.join("@agent-worker").join(&package);
+    copy_dir(&dist.join("npm").join(&package), &platform);
     let foreground = |data: &str| ["--foreground", "--data-dir", data].map(String::from);
     let mut alone = user_command(platform.join("bin/agent-worker"), root.path());
     alone.args(foreground("alone"));
@@ -181,6 +193,17 @@ fn ended_by_sigterm(mut cmd: Command) -> (std::process::ExitStatus, Vec<i32>) {
         "{reply}"
     );
     let started = children(child.id() as i32);
+    // The server takes SIGTERM (a graceful stop) only once its handler is set,
+    // a moment after it answers; before, SIGTERM ends it by the signal.
+    let server = started.first().copied().unwrap_or(child.id() as i32);
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !catches_sigterm(server) {
+        assert!(
+            std::time::Instant::now() < end,
+            "{server} never took SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -205,7 +228,7 @@ fn the_bundle_validates_and_starts_the_server_its_manifest_names() {
     let Some(tools) = tools() else { return };
     let dist = dist();
     let mcpb = tools.join(".bin/mcpb");
-    let manifest = dist.join("mcpb/linux-x64/manifest.json");
+    let manifest = dist.join("mcpb").join(platform()).join("manifest.json");
     let said = ok(
         "mcpb validate",
         Command::new(&mcpb)
@@ -229,7 +252,7 @@ fn the_bundle_validates_and_starts_the_server_its_manifest_names() {
 
     let work = tempfile::tempdir().unwrap();
     let unpacked = work.path().join("unpacked");
-    let bundle = dist.join(format!("agent-worker-{VERSION}-linux-x64.mcpb"));
+    let bundle = dist.join(format!("agent-worker-{VERSION}-{}.mcpb", platform()));
     ok(
         "mcpb unpack",
         Command::new(&mcpb)
@@ -322,7 +345,7 @@ fn server_json_is_valid_by_the_registry_schema_and_the_checksums_hold() {
         .find(|p| p["registryType"] == "mcpb")
         .expect("an mcpb package");
     let sums = std::fs::read_to_string(dist.join("SHA256SUMS")).unwrap();
-    let name = format!("agent-worker-{VERSION}-linux-x64.mcpb");
+    let name = format!("agent-worker-{VERSION}-{}.mcpb", platform());
     let line = sums
         .lines()
         .find(|l| l.ends_with(&name))
@@ -371,6 +394,13 @@ fn initialize(stdin: &mut impl Write, stdout: impl std::io::Read) -> Value {
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).unwrap();
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("not an answer ({e}): {line:?}"))
+}
+
+/// Whether the process has a handler for SIGTERM (its mask of caught signals).
+fn catches_sigterm(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let caught = status.lines().find_map(|l| l.strip_prefix("SigCgt:"));
+    caught.is_some_and(|m| u64::from_str_radix(m.trim(), 16).is_ok_and(|m| m & (1 << 14) != 0))
 }
 
 /// The processes whose parent is `pid`.

@@ -104,6 +104,17 @@ pub fn user_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Comman
     c
 }
 
+/// This machine's platform as npm names it (`process.platform`-`process.arch`),
+/// the suffix of its package and bundle.
+pub fn platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{}-{arch}", std::env::consts::OS)
+}
+
 /// The data dir a launch with no `--data-dir` picks on Linux: the platform's place.
 pub fn platform_data_dir(home: &Path) -> PathBuf {
     home.join(".local/share/agent-worker")
