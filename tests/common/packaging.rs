@@ -54,8 +54,22 @@ pub fn dist() -> PathBuf {
     let lock = std::fs::File::create(root.join("lock")).unwrap();
     lock.lock().unwrap();
     let out = root.join("dist");
+    // Made again when the binary or what makes the packages changed.
     let meta = std::fs::metadata(super::BIN).unwrap();
-    let stamp = format!("{} {:?}", meta.len(), meta.modified().unwrap());
+    let mut makers = std::hash::DefaultHasher::new();
+    for f in [
+        "scripts/package",
+        "packaging/assemble.mjs",
+        "packaging/launcher.js",
+        "packaging/release.json",
+    ] {
+        std::hash::Hash::hash(
+            &std::fs::read(Path::new(REPO).join(f)).unwrap(),
+            &mut makers,
+        );
+    }
+    let makers = std::hash::Hasher::finish(&makers);
+    let stamp = format!("{} {:?} {makers:x}", meta.len(), meta.modified().unwrap());
     let made = std::fs::read_to_string(root.join("stamp")).ok();
     if made.as_deref() == Some(stamp.as_str()) && out.join("SHA256SUMS").exists() {
         return out;
