@@ -223,8 +223,9 @@
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
 //!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
 //!                  with local tools (fs.rs confined to the agent's folder,
-//!                  command.rs run_command), its own MCP servers (servers.rs) and
-//!                  its conversation across runs (conversation.rs)
+//!                  command.rs run_command), its own MCP servers (servers.rs),
+//!                  its conversation across runs (conversation.rs) and what
+//!                  arrives in its inbox mid-run, before each model call (arrivals.rs)
 //!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor);
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print

@@ -1,0 +1,111 @@
+//! Reaching an agent in the middle of its run: a message to a running sdk agent is
+//! in its next model request; a backend that reads its inbox only at the start (the
+//! mock) gets it in the run that follows, as before; `urgent` stops the run and
+//! the next one starts with the message.
+
+use crate::common;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// Four slow commands, one per model call, then the answer: five model calls.
+fn slow_steps(secs: u32) -> Script {
+    let cmd = json!({"command": format!("sleep {secs}")});
+    let steps: Vec<(&str, Value)> = (0..4).map(|_| ("run_command", cmd.clone())).collect();
+    Script::steps(&steps, "done")
+}
+
+/// Waits until the fake model has been called `n` times.
+async fn model_calls(llm: &FakeLlm, n: usize, secs: u64) -> Vec<Value> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let calls = llm.model_calls();
+        if calls.len() >= n {
+            return calls;
+        }
+        assert!(
+            Instant::now() < end,
+            "{} model calls in {secs} s",
+            calls.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn send(lead: &Client, to: &str, message: &str) -> Out {
+    call(lead, "channel_send", json!({"to": to, "message": message})).await
+}
+
+fn runs(i: &Value) -> usize {
+    i["runs"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test]
+async fn a_message_sent_during_the_second_model_call_is_in_the_third_request() {
+    let llm = FakeLlm::start(slow_steps(1)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    new_sdk_in(&lead, "coder", work.path(), &llm.url, json!("full")).await;
+    send(&lead, "coder", "build the parser").await.ok();
+    let t = Instant::now();
+    model_calls(&llm, 2, 30).await;
+    send(&lead, "coder", "stop: use the other grammar")
+        .await
+        .ok();
+    let sent = t.elapsed();
+    let calls = model_calls(&llm, 3, 30).await;
+    println!(
+        "sent {sent:?} after the start; in request 3 at {:?}",
+        t.elapsed()
+    );
+    let body = |i: usize| calls[i]["body"]["messages"].to_string();
+    assert!(!body(1).contains("other grammar"), "too early: {}", body(1));
+    let third = body(2);
+    assert!(third.contains("stop: use the other grammar"), "{third}");
+    assert!(
+        third.contains("from @user (DM, ") && third.contains("new in your inbox while you worked"),
+        "says who sent it and how: {third}"
+    );
+    let i = wait_info(&lead, "coder", 30, |i| {
+        i.get("running").is_none() && runs(i) >= 1
+    })
+    .await;
+    assert_eq!(llm.model_calls().len(), 5, "the run went on to its end");
+    // The inbox stays the record: the run read it, its success acked it, and no
+    // run follows for a message already handled.
+    assert_eq!(i["inbox"]["pending"], 0, "{i}");
+    assert_eq!(i["inbox"]["acked"], 2, "{i}");
+    assert_eq!(runs(&i), 1, "{i}");
+    s.stop().await;
+}
+
+/// The baseline, a backend with nothing mid-run (the mock reads its inbox once, at
+/// the start): a message sent during the run is read by the run that follows.
+#[tokio::test]
+async fn without_mid_run_delivery_the_message_waits_for_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let rules = json!([{"when": "build", "sleep": "2s", "send": "built"},
+                       {"send": "read: {message}"}]);
+    new_mock(&lead, "slow", rules).await;
+    send(&lead, "slow", "build the parser").await.ok();
+    wait_info(&lead, "slow", 10, |i| i.get("running").is_some()).await;
+    send(&lead, "slow", "use the other grammar").await.ok();
+    let i = wait_info(&lead, "slow", 30, |i| {
+        i.get("running").is_none() && runs(i) == 2
+    })
+    .await;
+    assert_eq!(i["inbox"]["pending"], 0, "{i}");
+    let read = call(&lead, "channel_read", json!({"limit": 10})).await.ok();
+    let said = contents(&read);
+    let built = said.iter().position(|m| m == "built").expect("first run");
+    let later = said
+        .iter()
+        .position(|m| m == "read: use the other grammar")
+        .expect("second run");
+    assert!(built < later, "{said:?}");
+}
