@@ -93,7 +93,8 @@ async fn without_mid_run_delivery_the_message_waits_for_the_next_run() {
                        {"send": "read: {message}"}]);
     new_mock(&lead, "slow", rules).await;
     send(&lead, "slow", "build the parser").await.ok();
-    wait_info(&lead, "slow", 10, |i| i.get("running").is_some()).await;
+    // Sent once the run has read its inbox (and sleeps).
+    wait_info(&lead, "slow", 10, |i| i["inbox"]["seen"] == 1).await;
     send(&lead, "slow", "use the other grammar").await.ok();
     let i = wait_info(&lead, "slow", 30, |i| {
         i.get("running").is_none() && runs(i) == 2
@@ -108,4 +109,78 @@ async fn without_mid_run_delivery_the_message_waits_for_the_next_run() {
         .position(|m| m == "read: use the other grammar")
         .expect("second run");
     assert!(built < later, "{said:?}");
+}
+
+/// `urgent` stops a long command at once, and the next run continues the same
+/// conversation (the stopped call answered in it) starting with the message.
+#[tokio::test]
+async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
+    let cmd = json!({"command": "sleep 60"});
+    let llm = FakeLlm::start(Script::steps(&[("run_command", cmd)], "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    new_sdk_in(&lead, "coder", work.path(), &llm.url, json!("full")).await;
+    new_mock(&lead, "peer", json!([])).await;
+    // Only the lead, and only to one agent.
+    let peer = join(&s, &lead, "peer", Proto::Modern).await;
+    let e = call(
+        &peer,
+        "channel_send",
+        json!({"to": "coder", "message": "x", "urgent": true}),
+    )
+    .await
+    .err();
+    assert!(e.contains("only the lead may stop"), "{e}");
+    let e = call(
+        &lead,
+        "channel_send",
+        json!({"message": "@coder x", "urgent": true}),
+    )
+    .await
+    .err();
+    assert!(e.contains("urgent needs `to`"), "{e}");
+
+    send(&lead, "coder", "build the parser").await.ok();
+    model_calls(&llm, 1, 30).await;
+    wait_info(&lead, "coder", 10, |i| i.get("running").is_some()).await;
+    let t = Instant::now();
+    call(
+        &lead,
+        "channel_send",
+        json!({"to": "coder", "message": "wrong branch: stop and use main", "urgent": true}),
+    )
+    .await
+    .ok();
+    let calls = model_calls(&llm, 2, 20).await;
+    let took = t.elapsed();
+    println!("urgent message to the next model request: {took:?}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    let msgs = calls[1]["body"]["messages"].as_array().unwrap().clone();
+    let opening = msgs.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        opening.starts_with("## Urgent: this stopped your last turn")
+            && opening.contains("from @user [DM] [URGENT]: wrong branch: stop and use main"),
+        "{opening}"
+    );
+    let kept = serde_json::to_string(&msgs).unwrap();
+    assert!(
+        kept.contains("build the parser"),
+        "the conversation goes on: {kept}"
+    );
+    assert!(kept.contains("stopped before it finished"), "{kept}");
+    let i = wait_info(&lead, "coder", 20, |i| {
+        i.get("running").is_none() && runs(i) == 2
+    })
+    .await;
+    let status: Vec<&str> = i["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["succeeded", "stopped"], "newest first: {i}");
+    assert_eq!(i["inbox"]["pending"], 0, "{i}");
+    s.stop().await;
 }

@@ -77,6 +77,9 @@ pub struct Outgoing {
     pub message: String,
     pub to: Option<String>,
     pub force: bool,
+    /// A direct message from the lead that stops its addressee's turn (priority
+    /// `urgent`): the façade stops the run once the message is written.
+    pub urgent: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -235,6 +238,7 @@ fn post_system_as(
             message: text.clone(),
             to,
             force: true,
+            urgent: false,
         },
         &governed::Rules::none(now),
         (&agent_names(c, workflow_id)?, &mut rows, None),
@@ -284,7 +288,12 @@ fn post(
     }
     // Contracts on messages: refuse, re-route, tell (see `governed`).
     let governed = rules.apply(c, scope, &send.message, &members, &mut recipients, &mut to)?;
-    let priority = mentions::priority(&parsed, &send.message);
+    let priority = if send.urgent {
+        urgent_to(scope, to.as_deref(), agents)?;
+        URGENT
+    } else {
+        mentions::priority(&parsed, &send.message)
+    };
     let (id, scan) = match ahead {
         Some(a) => (a.id, Some(a.scan)),
         None => (guard::new_id(), None),
@@ -425,13 +434,20 @@ impl Messaging {
         sends: Vec<Outgoing>,
     ) -> Result<Vec<SendResult>> {
         let s = scope.clone();
+        let urgent: Vec<bool> = sends.iter().map(|o| o.urgent).collect();
         let rules = governed::Rules::of(&self.contracts, scope, self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| governed::post_all(c, &s, &sends, &rules, post))
             .await??;
-        for p in &posted {
+        for (p, urgent) in posted.iter().zip(urgent) {
             self.announce(scope.workflow_id, p);
+            if let (true, Some(agent)) = (urgent, p.recipients.first()) {
+                self.events.publish(Event::Urgent {
+                    workflow_id: scope.workflow_id,
+                    agent: agent.clone(),
+                });
+            }
         }
         Ok(posted.into_iter().map(|p| p.result).collect())
     }
@@ -464,6 +480,25 @@ impl Messaging {
 
 /// The member a direct message (`to`) is for, by any case; refused when it is no
 /// member or the sender.
+/// The priority of a message that stops its addressee's turn.
+pub const URGENT: &str = "urgent";
+
+/// Why an urgent message cannot be sent, if it cannot: only the lead may stop a
+/// turn, and only of one agent, named in `to`.
+fn urgent_to(scope: &Scope, to: Option<&str>, agents: &[String]) -> Result<()> {
+    if !scope.lead || scope.me == SYSTEM {
+        return Err(Error::forbidden(
+            "urgent: only the lead may stop an agent's turn; send it without urgent (it reaches a running sdk agent at its next step)",
+        ));
+    }
+    match to {
+        Some(t) if agents.iter().any(|a| a == t) => Ok(()),
+        _ => Err(Error::invalid(
+            "urgent needs `to`: the agent whose turn it stops (a direct message to one agent)",
+        )),
+    }
+}
+
 fn addressee(scope: &Scope, send: &Outgoing, members: &[String]) -> Result<Option<String>> {
     Ok(
         match send.to.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
