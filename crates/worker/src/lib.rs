@@ -14,6 +14,7 @@ pub mod classify;
 pub mod cli;
 pub mod client;
 pub mod context;
+pub mod hook;
 pub mod mock;
 pub mod probe;
 pub mod prompt;

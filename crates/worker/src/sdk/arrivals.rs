@@ -26,9 +26,19 @@ struct Page {
 impl Arrivals {
     /// Starting from the inbox the run read first.
     pub fn new(first: &[Message]) -> Self {
+        Self::shown(first.iter().map(|m| m.id.clone()))
+    }
+
+    /// Starting from these ids, already shown.
+    pub fn shown(ids: impl IntoIterator<Item = String>) -> Self {
         Self {
-            shown: first.iter().map(|m| m.id.clone()).collect(),
+            shown: ids.into_iter().collect(),
         }
+    }
+
+    /// The ids shown so far.
+    pub fn ids(&self) -> Vec<String> {
+        self.shown.iter().cloned().collect()
     }
 
     /// The messages that arrived since the last look (none when the inbox cannot be

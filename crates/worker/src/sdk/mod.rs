@@ -14,7 +14,7 @@
 //! `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`.
 
 mod anthropic;
-mod arrivals;
+pub(crate) mod arrivals;
 mod command;
 mod conversation;
 pub mod fs;
