@@ -157,6 +157,7 @@
 //!                  read or change, team.rs member status, runs.rs what a run's
 //!                  start and end (and a member's deletion) do to these tables,
 //!                  asked by the runtime inside its transaction,
+//!                  news.rs the "new for you" line on an agent's team tool results,
 //!                  resources.rs content-addressed blobs, results.rs results with a
 //!                  shape (the schema an ask or a step's prompt gave, the result
 //!                  submitted against it)

@@ -233,3 +233,67 @@ async fn claude_code_gets_a_message_after_its_next_tool_call() {
     assert_eq!(i["inbox"]["acked"], 2, "{i}");
     s.stop().await;
 }
+
+/// A CLI with no way into its turn: a message sent while it runs a slow command is
+/// named in the result of its next team tool call ("New for you"), which its model
+/// reads in the next request; its run reads the message in full after.
+async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
+    use common::clis::{cli_bin, cli_env, model_for};
+    let Some(bin) = cli_bin() else { return };
+    let shell = match backend {
+        "gemini" => (
+            "run_shell_command",
+            json!({"command": "sleep 3", "description": "wait"}),
+        ),
+        "opencode" => ("bash", json!({"command": "sleep 3", "description": "wait"})),
+        _ => unreachable!(),
+    };
+    let steps = [shell, ("team_members", json!({}))];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let work = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
+        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": "full",
+        "cwd": work.path().display().to_string()});
+    call(&lead, "agent_new", args).await.ok();
+    send(&lead, "coder", "build the parser").await.ok();
+    let before = model_calls(&llm, 1, 60).await.len();
+    send(&lead, "coder", "stop: use the other grammar")
+        .await
+        .ok();
+    let i = wait_info(&lead, "coder", 60, |i| {
+        i.get("running").is_none() && i["inbox"]["pending"] == 0 && runs(i) >= 2
+    })
+    .await;
+    // Every model request after the send (a CLI makes side requests too).
+    let after: String = llm.model_calls()[before..]
+        .iter()
+        .map(|c| c["body"].to_string())
+        .collect();
+    assert!(
+        after.contains(r#"New for you: 1 unread (@user: \"stop: use the other grammar\"); my_inbox reads them."#),
+        "{backend}: {after}"
+    );
+    assert_eq!(i["inbox"]["acked"], 2, "{backend}: {i}");
+    s.stop().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn gemini_cli_reads_news_in_a_team_tool_result() {
+    cli_sees_news_in_its_next_team_tool_result("gemini").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn opencode_reads_news_in_a_team_tool_result() {
+    cli_sees_news_in_its_next_team_tool_result("opencode").await;
+}

@@ -27,6 +27,7 @@ pub mod inbox;
 #[cfg(test)]
 mod inbox_tests;
 pub mod mentions;
+pub mod news;
 #[cfg(test)]
 mod plan_tests;
 pub mod read;
