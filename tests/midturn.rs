@@ -188,26 +188,25 @@ async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
 /// Claude Code: the run's `PostToolUse` hook (this binary in hook mode) adds what
 /// arrived to the conversation after the tool call under way, so a message sent
 /// during the second model call is in the third request.
-#[tokio::test]
-#[cfg_attr(
-    not(heavy),
-    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
-)]
-async fn claude_code_gets_a_message_after_its_next_tool_call() {
-    use common::clis::{cli_bin, cli_env};
+async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
+    use common::clis::{cli_bin, cli_env, model_for};
     let Some(bin) = cli_bin() else { return };
-    let cmd = json!({"command": "sleep 2"});
-    let steps: Vec<(&str, Value)> = (0..4).map(|_| ("Bash", cmd.clone())).collect();
+    let (tool, cmd) = match backend {
+        "claude" => ("Bash", json!({"command": "sleep 2"})),
+        "gemini" => (
+            "run_shell_command",
+            json!({"command": "sleep 2", "description": "wait"}),
+        ),
+        _ => unreachable!(),
+    };
+    let steps: Vec<(&str, Value)> = (0..4).map(|_| (tool, cmd.clone())).collect();
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
-    let (dir, home, work) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
+    let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let work = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    let args = json!({"name": "coder", "backend": "claude", "model": "claude-sonnet-4-5",
-        "env": cli_env("claude", &bin, home.path(), &llm.url), "permissions": "full",
+    let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
+        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": "full",
         "cwd": work.path().display().to_string()});
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
@@ -218,20 +217,35 @@ async fn claude_code_gets_a_message_after_its_next_tool_call() {
         .ok();
     let sent = t.elapsed();
     let calls = model_calls(&llm, 3, 60).await;
-    println!("sent at {sent:?}; in request 3 at {:?}", t.elapsed());
-    let body = |i: usize| calls[i]["body"]["messages"].to_string();
+    println!(
+        "{backend}: sent at {sent:?}; in request 3 at {:?}",
+        t.elapsed()
+    );
+    let body = |i: usize| calls[i]["body"].to_string();
     assert!(!body(1).contains("other grammar"), "too early: {}", body(1));
     let third = body(2);
-    assert!(third.contains("stop: use the other grammar"), "{third}");
-    assert!(third.contains("from @user (DM, "), "{third}");
+    assert!(
+        third.contains("stop: use the other grammar"),
+        "{backend}: {third}"
+    );
+    assert!(third.contains("from @user (DM, "), "{backend}: {third}");
     let i = wait_info(&lead, "coder", 60, |i| {
         i.get("running").is_none() && runs(i) >= 1
     })
     .await;
-    assert_eq!(i["runs"][0]["status"], "succeeded", "{i}");
-    assert_eq!(i["inbox"]["pending"], 0, "{i}");
-    assert_eq!(i["inbox"]["acked"], 2, "{i}");
+    assert_eq!(i["runs"][0]["status"], "succeeded", "{backend}: {i}");
+    assert_eq!(i["inbox"]["pending"], 0, "{backend}: {i}");
+    assert_eq!(i["inbox"]["acked"], 2, "{backend}: {i}");
     s.stop().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn claude_code_gets_a_message_after_its_next_tool_call() {
+    cli_gets_a_message_after_its_next_tool_call("claude").await;
 }
 
 /// A CLI with no way into its turn: a message sent while it runs a slow command is

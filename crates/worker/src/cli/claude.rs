@@ -69,26 +69,6 @@ fn mcp_config(cfg: &RunConfig, own: &[(&String, &McpServer)]) -> serde_json::Val
     json!({ "mcpServers": servers })
 }
 
-/// The run's settings file: a `PostToolUse` hook that shows the model what arrived
-/// in the inbox since the run began (see [`crate::hook`]), after each tool call.
-fn inbox_hook(run: &Run<'_>, scratch: &Scratch) -> Result<std::path::PathBuf, Failure> {
-    let state = crate::hook::HookState {
-        url: run.cfg.url.clone(),
-        shown: run.context.inbox.iter().map(|m| m.id.clone()).collect(),
-    };
-    let file = scratch.write(crate::hook::HOOK_FILE, &json!(state).to_string())?;
-    let exe = std::env::current_exe().map_err(|e| {
-        Failure::new(
-            domain::protocol::ErrorClass::Other,
-            format!("cannot find the worker's own binary for its inbox hook: {e}"),
-        )
-    })?;
-    scratch.write(
-        "settings.json",
-        &crate::hook::settings(&exe, &file).to_string(),
-    )
-}
-
 pub fn invocation(
     run: &Run<'_>,
     session: Option<&str>,
@@ -109,7 +89,8 @@ pub fn invocation(
     } else {
         permissions::governed::claude_governed(&cfg.permissions, &names, &governed)
     };
-    let settings = inbox_hook(run, scratch)?;
+    // After each tool call, what arrived for the agent (see crate::hook).
+    let settings = crate::hook::write(run, scratch, "PostToolUse")?;
     let mut args: Vec<String> = vec![
         "--settings".into(),
         settings.display().to_string(),
