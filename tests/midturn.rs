@@ -311,3 +311,51 @@ async fn gemini_cli_reads_news_in_a_team_tool_result() {
 async fn opencode_reads_news_in_a_team_tool_result() {
     cli_sees_news_in_its_next_team_tool_result("opencode").await;
 }
+
+/// `urgent` to Claude Code: its `Bash` call is stopped, and the next run resumes
+/// the same session with the message first.
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn an_urgent_message_stops_claude_code_and_resumes_its_session() {
+    use common::clis::{cli_bin, cli_env};
+    let Some(bin) = cli_bin() else { return };
+    let cmd = json!({"command": "sleep 60"});
+    let llm = FakeLlm::start(Script::steps(&[("Bash", cmd)], "done")).await;
+    let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let work = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let args = json!({"name": "coder", "backend": "claude", "model": "claude-sonnet-4-5",
+        "env": cli_env("claude", &bin, home.path(), &llm.url), "permissions": "full",
+        "cwd": work.path().display().to_string()});
+    call(&lead, "agent_new", args).await.ok();
+    send(&lead, "coder", "build the parser").await.ok();
+    model_calls(&llm, 1, 60).await;
+    let t = Instant::now();
+    let urgent = json!({"to": "coder", "message": "wrong branch: use main", "urgent": true});
+    call(&lead, "channel_send", urgent).await.ok();
+    let calls = model_calls(&llm, 2, 40).await;
+    println!(
+        "claude: urgent to the next model request in {:?}",
+        t.elapsed()
+    );
+    let next = calls[1]["body"]["messages"].to_string();
+    assert!(
+        next.contains("build the parser"),
+        "the session goes on: {next}"
+    );
+    assert!(
+        next.contains(r"## Urgent: this stopped your last turn; act on it first\n- ")
+            && next.contains("[URGENT]: wrong branch: use main"),
+        "{next}"
+    );
+    // The first run was stopped; the second goes on (the fake model, seeing no
+    // result for the cut call, makes it again: the kernel's stop ends it).
+    let i = info(&lead, "coder").await;
+    assert_eq!(runs(&i), 2, "{i}");
+    assert_eq!(i["runs"][1]["status"], "stopped", "{i}");
+    s.stop().await;
+}
