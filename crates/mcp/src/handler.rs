@@ -441,10 +441,13 @@ fn renamed(tool: &str) -> Option<&'static str> {
 impl AgentWorker {
     /// A worker run's team tool result ends with a short line when messages wait
     /// unread for its agent (see `kernel::messaging::news`): a backend with no way
-    /// into a running turn learns of them when it next touches the team.
+    /// into a running turn learns of them when it next touches the team. Not on
+    /// my_inbox (it shows them whole) nor on permission_request, whose one text
+    /// block is JSON its CLI parses.
     async fn add_news(&self, who: &Caller, tool: &str, done: &mut CallToolResult) {
         let Caller::Agent(a) = who else { return };
-        if a.run_id.is_none() || tool.starts_with("my_inbox") {
+        let machine_read = tool == crate::tools::contracts::PERMISSION_TOOL;
+        if a.run_id.is_none() || tool.starts_with("my_inbox") || machine_read {
             return;
         }
         if let Ok(Some(line)) = self.kernel.messaging().news(a.workflow_id, &a.name).await {

@@ -79,7 +79,8 @@ pub struct Outgoing {
     pub to: Option<String>,
     pub force: bool,
     /// A direct message from the lead that stops its addressee's turn (priority
-    /// `urgent`): the façade stops the run once the message is written.
+    /// `urgent`): once it is written, an [`Event::Urgent`] has the node running
+    /// the agent stop its run and start the next.
     pub urgent: bool,
 }
 
@@ -479,8 +480,6 @@ impl Messaging {
     }
 }
 
-/// The member a direct message (`to`) is for, by any case; refused when it is no
-/// member or the sender.
 /// The priority of a message that stops its addressee's turn.
 pub const URGENT: &str = "urgent";
 
@@ -500,6 +499,8 @@ fn urgent_to(scope: &Scope, to: Option<&str>, agents: &[String]) -> Result<()> {
     }
 }
 
+/// The member a direct message (`to`) is for, by any case; refused when it is no
+/// member or the sender.
 fn addressee(scope: &Scope, send: &Outgoing, members: &[String]) -> Result<Option<String>> {
     Ok(
         match send.to.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
