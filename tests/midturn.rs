@@ -359,3 +359,43 @@ async fn an_urgent_message_stops_claude_code_and_resumes_its_session() {
     assert_eq!(i["runs"][1]["status"], "stopped", "{i}");
     s.stop().await;
 }
+
+/// `urgent` to a coder in a worktree: what its stopped turn wrote is committed on
+/// its branch, and its next run goes on from there.
+#[tokio::test]
+async fn an_urgent_stop_commits_the_coders_worktree() {
+    use common::repo::{git, repository};
+    let repo = repository();
+    let write = json!({"path": "lib.rs", "content": "fn answer() -> u32 { 44 }\n"});
+    let steps = [
+        ("write_file", write),
+        ("run_command", json!({"command": "sleep 60"})),
+    ];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let args = json!({"name": "ada", "backend": "sdk", "model": "claude-sonnet-4-5",
+        "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
+        "cwd": repo.path().display().to_string(), "workspace": "worktree", "permissions": "full"});
+    call(&lead, "agent_new", args).await.ok();
+    send(&lead, "ada", "make it 44").await.ok();
+    model_calls(&llm, 2, 30).await;
+    let urgent = json!({"to": "ada", "message": "stop: keep 41", "urgent": true});
+    call(&lead, "channel_send", urgent).await.ok();
+    let calls = model_calls(&llm, 3, 20).await;
+    let last = calls[2]["body"]["messages"].to_string();
+    assert!(last.contains("[URGENT]: stop: keep 41"), "{last}");
+    let i = wait_info(&lead, "ada", 20, |i| {
+        i.get("running").is_none() && runs(i) == 2
+    })
+    .await;
+    assert_eq!(i["runs"][1]["status"], "stopped", "{i}");
+    assert!(
+        i["runs"][1]["commit"].is_string(),
+        "the stop committed: {i}"
+    );
+    let on_branch = git(repo.path(), &["show", "aw/global-main/ada:lib.rs"]);
+    assert!(on_branch.contains("44"), "{on_branch}");
+    s.stop().await;
+}
