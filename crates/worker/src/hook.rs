@@ -22,6 +22,9 @@ pub const HOOK_MODE: &str = "__hook";
 /// The hook's file in the run's scratch folder.
 pub const HOOK_FILE: &str = "inbox-hook.json";
 
+/// How long the hook waits for the kernel's MCP session.
+const CONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the hook keeps between its calls in one run.
 #[derive(Serialize, Deserialize)]
 pub struct HookState {
@@ -77,7 +80,13 @@ pub async fn main(file: &Path) -> Option<String> {
     let event = event_of_stdin();
     let token = std::env::var(crate::cli::TOKEN_ENV).ok()?;
     let mut state: HookState = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
-    let client = KernelClient::connect(&state.url, &token).await.ok()?;
+    // Bounded before anything is read: a kernel that does not answer costs the
+    // tool call a few seconds, not the CLI's own hook limit.
+    let connect = KernelClient::connect(&state.url, &token);
+    let client = tokio::time::timeout(CONNECT_WITHIN, connect)
+        .await
+        .ok()?
+        .ok()?;
     let mut seen = Arrivals::shown(std::mem::take(&mut state.shown));
     let new = seen.fetch(&client).await;
     client.close().await;
