@@ -89,6 +89,7 @@ async fn wakes(from: &Arc<Kernel>, on: &Arc<Kernel>, agent: &str, n: usize) -> V
                     message: format!("ping {i}"),
                     to: Some(agent.to_owned()),
                     force: true,
+                    urgent: false,
                 },
             )
             .await
@@ -141,6 +142,7 @@ async fn sends(kernels: &[Arc<Kernel>], tasks: usize, secs: u64) -> f64 {
                                 message: format!("load {t} {n}"),
                                 to: None,
                                 force: true,
+                                urgent: false,
                             },
                         )
                         .await

@@ -109,6 +109,8 @@ pub enum Launch {
     Worker,
     /// The internal readiness probe (the kernel's backend_list): backends to check.
     Probe(Vec<String>),
+    /// The internal inbox hook Claude Code runs after a tool call: its file.
+    Hook(PathBuf),
     Help,
     Version,
 }
@@ -121,6 +123,10 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Launch, Stri
     }
     if it.peek().map(String::as_str) == Some(worker::probe::PROBE_MODE) {
         return Ok(Launch::Probe(it.skip(1).collect()));
+    }
+    if it.peek().map(String::as_str) == Some(worker::hook::HOOK_MODE) {
+        let file = it.nth(1).ok_or("the hook mode needs its file")?;
+        return Ok(Launch::Hook(PathBuf::from(file)));
     }
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {

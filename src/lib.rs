@@ -157,6 +157,7 @@
 //!                  read or change, team.rs member status, runs.rs what a run's
 //!                  start and end (and a member's deletion) do to these tables,
 //!                  asked by the runtime inside its transaction,
+//!                  news.rs the "new for you" line on an agent's team tool results,
 //!                  resources.rs content-addressed blobs, results.rs results with a
 //!                  shape (the schema an ask or a step's prompt gave, the result
 //!                  submitted against it)
@@ -217,14 +218,17 @@
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in
+//!   hook.rs        the inbox hook mode (`__hook`) Claude Code runs after each tool
+//!                  call: what arrived for the agent, as the hook's added context
 //!   lib.rs         the run, in spans when traces are exported (the worker's, its
 //!                  reading, its backend's; client.rs a span per MCP call, its
 //!                  context in `_meta`; sdk/ a span per model turn and tool call)
 //!   client.rs      its MCP client (the run's token); context.rs, prompt.rs
 //!   mock.rs        the scripted backend; sdk/ direct API loops (anthropic, openai)
 //!                  with local tools (fs.rs confined to the agent's folder,
-//!                  command.rs run_command), its own MCP servers (servers.rs) and
-//!                  its conversation across runs (conversation.rs)
+//!                  command.rs run_command), its own MCP servers (servers.rs),
+//!                  its conversation across runs (conversation.rs) and what
+//!                  arrives in its inbox mid-run, before each model call (arrivals.rs)
 //!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor);
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print

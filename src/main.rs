@@ -29,6 +29,7 @@ fn main() -> std::process::ExitCode {
         Launch::Version => return answer(&format!("agent-worker {}", env!("CARGO_PKG_VERSION"))),
         Launch::Worker => return worker(),
         Launch::Probe(backends) => return probe(&backends),
+        Launch::Hook(file) => return hook(&file),
         Launch::Serve(o) => *o,
     };
     // Blocking work (file I/O) is bounded: a burst queues instead of holding hundreds
@@ -72,6 +73,20 @@ fn probe(backends: &[String]) -> std::process::ExitCode {
     };
     let code = rt.block_on(agent_worker::worker::probe::main(backends));
     std::process::ExitCode::from(code as u8)
+}
+
+/// The inbox hook: what arrived for the agent, as Claude Code reads a hook's answer.
+fn hook(file: &std::path::Path) -> std::process::ExitCode {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return std::process::ExitCode::SUCCESS;
+    };
+    match rt.block_on(agent_worker::worker::hook::main(file)) {
+        Some(line) => answer(&line),
+        None => std::process::ExitCode::SUCCESS,
+    }
 }
 
 /// A worker run: small, single-threaded, logging to stderr (the kernel keeps its tail).

@@ -65,6 +65,12 @@ fn every_tool(target: &[String], era: &str) {
     assert_eq!(r["status"], "completed", "{r}");
     let r = call("channel_send", json!({"message": format!("@{echo} hello")}));
     assert_eq!(r["recipients"], json!([echo]), "{r}");
+    // urgent: a direct message from the lead that stops its addressee's turn.
+    let r = call(
+        "channel_send",
+        json!({"to": echo, "message": "stop and read this", "urgent": true}),
+    );
+    assert_eq!(r["recipients"], json!([echo]), "{r}");
     let r = call("my_inbox", json!({}));
     assert!(r["messages"].is_array(), "{r}");
     let file = format!("inspector-{era}.md");

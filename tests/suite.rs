@@ -44,6 +44,7 @@ mod interop_worktrees;
 mod lead_stdio;
 mod listens;
 mod messaging;
+mod midturn;
 mod node_labels;
 mod nodes;
 mod organisations;

@@ -111,12 +111,14 @@ impl ServerHandler for AgentWorker {
             if tasks::wanted(&request, &context) {
                 return tasks::start(self, &self.tools.tasks, request, context);
             }
+            let tool = request.name.clone();
             let tcc = ToolCallContext::new(self, request, context);
-            let r = self.tools.router.call(tcc).await;
-            if let Ok(CallToolResponse::Complete(done)) = &r
-                && done.is_error == Some(true)
-            {
-                telemetry::note("error.type", "tool_error");
+            let mut r = self.tools.router.call(tcc).await;
+            if let Ok(CallToolResponse::Complete(done)) = &mut r {
+                if done.is_error == Some(true) {
+                    telemetry::note("error.type", "tool_error");
+                }
+                self.add_news(&who, &tool, done).await;
             }
             r
         })
@@ -433,5 +435,23 @@ fn renamed(tool: &str) -> Option<&'static str> {
         "agent_resume" => Some("agent_pause {target, resume: true}"),
         "schedule_clear" => Some("schedule_set {target, clear: true}"),
         _ => None,
+    }
+}
+
+impl AgentWorker {
+    /// A worker run's team tool result ends with a short line when messages wait
+    /// unread for its agent (see `kernel::messaging::news`): a backend with no way
+    /// into a running turn learns of them when it next touches the team. Not on
+    /// my_inbox (it shows them whole) nor on permission_request, whose one text
+    /// block is JSON its CLI parses.
+    async fn add_news(&self, who: &Caller, tool: &str, done: &mut CallToolResult) {
+        let Caller::Agent(a) = who else { return };
+        let machine_read = tool == crate::tools::contracts::PERMISSION_TOOL;
+        if a.run_id.is_none() || tool.starts_with("my_inbox") || machine_read {
+            return;
+        }
+        if let Ok(Some(line)) = self.kernel.messaging().news(a.workflow_id, &a.name).await {
+            done.content.push(ContentBlock::text(line));
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod classify;
 pub mod cli;
 pub mod client;
 pub mod context;
+pub mod hook;
 pub mod mock;
 pub mod probe;
 pub mod prompt;
@@ -175,7 +176,7 @@ pub async fn main() -> i32 {
 }
 
 /// `work`, or a `stopped` failure as soon as the kernel stops the run.
-async fn or_stop<T>(
+pub(crate) async fn or_stop<T>(
     stop: &CancellationToken,
     work: impl Future<Output = Result<T, Failure>>,
 ) -> Result<T, Failure> {
@@ -228,7 +229,8 @@ async fn run(
     let work = async {
         match (cfg.backend.parse::<Backend>(), backend) {
             (Ok(Backend::Mock), _) => or_stop(stop, mock::run(&run)).await,
-            (Ok(Backend::Sdk), _) => or_stop(stop, sdk::run(&run)).await,
+            // Answers a stop itself, keeping its conversation first.
+            (Ok(Backend::Sdk), _) => sdk::run(&run).await,
             // Supervises its CLI with `stop` itself, so the CLI gets a grace period.
             (_, Some(b)) => b.run(&run).await,
             (_, None) => Err(Failure::new(

@@ -64,6 +64,9 @@ fn line(out: &mut String, m: &Message, max: usize, whole: &str) {
     if m.priority == "high" {
         tags.push_str(" [HIGH]");
     }
+    if m.priority == URGENT {
+        tags.push_str(" [URGENT]");
+    }
     let _ = write!(
         out,
         "- {} from @{}{tags}: {}",
@@ -96,14 +99,29 @@ fn share(msgs: &[&Message], budget: usize) -> usize {
     }
 }
 
-/// This run's task.
+/// The priority of a message from the lead that stopped the agent's last turn.
+pub const URGENT: &str = "urgent";
+
+/// This run's task: an urgent message first (it stopped the turn before this one).
 pub fn task(cfg: &RunConfig, ctx: &Context) -> String {
     let mut p = String::new();
+    let (urgent, rest): (Vec<&Message>, Vec<&Message>) =
+        ctx.inbox.iter().partition(|m| m.priority == URGENT);
+    if !urgent.is_empty() {
+        p.push_str("## Urgent: this stopped your last turn; act on it first\n");
+        let max = share(&urgent, INBOX_PROMPT_BYTES);
+        for m in &urgent {
+            line(&mut p, m, max, "my_inbox");
+        }
+        if !rest.is_empty() {
+            p.push('\n');
+        }
+    }
     if ctx.inbox.is_empty() {
         p.push_str("## Your inbox\nNo new messages.\n");
-    } else {
-        let _ = writeln!(p, "## Your inbox ({} new, oldest first)", ctx.inbox.len());
-        let inbox: Vec<&Message> = ctx.inbox.iter().collect();
+    } else if !rest.is_empty() {
+        let _ = writeln!(p, "## Your inbox ({} new, oldest first)", rest.len());
+        let inbox = rest;
         let max = share(&inbox, INBOX_PROMPT_BYTES);
         for m in inbox {
             line(&mut p, m, max, "my_inbox");
@@ -236,5 +254,36 @@ mod tests {
             t.contains("End by submitting each result asked of you"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn an_urgent_message_opens_the_task() {
+        let cfg: RunConfig = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "agent": "alice", "workflow": "@w:main", "backend": "sdk",
+            "model": null, "system": null, "cwd": "/tmp", "state_dir": "/tmp",
+            "idle_ms": 1000, "url": "http://x", "token": "t", "session_id": null,
+            "trigger": "message", "prompt": null, "max_steps": 1,
+        }))
+        .unwrap();
+        let mut urgent = msg(2, "use main");
+        urgent.priority = URGENT.into();
+        let check = |inbox: Vec<Message>, want: &str| {
+            let ctx = Context {
+                inbox,
+                ..Default::default()
+            };
+            let t = task(&cfg, &ctx);
+            assert!(t.starts_with(want), "{t}");
+        };
+        check(
+            vec![msg(1, "build it"), urgent.clone()],
+            "## Urgent: this stopped your last turn; act on it first\n- m02 from @bob [URGENT]: use main\n\n\
+             ## Your inbox (1 new, oldest first)\n- m01 from @bob: build it\n",
+        );
+        check(
+            vec![urgent],
+            "## Urgent: this stopped your last turn; act on it first\n- m02 from @bob [URGENT]: use main\n\n## Now\n",
+        );
+        check(vec![], "## Your inbox\nNo new messages.\n");
     }
 }

@@ -348,6 +348,7 @@ mod tests {
             message: "@all only for alice".into(),
             to: Some("alice".into()),
             force: true,
+            urgent: false,
         };
         k.messaging().channel_send(&lead, dm).await.unwrap();
         assert_eq!(rows(&k).await, (2, 3));

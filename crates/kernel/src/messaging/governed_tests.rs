@@ -25,6 +25,7 @@ async fn send(r: &Rooms, from: &str, text: &str, to: Option<&str>) -> Result<Sen
         message: text.into(),
         to: to.map(Into::into),
         force: true,
+        urgent: false,
     };
     r.messaging.channel_send(&scope, out).await
 }
@@ -73,6 +74,7 @@ async fn a_batch_with_a_refused_message_is_sent_whole_or_not_at_all() {
             message: (*m).into(),
             to: None,
             force: true,
+            urgent: false,
         })
         .collect();
     expect(

@@ -251,6 +251,7 @@ async fn the_send_guard_spares_what_was_read_through_the_inbox_and_others_dms() 
         message: "psst".into(),
         to: Some("carol".into()),
         force: true,
+        urgent: false,
     };
     r.messaging.channel_send(&scope, dm).await.unwrap();
     r.send("alice", "@bob read this").await;
@@ -281,6 +282,7 @@ async fn the_send_guard_lists_ten_and_counts_them_all() {
             message: p.clone(),
             to: None,
             force: true,
+            urgent: false,
         })
         .collect();
     r.messaging.channel_send_many(&scope, sends).await.unwrap();

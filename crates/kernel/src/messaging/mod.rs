@@ -27,6 +27,7 @@ pub mod inbox;
 #[cfg(test)]
 mod inbox_tests;
 pub mod mentions;
+pub mod news;
 #[cfg(test)]
 mod plan_tests;
 pub mod read;
@@ -77,6 +78,10 @@ pub struct Outgoing {
     pub message: String,
     pub to: Option<String>,
     pub force: bool,
+    /// A direct message from the lead that stops its addressee's turn (priority
+    /// `urgent`): once it is written, an [`Event::Urgent`] has the node running
+    /// the agent stop its run and start the next.
+    pub urgent: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -235,6 +240,7 @@ fn post_system_as(
             message: text.clone(),
             to,
             force: true,
+            urgent: false,
         },
         &governed::Rules::none(now),
         (&agent_names(c, workflow_id)?, &mut rows, None),
@@ -284,7 +290,12 @@ fn post(
     }
     // Contracts on messages: refuse, re-route, tell (see `governed`).
     let governed = rules.apply(c, scope, &send.message, &members, &mut recipients, &mut to)?;
-    let priority = mentions::priority(&parsed, &send.message);
+    let priority = if send.urgent {
+        urgent_to(scope, to.as_deref(), agents)?;
+        URGENT
+    } else {
+        mentions::priority(&parsed, &send.message)
+    };
     let (id, scan) = match ahead {
         Some(a) => (a.id, Some(a.scan)),
         None => (guard::new_id(), None),
@@ -425,13 +436,20 @@ impl Messaging {
         sends: Vec<Outgoing>,
     ) -> Result<Vec<SendResult>> {
         let s = scope.clone();
+        let urgent: Vec<bool> = sends.iter().map(|o| o.urgent).collect();
         let rules = governed::Rules::of(&self.contracts, scope, self.clock.now_ms());
         let posted = self
             .store
             .write(move |c| governed::post_all(c, &s, &sends, &rules, post))
             .await??;
-        for p in &posted {
+        for (p, urgent) in posted.iter().zip(urgent) {
             self.announce(scope.workflow_id, p);
+            if let (true, Some(agent)) = (urgent, p.recipients.first()) {
+                self.events.publish(Event::Urgent {
+                    workflow_id: scope.workflow_id,
+                    agent: agent.clone(),
+                });
+            }
         }
         Ok(posted.into_iter().map(|p| p.result).collect())
     }
@@ -459,6 +477,25 @@ impl Messaging {
                 text: text.clone(),
             });
         }
+    }
+}
+
+/// The priority of a message that stops its addressee's turn.
+pub const URGENT: &str = "urgent";
+
+/// Why an urgent message cannot be sent, if it cannot: only the lead may stop a
+/// turn, and only of one agent, named in `to`.
+fn urgent_to(scope: &Scope, to: Option<&str>, agents: &[String]) -> Result<()> {
+    if !scope.lead || scope.me == SYSTEM {
+        return Err(Error::forbidden(
+            "urgent: only the lead may stop an agent's turn; send it without urgent (it reaches a running sdk agent at its next step)",
+        ));
+    }
+    match to {
+        Some(t) if agents.iter().any(|a| a == t) => Ok(()),
+        _ => Err(Error::invalid(
+            "urgent needs `to`: the agent whose turn it stops (a direct message to one agent)",
+        )),
     }
 }
 

@@ -14,6 +14,7 @@ async fn ask(r: &Rooms, agent: &str, text: &str, schema: Option<Value>) -> Strin
         message: text.into(),
         to: Some(agent.into()),
         force: true,
+        urgent: false,
     };
     let expect = schema.map(|s| (agent.to_owned(), ResultSchema::parse(&s).unwrap()));
     r.messaging.ask_send(&scope, send, expect).await.unwrap().id

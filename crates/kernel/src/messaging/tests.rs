@@ -103,6 +103,7 @@ async fn send_as(
         message: text.into(),
         to: to.map(str::to_owned),
         force: true,
+        urgent: false,
     };
     r.messaging.channel_send(&scope, out).await
 }

@@ -127,6 +127,7 @@ impl Asks {
                     message: message.to_owned(),
                     to: Some(agent.view.name.clone()),
                     force: true,
+                    urgent: false,
                 },
                 schema.map(|s| (agent.view.name.clone(), s)),
             )

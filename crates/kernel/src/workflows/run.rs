@@ -168,6 +168,7 @@ impl Workflows {
             message,
             to: None,
             force: true,
+            urgent: false,
         };
         self.messaging.channel_send(&scope, out).await?;
         Ok(())

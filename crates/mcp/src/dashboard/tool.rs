@@ -128,7 +128,8 @@ fn concerns(event: &Event, shown: Option<i64>) -> bool {
         | Event::TaskChanged { workflow_id, .. }
         | Event::WorkflowQuiet { workflow_id } => *workflow_id,
         Event::AgentChanged { .. } | Event::WorkflowSettled { .. } => return true,
-        Event::ContractsChanged => return false,
+        // The message's own events (posted, delivered) show it.
+        Event::ContractsChanged | Event::Urgent { .. } => return false,
     };
     shown.is_none_or(|s| s == id)
 }

@@ -366,6 +366,7 @@ async fn changed(
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
         | Event::Notice { .. }
+        | Event::Urgent { .. }
         | Event::ContractsChanged => {
             return None;
         }
@@ -419,6 +420,7 @@ async fn changed(
         Event::WorkflowQuiet { .. }
         | Event::AgentFailed { .. }
         | Event::Notice { .. }
+        | Event::Urgent { .. }
         | Event::ContractsChanged => {
             return None;
         }

@@ -11,15 +11,18 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ChannelSendArgs {
-    /// At most 4,000 characters; @all reaches every agent.
+    /// At most 4,000 characters; @all: every agent.
     pub message: String,
-    /// A direct message to this member only.
+    /// Only this member gets it (a DM).
     #[serde(default)]
     #[schemars(with = "String")]
     pub to: Option<String>,
-    /// Send even if others posted since you last read.
+    /// Send despite unread posts.
     #[serde(default)]
     pub force: bool,
+    /// Lead, with `to`: stop its turn; its next run opens with this.
+    #[serde(default)]
+    pub urgent: bool,
     #[serde(flatten)]
     pub scope: ScopeArg,
 }
@@ -35,7 +38,7 @@ pub struct ChannelReadArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
-    /// Wait up to this long (0..=50 s) for something new.
+    /// Wait this long (0..=50 s) for something new.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -45,8 +48,8 @@ pub struct ChannelReadArgs {
 
 #[tool_router(router = channel_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Post a `message` to the team channel; @name wakes that member. Returns its id, who got
-    /// it, and what you missed.
+    /// Post a `message` to the channel; @name wakes that member. Returns its id, who got it,
+    /// what you missed.
     #[tool(
         title = "Send a message",
         annotations(
@@ -66,13 +69,14 @@ impl AgentWorker {
             message: a.message,
             to: given(&a.to).map(str::to_owned),
             force: a.force,
+            urgent: a.urgent,
         };
         Ok(Json(
             self.kernel.messaging().channel_send(&scope, send).await?,
         ))
     }
 
-    /// Read the team channel, oldest first: the latest messages, or those after `since`.
+    /// Read the channel, oldest first: the latest messages, or those after `since`.
     #[tool(
         title = "Read the channel",
         annotations(

@@ -15,7 +15,7 @@ pub struct InboxArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 1, max = 200))]
     pub limit: Option<i64>,
-    /// Wait up to this long (0..=50 s) for something new.
+    /// Wait this long (0..=50 s) for something new.
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
@@ -48,7 +48,7 @@ pub struct DeferArgs {
 
 #[tool_router(router = inbox_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Messages to you not yet acknowledged, oldest first; handle each, then my_inbox_ack it.
+    /// Your unacknowledged messages, oldest first; handle each, then my_inbox_ack it.
     #[tool(
         title = "Read my inbox",
         annotations(

@@ -84,8 +84,8 @@ pub struct CancelArgs {
 
 #[tool_router(router = proposal_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Put a question (`type`, `title`) to a team vote; the team is @mentioned. `options`:
-    /// strings or {id, label} (a decision needs them). `contract` (type approval): a
+    /// Put a question (`type`, `title`) to a team vote. `options`: strings or {id, label}
+    /// (a decision needs them). `contract` (type approval): a
     /// contract_set object the lead's approve puts in force here. Resolves by `resolution`
     /// (ties: `tie_breaker`).
     #[tool(

@@ -89,7 +89,11 @@ pub fn invocation(
     } else {
         permissions::governed::claude_governed(&cfg.permissions, &names, &governed)
     };
+    // After each tool call, what arrived for the agent (see crate::hook).
+    let settings = crate::hook::write(run, scratch, "PostToolUse")?;
     let mut args: Vec<String> = vec![
+        "--settings".into(),
+        settings.display().to_string(),
         "-p".into(),
         prompt::task(cfg, run.context),
         "--output-format".into(),

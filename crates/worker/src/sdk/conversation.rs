@@ -5,7 +5,9 @@
 //! fingerprint of those differs starts afresh (the old file is replaced). It is
 //! trimmed to a budget, oldest first, cutting only before a run's opening prompt so
 //! a tool call and its result are never separated. Only a run that succeeded saves
-//! it, so a failed run's half-turn never becomes the next run's history.
+//! it, or one that was stopped (an urgent message, a pause) once every tool call it
+//! made is answered, so a failed run's half-turn never becomes the next run's
+//! history.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -14,6 +14,7 @@
 //! `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`.
 
 mod anthropic;
+pub(crate) mod arrivals;
 mod command;
 mod conversation;
 pub mod fs;
@@ -185,8 +186,9 @@ impl Endpoint {
 pub async fn run(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let ep = Endpoint::from_env(run.cfg.model.as_deref())?;
     let idle = std::time::Duration::from_millis(run.cfg.idle_ms);
-    let servers =
-        servers::Servers::connect(&run.cfg.mcp_servers, &run.cfg.cwd, run.report, idle).await?;
+    let servers = servers::Servers::connect(&run.cfg.mcp_servers, &run.cfg.cwd, run.report, idle);
+    let servers = crate::or_stop(run.stop, servers).await?;
+    // The loop answers a stop itself: it keeps the conversation first.
     let result = tool_loop(run, &ep, &servers).await;
     servers.close().await;
     result
@@ -217,7 +219,7 @@ async fn tool_loop(
     ep: &Endpoint,
     servers: &servers::Servers,
 ) -> Result<Option<String>, Failure> {
-    let tools = all_tools(run, servers).await?;
+    let tools = crate::or_stop(run.stop, all_tools(run, servers)).await?;
     let local = local::Local {
         root: fs::Root::new(&run.cfg.cwd).map_err(|e| Failure::new(ErrorClass::Other, e))?,
         permissions: &run.cfg.permissions,
@@ -247,9 +249,28 @@ async fn tool_loop(
     convo
         .push(serde_json::json!({ "role": "user", "content": prompt::task(run.cfg, run.context) }));
     let is_prompt = |m: &Value| m["role"] == "user" && m["content"].is_string();
+    // A stopped run keeps its conversation too (every tool call answered), so the
+    // run that follows an urgent message continues it.
+    let keep = |convo: &[Value]| {
+        if let Err(e) = history.save(convo, is_prompt) {
+            run.report
+                .progress(format!("could not keep the conversation: {e}"));
+        }
+        run.report.session(history.id());
+    };
+    let mut arrivals = arrivals::Arrivals::new(&run.context.inbox);
     let mut last_text = None;
     for step in 1..=run.cfg.max_steps {
-        let turn = model_turn(ep, &system, &convo, &tools).await?;
+        if step > 1 {
+            deliver(run, ep.provider, &mut arrivals, &mut convo).await;
+        }
+        let turn = tokio::select! {
+            t = model_turn(ep, &system, &convo, &tools) => t?,
+            _ = run.stop.cancelled() => {
+                keep(&convo);
+                return Err(stopped());
+            }
+        };
         let mut usage = turn.usage;
         usage.cost_usd = price::cost(&ep.model, &usage);
         run.report.add_usage(usage);
@@ -258,42 +279,17 @@ async fn tool_loop(
         }
         convo.push(turn.assistant);
         if turn.calls.is_empty() {
-            if let Err(e) = history.save(&convo, is_prompt) {
-                run.report
-                    .progress(format!("could not keep the conversation: {e}"));
-            }
-            run.report.session(history.id());
+            keep(&convo);
             return Ok(last_text);
         }
-        let mut results = Vec::new();
-        for call in turn.calls {
-            run.report
-                .progress(format!("step {step}: calls {}", call.name));
-            let span = telemetry::Span::start(
-                format!("execute_tool {}", call.name),
-                telemetry::SpanKind::Internal,
-                None,
-                vec![telemetry::KeyValue::new(
-                    "gen_ai.tool.name",
-                    call.name.clone(),
-                )],
-            );
-            let work = answer(run, &local, servers, call.name, call.args);
-            let (text, is_error) = match &span {
-                Some(s) => telemetry::FutureExt::with_context(work, s.context().clone()).await?,
-                None => work.await?,
-            };
-            if let Some(s) = span {
-                if is_error {
-                    s.set("error.type", "tool_error");
-                }
-                s.end();
-            }
-            results.push((call.id, text, is_error));
-        }
+        let results = calls(run, &local, servers, step, turn.calls).await?;
         match ep.provider {
             Provider::Anthropic => anthropic::push_results(&mut convo, results),
             Provider::OpenAi => openai::push_results(&mut convo, results),
+        }
+        if run.stop.is_cancelled() {
+            keep(&convo);
+            return Err(stopped());
         }
     }
     run.report
@@ -303,6 +299,77 @@ async fn tool_loop(
         last_text.map(|t| format!("{t}\n")).unwrap_or_default(),
         run.cfg.max_steps
     )))
+}
+
+fn stopped() -> Failure {
+    Failure::new(ErrorClass::Stopped, "stopped by the kernel (SIGTERM)")
+}
+
+/// Adds to the conversation what arrived in the inbox since the model last looked.
+async fn deliver(
+    run: &Run<'_>,
+    provider: Provider,
+    arrivals: &mut arrivals::Arrivals,
+    convo: &mut Vec<Value>,
+) {
+    let new = arrivals.fetch(run.client).await;
+    if new.is_empty() {
+        return;
+    }
+    run.report.progress(format!(
+        "{} new message(s) reach the model mid-run",
+        new.len()
+    ));
+    arrivals::push(convo, provider, arrivals::text(&new));
+}
+
+/// Makes one turn's tool calls, in order: each result, or once the run is stopped,
+/// a note that it was not made (so the kept conversation answers every call).
+async fn calls(
+    run: &Run<'_>,
+    local: &local::Local<'_>,
+    servers: &servers::Servers,
+    step: u32,
+    calls: Vec<Call>,
+) -> Result<Vec<(String, String, bool)>, Failure> {
+    let mut results = Vec::new();
+    for call in calls {
+        if run.stop.is_cancelled() {
+            let why = "not made: the run was stopped (an urgent message or the lead)";
+            results.push((call.id, why.to_owned(), true));
+            continue;
+        }
+        run.report
+            .progress(format!("step {step}: calls {}", call.name));
+        let span = telemetry::Span::start(
+            format!("execute_tool {}", call.name),
+            telemetry::SpanKind::Internal,
+            None,
+            vec![telemetry::KeyValue::new(
+                "gen_ai.tool.name",
+                call.name.clone(),
+            )],
+        );
+        let work = answer(run, local, servers, call.name, call.args);
+        let work = async {
+            tokio::select! {
+                r = work => r,
+                _ = run.stop.cancelled() => Ok(("stopped before it finished: the run was stopped".to_owned(), true)),
+            }
+        };
+        let (text, is_error) = match &span {
+            Some(s) => telemetry::FutureExt::with_context(work, s.context().clone()).await?,
+            None => work.await?,
+        };
+        if let Some(s) = span {
+            if is_error {
+                s.set("error.type", "tool_error");
+            }
+            s.end();
+        }
+        results.push((call.id, text, is_error));
+    }
+    Ok(results)
 }
 
 /// One model turn, in a span with what it used (when traces are exported).

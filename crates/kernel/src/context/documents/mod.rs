@@ -457,6 +457,7 @@ impl Context {
                     message,
                     to: None,
                     force: true,
+                    urgent: false,
                 },
             )
             .await?;

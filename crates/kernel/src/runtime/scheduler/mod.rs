@@ -440,6 +440,10 @@ impl Scheduler {
                         // Noted, not read here: the drain task reads in batches.
                         k.wakes.note(workflow_id, &recipients);
                     }
+                    Ok(Event::Urgent { workflow_id, agent }) => {
+                        // Not in this loop: the stop waits for the run's end.
+                        tokio::spawn(async move { k.interrupt(workflow_id, &agent).await });
+                    }
                     Ok(Event::Posted { workflow_id, .. })
                     | Ok(Event::AgentChanged { workflow_id, .. })
                     | Ok(Event::RunEnded { workflow_id, .. })

@@ -13,6 +13,7 @@
 use super::{Scheduler, Wake};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
+use store::sql::OptionalExtension;
 use tokio::sync::Notify;
 
 /// Recipients noted since the drain task's last pass, and the rescan flags.
@@ -104,6 +105,31 @@ impl Scheduler {
                 }
             }
         });
+    }
+
+    /// Stops the turn of an agent running here for an urgent message (as agent_pause
+    /// stops it: its worktree committed, its conversation kept by its backend) and
+    /// asks for its next run at once, which reads the message first. An agent not
+    /// running here is woken by the message as by any other.
+    pub(super) async fn interrupt(self: &Arc<Self>, workflow_id: i64, agent: &str) {
+        let name = agent.to_owned();
+        let id = self
+            .base
+            .store
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
+                    (workflow_id, &name),
+                    |r| r.get::<i64>(0),
+                )
+                .optional()?)
+            })
+            .await;
+        let Ok(Some(id)) = id else { return };
+        if self.workers.stop_run(id).await.is_some() {
+            tracing::info!(agent, "turn stopped for an urgent message");
+            self.admit(id, Wake::Message, None).await;
+        }
     }
 
     /// Re-reads everything owed (after missed events), never two rescans at once.

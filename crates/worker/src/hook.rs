@@ -1,0 +1,127 @@
+//! The hook mode (`__hook FILE`): what Claude Code runs after each tool call of a
+//! run (a `PostToolUse` hook in the run's own settings file), so that what arrived
+//! in the agent's inbox since the run began reaches its model at its next step, as
+//! the sdk loop adds it before its next model call. It reads the hook's
+//! `additionalContext`; the answer names the event the CLI said it ran for
+//! (`hook_event_name` on stdin), so a CLI with hooks of the same shape can use it.
+//!
+//! `FILE` (in the run's scratch folder, private to this user) holds the kernel's URL
+//! and the ids already shown; the run's token comes from the environment Claude Code
+//! passes on (never in an argument or a file). Reading the inbox marks what it shows
+//! seen by the run, which acks it when it succeeds. Nothing new, or any failure:
+//! nothing is printed, and the message waits for the next run as before.
+
+use crate::cli::Scratch;
+use crate::client::KernelClient;
+use crate::sdk::arrivals::{self, Arrivals};
+use crate::{Failure, Run};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const HOOK_MODE: &str = "__hook";
+/// The hook's file in the run's scratch folder.
+pub const HOOK_FILE: &str = "inbox-hook.json";
+
+/// How long the hook waits for the kernel's MCP session.
+const CONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the hook keeps between its calls in one run.
+#[derive(Serialize, Deserialize)]
+pub struct HookState {
+    pub url: String,
+    pub shown: Vec<String>,
+}
+
+/// A CLI's settings for a run: one hook on every tool after its call (`event`:
+/// `PostToolUse` for Claude Code), this binary in hook mode reading `file`.
+pub fn settings(exe: &Path, file: &Path, event: &str) -> serde_json::Value {
+    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let command = format!("{} {HOOK_MODE} {}", quote(exe), quote(file));
+    serde_json::json!({"hooks": {event: [{"matcher": "*", "hooks": [
+        {"type": "command", "command": command}
+    ]}]}})
+}
+
+/// Writes the hook's file (what the run has shown so far: the inbox it read) and
+/// the run's settings file holding the hook for `event`; the settings file's path.
+pub fn write(run: &Run<'_>, scratch: &Scratch, event: &str) -> Result<PathBuf, Failure> {
+    let state = HookState {
+        url: run.cfg.url.clone(),
+        shown: run.context.inbox.iter().map(|m| m.id.clone()).collect(),
+    };
+    let json = serde_json::to_string(&state).unwrap_or_default();
+    let file = scratch.write(HOOK_FILE, &json)?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Failure::new(
+            domain::protocol::ErrorClass::Other,
+            format!("cannot find the worker's own binary for its inbox hook: {e}"),
+        )
+    })?;
+    let settings = settings(&exe, &file, event).to_string();
+    scratch.write(
+        &format!("{}-hook-settings.json", event.to_lowercase()),
+        &settings,
+    )
+}
+
+/// The event the CLI ran the hook for, from the JSON it writes on stdin.
+fn event_of_stdin() -> String {
+    use std::io::Read;
+    let mut input = Vec::new();
+    let _ = std::io::stdin().take(1 << 20).read_to_end(&mut input);
+    serde_json::from_slice::<serde_json::Value>(&input)
+        .ok()
+        .and_then(|v| v["hook_event_name"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "PostToolUse".into())
+}
+
+/// The hook's answer (one JSON line for stdout), or nothing.
+pub async fn main(file: &Path) -> Option<String> {
+    let event = event_of_stdin();
+    let token = std::env::var(crate::cli::TOKEN_ENV).ok()?;
+    let mut state: HookState = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    // Bounded before anything is read: a kernel that does not answer costs the
+    // tool call a few seconds, not the CLI's own hook limit.
+    let connect = KernelClient::connect(&state.url, &token);
+    let client = tokio::time::timeout(CONNECT_WITHIN, connect)
+        .await
+        .ok()?
+        .ok()?;
+    let mut seen = Arrivals::shown(std::mem::take(&mut state.shown));
+    let new = seen.fetch(&client).await;
+    client.close().await;
+    if new.is_empty() {
+        return None;
+    }
+    state.shown = seen.ids();
+    let body = serde_json::to_vec(&state).ok()?;
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, body)
+        .and_then(|()| std::fs::rename(&tmp, file))
+        .ok()?;
+    let out = serde_json::json!({"hookSpecificOutput": {
+        "hookEventName": event,
+        "additionalContext": arrivals::text(&new),
+    }});
+    Some(out.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_command_quotes_its_paths() {
+        let s = settings(
+            Path::new("/opt/a w/agent-worker"),
+            Path::new("/tmp/it's/h.json"),
+            "PostToolUse",
+        );
+        let hook = &s["hooks"]["PostToolUse"][0];
+        assert_eq!(hook["matcher"], "*");
+        assert_eq!(
+            hook["hooks"][0]["command"],
+            r"'/opt/a w/agent-worker' __hook '/tmp/it'\''s/h.json'"
+        );
+    }
+}
