@@ -199,16 +199,29 @@ pub fn within(inner: &Permissions, outer: &Permissions) -> Result<Permissions, S
         ));
     }
     for (i, a) in inner.allow.iter().enumerate() {
-        let own = Permissions {
-            allow: Vec::new(),
-            deny: Vec::new(),
-            profile: outer.profile,
-        };
+        let own = Permissions::profile(outer.profile);
         if !outer.allow.contains(a) && !own.may_whole(a) {
             return Err(format!(
                 "permissions.allow[{i}]: {a} is not allowed to this agent itself"
             ));
         }
+    }
+    // A sub-agent's sandbox is no looser than its parent's, nor its network wider.
+    let loose = |m: crate::sandbox::Mode| m as u8;
+    if loose(inner.sandbox_mode()) > loose(outer.sandbox_mode()) {
+        return Err(format!(
+            "permissions.sandbox: {} is looser than this agent's own {}",
+            inner.sandbox_mode().as_str(),
+            outer.sandbox_mode().as_str()
+        ));
+    }
+    let reach = |n: crate::sandbox::Network| 2 - n as u8;
+    if reach(inner.network_reach()) > reach(outer.network_reach()) {
+        return Err(format!(
+            "permissions.network: {} is wider than this agent's own {}",
+            inner.network_reach().as_str(),
+            outer.network_reach().as_str()
+        ));
     }
     let mut out = inner.clone();
     for d in &outer.deny {

@@ -1,0 +1,282 @@
+//! The OS sandbox through real runs: an sdk agent driven by a fake model, allowed
+//! to run commands below `full`, tries what no command pattern can see (a script,
+//! a Makefile, `python3 -c`, `tar --remove-files`, `mv`, `git rm` in another
+//! repository, a symlink written through, `~/.ssh`, the kernel's data dir,
+//! another agent's worktree, a loopback port of no one's): the sandbox refuses
+//! each and the outside files stay, while work in its folder succeeds. A `read`
+//! agent writes nothing at all; a required sandbox the machine cannot give is
+//! refused with the missing feature and the fix.
+
+use crate::common;
+use common::fake_llm::{FakeLlm, Script};
+use common::*;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// One agent_ask; every tool result the model read, in order (from its last
+/// call, which carries the whole conversation).
+async fn run(lead: &Client, name: &str, llm: &FakeLlm) -> Vec<String> {
+    let r = ask(lead, name, "go", 45).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let calls = llm.model_calls();
+    let last = calls.last().expect("the model was called");
+    let messages = last["body"]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    messages
+        .iter()
+        .filter_map(|m| m["content"].as_array().cloned())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"].to_string())
+        .collect()
+}
+
+/// A place outside every agent's folder: its files, and a git repository.
+struct Outside {
+    dir: tempfile::TempDir,
+}
+
+impl Outside {
+    fn new() -> Self {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        for f in [
+            "victim.txt",
+            "moved.txt",
+            "tarred.txt",
+            "py.txt",
+            "make.txt",
+            "script.txt",
+        ] {
+            std::fs::write(dir.path().join(f), "keep me").unwrap();
+        }
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        std::fs::write(repo.join("tracked.txt"), "keep me").unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "x",
+        ]);
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        Self { dir }
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.dir.path().join(rel).display().to_string()
+    }
+
+    /// Every file is as it was.
+    fn unchanged(&self) {
+        for f in [
+            "victim.txt",
+            "moved.txt",
+            "tarred.txt",
+            "py.txt",
+            "make.txt",
+            "script.txt",
+            "repo/tracked.txt",
+        ] {
+            let text = std::fs::read_to_string(self.dir.path().join(f));
+            assert_eq!(text.ok().as_deref(), Some("keep me"), "{f} changed");
+        }
+        assert!(
+            !self.dir.path().join("home/.ssh/authorized_keys").exists(),
+            "~/.ssh/authorized_keys was written"
+        );
+    }
+}
+
+/// The commands an agent's model tries, each meant to change or read what it must not.
+fn attempts(o: &Outside, data_dir: &Path, other: &Path, port: u16) -> Vec<String> {
+    vec![
+        format!(
+            "printf 'rm -f {}\\n' > del.sh && sh del.sh",
+            o.path("script.txt")
+        ),
+        format!(
+            "printf 'x:\\n\\trm -f {}\\n' > Makefile && make x",
+            o.path("make.txt")
+        ),
+        format!(
+            "python3 -c \"import os; os.remove('{}')\"",
+            o.path("py.txt")
+        ),
+        format!("tar --remove-files -cf t.tar {}", o.path("tarred.txt")),
+        format!("mv {} ./stolen.txt", o.path("moved.txt")),
+        format!("git -C {} rm -q tracked.txt", o.path("repo")),
+        format!(
+            "ln -s {} link.txt && echo gone > link.txt",
+            o.path("victim.txt")
+        ),
+        format!(
+            "mkdir -p {h}/.ssh && echo key >> {h}/.ssh/authorized_keys",
+            h = o.path("home")
+        ),
+        format!("cat {}/* && echo READ-DATA-DIR", data_dir.display()),
+        format!("ls {} && echo READ-OTHER", other.display()),
+        format!(
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\""
+        ),
+    ]
+}
+
+async fn sdk_agent(
+    lead: &Client,
+    name: &str,
+    work: &Path,
+    llm: &FakeLlm,
+    o: &Outside,
+    permissions: Value,
+) {
+    call(
+        lead,
+        "agent_new",
+        json!({"name": name, "backend": "sdk", "model": "claude-sonnet-4-5",
+               "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test",
+                       "HOME": o.path("home")},
+               "cwd": work.display().to_string(), "permissions": permissions}),
+    )
+    .await
+    .ok();
+}
+
+#[tokio::test]
+async fn an_edit_agents_commands_change_nothing_outside_its_folder() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    // Another agent, with a folder of its own in the data dir.
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "other", "backend": "mock"}),
+    )
+    .await
+    .ok();
+    let other = dir.path().join("workspaces");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut steps: Vec<(&str, Value)> = Vec::new();
+    let tries = attempts(&o, dir.path(), &other, port);
+    steps.extend(tries.iter().map(|c| ("run_command", json!({"command": c}))));
+    steps.push((
+        "run_command",
+        json!({"command": "echo made > inside.txt && mkdir -p d && mv inside.txt d/"}),
+    ));
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let perms = json!({"profile": "edit", "allow": ["shell"]});
+    sdk_agent(&lead, "builder", work.path(), &llm, &o, perms).await;
+    let said = run(&lead, "builder", &llm).await;
+    assert_eq!(said.len(), tries.len() + 1, "{said:?}");
+    o.unchanged();
+    for leak in ["READ-DATA-DIR", "READ-OTHER", "CONNECTED"] {
+        assert!(!said.iter().any(|r| r.contains(leak)), "{leak}: {said:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("d/inside.txt"))
+            .ok()
+            .as_deref(),
+        Some("made\n"),
+        "work inside the folder failed: {said:?}"
+    );
+    drop(listener);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_read_agent_writes_nothing_even_in_its_folder() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(work.path().join("mine.txt"), "keep me").unwrap();
+    let steps = [
+        (
+            "run_command",
+            json!({"command": "echo x > new.txt; rm -f mine.txt; echo y >> mine.txt"}),
+        ),
+        (
+            "run_command",
+            json!({"command": format!("rm -f {}", o.path("victim.txt"))}),
+        ),
+        (
+            "run_command",
+            json!({"command": "cat mine.txt && echo TMP > \"$TMPDIR/t\" && cat \"$TMPDIR/t\""}),
+        ),
+    ];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let perms = json!({"profile": "read", "allow": ["shell"]});
+    sdk_agent(&lead, "reader", work.path(), &llm, &o, perms).await;
+    let said = run(&lead, "reader", &llm).await.join("\n");
+    o.unchanged();
+    assert!(!work.path().join("new.txt").exists(), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("mine.txt")).unwrap(),
+        "keep me"
+    );
+    // It still reads its folder and writes its own temporary folder.
+    assert!(said.contains("keep meTMP"), "{said}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_required_sandbox_the_machine_lacks_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let work = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(Script::text("done")).await;
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "strict", "backend": "sdk", "model": "claude-sonnet-4-5",
+               "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test",
+                       "SANDBOX_TEST_ABI": "99"},
+               "cwd": work.path().display().to_string(), "permissions": "edit"}),
+    )
+    .await
+    .ok();
+    let text = call(
+        &lead,
+        "agent_ask",
+        json!({"target": "strict", "message": "go", "wait_seconds": 30}),
+    )
+    .await
+    .err();
+    for word in ["Landlock ABI 99", "permissions.sandbox", "best_effort"] {
+        assert!(text.contains(word), "{word}: {text}");
+    }
+    // best_effort runs it with what the machine has.
+    new_sdk_in(
+        &lead,
+        "lenient",
+        work.path(),
+        &llm.url,
+        json!({"profile": "edit", "sandbox": "best_effort"}),
+    )
+    .await;
+    let r = ask(&lead, "lenient", "go", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    s.stop().await;
+}
