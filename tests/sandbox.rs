@@ -267,6 +267,12 @@ async fn a_required_sandbox_the_machine_lacks_is_refused_with_the_fix() {
     for word in ["Landlock ABI 99", "permissions.sandbox", "best_effort"] {
         assert!(text.contains(word), "{word}: {text}");
     }
+    // The readiness report says what this machine supports.
+    let b = call(&lead, "backend_list", json!({"backends": ["mock"]}))
+        .await
+        .ok();
+    let support = b["sandbox"].as_str().unwrap_or_default();
+    assert!(support.contains("Landlock"), "{b}");
     // best_effort runs it with what the machine has.
     new_sdk_in(
         &lead,

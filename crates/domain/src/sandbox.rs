@@ -124,6 +124,12 @@ pub struct Sandbox {
     pub writable: Vec<PathBuf>,
     /// …but not beneath these.
     pub unwritable: Vec<PathBuf>,
+    /// Folders the worker makes (when missing) before it applies the sandbox, and
+    /// may write: where its CLI's workspace configuration goes (`.cursor`,
+    /// `.gemini` in the agent's folder), whatever the profile; their parent may
+    /// lose an empty folder, so that the run removes the one it made.
+    #[serde(default)]
+    pub folders: Vec<PathBuf>,
     /// Device files any process uses (`/dev/null`, ttys): read and write.
     pub devices: Vec<PathBuf>,
     /// TCP ports a run may connect to; `None`: any.

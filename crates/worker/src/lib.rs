@@ -183,6 +183,7 @@ pub async fn main(config: Result<RunConfig, String>) -> i32 {
             },
         ),
     };
+    sandbox::tidy();
     report.send(&Report::Result(outcome));
     code
 }

@@ -54,6 +54,11 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
         // reads the environment while it changes.
         unsafe { std::env::set_var("TMPDIR", &s.tmp) };
     }
+    for f in &s.folders {
+        if !f.exists() && std::fs::create_dir_all(f).is_ok() {
+            MADE.lock().unwrap().push(f.clone());
+        }
+    }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     applied.landlock = landlock(s)?;
@@ -169,11 +174,13 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
             cover(w, &except, &list)
         })
         .collect();
-    let grants = readable
-        .iter()
-        .chain(&s.readable)
-        .map(|p| (p, read))
-        .chain(writable.iter().chain(&s.devices).map(|p| (p, all)));
+    let grants = readable.iter().chain(&s.readable).map(|p| (p, read)).chain(
+        writable
+            .iter()
+            .chain(&s.folders)
+            .chain(&s.devices)
+            .map(|p| (p, all)),
+    );
     for (path, access) in grants {
         // A path that is not there (a device this machine lacks) grants nothing.
         let Ok(fd) = PathFd::new(path) else { continue };
@@ -182,6 +189,16 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
             _ => access,
         };
         rules = rules.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
+    }
+    // The run that made a workspace folder removes it again when empty: its
+    // parent lets empty folders go (and nothing else).
+    for parent in s.folders.iter().filter_map(|f| f.parent()) {
+        let Ok(fd) = PathFd::new(parent) else {
+            continue;
+        };
+        rules = rules
+            .add_rule(PathBeneath::new(fd, AccessFs::RemoveDir))
+            .map_err(err)?;
     }
     for port in s.connect.iter().flatten() {
         rules = rules
@@ -193,6 +210,22 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
 }
 
 static TEMP_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// The folders [`apply`] made for a CLI's workspace configuration.
+static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether [`apply`] made this folder (the run that merges into it then removes it
+/// when it is empty again, as if it had made it).
+pub fn made(dir: &Path) -> bool {
+    MADE.lock().unwrap().iter().any(|m| m == dir)
+}
+
+/// Removes the folders [`apply`] made that are still empty (a run that never
+/// reached its workspace configuration).
+pub fn tidy() {
+    for dir in MADE.lock().unwrap().iter() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
 
 /// The temporary folder the kernel put the run's scratch folder in: the one this
 /// worker was started with, before its sandbox gave it its own `TMPDIR`.

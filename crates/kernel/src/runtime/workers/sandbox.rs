@@ -129,6 +129,10 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
         readable,
         writable,
         unwritable,
+        folders: workspace_folders(spec.backend)
+            .iter()
+            .map(|f| at.cwd.join(f))
+            .collect(),
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         connect: ports(spec, p.network_reach(), at.kernel_url),
         limits: Limits::default(),
@@ -208,6 +212,16 @@ fn cli_state(
         out.extend(env(var).map(PathBuf::from));
     }
     out
+}
+
+/// The folders in the agent's folder where the worker merges our server into a
+/// CLI's workspace configuration (`cli/workspace.rs`).
+fn workspace_folders(backend: Backend) -> &'static [&'static str] {
+    match backend {
+        Backend::Cursor => &[".cursor"],
+        Backend::Gemini => &[".gemini"],
+        _ => &[],
+    }
 }
 
 /// The scratch folders of the other runs in progress beside this run's.
