@@ -286,3 +286,38 @@ async fn a_required_sandbox_the_machine_lacks_is_refused_with_the_fix() {
     assert_eq!(r["status"], "succeeded", "{r}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_disk_filler_and_a_cpu_burner_stop_at_the_agents_limits() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let steps = [
+        (
+            "run_command",
+            json!({"command": "head -c 4194304 /dev/zero > big.bin; echo status $?"}),
+        ),
+        (
+            "run_command",
+            json!({"command": "python3 -c 'while True: pass'; echo status $?", "timeout_seconds": 30}),
+        ),
+    ];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let perms =
+        json!({"profile": "edit", "allow": ["shell"], "limits": {"file_mb": 1, "cpu_s": 1}});
+    sdk_agent(&lead, "filler", work.path(), &llm, &o, perms).await;
+    let said = run(&lead, "filler", &llm).await;
+    let size = std::fs::metadata(work.path().join("big.bin"))
+        .unwrap()
+        .len();
+    assert_eq!(size, 1024 * 1024, "the file grew past its limit: {said:?}");
+    // 128 + SIGXFSZ (25), 128 + SIGXCPU (24): each killed by its limit's signal.
+    assert!(said[0].contains("status 153"), "{said:?}");
+    assert!(said[1].contains("status 152"), "{said:?}");
+    // agent_info shows the limits the run had.
+    let i = info(&lead, "filler").await;
+    assert_eq!(i["agent"]["permissions"]["limits"]["file_mb"], 1, "{i}");
+    s.stop().await;
+}

@@ -223,6 +223,24 @@ pub fn within(inner: &Permissions, outer: &Permissions) -> Result<Permissions, S
             outer.network_reach().as_str()
         ));
     }
+    // Limits left out are the parent's own.
+    let inner = &Permissions {
+        limits: inner.limits.or(outer.limits),
+        ..inner.clone()
+    };
+    let (i, o) = (inner.sandbox_limits(), outer.sandbox_limits());
+    for (name, a, b) in [
+        ("memory_mb", i.memory_mb, o.memory_mb),
+        ("processes", i.processes, o.processes),
+        ("file_mb", i.file_mb, o.file_mb),
+        ("cpu_s", i.cpu_s, o.cpu_s),
+    ] {
+        if a > b {
+            return Err(format!(
+                "permissions.limits.{name}: {a} is above this agent's own {b}"
+            ));
+        }
+    }
     let mut out = inner.clone();
     for d in &outer.deny {
         if !out.deny.contains(d) {

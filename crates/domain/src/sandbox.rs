@@ -83,7 +83,7 @@ impl Network {
 /// Resource limits of every process of a run. `processes` counts the run's own
 /// (it gets a user namespace of its own, so the count is not the user's); the
 /// others are per process, as `setrlimit(2)` has them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Limits {
     /// Writable private memory (RLIMIT_DATA), MiB. Not address space: JavaScript
     /// engines reserve far more than they use.
@@ -105,6 +105,39 @@ impl Default for Limits {
             file_mb: 2 * 1024,
             cpu_s: 2 * 3600,
         }
+    }
+}
+
+/// Limits as given (`permissions.limits`): each left out keeps its default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsArg {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<u64>,
+}
+
+impl LimitsArg {
+    /// The limits, defaults filled in; a zero is refused, naming the field.
+    pub fn read(&self) -> Result<Limits, String> {
+        let d = Limits::default();
+        let pick = |v: Option<u64>, dflt: u64, name: &str| match v {
+            Some(0) => Err(format!(
+                "permissions.limits.{name} is 0: give a positive number, or leave it out for {dflt}"
+            )),
+            v => Ok(v.unwrap_or(dflt)),
+        };
+        Ok(Limits {
+            memory_mb: pick(self.memory_mb, d.memory_mb, "memory_mb")?,
+            processes: pick(self.processes, d.processes, "processes")?,
+            file_mb: pick(self.file_mb, d.file_mb, "file_mb")?,
+            cpu_s: pick(self.cpu_s, d.cpu_s, "cpu_s")?,
+        })
     }
 }
 

@@ -107,7 +107,14 @@ fn limits(l: &Limits, own_namespace: bool) -> Result<(), SandboxError> {
         // Never above what the worker was given (a soft limit may not pass the hard).
         let (_, hard) = nix::sys::resource::getrlimit(r).unwrap_or((v, v));
         let v = v.min(hard);
-        setrlimit(r, v, v).map_err(|e| SandboxError::Limit {
+        // CPU: SIGXCPU at the soft limit says which limit it was; SIGKILL comes
+        // at the hard one, a little later, for a process that ignores it.
+        let h = if r == Resource::RLIMIT_CPU {
+            v.saturating_add(5).min(hard)
+        } else {
+            v
+        };
+        setrlimit(r, v, h).map_err(|e| SandboxError::Limit {
             what,
             source: e.into(),
         })?;

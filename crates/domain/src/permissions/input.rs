@@ -36,6 +36,9 @@ pub struct Detailed {
     /// any, model or none (see [`Network`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// {memory_mb, processes, file_mb, cpu_s} (see [`crate::sandbox::Limits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::sandbox::LimitsArg>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -99,6 +102,7 @@ impl PermissionsArg {
                     deny: classes(&d.deny, "deny")?,
                     sandbox: d.sandbox.as_deref().map(Mode::parse).transpose()?,
                     network: d.network.as_deref().map(Network::parse).transpose()?,
+                    limits: d.limits,
                 };
                 if let Some(c) = p.deny.iter().find(|c| matches!(c, Class::Path { .. })) {
                     return Err(format!(
@@ -109,6 +113,9 @@ impl PermissionsArg {
                 if p.allow.len() + p.deny.len() > 64 {
                     return Err("permissions: at most 64 allow and deny entries".into());
                 }
+                if let Some(l) = &p.limits {
+                    l.read()?;
+                }
                 Ok(p)
             }
         }
@@ -117,7 +124,12 @@ impl PermissionsArg {
 
 impl From<&Permissions> for PermissionsArg {
     fn from(p: &Permissions) -> Self {
-        if p.allow.is_empty() && p.deny.is_empty() && p.sandbox.is_none() && p.network.is_none() {
+        if p.allow.is_empty()
+            && p.deny.is_empty()
+            && p.sandbox.is_none()
+            && p.network.is_none()
+            && p.limits.is_none()
+        {
             return PermissionsArg::Profile(p.profile.as_str().to_owned());
         }
         let names = |v: &[Class]| v.iter().map(|c| ClassArg::Name(c.to_string())).collect();
@@ -127,6 +139,7 @@ impl From<&Permissions> for PermissionsArg {
             deny: names(&p.deny),
             sandbox: p.sandbox.map(|m| m.as_str().to_owned()),
             network: p.network.map(|n| n.as_str().to_owned()),
+            limits: p.limits,
         })
     }
 }

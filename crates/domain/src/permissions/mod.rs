@@ -274,6 +274,8 @@ pub struct Permissions {
     /// None: the profile's default ([`Permissions::sandbox_mode`]).
     pub sandbox: Option<Mode>,
     pub network: Option<Network>,
+    /// The sandbox's resource limits, as given (None: the defaults).
+    pub limits: Option<crate::sandbox::LimitsArg>,
 }
 
 /// What an agent is about to do.
@@ -404,6 +406,11 @@ impl Permissions {
         })
     }
 
+    /// The sandbox's resource limits: as given, the defaults for the rest.
+    pub fn sandbox_limits(&self) -> crate::sandbox::Limits {
+        self.limits.and_then(|l| l.read().ok()).unwrap_or_default()
+    }
+
     /// The paths its definition grants (`read:<path>`, `edit:<path>`).
     pub fn granted_paths(&self) -> impl Iterator<Item = (bool, &str)> {
         self.allow.iter().filter_map(|c| match c {
@@ -510,6 +517,8 @@ pub struct PermissionsView {
     pub sandbox: String,
     /// Where it may connect: any, model or none.
     pub network: String,
+    /// Its sandbox's resource limits.
+    pub limits: crate::sandbox::Limits,
     /// In words.
     pub means: String,
 }
@@ -523,6 +532,7 @@ impl From<&Permissions> for PermissionsView {
             deny: names(&p.deny),
             sandbox: p.sandbox_mode().as_str().to_owned(),
             network: p.network_reach().as_str().to_owned(),
+            limits: p.sandbox_limits(),
             means: p.describe(),
         }
     }

@@ -8,7 +8,7 @@ use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::permissions::Profile;
 use domain::protocol;
-use domain::sandbox::{self, DEVICES, Limits, MIN_ABI, Mode, Network, SECRETS, Sandbox};
+use domain::sandbox::{self, DEVICES, MIN_ABI, Mode, Network, SECRETS, Sandbox};
 use std::path::{Path, PathBuf};
 
 /// For tests: the Landlock ABI a required sandbox needs, when above the usual,
@@ -135,7 +135,7 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
             .collect(),
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         connect: ports(spec, p.network_reach(), at.kernel_url),
-        limits: Limits::default(),
+        limits: p.sandbox_limits(),
         tmp: at.scratch.join("tmp"),
         abi: needed_abi(spec),
     })
@@ -255,4 +255,25 @@ fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
     let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
     let common = gitdir.join(common.trim());
     std::fs::canonicalize(common).ok()
+}
+
+/// The limit a signal says a process hit (`setrlimit(2)`), in words.
+pub(crate) fn limit_hit(signal: i32) -> Option<&'static str> {
+    match signal {
+        nix::libc::SIGXCPU => Some("CPU time limit (RLIMIT_CPU)"),
+        nix::libc::SIGXFSZ => Some("file size limit (RLIMIT_FSIZE)"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_limits_signal_is_named() {
+        let check =
+            |sig: i32, expect: Option<&str>| assert_eq!(super::limit_hit(sig), expect, "{sig}");
+        check(nix::libc::SIGXCPU, Some("CPU time limit (RLIMIT_CPU)"));
+        check(nix::libc::SIGXFSZ, Some("file size limit (RLIMIT_FSIZE)"));
+        check(nix::libc::SIGKILL, None);
+    }
 }
