@@ -59,6 +59,9 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
             MADE.lock().unwrap().push(f.clone());
         }
     }
+    for d in &s.state {
+        let _ = std::fs::create_dir_all(d);
+    }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     applied.landlock = landlock(s)?;
@@ -185,6 +188,7 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
         writable
             .iter()
             .chain(&s.folders)
+            .chain(&s.state)
             .chain(&s.devices)
             .map(|p| (p, all)),
     );

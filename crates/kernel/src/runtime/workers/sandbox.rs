@@ -104,7 +104,11 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
     let mut readable = own.clone();
     readable.extend(at.skills.iter().cloned());
     let mut writable = vec![at.state_dir.to_owned(), at.scratch.clone()];
-    writable.extend(cli_state(spec.backend, home.as_deref(), &env));
+    let (state, files): (Vec<PathBuf>, Vec<PathBuf>) =
+        cli_state(spec.backend, home.as_deref(), &env)
+            .into_iter()
+            .partition(|p| p.extension().is_none());
+    writable.extend(files);
     match p.profile {
         Profile::Read => {}
         Profile::Edit => writable.extend(own),
@@ -133,6 +137,7 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
             .iter()
             .map(|f| at.cwd.join(f))
             .collect(),
+        state,
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         connect: ports(spec, p.network_reach(), at.kernel_url),
         limits: p.sandbox_limits(),
@@ -144,7 +149,9 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
 /// The TCP ports a run may connect to: the kernel's, the traces' collector, and
 /// for `model` HTTPS and every endpoint in the agent's environment or servers.
 fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
-    if network == Network::Any {
+    // OpenCode's CLI talks to a server of its own on a loopback port it picks:
+    // no port rule can let that through and hold the rest.
+    if network == Network::Any || spec.backend == Backend::OpenCode {
         return None;
     }
     let mut urls: Vec<String> = vec![kernel_url.to_owned()];
