@@ -391,5 +391,40 @@ mod tests {
             serde_json::json!({"profile": "read", "allow": ["edit"]}),
             "may read and search files in its folder, and also edit, but never mcp:github",
         );
+        // Its sandbox is no looser, its network no wider, its limits no higher,
+        // and no path is granted that its parent was not.
+        check(
+            serde_json::json!({"profile": "read", "sandbox": "off"}),
+            "permissions.sandbox: off is looser than this agent's own required",
+        );
+        check(
+            serde_json::json!({"profile": "read", "network": "any"}),
+            "permissions.network: any is wider than this agent's own model",
+        );
+        check(
+            serde_json::json!({"profile": "read", "limits": {"file_mb": 4096}}),
+            "permissions.limits.file_mb: 4096 is above this agent's own 2048",
+        );
+        check(
+            serde_json::json!({"profile": "read", "allow": ["read:~/.aws"]}),
+            "permissions.allow[0]: read:~/.aws is not allowed to this agent itself",
+        );
+        check(
+            serde_json::json!({"profile": "read", "network": "none", "limits": {"cpu_s": 60}}),
+            "may read and search files in its folder, but never mcp:github",
+        );
+    }
+
+    #[test]
+    fn a_sub_agent_keeps_its_parents_lower_limits() {
+        let outer = perms(serde_json::json!({"profile": "edit", "limits": {"processes": 64}}));
+        let inner = within(&perms(serde_json::json!("read")), &outer).unwrap();
+        assert_eq!(inner.sandbox_limits().processes, 64);
+        let e = within(
+            &perms(serde_json::json!({"profile": "read", "limits": {"processes": 65}})),
+            &outer,
+        )
+        .unwrap_err();
+        assert!(e.contains("limits.processes: 65"), "{e}");
     }
 }
