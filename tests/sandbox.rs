@@ -130,12 +130,35 @@ fn attempts(o: &Outside, data_dir: &Path, other: &Path, port: u16) -> Vec<String
             "mkdir -p {h}/.ssh && echo key >> {h}/.ssh/authorized_keys",
             h = o.path("home")
         ),
-        format!("cat {}/* && echo READ-DATA-DIR", data_dir.display()),
-        format!("ls {} && echo READ-OTHER", other.display()),
+        format!("cat {}/kernel.port > leak-data.txt", data_dir.display()),
+        format!("ls {} > leak-other.txt", other.display()),
         format!(
-            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\""
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); open('leak-port.txt','w').write('x')\""
         ),
+        "echo made > inside.txt && mkdir -p d && mv inside.txt d/".into(),
     ]
+}
+
+/// Nothing outside changed, nothing hidden was read, no port reached (where the
+/// network is held), and the work inside the folder was done.
+fn held(o: &Outside, work: &Path, said: &str, network_held: bool) {
+    o.unchanged();
+    let leaks: &[&str] = if network_held {
+        &["leak-data.txt", "leak-other.txt", "leak-port.txt"]
+    } else {
+        &["leak-data.txt", "leak-other.txt"]
+    };
+    for leak in leaks {
+        let len = std::fs::metadata(work.join(leak)).map_or(0, |m| m.len());
+        assert_eq!(len, 0, "{leak} has what it must not: {said}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.join("d/inside.txt"))
+            .ok()
+            .as_deref(),
+        Some("made\n"),
+        "work inside the folder failed: {said}"
+    );
 }
 
 async fn sdk_agent(
@@ -176,29 +199,17 @@ async fn an_edit_agents_commands_change_nothing_outside_its_folder() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let mut steps: Vec<(&str, Value)> = Vec::new();
     let tries = attempts(&o, dir.path(), &other, port);
-    steps.extend(tries.iter().map(|c| ("run_command", json!({"command": c}))));
-    steps.push((
-        "run_command",
-        json!({"command": "echo made > inside.txt && mkdir -p d && mv inside.txt d/"}),
-    ));
+    let steps: Vec<(&str, Value)> = tries
+        .iter()
+        .map(|c| ("run_command", json!({"command": c})))
+        .collect();
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let perms = json!({"profile": "edit", "allow": ["shell"]});
     sdk_agent(&lead, "builder", work.path(), &llm, &o, perms).await;
     let said = run(&lead, "builder", &llm).await;
-    assert_eq!(said.len(), tries.len() + 1, "{said:?}");
-    o.unchanged();
-    for leak in ["READ-DATA-DIR", "READ-OTHER", "CONNECTED"] {
-        assert!(!said.iter().any(|r| r.contains(leak)), "{leak}: {said:?}");
-    }
-    assert_eq!(
-        std::fs::read_to_string(work.path().join("d/inside.txt"))
-            .ok()
-            .as_deref(),
-        Some("made\n"),
-        "work inside the folder failed: {said:?}"
-    );
+    assert_eq!(said.len(), tries.len(), "{said:?}");
+    held(&o, work.path(), &format!("{said:?}"), true);
     drop(listener);
     s.stop().await;
 }
@@ -320,4 +331,92 @@ async fn a_disk_filler_and_a_cpu_burner_stop_at_the_agents_limits() {
     let i = info(&lead, "filler").await;
     assert_eq!(i["agent"]["permissions"]["limits"]["file_mb"], 1, "{i}");
     s.stop().await;
+}
+
+/// The same attempts through a real CLI's own shell tool (the fake model asks for
+/// each command in turn): the sandbox holds whatever runs the command.
+async fn cli_commands_held(backend: &str) {
+    let Some(bin) = common::clis::cli_bin() else {
+        return;
+    };
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let other = dir.path().join("workspaces");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tries = attempts(&o, dir.path(), &other, port);
+    let step = |c: &String| match backend {
+        "claude" => ("Bash", json!({"command": c, "description": "run it"})),
+        "gemini" => (
+            "run_shell_command",
+            json!({"command": c, "description": "run it"}),
+        ),
+        "opencode" => ("bash", json!({"command": c, "description": "run it"})),
+        _ => ("exec_command", json!({"cmd": c})),
+    };
+    let steps: Vec<(&str, Value)> = tries.iter().map(step).collect();
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let home = Path::new(&o.path("home")).to_owned();
+    let env = common::clis::cli_env(backend, &bin, &home, &llm.url);
+    // Codex allows no shell below full; under edit its commands run anyway.
+    let permissions = match backend {
+        "codex" => json!("edit"),
+        _ => json!({"profile": "edit", "allow": ["shell"]}),
+    };
+    let mut args = json!({"name": "builder", "backend": backend, "env": env,
+                          "cwd": work.path().display().to_string(), "permissions": permissions});
+    if let Some(m) = common::clis::model_for(backend) {
+        args["model"] = json!(m);
+    }
+    call(&lead, "agent_new", args).await.ok();
+    let r = ask(&lead, "builder", "go", 50).await;
+    assert_eq!(r["status"], "succeeded", "{backend}: {r}");
+    let calls = llm.model_calls().len();
+    assert!(
+        calls > tries.len(),
+        "{backend}: the model was called {calls} times"
+    );
+    // OpenCode reaches its own server on a port it picks: its network is not held.
+    held(&o, work.path(), backend, backend != "opencode");
+    drop(listener);
+    s.stop().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn claude_codes_commands_are_held() {
+    cli_commands_held("claude").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn codex_commands_are_held() {
+    cli_commands_held("codex").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn gemini_cli_commands_are_held() {
+    cli_commands_held("gemini").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn opencode_commands_are_held() {
+    cli_commands_held("opencode").await;
 }
