@@ -21,6 +21,8 @@
 //! Phase 5 (`--asks`, 20): agent_ask of a mock agent one after the other: the round
 //! trip (spawn a worker, its MCP calls, its exit), and the wake latency (from the call
 //! that mentions the agent to its worker's process started).
+//! Phase 6 (`--sandbox-starts`, 0 = off): a worker's start with its OS sandbox and
+//! without, alternately (`bench/sandbox.rs`).
 //! Memory: the process's RSS at the start, after the phases, and `--settle` seconds
 //! (60) later. `--json PATH` writes every figure as JSON, for scripts to compare runs.
 //!
@@ -33,6 +35,8 @@
 //! over loopback HTTP; client and server share the machine's cores.
 
 mod common;
+#[path = "bench/sandbox.rs"]
+mod sandbox;
 
 use agent_worker::kernel::events::Event;
 use agent_worker::kernel::messaging::Outgoing;
@@ -57,6 +61,7 @@ struct Args {
     store: Option<String>,
     fanout_agents: usize,
     asks: usize,
+    sandbox_starts: usize,
     settle: u64,
     json: Option<std::path::PathBuf>,
 }
@@ -64,7 +69,7 @@ struct Args {
 const USAGE: &str = "\
 cargo run --release --example bench -- [--sessions 16] [--seconds 10] [--preload 1000000]
     [--client raw|rmcp] [--proto modern|legacy] [--data-dir DIR] [--store postgres://USER:PASSWORD@HOST:PORT/DB]
-    [--fanout-agents 200] [--asks 20] [--settle 60] [--json PATH]
+    [--fanout-agents 200] [--asks 20] [--sandbox-starts 0] [--settle 60] [--json PATH]
 The phases and figures are described at the top of examples/bench.rs.";
 
 fn args() -> Args {
@@ -78,6 +83,7 @@ fn args() -> Args {
         store: None,
         fanout_agents: 200,
         asks: 20,
+        sandbox_starts: 0,
         settle: 60,
         json: None,
     };
@@ -93,6 +99,7 @@ fn args() -> Args {
             "--store" => a.store = Some(f.text()),
             "--fanout-agents" => a.fanout_agents = f.value(),
             "--asks" => a.asks = f.value(),
+            "--sandbox-starts" => a.sandbox_starts = f.value(),
             "--settle" => a.settle = f.value(),
             "--json" => a.json = Some(f.text().into()),
             _ => f.unknown(),
@@ -502,6 +509,9 @@ async fn run() {
     }
     if a.asks > 0 {
         phases.push(asks(&kernel, &url, &admin, a.asks).await);
+    }
+    if a.sandbox_starts > 0 {
+        phases.push(sandbox::starts(&url, &admin, a.sandbox_starts).await);
     }
     drop(clients);
     let rss_end = rss_kib();

@@ -100,11 +100,12 @@ fn main() -> std::process::ExitCode {
     if let Ok(agent_worker::config::Launch::Worker) =
         agent_worker::config::parse_args(raw.iter().cloned())
     {
+        let config = agent_worker::worker::configure();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let code = rt.block_on(agent_worker::worker::main());
+        let code = rt.block_on(agent_worker::worker::main(config));
         return std::process::ExitCode::from(code as u8);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -80,12 +80,15 @@
 //!                sub-agent is held within its parent's (pure)
 //! skills.rs      an agent's skills (the Agent Skills format): a folder, its SKILL.md
 //! workspace.rs   the folder an agent's runs work in: the setting, its parsing, its names
+//! sandbox.rs     the OS sandbox a run gets (pure): modes, network, limits, the paths
+//!                hidden, readable and writable, and "all but these" as Landlock rules
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
 //!                transparent huge pages, the code pages only a server's start used
 //! bounded.rs     a short command run to its end within bounds (a setup step, git)
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
+//! sandbox.rs     what this machine offers a sandbox: its Landlock ABI, user namespaces
 //! --- agent-worker-telemetry (crates/telemetry/src/) ---
 //! lib.rs         OpenTelemetry spans exported over OTLP/HTTP (init once per process,
 //!                Span, a caller's context from `traceparent`, the carrier a
@@ -232,6 +235,8 @@
 //!   cli/           one file per CLI backend (claude, codex, gemini, opencode, cursor);
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
+//!   sandbox.rs     the run's OS sandbox applied to the worker itself before any thread:
+//!                  its own user namespace, rlimits, no_new_privs, Landlock
 //! --- agent-worker-mcp (crates/mcp/src/): stateless translation onto the kernel ---
 //!   lib.rs         the tool table and the handler type; handler.rs the rmcp handler:
 //!                  identity per request, tool visibility, dispatch, list pagination,

@@ -98,6 +98,8 @@ fn worker() -> std::process::ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .try_init();
+    // Read, and the sandbox applied, before the runtime makes any thread.
+    let config = agent_worker::worker::configure();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -111,7 +113,7 @@ fn worker() -> std::process::ExitCode {
     // Traces (the kernel's OTLP endpoint reaches a worker by its environment); the
     // guard exports what is left before the worker exits.
     let traces = agent_worker::telemetry::init_worker(std::time::Duration::from_secs(1));
-    let code = rt.block_on(agent_worker::worker::main());
+    let code = rt.block_on(agent_worker::worker::main(config));
     drop(traces);
     std::process::ExitCode::from(code as u8)
 }

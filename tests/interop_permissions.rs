@@ -84,6 +84,9 @@ struct Case {
     permissions: Value,
     written: bool,
     ran: bool,
+    /// Refused by the OS sandbox, not the profile: the command runs and its
+    /// write fails, so no denial is kept.
+    by_os: bool,
 }
 
 fn cases(backend: &str) -> Vec<Case> {
@@ -91,6 +94,7 @@ fn cases(backend: &str) -> Vec<Case> {
         permissions: p,
         written,
         ran,
+        by_os: false,
     };
     let mut v = vec![
         case(json!("read"), false, false),
@@ -99,12 +103,21 @@ fn cases(backend: &str) -> Vec<Case> {
         case(json!({"profile": "full", "deny": ["shell"]}), true, false),
     ];
     if backend != "codex" {
-        // A command allowed by its pattern on top of edit.
+        // A command allowed by its pattern on top of edit runs…
         v.push(case(
-            json!({"profile": "edit", "allow": ["shell:python3 -c*"]}),
+            json!({"profile": "edit", "allow": ["shell:python3 -c*"], "sandbox": "off"}),
             true,
             true,
         ));
+        // …and under its OS sandbox writes nothing outside the agent's folder.
+        v.push(Case {
+            by_os: true,
+            ..case(
+                json!({"profile": "edit", "allow": ["shell:python3 -c*"]}),
+                true,
+                false,
+            )
+        });
     }
     v
 }
@@ -163,7 +176,7 @@ async fn profile_rows(backend: &str) {
             problems.push(format!("command ran: {did_run}, want {}", case.ran));
         }
         let refused = !case.written || !case.ran;
-        if refused && backend != "codex" && denials.is_empty() {
+        if refused && !case.by_os && backend != "codex" && denials.is_empty() {
             problems.push("no denial kept with the run".into());
         }
         if refused && calls.len() < 3 {
@@ -289,12 +302,22 @@ echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":5,"res
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
+    // The stand-in records outside its folder: its sandbox is granted that folder
+    // (a granted path is the sandbox's alone; Cursor's rules do not show it).
+    let marked = |v: Value| {
+        let mut v = match v {
+            Value::String(p) => json!({"profile": p}),
+            v => v,
+        };
+        v["allow"] = json!([format!("edit:{}", marks.path().display())]);
+        v
+    };
     let rows: [(Value, bool, &[&str]); 4] = [
-        (json!("read"), false, &[]),
-        (json!("edit"), true, &["Shell(*)"]),
-        (json!("full"), true, &[]),
+        (marked(json!("read")), false, &[]),
+        (marked(json!("edit")), true, &["Shell(*)"]),
+        (marked(json!("full")), true, &[]),
         (
-            json!({"profile": "full", "deny": ["shell:rm*", "mcp:tracker:delete"]}),
+            marked(json!({"profile": "full", "deny": ["shell:rm*", "mcp:tracker:delete"]})),
             true,
             &["Shell(rm)", "Mcp(tracker:delete)"],
         ),

@@ -58,6 +58,7 @@ mod python_sdk;
 mod resources;
 mod restart;
 mod results;
+mod sandbox;
 mod scheduling;
 mod sdk;
 mod seeds;

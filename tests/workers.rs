@@ -589,11 +589,14 @@ async fn stopped_cli_runs_put_the_shared_workspace_back() {
             "CURSOR_API_KEY": "k",
             "ANTHROPIC_API_KEY": "k",
         });
+        // The stand-ins report through files outside their folder and list the
+        // shared TMPDIR, which a sandbox hides (it is tested in sandbox.rs).
         call(
             &lead,
             "agent_new",
             json!({"name": name, "backend": backend, "env": env,
-                   "cwd": work.path().display().to_string()}),
+                   "cwd": work.path().display().to_string(),
+                   "permissions": {"profile": "edit", "sandbox": "off"}}),
         )
         .await
         .ok();

@@ -560,8 +560,10 @@ fi
     std::fs::set_permissions(&gemini, std::fs::Permissions::from_mode(0o755)).unwrap();
     let env = |agent: &str| {
         format!(
-            "{{PATH: \"{}:/usr/bin:/bin\", MARKS: \"{}\", AGENT: {agent}}}",
+            "{{PATH: \"{}:/usr/bin:/bin\", MARKS: \"{}\", AGENT: {agent}}}\n    \
+             permissions: {{profile: edit, allow: [\"edit:{}\"]}}",
             bin.path().display(),
+            marks.path().display(),
             marks.path().display()
         )
     };

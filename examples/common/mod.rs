@@ -62,7 +62,20 @@ pub async fn serve_worker_mode() {
     if std::env::args().nth(1).as_deref()
         == Some(agent_worker::kernel::runtime::workers::WORKER_MODE)
     {
-        std::process::exit(agent_worker::worker::main().await);
+        // On a thread of its own, which puts itself in the run's sandbox before
+        // it makes any (threads and processes made from it inherit the sandbox;
+        // in this already threaded process the user namespace is left out).
+        let code = std::thread::spawn(|| {
+            let config = agent_worker::worker::configure();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(agent_worker::worker::main(config))
+        })
+        .join()
+        .unwrap_or(1);
+        std::process::exit(code);
     }
 }
 

@@ -199,14 +199,45 @@ pub fn within(inner: &Permissions, outer: &Permissions) -> Result<Permissions, S
         ));
     }
     for (i, a) in inner.allow.iter().enumerate() {
-        let own = Permissions {
-            allow: Vec::new(),
-            deny: Vec::new(),
-            profile: outer.profile,
-        };
+        let own = Permissions::profile(outer.profile);
         if !outer.allow.contains(a) && !own.may_whole(a) {
             return Err(format!(
                 "permissions.allow[{i}]: {a} is not allowed to this agent itself"
+            ));
+        }
+    }
+    // A sub-agent's sandbox is no looser than its parent's, nor its network wider.
+    let loose = |m: crate::sandbox::Mode| m as u8;
+    if loose(inner.sandbox_mode()) > loose(outer.sandbox_mode()) {
+        return Err(format!(
+            "permissions.sandbox: {} is looser than this agent's own {}",
+            inner.sandbox_mode().as_str(),
+            outer.sandbox_mode().as_str()
+        ));
+    }
+    let reach = |n: crate::sandbox::Network| 2 - n as u8;
+    if reach(inner.network_reach()) > reach(outer.network_reach()) {
+        return Err(format!(
+            "permissions.network: {} is wider than this agent's own {}",
+            inner.network_reach().as_str(),
+            outer.network_reach().as_str()
+        ));
+    }
+    // Limits left out are the parent's own.
+    let inner = &Permissions {
+        limits: inner.limits.or(outer.limits),
+        ..inner.clone()
+    };
+    let (i, o) = (inner.sandbox_limits(), outer.sandbox_limits());
+    for (name, a, b) in [
+        ("memory_mb", i.memory_mb, o.memory_mb),
+        ("processes", i.processes, o.processes),
+        ("file_mb", i.file_mb, o.file_mb),
+        ("cpu_s", i.cpu_s, o.cpu_s),
+    ] {
+        if a > b {
+            return Err(format!(
+                "permissions.limits.{name}: {a} is above this agent's own {b}"
             ));
         }
     }
@@ -360,5 +391,40 @@ mod tests {
             serde_json::json!({"profile": "read", "allow": ["edit"]}),
             "may read and search files in its folder, and also edit, but never mcp:github",
         );
+        // Its sandbox is no looser, its network no wider, its limits no higher,
+        // and no path is granted that its parent was not.
+        check(
+            serde_json::json!({"profile": "read", "sandbox": "off"}),
+            "permissions.sandbox: off is looser than this agent's own required",
+        );
+        check(
+            serde_json::json!({"profile": "read", "network": "any"}),
+            "permissions.network: any is wider than this agent's own model",
+        );
+        check(
+            serde_json::json!({"profile": "read", "limits": {"file_mb": 4096}}),
+            "permissions.limits.file_mb: 4096 is above this agent's own 2048",
+        );
+        check(
+            serde_json::json!({"profile": "read", "allow": ["read:~/.aws"]}),
+            "permissions.allow[0]: read:~/.aws is not allowed to this agent itself",
+        );
+        check(
+            serde_json::json!({"profile": "read", "network": "none", "limits": {"cpu_s": 60}}),
+            "may read and search files in its folder, but never mcp:github",
+        );
+    }
+
+    #[test]
+    fn a_sub_agent_keeps_its_parents_lower_limits() {
+        let outer = perms(serde_json::json!({"profile": "edit", "limits": {"processes": 64}}));
+        let inner = within(&perms(serde_json::json!("read")), &outer).unwrap();
+        assert_eq!(inner.sandbox_limits().processes, 64);
+        let e = within(
+            &perms(serde_json::json!({"profile": "read", "limits": {"processes": 65}})),
+            &outer,
+        )
+        .unwrap_err();
+        assert!(e.contains("limits.processes: 65"), "{e}");
     }
 }

@@ -45,6 +45,7 @@ pub mod placement;
 pub mod protocol;
 pub mod redact;
 pub mod result_schema;
+pub mod sandbox;
 pub mod skills;
 pub mod states;
 pub mod steps;

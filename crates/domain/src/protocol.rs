@@ -87,6 +87,9 @@ pub struct RunConfig {
     /// (permission_request) instead of deciding them by its own rules.
     #[serde(default)]
     pub governed: Vec<String>,
+    /// The OS sandbox the worker puts itself in before anything else (None: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 /// An MCP server of an agent's own: a command it starts (stdio) or a URL.

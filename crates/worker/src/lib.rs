@@ -19,6 +19,7 @@ pub mod mock;
 pub mod probe;
 pub mod prompt;
 pub use domain::protocol;
+pub mod sandbox;
 pub mod sdk;
 
 use domain::backends::Backend;
@@ -129,8 +130,20 @@ pub struct Run<'a> {
     pub stop: &'a CancellationToken,
 }
 
-/// The worker mode's entry point. Returns the process exit code.
-pub async fn main() -> i32 {
+/// The run's configuration, read before anything else (see [`read_config`]), in
+/// its sandbox: call it before any thread exists, so that every thread and
+/// process of the run is held by the sandbox ([`sandbox::apply`]).
+pub fn configure() -> Result<RunConfig, String> {
+    let cfg = read_config()?;
+    if let Some(s) = &cfg.sandbox {
+        sandbox::apply(s).map_err(|e| e.to_string())?;
+    }
+    Ok(cfg)
+}
+
+/// The worker mode's entry point, given its configuration ([`configure`]).
+/// Returns the process exit code.
+pub async fn main(config: Result<RunConfig, String>) -> i32 {
     let report = Reporter::default();
     // The kernel stops a run with SIGTERM to the worker's process group. Without a
     // handler the worker would die at once and leave its CLI's workspace files and
@@ -147,7 +160,7 @@ pub async fn main() -> i32 {
         Err(e) => report.progress(format!("cannot watch for SIGTERM: {e}")),
     }
     report.send(&Report::Started);
-    let outcome = match read_config().await {
+    let outcome = match config {
         Err(e) => Err(Failure::new(ErrorClass::Other, e)),
         Ok(cfg) => in_span(worker_span(&cfg), run(&cfg, &report, &stop)).await,
     };
@@ -171,6 +184,7 @@ pub async fn main() -> i32 {
             },
         ),
     };
+    sandbox::tidy();
     report.send(&Report::Result(outcome));
     code
 }
@@ -245,9 +259,9 @@ async fn run(
 }
 
 /// The run's configuration, which the kernel writes on stdin and closes; bounded,
-/// and read on tokio's blocking threads (tokio's stdin).
-async fn read_config() -> Result<RunConfig, String> {
-    use tokio::io::AsyncReadExt;
+/// and read on this thread (no runtime, no other thread yet).
+fn read_config() -> Result<RunConfig, String> {
+    use std::io::Read;
     if std::env::var(protocol::RUN_ENV).as_deref() != Ok(protocol::RUN_ON_STDIN) {
         return Err(format!(
             "{}={} is not set: the worker mode is started by the kernel, with its run on stdin",
@@ -256,10 +270,10 @@ async fn read_config() -> Result<RunConfig, String> {
         ));
     }
     let mut bytes = Vec::new();
-    tokio::io::stdin()
+    std::io::stdin()
+        .lock()
         .take(protocol::MAX_RUN_CONFIG + 1)
         .read_to_end(&mut bytes)
-        .await
         .map_err(|e| format!("cannot read the run config on stdin: {e}"))?;
     if bytes.len() as u64 > protocol::MAX_RUN_CONFIG {
         return Err(format!(

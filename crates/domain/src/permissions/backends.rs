@@ -41,6 +41,8 @@ pub fn claude(p: &Permissions, servers: &[&str]) -> Claude {
                 server,
                 tool: Some(t),
             } => vec![format!("mcp__{server}__{t}")],
+            // A granted path is the OS sandbox's, not a tool rule.
+            Class::Path { .. } => Vec::new(),
         }
     };
     for c in &p.allow {
@@ -104,7 +106,7 @@ pub fn codex(p: &Permissions) -> Result<Codex, String> {
             }
             Class::Web if p.profile == Profile::Full => {}
             Class::Web => return why("allow web below full", "use profile full"),
-            Class::Mcp { .. } => {}
+            Class::Mcp { .. } | Class::Path { .. } => {}
         }
     }
     let mut disable = Vec::new();
@@ -122,6 +124,7 @@ pub fn codex(p: &Permissions) -> Result<Codex, String> {
             Class::Mcp { tool: Some(_), .. } => {
                 return why(&format!("deny {c}"), "deny the whole server (mcp:<server>)");
             }
+            Class::Path { .. } => {}
             Class::Read => {
                 return why("deny read", "Codex reads with commands; deny shell instead");
             }
@@ -200,7 +203,7 @@ pub fn gemini(p: &Permissions) -> Result<Gemini, String> {
                     "",
                 ));
             }
-            Class::Mcp { .. } => {}
+            Class::Mcp { .. } | Class::Path { .. } => {}
         }
     }
     let denied = |what: &str| format!("refused: this agent's permissions deny {what}");
@@ -237,6 +240,7 @@ pub fn gemini(p: &Permissions) -> Result<Gemini, String> {
                 900,
                 &denied(&c.to_string()),
             )),
+            Class::Path { .. } => {}
         }
     }
     // Web search counts as reading to Gemini, and auto_edit lets web_fetch through:
@@ -393,9 +397,16 @@ pub fn cursor(p: &Permissions) -> Result<Cursor, String> {
             Class::Mcp { server, tool } => {
                 format!("Mcp({server}:{})", tool.as_deref().unwrap_or("*"))
             }
+            // Left out below: granted by the OS sandbox, not by Cursor's rules.
+            Class::Path { .. } => String::new(),
         })
     };
-    let allow = p.allow.iter().map(token).collect::<Result<Vec<_>, _>>()?;
+    let allow = p
+        .allow
+        .iter()
+        .filter(|c| !matches!(c, Class::Path { .. }))
+        .map(token)
+        .collect::<Result<Vec<_>, _>>()?;
     let mut deny = p.deny.iter().map(token).collect::<Result<Vec<_>, _>>()?;
     // Without --force Cursor runs nothing that changes the machine; from edit up it
     // runs what is not denied, so edit denies every command except those allowed.

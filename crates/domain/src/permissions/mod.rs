@@ -33,11 +33,14 @@
 
 pub mod backends;
 pub mod governed;
+mod input;
 mod requests;
 pub mod shell;
 
+pub use input::{ClassArg, Detailed, PermissionsArg};
 pub use requests::request_of;
 
+use crate::sandbox::{Mode, Network};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -133,10 +136,16 @@ pub enum Class {
         server: String,
         tool: Option<String>,
     },
+    /// A path outside the agent's folder its sandbox opens (`read:~/.aws`,
+    /// `edit:/srv/cache`): what the sandbox hides or keeps read-only otherwise.
+    Path {
+        write: bool,
+        path: String,
+    },
 }
 
-const CLASS_HELP: &str =
-    "read, edit, shell, shell:<command glob>, web, mcp:<server> or mcp:<server>:<tool>";
+const CLASS_HELP: &str = "read, edit, read:<path>, edit:<path>, shell, shell:<command glob>, web, \
+     mcp:<server> or mcp:<server>:<tool>";
 
 impl Class {
     /// Parses `read`, `shell:npm test*`, `mcp:github:create_issue`, ...
@@ -149,6 +158,18 @@ impl Class {
         match (head, rest) {
             ("read", None) => Ok(Class::Read),
             ("edit", None) => Ok(Class::Edit),
+            ("read" | "edit", Some(p)) => {
+                let p = p.trim();
+                if !(p.starts_with('/') || p.starts_with("~/")) || p.len() > 1000 {
+                    return Err(format!(
+                        "{s:?}: a granted path is absolute or starts with ~/, e.g. \"{head}:~/.aws\""
+                    ));
+                }
+                Ok(Class::Path {
+                    write: head == "edit",
+                    path: p.to_owned(),
+                })
+            }
             ("web", None) => Ok(Class::Web),
             ("shell", None) => Ok(Class::Shell(None)),
             ("shell", Some(p)) => {
@@ -197,6 +218,8 @@ impl Class {
             Class::Shell(_) => Kind::Shell,
             Class::Web => Kind::Web,
             Class::Mcp { .. } => Kind::Mcp,
+            Class::Path { write: false, .. } => Kind::Read,
+            Class::Path { write: true, .. } => Kind::Edit,
         }
     }
 
@@ -234,16 +257,25 @@ impl fmt::Display for Class {
                 server,
                 tool: Some(t),
             } => write!(f, "mcp:{server}:{t}"),
+            Class::Path { write, path } => {
+                write!(f, "{}:{path}", if *write { "edit" } else { "read" })
+            }
         }
     }
 }
 
-/// An agent's permissions: a profile refined by allow and deny lists.
+/// An agent's permissions: a profile refined by allow and deny lists, and how
+/// its OS sandbox holds them (see [`crate::sandbox`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Permissions {
     pub profile: Profile,
     pub allow: Vec<Class>,
     pub deny: Vec<Class>,
+    /// None: the profile's default ([`Permissions::sandbox_mode`]).
+    pub sandbox: Option<Mode>,
+    pub network: Option<Network>,
+    /// The sandbox's resource limits, as given (None: the defaults).
+    pub limits: Option<crate::sandbox::LimitsArg>,
 }
 
 /// What an agent is about to do.
@@ -355,14 +387,47 @@ impl Permissions {
     /// Whether the profile alone grants a class's whole kind (delegation holds a
     /// sub-agent's allow list to what its parent may do).
     pub(crate) fn may_whole(&self, c: &Class) -> bool {
-        self.profile.grants(c.kind())
+        !matches!(c, Class::Path { .. }) && self.profile.grants(c.kind())
+    }
+
+    /// The sandbox's mode: as set, else `required` below `full`, `best_effort` for it.
+    pub fn sandbox_mode(&self) -> Mode {
+        self.sandbox.unwrap_or(match self.profile {
+            Profile::Full => Mode::BestEffort,
+            _ => Mode::Required,
+        })
+    }
+
+    /// Where the run may connect: as set, else `model` below `full`, `any` for it.
+    pub fn network_reach(&self) -> Network {
+        self.network.unwrap_or(match self.profile {
+            Profile::Full => Network::Any,
+            _ => Network::Model,
+        })
+    }
+
+    /// The sandbox's resource limits: as given, the defaults for the rest.
+    pub fn sandbox_limits(&self) -> crate::sandbox::Limits {
+        self.limits.and_then(|l| l.read().ok()).unwrap_or_default()
+    }
+
+    /// The paths its definition grants (`read:<path>`, `edit:<path>`).
+    pub fn granted_paths(&self) -> impl Iterator<Item = (bool, &str)> {
+        self.allow.iter().filter_map(|c| match c {
+            Class::Path { write, path } => Some((*write, path.as_str())),
+            _ => None,
+        })
     }
 
     /// Whether any request of this kind can be allowed at all (to decide which
     /// tools a backend offers).
     pub fn may(&self, kind: Kind) -> bool {
         kind == Kind::Team
-            || ((self.profile.grants(kind) || self.allow.iter().any(|c| c.kind() == kind))
+            || ((self.profile.grants(kind)
+                || self
+                    .allow
+                    .iter()
+                    .any(|c| c.kind() == kind && !matches!(c, Class::Path { .. })))
                 && !self
                     .deny
                     .iter()
@@ -439,127 +504,6 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     pi == p.len()
 }
 
-/// The input form: a profile name, or `{profile, allow, deny}` whose entries are
-/// class strings or `{shell: "<pattern>"}`. (Its schema is written out by hand, so
-/// clients see the profile names as an enum.)
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum PermissionsArg {
-    /// "read", "edit" or "full".
-    Profile(String),
-    Detailed(Detailed),
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Detailed {
-    /// read, edit (default) or full.
-    #[serde(default)]
-    pub profile: Option<String>,
-    /// Classes to grant beyond the profile: read, edit, shell, "shell:npm test*", web,
-    /// "mcp:<server>", "mcp:<server>:<tool>" (or {"shell": "npm test*"}).
-    #[serde(default)]
-    pub allow: Vec<ClassArg>,
-    /// Classes to refuse even if the profile or allow grants them (deny wins).
-    #[serde(default)]
-    pub deny: Vec<ClassArg>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ClassArg {
-    Name(String),
-    Shell {
-        /// A glob on the command line, e.g. "npm test*".
-        shell: String,
-    },
-}
-
-impl schemars::JsonSchema for PermissionsArg {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Permissions".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let class = schemars::json_schema!({
-            "anyOf": [
-                {"type": "string", "description": "read, edit, shell, \"shell:<command glob>\", web, \"mcp:<server>\" or \"mcp:<server>:<tool>\""},
-                {"type": "object", "properties": {"shell": {"type": "string", "description": "A glob on the command line, e.g. \"npm test*\"."}},
-                 "required": ["shell"], "additionalProperties": false}
-            ]
-        });
-        schemars::json_schema!({
-            "description": "What the agent may do on the machine: \"read\" (read and search files in its folder), \"edit\" (the default: also create and edit files there) or \"full\" (also run commands and use the web); or {profile, allow, deny} to grant or refuse tool classes beyond the profile (deny wins).",
-            "anyOf": [
-                {"type": "string", "enum": Profile::NAMES},
-                {"type": "object", "properties": {
-                    "profile": {"type": "string", "enum": Profile::NAMES},
-                    "allow": {"type": "array", "items": class.clone(), "description": "Classes granted beyond the profile."},
-                    "deny": {"type": "array", "items": class, "description": "Classes refused even if granted (deny wins)."}
-                 }, "additionalProperties": false}
-            ]
-        })
-    }
-}
-
-impl PermissionsArg {
-    /// Checks and normalises; the error names the entry at fault.
-    pub fn read(&self) -> Result<Permissions, String> {
-        match self {
-            PermissionsArg::Profile(p) => Ok(Permissions::profile(Profile::parse(p)?)),
-            PermissionsArg::Detailed(d) => {
-                let profile = d.profile.as_deref().map(Profile::parse).transpose()?;
-                let classes = |v: &[ClassArg], field: &str| -> Result<Vec<Class>, String> {
-                    v.iter()
-                        .map(|c| match c {
-                            ClassArg::Name(n) => Class::parse(n),
-                            ClassArg::Shell { shell } => Class::parse(&format!("shell:{shell}")),
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| format!("permissions.{field}: {e}"))
-                };
-                let p = Permissions {
-                    profile: profile.unwrap_or_default(),
-                    allow: classes(&d.allow, "allow")?,
-                    deny: classes(&d.deny, "deny")?,
-                };
-                if p.allow.len() + p.deny.len() > 64 {
-                    return Err("permissions: at most 64 allow and deny entries".into());
-                }
-                Ok(p)
-            }
-        }
-    }
-}
-
-impl From<&Permissions> for PermissionsArg {
-    fn from(p: &Permissions) -> Self {
-        if p.allow.is_empty() && p.deny.is_empty() {
-            return PermissionsArg::Profile(p.profile.as_str().to_owned());
-        }
-        let names = |v: &[Class]| v.iter().map(|c| ClassArg::Name(c.to_string())).collect();
-        PermissionsArg::Detailed(Detailed {
-            profile: Some(p.profile.as_str().to_owned()),
-            allow: names(&p.allow),
-            deny: names(&p.deny),
-        })
-    }
-}
-
-impl Serialize for Permissions {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        PermissionsArg::from(self).serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Permissions {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        PermissionsArg::deserialize(d)?
-            .read()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
 /// Permissions as tools show them: the profile, the lists, and what they mean.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct PermissionsView {
@@ -569,6 +513,12 @@ pub struct PermissionsView {
     pub allow: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
+    /// The OS sandbox: required, best_effort or off.
+    pub sandbox: String,
+    /// Where it may connect: any, model or none.
+    pub network: String,
+    /// Its sandbox's resource limits.
+    pub limits: crate::sandbox::Limits,
     /// In words.
     pub means: String,
 }
@@ -580,6 +530,9 @@ impl From<&Permissions> for PermissionsView {
             profile: p.profile.as_str().to_owned(),
             allow: names(&p.allow),
             deny: names(&p.deny),
+            sandbox: p.sandbox_mode().as_str().to_owned(),
+            network: p.network_reach().as_str().to_owned(),
+            limits: p.sandbox_limits(),
             means: p.describe(),
         }
     }

@@ -184,3 +184,64 @@ fn denials_are_narrowed_until_the_backend_holds_them() {
         assert!(!p.may(Kind::Edit), "{b} may still edit: {p:?}");
     }
 }
+
+#[test]
+fn the_sandbox_settings_read_back_and_bad_ones_name_the_field() {
+    let p = perms(
+        json!({"profile": "read", "allow": ["read:~/.aws", "edit:/srv/cache"],
+                         "sandbox": "best_effort", "network": "none", "limits": {"file_mb": 5}}),
+    );
+    assert_eq!(p.sandbox_mode(), crate::sandbox::Mode::BestEffort);
+    assert_eq!(p.network_reach(), crate::sandbox::Network::None);
+    assert_eq!(p.sandbox_limits().file_mb, 5);
+    let granted: Vec<(bool, &str)> = p.granted_paths().collect();
+    assert_eq!(granted, [(false, "~/.aws"), (true, "/srv/cache")]);
+    // A granted path never offers a tool the profile does not.
+    assert!(!p.may(Kind::Edit));
+    // It reads back as it was given.
+    assert_eq!(perms(serde_json::to_value(&p).unwrap()), p);
+    // Defaults: required and model below full, best_effort and any for it.
+    let f = perms(json!("full"));
+    assert_eq!(
+        (f.sandbox_mode(), f.network_reach()),
+        (
+            crate::sandbox::Mode::BestEffort,
+            crate::sandbox::Network::Any
+        )
+    );
+    let e = perms(json!("edit"));
+    assert_eq!(
+        (e.sandbox_mode(), e.network_reach()),
+        (
+            crate::sandbox::Mode::Required,
+            crate::sandbox::Network::Model
+        )
+    );
+    let bad = |v: serde_json::Value, expect: &str| {
+        let e = serde_json::from_value::<PermissionsArg>(v.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|a| a.read())
+            .unwrap_err();
+        assert!(e.contains(expect), "{v}: {e}");
+    };
+    bad(
+        json!({"sandbox": "maybe"}),
+        "permissions.sandbox: unknown mode",
+    );
+    bad(
+        json!({"network": "lan"}),
+        "permissions.network: unknown value",
+    );
+    bad(
+        json!({"allow": ["read:secrets"]}),
+        "absolute or starts with ~/",
+    );
+    bad(
+        json!({"deny": ["edit:/srv"]}),
+        "permissions.deny: edit:/srv",
+    );
+    bad(
+        json!({"limits": {"cpu_s": 0}}),
+        "permissions.limits.cpu_s is 0",
+    );
+}

@@ -20,6 +20,8 @@ pub struct BackendListArgs {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct BackendsOut {
     pub backends: Vec<BackendReport>,
+    /// What this machine gives a run's OS sandbox.
+    pub sandbox: String,
 }
 
 #[tool_router(router = backend_tools, vis = "pub(crate)")]
@@ -49,6 +51,7 @@ impl AgentWorker {
             }
         }
         let backends = self.kernel.probe_backends(&names, &BTreeMap::new()).await?;
-        Ok(Json(BackendsOut { backends }))
+        let sandbox = kernel::runtime::workers::sandbox::support();
+        Ok(Json(BackendsOut { backends, sandbox }))
     }
 }

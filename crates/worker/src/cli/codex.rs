@@ -117,15 +117,27 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
     args.extend(server("bearer_token_env_var", toml_str(TOKEN_ENV)));
     args.extend(server("default_tools_approval_mode", toml_str("approve")));
     args.extend(server("required", "true".into()));
+    // Codex's own sandbox cannot start inside the run's OS sandbox (Landlock
+    // forbids the mounts it makes); a required one holds the same profile for
+    // every process of the run, so Codex's steps aside.
+    let ours = cfg
+        .sandbox
+        .as_ref()
+        .is_some_and(|s| s.mode == domain::sandbox::Mode::Required);
+    let sandbox = if ours {
+        "danger-full-access"
+    } else {
+        rules.sandbox
+    };
     args.extend([
         "-c".into(),
         format!("developer_instructions={}", toml_str(&prompt::system(cfg))),
         // The profile's sandbox. `-s` is not accepted by `exec resume`; the config
         // key is.
         "-c".into(),
-        format!("sandbox_mode={}", toml_str(rules.sandbox)),
+        format!("sandbox_mode={}", toml_str(sandbox)),
     ]);
-    if rules.sandbox == "workspace-write" {
+    if sandbox == "workspace-write" {
         // Codex's workspace-write also lets commands write in /tmp and $TMPDIR; the
         // edit profile means the agent's folder only.
         for k in ["exclude_slash_tmp", "exclude_tmpdir_env_var"] {

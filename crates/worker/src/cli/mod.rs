@@ -145,7 +145,7 @@ pub struct Scratch {
 impl Scratch {
     fn new(run_id: &str) -> Result<Self, Failure> {
         use std::os::unix::fs::DirBuilderExt;
-        let dir = super::protocol::scratch_dir(&std::env::temp_dir(), run_id);
+        let dir = super::protocol::scratch_dir(&crate::sandbox::temp_root(), run_id);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -233,7 +233,7 @@ fn cli_limits(cfg: &RunConfig) -> Limits {
         total: k.total.saturating_sub(Duration::from_secs(60)),
         grace: Duration::from_secs(3),
         held: process::Held::File(
-            super::protocol::scratch_dir(&std::env::temp_dir(), &cfg.run_id)
+            super::protocol::scratch_dir(&crate::sandbox::temp_root(), &cfg.run_id)
                 .join(super::protocol::HELD_FILE),
         ),
     }

@@ -97,7 +97,8 @@ fn create_and_lock_dir(dir: &Path) -> Result<(bool, File), Failure> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let created = !dir.exists();
+        // A folder the run's sandbox made for this counts as made by the run.
+        let created = !dir.exists() || crate::sandbox::made(dir);
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let lock =

@@ -46,6 +46,7 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
 
 mod commits;
 mod records;
+pub mod sandbox;
 mod spec;
 mod supervise;
 
@@ -200,6 +201,9 @@ impl Workers {
             Ok(s) => s.into_iter().map(skill_ref).collect(),
             Err(e) => return Err(self.start_refused(&spec, e).await),
         };
+        if let Err(e) = sandbox::check(&spec) {
+            return Err(self.start_refused(&spec, e).await);
+        }
         let run_id = uuid::Uuid::now_v7().to_string();
         let stop = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
@@ -404,6 +408,7 @@ impl Workers {
             })
             .await?;
         let (governed, permissions) = self.governed_run(spec);
+        let sandbox = self.sandbox_plan(spec, run_id, (&cwd, &state_dir), &skills, &url);
         let config = RunConfig {
             run_id: run_id.to_owned(),
             agent: spec.name.clone(),
@@ -426,6 +431,7 @@ impl Workers {
             mcp_servers: spec.config.mcp_servers.clone(),
             skills,
             governed,
+            sandbox,
         };
         let mut cmd = self.worker_command(spec, &cwd);
         // On stdin, not in the environment: the agent's mock rules, system prompt and
@@ -499,6 +505,27 @@ impl Workers {
             &servers,
         );
         (governed, held)
+    }
+
+    /// The run's OS sandbox, from its agent's permissions and its places (reads a
+    /// worktree's `.git` file and the scratch folders beside its own: small reads).
+    fn sandbox_plan(
+        &self,
+        spec: &Spec,
+        run_id: &str,
+        (cwd, state_dir): (&std::path::Path, &std::path::Path),
+        skills: &[protocol::SkillRef],
+        url: &str,
+    ) -> Option<domain::sandbox::Sandbox> {
+        let places = sandbox::Places {
+            cwd,
+            state_dir,
+            scratch: spec.scratch_dir(run_id),
+            data_dir: &self.base.data_dir,
+            skills: skills.iter().map(|s| s.dir.clone()).collect(),
+            kernel_url: url,
+        };
+        sandbox::plan(spec, &places)
     }
 
     /// How long a run's worker may print nothing: the agent's `timeout`, or the default.

@@ -236,9 +236,12 @@ fn conclude(
                 (Ended::Exited, None) => {
                     end.error_class = Some(ErrorClass::Crash);
                     end.error = Some(match (f.exit_code(), f.signal()) {
-                        (_, Some(sig)) => format!(
-                            "the worker was killed by signal {sig} before it reported an outcome"
-                        ),
+                        (_, Some(sig)) => match super::sandbox::limit_hit(sig) {
+                            Some(limit) => format!("the worker hit its sandbox's {limit}"),
+                            None => format!(
+                                "the worker was killed by signal {sig} before it reported an outcome"
+                            ),
+                        },
                         (code, _) => format!(
                             "the worker exited with code {} before it reported an outcome",
                             code.unwrap_or(-1)

@@ -1,0 +1,286 @@
+//! The OS sandbox of a run, decided here from one description: the agent's
+//! profile and granted paths, its folder or worktree, the contracts' edit path
+//! rules and the kernel's own places ([`domain::sandbox::Sandbox`]). The worker
+//! only applies it.
+
+use super::spec::Spec;
+use domain::backends::Backend;
+use domain::error::{Error, Result};
+use domain::permissions::Profile;
+use domain::protocol;
+use domain::sandbox::{self, DEVICES, MIN_ABI, Mode, Network, SECRETS, Sandbox};
+use std::path::{Path, PathBuf};
+
+/// For tests: the Landlock ABI a required sandbox needs, when above the usual,
+/// in the agent's environment or the kernel's (asking for one beyond the
+/// machine's shows the refusal a machine without Landlock gives). It can only
+/// make a sandbox stricter.
+pub const ABI_ENV: &str = "SANDBOX_TEST_ABI";
+
+/// The ABI a required sandbox needs.
+fn needed_abi(spec: &Spec) -> u32 {
+    spec.env
+        .get(ABI_ENV)
+        .cloned()
+        .or_else(|| std::env::var(ABI_ENV).ok())
+        .and_then(|v| v.parse().ok())
+        .map_or(MIN_ABI, |v: u32| v.max(MIN_ABI))
+}
+
+/// Refuses a run whose sandbox is required where this machine cannot give it.
+pub(crate) fn check(spec: &Spec) -> Result<()> {
+    if spec.config.permissions.sandbox_mode() != Mode::Required {
+        return Ok(());
+    }
+    let (have, need) = (os::sandbox::landlock_abi(), needed_abi(spec));
+    if have >= need {
+        return Ok(());
+    }
+    let missing = if have == 0 {
+        "Landlock (not in this machine's kernel, or not enabled)".to_owned()
+    } else {
+        format!("Landlock ABI {need} (this machine has {have})")
+    };
+    Err(Error::unavailable(format!(
+        "{}'s sandbox is required but this machine lacks {missing}: run it on Linux 6.7 or later \
+         with Landlock enabled (lsm=...,landlock), or set its permissions.sandbox to best_effort \
+         or off (agent_update)",
+        spec.name
+    )))
+}
+
+/// What this machine supports, in words (backend_list's readiness).
+pub fn support() -> String {
+    let abi = os::sandbox::landlock_abi();
+    let ns = if os::sandbox::user_namespaces() {
+        "user namespaces (a process limit per run)"
+    } else {
+        "no user namespaces (no process limit)"
+    };
+    match abi {
+        0 => format!("no Landlock: required sandboxes are refused; {ns}"),
+        a if a < MIN_ABI => {
+            format!("Landlock ABI {a}, below {MIN_ABI}: required sandboxes are refused; {ns}")
+        }
+        a => format!("Landlock ABI {a}; {ns}"),
+    }
+}
+
+/// The places a run is given.
+pub(crate) struct Places<'a> {
+    pub cwd: &'a Path,
+    pub state_dir: &'a Path,
+    pub scratch: PathBuf,
+    pub data_dir: &'a Path,
+    pub skills: Vec<PathBuf>,
+    pub kernel_url: &'a str,
+}
+
+/// The run's sandbox (None when its agent's is off). Reads the file system a
+/// little (a worktree's git folder): call it off the async threads.
+pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
+    let p = &spec.config.permissions;
+    let mode = p.sandbox_mode();
+    if mode == Mode::Off {
+        return None;
+    }
+    let env = |k: &str| spec.env.get(k).cloned().or_else(|| std::env::var(k).ok());
+    let home = env("HOME").map(PathBuf::from);
+    let tilde = |s: &str| match (s.strip_prefix("~/"), &home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ => PathBuf::from(s),
+    };
+    let mut hidden: Vec<PathBuf> = vec![at.data_dir.to_owned()];
+    hidden.extend(other_scratch(&at.scratch));
+    if let Some(h) = &home {
+        hidden.extend(SECRETS.iter().map(|s| h.join(s)));
+    }
+    let mut own = vec![
+        at.cwd.to_owned(),
+        at.state_dir.to_owned(),
+        at.scratch.clone(),
+    ];
+    own.extend(git_common_dir(at.cwd));
+    let mut readable = own.clone();
+    readable.extend(at.skills.iter().cloned());
+    let mut writable = vec![at.state_dir.to_owned(), at.scratch.clone()];
+    let (state, files): (Vec<PathBuf>, Vec<PathBuf>) =
+        cli_state(spec.backend, home.as_deref(), &env)
+            .into_iter()
+            .partition(|p| p.extension().is_none());
+    writable.extend(files);
+    match p.profile {
+        Profile::Read => {}
+        Profile::Edit => writable.extend(own),
+        Profile::Full => writable.extend([PathBuf::from("/")].into_iter().chain(own)),
+    }
+    for (write, path) in p.granted_paths() {
+        let path = tilde(path);
+        readable.push(path.clone());
+        if write {
+            writable.push(path);
+        }
+    }
+    // The contracts' edit path rules stay with the edit tools and the command
+    // patterns: Landlock cannot keep a folder writable but a folder inside it.
+    let unwritable = match p.profile {
+        Profile::Full => hidden.clone(),
+        _ => Vec::new(),
+    };
+    Some(Sandbox {
+        mode,
+        hidden,
+        readable,
+        writable,
+        unwritable,
+        folders: workspace_folders(spec.backend)
+            .iter()
+            .map(|f| at.cwd.join(f))
+            .collect(),
+        state,
+        devices: DEVICES.iter().map(PathBuf::from).collect(),
+        connect: ports(spec, p.network_reach(), at.kernel_url),
+        limits: p.sandbox_limits(),
+        tmp: at.scratch.join("tmp"),
+        abi: needed_abi(spec),
+    })
+}
+
+/// The TCP ports a run may connect to: the kernel's, the traces' collector, and
+/// for `model` HTTPS and every endpoint in the agent's environment or servers.
+fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
+    // OpenCode's CLI talks to a server of its own on a loopback port it picks:
+    // no port rule can let that through and hold the rest.
+    if network == Network::Any || spec.backend == Backend::OpenCode {
+        return None;
+    }
+    let mut urls: Vec<String> = vec![kernel_url.to_owned()];
+    let endpoint = |k: &str| {
+        let k = k.to_ascii_uppercase();
+        ["_URL", "_BASE", "_ENDPOINT", "_HOST", "_PROXY"]
+            .iter()
+            .any(|s| k.ends_with(s))
+    };
+    let traces = |k: &str| k.to_ascii_uppercase().starts_with("OTEL_EXPORTER");
+    let env: Vec<(String, String)> = std::env::vars()
+        .chain(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .collect();
+    for (k, v) in &env {
+        if traces(k) || (network == Network::Model && endpoint(k)) {
+            urls.push(v.clone());
+        }
+    }
+    if let Some(t) = telemetry::traces_url() {
+        urls.push(t.to_owned());
+    }
+    if network == Network::Model {
+        urls.push("https://model".into());
+        for s in spec.config.mcp_servers.values() {
+            if let domain::protocol::McpServer::Http(h) = s {
+                urls.push(h.url.clone());
+            }
+        }
+    }
+    Some(sandbox::url_ports(urls.iter().map(String::as_str)))
+}
+
+/// Where a CLI keeps its own state and configuration, which it writes as it runs.
+fn cli_state(
+    backend: Backend,
+    home: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<PathBuf> {
+    let Some(h) = home else { return Vec::new() };
+    let mut out: Vec<PathBuf> = [".cache", ".npm"].iter().map(|d| h.join(d)).collect();
+    let own: &[&str] = match backend {
+        Backend::Claude => &[
+            ".claude",
+            ".claude.json",
+            ".config/claude",
+            ".local/state/claude",
+        ],
+        Backend::Codex => &[".codex"],
+        Backend::Gemini => &[".gemini"],
+        Backend::OpenCode => &[
+            ".local/share/opencode",
+            ".config/opencode",
+            ".local/state/opencode",
+        ],
+        Backend::Cursor => &[".cursor", ".config/cursor"],
+        _ => &[],
+    };
+    out.extend(own.iter().map(|d| h.join(d)));
+    for var in [
+        "CODEX_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "GEMINI_CLI_HOME",
+        "XDG_DATA_HOME",
+    ] {
+        out.extend(env(var).map(PathBuf::from));
+    }
+    out
+}
+
+/// The folders in the agent's folder where the worker merges our server into a
+/// CLI's workspace configuration (`cli/workspace.rs`).
+fn workspace_folders(backend: Backend) -> &'static [&'static str] {
+    match backend {
+        Backend::Cursor => &[".cursor"],
+        Backend::Gemini => &[".gemini"],
+        _ => &[],
+    }
+}
+
+/// The scratch folders of the other runs in progress beside this run's.
+fn other_scratch(scratch: &Path) -> Vec<PathBuf> {
+    let (Some(root), Some(mine)) = (scratch.parent(), scratch.file_name()) else {
+        return Vec::new();
+    };
+    let prefix = protocol::scratch_dir(Path::new(""), "");
+    let prefix = prefix.to_string_lossy();
+    std::fs::read_dir(root)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name() != mine && e.file_name().to_string_lossy().starts_with(&*prefix)
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A worktree's repository's git folder (`commondir`), where its commits land.
+fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() {
+        gitdir
+    } else {
+        cwd.join(gitdir)
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = gitdir.join(common.trim());
+    std::fs::canonicalize(common).ok()
+}
+
+/// The limit a signal says a process hit (`setrlimit(2)`), in words.
+pub(crate) fn limit_hit(signal: i32) -> Option<&'static str> {
+    match signal {
+        nix::libc::SIGXCPU => Some("CPU time limit (RLIMIT_CPU)"),
+        nix::libc::SIGXFSZ => Some("file size limit (RLIMIT_FSIZE)"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_limits_signal_is_named() {
+        let check =
+            |sig: i32, expect: Option<&str>| assert_eq!(super::limit_hit(sig), expect, "{sig}");
+        check(nix::libc::SIGXCPU, Some("CPU time limit (RLIMIT_CPU)"));
+        check(nix::libc::SIGXFSZ, Some("file size limit (RLIMIT_FSIZE)"));
+        check(nix::libc::SIGKILL, None);
+    }
+}

@@ -1,0 +1,250 @@
+//! The OS sandbox a worker puts itself in, as the kernel decided it
+//! ([`domain::sandbox::Sandbox`]), before its async runtime starts a thread:
+//! Landlock restricts the calling thread, and every thread and process made after
+//! inherits it, so the CLI, its shells, scripts and interpreters are held by the
+//! same rules and none can lift them.
+//!
+//! In order: a user namespace of the run's own (so that its process limit counts
+//! the run's processes, not every process of the user), the resource limits,
+//! `no_new_privs`, then the Landlock ruleset (files, TCP connections, signals out).
+
+use domain::sandbox::{Limits, Mode, Sandbox, cover};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use std::path::{Path, PathBuf};
+
+/// The ABI whose rights the ruleset names (newer machines keep them; older ones
+/// get what they have, or a refusal in required mode).
+const ABI_USED: ABI = ABI::V6;
+
+/// Why a sandbox could not be applied; the message names the missing feature.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "sandbox required but {0}: run it on Linux 6.7 or later with Landlock enabled, or set the agent's permissions.sandbox to best_effort or off"
+    )]
+    Landlock(String),
+    #[error("sandbox: cannot set {what}: {source}")]
+    Limit {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+/// What was applied, for the run's progress line.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub landlock: bool,
+    pub own_namespace: bool,
+}
+
+/// Applies `s` to this process. Call it before any thread exists.
+pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
+    let mut applied = Applied::default();
+    if s.mode == Mode::Off {
+        return Ok(applied);
+    }
+    // The run's own temporary folder: the machine's /tmp is hidden. The scratch
+    // folder the kernel knows stays where it was (see [`temp_root`]).
+    let _ = TEMP_ROOT.set(std::env::temp_dir());
+    if std::fs::create_dir_all(&s.tmp).is_ok() {
+        // SAFETY: no other thread exists yet (the caller's contract), so nothing
+        // reads the environment while it changes.
+        unsafe { std::env::set_var("TMPDIR", &s.tmp) };
+    }
+    for f in &s.folders {
+        if !f.exists() && std::fs::create_dir_all(f).is_ok() {
+            MADE.lock().unwrap().push(f.clone());
+        }
+    }
+    for d in &s.state {
+        let _ = std::fs::create_dir_all(d);
+    }
+    applied.own_namespace = own_user_namespace();
+    limits(&s.limits, applied.own_namespace)?;
+    applied.landlock = landlock(s)?;
+    Ok(applied)
+}
+
+/// A user namespace mapping the user to itself: files look the same, and
+/// RLIMIT_NPROC counts this namespace's processes (Linux 5.14+), not the user's.
+fn own_user_namespace() -> bool {
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    if nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).is_err() {
+        return false;
+    }
+    let _ = std::fs::write("/proc/self/setgroups", "deny");
+    let _ = std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"));
+    let _ = std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"));
+    true
+}
+
+fn limits(l: &Limits, own_namespace: bool) -> Result<(), SandboxError> {
+    use nix::sys::resource::{Resource, setrlimit};
+    const MIB: u64 = 1024 * 1024;
+    let mut set = vec![
+        (
+            "memory (RLIMIT_DATA)",
+            Resource::RLIMIT_DATA,
+            l.memory_mb * MIB,
+        ),
+        (
+            "file size (RLIMIT_FSIZE)",
+            Resource::RLIMIT_FSIZE,
+            l.file_mb * MIB,
+        ),
+        ("CPU time (RLIMIT_CPU)", Resource::RLIMIT_CPU, l.cpu_s),
+    ];
+    // Without a namespace of its own the count would be every process of the
+    // user, the kernel's included: a limit then would fail other runs' forks.
+    if own_namespace {
+        set.push((
+            "processes (RLIMIT_NPROC)",
+            Resource::RLIMIT_NPROC,
+            l.processes,
+        ));
+    }
+    for (what, r, v) in set {
+        // Never above what the worker was given (a soft limit may not pass the hard).
+        let (_, hard) = nix::sys::resource::getrlimit(r).unwrap_or((v, v));
+        let v = v.min(hard);
+        // CPU: SIGXCPU at the soft limit says which limit it was; SIGKILL comes
+        // at the hard one, a little later, for a process that ignores it.
+        let h = if r == Resource::RLIMIT_CPU {
+            v.saturating_add(5).min(hard)
+        } else {
+            v
+        };
+        setrlimit(r, v, h).map_err(|e| SandboxError::Limit {
+            what,
+            source: e.into(),
+        })?;
+    }
+    Ok(())
+}
+
+fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
+    let level = match s.mode {
+        Mode::Required => CompatLevel::HardRequirement,
+        _ => CompatLevel::BestEffort,
+    };
+    let err = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
+    if s.mode == Mode::Required {
+        let have = domain_abi();
+        if have < s.abi {
+            return Err(SandboxError::Landlock(format!(
+                "this machine's Landlock ABI is {have}, below the {} it needs",
+                s.abi
+            )));
+        }
+    }
+    let mut rs = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(AccessFs::from_all(ABI_USED))
+        .map_err(err)?;
+    if s.connect.is_some() {
+        rs = rs.handle_access(AccessNet::ConnectTcp).map_err(err)?;
+    }
+    // Signals to processes outside the sandbox (the kernel, other runs): where the
+    // machine has it, whatever the mode.
+    rs = rs
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::Signal)
+        .map_err(err)?
+        .set_compatibility(level);
+    let mut rules = rs.create().map_err(err)?;
+    let read = AccessFs::from_read(ABI_USED);
+    let all = AccessFs::from_all(ABI_USED);
+    // Symbolic links are left out: a rule on one would open where it points
+    // (Landlock judges a path where it lands, so a link to an open place works).
+    let list = |p: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(p)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let readable = cover(Path::new("/"), &s.hidden, &list);
+    let writable: Vec<PathBuf> = s
+        .writable
+        .iter()
+        .flat_map(|w| {
+            // A folder of its own inside a place kept unwritable is writable.
+            let except: Vec<PathBuf> = s
+                .unwritable
+                .iter()
+                .filter(|u| !w.starts_with(u))
+                .cloned()
+                .collect();
+            cover(w, &except, &list)
+        })
+        .collect();
+    let grants = readable.iter().chain(&s.readable).map(|p| (p, read)).chain(
+        writable
+            .iter()
+            .chain(&s.folders)
+            .chain(&s.state)
+            .chain(&s.devices)
+            .map(|p| (p, all)),
+    );
+    for (path, access) in grants {
+        // A path that is not there (a device this machine lacks) grants nothing.
+        let Ok(fd) = PathFd::new(path) else { continue };
+        let access = match std::fs::metadata(path) {
+            Ok(m) if !m.is_dir() => access & AccessFs::from_file(ABI_USED),
+            _ => access,
+        };
+        rules = rules.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
+    }
+    // The run that made a workspace folder removes it again when empty: its
+    // parent lets empty folders go (and nothing else).
+    for parent in s.folders.iter().filter_map(|f| f.parent()) {
+        let Ok(fd) = PathFd::new(parent) else {
+            continue;
+        };
+        rules = rules
+            .add_rule(PathBeneath::new(fd, AccessFs::RemoveDir))
+            .map_err(err)?;
+    }
+    for port in s.connect.iter().flatten() {
+        rules = rules
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(err)?;
+    }
+    let status = rules.restrict_self().map_err(err)?;
+    Ok(status.ruleset != RulesetStatus::NotEnforced)
+}
+
+static TEMP_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// The folders [`apply`] made for a CLI's workspace configuration.
+static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether [`apply`] made this folder (the run that merges into it then removes it
+/// when it is empty again, as if it had made it).
+pub fn made(dir: &Path) -> bool {
+    MADE.lock().unwrap().iter().any(|m| m == dir)
+}
+
+/// Removes the folders [`apply`] made that are still empty (a run that never
+/// reached its workspace configuration).
+pub fn tidy() {
+    for dir in MADE.lock().unwrap().iter() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// The temporary folder the kernel put the run's scratch folder in: the one this
+/// worker was started with, before its sandbox gave it its own `TMPDIR`.
+pub fn temp_root() -> PathBuf {
+    TEMP_ROOT.get().cloned().unwrap_or_else(std::env::temp_dir)
+}
+
+/// This machine's Landlock ABI (0 without Landlock).
+pub fn domain_abi() -> u32 {
+    os::sandbox::landlock_abi()
+}
