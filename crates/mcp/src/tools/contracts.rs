@@ -30,7 +30,7 @@ pub struct ContractSetArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// An organisation, e.g. "review-team": in force in every instance run within it.
+    /// An organisation: in force in its instances.
     #[serde(default)]
     #[schemars(with = "String")]
     pub org: Option<String>,
@@ -140,7 +140,7 @@ fn workflow_arg(w: &Option<String>) -> Result<Option<WorkflowRef>, ToolError> {
 impl AgentWorker {
     /// Create or replace the contract `name`: `when` an event happens, `then` an action, e.g.
     /// when {event: tool_request, tool: shell, match: "rm *"} then {action: deny, reason:
-    /// "ask first"}. In force at once. Cookbook: prompt teams-guide.
+    /// "ask first"}. Cookbook: prompt teams-guide.
     #[tool(
         title = "Set a contract",
         annotations(
