@@ -329,3 +329,58 @@ fn now_secs() -> i64 {
         .unwrap()
         .as_secs() as i64
 }
+
+#[tokio::test]
+async fn a_contract_denies_a_kind_of_delivery_and_the_sender_learns_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let set = json!({"name": "github", "secret": SECRET, "workflow": "@global:main"});
+    call(&lead, "hook_set", set).await.ok();
+    let c = json!({"name": "reviews-only", "when": {"event": "hook", "hook": "git*", "kind": "push"},
+        "then": {"action": "deny", "reason": "only pull requests start work"}});
+    let r = call(&lead, "contract_set", c).await.ok();
+    assert_eq!(
+        r["contract"]["says"],
+        "When a \"push\" event at a hook matching \"git*\" arrives, refuse it: \"only pull requests start work\".",
+        "{r}"
+    );
+    let base = s.url.trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::new();
+    for (kind, delivery) in [("push", "p-1"), ("pull_request", "p-2")] {
+        let body = pull_request(9);
+        let rb = http
+            .post(format!("{base}/hooks/github"))
+            .header("x-github-event", kind)
+            .header("x-github-delivery", delivery)
+            .header("x-hub-signature-256", sign_github(SECRET.as_bytes(), &body))
+            .body(body);
+        let (status, text, _) = send(rb).await;
+        assert_eq!((status, text.as_str()), (202, "accepted\n"), "{kind}");
+    }
+    let l = listed(&lead).await;
+    let outcomes: Vec<(&str, &str)> = l["hook_deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["event"].as_str().unwrap(), d["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{l}");
+    assert!(outcomes[0].1.starts_with("posted "), "{l}");
+    assert_eq!(outcomes[1].0, "push", "{l}");
+    assert!(
+        outcomes[1].1.starts_with("denied: ") && outcomes[1].1.contains("only pull requests"),
+        "{l}"
+    );
+    let msgs = call(&lead, "channel_read", json!({"workflow": "@global:main"}))
+        .await
+        .ok();
+    let posts = msgs.to_string().matches("[hook github]").count();
+    assert_eq!(posts, 1, "only the pull request was posted: {msgs}");
+    let decisions = call(&lead, "contract_list", json!({})).await.ok();
+    assert!(
+        decisions.to_string().contains("hook:github"),
+        "the decision is on record: {decisions}"
+    );
+    s.stop().await;
+}

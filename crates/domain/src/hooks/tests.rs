@@ -147,3 +147,36 @@ fn params_and_names_are_checked() {
         );
     }
 }
+
+/// `event: hook` contracts: parsed with errors naming the field, matched by the
+/// hook's name and the sender's event type, read as a sentence.
+#[test]
+fn hook_contracts_match_deliveries() {
+    use crate::contracts::{Event, decide, parse, sentence};
+    let deny = parse(
+        &json!({"name": "no-pushes", "when": {"event": "hook", "hook": "git*",
+        "kind": "push"}, "then": {"action": "deny", "reason": "reviews only"}}),
+    )
+    .unwrap();
+    assert_eq!(
+        sentence(&deny),
+        "When a \"push\" event at a hook matching \"git*\" arrives, refuse it: \"reviews only\"."
+    );
+    let cases = [
+        ("github", "push", true),
+        ("github", "pull_request", false),
+        ("jira", "push", false),
+    ];
+    for (hook, kind, denied) in cases {
+        let v = decide([&deny], &Event::Hook { hook, kind });
+        assert_eq!(v.deny.is_some(), denied, "{hook} {kind}");
+    }
+    let held = parse(&json!({"name": "x", "when": {"event": "hook"},
+        "then": {"action": "require_approval", "approvers": ["user"]}}));
+    assert!(held.unwrap_err().contains("then.action"));
+    let unknown = parse(
+        &json!({"name": "x", "when": {"event": "hook", "agent": "a"},
+        "then": {"action": "deny"}}),
+    );
+    assert!(unknown.unwrap_err().contains("agent"));
+}

@@ -175,6 +175,7 @@ impl Kernel {
         ));
         let hooks = Arc::new(hk::Hooks::new(
             (store.clone(), runtime.clock().clone()),
+            contracts.clone(),
             (registry.clone(), messaging.clone(), workflows.clone()),
         ));
         Self {

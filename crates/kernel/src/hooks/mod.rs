@@ -16,9 +16,11 @@
 //!   bucket refilled evenly); past it, requests are refused before their
 //!   signature is checked.
 
+mod governed;
 mod rows;
 
 use crate::Caller;
+use crate::governance::contracts::Contracts;
 use crate::messaging::{Messaging, Outgoing};
 use crate::registry::Registry;
 use crate::timing::Clock;
@@ -85,6 +87,7 @@ struct Counts {
 pub struct Hooks {
     store: Store,
     clock: Clock,
+    contracts: Arc<Contracts>,
     registry: Arc<Registry>,
     messaging: Arc<Messaging>,
     workflows: Arc<Workflows>,
@@ -97,11 +100,13 @@ pub struct Hooks {
 impl Hooks {
     pub fn new(
         (store, clock): (Store, Clock),
+        contracts: Arc<Contracts>,
         (registry, messaging, workflows): (Arc<Registry>, Arc<Messaging>, Arc<Workflows>),
     ) -> Self {
         Self {
             store,
             clock,
+            contracts,
             registry,
             messaging,
             workflows,
@@ -269,7 +274,7 @@ impl Hooks {
     ) -> std::result::Result<Taken, Refusal> {
         let now = self.clock.now_ms();
         let event = event.map(|e| e.chars().take(64).collect::<String>());
-        let kept = rows::keep(&self.store, (&hook.name, &delivery, event), now).await;
+        let kept = rows::keep(&self.store, (&hook.name, &delivery, event.clone()), now).await;
         match kept {
             Ok(false) => return Ok(Taken::Retry { delivery }),
             Ok(true) => {}
@@ -278,9 +283,13 @@ impl Hooks {
                 return Err(Refusal::Unknown);
             }
         }
-        let outcome = match self.act(&hook, &payload).await {
-            Ok(o) => o,
-            Err(e) => format!("failed: {e}"),
+        let kind = event.as_deref().unwrap_or_default();
+        let outcome = match self.govern(&hook, kind).await {
+            Ok(()) => match self.act(&hook, &payload).await {
+                Ok(o) => o,
+                Err(e) => format!("failed: {e}"),
+            },
+            Err(e) => format!("denied: {e}"),
         };
         tracing::info!(hook = %hook.name, delivery, outcome, "hook delivery");
         if let Err(e) = rows::outcome(&self.store, (&hook.name, &delivery), &outcome).await {

@@ -131,7 +131,7 @@ pub struct AgentUpdateArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentListArgs {
-    /// Only this instance's, e.g. "@review:pr-1".
+    /// Only this instance's.
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,

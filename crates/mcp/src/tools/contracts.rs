@@ -37,7 +37,7 @@ pub struct ContractSetArgs {
     /// {event: tool_request (tool read|edit|shell|web|mcp, match, agent) | message (from, to,
     /// text) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write (file,
     /// agent) | merge (agent, into, mode) | agent_new (by, backend) | task (state, title,
-    /// agent)}; tool_request and message also take a rate:
+    /// agent) | hook (hook, kind)}; tool_request and message also take a rate:
     /// more_than (a count) and within (e.g. "1h").
     #[serde(default)]
     #[schemars(schema_with = "super::any_object")]
@@ -65,7 +65,7 @@ pub struct WorkflowFilter {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ContractFilter {
-    /// Those in force in this instance, e.g. "@review:pr-1".
+    /// Those in force in this instance.
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
