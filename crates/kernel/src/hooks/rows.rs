@@ -96,7 +96,7 @@ pub(super) async fn list(store: &Store, only: Option<String>) -> Result<Vec<Hook
                    (SELECT count(*) FROM hook_deliveries d WHERE d.hook = h.name),
                    (SELECT d.outcome FROM hook_deliveries d WHERE d.hook = h.name
                       ORDER BY d.id DESC LIMIT 1)
-                 FROM hooks h WHERE ?1 IS NULL OR h.name = ?1 ORDER BY h.name",
+                 FROM hooks h WHERE CAST(?1 AS TEXT) IS NULL OR h.name = ?1 ORDER BY h.name",
             )?;
             let rows = st.query_map([only], |r| {
                 Ok((
