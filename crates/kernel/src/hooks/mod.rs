@@ -18,6 +18,8 @@
 
 mod governed;
 mod rows;
+#[cfg(test)]
+mod tests;
 
 use crate::Caller;
 use crate::governance::contracts::Contracts;
