@@ -72,7 +72,7 @@
 //! states.rs      why a run starts (Wake) and the states things are in, as enums,
 //!                each with the one mapping to and from the store's text
 //! workflow_yaml/ workflow YAML (pure): parsing with positions, params, `${{ }}`,
-//!                `trigger:` and `steps:` (spec/flow.rs)
+//!                `trigger:` and `steps:` (spec/flow.rs), `hooks:` (spec/hooks.rs)
 //! result_schema/ results with a shape (pure): a JSON Schema subset (type, properties,
 //!                required, enum, items) parsed with bounds, a result's misfits named
 //! steps/         step workflows (pure): events (`on`), ids and names resolved, the

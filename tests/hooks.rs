@@ -384,3 +384,50 @@ async fn a_contract_denies_a_kind_of_delivery_and_the_sender_learns_nothing() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_workflow_s_hooks_post_into_its_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("TICKETS_HOOK_SECRET", SECRET)];
+    let s = HttpServer::start_with_env(dir.path(), &env).await;
+    let lead = s.lead(Proto::Modern).await;
+    let yaml = "name: triage\nagents:\n  triager: {backend: mock}\nhooks:\n  tickets:\n    \
+                secret: \"${{ env.TICKETS_HOOK_SECRET }}\"\n    to: triager\n    \
+                params: {title: $.title}\n";
+    let r = call(&lead, "workflow_run", json!({"yaml": yaml}))
+        .await
+        .ok();
+    assert!(!r.to_string().contains(SECRET), "{r}");
+    let l = listed(&lead).await;
+    assert_eq!(
+        l["hooks"][0]["action"], "post in @triage:main to @triager with title=$.title",
+        "{l}"
+    );
+    let body = serde_json::to_vec(&json!({"title": "Printer on fire", "id": 3})).unwrap();
+    let rb = reqwest::Client::new()
+        .post(format!("{}/hooks/tickets", s.url.trim_end_matches("/mcp")))
+        .header(
+            "x-hook-signature",
+            sign_generic(SECRET.as_bytes(), now_secs(), &body),
+        )
+        .body(body);
+    assert_eq!(send(rb).await.0, 202);
+    let msgs = call(&lead, "channel_read", json!({"workflow": "@triage:main"}))
+        .await
+        .ok();
+    assert!(
+        msgs.to_string()
+            .contains(r#"[hook tickets] {\"title\":\"Printer on fire\"}"#),
+        "{msgs}"
+    );
+    // A secret the environment does not give refuses the start, naming the field.
+    let e = call(
+        &lead,
+        "workflow_run",
+        json!({"yaml": yaml.replace("TICKETS", "MISSING"), "tag": "b"}),
+    )
+    .await
+    .err();
+    assert!(e.contains("hooks.tickets.secret"), "{e}");
+    s.stop().await;
+}

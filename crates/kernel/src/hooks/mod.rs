@@ -26,7 +26,10 @@ use crate::governance::contracts::Contracts;
 use crate::messaging::{Messaging, Outgoing};
 use crate::registry::Registry;
 use crate::timing::Clock;
-use crate::workflows::{Workflows, run::Source};
+use crate::workflows::{
+    Workflows,
+    run::{Source, Started},
+};
 use domain::error::{Error, Result};
 use domain::hooks::{self as spec, Action, Refusal, Signed};
 pub use rows::DeliveryView;
@@ -181,6 +184,26 @@ impl Hooks {
         }
     }
 
+    /// Declares the hooks a started workflow's `hooks:` names, each posting into
+    /// its instance: their names.
+    pub async fn declare(&self, started: &Started) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for h in &started.hooks {
+            let hook = NewHook {
+                name: h.name.clone(),
+                secret: h.secret.clone(),
+                action: Action::Post {
+                    workflow: started.workflow.to_string(),
+                    to: h.to.clone(),
+                    params: h.params.clone(),
+                },
+                rate: h.rate,
+            };
+            names.push(self.hook_set(hook).await?.name);
+        }
+        Ok(names)
+    }
+
     /// Removes a hook (its deliveries stay on record); false if there was none.
     pub async fn hook_delete(&self, name: &str) -> Result<bool> {
         let gone = rows::delete(&self.store, name.to_owned()).await?;
@@ -314,6 +337,7 @@ impl Hooks {
                     .workflows
                     .workflow_start(Source::File(file.into()), tag.as_deref(), &values, None)
                     .await?;
+                self.declare(&started).await?;
                 Ok(format!("started {}", started.workflow))
             }
             Action::Post { workflow, to, .. } => {

@@ -62,7 +62,13 @@ async fn send(
 }
 
 /// The hook, how it is signed, the delivery id, the body, and the answer.
-type Case<'a> = (&'a str, &'a str, &'a str, &'a [u8], Result<&'a str, Refusal>);
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a [u8],
+    Result<&'a str, Refusal>,
+);
 
 #[tokio::test]
 async fn requests_are_answered_in_order_on_the_kernel_s_clock() {

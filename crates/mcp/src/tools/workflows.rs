@@ -223,6 +223,8 @@ impl AgentWorker {
                     .workflows()
                     .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
                     .await?;
+                // Its `hooks:` post into it from now on.
+                self.kernel.hooks.declare(&s).await?;
                 (s.workflow.to_string(), s.warnings)
             }
         };
