@@ -377,6 +377,21 @@ async fn a_contract_denies_a_kind_of_delivery_and_the_sender_learns_nothing() {
         .ok();
     let posts = msgs.to_string().matches("[hook github]").count();
     assert_eq!(posts, 1, "only the pull request was posted: {msgs}");
+    // The dashboard shows both deliveries, newest first, to a host that renders it.
+    let mime = json!([crate::dashboard::MIME]);
+    let host = crate::dashboard::ui_client(&s, &s.admin, Proto::Modern, mime).await;
+    let v = call(&host, "dashboard_watch", json!({"wait_seconds": 0}))
+        .await
+        .ok();
+    assert_eq!(v["hooks"][0]["delivery"], "p-2", "{v}");
+    assert!(
+        v["hooks"][1]["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("denied: "),
+        "{v}"
+    );
+    host.cancel().await.unwrap();
     let decisions = call(&lead, "contract_list", json!({})).await.ok();
     assert!(
         decisions.to_string().contains("hook:github"),
