@@ -37,30 +37,25 @@ fn verify_takes_only_signed_fresh_requests() {
     let future = sign_generic(SECRET, NOW + REPLAY_WINDOW_SECS + 1, body);
     let other = sign_github(b"another-secret-entirely", body);
     let long_id = "x".repeat(MAX_DELIVERY_ID + 1);
-    let gh = |sig: &'static str, delivery: Option<&'static str>| (Some(sig), None, delivery);
-    let github: &'static str = github.leak();
-    let generic: &'static str = generic.leak();
-    let long_id: &'static str = long_id.leak();
-    type Case = (
-        (
-            Option<&'static str>,
-            Option<&'static str>,
-            Option<&'static str>,
-        ),
-        Result<&'static str, Refusal>,
-    );
+    /// GitHub's header with `sig`, and a delivery id.
+    fn gh<'a>(sig: &'a str, delivery: Option<&'a str>) -> Headers<'a> {
+        (Some(sig), None, delivery)
+    }
+    /// The GitHub header, the generic one, the delivery id.
+    type Headers<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+    type Case<'a> = (Headers<'a>, Result<&'a str, Refusal>);
     let cases: Vec<Case> = vec![
-        (gh(github, Some("d-1")), Ok("d-1")),
-        ((None, Some(generic), Some("d-2")), Ok("d-2")),
-        ((None, Some(stale.leak()), None), Err(Refusal::Stale)),
-        ((None, Some(future.leak()), None), Err(Refusal::Stale)),
-        (gh(other.leak(), None), Err(Refusal::BadSignature)),
+        (gh(&github, Some("d-1")), Ok("d-1")),
+        ((None, Some(&generic), Some("d-2")), Ok("d-2")),
+        ((None, Some(&stale), None), Err(Refusal::Stale)),
+        ((None, Some(&future), None), Err(Refusal::Stale)),
+        (gh(&other, None), Err(Refusal::BadSignature)),
         (gh("sha256=zz", None), Err(Refusal::BadSignature)),
         (gh("sha1=00", None), Err(Refusal::BadSignature)),
         ((None, Some("v1=00"), None), Err(Refusal::BadSignature)),
         ((None, None, None), Err(Refusal::Unsigned)),
-        (gh(github, Some(long_id)), Err(Refusal::BadDelivery)),
-        (gh(github, Some("a b")), Err(Refusal::BadDelivery)),
+        (gh(&github, Some(&long_id)), Err(Refusal::BadDelivery)),
+        (gh(&github, Some("a b")), Err(Refusal::BadDelivery)),
     ];
     for (i, ((github, generic, delivery), want)) in cases.into_iter().enumerate() {
         let h = Signed {
@@ -78,7 +73,7 @@ fn verify_takes_only_signed_fresh_requests() {
     }
     // Without a delivery id, the same signed body is the same delivery.
     let h = Signed {
-        github: Some(github),
+        github: Some(&github),
         ..Default::default()
     };
     let a = verify(SECRET, &h, body, NOW).unwrap();
