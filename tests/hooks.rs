@@ -446,3 +446,76 @@ async fn a_workflow_s_hooks_post_into_its_instance() {
     assert!(e.contains("hooks.tickets.secret"), "{e}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_contract_holds_a_delivery_until_the_lead_approves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let set = json!({"name": "deploys", "secret": SECRET, "workflow": "@global:main"});
+    call(&lead, "hook_set", set).await.ok();
+    let c = json!({"name": "ask-first", "when": {"event": "hook", "hook": "deploys"},
+        "then": {"action": "require_approval", "approvers": ["user"], "timeout": "1h"}});
+    call(&lead, "contract_set", c).await.ok();
+    let base = s.url.trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::new();
+    let mut held = Vec::new();
+    for delivery in ["h-1", "h-2"] {
+        let body = pull_request(11);
+        let rb = http
+            .post(format!("{base}/hooks/deploys"))
+            .header("x-hook-delivery", delivery)
+            .header("x-hub-signature-256", sign_github(SECRET.as_bytes(), &body))
+            .body(body);
+        assert_eq!(send(rb).await.0, 202, "{delivery}");
+        let l = listed(&lead).await;
+        let outcome = l["hook_deliveries"][0]["outcome"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let id: i64 = outcome
+            .strip_prefix("held for approval ")
+            .unwrap_or_else(|| panic!("{l}"))
+            .parse()
+            .unwrap();
+        held.push(id);
+    }
+    let msgs = call(&lead, "channel_read", json!({"workflow": "@global:main"}))
+        .await
+        .ok();
+    assert!(
+        !msgs.to_string().contains("[hook deploys]"),
+        "nothing posted yet: {msgs}"
+    );
+    for (id, decision) in held.iter().zip(["approve", "deny"]) {
+        let d = json!({"id": id, "decision": decision});
+        call(&lead, "approval_decide", d).await.ok();
+    }
+    // The approved one posts, the denied one is dropped.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let outcomes = loop {
+        let l = listed(&lead).await;
+        let o: Vec<String> = l["hook_deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["outcome"].as_str().unwrap().to_owned())
+            .collect();
+        if o.iter().all(|x| !x.starts_with("held")) {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "still held: {l}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(outcomes[0].starts_with("denied: approval"), "{outcomes:?}");
+    assert!(outcomes[1].starts_with("posted "), "{outcomes:?}");
+    let msgs = call(&lead, "channel_read", json!({"workflow": "@global:main"}))
+        .await
+        .ok();
+    assert_eq!(
+        msgs.to_string().matches("[hook deploys]").count(),
+        1,
+        "{msgs}"
+    );
+    s.stop().await;
+}

@@ -561,7 +561,8 @@ CREATE INDEX task_history_by_task ON task_history (task_id, id);
     // 27: hooks, the events from outside a lead declared (`POST /hooks/{name}`):
     // the secret their senders sign with (never shown), what a delivery does
     // (`action`, JSON) and a per-minute rate; their deliveries, one per sender's
-    // delivery id (a retry finds its row and starts nothing), with what came of it.
+    // delivery id (a retry finds its row and starts nothing), with what came of it;
+    // one a contract holds keeps its payload until its approval closes.
     r#"
 CREATE TABLE hooks (
     name       TEXT PRIMARY KEY COLLATE NOCASE,
@@ -579,6 +580,8 @@ CREATE TABLE hook_deliveries (
     received_at INTEGER NOT NULL,
     outcome     TEXT NOT NULL,
     detail      TEXT,
+    payload     TEXT,
+    approval_id INTEGER,
     UNIQUE (hook, delivery)
 );
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);

@@ -265,6 +265,7 @@ fn approval(
         When::Merge { .. } => "hold the merge until",
         When::AgentNew { .. } => "hold the new agent until",
         When::Task { .. } => "hold the move until",
+        When::Hook { .. } => "hold the delivery until",
         _ => "wait until",
     };
     format!(

@@ -13,7 +13,7 @@
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
 //! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
 //! | `task` | `state` (the state a task moves to: open, done, failed, cancelled), `title` (glob), `agent` (who moves it) | allow, deny, require_approval, require_votes, notify |
-//! | `hook` | `hook` (glob on the hook's name), `kind` (glob on the sender's event type, e.g. `pull_request`) | allow, deny, notify |
+//! | `hook` | `hook` (glob on the hook's name), `kind` (glob on the sender's event type, e.g. `pull_request`) | allow, deny, require_approval, notify |
 //! | `step` | `on` (the events of [`crate::steps::On`], all of them) | run |
 //!
 //! `step` and `run` are a step workflow's steps (its `steps:` compile to them);

@@ -536,7 +536,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
         ],
         When::Step { .. } => &["run"],
         When::AgentNew { .. } => &["allow", "deny", "require_approval", "notify"],
-        When::Hook { .. } => &["allow", "deny", "notify"],
+        When::Hook { .. } => &["allow", "deny", "require_approval", "notify"],
     };
     if ok.contains(&then.action()) {
         return Ok(());

@@ -166,9 +166,9 @@ fn hook_contracts_match_deliveries() {
         let v = decide([&deny], &Event::Hook { hook, kind });
         assert_eq!(v.deny.is_some(), denied, "{hook} {kind}");
     }
-    let held = parse(&json!({"name": "x", "when": {"event": "hook"},
-        "then": {"action": "require_approval", "approvers": ["user"]}}));
-    assert!(held.unwrap_err().contains("then.action"));
+    let votes = parse(&json!({"name": "x", "when": {"event": "hook"},
+        "then": {"action": "require_votes", "votes": 2}}));
+    assert!(votes.unwrap_err().contains("then.action"));
     let unknown = parse(
         &json!({"name": "x", "when": {"event": "hook", "agent": "a"},
         "then": {"action": "deny"}}),

@@ -174,8 +174,8 @@ impl Kernel {
             data_dir.to_owned(),
         ));
         let hooks = Arc::new(hk::Hooks::new(
-            (store.clone(), runtime.clock().clone()),
-            contracts.clone(),
+            (store.clone(), events.clone(), runtime.clock().clone()),
+            (contracts.clone(), runtime.clone()),
             (registry.clone(), messaging.clone(), workflows.clone()),
         ));
         Self {
@@ -254,6 +254,7 @@ impl Kernel {
         self.runtime.start_heartbeat().await?;
         self.workflows.start_workflow_watch();
         self.tasks.start_watch();
+        self.hooks.start_watch();
         self.runtime.start_scheduler().await?;
         // Step graphs whose events came while no kernel listened move on now.
         self.workflows.recover_steps().await

@@ -22,9 +22,11 @@ mod rows;
 mod tests;
 
 use crate::Caller;
+use crate::events::Events;
 use crate::governance::contracts::Contracts;
 use crate::messaging::{Messaging, Outgoing};
 use crate::registry::Registry;
+use crate::runtime::Runtime;
 use crate::timing::Clock;
 use crate::workflows::{
     Workflows,
@@ -91,10 +93,13 @@ struct Counts {
 /// The hooks room.
 pub struct Hooks {
     store: Store,
+    events: Events,
     clock: Clock,
     contracts: Arc<Contracts>,
     registry: Arc<Registry>,
     messaging: Arc<Messaging>,
+    /// Arms the timers of the approvals that hold deliveries.
+    runtime: Arc<Runtime>,
     workflows: Arc<Workflows>,
     counts: Mutex<Counts>,
     /// What a request to a hook that does not exist is checked against, so that
@@ -104,14 +109,16 @@ pub struct Hooks {
 
 impl Hooks {
     pub fn new(
-        (store, clock): (Store, Clock),
-        contracts: Arc<Contracts>,
+        (store, events, clock): (Store, Events, Clock),
+        (contracts, runtime): (Arc<Contracts>, Arc<Runtime>),
         (registry, messaging, workflows): (Arc<Registry>, Arc<Messaging>, Arc<Workflows>),
     ) -> Self {
         Self {
             store,
+            events,
             clock,
             contracts,
+            runtime,
             registry,
             messaging,
             workflows,
@@ -309,11 +316,21 @@ impl Hooks {
             }
         }
         let kind = event.as_deref().unwrap_or_default();
-        let outcome = match self.govern(&hook, kind).await {
-            Ok(()) => match self.act(&hook, &payload).await {
+        let outcome = match self.govern(&hook, kind, &delivery).await {
+            Ok(governed::Said::Go) => match self.act(&hook, &payload).await {
                 Ok(o) => o,
                 Err(e) => format!("failed: {e}"),
             },
+            Ok(governed::Said::Held { approval }) => {
+                let held = (approval, &payload);
+                if let Err(e) = rows::hold(&self.store, (&hook.name, &delivery), held).await {
+                    tracing::warn!(hook = %hook.name, error = %e, "a held delivery was not kept");
+                }
+                return Ok(Taken::New {
+                    delivery,
+                    outcome: format!("held for approval {approval}"),
+                });
+            }
             Err(e) => format!("denied: {e}"),
         };
         tracing::info!(hook = %hook.name, delivery, outcome, "hook delivery");

@@ -182,6 +182,45 @@ pub(super) async fn keep(
         .await
 }
 
+/// The delivery approval `id` holds: its hook, id and payload (None once it acted).
+pub(super) async fn held(
+    store: &Store,
+    id: i64,
+) -> Result<Option<(String, String, serde_json::Value)>> {
+    let row: Option<(String, String, Option<String>)> = store
+        .read(move |c| {
+            Ok(c.query_row(
+                "SELECT hook, delivery, payload FROM hook_deliveries WHERE approval_id = ?1
+                   AND payload IS NOT NULL",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?)
+        })
+        .await?;
+    Ok(row.and_then(|(h, d, p)| Some((h, d, serde_json::from_str(&p?).ok()?))))
+}
+
+/// Keeps a held delivery's payload and approval until the approval closes.
+pub(super) async fn hold(
+    store: &Store,
+    (hook, delivery): (&str, &str),
+    (approval, payload): (i64, &serde_json::Value),
+) -> Result<()> {
+    let (hook, delivery, payload) = (hook.to_owned(), delivery.to_owned(), payload.to_string());
+    let outcome = format!("held for approval {approval}");
+    store
+        .write(move |c| {
+            c.execute(
+                "UPDATE hook_deliveries SET payload = ?3, approval_id = ?4, outcome = ?5
+                 WHERE hook = ?1 AND delivery = ?2",
+                sql::params![hook, delivery, payload, approval, outcome],
+            )?;
+            Ok(())
+        })
+        .await
+}
+
 pub(super) async fn outcome(
     store: &Store,
     (hook, delivery): (&str, &str),
@@ -191,7 +230,8 @@ pub(super) async fn outcome(
     store
         .write(move |c| {
             c.execute(
-                "UPDATE hook_deliveries SET outcome = ?3 WHERE hook = ?1 AND delivery = ?2",
+                "UPDATE hook_deliveries SET outcome = ?3, payload = NULL
+                 WHERE hook = ?1 AND delivery = ?2",
                 sql::params![hook, delivery, outcome],
             )?;
             Ok(())

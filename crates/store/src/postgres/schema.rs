@@ -474,6 +474,8 @@ CREATE TABLE hook_deliveries (
     received_at BIGINT NOT NULL,
     outcome     TEXT NOT NULL,
     detail      TEXT,
+    payload     TEXT,
+    approval_id BIGINT,
     UNIQUE (hook, delivery)
 );
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
