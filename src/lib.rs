@@ -53,6 +53,9 @@
 //!                labels as stored and matched
 //! error.rs       the kernel's typed errors; feedback.rs a member's report about its
 //!                tools and skills (kinds, bounds)
+//! hooks/         events from outside (pure): HMAC-SHA256 signatures in GitHub's and
+//!                a generic form (sign.rs), the replay window, a payload's depth,
+//!                what a hook does and the `$.a.b` values it takes (action.rs)
 //! fsread.rs      reading a file someone named: regular files only, size first, bounded
 //! redact.rs      text we do not control as it leaves for a person or a collector: cut,
 //!                credentials masked (the dashboard, a span's status)
@@ -69,7 +72,7 @@
 //! states.rs      why a run starts (Wake) and the states things are in, as enums,
 //!                each with the one mapping to and from the store's text
 //! workflow_yaml/ workflow YAML (pure): parsing with positions, params, `${{ }}`,
-//!                `trigger:` and `steps:` (spec/flow.rs)
+//!                `trigger:` and `steps:` (spec/flow.rs), `hooks:` (spec/hooks.rs)
 //! result_schema/ results with a shape (pure): a JSON Schema subset (type, properties,
 //!                required, enum, items) parsed with bounds, a result's misfits named
 //! steps/         step workflows (pure): events (`on`), ids and names resolved, the
@@ -218,6 +221,12 @@
 //!                  that marks it running, done when the run that read it succeeded;
 //!                  start.rs a graph checked and written as the instance starts;
 //!                  rows.rs each change names the state it expects)
+//!   hooks/         Hooks, events from outside (`POST /hooks/{name}`): hooks the lead
+//!                  declared, each request checked (signature, replay window, depth,
+//!                  rate) and refused alike whatever is wrong, a delivery kept by the
+//!                  sender's id before it starts a workflow or posts (rows.rs);
+//!                  governed.rs contracts on `event: hook` (deny, notify, a
+//!                  delivery held with its payload until its approval closes)
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in
@@ -297,7 +306,7 @@
 //!   kernel and knowing neither it nor the store. rmcp is named only by the MCP crate,
 //!   the worker (its client) and the binary. Inside the kernel each room is a
 //!   service holding only the rooms below it (registry < governance < messaging <
-//!   context < runtime < tasks < workflows), so a room cannot call one above it: signals go
+//!   context < runtime < tasks < workflows < hooks), so a room cannot call one above it: signals go
 //!   up as events. No room's code names a room above it (`tests/tidy_rooms.rs`;
 //!   `events`, `timing` and the kernel root's own items are shared below them all).
 //!   No room names `Kernel`; `impl Kernel` is only in `facade/` (`tests/tidy.rs`).
@@ -375,7 +384,7 @@ pub mod config;
 pub mod server;
 
 pub use domain::{
-    clock, contracts, error, fsread, names, permissions, placement, trigger, workflow_yaml,
+    clock, contracts, error, fsread, hooks, names, permissions, placement, trigger, workflow_yaml,
 };
 pub use os::{memory, process};
 pub use {kernel, mcp, store, telemetry, worker};

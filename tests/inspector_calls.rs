@@ -130,6 +130,7 @@ fn every_tool(target: &[String], era: &str) {
     let r = call("branch_merge", json!({ "agent": coder }));
     assert_eq!(r["status"], "up_to_date", "{r}");
     board_tools(&call, era);
+    hooks(&call, era, &echo);
     results(target, era);
     delegation(target, era);
 }
@@ -231,6 +232,24 @@ fn delegation(target: &[String], era: &str) {
 }
 
 /// The task board's tools: a plan added, its first task claimed, done, listed.
+/// hook_set: a hook declared (its secret never shown), listed, and deleted.
+fn hooks(call: &dyn Fn(&str, Value) -> Value, era: &str, agent: &str) {
+    let hook = format!("hook-{era}");
+    let secret = format!("a-secret-for-the-{era}-era");
+    let r = call(
+        "hook_set",
+        json!({"name": hook, "secret": secret, "workflow": "@global:main", "to": agent,
+               "params": {"pr": "$.pull_request.number"}}),
+    );
+    assert_eq!(r["hook"]["secret"], "set", "{r}");
+    assert_eq!(r["path"], format!("/hooks/{hook}"), "{r}");
+    let r = call("workflow_list", json!({}));
+    assert!(r["hooks"].to_string().contains(&hook), "{r}");
+    assert!(!r.to_string().contains(&secret), "{r}");
+    let r = call("hook_set", json!({"name": hook, "delete": true}));
+    assert_eq!(r["deleted"], true, "{r}");
+}
+
 fn board_tools(call: &dyn Fn(&str, Value) -> Value, era: &str) {
     let plan = json!({"plan": [{"name": "a", "title": format!("first {era}")},
                                {"name": "b", "title": format!("then {era}"), "deps": ["a"]}]});

@@ -27,6 +27,7 @@ mod documents;
 mod fanout_memory;
 mod feedback;
 mod fuzz;
+mod hooks;
 mod hostile_input;
 mod http_auth;
 mod http_protocol;

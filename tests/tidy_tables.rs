@@ -46,6 +46,8 @@ const OWNERS: &[(&str, &str)] = &[
     ("task_deps", "tasks"),
     ("task_history", "tasks"),
     ("steps", "workflows"),
+    ("hooks", "hooks"),
+    ("hook_deliveries", "hooks"),
 ];
 
 /// Columns owned by another room than their table's: `(table, column, room)`.

@@ -85,6 +85,7 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "branch_merge",
     "contract_list",
     "contract_set",
+    "hook_set",
     "org_set",
     "schedule_set",
     "workflow_context_set",

@@ -25,6 +25,8 @@
 //! - `result_schema`: results with a shape: a JSON Schema subset, parsed with errors
 //!   naming the keyword and the place, and the check of a result naming each misfit
 //! - `workflow_yaml`: workflow YAML: parsing with positions, params, `${{ }}`
+//! - `hooks`: events from outside: signatures (HMAC-SHA256), the replay window,
+//!   a payload's depth, what a hook does and the values it picks by `$.` paths
 //! - `fsread`: reading a file someone named: regular files only, size first, bounded
 //! - `placement`: which node runs an agent: by name or by labels
 //! - `workspace`: where an agent's runs work: a shared folder or a git worktree of
@@ -39,6 +41,7 @@ pub mod error;
 pub mod feedback;
 pub mod fsread;
 pub mod guards;
+pub mod hooks;
 pub mod names;
 pub mod permissions;
 pub mod placement;

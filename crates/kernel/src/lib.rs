@@ -6,13 +6,14 @@
 //! agents, tokens), [`governance::contracts::Contracts`], [`messaging::Messaging`]
 //! (channel, inboxes, status, resources), [`context::Context`] (documents,
 //! proposals), [`runtime::Runtime`] (workers, scheduler, nodes), [`tasks::Tasks`]
-//! (the task board) and [`workflows::Workflows`]; [`feedback::FeedbackRoom`] (what members report about
+//! (the task board), [`workflows::Workflows`] and [`hooks::Hooks`] (events from
+//! outside); [`feedback::FeedbackRoom`] (what members report about
 //! their tools and skills) is built from the store and the events. [`Kernel`] (in
 //! `facade/`) composes them, hands the MCP layer the rooms that decide alone, and
 //! is the façade for what composes rooms.
 //!
 //! The order is store < registry < governance < messaging < context < runtime <
-//! tasks < workflows: a room's code names no room above it (the workspace's
+//! tasks < workflows < hooks: a room's code names no room above it (the workspace's
 //! `tests/tidy_rooms.rs` reads each room's files for one), and [`events`],
 //! [`timing`] and this root's own items are shared below them all; `feedback`
 //! stands beside registry, on the store alone.
@@ -24,6 +25,7 @@ pub mod feedback;
 pub use facade::Kernel;
 pub use timing::Setup;
 pub mod governance;
+pub mod hooks;
 pub mod messaging;
 pub mod registry;
 pub mod runtime;

@@ -558,4 +558,32 @@ CREATE TABLE task_history (
 );
 CREATE INDEX task_history_by_task ON task_history (task_id, id);
 "#,
+    // 27: hooks, the events from outside a lead declared (`POST /hooks/{name}`):
+    // the secret their senders sign with (never shown), what a delivery does
+    // (`action`, JSON) and a per-minute rate; their deliveries, one per sender's
+    // delivery id (a retry finds its row and starts nothing), with what came of it;
+    // one a contract holds keeps its payload until its approval closes.
+    r#"
+CREATE TABLE hooks (
+    name       TEXT PRIMARY KEY COLLATE NOCASE,
+    secret     TEXT NOT NULL,
+    action     TEXT NOT NULL,
+    rate       INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE hook_deliveries (
+    id          INTEGER PRIMARY KEY,
+    hook        TEXT NOT NULL COLLATE NOCASE,
+    delivery    TEXT NOT NULL,
+    event       TEXT,
+    received_at INTEGER NOT NULL,
+    outcome     TEXT NOT NULL,
+    detail      TEXT,
+    payload     TEXT,
+    approval_id INTEGER,
+    UNIQUE (hook, delivery)
+);
+CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
+"#,
 ];

@@ -35,6 +35,19 @@ fn rate(r: Option<Rate>) -> String {
 }
 
 /// "When …": the event a contract is about.
+/// "When a "push" event at a hook matching "git*" arrives".
+fn hook_subject(hook: &Option<String>, kind: &Option<String>) -> String {
+    format!(
+        "When {}{} arrives",
+        kind.as_ref()
+            .map(|k| format!("a \"{k}\" event"))
+            .unwrap_or_else(|| "an event".into()),
+        hook.as_ref()
+            .map(|h| format!(" at a hook matching \"{h}\""))
+            .unwrap_or_else(|| " at a hook".into())
+    )
+}
+
 fn subject(when: &When) -> String {
     let who = |agent: &Option<String>, default: &str| match agent {
         Some(a) => format!("agent {a}"),
@@ -114,6 +127,7 @@ fn subject(when: &When) -> String {
                 .map(|b| format!(" with backend {b}"))
                 .unwrap_or_default()
         ),
+        When::Hook { hook, kind } => hook_subject(hook, kind),
         When::Task {
             state,
             title,
@@ -251,6 +265,7 @@ fn approval(
         When::Merge { .. } => "hold the merge until",
         When::AgentNew { .. } => "hold the new agent until",
         When::Task { .. } => "hold the move until",
+        When::Hook { .. } => "hold the delivery until",
         _ => "wait until",
     };
     format!(

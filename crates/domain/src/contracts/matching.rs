@@ -86,6 +86,9 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
                 && state.as_deref().is_none_or(|x| x == *s)
                 && title.as_deref().is_none_or(|g| glob(g, t))
         }
+        (When::Hook { hook, kind }, Event::Hook { hook: h, kind: k }) => {
+            hook.as_deref().is_none_or(|g| glob(g, h)) && kind.as_deref().is_none_or(|g| glob(g, k))
+        }
         _ => false,
     }
 }

@@ -13,6 +13,7 @@
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
 //! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
 //! | `task` | `state` (the state a task moves to: open, done, failed, cancelled), `title` (glob), `agent` (who moves it) | allow, deny, require_approval, require_votes, notify |
+//! | `hook` | `hook` (glob on the hook's name), `kind` (glob on the sender's event type, e.g. `pull_request`) | allow, deny, require_approval, notify |
 //! | `step` | `on` (the events of [`crate::steps::On`], all of them) | run |
 //!
 //! `step` and `run` are a step workflow's steps (its `steps:` compile to them);
@@ -204,6 +205,12 @@ pub enum When {
         by: Option<String>,
         backend: Option<String>,
     },
+    /// A delivery to a hook (`hook`, a glob) of the sender's event type (`kind`,
+    /// a glob: GitHub's `X-GitHub-Event`).
+    Hook {
+        hook: Option<String>,
+        kind: Option<String>,
+    },
 }
 
 impl When {
@@ -218,6 +225,7 @@ impl When {
             When::Step { .. } => "step",
             When::AgentNew { .. } => "agent_new",
             When::Task { .. } => "task",
+            When::Hook { .. } => "hook",
         }
     }
 
@@ -232,7 +240,7 @@ impl When {
             | When::Task { agent, .. } => agent.as_deref(),
             When::Message { from, .. } => from.as_deref(),
             When::AgentNew { by, .. } => by.as_deref(),
-            When::Step { .. } => None,
+            When::Step { .. } | When::Hook { .. } => None,
         }
     }
 }
@@ -442,6 +450,12 @@ pub enum Event<'a> {
         agent: &'a str,
         state: &'a str,
         title: &'a str,
+    },
+    /// A signed delivery to hook `hook`, its sender's event type `kind` ("" if
+    /// none was said).
+    Hook {
+        hook: &'a str,
+        kind: &'a str,
     },
 }
 

@@ -9,7 +9,8 @@ use super::fields::{glob_field, members, object, only, text, word};
 
 type R<T> = Result<T, String>;
 
-const EVENTS: &str = "tool_request, message, spend, run_end, doc_write, merge, agent_new or task";
+const EVENTS: &str =
+    "tool_request, message, spend, run_end, doc_write, merge, agent_new, task or hook";
 const ACTIONS: &str = "allow, deny, require_approval, require_votes, notify, pause or route";
 const NAME_HELP: &str = "1 to 64 letters, digits, '-', '_' or '.'";
 
@@ -224,6 +225,13 @@ fn when(v: &Value) -> R<When> {
         "merge" => merge_when(o)?,
         "agent_new" => agent_new_when(o)?,
         "task" => task_when(o)?,
+        "hook" => {
+            only(o, "", &["event", "hook", "kind"])?;
+            When::Hook {
+                hook: glob_field(o, "hook")?,
+                kind: glob_field(o, "kind")?,
+            }
+        }
         "step" => step_when(o)?,
         other => return Err(format!("event: unknown event {other:?}; use {EVENTS}")),
     })
@@ -528,6 +536,7 @@ fn fits(when: &When, then: &Then) -> R<()> {
         ],
         When::Step { .. } => &["run"],
         When::AgentNew { .. } => &["allow", "deny", "require_approval", "notify"],
+        When::Hook { .. } => &["allow", "deny", "require_approval", "notify"],
     };
     if ok.contains(&then.action()) {
         return Ok(());

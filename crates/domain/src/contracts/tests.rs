@@ -311,7 +311,7 @@ fn agents_making_agents_are_governed_by_maker_and_backend() {
         (
             json!({"event": "agent_neww"}),
             json!({"action": "deny"}),
-            "merge, agent_new or task",
+            "merge, agent_new, task or hook",
         ),
     ] {
         let e = parse(&json!({"name": "x", "when": when, "then": then})).unwrap_err();

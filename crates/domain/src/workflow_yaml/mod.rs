@@ -29,7 +29,7 @@ mod tests;
 
 pub use interpolate::{Vars, interpolate, interpolate_except};
 pub use params::bind_params;
-pub use spec::{load, parse};
+pub use spec::{HookDecl, load, parse};
 
 use crate::guards::Budget;
 use crate::protocol::MockRule;
@@ -67,6 +67,8 @@ pub struct Workflow {
     pub trigger: Option<String>,
     /// `org:`: the organisation it runs within (None: @global).
     pub org: Option<String>,
+    /// `hooks:`: events from outside that post into the instance (secrets raw).
+    pub hooks: Vec<HookDecl>,
     /// `steps:`: the step graph, checked; prompts raw. Empty: agents route by mentions.
     pub steps: Vec<crate::steps::StepDef>,
     /// What the caller should know that refused nothing (agents given the defaults).

@@ -19,8 +19,8 @@ mod runtime;
 
 use crate::events::Events;
 use crate::{
-    context as ctx, feedback as fb, governance, messaging as msg, registry as reg, runtime as rt,
-    tasks as tk,
+    context as ctx, feedback as fb, governance, hooks as hk, messaging as msg, registry as reg,
+    runtime as rt, tasks as tk,
     timing::{Clock, Setup},
     workflows as wf,
 };
@@ -51,6 +51,10 @@ pub struct Kernel {
     pub(crate) messaging: Arc<msg::Messaging>,
     /// What members report about their tools and skills.
     pub(crate) feedback: Arc<fb::FeedbackRoom>,
+    /// Events from outside: hooks declared, requests to them checked and acted
+    /// on (a field, as `events` is: the room decides alone, and the façade's
+    /// methods are kept for what composes rooms).
+    pub hooks: Arc<hk::Hooks>,
 }
 
 impl Kernel {
@@ -169,7 +173,13 @@ impl Kernel {
             },
             data_dir.to_owned(),
         ));
+        let hooks = Arc::new(hk::Hooks::new(
+            (store.clone(), events.clone(), runtime.clock().clone()),
+            (contracts.clone(), runtime.clone()),
+            (registry.clone(), messaging.clone(), workflows.clone()),
+        ));
         Self {
+            hooks,
             registry,
             store,
             events,
@@ -244,6 +254,7 @@ impl Kernel {
         self.runtime.start_heartbeat().await?;
         self.workflows.start_workflow_watch();
         self.tasks.start_watch();
+        self.hooks.start_watch();
         self.runtime.start_scheduler().await?;
         // Step graphs whose events came while no kernel listened move on now.
         self.workflows.recover_steps().await

@@ -35,7 +35,7 @@ pub struct OrgMember {
     /// What it does here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
-    /// A person, who joins as `<name>@org.<organisation>` (default: an agent).
+    /// A person (default: an agent).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub human: bool,
 }

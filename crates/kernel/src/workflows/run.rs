@@ -63,6 +63,8 @@ pub struct Started {
     pub id: i64,
     pub workflow: WorkflowRef,
     pub warnings: Vec<String>,
+    /// Its `hooks:`, secrets filled in: the hooks room declares them.
+    pub hooks: Vec<workflow_yaml::HookDecl>,
 }
 
 /// An agent as it will be registered (prompt interpolated).
@@ -128,6 +130,12 @@ impl Workflows {
             .map(|k| workflow_yaml::interpolate(k, &vars))
             .transpose()
             .map_err(|e| Error::invalid(format!("kickoff: {e}")))?;
+        let hooks = wf
+            .hooks
+            .iter()
+            .map(|h| h.with_secret(&vars))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::invalid(format!("{e}. Nothing was started.")))?;
         let flow = super::steps::start::Flow::of(&wf, &vars)?;
         let wid = self
             .register(&wf, &wref, &bound, agents, (&flow, org))
@@ -143,6 +151,7 @@ impl Workflows {
             id: wid,
             workflow: wref,
             warnings: wf.warnings,
+            hooks,
         })
     }
 

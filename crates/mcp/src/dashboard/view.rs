@@ -25,6 +25,8 @@ const MESSAGES_PER_POLL: i64 = 100;
 const DECIDED_SHOWN: usize = 5;
 /// Pending approvals shown at most (the rest are counted).
 const PENDING_SHOWN: usize = 50;
+/// Hook deliveries shown (newest first; workflow_list shows more).
+const DELIVERIES_SHOWN: i64 = 10;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = crate::tools::no_null_defaults)]
@@ -98,6 +100,8 @@ pub struct Snapshot {
     pub messages: Vec<ChannelMessage>,
     /// More messages follow the last one returned.
     pub messages_more: bool,
+    /// The newest deliveries to hooks, of every instance (newest first).
+    pub hooks: Vec<kernel::hooks::DeliveryView>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema, Hash)]
@@ -250,6 +254,7 @@ pub async fn snapshot(
         board_more: 0,
         messages: Vec::new(),
         messages_more: false,
+        hooks: kernel.hooks.deliveries(DELIVERIES_SHOWN).await?,
     };
     if let Some(w) = snap.workflow.clone() {
         fill(kernel, &mut snap, &w, since).await?;
@@ -387,7 +392,8 @@ fn version(s: &Snapshot) -> String {
         s.approvals,
         s.documents,
         s.board,
-        s.board_more
+        s.board_more,
+        s.hooks
     ]);
     shown.to_string().hash(&mut h);
     format!("{:016x}", h.finish())

@@ -6,13 +6,15 @@
 //! extensions, which rmcp hands to the tool as `http::request::Parts` (identity per
 //! request). rmcp checks `Host` (loopback names only) and we enable its `Origin`
 //! check for loopback origins, which together stop DNS-rebinding from a browser.
-//! Every other path is 404, not 401: OAuth discovery (`/.well-known/…`,
+//! `POST /hooks/{name}` takes signed events from outside ([`hooks`]), without a
+//! token. Every other path is 404, not 401: OAuth discovery (`/.well-known/…`,
 //! `/register`) must not look like an authorization server that refuses clients.
 //!
 //! Between authentication and rmcp, [`guard`] checks each message and binds
 //! sessions to their token; [`sessions`] keeps idle sessions cheap and bounded.
 
 mod guard;
+pub mod hooks;
 pub mod replay;
 pub mod sessions;
 pub mod sse;
@@ -59,6 +61,7 @@ pub fn app(kernel: Arc<Kernel>, tools: Arc<Tools>, ct: CancellationToken) -> axu
     config.session_store = Some(Arc::new(sessions::Store(sessions.clone())));
     sessions.spawn_sweeper(ct);
     let k = kernel.clone();
+    let kernel_for_hooks = kernel.clone();
     let service = StreamableHttpService::new(
         move || Ok(AgentWorker::new(k.clone(), tools.clone())),
         manager,
@@ -68,8 +71,13 @@ pub fn app(kernel: Arc<Kernel>, tools: Arc<Tools>, ct: CancellationToken) -> axu
         .nest_service(MCP_PATH, service)
         .layer(middleware::from_fn_with_state(sessions, guard::guard))
         .layer(middleware::from_fn_with_state(kernel, authenticate));
+    // Signed events from outside: no bearer token, no session (see `hooks`).
+    let ingress = axum::Router::new()
+        .route(hooks::HOOKS_PATH, axum::routing::post(hooks::receive))
+        .with_state(hooks::Ingress::new(kernel_for_hooks));
     axum::Router::new()
         .merge(mcp)
+        .merge(ingress)
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the MCP endpoint is /mcp") })
 }
 

@@ -122,7 +122,7 @@ pub struct AgentUpdateArgs {
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
     pub delegate: Option<serde_json::Value>,
-    /// A live node to move it to, or {labels: [..]} (it moves if its node lacks them); not while running.
+    /// A live node, or {labels: [..]}; not while running.
     #[serde(default)]
     #[schemars(schema_with = "super::any_value")]
     pub node: Option<PlacementArg>,
@@ -131,7 +131,7 @@ pub struct AgentUpdateArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentListArgs {
-    /// Only this instance's, e.g. "@review:pr-1".
+    /// Only this instance's.
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
@@ -231,7 +231,6 @@ pub struct DeletedOut {
 #[schemars(transform = super::no_null_defaults)]
 pub struct AgentDeleteArgs {
     pub target: String,
-    /// Also delete a worktree agent's branch (kept by default).
     #[serde(default)]
     pub discard: bool,
 }
@@ -256,7 +255,7 @@ pub struct JoinOut {
 
 #[tool_router(router = agent_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Register an agent `name` (a letter, then letters, digits, _ or -) with a `backend`
+    /// Register an agent `name` with a `backend`
     /// (external: a client joined with agent_join; human: a person), `env` {KEY: value}.
     /// Shapes: `permissions`
     /// "read", "edit" (default), "full" or {profile, allow, deny} ("shell:git *"); `schedule`

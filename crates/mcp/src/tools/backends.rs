@@ -27,7 +27,7 @@ pub struct BackendsOut {
 #[tool_router(router = backend_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Which `backends` can run here: found, version, logged in, the fix, what each permission
-    /// profile becomes. Takes a few seconds.
+    /// profile becomes.
     #[tool(
         title = "List backends",
         annotations(

@@ -43,7 +43,7 @@ pub struct BranchMergeArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub into: Option<String>,
-    /// Instead bring this ref into the agent's branch; conflicts are left to the agent.
+    /// Bring this ref into the agent's branch instead; conflicts are left to it.
     #[serde(default)]
     #[schemars(with = "String")]
     pub from: Option<String>,

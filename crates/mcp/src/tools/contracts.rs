@@ -30,14 +30,14 @@ pub struct ContractSetArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
-    /// An organisation, e.g. "review-team": in force in every instance run within it.
+    /// An organisation: in force in its instances.
     #[serde(default)]
     #[schemars(with = "String")]
     pub org: Option<String>,
     /// {event: tool_request (tool read|edit|shell|web|mcp, match, agent) | message (from, to,
     /// text) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write (file,
     /// agent) | merge (agent, into, mode) | agent_new (by, backend) | task (state, title,
-    /// agent)}; tool_request and message also take a rate:
+    /// agent) | hook (hook, kind)}; tool_request and message also take a rate:
     /// more_than (a count) and within (e.g. "1h").
     #[serde(default)]
     #[schemars(schema_with = "super::any_object")]
@@ -65,7 +65,7 @@ pub struct WorkflowFilter {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ContractFilter {
-    /// Those in force in this instance, e.g. "@review:pr-1".
+    /// Those in force in this instance.
     #[serde(default)]
     #[schemars(with = "String")]
     pub workflow: Option<String>,
@@ -140,7 +140,7 @@ fn workflow_arg(w: &Option<String>) -> Result<Option<WorkflowRef>, ToolError> {
 impl AgentWorker {
     /// Create or replace the contract `name`: `when` an event happens, `then` an action, e.g.
     /// when {event: tool_request, tool: shell, match: "rm *"} then {action: deny, reason:
-    /// "ask first"}. In force at once. Cookbook: prompt teams-guide.
+    /// "ask first"}. Cookbook: prompt teams-guide.
     #[tool(
         title = "Set a contract",
         annotations(

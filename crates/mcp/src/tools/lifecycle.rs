@@ -24,7 +24,7 @@ pub struct AgentAskArgs {
     #[serde(default)]
     #[schemars(with = "i64", range(min = 0, max = 50))]
     pub wait_seconds: Option<u64>,
-    /// A JSON schema (type, properties, required, enum, items) the agent's result must fit.
+    /// A JSON schema (type, properties, required, enum, items) the result must fit.
     #[serde(default)]
     #[schemars(schema_with = "super::any_object")]
     pub result_schema: Option<serde_json::Value>,
@@ -34,7 +34,7 @@ pub struct AgentAskArgs {
 #[schemars(transform = super::no_null_defaults)]
 pub struct PauseArgs {
     pub target: String,
-    /// Let a paused agent run again instead.
+    /// Run again instead.
     #[serde(default)]
     pub resume: bool,
 }

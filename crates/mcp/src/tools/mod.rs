@@ -17,6 +17,7 @@ pub(crate) mod contracts;
 mod delegation;
 mod documents;
 mod feedback;
+mod hooks;
 mod inbox;
 mod lifecycle;
 mod orgs;
@@ -218,5 +219,6 @@ impl AgentWorker {
             + Self::contract_tools()
             + Self::org_tools()
             + Self::branch_merge_tools()
+            + Self::hook_tools()
     }
 }

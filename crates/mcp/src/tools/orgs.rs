@@ -12,9 +12,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct OrgSetArgs {
-    /// 1 to 60 of A-Z a-z 0-9 _ - (no dots).
     pub name: String,
-    /// What it is for, at most 2,000 characters.
+    /// What it is for.
     #[serde(default)]
     #[schemars(with = "String")]
     pub description: Option<String>,
@@ -37,8 +36,7 @@ pub struct OrgSetOut {
 #[tool_router(router = org_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Create or change the organisation `name` and its `members` [{name, role, human}]; they
-    /// share a channel and documents, @org.<name>. contract_set {org} binds a contract to it,
-    /// workflow_run {org} runs an instance within it; workflow_list lists them.
+    /// share a channel and documents, @org.<name>. contract_set and workflow_run take {org}.
     #[tool(
         title = "Set an organisation",
         annotations(

@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ScheduleArgs {
-    /// E.g. "30m", after it was last idle. Without a `prompt` it polls: a run only
-    /// if something waits for the agent.
+    /// E.g. "30m" after it was last idle; without a `prompt`, only if something waits.
     #[serde(default)]
     #[schemars(with = "String")]
     pub every: Option<String>,
@@ -63,7 +62,7 @@ pub struct ScheduleOut {
 #[tool_router(router = schedule_tools, vis = "pub(crate)")]
 impl AgentWorker {
     /// Run an agent (`target`) `every` "30m" or at `cron` times too, replacing its schedule;
-    /// `clear` removes it. Returns the next fire time.
+    /// `clear` removes it.
     #[tool(
         title = "Schedule an agent",
         annotations(

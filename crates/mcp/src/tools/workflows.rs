@@ -29,7 +29,7 @@ pub struct ContextArgs {
     #[serde(default)]
     #[schemars(with = "String", extend("enum" = ["file", "sqlite"]))]
     pub documents: Option<String>,
-    /// An existing absolute folder ("" for the default).
+    /// Absolute ("" for the default).
     #[serde(default)]
     #[schemars(with = "String")]
     pub documents_dir: Option<String>,
@@ -150,19 +150,27 @@ pub struct StoppedOut {
     pub branches: Vec<String>,
 }
 
+/// The newest hook deliveries workflow_list shows.
+const HOOK_DELIVERIES_SHOWN: i64 = 20;
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WorkflowsOut {
     pub workflows: Vec<WorkflowListed>,
     /// Every organisation, `global` first: its members, the instances run within it and
     /// its channel's instance (org_set makes and changes them).
     pub organisations: Vec<kernel::registry::orgs::OrgView>,
+    /// The hooks (hook_set), without their secrets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<kernel::hooks::HookView>,
+    /// Their newest deliveries, newest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hook_deliveries: Vec<kernel::hooks::DeliveryView>,
 }
 
 #[tool_router(router = workflow_run_tools, vis = "pub(crate)")]
 impl AgentWorker {
-    /// Run a workflow from YAML (`file` or `yaml`) as @name:tag with `params` {"pr": 123}:
-    /// registers its agents, runs its setup, posts the kickoff. YAML mistakes come back with
-    /// file:line:column and start nothing.
+    /// Run a workflow from YAML (`file` or `yaml`) as @name:tag with `params` {"pr": 123}.
+    /// YAML mistakes come back with file:line:column and start nothing.
     #[tool(
         title = "Run a workflow",
         output_schema = schema_for_output::<WorkflowStatus>(),
@@ -215,6 +223,8 @@ impl AgentWorker {
                     .workflows()
                     .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
                     .await?;
+                // Its `hooks:` post into it from now on.
+                self.kernel.hooks.declare(&s).await?;
                 (s.workflow.to_string(), s.warnings)
             }
         };
@@ -279,8 +289,8 @@ impl AgentWorker {
         }))
     }
 
-    /// Every workflow instance, newest first, with its status and times; and every
-    /// organisation with its members and instances.
+    /// Every workflow instance (newest first, status, times), organisation (members,
+    /// instances) and hook (deliveries).
     #[tool(
         title = "List workflows",
         annotations(
@@ -294,6 +304,8 @@ impl AgentWorker {
         Ok(Json(WorkflowsOut {
             workflows: self.kernel.workflows().workflow_list().await?,
             organisations: self.kernel.registry().org_list().await?,
+            hooks: self.kernel.hooks.hook_list().await?,
+            hook_deliveries: self.kernel.hooks.deliveries(HOOK_DELIVERIES_SHOWN).await?,
         }))
     }
 }

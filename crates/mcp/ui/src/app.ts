@@ -85,7 +85,10 @@ type Snapshot = {
   board_more: number;
   messages: Message[];
   messages_more: boolean;
+  hooks: Delivery[];
 };
+/** A delivery to a hook (events from outside), as workflow_list shows it. */
+type Delivery = { hook: string; delivery: string; event?: string; at: string; outcome: string };
 
 /** The board's columns: each takes the tasks of these columns of the snapshot. */
 const COLUMNS: { key: string; label: string; takes: string[] }[] = [
@@ -240,6 +243,7 @@ class Dashboard {
     if (this.changed("agents", [s.agents, s.agents_more])) this.renderAgents(s);
     this.renderMessages(s.messages);
     if (this.changed("documents", s.documents)) this.renderDocuments(s.documents);
+    if (this.changed("hooks", s.hooks ?? [])) this.renderHooks(s.hooks ?? []);
     this.tick();
   }
 
@@ -268,6 +272,21 @@ class Dashboard {
     $("totals").textContent = st
       ? [count(st.runs, "run"), `${tokens(st.usage)} tokens`, cost(st.usage)].filter(Boolean).join(" · ")
       : "";
+  }
+
+  renderHooks(list: Delivery[]) {
+    $("hooks-section").hidden = list.length === 0;
+    $("hooks").replaceChildren(
+      ...list.map((d) =>
+        el(
+          "li",
+          { class: "card" },
+          el("div", { class: "card-head" }, el("span", { class: "name" }, d.hook), d.event ?? ""),
+          el("div", {}, d.outcome),
+          el("div", { class: "meta" }, `${d.delivery} · ${d.at}`),
+        ),
+      ),
+    );
   }
 
   renderApprovals(list: Approval[], more: number) {

@@ -32,6 +32,8 @@ mod agent_fields;
 mod context;
 mod doc;
 mod flow;
+mod hooks;
+pub use hooks::HookDecl;
 mod steps;
 
 /// Larger YAML is refused before parsing: a workflow is a page, not a data set.
@@ -55,6 +57,7 @@ const TOP_KEYS: &[&str] = &[
     "trigger",
     "steps",
     "org",
+    "hooks",
 ];
 const AGENT_KEYS: &[&str] = &[
     "backend",
@@ -268,7 +271,12 @@ impl Doc<'_> {
             &scope,
         )?;
         let org = self.org(get("org"))?;
+        let hooks = match get("hooks") {
+            Some((_, Node::Null)) | None => Vec::new(),
+            Some((i, n)) => self.hooks(n, &[Step::Entry(i)], &agent_names)?,
+        };
         Ok(Workflow {
+            hooks,
             org,
             trigger,
             steps,

@@ -5,6 +5,7 @@ use super::*;
 use std::path::Path;
 
 mod flow;
+mod hooks;
 mod mistakes;
 use mistakes::MISTAKES;
 

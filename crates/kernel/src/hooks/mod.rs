@@ -1,0 +1,414 @@
+//! Hooks: events from outside that start or feed a team. A room above the
+//! workflows (it starts them and posts to channels) that owns its tables, `hooks`
+//! and `hook_deliveries`.
+//!
+//! - The lead declares a hook (hook_set): its name (the URL's last part), its
+//!   secret, and what a delivery does ([`Action`]). The secret is kept for
+//!   checking signatures and never leaves: views say only that one is set.
+//! - [`Hooks::receive`] takes a request's body and headers and either refuses it
+//!   (a [`Refusal`], which the HTTP layer answers the same way whatever it is, so
+//!   that a sender learns nothing, not even whether the hook exists) or keeps the
+//!   delivery and acts. A hook is ingress only: what it answers carries nothing of
+//!   the team.
+//! - A delivery is kept under the sender's delivery id before it acts: the same id
+//!   again (a sender's retry) finds it and does nothing more.
+//! - Each hook takes at most its `rate` requests a minute (signed or not: a
+//!   bucket refilled evenly); past it, requests are refused before their
+//!   signature is checked.
+
+mod governed;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+use crate::Caller;
+use crate::events::Events;
+use crate::governance::contracts::Contracts;
+use crate::messaging::{Messaging, Outgoing};
+use crate::registry::Registry;
+use crate::runtime::Runtime;
+use crate::timing::Clock;
+use crate::workflows::{
+    Workflows,
+    run::{Source, Started},
+};
+use domain::error::{Error, Result};
+use domain::hooks::{self as spec, Action, Refusal, Signed};
+pub use rows::DeliveryView;
+use rows::Stored;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use store::Store;
+
+/// A hook as the lead sees it: never its secret.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct HookView {
+    pub name: String,
+    /// Always "set": the secret is never shown.
+    pub secret: String,
+    /// What a delivery does, e.g. "start examples/review.yaml as pr-$.number with
+    /// pr=$.pull_request.number".
+    pub action: String,
+    /// Requests a minute it takes.
+    pub rate: u32,
+    /// Deliveries it has kept, and the newest's outcome.
+    pub deliveries: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+}
+
+/// A hook as hook_set gives it.
+#[derive(Debug, Clone)]
+pub struct NewHook {
+    pub name: String,
+    pub secret: String,
+    pub action: Action,
+    pub rate: Option<u32>,
+}
+
+/// What a request carried, as [`Hooks::receive`] reads it.
+pub struct Request<'a> {
+    pub name: &'a str,
+    pub headers: Signed<'a>,
+    /// Shared without a copy with the task that checks it.
+    pub body: Arc<[u8]>,
+}
+
+/// A request taken: a new delivery, or a retry of one already kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    New { delivery: String, outcome: String },
+    Retry { delivery: String },
+}
+
+/// Each hook's bucket: `rate` requests a minute, refilled evenly, at most `rate`
+/// at once. (Only hooks that exist have one.)
+#[derive(Default)]
+struct Counts {
+    buckets: HashMap<String, (f64, i64)>,
+}
+
+/// The hooks room.
+pub struct Hooks {
+    store: Store,
+    events: Events,
+    clock: Clock,
+    contracts: Arc<Contracts>,
+    registry: Arc<Registry>,
+    messaging: Arc<Messaging>,
+    /// Arms the timers of the approvals that hold deliveries.
+    runtime: Arc<Runtime>,
+    workflows: Arc<Workflows>,
+    counts: Mutex<Counts>,
+    /// What a request to a hook that does not exist is checked against, so that
+    /// it costs what a real one does.
+    decoy: [u8; 32],
+}
+
+impl Hooks {
+    pub fn new(
+        (store, events, clock): (Store, Events, Clock),
+        (contracts, runtime): (Arc<Contracts>, Arc<Runtime>),
+        (registry, messaging, workflows): (Arc<Registry>, Arc<Messaging>, Arc<Workflows>),
+    ) -> Self {
+        Self {
+            store,
+            events,
+            clock,
+            contracts,
+            runtime,
+            registry,
+            messaging,
+            workflows,
+            counts: Mutex::default(),
+            decoy: rand::random(),
+        }
+    }
+
+    /// Declares (or replaces) a hook.
+    pub async fn hook_set(&self, h: NewHook) -> Result<HookView> {
+        spec::check_name(&h.name)?;
+        let (min, max) = spec::SECRET_CHARS;
+        let n = h.secret.chars().count();
+        if n < min || n > max {
+            return Err(Error::invalid(format!(
+                "secret: {min} to {max} characters (given {n}); make one with `openssl rand -hex 32`"
+            )));
+        }
+        let rate = h.rate.unwrap_or(spec::DEFAULT_RATE);
+        if rate == 0 || rate > spec::MAX_RATE {
+            return Err(Error::invalid(format!(
+                "rate: requests a minute, 1 to {}",
+                spec::MAX_RATE
+            )));
+        }
+        let action = self.checked(h.action).await?;
+        let now = self.clock.now_ms();
+        let name = h.name.clone();
+        rows::upsert(&self.store, (h.name, h.secret, &action, rate), now).await?;
+        self.counts
+            .lock()
+            .expect("hook counts")
+            .buckets
+            .remove(&name.to_ascii_lowercase());
+        self.view(&name)
+            .await?
+            .ok_or_else(|| Error::internal("the hook just set is gone"))
+    }
+
+    /// A start's file as an absolute path that holds a workflow; a post's instance
+    /// as one that exists.
+    async fn checked(&self, action: Action) -> Result<Action> {
+        match action {
+            Action::Start { file, params, tag } => {
+                let path = std::path::absolute(&file)
+                    .map_err(|e| Error::invalid(format!("file {file:?}: {e}")))?;
+                let p = path.clone();
+                tokio::task::spawn_blocking(move || domain::workflow_yaml::load(&p))
+                    .await
+                    .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
+                    .map_err(|e| Error::invalid(format!("file: {e}")))?;
+                Ok(Action::Start {
+                    file: path.to_string_lossy().into_owned(),
+                    params,
+                    tag,
+                })
+            }
+            Action::Post {
+                workflow,
+                to,
+                params,
+            } => {
+                let scope = self.registry.scope(&Caller::Lead, Some(&workflow)).await?;
+                Ok(Action::Post {
+                    workflow: scope.workflow.to_string(),
+                    to,
+                    params,
+                })
+            }
+        }
+    }
+
+    /// Declares the hooks a started workflow's `hooks:` names, each posting into
+    /// its instance: their names.
+    pub async fn declare(&self, started: &Started) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for h in &started.hooks {
+            let hook = NewHook {
+                name: h.name.clone(),
+                secret: h.secret.clone(),
+                action: Action::Post {
+                    workflow: started.workflow.to_string(),
+                    to: h.to.clone(),
+                    params: h.params.clone(),
+                },
+                rate: h.rate,
+            };
+            names.push(self.hook_set(hook).await?.name);
+        }
+        Ok(names)
+    }
+
+    /// Removes a hook (its deliveries stay on record); false if there was none.
+    pub async fn hook_delete(&self, name: &str) -> Result<bool> {
+        let gone = rows::delete(&self.store, name.to_owned()).await?;
+        self.counts
+            .lock()
+            .expect("hook counts")
+            .buckets
+            .remove(&name.to_ascii_lowercase());
+        Ok(gone)
+    }
+
+    /// Every hook, by name.
+    pub async fn hook_list(&self) -> Result<Vec<HookView>> {
+        rows::list(&self.store, None).await
+    }
+
+    /// The newest `limit` deliveries of every hook, newest first.
+    pub async fn deliveries(&self, limit: i64) -> Result<Vec<DeliveryView>> {
+        rows::deliveries(&self.store, limit).await
+    }
+
+    async fn view(&self, name: &str) -> Result<Option<HookView>> {
+        Ok(rows::list(&self.store, Some(name.to_owned()))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Whether the hook named is past its rate (this request taken from its bucket
+    /// if not).
+    fn over_rate(&self, name: &str, rate: u32) -> bool {
+        let (now, rate) = (self.clock.now_ms(), f64::from(rate));
+        let mut c = self.counts.lock().expect("hook counts");
+        let (tokens, at) = c
+            .buckets
+            .entry(name.to_ascii_lowercase())
+            .or_insert((rate, now));
+        let refilled = (now - *at).max(0) as f64 * rate / 60_000.0;
+        *tokens = (*tokens + refilled).min(rate);
+        *at = now;
+        if *tokens < 1.0 {
+            return true;
+        }
+        *tokens -= 1.0;
+        false
+    }
+
+    /// Checks a request and, when it is signed and new, keeps it and acts.
+    pub async fn receive(&self, req: Request<'_>) -> std::result::Result<Taken, Refusal> {
+        let stored = rows::find(&self.store, req.name.to_owned())
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a hook's row could not be read");
+                Refusal::Unknown
+            })?;
+        if let Some(s) = &stored
+            && self.over_rate(req.name, s.rate)
+        {
+            return Err(Refusal::Rate);
+        }
+        let now_secs = self.clock.now_ms().div_euclid(1000);
+        let secret: Vec<u8> = match &stored {
+            Some(s) => s.secret.as_bytes().to_vec(),
+            None => self.decoy.to_vec(),
+        };
+        let headers = Owned::of(&req.headers);
+        let body = req.body.clone();
+        // Hashing and parsing up to a MiB: off the async threads.
+        let checked = tokio::task::spawn_blocking(move || {
+            let v = spec::verify(&secret, &headers.signed(), &body, now_secs)?;
+            spec::check_depth(&body)?;
+            let payload: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|_| Refusal::NotJson)?;
+            Ok::<_, Refusal>((v, payload))
+        })
+        .await
+        .map_err(|_| Refusal::NotJson)?;
+        let Some(stored) = stored else {
+            return Err(Refusal::Unknown);
+        };
+        let (verified, payload) = checked?;
+        self.deliver(stored, verified.delivery, req.headers.event, payload)
+            .await
+    }
+
+    /// Keeps the delivery (or finds it kept) and acts on a new one.
+    async fn deliver(
+        &self,
+        hook: Stored,
+        delivery: String,
+        event: Option<&str>,
+        payload: serde_json::Value,
+    ) -> std::result::Result<Taken, Refusal> {
+        let now = self.clock.now_ms();
+        let event = event.map(|e| e.chars().take(64).collect::<String>());
+        let kept = rows::keep(&self.store, (&hook.name, &delivery, event.clone()), now).await;
+        match kept {
+            Ok(false) => return Ok(Taken::Retry { delivery }),
+            Ok(true) => {}
+            Err(e) => {
+                tracing::warn!(hook = %hook.name, error = %e, "a delivery could not be kept");
+                return Err(Refusal::Unknown);
+            }
+        }
+        let kind = event.as_deref().unwrap_or_default();
+        let outcome = match self.govern(&hook, kind, &delivery).await {
+            Ok(governed::Said::Go) => match self.act(&hook, &payload).await {
+                Ok(o) => o,
+                Err(e) => format!("failed: {e}"),
+            },
+            Ok(governed::Said::Held { approval }) => {
+                let held = (approval, &payload);
+                if let Err(e) = rows::hold(&self.store, (&hook.name, &delivery), held).await {
+                    tracing::warn!(hook = %hook.name, error = %e, "a held delivery was not kept");
+                }
+                return Ok(Taken::New {
+                    delivery,
+                    outcome: format!("held for approval {approval}"),
+                });
+            }
+            Err(e) => format!("denied: {e}"),
+        };
+        tracing::info!(hook = %hook.name, delivery, outcome, "hook delivery");
+        if let Err(e) = rows::outcome(&self.store, (&hook.name, &delivery), &outcome).await {
+            tracing::warn!(hook = %hook.name, error = %e, "a delivery's outcome was not kept");
+        }
+        Ok(Taken::New { delivery, outcome })
+    }
+
+    /// Does what the hook declares with `payload`: what came of it, in words.
+    async fn act(&self, hook: &Stored, payload: &serde_json::Value) -> Result<String> {
+        let values = hook.action.resolve(payload).map_err(Error::invalid)?;
+        match &hook.action {
+            Action::Start { file, tag, .. } => {
+                let tag = tag
+                    .as_ref()
+                    .map(|t| t.resolve(payload).map(text_of))
+                    .transpose()
+                    .map_err(Error::invalid)?;
+                let started = self
+                    .workflows
+                    .workflow_start(Source::File(file.into()), tag.as_deref(), &values, None)
+                    .await?;
+                self.declare(&started).await?;
+                Ok(format!("started {}", started.workflow))
+            }
+            Action::Post { workflow, to, .. } => {
+                let scope = self.registry.scope(&Caller::Lead, Some(workflow)).await?;
+                let body = if values.is_empty() {
+                    payload.clone()
+                } else {
+                    serde_json::Value::Object(values)
+                };
+                let message = format!("[hook {}] {}", hook.name, cut(&body.to_string()));
+                let out = Outgoing {
+                    message,
+                    to: to.clone(),
+                    force: true,
+                };
+                let sent = self.messaging.channel_send(&scope, out).await?;
+                Ok(format!("posted {} in {workflow}", sent.id))
+            }
+        }
+    }
+}
+
+/// The longest message a delivery posts (the lead's limit is larger; a payload
+/// past this is cut).
+const POSTED_CHARS: usize = 16_000;
+
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(POSTED_CHARS) {
+        Some((i, _)) => format!("{}… (cut)", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+fn text_of(v: serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+/// The headers, owned for the blocking task.
+struct Owned(Option<String>, Option<String>, Option<String>);
+
+impl Owned {
+    fn of(s: &Signed) -> Self {
+        let o = |x: Option<&str>| x.map(str::to_owned);
+        Self(o(s.github), o(s.generic), o(s.delivery))
+    }
+    fn signed(&self) -> Signed<'_> {
+        Signed {
+            github: self.0.as_deref(),
+            generic: self.1.as_deref(),
+            delivery: self.2.as_deref(),
+            event: None,
+        }
+    }
+}

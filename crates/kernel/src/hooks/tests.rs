@@ -1,0 +1,175 @@
+//! The hooks room's decisions on a manual clock: what a request is answered, in
+//! order, and a hook's rate refilled as the clock moves.
+
+use super::{Hooks, NewHook, Request, Taken};
+use crate::testing::{T0, kernel_on, said};
+use crate::timing::Clock;
+use domain::hooks::{Action, Refusal, Signed, sign_generic, sign_github};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const SECRET: &str = "sixteen-or-more-characters";
+
+fn post() -> Action {
+    Action::Post {
+        workflow: "@global:main".into(),
+        to: None,
+        params: BTreeMap::new(),
+    }
+}
+
+async fn set(hooks: &Hooks, name: &str, rate: Option<u32>) {
+    let h = NewHook {
+        name: name.into(),
+        secret: SECRET.into(),
+        action: post(),
+        rate,
+    };
+    hooks.hook_set(h).await.unwrap();
+}
+
+/// A request to `name` signed as `how` says ("github", "generic@<unix secs>",
+/// "forged", "none"), with `delivery` as the sender's id.
+async fn send(
+    hooks: &Hooks,
+    (name, how, delivery): (&str, &str, &str),
+    body: &[u8],
+) -> Result<&'static str, Refusal> {
+    let github = sign_github(SECRET.as_bytes(), body);
+    let forged = sign_github(b"someone-else-entirely", body);
+    let generic = how
+        .strip_prefix("generic@")
+        .map(|t| sign_generic(SECRET.as_bytes(), t.parse().unwrap(), body));
+    let headers = Signed {
+        github: match how {
+            "github" => Some(github.as_str()),
+            "forged" => Some(forged.as_str()),
+            _ => None,
+        },
+        generic: generic.as_deref(),
+        delivery: Some(delivery),
+        event: Some("ping"),
+    };
+    let req = Request {
+        name,
+        headers,
+        body: Arc::from(body),
+    };
+    hooks.receive(req).await.map(|t| match t {
+        Taken::New { .. } => "new",
+        Taken::Retry { .. } => "retry",
+    })
+}
+
+/// The hook, how it is signed, the delivery id, the body, and the answer.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a [u8],
+    Result<&'a str, Refusal>,
+);
+
+#[tokio::test]
+async fn requests_are_answered_in_order_on_the_kernel_s_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(T0);
+    let k = kernel_on(dir.path(), &clock).await;
+    set(&k.hooks, "ci", None).await;
+    let now = T0 / 1000;
+    let (fresh, stale) = (
+        format!("generic@{}", now - 60),
+        format!("generic@{}", now - 301),
+    );
+    let deep = "[".repeat(65) + &"]".repeat(65);
+    let cases: [Case; 8] = [
+        ("ci", "github", "a", b"{}", Ok("new")),
+        ("ci", "github", "a", b"{}", Ok("retry")),
+        ("CI", fresh.as_str(), "b", b"[1]", Ok("new")),
+        ("ci", stale.as_str(), "c", b"{}", Err(Refusal::Stale)),
+        ("ci", "forged", "d", b"{}", Err(Refusal::BadSignature)),
+        ("ci", "none", "e", b"{}", Err(Refusal::Unsigned)),
+        ("ci", "github", "f", deep.as_bytes(), Err(Refusal::NotJson)),
+        ("cd", "github", "g", b"{}", Err(Refusal::Unknown)),
+    ];
+    for (name, how, delivery, body, want) in cases {
+        let got = send(&k.hooks, (name, how, delivery), body).await;
+        assert_eq!(got, want, "{name} {how} {delivery}");
+    }
+    let d = k.hooks.deliveries(10).await.unwrap();
+    let kept: Vec<(&str, &str)> = d
+        .iter()
+        .map(|d| (d.delivery.as_str(), d.outcome.split(' ').next().unwrap()))
+        .collect();
+    assert_eq!(kept, [("b", "posted"), ("a", "posted")]);
+}
+
+#[tokio::test]
+async fn a_hook_s_rate_refills_evenly_as_the_clock_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(T0);
+    let k = kernel_on(dir.path(), &clock).await;
+    set(&k.hooks, "ci", Some(2)).await;
+    // (seconds to move the clock first, taken?)
+    let steps = [
+        (0, true),
+        (0, true),
+        (0, false),
+        (29, false),
+        (1, true),
+        (0, false),
+        (300, true),
+        (0, true),
+        (0, false),
+    ];
+    for (i, (secs, taken)) in steps.into_iter().enumerate() {
+        clock.advance(std::time::Duration::from_secs(secs));
+        let got = send(&k.hooks, ("ci", "github", &format!("d-{i}")), b"{}").await;
+        let want = if taken { Ok("new") } else { Err(Refusal::Rate) };
+        assert_eq!(got, want, "step {i}");
+    }
+}
+
+#[tokio::test]
+async fn a_hook_s_settings_are_checked_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = kernel_on(dir.path(), &Clock::manual(T0)).await;
+    let hook = |name: &str, secret: &str, action: Action, rate| NewHook {
+        name: name.into(),
+        secret: secret.into(),
+        action,
+        rate,
+    };
+    let start = |file: &str| Action::Start {
+        file: file.into(),
+        params: BTreeMap::new(),
+        tag: None,
+    };
+    let cases = [
+        (hook("a b", SECRET, post(), None), "name \"a b\""),
+        (hook("ci", "short", post(), None), "secret: 16 to 256"),
+        (hook("ci", SECRET, post(), Some(0)), "rate:"),
+        (
+            hook("ci", SECRET, start("/nonexistent/x.yaml"), None),
+            "file:",
+        ),
+        (
+            hook(
+                "ci",
+                SECRET,
+                Action::Post {
+                    workflow: "@nowhere:main".into(),
+                    to: None,
+                    params: BTreeMap::new(),
+                },
+                None,
+            ),
+            "nowhere",
+        ),
+    ];
+    for (h, want) in cases {
+        let got = said(&k.hooks.hook_set(h).await);
+        assert!(got.contains(want), "{got}");
+    }
+    assert!(k.hooks.hook_list().await.unwrap().is_empty());
+}
