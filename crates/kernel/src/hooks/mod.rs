@@ -369,6 +369,7 @@ impl Hooks {
                     message,
                     to: to.clone(),
                     force: true,
+                    urgent: false,
                 };
                 let sent = self.messaging.channel_send(&scope, out).await?;
                 Ok(format!("posted {} in {workflow}", sent.id))

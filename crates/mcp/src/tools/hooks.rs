@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 #[schemars(transform = super::no_null_defaults)]
 pub struct HookSetArgs {
     pub name: String,
-    /// 16+ characters, never shown.
+    /// 16+ chars; never shown.
     #[serde(default)]
     #[schemars(with = "String")]
     pub secret: Option<String>,
