@@ -88,17 +88,22 @@ pub async fn main(file: &Path) -> Option<String> {
         .ok()?
         .ok()?;
     let mut seen = Arrivals::shown(std::mem::take(&mut state.shown));
-    let new = seen.fetch(&client).await;
+    // Bounded too: the read marks what it returns seen, so a read cut off by the
+    // CLI's own hook limit would hide a message the model never got.
+    let new = tokio::time::timeout(CONNECT_WITHIN, seen.fetch(&client)).await;
     client.close().await;
+    let new = new.ok()?;
     if new.is_empty() {
         return None;
     }
     state.shown = seen.ids();
-    let body = serde_json::to_vec(&state).ok()?;
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, body)
-        .and_then(|()| std::fs::rename(&tmp, file))
-        .ok()?;
+    // The file only keeps a later call from showing these again: failing to save
+    // it must not withhold what the read already marked seen. Each hook process
+    // writes its own temporary file (the CLI may run hooks of parallel calls at once).
+    if let Ok(body) = serde_json::to_vec(&state) {
+        let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
+        let _ = std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, file));
+    }
     let out = serde_json::json!({"hookSpecificOutput": {
         "hookEventName": event,
         "additionalContext": arrivals::text(&new),
