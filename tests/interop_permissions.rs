@@ -429,8 +429,8 @@ async fn profiles_a_backend_cannot_hold_are_refused() {
 }
 
 /// A kernel, a fake model that calls `file_issue`, and `worker` on `backend` with
-/// `servers` as its own MCP servers, asked to file the crash. What the ask and
-/// agent_info said; the rest is kept alive for more calls.
+/// `servers` as its own MCP servers (and `permissions`, unless null), asked to file
+/// the crash. What the ask and agent_info said; the rest is kept alive for more calls.
 struct Asked {
     r: Value,
     info: Value,
@@ -444,7 +444,12 @@ struct Asked {
     ),
 }
 
-async fn ask_with_own_servers(backend: &str, bin: &Path, servers: Value) -> Asked {
+async fn ask_with_own_servers(
+    backend: &str,
+    bin: &Path,
+    servers: Value,
+    permissions: Value,
+) -> Asked {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let llm = FakeLlm::start(Script::tool_then_text(
@@ -458,14 +463,12 @@ async fn ask_with_own_servers(backend: &str, bin: &Path, servers: Value) -> Aske
     let lead = s.lead(Proto::Legacy).await;
     let env = agent_env(backend, bin, home.path(), &llm.url);
     let model = model_for(backend).unwrap_or("claude-sonnet-4-5");
-    call(
-        &lead,
-        "agent_new",
-        json!({"name": "worker", "backend": backend, "env": env, "model": model,
-               "cwd": work.path().display().to_string(), "mcp_servers": servers}),
-    )
-    .await
-    .ok();
+    let mut args = json!({"name": "worker", "backend": backend, "env": env, "model": model,
+           "cwd": work.path().display().to_string(), "mcp_servers": servers});
+    if !permissions.is_null() {
+        args["permissions"] = permissions;
+    }
+    call(&lead, "agent_new", args).await.ok();
     let r = ask(&lead, "worker", "file the crash", 50).await;
     let info = info(&lead, "worker").await;
     Asked {
@@ -502,6 +505,8 @@ async fn own_server_row(backend: &str) {
             "command": "sh",
             "args": ["-c", "sleep 2; exec \"$0\" \"$1\"", python.display().to_string(), server.display().to_string()],
             "env": {"TRACKER_MARK": mark.display().to_string(), "TRACKER_KEY": "tk-secret-42"}}}),
+        // The server runs in the agent's sandbox: where it records is granted.
+        json!({"allow": [format!("edit:{}", marks.path().display())]}),
     )
     .await;
     assert_eq!(
@@ -587,6 +592,7 @@ async fn own_mcp_server_that_cannot_start_fails_the_codex_run() {
         "codex",
         &bin,
         json!({"tracker": {"command": "/nonexistent/agent-worker-test-server"}}),
+        Value::Null,
     )
     .await;
     assert_eq!(r["status"], "failed", "{r}\n{}", info["runs"][0]);
