@@ -284,8 +284,11 @@ async fn the_inspector_calls_every_tool_in_both_eras_over_http_and_stdio() {
         BIN,
         "--data-dir",
         data.to_str().unwrap(),
+        // Long enough for an Inspector started as a joined agent to reach the
+        // background kernel after the lead's stdio client exited (it starts in
+        // seconds on a busy machine); the kernel stops with its data dir anyway.
         "--idle-exit",
-        "3s",
+        "30s",
     ]
     .map(String::from)
     .to_vec();
