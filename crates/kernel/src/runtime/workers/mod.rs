@@ -408,7 +408,12 @@ impl Workers {
             })
             .await?;
         let (governed, permissions) = self.governed_run(spec);
-        let sandbox = self.sandbox_plan(spec, run_id, (&cwd, &state_dir), &skills, &url);
+        // What the contracts leave of the profile is what the sandbox holds: a CLI
+        // whose edits a contract holds (Codex, narrowed to read) cannot write by any
+        // other way either.
+        let mut fenced = spec.config.permissions.clone();
+        fenced.profile = fenced.profile.min(permissions.profile);
+        let sandbox = self.sandbox_plan(spec, &fenced, run_id, (&cwd, &state_dir), &skills, &url);
         let config = RunConfig {
             run_id: run_id.to_owned(),
             agent: spec.name.clone(),
@@ -512,6 +517,7 @@ impl Workers {
     fn sandbox_plan(
         &self,
         spec: &Spec,
+        permissions: &domain::permissions::Permissions,
         run_id: &str,
         (cwd, state_dir): (&std::path::Path, &std::path::Path),
         skills: &[protocol::SkillRef],
@@ -525,7 +531,7 @@ impl Workers {
             skills: skills.iter().map(|s| s.dir.clone()).collect(),
             kernel_url: url,
         };
-        sandbox::plan(spec, &places)
+        sandbox::plan(spec, permissions, &places)
     }
 
     /// How long a run's worker may print nothing: the agent's `timeout`, or the default.

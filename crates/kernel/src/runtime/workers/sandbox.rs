@@ -6,7 +6,7 @@
 use super::spec::Spec;
 use domain::backends::Backend;
 use domain::error::{Error, Result};
-use domain::permissions::Profile;
+use domain::permissions::{Permissions, Profile};
 use domain::protocol;
 use domain::sandbox::{self, DEVICES, MIN_ABI, Mode, Network, SECRETS, Sandbox};
 use std::path::{Path, PathBuf};
@@ -78,8 +78,7 @@ pub(crate) struct Places<'a> {
 
 /// The run's sandbox (None when its agent's is off). Reads the file system a
 /// little (a worktree's git folder): call it off the async threads.
-pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
-    let p = &spec.config.permissions;
+pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sandbox> {
     let mode = p.sandbox_mode();
     if mode == Mode::Off {
         return None;
