@@ -178,6 +178,11 @@ pub struct Sandbox {
     pub tmp: PathBuf,
     /// The Landlock ABI the run must have (required mode).
     pub abi: u32,
+    /// The run's own pids cgroup, which the worker joins before anything else
+    /// (its `pids.max` is the processes limit, root included); `None`: the
+    /// machine has no writable one and RLIMIT_NPROC holds the count.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
 }
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:

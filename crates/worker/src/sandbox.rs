@@ -4,7 +4,7 @@
 //! inherits it, so the CLI, its shells, scripts and interpreters are held by the
 //! same rules and none can lift them.
 //!
-//! In order: a user namespace of the run's own (so that its process limit counts
+//! In order: the run's own pids cgroup where the machine has one, a user namespace of the run's own (so that its process limit counts
 //! the run's processes, not every process of the user), the resource limits,
 //! `no_new_privs`, then the Landlock ruleset (files, TCP connections, signals out).
 
@@ -45,6 +45,13 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     let mut applied = Applied::default();
     if s.mode == Mode::Off {
         return Ok(applied);
+    }
+    // First, so that everything this worker starts is counted by its pids.max.
+    if let Some(dir) = &s.cgroup {
+        os::cgroup::join(dir).map_err(|source| SandboxError::Limit {
+            what: "processes (its pids cgroup)",
+            source,
+        })?;
     }
     // The run's own temporary folder: the machine's /tmp is hidden. The scratch
     // folder the kernel knows stays where it was (see [`temp_root`]).

@@ -66,6 +66,8 @@ pub struct Workers {
     spending: Arc<Spending>,
     exe: PathBuf,
     limits: process::Limits,
+    /// Each run's own pids cgroup, where the machine has a writable one.
+    cgroups: Option<os::cgroup::Pids>,
     /// Told what a run's end means for scheduling, before the run reports done.
     after: OnceLock<Weak<dyn AfterRun>>,
 }
@@ -95,6 +97,7 @@ pub(crate) struct Parts {
 impl Workers {
     pub(crate) fn new(base: Arc<Base>, p: Parts) -> Self {
         Self {
+            cgroups: sandbox::cgroups(&base.data_dir),
             base,
             running: p.running,
             worktrees: p.worktrees,
@@ -525,7 +528,13 @@ impl Workers {
             skills: skills.iter().map(|s| s.dir.clone()).collect(),
             kernel_url: url,
         };
-        sandbox::plan(spec, &places)
+        let mut plan = sandbox::plan(spec, &places)?;
+        plan.cgroup = self.cgroups.as_ref().and_then(|c| {
+            c.make(run_id, plan.limits.processes)
+                .inspect_err(|e| tracing::warn!(run = run_id, "no pids cgroup: {e}"))
+                .ok()
+        });
+        Some(plan)
     }
 
     /// How long a run's worker may print nothing: the agent's `timeout`, or the default.
@@ -546,6 +555,9 @@ impl Workers {
     pub async fn stop_all_runs(&self) {
         let ids = self.running.agent_ids();
         futures::future::join_all(ids.into_iter().map(|id| self.stop_run(id))).await;
+        if let Some(c) = &self.cgroups {
+            c.close();
+        }
     }
 }
 

@@ -52,10 +52,15 @@ pub(crate) fn check(spec: &Spec) -> Result<()> {
 /// What this machine supports, in words (backend_list's readiness).
 pub fn support() -> String {
     let abi = os::sandbox::landlock_abi();
-    let ns = if os::sandbox::user_namespaces() {
-        "user namespaces (a process limit per run)"
-    } else {
-        "no user namespaces (no process limit)"
+    let ns = match (os::cgroup::root(), os::sandbox::user_namespaces()) {
+        (Some(root), _) => format!(
+            "a process limit per run by a pids cgroup of its own (in {}), root included",
+            root.display()
+        ),
+        (None, true) => "a process limit per run by RLIMIT_NPROC in a user namespace of its \
+                         own (root is exempt: no writable pids cgroup)"
+            .to_owned(),
+        (None, false) => "no user namespaces and no writable pids cgroup (no process limit)".into(),
     };
     match abi {
         0 => format!("no Landlock: required sandboxes are refused; {ns}"),
@@ -143,6 +148,7 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
         limits: p.sandbox_limits(),
         tmp: at.scratch.join("tmp"),
         abi: needed_abi(spec),
+        cgroup: None,
     })
 }
 
@@ -262,6 +268,46 @@ fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
     let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
     let common = gitdir.join(common.trim());
     std::fs::canonicalize(common).ok()
+}
+
+/// The pids cgroups of this kernel's runs, named after its data dir (two
+/// kernels on one machine keep apart, and a kernel's next start sweeps its own).
+pub(crate) fn cgroups(data_dir: &Path) -> Option<os::cgroup::Pids> {
+    let dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned());
+    // FNV-1a: the same name from one build to the next.
+    let h = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    os::cgroup::Pids::open(&format!("{h:016x}"))
+}
+
+/// Watches a run's cgroup until `done`: at the first fork its `pids.max` refused
+/// (a fork bomb, a runaway build), kills every process in it and says so.
+pub(crate) async fn watch_forks(
+    dir: PathBuf,
+    max: u64,
+    done: tokio_util::sync::CancellationToken,
+) -> Option<String> {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => return None,
+            _ = tick.tick() => {}
+        }
+        if os::cgroup::refused_forks(&dir) > 0 {
+            let d = dir.clone();
+            let _ = tokio::task::spawn_blocking(move || os::cgroup::kill_all(&d)).await;
+            return Some(format!(
+                "the run reached its sandbox's processes limit ({max}, the pids cgroup's \
+                 pids.max): its processes were killed; raise permissions.limits.processes \
+                 if it needs more"
+            ));
+        }
+    }
 }
 
 /// The limit a signal says a process hit (`setrlimit(2)`), in words.
