@@ -85,9 +85,40 @@ impl Pids {
     }
 }
 
-/// Joins this process to the cgroup `dir` (its children are born in it).
-pub fn join(dir: &Path) -> std::io::Result<()> {
-    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
+/// The cgroup `dir`'s process list, opened to [`join`] it later (from a
+/// sandbox that can no longer open it); `None` when this process is in it
+/// already ([`enter`] from its parent).
+pub fn opened(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    let tail: Vec<_> = dir.iter().rev().take(2).collect();
+    let tail = match tail[..] {
+        [run, kernel] => Path::new(kernel).join(run),
+        _ => dir.to_owned(),
+    };
+    let inside = std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|c| {
+        c.lines()
+            .any(|l| Path::new(l.rsplit(':').next().unwrap_or("")).ends_with(&tail))
+    });
+    if inside {
+        return Ok(None);
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))?;
+    Ok(Some(f))
+}
+
+/// Joins this process to the cgroup whose process list is `procs` (its
+/// children are born in it).
+pub fn join(mut procs: std::fs::File) -> std::io::Result<()> {
+    use std::io::Write;
+    procs.write_all(std::process::id().to_string().as_bytes())
+}
+
+/// Moves the process `pid` into the cgroup `dir`. A move can wait ~10 ms for the
+/// machine's RCU grace period: the kernel moves a worker as soon as it spawned
+/// it, while the worker starts, and the worker [`join`]s too unless moved.
+pub fn enter(dir: &Path, pid: u32) -> std::io::Result<()> {
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string())
 }
 
 /// The processes in the cgroup `dir`.

@@ -110,6 +110,11 @@ impl Workers {
         }
     }
 
+    /// A run's scratch folder, in the data dir.
+    pub(crate) fn scratch_dir(&self, run_id: &str) -> PathBuf {
+        protocol::scratch_dir(&self.base.data_dir, run_id)
+    }
+
     /// The binary a worker runs.
     pub(crate) fn exe(&self) -> &std::path::Path {
         &self.exe
@@ -221,7 +226,7 @@ impl Workers {
                 progress: progress.clone(),
                 wake_again: None,
                 held: spec.held.clone(),
-                held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
+                held_file: self.scratch_dir(&run_id).join(protocol::HELD_FILE),
                 denials: spec.denials.clone(),
                 _worktree: None,
             },
@@ -421,6 +426,7 @@ impl Workers {
             system: spec.system.clone(),
             cwd: cwd.clone(),
             state_dir,
+            scratch: self.scratch_dir(run_id),
             idle_ms: self.idle_limit(spec).as_millis() as u64,
             url,
             token,
@@ -523,7 +529,7 @@ impl Workers {
         let places = sandbox::Places {
             cwd,
             state_dir,
-            scratch: spec.scratch_dir(run_id),
+            scratch: self.scratch_dir(run_id),
             data_dir: &self.base.data_dir,
             skills: skills.iter().map(|s| s.dir.clone()).collect(),
             kernel_url: url,

@@ -7,7 +7,6 @@ use super::spec::Spec;
 use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::permissions::Profile;
-use domain::protocol;
 use domain::sandbox::{self, DEVICES, MIN_ABI, Mode, Network, SECRETS, Sandbox};
 use std::path::{Path, PathBuf};
 
@@ -95,8 +94,8 @@ pub(crate) fn plan(spec: &Spec, at: &Places<'_>) -> Option<Sandbox> {
         (Some(rest), Some(h)) => h.join(rest),
         _ => PathBuf::from(s),
     };
+    // Other runs' scratch folders are in the data dir.
     let mut hidden: Vec<PathBuf> = vec![at.data_dir.to_owned()];
-    hidden.extend(other_scratch(&at.scratch));
     if let Some(h) = &home {
         hidden.extend(SECRETS.iter().map(|s| h.join(s)));
     }
@@ -235,25 +234,6 @@ fn workspace_folders(backend: Backend) -> &'static [&'static str] {
         Backend::Gemini => &[".gemini"],
         _ => &[],
     }
-}
-
-/// The scratch folders of the other runs in progress beside this run's.
-fn other_scratch(scratch: &Path) -> Vec<PathBuf> {
-    let (Some(root), Some(mine)) = (scratch.parent(), scratch.file_name()) else {
-        return Vec::new();
-    };
-    let prefix = protocol::scratch_dir(Path::new(""), "");
-    let prefix = prefix.to_string_lossy();
-    std::fs::read_dir(root)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    e.file_name() != mine && e.file_name().to_string_lossy().starts_with(&*prefix)
-                })
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A worktree's repository's git folder (`commondir`), where its commits land.

@@ -40,6 +40,7 @@ impl Workers {
             }
         });
         let (cgroup, watched) = self.watch_cgroup(&spec, &run_id);
+        let cgroup_dir = cgroup.as_ref().map(|(d, _)| d.clone());
         let finished = process::supervise(
             cmd,
             limits.clone(),
@@ -51,6 +52,11 @@ impl Workers {
                     agent: spec.name.clone(),
                     run_id: run_id.clone(),
                 });
+                // At once, while the worker starts (see os::cgroup::enter).
+                if let Some(d) = cgroup_dir {
+                    let pid = s.pid;
+                    tokio::task::spawn_blocking(move || os::cgroup::enter(&d, pid));
+                }
                 let _ = pid_tx.send(s);
             },
             |line| folded.fold(&line, &progress),
@@ -70,7 +76,7 @@ impl Workers {
         }
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
-        let _ = tokio::fs::remove_dir_all(spec.scratch_dir(&run_id)).await;
+        let _ = tokio::fs::remove_dir_all(self.scratch_dir(&run_id)).await;
         conclude(&mut end, finished, outcome, &limits);
         if let Some(why) = over {
             end.ok = false;
