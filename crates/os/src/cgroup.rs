@@ -61,12 +61,14 @@ impl Pids {
     /// A run's cgroup, made with at most `max` processes.
     pub fn make(&self, run: &str, max: u64) -> std::io::Result<PathBuf> {
         let dir = self.dir(run);
-        std::fs::create_dir_all(&dir)?;
+        // Once more if the kernel's folder went in between ([`Self::close`]).
+        std::fs::create_dir_all(&dir).or_else(|_| std::fs::create_dir_all(&dir))?;
         std::fs::write(dir.join("pids.max"), max.to_string())?;
         Ok(dir)
     }
 
-    /// Removes this kernel's folder when no run's cgroup is left in it.
+    /// Removes this kernel's folder when no run's cgroup is left in it (after
+    /// each run, so that a kernel that is not stopped leaves nothing either).
     pub fn close(&self) {
         let _ = std::fs::remove_dir(&self.base);
     }

@@ -116,7 +116,14 @@ impl Workers {
     async fn drop_cgroup(&self, watched: Option<Watched>) -> Option<String> {
         let (dir, task) = watched?;
         let over = task.await.ok().flatten();
-        let _ = tokio::task::spawn_blocking(move || os::cgroup::remove(&dir)).await;
+        let kernel = self.cgroups.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            os::cgroup::remove(&dir);
+            if let Some(k) = kernel {
+                k.close();
+            }
+        })
+        .await;
         over
     }
 
