@@ -420,3 +420,70 @@ async fn gemini_cli_commands_are_held() {
 async fn opencode_commands_are_held() {
     cli_commands_held("opencode").await;
 }
+
+/// A classic fork bomb under the default limits: the run's processes limit
+/// stops it (a pids cgroup of the run's own where the machine has one, which
+/// holds root too), the run ends naming the limit, nothing of it is left, and the
+/// kernel answers a tool call within a second meanwhile.
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_default_process_limit_and_the_kernel_answers() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let b = call(&lead, "backend_list", json!({"backends": ["mock"]}))
+        .await
+        .ok();
+    let cgroup = b["sandbox"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("pids cgroup");
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let bomb = "bomb() { bomb | bomb & }; bomb; sleep 30";
+    let steps = [(
+        "run_command",
+        json!({"command": bomb, "timeout_seconds": 15}),
+    )];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let perms = json!({"profile": "edit", "allow": ["shell"]});
+    sdk_agent(&lead, "bomber", work.path(), &llm, &o, perms).await;
+    // Another client asks the kernel something, again and again, while it runs.
+    let other = s.lead(Proto::Legacy).await;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    let probe = tokio::spawn(async move {
+        let (mut slowest, mut calls) = (std::time::Duration::ZERO, 0);
+        while !d.load(std::sync::atomic::Ordering::Relaxed) {
+            let t = std::time::Instant::now();
+            call(&other, "agent_list", json!({})).await.ok();
+            slowest = slowest.max(t.elapsed());
+            calls += 1;
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        (slowest, calls)
+    });
+    let r = ask(&lead, "bomber", "go", 45).await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (slowest, calls) = probe.await.unwrap();
+    assert!(
+        calls > 0 && slowest < std::time::Duration::from_secs(1),
+        "{slowest:?} {r}"
+    );
+    let run_id = r["run_id"].as_str().unwrap_or_default().to_owned();
+    if cgroup {
+        assert_eq!(r["status"], "failed", "{r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(error.contains("processes limit (512"), "{r}");
+    }
+    // No process is left of the run: none on the machine is in its cgroup.
+    let left: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("cgroup")).is_ok_and(|c| c.contains(&run_id))
+        })
+        .map(|e| e.file_name())
+        .collect();
+    assert!(!run_id.is_empty() && left.is_empty(), "{left:?} {r}");
+    s.stop().await;
+}

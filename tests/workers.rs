@@ -481,7 +481,7 @@ fn write_stand_in_clis(bin: &Path) {
             &p,
             r#"#!/bin/sh
 [ "$1" = "--version" ] && { echo "0.0.0 (test)"; exit 0; }
-{ cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; } > "$MARKS/$AGENT.tmp"
+{ cat .gemini/settings.json .cursor/mcp.json 2>/dev/null; ls "$TMPDIR"; echo "$@"; } > "$MARKS/$AGENT.tmp"
 mv "$MARKS/$AGENT.tmp" "$MARKS/$AGENT"
 echo '{"type":"init","session_id":"s"}'
 sleep 600
@@ -512,7 +512,7 @@ async fn assert_each_cli_saw_our_server(marks: &Path, agents: [(&str, &str); 4],
         "{}",
         seen("c1")
     );
-    assert!(seen("k1").contains("agent-worker-run-"), "{}", seen("k1"));
+    assert!(seen("k1").contains("/scratch/run-"), "{}", seen("k1"));
 }
 
 /// Kills k1's worker process with SIGKILL, giving it no chance to clean up.
@@ -628,7 +628,8 @@ async fn stopped_cli_runs_put_the_shared_workspace_back() {
     call(&lead, "agent_pause", json!({"target": "k1"}))
         .await
         .ok();
-    assert_workspace_restored(work.path(), tmp.path(), users_cursor).await;
+    // The runs' scratch folders are in the data dir.
+    assert_workspace_restored(work.path(), &dir.path().join("scratch"), users_cursor).await;
     for (name, _) in agents {
         let i = wait_info(&lead, name, 10, |i| i.get("running").is_none()).await;
         let (status, class) = match name {

@@ -25,16 +25,18 @@ pub const MAX_RUN_CONFIG: u64 = 16 * 1024 * 1024;
 /// The name backends see for the kernel's own MCP server (tools `mcp__team__…`).
 pub const TEAM_SERVER: &str = "team";
 
-/// A run's private scratch folder under the worker's temp dir (a CLI's system prompt
-/// and MCP config, which holds the run's token). The worker removes it; the kernel
+/// A run's private scratch folder (a CLI's system prompt and MCP config, which
+/// holds the run's token, and its `TMPDIR`) in the kernel's data dir: hidden from
+/// every other run with the data dir, at no cost (hiding one in a crowded `/tmp`
+/// took a Landlock rule per entry of `/tmp`). The worker removes it; the kernel
 /// removes it again when the run ends, in case the worker was killed first.
+pub fn scratch_dir(data_dir: &std::path::Path, run_id: &str) -> PathBuf {
+    data_dir.join("scratch").join(format!("run-{run_id}"))
+}
+
 /// The file the kernel keeps in a run's scratch folder while the run waits for an
 /// approval: the worker's supervision of its CLI then does not count the silence.
 pub const HELD_FILE: &str = "held";
-
-pub fn scratch_dir(temp: &std::path::Path, run_id: &str) -> PathBuf {
-    temp.join(format!("agent-worker-run-{run_id}"))
-}
 
 /// Everything a worker needs for one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +53,8 @@ pub struct RunConfig {
     /// The agent's own folder in the data dir (already created), for state that must
     /// not land in a shared working directory (the mock's `times` counters).
     pub state_dir: PathBuf,
+    /// The run's scratch folder ([`scratch_dir`]; made by the worker).
+    pub scratch: PathBuf,
     /// The kernel stops a run whose worker prints nothing for this long; the worker
     /// keeps its CLI to a little less so it can still say why.
     pub idle_ms: u64,

@@ -173,11 +173,16 @@ pub struct Sandbox {
     /// TCP ports a run may connect to; `None`: any.
     pub connect: Option<Vec<u16>>,
     pub limits: Limits,
-    /// The run's own temporary folder (`TMPDIR` of everything it starts): the
-    /// machine's `/tmp` holds other runs' scratch folders and is hidden.
+    /// The run's own temporary folder (`TMPDIR` of everything it starts), in its
+    /// scratch folder: what it puts there no other run reads.
     pub tmp: PathBuf,
     /// The Landlock ABI the run must have (required mode).
     pub abi: u32,
+    /// The run's own pids cgroup, which the worker joins before anything else
+    /// (its `pids.max` is the processes limit, root included); `None`: the
+    /// machine has no writable one and RLIMIT_NPROC holds the count.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
 }
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:
@@ -234,12 +239,21 @@ fn cover_into(
     if hidden.iter().any(|h| dir.starts_with(h)) {
         return;
     }
-    if !hidden.iter().any(|h| h.starts_with(dir)) {
+    // The names in `dir` on the way to a hidden path: the only entries split
+    // further (a crowded folder's other entries are granted without a look).
+    let on_the_way: Vec<&std::ffi::OsStr> = hidden
+        .iter()
+        .filter_map(|h| h.strip_prefix(dir).ok()?.iter().next())
+        .collect();
+    if on_the_way.is_empty() {
         out.push(dir.to_owned());
         return;
     }
     for entry in list(dir) {
-        cover_into(&entry, hidden, list, out);
+        match entry.file_name() {
+            Some(n) if on_the_way.contains(&n) => cover_into(&entry, hidden, list, out),
+            _ => out.push(entry),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! freed memory back.
 
 pub mod bounded;
+pub mod cgroup;
 pub mod memory;
 pub mod process;
 pub mod sandbox;

@@ -6,7 +6,9 @@
 //!
 //! In order: a user namespace of the run's own (so that its process limit counts
 //! the run's processes, not every process of the user), the resource limits,
-//! `no_new_privs`, then the Landlock ruleset (files, TCP connections, signals out).
+//! `no_new_privs`, then the Landlock ruleset (files, TCP connections, signals
+//! out); the run's own pids cgroup, where the machine has one, before the
+//! worker starts any process ([`counted`]).
 
 use domain::sandbox::{Limits, Mode, Sandbox, cover};
 use landlock::{
@@ -46,9 +48,18 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     if s.mode == Mode::Off {
         return Ok(applied);
     }
-    // The run's own temporary folder: the machine's /tmp is hidden. The scratch
-    // folder the kernel knows stays where it was (see [`temp_root`]).
-    let _ = TEMP_ROOT.set(std::env::temp_dir());
+    // The run's pids cgroup, unless the kernel moved this worker into it already:
+    // opened now, joined once the sandbox is on, by a thread of its own (a move
+    // may wait ~10 ms for the machine's RCU grace period), before the worker
+    // starts any process ([`counted`]).
+    let procs = match &s.cgroup {
+        Some(dir) => os::cgroup::opened(dir).map_err(|source| SandboxError::Limit {
+            what: "processes (its pids cgroup)",
+            source,
+        })?,
+        None => None,
+    };
+    // The run's own temporary folder, in its scratch folder (in the data dir).
     if std::fs::create_dir_all(&s.tmp).is_ok() {
         // SAFETY: no other thread exists yet (the caller's contract), so nothing
         // reads the environment while it changes.
@@ -65,7 +76,31 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     applied.landlock = landlock(s)?;
+    if let Some(f) = procs {
+        *JOINING.lock().unwrap() = Some(std::thread::spawn(move || os::cgroup::join(f)));
+    }
     Ok(applied)
+}
+
+/// The thread joining the run's pids cgroup, until [`counted`] waited for it.
+static JOINING: std::sync::Mutex<Option<std::thread::JoinHandle<std::io::Result<()>>>> =
+    std::sync::Mutex::new(None);
+static JOIN_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Waits until this worker is in its run's pids cgroup (at once after the
+/// first time): call it before starting any process, so that the run's
+/// processes limit counts it.
+pub fn counted() -> Result<(), String> {
+    let mut joining = JOINING.lock().unwrap();
+    if let Some(t) = joining.take() {
+        let r = t
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("panicked")));
+        if let Err(e) = r {
+            let _ = JOIN_FAILED.set(format!("sandbox: cannot join its pids cgroup: {e}"));
+        }
+    }
+    JOIN_FAILED.get().map_or(Ok(()), |e| Err(e.clone()))
 }
 
 /// A user namespace mapping the user to itself: files look the same, and
@@ -195,9 +230,14 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     for (path, access) in grants {
         // A path that is not there (a device this machine lacks) grants nothing.
         let Ok(fd) = PathFd::new(path) else { continue };
-        let access = match std::fs::metadata(path) {
-            Ok(m) if !m.is_dir() => access & AccessFs::from_file(ABI_USED),
-            _ => access,
+        // Asked of the open file: no second walk of the path.
+        let is_dir = nix::sys::stat::fstat(std::os::fd::AsFd::as_fd(&fd)).map_or(true, |st| {
+            st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
+        });
+        let access = if is_dir {
+            access
+        } else {
+            access & AccessFs::from_file(ABI_USED)
         };
         rules = rules.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
     }
@@ -220,7 +260,6 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     Ok(status.ruleset != RulesetStatus::NotEnforced)
 }
 
-static TEMP_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// The folders [`apply`] made for a CLI's workspace configuration.
 static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
@@ -236,12 +275,6 @@ pub fn tidy() {
     for dir in MADE.lock().unwrap().iter() {
         let _ = std::fs::remove_dir(dir);
     }
-}
-
-/// The temporary folder the kernel put the run's scratch folder in: the one this
-/// worker was started with, before its sandbox gave it its own `TMPDIR`.
-pub fn temp_root() -> PathBuf {
-    TEMP_ROOT.get().cloned().unwrap_or_else(std::env::temp_dir)
 }
 
 /// This machine's Landlock ABI (0 without Landlock).

@@ -143,9 +143,9 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    fn new(run_id: &str) -> Result<Self, Failure> {
+    fn new(dir: &std::path::Path) -> Result<Self, Failure> {
         use std::os::unix::fs::DirBuilderExt;
-        let dir = super::protocol::scratch_dir(&crate::sandbox::temp_root(), run_id);
+        let dir = dir.to_owned();
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -191,6 +191,7 @@ impl Drop for Scratch {
 /// Runs a short command (an auth check); its exit success and combined output.
 pub async fn probe(program: &str, args: &[&str]) -> Option<(bool, String)> {
     let found = locate::locate(program)?;
+    crate::sandbox::counted().ok()?;
     let mut cmd = tokio::process::Command::new(&found.path);
     if let Some(p) = locate::path_with(&found) {
         cmd.env("PATH", p);
@@ -232,10 +233,7 @@ fn cli_limits(cfg: &RunConfig) -> Limits {
         idle: idle.saturating_sub((idle / 10).min(Duration::from_secs(30))),
         total: k.total.saturating_sub(Duration::from_secs(60)),
         grace: Duration::from_secs(3),
-        held: process::Held::File(
-            super::protocol::scratch_dir(&crate::sandbox::temp_root(), &cfg.run_id)
-                .join(super::protocol::HELD_FILE),
-        ),
+        held: process::Held::File(cfg.scratch.join(super::protocol::HELD_FILE)),
     }
 }
 
@@ -334,7 +332,7 @@ impl Cli {
         run: &Run<'_>,
         session: Option<&str>,
     ) -> Result<Option<String>, Failure> {
-        let scratch = Scratch::new(&run.cfg.run_id)?;
+        let scratch = Scratch::new(&run.cfg.scratch)?;
         let mut inv = match self.kind {
             Kind::Claude => claude::invocation(run, session, &scratch)?,
             Kind::Codex => codex::invocation(run, session)?,
@@ -401,6 +399,7 @@ async fn drive(
             format!("{} is no longer installed", inv.program),
         )
     })?;
+    crate::sandbox::counted().map_err(|e| Failure::new(ErrorClass::Other, e))?;
     let mut cmd = tokio::process::Command::new(&found.path);
     cmd.args(&inv.args).current_dir(&run.cfg.cwd);
     if let Some(p) = locate::path_with(&found) {

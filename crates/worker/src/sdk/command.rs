@@ -31,6 +31,7 @@ pub async fn run_command(
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_TIMEOUT)
         .clamp(Duration::from_secs(1), MAX_TIMEOUT);
+    crate::sandbox::counted()?;
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c").arg(command).current_dir(dir);
     // The worker's own secrets are not the command's business.

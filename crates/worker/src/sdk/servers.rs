@@ -73,6 +73,7 @@ impl Servers {
             };
             let service = match spec {
                 McpServer::Stdio(s) => {
+                    crate::sandbox::counted().map_err(fail)?;
                     let mut cmd = tokio::process::Command::new(&s.command);
                     crate::agent_otel(&mut cmd);
                     cmd.args(&s.args).envs(&s.env).current_dir(cwd);

@@ -66,6 +66,8 @@ pub struct Workers {
     spending: Arc<Spending>,
     exe: PathBuf,
     limits: process::Limits,
+    /// Each run's own pids cgroup, where the machine has a writable one.
+    cgroups: Option<os::cgroup::Pids>,
     /// Told what a run's end means for scheduling, before the run reports done.
     after: OnceLock<Weak<dyn AfterRun>>,
 }
@@ -95,6 +97,7 @@ pub(crate) struct Parts {
 impl Workers {
     pub(crate) fn new(base: Arc<Base>, p: Parts) -> Self {
         Self {
+            cgroups: sandbox::cgroups(&base.data_dir),
             base,
             running: p.running,
             worktrees: p.worktrees,
@@ -105,6 +108,11 @@ impl Workers {
             limits: process::Limits::default(),
             after: OnceLock::new(),
         }
+    }
+
+    /// A run's scratch folder, in the data dir.
+    pub(crate) fn scratch_dir(&self, run_id: &str) -> PathBuf {
+        protocol::scratch_dir(&self.base.data_dir, run_id)
     }
 
     /// The binary a worker runs.
@@ -218,7 +226,7 @@ impl Workers {
                 progress: progress.clone(),
                 wake_again: None,
                 held: spec.held.clone(),
-                held_file: spec.scratch_dir(&run_id).join(protocol::HELD_FILE),
+                held_file: self.scratch_dir(&run_id).join(protocol::HELD_FILE),
                 denials: spec.denials.clone(),
                 _worktree: None,
             },
@@ -423,6 +431,7 @@ impl Workers {
             system: spec.system.clone(),
             cwd: cwd.clone(),
             state_dir,
+            scratch: self.scratch_dir(run_id),
             idle_ms: self.idle_limit(spec).as_millis() as u64,
             url,
             token,
@@ -526,12 +535,18 @@ impl Workers {
         let places = sandbox::Places {
             cwd,
             state_dir,
-            scratch: spec.scratch_dir(run_id),
+            scratch: self.scratch_dir(run_id),
             data_dir: &self.base.data_dir,
             skills: skills.iter().map(|s| s.dir.clone()).collect(),
             kernel_url: url,
         };
-        sandbox::plan(spec, permissions, &places)
+        let mut plan = sandbox::plan(spec, permissions, &places)?;
+        plan.cgroup = self.cgroups.as_ref().and_then(|c| {
+            c.make(run_id, plan.limits.processes)
+                .inspect_err(|e| tracing::warn!(run = run_id, "no pids cgroup: {e}"))
+                .ok()
+        });
+        Some(plan)
     }
 
     /// How long a run's worker may print nothing: the agent's `timeout`, or the default.
@@ -552,6 +567,9 @@ impl Workers {
     pub async fn stop_all_runs(&self) {
         let ids = self.running.agent_ids();
         futures::future::join_all(ids.into_iter().map(|id| self.stop_run(id))).await;
+        if let Some(c) = &self.cgroups {
+            c.close();
+        }
     }
 }
 

@@ -7,7 +7,6 @@ use super::spec::Spec;
 use domain::backends::Backend;
 use domain::error::{Error, Result};
 use domain::permissions::{Permissions, Profile};
-use domain::protocol;
 use domain::sandbox::{self, DEVICES, MIN_ABI, Mode, Network, SECRETS, Sandbox};
 use std::path::{Path, PathBuf};
 
@@ -52,10 +51,15 @@ pub(crate) fn check(spec: &Spec) -> Result<()> {
 /// What this machine supports, in words (backend_list's readiness).
 pub fn support() -> String {
     let abi = os::sandbox::landlock_abi();
-    let ns = if os::sandbox::user_namespaces() {
-        "user namespaces (a process limit per run)"
-    } else {
-        "no user namespaces (no process limit)"
+    let ns = match (os::cgroup::root(), os::sandbox::user_namespaces()) {
+        (Some(root), _) => format!(
+            "a process limit per run by a pids cgroup of its own (in {}), root included",
+            root.display()
+        ),
+        (None, true) => "a process limit per run by RLIMIT_NPROC in a user namespace of its \
+                         own (root is exempt: no writable pids cgroup)"
+            .to_owned(),
+        (None, false) => "no user namespaces and no writable pids cgroup (no process limit)".into(),
     };
     match abi {
         0 => format!("no Landlock: required sandboxes are refused; {ns}"),
@@ -89,8 +93,8 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         (Some(rest), Some(h)) => h.join(rest),
         _ => PathBuf::from(s),
     };
+    // Other runs' scratch folders are in the data dir.
     let mut hidden: Vec<PathBuf> = vec![at.data_dir.to_owned()];
-    hidden.extend(other_scratch(&at.scratch));
     if let Some(h) = &home {
         hidden.extend(SECRETS.iter().map(|s| h.join(s)));
     }
@@ -142,6 +146,7 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         limits: p.sandbox_limits(),
         tmp: at.scratch.join("tmp"),
         abi: needed_abi(spec),
+        cgroup: None,
     })
 }
 
@@ -230,25 +235,6 @@ fn workspace_folders(backend: Backend) -> &'static [&'static str] {
     }
 }
 
-/// The scratch folders of the other runs in progress beside this run's.
-fn other_scratch(scratch: &Path) -> Vec<PathBuf> {
-    let (Some(root), Some(mine)) = (scratch.parent(), scratch.file_name()) else {
-        return Vec::new();
-    };
-    let prefix = protocol::scratch_dir(Path::new(""), "");
-    let prefix = prefix.to_string_lossy();
-    std::fs::read_dir(root)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    e.file_name() != mine && e.file_name().to_string_lossy().starts_with(&*prefix)
-                })
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A worktree's repository's git folder (`commondir`), where its commits land.
 fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
@@ -261,6 +247,46 @@ fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
     let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
     let common = gitdir.join(common.trim());
     std::fs::canonicalize(common).ok()
+}
+
+/// The pids cgroups of this kernel's runs, named after its data dir (two
+/// kernels on one machine keep apart, and a kernel's next start sweeps its own).
+pub(crate) fn cgroups(data_dir: &Path) -> Option<os::cgroup::Pids> {
+    let dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned());
+    // FNV-1a: the same name from one build to the next.
+    let h = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    os::cgroup::Pids::open(&format!("{h:016x}"))
+}
+
+/// Watches a run's cgroup until `done`: at the first fork its `pids.max` refused
+/// (a fork bomb, a runaway build), kills every process in it and says so.
+pub(crate) async fn watch_forks(
+    dir: PathBuf,
+    max: u64,
+    done: tokio_util::sync::CancellationToken,
+) -> Option<String> {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => return None,
+            _ = tick.tick() => {}
+        }
+        if os::cgroup::refused_forks(&dir) > 0 {
+            let d = dir.clone();
+            let _ = tokio::task::spawn_blocking(move || os::cgroup::kill_all(&d)).await;
+            return Some(format!(
+                "the run reached its sandbox's processes limit ({max}, the pids cgroup's \
+                 pids.max): its processes were killed; raise permissions.limits.processes \
+                 if it needs more"
+            ));
+        }
+    }
 }
 
 /// The limit a signal says a process hit (`setrlimit(2)`), in words.

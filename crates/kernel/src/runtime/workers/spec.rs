@@ -10,7 +10,6 @@ use domain::names::WorkflowRef;
 use domain::protocol;
 use domain::states::{AgentState, Wake, WorkflowState};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use store::sql::OptionalExtension;
@@ -43,16 +42,6 @@ pub(crate) struct Spec {
 }
 
 impl Spec {
-    /// The run's scratch folder as its worker sees it (under the agent's TMPDIR).
-    pub(crate) fn scratch_dir(&self, run_id: &str) -> PathBuf {
-        let temp = self
-            .env
-            .get("TMPDIR")
-            .filter(|t| !t.is_empty())
-            .map_or_else(std::env::temp_dir, PathBuf::from);
-        protocol::scratch_dir(&temp, run_id)
-    }
-
     /// Starts the run's span, under `parent` (the call that sent the message
     /// that woke it), else the current context (the lead's call that started it,
     /// e.g. agent_ask), else as a trace's root (a schedule's run). A run an

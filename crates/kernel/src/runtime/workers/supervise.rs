@@ -39,6 +39,8 @@ impl Workers {
                     .await;
             }
         });
+        let (cgroup, watched) = self.watch_cgroup(&spec, &run_id);
+        let cgroup_dir = cgroup.as_ref().map(|(d, _)| d.clone());
         let finished = process::supervise(
             cmd,
             limits.clone(),
@@ -50,12 +52,19 @@ impl Workers {
                     agent: spec.name.clone(),
                     run_id: run_id.clone(),
                 });
+                // At once, while the worker starts (see os::cgroup::enter).
+                if let Some(d) = cgroup_dir {
+                    let pid = s.pid;
+                    tokio::task::spawn_blocking(move || os::cgroup::enter(&d, pid));
+                }
                 let _ = pid_tx.send(s);
             },
             |line| folded.fold(&line, &progress),
         )
         .await;
         let _ = record_pid.await;
+        watched.cancel();
+        let over = self.drop_cgroup(cgroup).await;
         let Folded {
             mut end,
             outcome,
@@ -67,8 +76,13 @@ impl Workers {
         }
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
-        let _ = tokio::fs::remove_dir_all(spec.scratch_dir(&run_id)).await;
+        let _ = tokio::fs::remove_dir_all(self.scratch_dir(&run_id)).await;
         conclude(&mut end, finished, outcome, &limits);
+        if let Some(why) = over {
+            end.ok = false;
+            end.error_class = Some(ErrorClass::Crash);
+            end.error = Some(why);
+        }
         self.commit_run(&spec, &run_id, &mut end).await;
         let again = self.close_run(&spec, &run_id, &mut end).await;
         if let Some(span) = &spec.trace {
@@ -83,6 +97,34 @@ impl Workers {
                 .await;
         }
         let _ = done.send(true);
+    }
+
+    /// The run's pids cgroup, when it has one, watched for a refused fork.
+    fn watch_cgroup(&self, spec: &Spec, run_id: &str) -> (Option<Watched>, CancellationToken) {
+        let done = CancellationToken::new();
+        let dir = self.cgroups.as_ref().map(|c| c.dir(run_id));
+        let watch = dir.filter(|d| d.exists()).map(|d| {
+            let max = spec.config.permissions.sandbox_limits().processes;
+            let task = tokio::spawn(super::sandbox::watch_forks(d.clone(), max, done.clone()));
+            (d, task)
+        });
+        (watch, done)
+    }
+
+    /// Kills what is left in the run's cgroup and removes it; why the run was
+    /// ended, when its process limit did.
+    async fn drop_cgroup(&self, watched: Option<Watched>) -> Option<String> {
+        let (dir, task) = watched?;
+        let over = task.await.ok().flatten();
+        let kernel = self.cgroups.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            os::cgroup::remove(&dir);
+            if let Some(k) = kernel {
+                k.close();
+            }
+        })
+        .await;
+        over
     }
 
     /// Records the run's end in one transaction (with the refusals the kernel kept
@@ -143,6 +185,9 @@ impl Workers {
         again
     }
 }
+
+/// A run's pids cgroup and the task watching it.
+type Watched = (std::path::PathBuf, tokio::task::JoinHandle<Option<String>>);
 
 /// What a run's report lines said, folded in as they come.
 #[derive(Default)]
