@@ -55,12 +55,15 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
         unsafe { std::env::set_var("TMPDIR", &s.tmp) };
     }
     for f in &s.folders {
-        if !f.exists() && std::fs::create_dir_all(f).is_ok() {
+        // Never through a link: `ln -s / .gemini` would grant where it points.
+        if std::fs::symlink_metadata(f).is_err() && std::fs::create_dir(f).is_ok() {
             MADE.lock().unwrap().push(f.clone());
         }
     }
     for d in &s.state {
-        let _ = std::fs::create_dir_all(d);
+        if d.extension().is_none() && std::fs::symlink_metadata(d).is_err() {
+            let _ = std::fs::create_dir_all(d);
+        }
     }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
@@ -169,29 +172,33 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
             })
             .unwrap_or_default()
     };
-    let readable = cover(Path::new("/"), &s.hidden, &list);
+    // Every grant is split around the hidden places it holds (a folder of its own
+    // inside one, such as the run's state in the data dir, stays whole).
+    let within = |p: &PathBuf, extra: &[PathBuf]| -> Vec<PathBuf> {
+        let inside: Vec<PathBuf> = s
+            .hidden
+            .iter()
+            .chain(extra)
+            .filter(|h| h.starts_with(p))
+            .cloned()
+            .collect();
+        cover(p, &inside, &list)
+    };
+    let readable: Vec<PathBuf> = cover(Path::new("/"), &s.hidden, &list)
+        .into_iter()
+        .chain(s.readable.iter().flat_map(|p| within(p, &[])))
+        .collect();
     let writable: Vec<PathBuf> = s
         .writable
         .iter()
-        .flat_map(|w| {
-            // A folder of its own inside a place kept unwritable is writable.
-            let except: Vec<PathBuf> = s
-                .unwritable
-                .iter()
-                .filter(|u| !w.starts_with(u))
-                .cloned()
-                .collect();
-            cover(w, &except, &list)
-        })
+        .flat_map(|w| within(w, &s.unwritable))
+        .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
+        .chain(s.state.iter().flat_map(|p| within(p, &[])))
         .collect();
-    let grants = readable.iter().chain(&s.readable).map(|p| (p, read)).chain(
-        writable
-            .iter()
-            .chain(&s.folders)
-            .chain(&s.state)
-            .chain(&s.devices)
-            .map(|p| (p, all)),
-    );
+    let grants = readable
+        .iter()
+        .map(|p| (p, read))
+        .chain(writable.iter().chain(&s.devices).map(|p| (p, all)));
     for (path, access) in grants {
         // A path that is not there (a device this machine lacks) grants nothing.
         let Ok(fd) = PathFd::new(path) else { continue };
@@ -203,7 +210,7 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     }
     // The run that made a workspace folder removes it again when empty: its
     // parent lets empty folders go (and nothing else).
-    for parent in s.folders.iter().filter_map(|f| f.parent()) {
+    for parent in real_dirs(&s.folders).filter_map(|f| f.parent()) {
         let Ok(fd) = PathFd::new(parent) else {
             continue;
         };
@@ -218,6 +225,13 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     }
     let status = rules.restrict_self().map_err(err)?;
     Ok(status.ruleset != RulesetStatus::NotEnforced)
+}
+
+/// The folders among `paths` that are folders themselves, not links to one.
+fn real_dirs(paths: &[PathBuf]) -> impl Iterator<Item = &PathBuf> {
+    paths
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
 }
 
 static TEMP_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
