@@ -11,6 +11,7 @@ use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
+use std::os::linux::net::SocketAddrExt;
 use std::path::Path;
 
 /// One agent_ask; every tool result the model read, in order (from its last
@@ -433,6 +434,11 @@ async fn what_an_agent_planted_or_was_given_opens_nothing_hidden() {
     let s = InProcess::start(&data).await;
     let lead = s.lead(Proto::Legacy).await;
     let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A desktop's bus, an SSH agent: an abstract socket and a variable naming one.
+    let abstract_name = format!("aw-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name).unwrap();
+    let _bus = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let bus = abstract_name.as_str();
     let steps = [
         (
             "run_command",
@@ -446,10 +452,19 @@ async fn what_an_agent_planted_or_was_given_opens_nothing_hidden() {
                 d = data.display()
             )}),
         ),
+        (
+            "run_command",
+            json!({"command": format!(
+                "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); \
+                 s.connect('\\0{bus}'); print('abstract reached')\"; \
+                 echo ssh=${{SSH_AUTH_SOCK:-none}}"
+            )}),
+        ),
     ];
     let llm = FakeLlm::start(Script::every_run(&steps, "done")).await;
     let env = json!({"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test",
                      "HOME": o.path("home"), "CODEX_HOME": data.display().to_string(),
+                     "SSH_AUTH_SOCK": "/tmp/agent.sock",
                      "XDG_DATA_HOME": o.path("")});
     let above = format!("edit:{}", dir.path().display());
     let refused = call(
@@ -476,6 +491,10 @@ async fn what_an_agent_planted_or_was_given_opens_nothing_hidden() {
     let leaked = std::fs::metadata(work.path().join("leak-data.txt")).map_or(0, |m| m.len());
     assert_eq!(leaked, 0, "{said:?}");
     assert!(!data.join("planted.txt").exists(), "{said:?}");
+    // No abstract socket outside, no session variables.
+    let last = said.last().cloned().unwrap_or_default();
+    assert!(last.contains("ssh=none"), "{said:?}");
+    assert!(!last.contains("abstract reached"), "{said:?}");
     s.stop().await;
 }
 

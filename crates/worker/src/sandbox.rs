@@ -33,6 +33,16 @@ pub enum SandboxError {
     },
 }
 
+/// The environment that leads to the user's session (an SSH agent, the desktop's
+/// bus and display): no sandboxed run inherits it.
+const SESSION_ENV: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_RUNTIME_DIR",
+];
+
 /// What was applied, for the run's progress line.
 #[derive(Debug, Default)]
 pub struct Applied {
@@ -49,6 +59,11 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     // The run's own temporary folder: the machine's /tmp is hidden. The scratch
     // folder the kernel knows stays where it was (see [`temp_root`]).
     let _ = TEMP_ROOT.set(std::env::temp_dir());
+    // The user's session: its agents and buses act outside the sandbox.
+    for k in SESSION_ENV {
+        // SAFETY: as below, no other thread exists yet.
+        unsafe { std::env::remove_var(k) };
+    }
     if std::fs::create_dir_all(&s.tmp).is_ok() {
         // SAFETY: no other thread exists yet (the caller's contract), so nothing
         // reads the environment while it changes.
@@ -150,11 +165,12 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     if s.connect.is_some() {
         rs = rs.handle_access(AccessNet::ConnectTcp).map_err(err)?;
     }
-    // Signals to processes outside the sandbox (the kernel, other runs): where the
-    // machine has it, whatever the mode.
+    // Signals to processes outside the sandbox (the kernel, other runs) and their
+    // abstract unix sockets (a desktop's bus, an X server): where the machine has
+    // it, whatever the mode.
     rs = rs
         .set_compatibility(CompatLevel::BestEffort)
-        .scope(Scope::Signal)
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
         .map_err(err)?
         .set_compatibility(level);
     let mut rules = rs.create().map_err(err)?;
@@ -202,10 +218,14 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     for (path, access) in grants {
         // A path that is not there (a device this machine lacks) grants nothing.
         let Ok(fd) = PathFd::new(path) else { continue };
-        let access = match std::fs::metadata(path) {
+        let mut access = match std::fs::metadata(path) {
             Ok(m) if !m.is_dir() => access & AccessFs::from_file(ABI_USED),
             _ => access,
         };
+        // No terminal ioctl on the controlling tty (TIOCSTI types into a shell).
+        if path.as_path() == Path::new("/dev/tty") {
+            access &= !AccessFs::IoctlDev;
+        }
         rules = rules.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
     }
     // The run that made a workspace folder removes it again when empty: its
