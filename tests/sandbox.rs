@@ -447,7 +447,7 @@ async fn what_an_agent_planted_or_was_given_opens_nothing_hidden() {
         (
             "run_command",
             json!({"command": format!(
-                "rm -f {v}; cat {d}/kernel.port > leak-data.txt; echo x > {d}/planted.txt",
+                "rm -f {v}; ls {d} > leak-data.txt; echo x > {d}/planted.txt",
                 v = o.path("victim.txt"),
                 d = data.display()
             )}),
