@@ -23,7 +23,7 @@ const ABI_USED: ABI = ABI::V6;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
-        "sandbox required but {0}: run it on Linux 6.7 or later with Landlock enabled, or set the agent's permissions.sandbox to best_effort or off"
+        "sandbox required but {0}: run it on Linux 6.12 or later with Landlock enabled, or set the agent's permissions.sandbox to best_effort or off"
     )]
     Landlock(String),
     #[error("sandbox: cannot set {what}: {source}")]

@@ -42,7 +42,7 @@ pub(crate) fn check(spec: &Spec) -> Result<()> {
         format!("Landlock ABI {need} (this machine has {have})")
     };
     Err(Error::unavailable(format!(
-        "{}'s sandbox is required but this machine lacks {missing}: run it on Linux 6.7 or later \
+        "{}'s sandbox is required but this machine lacks {missing}: run it on Linux 6.12 or later \
          with Landlock enabled (lsm=...,landlock), or set its permissions.sandbox to best_effort \
          or off (agent_update)",
         spec.name
