@@ -188,29 +188,7 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
             })
             .unwrap_or_default()
     };
-    // Every grant is split around the hidden places it holds (a folder of its own
-    // inside one, such as the run's state in the data dir, stays whole).
-    let within = |p: &PathBuf, extra: &[PathBuf]| -> Vec<PathBuf> {
-        let inside: Vec<PathBuf> = s
-            .hidden
-            .iter()
-            .chain(extra)
-            .filter(|h| h.starts_with(p))
-            .cloned()
-            .collect();
-        cover(p, &inside, &list)
-    };
-    let readable: Vec<PathBuf> = cover(Path::new("/"), &s.hidden, &list)
-        .into_iter()
-        .chain(s.readable.iter().flat_map(|p| within(p, &[])))
-        .collect();
-    let writable: Vec<PathBuf> = s
-        .writable
-        .iter()
-        .flat_map(|w| within(w, &s.unwritable))
-        .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
-        .chain(s.state.iter().flat_map(|p| within(p, &[])))
-        .collect();
+    let (readable, writable) = split(s, &list);
     let grants = readable
         .iter()
         .map(|p| (p, read))
@@ -245,6 +223,34 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     }
     let status = rules.restrict_self().map_err(err)?;
     Ok(status.ruleset != RulesetStatus::NotEnforced)
+}
+
+/// The readable and the writable places, each grant split around the hidden
+/// places it holds (a folder of its own inside one, such as the run's state in
+/// the data dir, stays whole).
+fn split(s: &Sandbox, list: &dyn Fn(&Path) -> Vec<PathBuf>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let within = |p: &PathBuf, extra: &[PathBuf]| -> Vec<PathBuf> {
+        let inside: Vec<PathBuf> = s
+            .hidden
+            .iter()
+            .chain(extra)
+            .filter(|h| h.starts_with(p))
+            .cloned()
+            .collect();
+        cover(p, &inside, list)
+    };
+    let readable: Vec<PathBuf> = cover(Path::new("/"), &s.hidden, list)
+        .into_iter()
+        .chain(s.readable.iter().flat_map(|p| within(p, &[])))
+        .collect();
+    let writable: Vec<PathBuf> = s
+        .writable
+        .iter()
+        .flat_map(|w| within(w, &s.unwritable))
+        .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
+        .chain(s.state.iter().flat_map(|p| within(p, &[])))
+        .collect();
+    (readable, writable)
 }
 
 /// The folders among `paths` that are folders themselves, not links to one.

@@ -206,15 +206,8 @@ fn worktree_git(spec: &Spec) -> Option<(PathBuf, PathBuf)> {
         return None;
     };
     let git_dir = w.git_dir.clone()?;
-    let common = git_common_dir(&git_dir)?;
+    let common = domain::workspace::git_common_dir(&git_dir)?;
     Some((git_dir, common))
-}
-
-/// A linked worktree's git folder is `<common>/worktrees/<id>`: the common dir
-/// is read from that path, never from a file in it (the agent writes it).
-pub(crate) fn git_common_dir(git_dir: &Path) -> Option<PathBuf> {
-    let parent = git_dir.parent()?;
-    (parent.file_name()? == "worktrees").then(|| parent.parent().map(Path::to_owned))?
 }
 
 /// The TCP ports a run may connect to: the kernel's, the traces' collector, and

@@ -116,7 +116,7 @@ fn command(at: At<'_>, args: &[&str]) -> Command {
     // Nor the `commondir` file in the recorded git dir, which the agent may write:
     // the repository's own config and refs are taken from where the path says.
     if let At::Worktree { git_dir, .. } = at
-        && let Some(common) = crate::runtime::workers::sandbox::git_common_dir(git_dir)
+        && let Some(common) = domain::workspace::git_common_dir(git_dir)
     {
         cmd.env("GIT_COMMON_DIR", common);
     }
