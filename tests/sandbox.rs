@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// One agent_ask; every tool result the model read, in order (from its last
 /// call, which carries the whole conversation).
-async fn run(lead: &Client, name: &str, llm: &FakeLlm) -> Vec<String> {
+pub(crate) async fn run(lead: &Client, name: &str, llm: &FakeLlm) -> Vec<String> {
     let r = ask(lead, name, "go", 45).await;
     assert_eq!(r["status"], "succeeded", "{r}");
     let calls = llm.model_calls();
@@ -34,12 +34,12 @@ async fn run(lead: &Client, name: &str, llm: &FakeLlm) -> Vec<String> {
 }
 
 /// A place outside every agent's folder: its files, and a git repository.
-struct Outside {
-    dir: tempfile::TempDir,
+pub(crate) struct Outside {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Outside {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         for f in [
             "victim.txt",
@@ -79,12 +79,12 @@ impl Outside {
         Self { dir }
     }
 
-    fn path(&self, rel: &str) -> String {
+    pub(crate) fn path(&self, rel: &str) -> String {
         self.dir.path().join(rel).display().to_string()
     }
 
     /// Every file is as it was.
-    fn unchanged(&self) {
+    pub(crate) fn unchanged(&self) {
         for f in [
             "victim.txt",
             "moved.txt",

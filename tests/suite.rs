@@ -60,6 +60,7 @@ mod resources;
 mod restart;
 mod results;
 mod sandbox;
+mod sandbox_escapes;
 mod scheduling;
 mod sdk;
 mod seeds;

@@ -141,9 +141,10 @@ impl LimitsArg {
     }
 }
 
-/// The lowest Landlock ABI a required sandbox needs: 4 brings the TCP rules (and
-/// 2 renames across folders, 3 truncation).
-pub const MIN_ABI: u32 = 4;
+/// The lowest Landlock ABI a required sandbox needs: 6 scopes signals and
+/// abstract unix sockets (4 brought the TCP rules, 5 device ioctls, 2 renames
+/// across folders, 3 truncation).
+pub const MIN_ABI: u32 = 6;
 
 /// What a worker applies to itself, decided by the kernel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

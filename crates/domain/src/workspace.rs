@@ -194,6 +194,13 @@ pub fn check_branch(name: &str) -> Result<(), String> {
     }
 }
 
+/// A linked worktree's git folder is `<common>/worktrees/<id>`: the common dir
+/// is read from that path, never from a file in it (the agent writes it).
+pub fn git_common_dir(git_dir: &std::path::Path) -> Option<PathBuf> {
+    let parent = git_dir.parent()?;
+    (parent.file_name()? == "worktrees").then(|| parent.parent().map(std::path::Path::to_owned))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

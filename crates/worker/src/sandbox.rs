@@ -25,7 +25,7 @@ const ABI_USED: ABI = ABI::V6;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
-        "sandbox required but {0}: run it on Linux 6.7 or later with Landlock enabled, or set the agent's permissions.sandbox to best_effort or off"
+        "sandbox required but {0}: run it on Linux 6.12 or later with Landlock enabled, or set the agent's permissions.sandbox to best_effort or off"
     )]
     Landlock(String),
     #[error("sandbox: cannot set {what}: {source}")]
@@ -34,6 +34,16 @@ pub enum SandboxError {
         source: std::io::Error,
     },
 }
+
+/// The environment that leads to the user's session (an SSH agent, the desktop's
+/// bus and display): no sandboxed run inherits it.
+const SESSION_ENV: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_RUNTIME_DIR",
+];
 
 /// What was applied, for the run's progress line.
 #[derive(Debug, Default)]
@@ -59,6 +69,11 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
         })?,
         None => None,
     };
+    // The user's session: its agents and buses act outside the sandbox.
+    for k in SESSION_ENV {
+        // SAFETY: as below, no other thread exists yet.
+        unsafe { std::env::remove_var(k) };
+    }
     // The run's own temporary folder, in its scratch folder (in the data dir).
     if std::fs::create_dir_all(&s.tmp).is_ok() {
         // SAFETY: no other thread exists yet (the caller's contract), so nothing
@@ -66,12 +81,15 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
         unsafe { std::env::set_var("TMPDIR", &s.tmp) };
     }
     for f in &s.folders {
-        if !f.exists() && std::fs::create_dir_all(f).is_ok() {
+        // Never through a link: `ln -s / .gemini` would grant where it points.
+        if std::fs::symlink_metadata(f).is_err() && std::fs::create_dir(f).is_ok() {
             MADE.lock().unwrap().push(f.clone());
         }
     }
     for d in &s.state {
-        let _ = std::fs::create_dir_all(d);
+        if d.extension().is_none() && std::fs::symlink_metadata(d).is_err() {
+            let _ = std::fs::create_dir_all(d);
+        }
     }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
@@ -182,11 +200,12 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     if s.connect.is_some() {
         rs = rs.handle_access(AccessNet::ConnectTcp).map_err(err)?;
     }
-    // Signals to processes outside the sandbox (the kernel, other runs): where the
-    // machine has it, whatever the mode.
+    // Signals to processes outside the sandbox (the kernel, other runs) and their
+    // abstract unix sockets (a desktop's bus, an X server): where the machine has
+    // it, whatever the mode.
     rs = rs
         .set_compatibility(CompatLevel::BestEffort)
-        .scope(Scope::Signal)
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
         .map_err(err)?
         .set_compatibility(level);
     let mut rules = rs.create().map_err(err)?;
@@ -204,29 +223,11 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
             })
             .unwrap_or_default()
     };
-    let readable = cover(Path::new("/"), &s.hidden, &list);
-    let writable: Vec<PathBuf> = s
-        .writable
+    let (readable, writable) = split(s, &list);
+    let grants = readable
         .iter()
-        .flat_map(|w| {
-            // A folder of its own inside a place kept unwritable is writable.
-            let except: Vec<PathBuf> = s
-                .unwritable
-                .iter()
-                .filter(|u| !w.starts_with(u))
-                .cloned()
-                .collect();
-            cover(w, &except, &list)
-        })
-        .collect();
-    let grants = readable.iter().chain(&s.readable).map(|p| (p, read)).chain(
-        writable
-            .iter()
-            .chain(&s.folders)
-            .chain(&s.state)
-            .chain(&s.devices)
-            .map(|p| (p, all)),
-    );
+        .map(|p| (p, read))
+        .chain(writable.iter().chain(&s.devices).map(|p| (p, all)));
     for (path, access) in grants {
         // A path that is not there (a device this machine lacks) grants nothing.
         let Ok(fd) = PathFd::new(path) else { continue };
@@ -234,16 +235,20 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
         let is_dir = nix::sys::stat::fstat(std::os::fd::AsFd::as_fd(&fd)).map_or(true, |st| {
             st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
         });
-        let access = if is_dir {
+        let mut access = if is_dir {
             access
         } else {
             access & AccessFs::from_file(ABI_USED)
         };
+        // No terminal ioctl on the controlling tty (TIOCSTI types into a shell).
+        if path.as_path() == Path::new("/dev/tty") {
+            access &= !AccessFs::IoctlDev;
+        }
         rules = rules.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
     }
     // The run that made a workspace folder removes it again when empty: its
     // parent lets empty folders go (and nothing else).
-    for parent in s.folders.iter().filter_map(|f| f.parent()) {
+    for parent in real_dirs(&s.folders).filter_map(|f| f.parent()) {
         let Ok(fd) = PathFd::new(parent) else {
             continue;
         };
@@ -258,6 +263,41 @@ fn landlock(s: &Sandbox) -> Result<bool, SandboxError> {
     }
     let status = rules.restrict_self().map_err(err)?;
     Ok(status.ruleset != RulesetStatus::NotEnforced)
+}
+
+/// The readable and the writable places, each grant split around the hidden
+/// places it holds (a folder of its own inside one, such as the run's state in
+/// the data dir, stays whole).
+fn split(s: &Sandbox, list: &dyn Fn(&Path) -> Vec<PathBuf>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let within = |p: &PathBuf, extra: &[PathBuf]| -> Vec<PathBuf> {
+        let inside: Vec<PathBuf> = s
+            .hidden
+            .iter()
+            .chain(extra)
+            .filter(|h| h.starts_with(p))
+            .cloned()
+            .collect();
+        cover(p, &inside, list)
+    };
+    let readable: Vec<PathBuf> = cover(Path::new("/"), &s.hidden, list)
+        .into_iter()
+        .chain(s.readable.iter().flat_map(|p| within(p, &[])))
+        .collect();
+    let writable: Vec<PathBuf> = s
+        .writable
+        .iter()
+        .flat_map(|w| within(w, &s.unwritable))
+        .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
+        .chain(s.state.iter().flat_map(|p| within(p, &[])))
+        .collect();
+    (readable, writable)
+}
+
+/// The folders among `paths` that are folders themselves, not links to one.
+fn real_dirs(paths: &[PathBuf]) -> impl Iterator<Item = &PathBuf> {
+    paths
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
 }
 
 /// The folders [`apply`] made for a CLI's workspace configuration.

@@ -165,6 +165,12 @@ impl Class {
                         "{s:?}: a granted path is absolute or starts with ~/, e.g. \"{head}:~/.aws\""
                     ));
                 }
+                if p.split('/').any(|c| c == "..") {
+                    return Err(format!(
+                        "{s:?}: a granted path may not hold `..` (it could lead anywhere): name \
+                         the folder itself, e.g. \"{head}:~/projects/app\""
+                    ));
+                }
                 Ok(Class::Path {
                     write: head == "edit",
                     path: p.to_owned(),

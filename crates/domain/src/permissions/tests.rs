@@ -236,6 +236,7 @@ fn the_sandbox_settings_read_back_and_bad_ones_name_the_field() {
         json!({"allow": ["read:secrets"]}),
         "absolute or starts with ~/",
     );
+    bad(json!({"allow": ["read:~/../.."]}), "may not hold `..`");
     bad(
         json!({"deny": ["edit:/srv"]}),
         "permissions.deny: edit:/srv",

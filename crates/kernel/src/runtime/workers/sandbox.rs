@@ -41,7 +41,7 @@ pub(crate) fn check(spec: &Spec) -> Result<()> {
         format!("Landlock ABI {need} (this machine has {have})")
     };
     Err(Error::unavailable(format!(
-        "{}'s sandbox is required but this machine lacks {missing}: run it on Linux 6.7 or later \
+        "{}'s sandbox is required but this machine lacks {missing}: run it on Linux 6.12 or later \
          with Landlock enabled (lsm=...,landlock), or set its permissions.sandbox to best_effort \
          or off (agent_update)",
         spec.name
@@ -81,7 +81,10 @@ pub(crate) struct Places<'a> {
 }
 
 /// The run's sandbox (None when its agent's is off). Reads the file system a
-/// little (a worktree's git folder): call it off the async threads.
+/// little (the scratch folders beside this run's): call it off the async threads.
+///
+/// Every place comes from the kernel's records or the agent's definition, never
+/// from a file in the agent's folder (which it may have rewritten last run).
 pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sandbox> {
     let mode = p.sandbox_mode();
     if mode == Mode::Off {
@@ -93,32 +96,48 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         (Some(rest), Some(h)) => h.join(rest),
         _ => PathBuf::from(s),
     };
-    // Other runs' scratch folders are in the data dir.
-    let mut hidden: Vec<PathBuf> = vec![at.data_dir.to_owned()];
-    if let Some(h) = &home {
-        hidden.extend(SECRETS.iter().map(|s| h.join(s)));
-    }
+    let grants: Vec<(bool, PathBuf)> = p
+        .granted_paths()
+        .map(|(w, path)| (w, tilde(path)))
+        .collect();
+    let hidden = hidden(at, home.as_deref(), &grants);
+    let git = worktree_git(spec);
     let mut own = vec![
         at.cwd.to_owned(),
         at.state_dir.to_owned(),
         at.scratch.clone(),
     ];
-    own.extend(git_common_dir(at.cwd));
     let mut readable = own.clone();
     readable.extend(at.skills.iter().cloned());
+    // The repository's git folder is read; written are its objects and this
+    // worktree's own folder, never its config, hooks or refs (which the
+    // kernel's own git would then obey outside any sandbox).
+    let mut git_writable = Vec::new();
+    if let Some((git_dir, common)) = &git {
+        readable.push(common.clone());
+        git_writable.extend([common.join("objects"), git_dir.clone()]);
+    }
     let mut writable = vec![at.state_dir.to_owned(), at.scratch.clone()];
+    let beneath_hidden = |p: &Path| hidden.iter().any(|h| p.starts_with(h));
     let (state, files): (Vec<PathBuf>, Vec<PathBuf>) =
         cli_state(spec.backend, home.as_deref(), &env)
             .into_iter()
+            .filter(|p| state_place(p, &hidden))
             .partition(|p| p.extension().is_none());
     writable.extend(files);
     match p.profile {
         Profile::Read => {}
-        Profile::Edit => writable.extend(own),
-        Profile::Full => writable.extend([PathBuf::from("/")].into_iter().chain(own)),
+        Profile::Edit => writable.extend(own.drain(..).chain(git_writable)),
+        Profile::Full => writable.extend(
+            [PathBuf::from("/")]
+                .into_iter()
+                .chain(own)
+                .chain(git_writable),
+        ),
     }
-    for (write, path) in p.granted_paths() {
-        let path = tilde(path);
+    // A grant beneath a hidden place grants nothing (the worker splits one
+    // that holds a hidden place around it).
+    for (write, path) in grants.into_iter().filter(|(_, p)| !beneath_hidden(p)) {
         readable.push(path.clone());
         if write {
             writable.push(path);
@@ -148,6 +167,50 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         abi: needed_abi(spec),
         cgroup: None,
     })
+}
+
+/// What no run reads: the kernel's data dir, the other runs' scratch folders,
+/// the user's session (`/run/user/<uid>`: its sockets) and the secrets under
+/// both the user's real home and the agent's `HOME`, but those a grant names.
+fn hidden(at: &Places<'_>, home: Option<&Path>, grants: &[(bool, PathBuf)]) -> Vec<PathBuf> {
+    let mut hidden: Vec<PathBuf> = vec![at.data_dir.to_owned()];
+    hidden.push(PathBuf::from(format!(
+        "/run/user/{}",
+        nix::unistd::getuid()
+    )));
+    let real = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir);
+    let mut homes: Vec<&Path> = home.into_iter().collect();
+    homes.extend(real.as_deref().filter(|r| Some(*r) != home));
+    for h in homes {
+        let secrets = SECRETS.iter().map(|s| h.join(s));
+        hidden.extend(secrets.filter(|s| !grants.iter().any(|(_, g)| g.starts_with(s))));
+    }
+    hidden
+}
+
+/// Whether a CLI's state place (from the agent's `HOME` or environment) may be
+/// granted: a folder of its own, neither beneath a hidden place nor holding one.
+fn state_place(p: &Path, hidden: &[PathBuf]) -> bool {
+    use std::path::Component;
+    let plain = p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    let deep = p.components().count() > 2;
+    plain && deep && !hidden.iter().any(|h| p.starts_with(h) || h.starts_with(p))
+}
+
+/// An agent's worktree's git folder and its repository's (`commondir`), as the
+/// kernel recorded them when it made the worktree: a plain folder has none.
+fn worktree_git(spec: &Spec) -> Option<(PathBuf, PathBuf)> {
+    let domain::workspace::Workspace::Worktree(w) = &spec.config.workspace else {
+        return None;
+    };
+    let git_dir = w.git_dir.clone()?;
+    let common = domain::workspace::git_common_dir(&git_dir)?;
+    Some((git_dir, common))
 }
 
 /// The TCP ports a run may connect to: the kernel's, the traces' collector, and
@@ -214,14 +277,11 @@ fn cli_state(
         _ => &[],
     };
     out.extend(own.iter().map(|d| h.join(d)));
-    for var in [
-        "CODEX_HOME",
-        "CLAUDE_CONFIG_DIR",
-        "GEMINI_CLI_HOME",
-        "XDG_DATA_HOME",
-    ] {
+    for var in ["CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"] {
         out.extend(env(var).map(PathBuf::from));
     }
+    // The CLI's own folder there, not every program's data.
+    out.extend(env("XDG_DATA_HOME").map(|d| PathBuf::from(d).join(backend.as_str())));
     out
 }
 
@@ -233,20 +293,6 @@ fn workspace_folders(backend: Backend) -> &'static [&'static str] {
         Backend::Gemini => &[".gemini"],
         _ => &[],
     }
-}
-
-/// A worktree's repository's git folder (`commondir`), where its commits land.
-fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
-    let gitdir = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
-    let gitdir = if gitdir.is_absolute() {
-        gitdir
-    } else {
-        cwd.join(gitdir)
-    };
-    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
-    let common = gitdir.join(common.trim());
-    std::fs::canonicalize(common).ok()
 }
 
 /// The pids cgroups of this kernel's runs, named after its data dir (two

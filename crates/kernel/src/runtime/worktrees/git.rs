@@ -113,5 +113,12 @@ fn command(at: At<'_>, args: &[&str]) -> Command {
         }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+    // Nor the `commondir` file in the recorded git dir, which the agent may write:
+    // the repository's own config and refs are taken from where the path says.
+    if let At::Worktree { git_dir, .. } = at
+        && let Some(common) = domain::workspace::git_common_dir(git_dir)
+    {
+        cmd.env("GIT_COMMON_DIR", common);
+    }
     cmd
 }
