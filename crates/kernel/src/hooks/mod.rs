@@ -352,7 +352,7 @@ impl Hooks {
                     .map_err(Error::invalid)?;
                 let started = self
                     .workflows
-                    .workflow_start(Source::File(file.into()), tag.as_deref(), &values, None)
+                    .start_from_outside(Source::File(file.into()), tag.as_deref(), &values)
                     .await?;
                 self.declare(&started).await?;
                 Ok(format!("started {}", started.workflow))

@@ -1,0 +1,117 @@
+//! What a hostile review found in the hooks, each through the real HTTP server:
+//! a payload's values are untrusted (they reach no shell and choose no folder),
+//! a signed request is taken once whatever delivery id it carries, and a hook's
+//! post is its own, not the lead's.
+
+use crate::common;
+use agent_worker::hooks::sign_github;
+use common::*;
+use serde_json::{Value, json};
+
+const SECRET: &str = "a-shared-secret-of-some-length";
+
+/// A GitHub-shaped delivery to `/hooks/<name>`: its status.
+async fn deliver(s: &HttpServer, name: &str, body: &Value, delivery: &str) -> u16 {
+    deliver_signed(s, name, body, delivery, None).await
+}
+
+async fn deliver_signed(
+    s: &HttpServer,
+    name: &str,
+    body: &Value,
+    delivery: &str,
+    sig: Option<String>,
+) -> u16 {
+    let body = serde_json::to_vec(body).unwrap();
+    let sig = sig.unwrap_or_else(|| sign_github(SECRET.as_bytes(), &body));
+    let base = s.url.trim_end_matches("/mcp");
+    reqwest::Client::new()
+        .post(format!("{base}/hooks/{name}"))
+        .header("x-github-event", "push")
+        .header("x-github-delivery", delivery)
+        .header("x-hub-signature-256", sig)
+        .body(body)
+        .send()
+        .await
+        .expect("the server answers")
+        .status()
+        .as_u16()
+}
+
+/// The outcomes of the deliveries kept, oldest first, once none is "received".
+async fn outcomes(lead: &Client, n: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let l = call(lead, "workflow_list", json!({})).await.ok();
+        let mut o: Vec<String> = l["hook_deliveries"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|d| d["outcome"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        o.reverse();
+        if o.len() >= n && o.iter().all(|x| x != "received") {
+            return o;
+        }
+        assert!(std::time::Instant::now() < deadline, "{l}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+const BRANCHY: &str = "name: branchy\nparams:\n  - {name: branch}\n  - {name: dir, default: \".\"}\n\
+    agents:\n  a: {backend: mock, cwd: \"${{ params.dir }}\"}\n\
+    setup:\n  - shell: echo \"${{ params.branch }}\" > branch.txt\n";
+
+#[tokio::test]
+async fn a_payload_s_values_reach_no_shell_and_choose_no_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("branchy.yaml");
+    std::fs::write(&file, BRANCHY).unwrap();
+    let set = json!({"name": "pushes", "secret": SECRET, "file": file,
+        "params": {"branch": "$.ref", "dir": "$.dir"}, "tag": "$.tag"});
+    call(&lead, "hook_set", set).await.ok();
+    let cases = [
+        // (branch, dir, outcome begins with, branch.txt afterwards)
+        ("x\";touch pwned;\"", ".", "failed: ", None),
+        ("$(touch pwned)", ".", "failed: ", None),
+        ("-rf", ".", "failed: ", None),
+        ("feature/x-1", "/etc", "failed: ", Some("feature/x-1")),
+        ("feature/x-1", "../..", "failed: ", Some("feature/x-1")),
+        (
+            "feature/x-2",
+            "sub",
+            "started @branchy:",
+            Some("feature/x-2"),
+        ),
+    ];
+    for (i, (branch, cwd, _, _)) in cases.iter().enumerate() {
+        let body = json!({"ref": branch, "dir": cwd, "tag": format!("t{i}")});
+        assert_eq!(deliver(&s, "pushes", &body, &format!("d-{i}")).await, 202);
+    }
+    let got = outcomes(&lead, cases.len()).await;
+    for (i, (branch, cwd, want, _)) in cases.iter().enumerate() {
+        assert!(got[i].starts_with(want), "{branch} {cwd}: {}", got[i]);
+    }
+    assert!(
+        got[0].contains("params.branch"),
+        "names the param: {}",
+        got[0]
+    );
+    assert!(got[3].contains("cwd"), "names the field: {}", got[3]);
+    assert!(
+        !dir.path().join("pwned").exists(),
+        "the payload ran nothing"
+    );
+    let seen = std::fs::read_to_string(dir.path().join("branch.txt")).unwrap();
+    assert_eq!(seen.trim(), cases[5].3.unwrap());
+    // The lead's own params are the lead's: as before, put in as given.
+    let p = json!({"file": file, "tag": "lead", "params": {"branch": "a b", "dir": "/tmp"}});
+    call(&lead, "workflow_run", p).await.ok();
+    let seen = std::fs::read_to_string(dir.path().join("branch.txt")).unwrap();
+    assert_eq!(seen.trim(), "a b");
+    s.stop().await;
+}
