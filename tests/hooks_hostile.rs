@@ -115,3 +115,33 @@ async fn a_payload_s_values_reach_no_shell_and_choose_no_folder() {
     assert_eq!(seen.trim(), "a b");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_captured_request_sent_again_under_a_new_delivery_id_is_taken_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let set = json!({"name": "pushes", "secret": SECRET, "workflow": "@global:main"});
+    call(&lead, "hook_set", set).await.ok();
+    let body = json!({"ref": "main", "after": "abc"});
+    for delivery in ["d-1", "d-2", "d-3", "d-1"] {
+        assert_eq!(
+            deliver(&s, "pushes", &body, delivery).await,
+            202,
+            "{delivery}"
+        );
+    }
+    let other = json!({"ref": "main", "after": "def"});
+    assert_eq!(deliver(&s, "pushes", &other, "d-4").await, 202);
+    let got = outcomes(&lead, 2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let msgs = call(&lead, "channel_read", json!({"workflow": "@global:main"}))
+        .await
+        .ok();
+    assert_eq!(
+        msgs.to_string().matches("[hook pushes]").count(),
+        2,
+        "{msgs}"
+    );
+    s.stop().await;
+}

@@ -292,7 +292,7 @@ impl Hooks {
             return Err(Refusal::Unknown);
         };
         let (verified, payload) = checked?;
-        self.deliver(stored, verified.delivery, req.headers.event, payload)
+        self.deliver(stored, verified, req.headers.event, payload)
             .await
     }
 
@@ -300,13 +300,19 @@ impl Hooks {
     async fn deliver(
         &self,
         hook: Stored,
-        delivery: String,
+        verified: spec::Verified,
         event: Option<&str>,
         payload: serde_json::Value,
     ) -> std::result::Result<Taken, Refusal> {
+        let (delivery, mac) = (verified.delivery, verified.mac);
         let now = self.clock.now_ms();
         let event = event.map(|e| e.chars().take(64).collect::<String>());
-        let kept = rows::keep(&self.store, (&hook.name, &delivery, event.clone()), now).await;
+        let kept = rows::keep(
+            &self.store,
+            (&hook.name, &delivery, event.clone()),
+            (mac, now),
+        )
+        .await;
         match kept {
             Ok(false) => return Ok(Taken::Retry { delivery }),
             Ok(true) => {}

@@ -124,7 +124,14 @@ async fn a_hook_s_rate_refills_evenly_as_the_clock_moves() {
     ];
     for (i, (secs, taken)) in steps.into_iter().enumerate() {
         clock.advance(std::time::Duration::from_secs(secs));
-        let got = send(&k.hooks, ("ci", "github", &format!("d-{i}")), b"{}").await;
+        // Each its own body: a signed body is taken once, whatever its delivery id.
+        let body = format!("[{i}]");
+        let got = send(
+            &k.hooks,
+            ("ci", "github", &format!("d-{i}")),
+            body.as_bytes(),
+        )
+        .await;
         let want = if taken { Ok("new") } else { Err(Refusal::Rate) };
         assert_eq!(got, want, "step {i}");
     }
