@@ -145,3 +145,40 @@ async fn a_captured_request_sent_again_under_a_new_delivery_id_is_taken_once() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_sender_that_trickles_its_body_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let set = json!({"name": "pushes", "secret": SECRET, "workflow": "@global:main"});
+    call(&lead, "hook_set", set).await.ok();
+    let addr = s
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let t = std::time::Instant::now();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /hooks/pushes HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 100\r\n\r\n{{\"a\":"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tcp.read_to_end(&mut answer),
+    );
+    read.await.expect("the server answers in time").unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        t.elapsed() >= std::time::Duration::from_secs(9),
+        "{:?}",
+        t.elapsed()
+    );
+    s.stop().await;
+}
