@@ -364,13 +364,16 @@ impl Hooks {
                 Ok(format!("started {}", started.workflow))
             }
             Action::Post { workflow, to, .. } => {
+                // The payload's @mentions wake nobody (shown as ＠): only `to` is
+                // reached.
                 let scope = self.registry.scope(&Caller::Lead, Some(workflow)).await?;
                 let body = if values.is_empty() {
                     payload.clone()
                 } else {
                     serde_json::Value::Object(values)
                 };
-                let message = format!("[hook {}] {}", hook.name, cut(&body.to_string()));
+                let text = cut(&body.to_string()).replace('@', "\u{FF20}");
+                let message = format!("[hook {}] {text}", hook.name);
                 let out = Outgoing {
                     message,
                     to: to.clone(),
