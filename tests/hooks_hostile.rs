@@ -228,3 +228,31 @@ async fn a_hook_s_payload_s_mentions_wake_nobody() {
     assert_eq!(triage["runs"], 0, "nobody was woken: {st}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn two_deliveries_at_once_start_an_instance_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("slow.yaml");
+    let yaml = "name: slow\nagents:\n  a: {backend: mock}\nsetup:\n  - shell: sleep 1; echo x >> starts.txt\n";
+    std::fs::write(&file, yaml).unwrap();
+    let set = json!({"name": "pushes", "secret": SECRET, "file": file});
+    call(&lead, "hook_set", set).await.ok();
+    let (one, two) = (json!({"n": 1}), json!({"n": 2}));
+    let (a, b) = tokio::join!(
+        deliver(&s, "pushes", &one, "c-1"),
+        deliver(&s, "pushes", &two, "c-2")
+    );
+    assert_eq!((a, b), (202, 202));
+    let mut got = outcomes(&lead, 2).await;
+    got.sort();
+    assert!(
+        got[0].contains("being started now") || got[0].contains("already running"),
+        "{got:?}"
+    );
+    assert_eq!(got[1], "started @slow:main", "{got:?}");
+    let starts = std::fs::read_to_string(dir.path().join("starts.txt")).unwrap();
+    assert_eq!(starts.lines().count(), 1, "the setup ran once");
+    s.stop().await;
+}
