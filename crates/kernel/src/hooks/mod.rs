@@ -60,7 +60,7 @@ pub struct HookView {
 }
 
 /// A hook as hook_set gives it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NewHook {
     pub name: String,
     pub secret: String,
@@ -420,5 +420,15 @@ impl Owned {
             delivery: self.2.as_deref(),
             event: None,
         }
+    }
+}
+
+/// Its secret is never printed, not even in a log.
+impl std::fmt::Debug for NewHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewHook")
+            .field("name", &self.name)
+            .field("secret", &"<set>")
+            .finish_non_exhaustive()
     }
 }

@@ -180,3 +180,30 @@ async fn a_hook_s_settings_are_checked_naming_the_field() {
     }
     assert!(k.hooks.hook_list().await.unwrap().is_empty());
 }
+
+#[test]
+fn a_hook_s_secret_is_never_printed() {
+    let h = NewHook {
+        name: "ci".into(),
+        secret: SECRET.into(),
+        action: Action::Post {
+            workflow: "@global:main".into(),
+            to: None,
+            params: BTreeMap::new(),
+        },
+        rate: None,
+    };
+    let shown = format!("{h:?}");
+    assert!(
+        shown.contains("\"ci\"") && !shown.contains(SECRET),
+        "{shown}"
+    );
+    let decl = domain::workflow_yaml::HookDecl {
+        name: "ci".into(),
+        secret: SECRET.into(),
+        to: None,
+        params: BTreeMap::new(),
+        rate: None,
+    };
+    assert!(!format!("{decl:?}").contains(SECRET));
+}

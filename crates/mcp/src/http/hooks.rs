@@ -65,8 +65,10 @@ pub async fn receive(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
+    // The name as logged: clipped, and escaped by `?` (it came from outside).
+    let shown: String = name.chars().take(64).collect();
     let Ok(slot) = ingress.slots.clone().try_acquire_owned() else {
-        tracing::info!(hook = %name, "hook request refused: too many in progress");
+        tracing::info!(hook = ?shown, "hook request refused: too many in progress");
         return refused();
     };
     let span = Span::start(
@@ -93,7 +95,7 @@ pub async fn receive(
             (StatusCode::ACCEPTED, "accepted\n").into_response()
         }
         Err(why) => {
-            tracing::info!(hook = %name, %why, "hook request refused");
+            tracing::info!(hook = ?shown, %why, "hook request refused");
             if let Some(s) = &span {
                 s.fail(why.to_string());
                 s.end();
