@@ -256,3 +256,33 @@ async fn two_deliveries_at_once_start_an_instance_once() {
     assert_eq!(starts.lines().count(), 1, "the setup ran once");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn unsigned_requests_do_not_spend_a_hook_s_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let set = json!({"name": "pushes", "secret": SECRET, "workflow": "@global:main", "rate": 1});
+    call(&lead, "hook_set", set).await.ok();
+    let body = json!({"ref": "main"});
+    let forged = Some(sign_github(b"not-the-secret-at-all", b"{}"));
+    for i in 0..3 {
+        let d = format!("f-{i}");
+        assert_eq!(
+            deliver_signed(&s, "pushes", &body, &d, forged.clone()).await,
+            403
+        );
+    }
+    assert_eq!(
+        deliver(&s, "pushes", &body, "ok-1").await,
+        202,
+        "its rate is its own"
+    );
+    let other = json!({"ref": "dev"});
+    assert_eq!(
+        deliver(&s, "pushes", &other, "ok-2").await,
+        403,
+        "a rate of 1 a minute"
+    );
+    s.stop().await;
+}

@@ -12,9 +12,11 @@
 //!   the team.
 //! - A delivery is kept under the sender's delivery id before it acts: the same id
 //!   again (a sender's retry) finds it and does nothing more.
-//! - Each hook takes at most its `rate` requests a minute (signed or not: a
-//!   bucket refilled evenly); past it, requests are refused before their
-//!   signature is checked.
+//! - Each hook takes at most its `rate` signed requests a minute (a bucket
+//!   refilled evenly). Requests that fail (unsigned, a bad signature, no such
+//!   hook) draw on one bucket shared by every name, so a stranger can neither
+//!   spend a hook's rate nor tell a hook that exists by it; past that bucket,
+//!   requests are refused before their signature is checked.
 
 mod governed;
 mod rows;
@@ -239,14 +241,14 @@ impl Hooks {
             .next())
     }
 
-    /// Whether the hook named is past its rate (this request taken from its bucket
-    /// if not).
-    fn over_rate(&self, name: &str, rate: u32) -> bool {
+    /// Whether the bucket `key` is past `rate` a minute; if not and `spend`, this
+    /// request is taken from it.
+    fn over_rate(&self, key: &str, rate: u32, spend: bool) -> bool {
         let (now, rate) = (self.clock.now_ms(), f64::from(rate));
         let mut c = self.counts.lock().expect("hook counts");
         let (tokens, at) = c
             .buckets
-            .entry(name.to_ascii_lowercase())
+            .entry(key.to_ascii_lowercase())
             .or_insert((rate, now));
         let refilled = (now - *at).max(0) as f64 * rate / 60_000.0;
         *tokens = (*tokens + refilled).min(rate);
@@ -254,7 +256,9 @@ impl Hooks {
         if *tokens < 1.0 {
             return true;
         }
-        *tokens -= 1.0;
+        if spend {
+            *tokens -= 1.0;
+        }
         false
     }
 
@@ -266,9 +270,9 @@ impl Hooks {
                 tracing::warn!(error = %e, "a hook's row could not be read");
                 Refusal::Unknown
             })?;
-        if let Some(s) = &stored
-            && self.over_rate(req.name, s.rate)
-        {
+        // Requests that fail draw on one bucket, whatever name they give: past
+        // it, none is checked (and a hook's own rate is spent only when signed).
+        if self.over_rate(FAILED, FAILED_RATE, false) {
             return Err(Refusal::Rate);
         }
         let now_secs = self.clock.now_ms().div_euclid(1000);
@@ -288,10 +292,20 @@ impl Hooks {
         })
         .await
         .map_err(|_| Refusal::NotJson)?;
-        let Some(stored) = stored else {
-            return Err(Refusal::Unknown);
+        let (stored, (verified, payload)) = match (stored, checked) {
+            (Some(s), Ok(c)) => (s, c),
+            (s, c) => {
+                self.over_rate(FAILED, FAILED_RATE, true);
+                return Err(if s.is_none() {
+                    Refusal::Unknown
+                } else {
+                    c.err().unwrap_or(Refusal::Unknown)
+                });
+            }
         };
-        let (verified, payload) = checked?;
+        if self.over_rate(&stored.name, stored.rate, true) {
+            return Err(Refusal::Rate);
+        }
         self.deliver(stored, verified, req.headers.event, payload)
             .await
     }
@@ -386,6 +400,11 @@ impl Hooks {
         }
     }
 }
+
+/// The bucket of requests that fail (no hook, no valid signature), and its rate
+/// a minute: a flood of them is refused before its signatures are checked.
+const FAILED: &str = "\0failed";
+const FAILED_RATE: u32 = 600;
 
 /// The longest message a delivery posts (the lead's limit is larger; a payload
 /// past this is cut).
