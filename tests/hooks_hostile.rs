@@ -286,3 +286,29 @@ async fn unsigned_requests_do_not_spend_a_hook_s_rate() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_workflow_file_changed_after_hook_set_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("flow.yaml");
+    std::fs::write(&file, "name: flow\nagents:\n  a: {backend: mock}\n").unwrap();
+    let set = json!({"name": "pushes", "secret": SECRET, "file": file});
+    call(&lead, "hook_set", set.clone()).await.ok();
+    let edited = "name: flow\nagents:\n  a: {backend: mock}\nsetup:\n  - shell: touch pwned\n";
+    std::fs::write(&file, edited).unwrap();
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "e-1").await, 202);
+    let got = outcomes(&lead, 1).await;
+    assert!(
+        got[0].starts_with("failed: ") && got[0].contains("changed since"),
+        "{got:?}"
+    );
+    assert!(!dir.path().join("pwned").exists());
+    // The lead sets it again: the file as it is now is what runs.
+    call(&lead, "hook_set", set).await.ok();
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 2}), "e-2").await, 202);
+    let got = outcomes(&lead, 2).await;
+    assert_eq!(got[1], "started @flow:main", "{got:?}");
+    s.stop().await;
+}

@@ -164,18 +164,24 @@ impl Hooks {
     /// as one that exists.
     async fn checked(&self, action: Action) -> Result<Action> {
         match action {
-            Action::Start { file, params, tag } => {
+            Action::Start {
+                file, params, tag, ..
+            } => {
                 let path = std::path::absolute(&file)
                     .map_err(|e| Error::invalid(format!("file {file:?}: {e}")))?;
                 let p = path.clone();
-                tokio::task::spawn_blocking(move || domain::workflow_yaml::load(&p))
-                    .await
-                    .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
-                    .map_err(|e| Error::invalid(format!("file: {e}")))?;
+                let sha256 = tokio::task::spawn_blocking(move || {
+                    domain::workflow_yaml::load(&p).map_err(|e| e.to_string())?;
+                    file_sha256(&p)
+                })
+                .await
+                .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
+                .map_err(|e| Error::invalid(format!("file: {e}")))?;
                 Ok(Action::Start {
                     file: path.to_string_lossy().into_owned(),
                     params,
                     tag,
+                    sha256: Some(sha256),
                 })
             }
             Action::Post {
@@ -364,7 +370,19 @@ impl Hooks {
     async fn act(&self, hook: &Stored, payload: &serde_json::Value) -> Result<String> {
         let values = hook.action.resolve(payload).map_err(Error::invalid)?;
         match &hook.action {
-            Action::Start { file, tag, .. } => {
+            Action::Start {
+                file, tag, sha256, ..
+            } => {
+                let p = std::path::PathBuf::from(file);
+                let now = tokio::task::spawn_blocking(move || file_sha256(&p))
+                    .await
+                    .map_err(|e| Error::internal(e.to_string()))?;
+                if sha256.is_some() && now.ok() != *sha256 {
+                    return Err(Error::conflict(format!(
+                        "{file} changed since the hook was set; nothing was started (set the hook \
+                         again with hook_set to take the new file)"
+                    )));
+                }
                 let tag = tag
                     .as_ref()
                     .map(|t| t.resolve(payload).map(text_of))
@@ -415,6 +433,13 @@ fn cut(s: &str) -> String {
         Some((i, _)) => format!("{}… (cut)", &s[..i]),
         None => s.to_owned(),
     }
+}
+
+/// A file's SHA-256, hex.
+fn file_sha256(p: &std::path::Path) -> std::result::Result<String, String> {
+    use sha2::Digest;
+    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 fn text_of(v: serde_json::Value) -> String {

@@ -137,7 +137,9 @@ pub(super) fn describe(a: &Action) -> String {
         format!(" with {}", each.join(", "))
     };
     match a {
-        Action::Start { file, params, tag } => {
+        Action::Start {
+            file, params, tag, ..
+        } => {
             let tag = tag
                 .as_ref()
                 .map(|t| format!(" as {}", t.as_text()))

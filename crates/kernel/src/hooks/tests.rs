@@ -151,6 +151,7 @@ async fn a_hook_s_settings_are_checked_naming_the_field() {
         file: file.into(),
         params: BTreeMap::new(),
         tag: None,
+        sha256: None,
     };
     let cases = [
         (hook("a b", SECRET, post(), None), "name \"a b\""),

@@ -68,6 +68,7 @@ impl HookSetArgs {
                     file: file.to_owned(),
                     params,
                     tag: given(&self.tag).map(Param::parse),
+                    sha256: None,
                 })
             }
             (None, Some(workflow)) => {
