@@ -347,8 +347,9 @@ async fn a_contract_denies_a_kind_of_delivery_and_the_sender_learns_nothing() {
     );
     let base = s.url.trim_end_matches("/mcp").to_owned();
     let http = reqwest::Client::new();
-    for (kind, delivery) in [("push", "p-1"), ("pull_request", "p-2")] {
-        let body = pull_request(9);
+    // Each its own body: one signed body is taken once (a replay under another id is not new).
+    for (kind, delivery, n) in [("push", "p-1", 9), ("pull_request", "p-2", 10)] {
+        let body = pull_request(n);
         let rb = http
             .post(format!("{base}/hooks/github"))
             .header("x-github-event", kind)
@@ -460,8 +461,8 @@ async fn a_contract_holds_a_delivery_until_the_lead_approves_it() {
     let base = s.url.trim_end_matches("/mcp").to_owned();
     let http = reqwest::Client::new();
     let mut held = Vec::new();
-    for delivery in ["h-1", "h-2"] {
-        let body = pull_request(11);
+    for (delivery, n) in [("h-1", 11), ("h-2", 12)] {
+        let body = pull_request(n);
         let rb = http
             .post(format!("{base}/hooks/deploys"))
             .header("x-hook-delivery", delivery)

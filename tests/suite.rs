@@ -28,6 +28,7 @@ mod fanout_memory;
 mod feedback;
 mod fuzz;
 mod hooks;
+mod hooks_hostile;
 mod hostile_input;
 mod http_auth;
 mod http_protocol;

@@ -48,6 +48,7 @@ const OWNERS: &[(&str, &str)] = &[
     ("steps", "workflows"),
     ("hooks", "hooks"),
     ("hook_deliveries", "hooks"),
+    ("hook_macs", "hooks"),
 ];
 
 /// Columns owned by another room than their table's: `(table, column, room)`.

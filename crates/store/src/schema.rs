@@ -586,4 +586,14 @@ CREATE TABLE hook_deliveries (
 );
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 "#,
+    // 28: every signature a hook took (the MAC, hex), kept for good: a captured
+    // signed request sent again under a new delivery id is a replay, not new
+    // (GitHub's form signs no time, so there is no horizon to prune below).
+    r#"
+CREATE TABLE hook_macs (
+    mac         TEXT PRIMARY KEY,
+    hook        TEXT NOT NULL,
+    received_at INTEGER NOT NULL
+);
+"#,
 ];

@@ -65,6 +65,11 @@ pub enum Action {
         file: String,
         params: BTreeMap<String, Param>,
         tag: Option<Param>,
+        /// The file's SHA-256 (hex) when the hook was set: a file changed since
+        /// (by anyone who can write it) starts nothing until the lead sets the
+        /// hook again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
     },
     /// Posts to `workflow`'s channel (mentioning `to`): the payload, or the
     /// `params` fields taken from it.

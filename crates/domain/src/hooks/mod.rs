@@ -66,10 +66,12 @@ pub enum Refusal {
     BadDelivery,
 }
 
-/// What [`verify`] found: the delivery id a retry shares.
+/// What [`verify`] found: the delivery id a retry shares, and the signature
+/// (hex), which a replay under another delivery id shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     pub delivery: String,
+    pub mac: String,
 }
 
 /// Checks `body` against `secret` as the headers sign it, at `now_secs`.
@@ -81,7 +83,7 @@ pub fn verify(secret: &[u8], h: &Signed, body: &[u8], now_secs: i64) -> Result<V
         signed.push(b'.');
         signed.extend_from_slice(body);
         sign::check(secret, &signed, &mac)?;
-        if (now_secs - t).abs() > REPLAY_WINDOW_SECS {
+        if now_secs.abs_diff(t) > REPLAY_WINDOW_SECS.unsigned_abs() {
             return Err(Refusal::Stale);
         }
         mac
@@ -99,7 +101,10 @@ pub fn verify(secret: &[u8], h: &Signed, body: &[u8], now_secs: i64) -> Result<V
         Some(_) => return Err(Refusal::BadDelivery),
         None => format!("sig:{}", hex::encode(&digest[..16])),
     };
-    Ok(Verified { delivery })
+    Ok(Verified {
+        delivery,
+        mac: hex::encode(digest),
+    })
 }
 
 /// Whether `body` nests arrays and objects at most [`MAX_DEPTH`] deep; one linear

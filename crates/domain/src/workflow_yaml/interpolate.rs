@@ -168,6 +168,9 @@ pub struct Vars {
     source_dir: String,
     params: BTreeMap<String, String>,
     outputs: BTreeMap<String, String>,
+    /// The params came from outside (a hook's payload), not from the lead: see
+    /// [`interpolate_shell`] and [`Vars::confined`].
+    outside: bool,
 }
 
 impl Vars {
@@ -183,7 +186,30 @@ impl Vars {
             source_dir: source_dir.display().to_string(),
             params,
             outputs: BTreeMap::new(),
+            outside: false,
         }
+    }
+
+    /// These values with the params marked as from outside (`yes`) or not.
+    pub fn from_outside(mut self, yes: bool) -> Self {
+        self.outside = yes;
+        self
+    }
+
+    /// Refuses a path filled in from outside params that is absolute or climbs
+    /// (`..`): a payload does not choose where an agent works.
+    pub fn confined(&self, field: &str, filled: &str) -> Result<(), String> {
+        let p = Path::new(filled);
+        let climbs = p
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir));
+        if self.outside && (p.is_absolute() || climbs) {
+            return Err(format!(
+                "{field}: {filled:?} is absolute or holds `..` once filled in from a hook's payload; \
+                 a workflow a hook starts keeps its agents' folders under its own"
+            ));
+        }
+        Ok(())
     }
 
     /// A setup step's output, under its `as`.
@@ -200,6 +226,7 @@ impl Vars {
             "source_dir": self.source_dir,
             "params": self.params,
             "outputs": self.outputs,
+            "outside": self.outside,
         })
     }
 
@@ -214,6 +241,7 @@ impl Vars {
             source_dir: v.get("source_dir")?.as_str()?.to_owned(),
             params: map("params")?,
             outputs: map("outputs")?,
+            outside: v.get("outside").and_then(|o| o.as_bool()).unwrap_or(false),
         })
     }
 
@@ -270,6 +298,35 @@ pub fn interpolate(text: &str, vars: &Vars) -> Result<String, String> {
     }
     out.push_str(&text[from..]);
     Ok(out)
+}
+
+/// Characters a param from outside may hold to be put in a shell command: none a
+/// shell reads (quotes, `$`, `;`, spaces, backquotes...), so it is safe quoted or
+/// not. It may not begin with `-` (an option).
+const SHELL_SAFE: &str = "._-/+:@,=%";
+
+/// [`interpolate`] for a shell command: a param from outside (a hook's payload)
+/// holding anything but letters, digits and `._-/+:@,=%` (or beginning with `-`)
+/// refuses the command instead of running what the payload wrote.
+pub fn interpolate_shell(text: &str, vars: &Vars) -> Result<String, String> {
+    if vars.outside {
+        for e in expressions(text).map_err(|b| b.message)? {
+            let Some(p) = e.name.strip_prefix("params.") else {
+                continue;
+            };
+            let v = vars.resolve(e.name)?;
+            let safe = v
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || SHELL_SAFE.contains(c));
+            if !safe || v.starts_with('-') {
+                return Err(format!(
+                    "params.{p} came from a hook's payload and holds characters a shell reads \
+                     (only letters, digits and {SHELL_SAFE} are put in a command, not first `-`)"
+                ));
+            }
+        }
+    }
+    interpolate(text, vars)
 }
 
 /// Replaces every `${{ name }}` of `text` but those `keep` says to leave for

@@ -27,7 +27,7 @@ mod suggest;
 #[cfg(test)]
 mod tests;
 
-pub use interpolate::{Vars, interpolate, interpolate_except};
+pub use interpolate::{Vars, interpolate, interpolate_except, interpolate_shell};
 pub use params::bind_params;
 pub use spec::{HookDecl, load, parse};
 

@@ -12,9 +12,11 @@
 //!   the team.
 //! - A delivery is kept under the sender's delivery id before it acts: the same id
 //!   again (a sender's retry) finds it and does nothing more.
-//! - Each hook takes at most its `rate` requests a minute (signed or not: a
-//!   bucket refilled evenly); past it, requests are refused before their
-//!   signature is checked.
+//! - Each hook takes at most its `rate` signed requests a minute (a bucket
+//!   refilled evenly). Requests that fail (unsigned, a bad signature, no such
+//!   hook) draw on one bucket shared by every name, so a stranger can neither
+//!   spend a hook's rate nor tell a hook that exists by it; past that bucket,
+//!   requests are refused before their signature is checked.
 
 mod governed;
 mod rows;
@@ -60,7 +62,7 @@ pub struct HookView {
 }
 
 /// A hook as hook_set gives it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NewHook {
     pub name: String,
     pub secret: String,
@@ -162,18 +164,24 @@ impl Hooks {
     /// as one that exists.
     async fn checked(&self, action: Action) -> Result<Action> {
         match action {
-            Action::Start { file, params, tag } => {
+            Action::Start {
+                file, params, tag, ..
+            } => {
                 let path = std::path::absolute(&file)
                     .map_err(|e| Error::invalid(format!("file {file:?}: {e}")))?;
                 let p = path.clone();
-                tokio::task::spawn_blocking(move || domain::workflow_yaml::load(&p))
-                    .await
-                    .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
-                    .map_err(|e| Error::invalid(format!("file: {e}")))?;
+                let sha256 = tokio::task::spawn_blocking(move || {
+                    domain::workflow_yaml::load(&p).map_err(|e| e.to_string())?;
+                    file_sha256(&p)
+                })
+                .await
+                .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
+                .map_err(|e| Error::invalid(format!("file: {e}")))?;
                 Ok(Action::Start {
                     file: path.to_string_lossy().into_owned(),
                     params,
                     tag,
+                    sha256: Some(sha256),
                 })
             }
             Action::Post {
@@ -239,14 +247,14 @@ impl Hooks {
             .next())
     }
 
-    /// Whether the hook named is past its rate (this request taken from its bucket
-    /// if not).
-    fn over_rate(&self, name: &str, rate: u32) -> bool {
+    /// Whether the bucket `key` is past `rate` a minute; if not and `spend`, this
+    /// request is taken from it.
+    fn over_rate(&self, key: &str, rate: u32, spend: bool) -> bool {
         let (now, rate) = (self.clock.now_ms(), f64::from(rate));
         let mut c = self.counts.lock().expect("hook counts");
         let (tokens, at) = c
             .buckets
-            .entry(name.to_ascii_lowercase())
+            .entry(key.to_ascii_lowercase())
             .or_insert((rate, now));
         let refilled = (now - *at).max(0) as f64 * rate / 60_000.0;
         *tokens = (*tokens + refilled).min(rate);
@@ -254,7 +262,9 @@ impl Hooks {
         if *tokens < 1.0 {
             return true;
         }
-        *tokens -= 1.0;
+        if spend {
+            *tokens -= 1.0;
+        }
         false
     }
 
@@ -266,9 +276,9 @@ impl Hooks {
                 tracing::warn!(error = %e, "a hook's row could not be read");
                 Refusal::Unknown
             })?;
-        if let Some(s) = &stored
-            && self.over_rate(req.name, s.rate)
-        {
+        // Requests that fail draw on one bucket, whatever name they give: past
+        // it, none is checked (and a hook's own rate is spent only when signed).
+        if self.over_rate(FAILED, FAILED_RATE, false) {
             return Err(Refusal::Rate);
         }
         let now_secs = self.clock.now_ms().div_euclid(1000);
@@ -288,11 +298,21 @@ impl Hooks {
         })
         .await
         .map_err(|_| Refusal::NotJson)?;
-        let Some(stored) = stored else {
-            return Err(Refusal::Unknown);
+        let (stored, (verified, payload)) = match (stored, checked) {
+            (Some(s), Ok(c)) => (s, c),
+            (s, c) => {
+                self.over_rate(FAILED, FAILED_RATE, true);
+                return Err(if s.is_none() {
+                    Refusal::Unknown
+                } else {
+                    c.err().unwrap_or(Refusal::Unknown)
+                });
+            }
         };
-        let (verified, payload) = checked?;
-        self.deliver(stored, verified.delivery, req.headers.event, payload)
+        if self.over_rate(&stored.name, stored.rate, true) {
+            return Err(Refusal::Rate);
+        }
+        self.deliver(stored, verified, req.headers.event, payload)
             .await
     }
 
@@ -300,13 +320,19 @@ impl Hooks {
     async fn deliver(
         &self,
         hook: Stored,
-        delivery: String,
+        verified: spec::Verified,
         event: Option<&str>,
         payload: serde_json::Value,
     ) -> std::result::Result<Taken, Refusal> {
+        let (delivery, mac) = (verified.delivery, verified.mac);
         let now = self.clock.now_ms();
         let event = event.map(|e| e.chars().take(64).collect::<String>());
-        let kept = rows::keep(&self.store, (&hook.name, &delivery, event.clone()), now).await;
+        let kept = rows::keep(
+            &self.store,
+            (&hook.name, &delivery, event.clone()),
+            (mac, now),
+        )
+        .await;
         match kept {
             Ok(false) => return Ok(Taken::Retry { delivery }),
             Ok(true) => {}
@@ -344,7 +370,19 @@ impl Hooks {
     async fn act(&self, hook: &Stored, payload: &serde_json::Value) -> Result<String> {
         let values = hook.action.resolve(payload).map_err(Error::invalid)?;
         match &hook.action {
-            Action::Start { file, tag, .. } => {
+            Action::Start {
+                file, tag, sha256, ..
+            } => {
+                let p = std::path::PathBuf::from(file);
+                let now = tokio::task::spawn_blocking(move || file_sha256(&p))
+                    .await
+                    .map_err(|e| Error::internal(e.to_string()))?;
+                if sha256.is_some() && now.ok() != *sha256 {
+                    return Err(Error::conflict(format!(
+                        "{file} changed since the hook was set; nothing was started (set the hook \
+                         again with hook_set to take the new file)"
+                    )));
+                }
                 let tag = tag
                     .as_ref()
                     .map(|t| t.resolve(payload).map(text_of))
@@ -352,19 +390,22 @@ impl Hooks {
                     .map_err(Error::invalid)?;
                 let started = self
                     .workflows
-                    .workflow_start(Source::File(file.into()), tag.as_deref(), &values, None)
+                    .start_from_outside(Source::File(file.into()), tag.as_deref(), &values)
                     .await?;
                 self.declare(&started).await?;
                 Ok(format!("started {}", started.workflow))
             }
             Action::Post { workflow, to, .. } => {
+                // The payload's @mentions wake nobody (shown as ＠): only `to` is
+                // reached.
                 let scope = self.registry.scope(&Caller::Lead, Some(workflow)).await?;
                 let body = if values.is_empty() {
                     payload.clone()
                 } else {
                     serde_json::Value::Object(values)
                 };
-                let message = format!("[hook {}] {}", hook.name, cut(&body.to_string()));
+                let text = cut(&body.to_string()).replace('@', "\u{FF20}");
+                let message = format!("[hook {}] {text}", hook.name);
                 let out = Outgoing {
                     message,
                     to: to.clone(),
@@ -378,6 +419,11 @@ impl Hooks {
     }
 }
 
+/// The bucket of requests that fail (no hook, no valid signature), and its rate
+/// a minute: a flood of them is refused before its signatures are checked.
+const FAILED: &str = "\0failed";
+const FAILED_RATE: u32 = 600;
+
 /// The longest message a delivery posts (the lead's limit is larger; a payload
 /// past this is cut).
 const POSTED_CHARS: usize = 16_000;
@@ -387,6 +433,13 @@ fn cut(s: &str) -> String {
         Some((i, _)) => format!("{}… (cut)", &s[..i]),
         None => s.to_owned(),
     }
+}
+
+/// A file's SHA-256, hex.
+fn file_sha256(p: &std::path::Path) -> std::result::Result<String, String> {
+    use sha2::Digest;
+    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 fn text_of(v: serde_json::Value) -> String {
@@ -411,5 +464,15 @@ impl Owned {
             delivery: self.2.as_deref(),
             event: None,
         }
+    }
+}
+
+/// Its secret is never printed, not even in a log.
+impl std::fmt::Debug for NewHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewHook")
+            .field("name", &self.name)
+            .field("secret", &"<set>")
+            .finish_non_exhaustive()
     }
 }

@@ -137,7 +137,9 @@ pub(super) fn describe(a: &Action) -> String {
         format!(" with {}", each.join(", "))
     };
     match a {
-        Action::Start { file, params, tag } => {
+        Action::Start {
+            file, params, tag, ..
+        } => {
             let tag = tag
                 .as_ref()
                 .map(|t| format!(" as {}", t.as_text()))
@@ -155,16 +157,25 @@ pub(super) fn describe(a: &Action) -> String {
     }
 }
 
-/// Keeps a delivery as received; false when the sender's id is already kept (a
-/// retry). The hook's oldest past [`KEEP`] go.
+/// Keeps a delivery as received; false when its signature was taken before (a
+/// retry, or a replay under another delivery id) or the sender's id is already
+/// kept. The hook's oldest past [`KEEP`] go; the signatures stay.
 pub(super) async fn keep(
     store: &Store,
     (hook, delivery, event): (&str, &str, Option<String>),
-    now: i64,
+    (mac, now): (String, i64),
 ) -> Result<bool> {
     let (hook, delivery) = (hook.to_owned(), delivery.to_owned());
     store
         .write(move |c| {
+            let fresh = c.execute(
+                "INSERT INTO hook_macs (mac, hook, received_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (mac) DO NOTHING",
+                sql::params![mac, hook, now],
+            )? > 0;
+            if !fresh {
+                return Ok(false);
+            }
             let new = c.execute(
                 "INSERT INTO hook_deliveries (hook, delivery, event, received_at, outcome)
                  VALUES (?1, ?2, ?3, ?4, 'received') ON CONFLICT (hook, delivery) DO NOTHING",

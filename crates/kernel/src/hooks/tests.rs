@@ -124,7 +124,14 @@ async fn a_hook_s_rate_refills_evenly_as_the_clock_moves() {
     ];
     for (i, (secs, taken)) in steps.into_iter().enumerate() {
         clock.advance(std::time::Duration::from_secs(secs));
-        let got = send(&k.hooks, ("ci", "github", &format!("d-{i}")), b"{}").await;
+        // Each its own body: a signed body is taken once, whatever its delivery id.
+        let body = format!("[{i}]");
+        let got = send(
+            &k.hooks,
+            ("ci", "github", &format!("d-{i}")),
+            body.as_bytes(),
+        )
+        .await;
         let want = if taken { Ok("new") } else { Err(Refusal::Rate) };
         assert_eq!(got, want, "step {i}");
     }
@@ -144,6 +151,7 @@ async fn a_hook_s_settings_are_checked_naming_the_field() {
         file: file.into(),
         params: BTreeMap::new(),
         tag: None,
+        sha256: None,
     };
     let cases = [
         (hook("a b", SECRET, post(), None), "name \"a b\""),
@@ -172,4 +180,31 @@ async fn a_hook_s_settings_are_checked_naming_the_field() {
         assert!(got.contains(want), "{got}");
     }
     assert!(k.hooks.hook_list().await.unwrap().is_empty());
+}
+
+#[test]
+fn a_hook_s_secret_is_never_printed() {
+    let h = NewHook {
+        name: "ci".into(),
+        secret: SECRET.into(),
+        action: Action::Post {
+            workflow: "@global:main".into(),
+            to: None,
+            params: BTreeMap::new(),
+        },
+        rate: None,
+    };
+    let shown = format!("{h:?}");
+    assert!(
+        shown.contains("\"ci\"") && !shown.contains(SECRET),
+        "{shown}"
+    );
+    let decl = domain::workflow_yaml::HookDecl {
+        name: "ci".into(),
+        secret: SECRET.into(),
+        to: None,
+        params: BTreeMap::new(),
+        rate: None,
+    };
+    assert!(!format!("{decl:?}").contains(SECRET));
 }

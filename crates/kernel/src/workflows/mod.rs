@@ -163,6 +163,21 @@ pub struct Workflows {
     data_dir: PathBuf,
     /// The graphs of step workflows.
     steps: steps::Steps,
+    /// Instances being started now: a second start of one waits for nothing and
+    /// is refused (two deliveries at once start it once).
+    starting: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+/// An instance marked as starting; unmarked when dropped.
+pub(crate) struct Starting {
+    set: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    key: String,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        self.set.lock().expect("starting").remove(&self.key);
+    }
 }
 
 /// The rooms a [`Workflows`] is built on.
@@ -206,7 +221,46 @@ impl Workflows {
             feedback,
             data_dir,
             steps,
+            starting: Arc::default(),
         }
+    }
+
+    /// Parses, sets up and starts a workflow instance.
+    pub async fn workflow_start(
+        self: &Arc<Self>,
+        source: run::Source,
+        tag: Option<&str>,
+        params: &serde_json::Map<String, serde_json::Value>,
+        org: Option<&str>,
+    ) -> Result<run::Started> {
+        self.start((source, tag), params, (org, false)).await
+    }
+
+    /// [`workflow_start`](Self::workflow_start) with params from a hook's payload:
+    /// untrusted, so a setup command takes only those no shell reads and an
+    /// agent's `cwd` filled in from them stays under the workflow's folder.
+    pub async fn start_from_outside(
+        self: &Arc<Self>,
+        source: run::Source,
+        tag: Option<&str>,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<run::Started> {
+        self.start((source, tag), params, (None, true)).await
+    }
+
+    /// Marks `wref` as starting; refused if a start of it is under way.
+    fn starting(&self, wref: &WorkflowRef) -> Result<Starting> {
+        let key = wref.to_string();
+        if !self.starting.lock().expect("starting").insert(key.clone()) {
+            return Err(domain::error::Error::conflict(format!(
+                "{wref} is being started now; wait for it (workflow_status), or run another \
+                 instance with a different tag"
+            )));
+        }
+        Ok(Starting {
+            set: self.starting.clone(),
+            key,
+        })
     }
 }
 

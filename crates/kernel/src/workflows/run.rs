@@ -82,13 +82,12 @@ struct Registered {
 }
 
 impl Workflows {
-    /// Parses, sets up and starts a workflow instance.
-    pub async fn workflow_start(
+    /// Parses, sets up and starts a workflow instance (params from `outside` or not).
+    pub(super) async fn start(
         self: &Arc<Self>,
-        source: Source,
-        tag: Option<&str>,
+        (source, tag): (Source, Option<&str>),
         params: &serde_json::Map<String, serde_json::Value>,
-        org: Option<&str>,
+        (org, outside): (Option<&str>, bool),
     ) -> Result<Started> {
         // Reading and parsing are blocking (a file, libyaml): off the async threads.
         let data_dir = self.data_dir.as_path().to_owned();
@@ -110,6 +109,7 @@ impl Workflows {
         .map_err(|e| Error::internal(format!("reading the workflow failed: {e}")))?
         .map_err(|e| Error::invalid(e.to_string()))?;
         let wref = instance_of(&wf, tag)?;
+        let _starting = self.starting(&wref)?;
         self.refuse_if_running(&wref).await?;
         let org = self.org_of(org, &wf).await?;
         let bound = workflow_yaml::bind_params(&wf.params, params).map_err(|e| {
@@ -117,7 +117,8 @@ impl Workflows {
                 "{e}. Pass params as an object, e.g. {{\"pr\": 123}}"
             ))
         })?;
-        let mut vars = Vars::new(&wref.name, &wref.tag, &wf.source_dir, bound.clone());
+        let mut vars =
+            Vars::new(&wref.name, &wref.tag, &wf.source_dir, bound.clone()).from_outside(outside);
         super::setup::run_setup(&wf.setup, &mut vars, &wf.source_dir)
             .await
             .map_err(|e| Error::invalid(format!("{wref}: {e}. Nothing was started.")))?;
@@ -589,6 +590,7 @@ fn agent_cwd(cwd: &Path, vars: &Vars, source_dir: &Path) -> Result<PathBuf> {
     let filled =
         workflow_yaml::interpolate(&raw, vars).map_err(|e| Error::invalid(format!("cwd: {e}")))?;
     let filled = filled.trim();
+    vars.confined("cwd", filled).map_err(Error::invalid)?;
     if filled.is_empty() {
         return Err(Error::invalid(format!(
             "cwd: {raw} is empty once filled in"

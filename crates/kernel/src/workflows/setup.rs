@@ -5,9 +5,11 @@
 //! process group, stdin null, and on a timeout (or too much output) SIGTERM then
 //! SIGKILL to the whole group; after every step the group is swept, so a
 //! command's background children die with it. The command text is interpolated
-//! as is (no shell quoting), as in the original: params come from the lead.
+//! as is (no shell quoting), as in the original, when params come from the lead;
+//! params from a hook's payload are put in only when no shell would read them
+//! ([`interpolate_shell`]).
 
-use domain::workflow_yaml::{SetupStep, Vars, interpolate};
+use domain::workflow_yaml::{SetupStep, Vars, interpolate_shell};
 use std::path::Path;
 use std::time::Duration;
 use tokio::process::Command;
@@ -22,7 +24,7 @@ pub async fn run_setup(steps: &[SetupStep], vars: &mut Vars, cwd: &Path) -> Resu
             Some(a) => format!("setup step {} (as: {a})", i + 1),
             None => format!("setup step {}", i + 1),
         };
-        let command = interpolate(&step.shell, vars).map_err(|e| format!("{name}: {e}"))?;
+        let command = interpolate_shell(&step.shell, vars).map_err(|e| format!("{name}: {e}"))?;
         let out = run_step(&command, step.timeout, cwd)
             .await
             .map_err(|e| format!("{name} failed: `{}` {e}", shown(&step.shell)))?;

@@ -5,9 +5,11 @@
 //! response whatever was wrong and whether or not the hook exists.
 //!
 //! Before the kernel sees a request: at most [`IN_FLIGHT`] are in progress
-//! (others are refused at once), a declared length past the limit is refused
-//! without reading, and the body is read only up to the limit. Each request is a
-//! span when traces are exported.
+//! (others are refused at once; a slot is held until the kernel's work ends, even
+//! if the sender hangs up), a declared length past the limit is refused without
+//! reading, and the body is read only up to the limit and within [`BODY_TIME`] (a
+//! sender that trickles it is cut off). Each request is a span when traces are
+//! exported.
 
 use axum::{
     extract::{Path, Request, State},
@@ -24,6 +26,8 @@ use tokio::sync::Semaphore;
 pub const HOOKS_PATH: &str = "/hooks/{name}";
 /// Hook requests in progress at once.
 pub const IN_FLIGHT: usize = 16;
+/// The longest a request's body may take to arrive.
+pub const BODY_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct Ingress {
@@ -61,8 +65,10 @@ pub async fn receive(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    let Ok(_slot) = ingress.slots.clone().try_acquire_owned() else {
-        tracing::info!(hook = %name, "hook request refused: too many in progress");
+    // The name as logged: clipped, and escaped by `?` (it came from outside).
+    let shown: String = name.chars().take(64).collect();
+    let Ok(slot) = ingress.slots.clone().try_acquire_owned() else {
+        tracing::info!(hook = ?shown, "hook request refused: too many in progress");
         return refused();
     };
     let span = Span::start(
@@ -71,7 +77,7 @@ pub async fn receive(
         None,
         vec![KeyValue::new("agent_worker.hook", name.clone())],
     );
-    let work = take(ingress.kernel, name.clone(), req);
+    let work = take(ingress.kernel, (name.clone(), slot), req);
     let outcome = match &span {
         Some(s) => work.with_context(s.context().clone()).await,
         None => work.await,
@@ -89,7 +95,7 @@ pub async fn receive(
             (StatusCode::ACCEPTED, "accepted\n").into_response()
         }
         Err(why) => {
-            tracing::info!(hook = %name, %why, "hook request refused");
+            tracing::info!(hook = ?shown, %why, "hook request refused");
             if let Some(s) = &span {
                 s.fail(why.to_string());
                 s.end();
@@ -101,7 +107,11 @@ pub async fn receive(
 
 /// The request read within the limit and handed to the kernel, whose work runs in
 /// a task of its own: a sender that hangs up does not cut a start in half.
-async fn take(kernel: Arc<Kernel>, name: String, req: Request) -> Result<Taken, Refusal> {
+async fn take(
+    kernel: Arc<Kernel>,
+    (name, slot): (String, tokio::sync::OwnedSemaphorePermit),
+    req: Request,
+) -> Result<Taken, Refusal> {
     let (parts, body) = req.into_parts();
     let declared = parts
         .headers
@@ -111,8 +121,9 @@ async fn take(kernel: Arc<Kernel>, name: String, req: Request) -> Result<Taken, 
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(Refusal::TooLarge);
     }
-    let body = axum::body::to_bytes(body, MAX_BODY)
+    let body = tokio::time::timeout(BODY_TIME, axum::body::to_bytes(body, MAX_BODY))
         .await
+        .map_err(|_| Refusal::TooLarge)?
         .map_err(|_| Refusal::TooLarge)?;
     let h = parts.headers;
     let owned = |names: &[&str]| header_of(&h, names).map(str::to_owned);
@@ -122,6 +133,7 @@ async fn take(kernel: Arc<Kernel>, name: String, req: Request) -> Result<Taken, 
     let event = owned(&["x-github-event", "x-hook-event"]);
     let task = tokio::spawn(
         async move {
+            let _slot = slot;
             let req = HookRequest {
                 name: &name,
                 headers: Signed {

@@ -11,7 +11,7 @@ use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct HookSetArgs {
     pub name: String,
@@ -68,6 +68,7 @@ impl HookSetArgs {
                     file: file.to_owned(),
                     params,
                     tag: given(&self.tag).map(Param::parse),
+                    sha256: None,
                 })
             }
             (None, Some(workflow)) => {
@@ -142,5 +143,15 @@ impl AgentWorker {
             path: Some(format!("/hooks/{name}")),
             deleted: None,
         }))
+    }
+}
+
+/// Its secret is never printed, not even in a log.
+impl std::fmt::Debug for HookSetArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookSetArgs")
+            .field("name", &self.name)
+            .field("secret", &"<set>")
+            .finish_non_exhaustive()
     }
 }

@@ -480,4 +480,12 @@ CREATE TABLE hook_deliveries (
 );
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 "#,
+    // 16: SQLite's migration 28, every signature a hook took (never pruned).
+    r#"
+CREATE TABLE hook_macs (
+    mac         TEXT PRIMARY KEY,
+    hook        TEXT NOT NULL,
+    received_at BIGINT NOT NULL
+);
+"#,
 ];

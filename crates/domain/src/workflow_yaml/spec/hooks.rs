@@ -18,7 +18,7 @@ const MAX_HOOKS: usize = 16;
 
 /// A hook as a workflow declares it; its `secret` is raw (interpolated, and its
 /// length checked, when the instance starts).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct HookDecl {
     pub name: String,
     pub secret: String,
@@ -154,5 +154,15 @@ impl Doc<'_> {
             params,
             rate,
         })
+    }
+}
+
+/// Its secret is never printed, not even in a log.
+impl std::fmt::Debug for HookDecl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookDecl")
+            .field("name", &self.name)
+            .field("secret", &"<set>")
+            .finish_non_exhaustive()
     }
 }
