@@ -262,6 +262,7 @@ mod tests {
         let cfg: RunConfig = serde_json::from_value(serde_json::json!({
             "run_id": "r", "agent": "alice", "workflow": "@w:main", "backend": "sdk",
             "model": null, "system": null, "cwd": "/tmp", "state_dir": "/tmp",
+            "scratch": "/tmp/s",
             "idle_ms": 1000, "url": "http://x", "token": "t", "session_id": null,
             "trigger": "message", "prompt": null, "max_steps": 1,
         }))
