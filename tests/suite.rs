@@ -40,6 +40,7 @@ mod inspector_web;
 mod interop;
 mod interop_board;
 mod interop_contracts;
+mod interop_own_servers;
 mod interop_permissions;
 mod interop_skills;
 mod interop_worktrees;
