@@ -184,6 +184,11 @@ pub struct Sandbox {
     /// machine has no writable one and RLIMIT_NPROC holds the count.
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// Variables the worker sets for itself and all it starts: the CLI's home of
+    /// its own (`HOME`, `CODEX_HOME`, `XDG_CONFIG_HOME`…), kept per agent in the
+    /// kernel's data dir, so that no setting it writes reaches the user's CLI.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:
