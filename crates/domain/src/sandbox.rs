@@ -164,11 +164,6 @@ pub struct Sandbox {
     /// lose an empty folder, so that the run removes the one it made.
     #[serde(default)]
     pub folders: Vec<PathBuf>,
-    /// Folders where the CLI keeps its own state (`~/.claude`, `~/.codex`), made
-    /// when missing before the sandbox applies (a folder made later in the home
-    /// folder, which holds hidden secrets, could not be granted) and writable.
-    #[serde(default)]
-    pub state: Vec<PathBuf>,
     /// Device files any process uses (`/dev/null`, ttys): read and write.
     pub devices: Vec<PathBuf>,
     /// TCP ports a run may connect to; `None`: any.

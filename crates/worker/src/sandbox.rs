@@ -93,11 +93,6 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
             MADE.lock().unwrap().push(f.clone());
         }
     }
-    for d in &s.state {
-        if d.extension().is_none() && std::fs::symlink_metadata(d).is_err() {
-            let _ = std::fs::create_dir_all(d);
-        }
-    }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     applied.landlock = landlock(s)?;
@@ -307,7 +302,6 @@ fn split(s: &Sandbox, list: &dyn Fn(&Path) -> Vec<PathBuf>) -> (Vec<PathBuf>, Ve
         .iter()
         .flat_map(|w| within(w, &s.unwritable))
         .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
-        .chain(s.state.iter().flat_map(|p| within(p, &[])))
         .collect();
     (readable, writable)
 }

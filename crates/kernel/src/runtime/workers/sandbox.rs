@@ -163,7 +163,6 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
             .iter()
             .map(|f| at.cwd.join(f))
             .collect(),
-        state: Vec::new(),
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         connect: ports(spec, p.network_reach(), at.kernel_url),
         limits: p.sandbox_limits(),
@@ -196,8 +195,9 @@ fn hidden(at: &Places<'_>, home: Option<&Path>, grants: &[(bool, PathBuf)]) -> V
     hidden
 }
 
-/// Whether a CLI's state place (from the agent's `HOME` or environment) may be
-/// granted: a folder of its own, neither beneath a hidden place nor holding one.
+/// Whether a place of the user's CLI state (from the agent's `HOME` or
+/// environment) is held as such: a folder of its own (not `/`), neither
+/// beneath a hidden place (hidden already) nor holding one.
 fn state_place(p: &Path, hidden: &[PathBuf]) -> bool {
     use std::path::Component;
     let plain = p.is_absolute()
