@@ -133,6 +133,7 @@ async fn an_agents_commands_plant_nothing_in_the_users_home_and_its_own_home_sta
         .await
         .ok();
     assert_eq!(homes(dir.path()), vec![theirs.clone()]);
+    drop(lead);
     s.stop().await;
     // A restart (which sweeps what runs left in the data dir) keeps the other's.
     let s = InProcess::start(dir.path()).await;
