@@ -158,6 +158,11 @@ async fn cli_keeps_to_its_home(backend: &str) {
     let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let step = |c: &String| match backend {
         "claude" => ("Bash", json!({"command": c, "description": "run it"})),
+        "gemini" => (
+            "run_shell_command",
+            json!({"command": c, "description": "run it"}),
+        ),
+        "opencode" => ("bash", json!({"command": c, "description": "run it"})),
         _ => ("exec_command", json!({"cmd": c})),
     };
     let tries = plants(&user_home);
@@ -193,8 +198,18 @@ async fn cli_keeps_to_its_home(backend: &str) {
         "{backend}: the second run did not resume the conversation: {last}"
     );
     let [home] = homes(dir.path()).try_into().expect("one home");
-    // Its settings are a copy of the user's.
-    let (copied, was) = USERS[usize::from(backend != "claude")];
+    // Its settings are a copy of the user's (Gemini's chose API-key auth);
+    // OpenCode, given its configuration in its env, keeps its sessions there.
+    let (copied, was) = match backend {
+        "claude" => USERS[0],
+        "codex" => USERS[1],
+        "gemini" => (".gemini/settings.json", "{\"security\""),
+        _ => {
+            let data = home.join(".local/share/opencode");
+            assert!(data.is_dir(), "{backend}: nothing in {}", data.display());
+            return s.stop().await;
+        }
+    };
     let text = std::fs::read_to_string(home.join(copied)).unwrap_or_default();
     assert!(text.starts_with(was), "{backend}: {copied}: {text}");
     s.stop().await;
@@ -216,4 +231,22 @@ async fn claude_code_keeps_to_its_own_home() {
 )]
 async fn codex_keeps_to_its_own_home() {
     cli_keeps_to_its_home("codex").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn gemini_cli_keeps_to_its_own_home() {
+    cli_keeps_to_its_home("gemini").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn opencode_keeps_to_its_own_home() {
+    cli_keeps_to_its_home("opencode").await;
 }
