@@ -429,7 +429,7 @@ mod tests {
         let s = spec(&[("HOME", "/home/u"), ("CODEX_HOME", "/home/u/cx")]);
         let home = Path::new("/d/homes/agent-7");
         let at = Places {
-            cwd: Path::new("/work/a"),
+            cwd: Path::new("/srv/a"),
             state_dir: Path::new("/d/workspaces/w/main/a"),
             scratch: "/d/scratch/run-1".into(),
             data_dir: Path::new("/d"),
