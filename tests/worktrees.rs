@@ -470,3 +470,36 @@ async fn kill_9_during_a_run_loses_no_edit() {
     assert_eq!(git(repo.path(), &["log", "--format=%s", "main"]), "first");
     s.stop().await;
 }
+
+/// The kernel's own git reads no global config or attributes of the user's: a
+/// filter a `full` agent could plant in `~/.gitconfig` never runs at its commit.
+#[tokio::test]
+async fn the_kernels_commit_runs_no_filter_from_the_users_git_config() {
+    let (repo, home, data) = (
+        repository(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let ran = home.path().join("filter-ran");
+    let config = format!(
+        "[filter \"x\"]\n\tclean = \"touch {} && sed s/42/99/\"\n[core]\n\tattributesFile = {}\n",
+        ran.display(),
+        home.path().join("attributes").display()
+    );
+    std::fs::write(home.path().join(".gitconfig"), config).unwrap();
+    std::fs::write(home.path().join("attributes"), "* filter=x\n").unwrap();
+    let llm = writer(42).await;
+    let s =
+        HttpServer::start_with_env(data.path(), &[("HOME", home.path().to_str().unwrap())]).await;
+    let lead = s.lead(Proto::Legacy).await;
+    coder(&lead, "ada", repo.path(), &llm.url).await;
+    let r = ask(&lead, "ada", "make it 42", 45).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let on_branch = git(repo.path(), &["show", "aw/global-main/ada:lib.rs"]);
+    assert!(on_branch.contains("42"), "{on_branch}");
+    assert!(
+        !ran.exists(),
+        "the user's filter ran at the kernel's commit"
+    );
+    s.stop().await;
+}

@@ -1,7 +1,10 @@
 //! git, as the kernel runs it: the real `git` as a bounded subprocess (a timeout,
 //! bounded output, its own process group), never on a lock, in a clean
 //! environment (PATH and HOME only: no store URL, token or `GIT_*` variable of the
-//! kernel's reaches git or anything git runs), with no hooks and no fsmonitor.
+//! kernel's reaches git or anything git runs), with no hooks and no fsmonitor,
+//! and blind to the user's global and system config and attributes: a `full`
+//! agent can write `~/.gitconfig`, and a filter or diff driver named there would
+//! run at the kernel's `git add -A` outside any sandbox.
 //!
 //! In an agent's worktree git is always given the git dir recorded when the
 //! worktree was made, never the `.git` file in the folder: the agent can rewrite
@@ -32,6 +35,8 @@ const KERNEL_CONFIG: &[&str] = &[
     "core.fsmonitor=false",
     "-c",
     "core.quotePath=false",
+    "-c",
+    "core.attributesFile=/dev/null",
 ];
 
 /// Where a git command runs.
@@ -113,6 +118,8 @@ fn command(at: At<'_>, args: &[&str]) -> Command {
         }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
     // Nor the `commondir` file in the recorded git dir, which the agent may write:
     // the repository's own config and refs are taken from where the path says.
     if let At::Worktree { git_dir, .. } = at
