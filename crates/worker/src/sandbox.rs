@@ -301,7 +301,7 @@ fn split(s: &Sandbox, list: &dyn Fn(&Path) -> Vec<PathBuf>) -> (Vec<PathBuf>, Ve
         .writable
         .iter()
         .flat_map(|w| within(w, &s.unwritable))
-        .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
+        .chain(real_dirs(&s.folders).flat_map(|p| within(p, &s.unwritable)))
         .collect();
     (readable, writable)
 }
@@ -311,6 +311,21 @@ fn real_dirs(paths: &[PathBuf]) -> impl Iterator<Item = &PathBuf> {
     paths
         .iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+}
+
+/// Where a CLI's workspace configuration folder `name` (`.gemini`, `.cursor`)
+/// goes: in the run's folder `cwd`, unless its sandbox leaves that one out (the
+/// run's folder is the user's home, whose `.gemini` is the user's CLI's own), then
+/// in the run's own home, where the CLI reads it as its user-level configuration.
+pub fn workspace_dir(cwd: &Path, sandbox: Option<&Sandbox>, name: &str) -> PathBuf {
+    let at = cwd.join(name);
+    let Some(s) = sandbox.filter(|s| s.mode != Mode::Off && !s.folders.contains(&at)) else {
+        return at;
+    };
+    s.env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map_or(at, |(_, home)| Path::new(home).join(name))
 }
 
 /// The folders [`apply`] made for a CLI's workspace configuration.
@@ -333,4 +348,59 @@ pub fn tidy() {
 /// This machine's Landlock ABI (0 without Landlock).
 pub fn domain_abi() -> u32 {
     os::sandbox::landlock_abi()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(mode: Mode, folders: &[&str], unwritable: &[&str]) -> Sandbox {
+        let paths = |v: &[&str]| v.iter().map(PathBuf::from).collect();
+        Sandbox {
+            mode,
+            hidden: Vec::new(),
+            readable: Vec::new(),
+            writable: Vec::new(),
+            unwritable: paths(unwritable),
+            folders: paths(folders),
+            devices: Vec::new(),
+            connect: None,
+            limits: Limits::default(),
+            tmp: "/d/scratch/run-1/tmp".into(),
+            abi: 6,
+            cgroup: None,
+            env: vec![("HOME".into(), "/d/homes/agent-7".into())],
+        }
+    }
+
+    #[test]
+    fn a_workspace_folder_the_kernel_left_out_goes_to_the_runs_home() {
+        let check = |cwd: &str, s: Option<Sandbox>, expect: &str| {
+            let got = workspace_dir(Path::new(cwd), s.as_ref(), ".gemini");
+            assert_eq!(got, Path::new(expect), "{cwd}");
+        };
+        let granted = || sandbox(Mode::Required, &["/srv/a/.gemini"], &[]);
+        check("/srv/a", Some(granted()), "/srv/a/.gemini");
+        check("/srv/a", None, "/srv/a/.gemini");
+        check(
+            "/home/u",
+            Some(sandbox(Mode::Off, &[], &[])),
+            "/home/u/.gemini",
+        );
+        let left_out = Some(sandbox(Mode::Required, &[], &["/home/u/.gemini"]));
+        check("/home/u", left_out, "/d/homes/agent-7/.gemini");
+    }
+
+    #[test]
+    fn a_workspace_folder_is_granted_around_what_it_holds_unwritable() {
+        let s = sandbox(Mode::Required, &["/tmp"], &["/tmp/held"]);
+        let list = |p: &Path| -> Vec<PathBuf> {
+            match p.to_str() {
+                Some("/tmp") => vec!["/tmp/held".into(), "/tmp/open".into()],
+                _ => Vec::new(),
+            }
+        };
+        let (_, writable) = split(&s, &list);
+        assert_eq!(writable, vec![PathBuf::from("/tmp/open")]);
+    }
 }

@@ -64,8 +64,16 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
         };
         servers.push((name.clone(), entry));
     }
+    let dir = crate::sandbox::workspace_dir(&cfg.cwd, cfg.sandbox.as_ref(), ".cursor");
+    // In the run's home (its folder is the user's home) the CLI's config is the
+    // user-level one, which has another name.
+    let cli = if dir == cfg.cwd.join(".cursor") {
+        "cli.json"
+    } else {
+        "cli-config.json"
+    };
     let mut files = vec![WorkspaceFile::merge_servers(
-        cfg.cwd.join(".cursor").join("mcp.json"),
+        dir.join("mcp.json"),
         "mcpServers",
         servers,
     )?];
@@ -75,7 +83,7 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
         files.insert(
             0,
             WorkspaceFile::merge_servers(
-                cfg.cwd.join(".cursor").join("cli.json"),
+                dir.join(cli),
                 "permissions",
                 vec![
                     ("allow".into(), json!(rules.allow)),

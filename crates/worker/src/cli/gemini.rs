@@ -87,7 +87,8 @@ pub fn invocation(
         servers.push((name.clone(), entry));
     }
     let settings = WorkspaceFile::merge_servers(
-        cfg.cwd.join(".gemini").join("settings.json"),
+        crate::sandbox::workspace_dir(&cfg.cwd, cfg.sandbox.as_ref(), ".gemini")
+            .join("settings.json"),
         "mcpServers",
         servers,
     )?;

@@ -102,7 +102,8 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         .granted_paths()
         .map(|(w, path)| (w, tilde(path)))
         .collect();
-    let hidden = hidden(at, home.as_deref(), &grants);
+    let homes = user_homes(home.as_ref());
+    let hidden = hidden(at, &homes, &grants);
     let git = worktree_git(spec);
     let mut own = vec![
         at.cwd.to_owned(),
@@ -146,23 +147,25 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
     // The contracts' edit path rules stay with the edit tools and the command
     // patterns: Landlock cannot keep a folder writable but a folder inside it.
     // The user's CLI state is not writable even where a grant or the agent's
-    // folder holds it.
-    let mut unwritable: Vec<PathBuf> = user_cli_state(home.as_deref(), &env)
+    // folder holds it; below full, nor are the shell's start-up files and the
+    // places the user's tools run from.
+    let below_full = (p.profile != Profile::Full).then_some(STARTUP).into_iter();
+    let startup = below_full.flat_map(|s| in_homes(&homes, s));
+    let mut unwritable: Vec<PathBuf> = user_cli_state(&homes, &env)
+        .chain(startup)
         .filter(|p| state_place(p, &hidden))
         .collect();
     if p.profile == Profile::Full {
         unwritable.extend(hidden.iter().cloned());
     }
+    let folders = workspace_folders(spec.backend, at.cwd, &hidden, &unwritable);
     Some(Sandbox {
         mode,
         hidden,
         readable,
         writable,
         unwritable,
-        folders: workspace_folders(spec.backend)
-            .iter()
-            .map(|f| at.cwd.join(f))
-            .collect(),
+        folders,
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         connect: ports(spec, p.network_reach(), at.kernel_url),
         limits: p.sandbox_limits(),
@@ -173,21 +176,27 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
     })
 }
 
+/// The user's homes: the agent's `HOME` (its environment's, or the kernel's)
+/// and the real one, from the user database.
+fn user_homes(home: Option<&PathBuf>) -> Vec<PathBuf> {
+    let real = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir);
+    let mut homes: Vec<PathBuf> = home.into_iter().cloned().collect();
+    homes.extend(real.filter(|r| Some(r) != home));
+    homes
+}
+
 /// What no run reads: the kernel's data dir, the other runs' scratch folders,
 /// the user's session (`/run/user/<uid>`: its sockets) and the secrets under
 /// both the user's real home and the agent's `HOME`, but those a grant names.
-fn hidden(at: &Places<'_>, home: Option<&Path>, grants: &[(bool, PathBuf)]) -> Vec<PathBuf> {
+fn hidden(at: &Places<'_>, homes: &[PathBuf], grants: &[(bool, PathBuf)]) -> Vec<PathBuf> {
     let mut hidden: Vec<PathBuf> = vec![at.data_dir.to_owned()];
     hidden.push(PathBuf::from(format!(
         "/run/user/{}",
         nix::unistd::getuid()
     )));
-    let real = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.dir);
-    let mut homes: Vec<&Path> = home.into_iter().collect();
-    homes.extend(real.as_deref().filter(|r| Some(*r) != home));
     for h in homes {
         let secrets = SECRETS.iter().map(|s| h.join(s));
         hidden.extend(secrets.filter(|s| !grants.iter().any(|(_, g)| g.starts_with(s))));
@@ -256,10 +265,40 @@ fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
     Some(sandbox::url_ports(urls.iter().map(String::as_str)))
 }
 
+/// What the user's shells and tools run at their next start (start-up files,
+/// git's config, the folders commands and services are run from), in a home:
+/// none writable by a run below full.
+const STARTUP: &[&str] = &[
+    ".bashrc",
+    ".profile",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".gitconfig",
+    ".config/git",
+    ".local/bin",
+    ".config/systemd/user",
+    ".config/autostart",
+    ".local/share/claude",
+    ".opencode/bin",
+];
+
+/// `places` in each of `homes`.
+fn in_homes<'a>(homes: &'a [PathBuf], places: &'a [&str]) -> impl Iterator<Item = PathBuf> + 'a {
+    homes
+        .iter()
+        .flat_map(move |h| places.iter().map(move |p| h.join(p)))
+}
+
 /// Where the user's CLIs keep their state and configuration, and the caches
-/// they run packages from: none writable by a run, whatever its profile.
+/// they run packages from, in each of the user's homes: none writable by a run,
+/// whatever its profile.
 fn user_cli_state<'a>(
-    home: Option<&'a Path>,
+    homes: &'a [PathBuf],
     env: &'a dyn Fn(&str) -> Option<String>,
 ) -> impl Iterator<Item = PathBuf> + 'a {
     const PLACES: &[&str] = &[
@@ -282,9 +321,7 @@ fn user_cli_state<'a>(
         ("CLAUDE_CONFIG_DIR", ""),
         ("GEMINI_CLI_HOME", ".gemini"),
     ];
-    let in_home = home
-        .into_iter()
-        .flat_map(|h| PLACES.iter().map(move |p| h.join(p)));
+    let in_home = in_homes(homes, PLACES);
     let xdg = ["XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"]
         .into_iter()
         .filter_map(|v| env(v).map(PathBuf::from))
@@ -297,14 +334,28 @@ fn user_cli_state<'a>(
         .chain(xdg)
 }
 
-/// The folders in the agent's folder where the worker merges our server into a
-/// CLI's workspace configuration (`cli/workspace.rs`).
-fn workspace_folders(backend: Backend) -> &'static [&'static str] {
-    match backend {
+/// The folders in the agent's folder `cwd` where the worker merges our server
+/// into a CLI's workspace configuration (`cli/workspace.rs`). Never one of the
+/// places in `hidden` or `unwritable`, beneath one or holding one (the agent's
+/// folder is the user's home): the worker then writes it in the agent's home.
+fn workspace_folders(
+    backend: Backend,
+    cwd: &Path,
+    hidden: &[PathBuf],
+    unwritable: &[PathBuf],
+) -> Vec<PathBuf> {
+    let names: &[&str] = match backend {
         Backend::Cursor => &[".cursor"],
         Backend::Gemini => &[".gemini"],
         _ => &[],
-    }
+    };
+    let apart = |f: &PathBuf| {
+        !hidden
+            .iter()
+            .chain(unwritable)
+            .any(|u| f.starts_with(u) || u.starts_with(f))
+    };
+    names.iter().map(|n| cwd.join(n)).filter(apart).collect()
 }
 
 /// The pids cgroups of this kernel's runs, named after its data dir (two
@@ -358,6 +409,180 @@ pub(crate) fn limit_hit(signal: i32) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn spec(backend: Backend, home: &str) -> Spec {
+        Spec {
+            agent_id: 7,
+            name: "a".into(),
+            workflow: domain::names::WorkflowRef::parse("@w").unwrap(),
+            workflow_id: 1,
+            backend,
+            model: None,
+            system: None,
+            cwd: None,
+            env: [("HOME".to_owned(), home.to_owned())].into(),
+            config: Default::default(),
+            state: domain::states::AgentState::Idle,
+            session_id: None,
+            session_usage: None,
+            workflow_state: domain::states::WorkflowState::Active,
+            node: None,
+            held: Default::default(),
+            denials: Default::default(),
+            trace: None,
+        }
+    }
+
+    /// The user's real home (from the user database), for `~` in a case.
+    fn real_home() -> PathBuf {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .unwrap()
+            .unwrap()
+            .dir
+    }
+
+    /// One case: an agent of `backend` whose `HOME` is `home` and whose folder is
+    /// `cwd`, at `profile`: its workspace folders are `folders`, the places in
+    /// `held` are never writable (held, or not granted at all), those in `open`
+    /// are writable. `~` is the user's real home.
+    struct Case<'a> {
+        profile: Profile,
+        backend: Backend,
+        home: &'a str,
+        cwd: &'a str,
+        folders: &'a [&'a str],
+        held: &'a [&'a str],
+        open: &'a [&'a str],
+    }
+
+    fn check(c: Case<'_>) {
+        let real = real_home();
+        let path = |p: &str| match p.strip_prefix("~") {
+            Some(rest) => PathBuf::from(format!("{}{rest}", real.display())),
+            None => PathBuf::from(p),
+        };
+        let cwd = path(c.cwd);
+        let at = Places {
+            cwd: &cwd,
+            state_dir: Path::new("/d/workspaces/w/main/a"),
+            scratch: "/d/scratch/run-1".into(),
+            data_dir: Path::new("/d"),
+            home: Path::new("/d/homes/agent-7"),
+            skills: Vec::new(),
+            kernel_url: "http://127.0.0.1:1/mcp",
+        };
+        let p = Permissions {
+            profile: c.profile,
+            ..Default::default()
+        };
+        let sb = plan(&spec(c.backend, c.home), &p, &at).unwrap();
+        let what = format!("{:?} {:?} in {}", c.profile, c.backend, c.cwd);
+        let folders: Vec<PathBuf> = c.folders.iter().map(|f| path(f)).collect();
+        assert_eq!(sb.folders, folders, "{what}");
+        // Writable as the worker grants it: beneath a writable place, but not
+        // beneath an unwritable place inside that one (it splits around those).
+        let writable = |x: &Path| {
+            sb.writable.iter().any(|w| {
+                x.starts_with(w)
+                    && !sb
+                        .unwritable
+                        .iter()
+                        .any(|u| u.starts_with(w) && x.starts_with(u))
+            })
+        };
+        for h in c.held.iter().map(|h| path(h)) {
+            assert!(!writable(&h), "{what}: {} is writable", h.display());
+        }
+        for o in c.open.iter().map(|o| path(o)) {
+            assert!(writable(&o), "{what}: {} is not writable", o.display());
+        }
+    }
+
+    const SHELL: &[&str] = &[
+        "/home/u/.bashrc",
+        "/home/u/.profile",
+        "/home/u/.zshrc",
+        "/home/u/.gitconfig",
+        "/home/u/.config/git/config",
+        "/home/u/.local/bin/git",
+        "/home/u/.config/systemd/user/x.service",
+        "/home/u/.config/autostart/x.desktop",
+        "/home/u/.local/share/claude/versions/1",
+        "/home/u/.opencode/bin/opencode",
+    ];
+
+    #[test]
+    fn a_workspace_folder_in_the_users_home_is_the_users_and_never_granted() {
+        use {Backend::*, Profile::*};
+        for profile in [Read, Edit, Full] {
+            let case = |backend, home, cwd, folders| Case {
+                profile,
+                backend,
+                home,
+                cwd,
+                folders,
+                held: &[
+                    "/home/u/.gemini/settings.json",
+                    "~/.gemini",
+                    "~/.cursor/mcp.json",
+                ],
+                open: &[],
+            };
+            check(case(Gemini, "/home/u", "/home/u", &[]));
+            check(case(Cursor, "/home/u", "/home/u/", &[]));
+            check(case(Gemini, "/home/u", "~", &[]));
+            check(case(Cursor, "/home/u", "~", &[]));
+            check(case(Gemini, "/home/u", "/srv/a", &["/srv/a/.gemini"]));
+            check(case(Cursor, "/home/u", "/srv/a", &["/srv/a/.cursor"]));
+            check(case(Claude, "/home/u", "/home/u", &[]));
+        }
+    }
+
+    #[test]
+    fn the_real_homes_cli_state_is_held_whatever_home_the_agent_names() {
+        for profile in [Profile::Read, Profile::Edit, Profile::Full] {
+            check(Case {
+                profile,
+                backend: Backend::Sdk,
+                home: "/srv/h",
+                cwd: "/srv/a",
+                folders: &[],
+                held: &[
+                    "~/.claude/settings.json",
+                    "~/.codex",
+                    "~/.npm",
+                    "/srv/h/.claude",
+                ],
+                open: &["/d/homes/agent-7/.claude"],
+            });
+        }
+    }
+
+    #[test]
+    fn below_full_an_agent_in_the_users_home_changes_no_start_up_file() {
+        let case = |profile, open: &'static [&'static str], held: &'static [&'static str]| Case {
+            profile,
+            backend: Backend::Sdk,
+            home: "/home/u",
+            cwd: "/home/u",
+            folders: &[],
+            held,
+            open,
+        };
+        check(case(
+            Profile::Edit,
+            &["/home/u/src/x.rs", "/home/u/notes"],
+            SHELL,
+        ));
+        check(case(Profile::Read, &[], SHELL));
+        check(case(
+            Profile::Full,
+            SHELL,
+            &["/home/u/.claude", "/home/u/.codex/config.toml"],
+        ));
+    }
+
     #[test]
     fn a_limits_signal_is_named() {
         let check =
