@@ -419,12 +419,9 @@ impl Workers {
             })
             .await?;
         let (governed, permissions) = self.governed_run(spec);
-        // What the contracts leave of the profile is what the sandbox holds: a CLI
-        // whose edits a contract holds (Codex, narrowed to read) cannot write by any
-        // other way either.
-        let mut fenced = spec.config.permissions.clone();
-        fenced.profile = fenced.profile.min(permissions.profile);
-        let sandbox = self.sandbox_plan(spec, &fenced, run_id, (&cwd, &state_dir), &skills, &url);
+        let at = (cwd.as_path(), state_dir.as_path());
+        let sandbox = self.sandbox_plan(spec, permissions.profile, run_id, at, &skills, &url);
+        let sandbox = sandbox.await?;
         let config = RunConfig {
             run_id: run_id.to_owned(),
             agent: spec.name.clone(),
@@ -524,33 +521,47 @@ impl Workers {
         (governed, held)
     }
 
-    /// The run's OS sandbox, from its agent's permissions and its places (reads a
-    /// worktree's `.git` file and the scratch folders beside its own: small reads).
-    fn sandbox_plan(
+    /// The run's OS sandbox, from its agent's permissions and places, off the async
+    /// threads (it reads the user database and a worktree's git folder, makes a cgroup).
+    async fn sandbox_plan(
         &self,
         spec: &Spec,
-        permissions: &domain::permissions::Permissions,
+        governed: domain::permissions::Profile,
         run_id: &str,
         (cwd, state_dir): (&std::path::Path, &std::path::Path),
         skills: &[protocol::SkillRef],
         url: &str,
-    ) -> Option<domain::sandbox::Sandbox> {
-        let places = sandbox::Places {
-            cwd,
-            state_dir,
-            scratch: self.scratch_dir(run_id),
-            data_dir: &self.base.data_dir,
-            home: &home::dir(&self.base.data_dir, spec.agent_id),
-            skills: skills.iter().map(|s| s.dir.clone()).collect(),
-            kernel_url: url,
-        };
-        let mut plan = sandbox::plan(spec, permissions, &places)?;
-        plan.cgroup = self.cgroups.as_ref().and_then(|c| {
-            c.make(run_id, plan.limits.processes)
-                .inspect_err(|e| tracing::warn!(run = run_id, "no pids cgroup: {e}"))
-                .ok()
-        });
-        Some(plan)
+    ) -> Result<Option<domain::sandbox::Sandbox>> {
+        let (mut spec, mut permissions) = (spec.clone(), spec.config.permissions.clone());
+        spec.trace = None;
+        // What the contracts leave of the profile is what the sandbox holds: a CLI
+        // whose edits a contract holds (Codex, narrowed to read) cannot write by
+        // any other way either.
+        permissions.profile = permissions.profile.min(governed);
+        let (cwd, state_dir, url) = (cwd.to_owned(), state_dir.to_owned(), url.to_owned());
+        let (scratch, data_dir) = (self.scratch_dir(run_id), self.base.data_dir.clone());
+        let skills: Vec<PathBuf> = skills.iter().map(|s| s.dir.clone()).collect();
+        let (cgroups, run_id) = (self.cgroups.clone(), run_id.to_owned());
+        tokio::task::spawn_blocking(move || {
+            let places = sandbox::Places {
+                cwd: &cwd,
+                state_dir: &state_dir,
+                scratch,
+                data_dir: &data_dir,
+                home: &home::dir(&data_dir, spec.agent_id),
+                skills,
+                kernel_url: &url,
+            };
+            let mut plan = sandbox::plan(&spec, &permissions, &places)?;
+            plan.cgroup = cgroups.as_ref().and_then(|c| {
+                c.make(&run_id, plan.limits.processes)
+                    .inspect_err(|e| tracing::warn!(run = run_id, "no pids cgroup: {e}"))
+                    .ok()
+            });
+            Some(plan)
+        })
+        .await
+        .map_err(|e| Error::internal(e.to_string()))
     }
 
     /// How long a run's worker may print nothing: the agent's `timeout`, or the default.

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use store::sql::OptionalExtension;
 
 /// What a run needs to know about its agent, read when it starts.
+#[derive(Clone)]
 pub(crate) struct Spec {
     pub(crate) agent_id: i64,
     pub(crate) name: String,
