@@ -141,6 +141,55 @@ async fn an_agents_commands_plant_nothing_in_the_users_home_and_its_own_home_sta
     s.stop().await;
 }
 
+/// The user's start-up files and the places the user's tools run from.
+const STARTUP: &[&str] = &[
+    ".profile",
+    ".gitconfig",
+    ".config/git/config",
+    ".local/bin/git",
+    ".config/autostart/x.desktop",
+];
+
+/// An `edit` agent whose folder is the user's home (a workflow file kept in `~`
+/// with no cwd) changes the home's files, but none of the CLIs' state, nor the
+/// shell's start-up files, git's config or where the user's tools run from.
+#[tokio::test]
+async fn an_edit_agent_in_the_users_home_changes_no_start_up_file() {
+    let o = Outside::new();
+    let user_home = o.path("home");
+    let h = Path::new(&user_home);
+    plant(h);
+    for f in STARTUP.iter().chain(&["src/lib.rs"]) {
+        std::fs::create_dir_all(h.join(f).parent().unwrap()).unwrap();
+        std::fs::write(h.join(f), "the user's\n").unwrap();
+    }
+    let mut tries: Vec<String> = STARTUP
+        .iter()
+        .map(|f| format!("echo planted >> {user_home}/{f}"))
+        .collect();
+    tries.extend(plants(&user_home).into_iter().take(4));
+    tries.push(format!("echo ours > {user_home}/src/lib.rs"));
+    let steps: Vec<(&str, Value)> = tries
+        .iter()
+        .map(|c| ("run_command", json!({"command": c})))
+        .collect();
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    sdk_agent(&lead, "homebody", &llm, &user_home, h).await;
+    let said = run(&lead, "homebody", &llm).await.join("\n");
+    users_unchanged(h, &said);
+    for f in STARTUP {
+        let text = std::fs::read_to_string(h.join(f)).unwrap();
+        assert_eq!(text, "the user's\n", "the user's {f} changed: {said}");
+    }
+    let work = std::fs::read_to_string(h.join("src/lib.rs")).unwrap();
+    assert_eq!(work, "ours\n", "work in its folder failed: {said}");
+    drop(lead);
+    s.stop().await;
+}
+
 /// A real CLI (its own shell tool) under `edit`: its commands plant nothing in
 /// the user's home, it runs on the login and settings copied into its own, and
 /// a second run resumes its conversation from there.
