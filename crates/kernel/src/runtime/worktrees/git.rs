@@ -119,7 +119,8 @@ fn command(at: At<'_>, args: &[&str]) -> Command {
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
     cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1");
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_ATTR_NOSYSTEM", "1");
     // Nor the `commondir` file in the recorded git dir, which the agent may write:
     // the repository's own config and refs are taken from where the path says.
     if let At::Worktree { git_dir, .. } = at
