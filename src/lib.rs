@@ -184,7 +184,8 @@
 //!                  agent, and its span; supervise.rs one run from spawn to
 //!                  settlement; commits.rs a worktree agent's commit per run;
 //!                  records.rs run views; home.rs a sandboxed agent's home of its
-//!                  own for its CLI's state, seeded from the user's), running.rs the runs in progress
+//!                  own for its CLI's state, seeded from the user's; home/login.rs one
+//!                  login chain with the user's), running.rs the runs in progress
 //!                  (Running, whose methods alone lock them), runs.rs run records (an agent's spending with
 //!                  what it made), ask.rs agent_ask (the lead's, or an agent's of one it made),
 //!                  delegation/ agents making, asking, deleting agents of their own,

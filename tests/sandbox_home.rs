@@ -299,3 +299,63 @@ async fn gemini_cli_keeps_to_its_own_home() {
 async fn opencode_keeps_to_its_own_home() {
     cli_keeps_to_its_home("opencode").await;
 }
+
+/// The login in an agent's home stays one chain with the user's: what its CLI
+/// refreshed goes back to the user's file at the run's end, and a user's new
+/// login reaches the agent at its next run. Cursor's CLI is played by a script
+/// that notes the login it finds in its home and writes a refreshed one there.
+#[tokio::test]
+async fn a_refreshed_login_goes_back_to_the_user_and_a_new_one_reaches_the_agent() {
+    use std::os::unix::fs::PermissionsExt;
+    let o = Outside::new();
+    let uh = PathBuf::from(o.path("home"));
+    let users = uh.join(".config/cursor/auth.json");
+    std::fs::create_dir_all(users.parent().unwrap()).unwrap();
+    let login = |token: &str| json!({"accessToken": "a", "refreshToken": token}).to_string();
+    let text = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    std::fs::write(&users, login("r1")).unwrap();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (bin, seen) = (work.path().join("bin"), work.path().join("seen.txt"));
+    std::fs::create_dir(&bin).unwrap();
+    let cli = format!(
+        "#!/bin/sh\nf=\"$HOME/.config/cursor/auth.json\"\n(cat \"$f\"; echo) >> {}\nprintf %s '{}' > \"$f\"\n",
+        seen.display(),
+        login("by-agent")
+    );
+    std::fs::write(bin.join("cursor-agent"), cli).unwrap();
+    std::fs::set_permissions(bin.join("cursor-agent"), PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let env = json!({"HOME": uh.display().to_string(), "CURSOR_API_KEY": "k",
+                     "PATH": format!("{}:/usr/bin:/bin", bin.display())});
+    call(
+        &lead,
+        "agent_new",
+        json!({"name": "cursor", "backend": "cursor", "env": env,
+               "cwd": work.path().display().to_string(), "permissions": "edit"}),
+    )
+    .await
+    .ok();
+    // Its CLI found the user's login and refreshed it: the user's file has the
+    // new one (the worker may start the CLI more than once in a run).
+    let r = ask(&lead, "cursor", "hello", 30).await;
+    let seen_lines = || -> Vec<String> { text(&seen).lines().map(String::from).collect() };
+    let first = seen_lines();
+    assert_eq!(first.first(), Some(&login("r1")), "{r}");
+    assert_eq!(text(&users), login("by-agent"), "{r}");
+    // The user logs in again: the agent's CLI finds that one at its next run.
+    std::fs::write(&users, login("r3")).unwrap();
+    let r = ask(&lead, "cursor", "again", 30).await;
+    assert_eq!(seen_lines().get(first.len()), Some(&login("r3")), "{r}");
+    // The record of what was copied is kept beside the homes, and goes with the agent.
+    let [home] = homes(dir.path()).try_into().expect("one home");
+    let record = dir.path().join("logins/agent-1.json");
+    assert!(!text(&record).is_empty());
+    call(&lead, "agent_delete", json!({"target": "cursor"}))
+        .await
+        .ok();
+    assert!(!record.exists() && !home.exists());
+    drop(lead);
+    s.stop().await;
+}

@@ -7,8 +7,11 @@
 //!
 //! At each run the kernel copies in what the home lacks of a short list per CLI
 //! of the user's own files (its login and settings, [`seeds`]), so the CLI runs
-//! as the user's does. Copies, never links, and never over a file already there.
+//! as the user's does. Copies, never links, and never over a file already there,
+//! but for the logins, kept one chain with the user's (see [`login`]).
 //! The functions that touch files block: call them off the async threads.
+
+mod login;
 
 use domain::backends::Backend;
 use std::io;
@@ -149,9 +152,19 @@ impl Home {
         })
     }
 
-    /// Makes it ready ([`prepare`]).
+    /// Makes it ready ([`prepare`]) and brings its logins in line ([`sync_logins`]).
     pub fn prepare(&self) -> io::Result<()> {
-        prepare(&self.dir, &self.seeds)
+        prepare(&self.dir, &self.seeds)?;
+        self.sync_logins();
+        Ok(())
+    }
+
+    /// After a run: the login the agent's CLI refreshed goes back to the user's
+    /// file ([`sync_logins`]). Blocks: call it off the async threads.
+    pub fn sync_logins(&self) {
+        if let Err(e) = login::sync(&self.dir, &self.seeds) {
+            tracing::warn!(home = %self.dir.display(), "the logins could not be synced: {e}");
+        }
     }
 }
 
@@ -232,8 +245,12 @@ fn copy_new(bytes: &[u8], to: &Path) -> io::Result<()> {
     f.write_all(bytes)
 }
 
-/// Removes an agent's home (nothing if it is not there).
+/// Removes an agent's home and the record of its logins (nothing if not there).
 pub fn remove(home: &Path) -> io::Result<()> {
+    match std::fs::remove_file(login::record(home)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     match std::fs::remove_dir_all(home) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
