@@ -185,9 +185,10 @@ async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
     s.stop().await;
 }
 
-/// Claude Code: the run's `PostToolUse` hook (this binary in hook mode) adds what
-/// arrived to the conversation after the tool call under way, so a message sent
-/// during the second model call is in the third request.
+/// Claude Code and Gemini CLI: the run's hook after each tool call (`PostToolUse`,
+/// `AfterTool`: this binary in hook mode) adds what arrived to the conversation
+/// after the tool call under way, so a message sent during the second model call
+/// is in the third request.
 async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     use common::clis::{cli_bin, cli_env, model_for};
     let Some(bin) = cli_bin() else { return };
@@ -248,6 +249,15 @@ async fn claude_code_gets_a_message_after_its_next_tool_call() {
     cli_gets_a_message_after_its_next_tool_call("claude").await;
 }
 
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn gemini_cli_gets_a_message_after_its_next_tool_call() {
+    cli_gets_a_message_after_its_next_tool_call("gemini").await;
+}
+
 /// A CLI with no way into its turn: a message sent while it runs a slow command is
 /// named in the result of its next team tool call ("New for you"), which its model
 /// reads in the next request; its run reads the message in full after.
@@ -292,15 +302,6 @@ async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
     );
     assert_eq!(i["inbox"]["acked"], 2, "{backend}: {i}");
     s.stop().await;
-}
-
-#[tokio::test]
-#[cfg_attr(
-    not(heavy),
-    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
-)]
-async fn gemini_cli_reads_news_in_a_team_tool_result() {
-    cli_sees_news_in_its_next_team_tool_result("gemini").await;
 }
 
 #[tokio::test]

@@ -6,8 +6,11 @@
 //! (`hook_event_name` on stdin), so a CLI with hooks of the same shape can use it.
 //!
 //! `FILE` (in the run's scratch folder, private to this user) holds the kernel's URL
-//! and the ids already shown; the run's token comes from the environment Claude Code
-//! passes on (never in an argument or a file). Reading the inbox marks what it shows
+//! and the ids already shown; the run's token comes from the environment the CLI
+//! passes on (never in an argument or a file). Gemini CLI reads hooks only from a
+//! settings file the runs of one folder share (see [`shared_entry`]): its command
+//! is the same for every run and names `FILE` by the variable [`FILE_ENV`] of the
+//! CLI's environment, which its shell expands. Reading the inbox marks what it shows
 //! seen by the run, which acks it when it succeeds. Nothing new, or any failure:
 //! nothing is printed, and the message waits for the next run as before.
 
@@ -22,6 +25,9 @@ pub const HOOK_MODE: &str = "__hook";
 /// The hook's file in the run's scratch folder.
 pub const HOOK_FILE: &str = "inbox-hook.json";
 
+/// The variable naming the hook's file in a CLI's environment (see [`shared_entry`]).
+pub const FILE_ENV: &str = "AW_HOOK_FILE";
+
 /// How long the hook waits for the kernel's MCP session.
 const CONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -32,32 +38,53 @@ pub struct HookState {
     pub shown: Vec<String>,
 }
 
+fn quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// One hook on every tool after its call, running `command`.
+fn on_every_tool(command: String) -> serde_json::Value {
+    serde_json::json!([{"matcher": "*", "hooks": [{"type": "command", "command": command}]}])
+}
+
 /// A CLI's settings for a run: one hook on every tool after its call (`event`:
 /// `PostToolUse` for Claude Code), this binary in hook mode reading `file`.
 pub fn settings(exe: &Path, file: &Path, event: &str) -> serde_json::Value {
-    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
     let command = format!("{} {HOOK_MODE} {}", quote(exe), quote(file));
-    serde_json::json!({"hooks": {event: [{"matcher": "*", "hooks": [
-        {"type": "command", "command": command}
-    ]}]}})
+    serde_json::json!({"hooks": {event: on_every_tool(command)}})
 }
 
-/// Writes the hook's file (what the run has shown so far: the inbox it read) and
-/// the run's settings file holding the hook for `event`; the settings file's path.
-pub fn write(run: &Run<'_>, scratch: &Scratch, event: &str) -> Result<PathBuf, Failure> {
+/// The hook list for `event` in settings shared by the runs of a folder: the same
+/// for every run, the file named by [`FILE_ENV`] in the CLI's environment.
+pub fn shared_entry(exe: &Path) -> serde_json::Value {
+    on_every_tool(format!("{} {HOOK_MODE} \"${FILE_ENV}\"", quote(exe)))
+}
+
+/// Writes the hook's file: what the run has shown so far (the inbox it read).
+pub fn write_state(run: &Run<'_>, scratch: &Scratch) -> Result<PathBuf, Failure> {
     let state = HookState {
         url: run.cfg.url.clone(),
         shown: run.context.inbox.iter().map(|m| m.id.clone()).collect(),
     };
     let json = serde_json::to_string(&state).unwrap_or_default();
-    let file = scratch.write(HOOK_FILE, &json)?;
-    let exe = std::env::current_exe().map_err(|e| {
+    scratch.write(HOOK_FILE, &json)
+}
+
+/// This binary, which the hook runs.
+pub fn own_binary() -> Result<PathBuf, Failure> {
+    std::env::current_exe().map_err(|e| {
         Failure::new(
             domain::protocol::ErrorClass::Other,
             format!("cannot find the worker's own binary for its inbox hook: {e}"),
         )
-    })?;
-    let settings = settings(&exe, &file, event).to_string();
+    })
+}
+
+/// Writes the hook's file and the run's settings file holding the hook for
+/// `event`; the settings file's path.
+pub fn write(run: &Run<'_>, scratch: &Scratch, event: &str) -> Result<PathBuf, Failure> {
+    let file = write_state(run, scratch)?;
+    let settings = settings(&own_binary()?, &file, event).to_string();
     scratch.write(
         &format!("{}-hook-settings.json", event.to_lowercase()),
         &settings,
@@ -127,6 +154,11 @@ mod tests {
         assert_eq!(
             hook["hooks"][0]["command"],
             r"'/opt/a w/agent-worker' __hook '/tmp/it'\''s/h.json'"
+        );
+        let shared = shared_entry(Path::new("/opt/a w/agent-worker"));
+        assert_eq!(
+            shared[0]["hooks"][0]["command"],
+            r#"'/opt/a w/agent-worker' __hook "$AW_HOOK_FILE""#
         );
     }
 }

@@ -6,6 +6,15 @@
 //! silently disables MCP). The token is expanded by Gemini from the environment.
 //! `GEMINI_SYSTEM_MD` would replace Gemini's own system prompt (and its tool
 //! guidance), so the agent's system prompt leads the task text instead.
+//!
+//! What arrives for the agent during the run reaches its model after each tool
+//! call: an `AfterTool` hook (crate::hook) in the same workspace file, the one
+//! place a per-run hook can go. Gemini 0.61 reads a system settings or defaults
+//! file (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`, `..._DEFAULTS_PATH`) only when it and
+//! every folder above it are root's and writable by no one else, so one in the
+//! run's scratch folder is skipped; its user settings are the user's home. The
+//! hook's command is the same for every run of the folder; each run's Gemini names
+//! its own file in the environment.
 
 use super::{
     Events, Invocation, SERVER, Scratch, TOKEN_ENV, WorkspaceFile, call_detail, failure_from, num,
@@ -86,10 +95,18 @@ pub fn invocation(
         };
         servers.push((name.clone(), entry));
     }
-    let settings = WorkspaceFile::merge_servers(
+    let hook_file = crate::hook::write_state(run, scratch)?;
+    env.push((
+        crate::hook::FILE_ENV.into(),
+        hook_file.display().to_string(),
+    ));
+    let hooks = vec![(
+        "AfterTool".to_owned(),
+        crate::hook::shared_entry(&crate::hook::own_binary()?),
+    )];
+    let settings = WorkspaceFile::merge(
         cfg.cwd.join(".gemini").join("settings.json"),
-        "mcpServers",
-        servers,
+        vec![("mcpServers".into(), servers), ("hooks".into(), hooks)],
     )?;
     let mut args: Vec<String> = vec![
         "-p".into(),
