@@ -185,8 +185,8 @@ async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
     s.stop().await;
 }
 
-/// Claude Code and Gemini CLI: the run's hook after each tool call (`PostToolUse`,
-/// `AfterTool`: this binary in hook mode) adds what arrived to the conversation
+/// Claude Code, Gemini CLI and Codex: the run's hook after each tool call
+/// (`PostToolUse`, `AfterTool`: this binary in hook mode) adds what arrived to the conversation
 /// after the tool call under way, so a message sent during the second model call
 /// is in the third request.
 async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
@@ -198,6 +198,7 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
             "run_shell_command",
             json!({"command": "sleep 2", "description": "wait"}),
         ),
+        "codex" => ("exec_command", json!({"cmd": "sleep 2"})),
         _ => unreachable!(),
     };
     let steps: Vec<(&str, Value)> = (0..4).map(|_| (tool, cmd.clone())).collect();
@@ -258,21 +259,31 @@ async fn gemini_cli_gets_a_message_after_its_next_tool_call() {
     cli_gets_a_message_after_its_next_tool_call("gemini").await;
 }
 
-/// A CLI with no way into its turn: a message sent while it runs a slow command is
-/// named in the result of its next team tool call ("New for you"), which its model
-/// reads in the next request; its run reads the message in full after.
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn codex_gets_a_message_after_its_next_tool_call() {
+    cli_gets_a_message_after_its_next_tool_call("codex").await;
+}
+
+/// A CLI with no way into its turn (OpenCode): a message sent while it runs a slow
+/// command is named in the result of its next team tool call ("New for you"),
+/// which its model reads in the next request; its run reads the message in full
+/// after.
 async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
     use common::clis::{cli_bin, cli_env, model_for};
     let Some(bin) = cli_bin() else { return };
-    let shell = match backend {
-        "gemini" => (
-            "run_shell_command",
-            json!({"command": "sleep 3", "description": "wait"}),
-        ),
-        "opencode" => ("bash", json!({"command": "sleep 3", "description": "wait"})),
+    let team = ("team_members", json!({}));
+    // The steps, and the model calls made when the slow command has started.
+    let (steps, started) = match backend {
+        "opencode" => {
+            let shell = json!({"command": "sleep 3", "description": "wait"});
+            (vec![("bash", shell), team], 1)
+        }
         _ => unreachable!(),
     };
-    let steps = [shell, ("team_members", json!({}))];
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let work = tempfile::tempdir().unwrap();
@@ -283,7 +294,7 @@ async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
         "cwd": work.path().display().to_string()});
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
-    let before = model_calls(&llm, 1, 60).await.len();
+    let before = model_calls(&llm, started, 60).await.len();
     send(&lead, "coder", "stop: use the other grammar")
         .await
         .ok();

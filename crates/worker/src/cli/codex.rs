@@ -7,9 +7,18 @@
 //! prompt goes in as developer instructions; the sandbox lets it write in the agent's
 //! folder (and only there). Codex does not fail fast without
 //! credentials, so the run is gated on `CODEX_API_KEY` or `codex login status`.
+//!
+//! What arrives for the agent during the run reaches its model after each tool
+//! call: a `PostToolUse` hook (crate::hook) given by `-c` like the server. Codex
+//! runs a hook only once its hash is recorded as trusted in the user's own config
+//! (a `-c hooks.state` override is not read), so the run passes
+//! `--dangerously-bypass-hook-trust`: every enabled hook runs unreviewed for this
+//! invocation, the user's own included. Their review does not hold against an
+//! agent anyway: hooks and their trust live in the same `CODEX_HOME`, which the
+//! CLI's state keeps writable at every profile (see the permissions chapter).
 
 use super::{
-    Events, Invocation, SERVER, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
+    Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
     secret_var, str_at,
 };
 use crate::{Failure, Reporter, Run, prompt};
@@ -103,7 +112,30 @@ fn own_server_args(cfg: &RunConfig, args: &mut Vec<String>) -> Vec<(String, Stri
     env
 }
 
-pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
+/// The flag Codex needs to run a hook nobody recorded as trusted; it says so in an
+/// error item of its stream, which is not the run's error.
+const BYPASS_HOOK_TRUST: &str = "--dangerously-bypass-hook-trust";
+
+/// The `-c` override holding the run's inbox hook after every tool call.
+fn hook_args(run: &Run<'_>, scratch: &Scratch) -> Result<[String; 3], Failure> {
+    let file = crate::hook::write_state(run, scratch)?;
+    let hooks = crate::hook::settings(&crate::hook::own_binary()?, &file, "PostToolUse");
+    let command = &hooks["hooks"]["PostToolUse"][0]["hooks"][0]["command"];
+    let command = toml_str(command.as_str().unwrap_or_default());
+    Ok([
+        "-c".into(),
+        format!(
+            r#"hooks.PostToolUse=[{{matcher="*",hooks=[{{type="command",command={command}}}]}}]"#
+        ),
+        BYPASS_HOOK_TRUST.into(),
+    ])
+}
+
+pub fn invocation(
+    run: &Run<'_>,
+    session: Option<&str>,
+    scratch: &Scratch,
+) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
     let rules = permissions::backends::codex(&cfg.permissions)
         .map_err(|e| Failure::new(ErrorClass::Other, e))?;
@@ -148,6 +180,7 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
         args.extend(["-c".into(), format!("features.{feature}=false")]);
     }
     let env = own_server_args(cfg, &mut args);
+    args.extend(hook_args(run, scratch)?);
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
@@ -212,7 +245,9 @@ impl Events for Stream {
                         self.last_message = str_at(item, &["text"]).map(str::to_owned)
                     }
                     Some("error") => {
-                        if let Some(m) = str_at(item, &["message"]) {
+                        if let Some(m) = str_at(item, &["message"])
+                            && !m.contains(BYPASS_HOOK_TRUST)
+                        {
                             self.errors.push(m.to_owned());
                         }
                     }

@@ -335,7 +335,7 @@ impl Cli {
         let scratch = Scratch::new(&run.cfg.scratch)?;
         let mut inv = match self.kind {
             Kind::Claude => claude::invocation(run, session, &scratch)?,
-            Kind::Codex => codex::invocation(run, session)?,
+            Kind::Codex => codex::invocation(run, session, &scratch)?,
             Kind::Cursor => cursor::invocation(run, session)?,
             Kind::Gemini => gemini::invocation(run, session, &scratch)?,
             Kind::OpenCode => opencode::invocation(run, session, &scratch)?,
