@@ -221,9 +221,10 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
         .ok();
     let sent = t.elapsed();
     let calls = model_calls(&llm, 3, 60).await;
+    // Sent as the second `sleep 2` starts: past 2 s is the CLI's own delay.
     println!(
-        "{backend}: sent at {sent:?}; in request 3 at {:?}",
-        t.elapsed()
+        "{backend}: sent at {sent:?}; in request 3 {:?} later",
+        t.elapsed() - sent
     );
     let body = |i: usize| calls[i]["body"].to_string();
     assert!(!body(1).contains("other grammar"), "too early: {}", body(1));
