@@ -2,9 +2,7 @@
 //!
 //! Per-run configuration comes from `OPENCODE_CONFIG_CONTENT`, layered over the
 //! user's own: our MCP server (the token expanded from the environment by OpenCode's
-//! `{env:...}`), the system prompt as an instructions file, and a plugin in the
-//! run's scratch folder that adds what arrived for the agent to each tool's output
-//! (`tool.execute.after`, running crate::hook's mode). An agent env that
+//! `{env:...}`), and the system prompt as an instructions file. An agent env that
 //! already sets `OPENCODE_CONFIG_CONTENT` (a local provider, say) is merged, not
 //! replaced. OpenCode falls back to free hosted models when no provider is
 //! configured, so the run is gated on finding credentials.
@@ -20,22 +18,6 @@ use os::process::Finished;
 use serde_json::{Value, json};
 
 const CONFIG_ENV: &str = "OPENCODE_CONFIG_CONTENT";
-/// The inbox plugin; `__EXE__` and `__FILE__` are filled in per run.
-const PLUGIN: &str = include_str!("opencode-inbox.js");
-
-/// Writes the run's inbox plugin (and its hook's file); its path.
-fn plugin(run: &Run<'_>, scratch: &Scratch) -> Result<std::path::PathBuf, Failure> {
-    let file = crate::hook::write_state(run, scratch)?;
-    let exe = crate::hook::own_binary()?;
-    // JSON strings are JavaScript strings: the quotes come with them.
-    let js =
-        |p: &std::path::Path| serde_json::to_string(&p.display().to_string()).unwrap_or_default();
-    let text = PLUGIN
-        .replace("\"__EXE__\"", &js(&exe))
-        .replace("\"__FILE__\"", &js(&file));
-    scratch.write("inbox-plugin.js", &text)
-}
-
 const KEY_VARS: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
@@ -128,9 +110,6 @@ pub fn invocation(
         .unwrap_or_default();
     instructions.push(json!(system.display().to_string()));
     config["instructions"] = Value::Array(instructions);
-    let mut plugins = config["plugin"].as_array().cloned().unwrap_or_default();
-    plugins.push(json!(format!("file://{}", plugin(run, scratch)?.display())));
-    config["plugin"] = Value::Array(plugins);
     let mut args: Vec<String> = vec!["run".into(), "--format".into(), "json".into()];
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
