@@ -2,9 +2,9 @@
 //! that what arrived in the agent's inbox since the run began reaches its model at
 //! its next step, as the sdk loop adds it before its next model call. Claude Code
 //! and Codex run it as a `PostToolUse` hook (a per-run settings file; a `-c`
-//! override), Gemini CLI as an `AfterTool` hook, OpenCode from a per-run plugin
-//! (cli/opencode-inbox.js). Each reads the hook's `additionalContext`; the answer
-//! names the event the CLI said it ran for (`hook_event_name` on stdin).
+//! override), Gemini CLI as an `AfterTool` hook. Each reads the hook's
+//! `additionalContext`; the answer names the event the CLI said it ran for
+//! (`hook_event_name` on stdin).
 //!
 //! `FILE` (in the run's scratch folder, private to this user) holds the kernel's URL
 //! and the ids already shown; the run's token comes from the environment the CLI
