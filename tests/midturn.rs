@@ -207,8 +207,15 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     let work = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
+    // Under the run's OS sandbox (edit), as sandbox.rs runs these CLIs: the hook
+    // is a process of the sandboxed CLI. Codex allows no shell below full; under
+    // edit its commands run anyway.
+    let permissions = match backend {
+        "codex" => json!("edit"),
+        _ => json!({"profile": "edit", "allow": ["shell"]}),
+    };
     let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
-        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": "full",
+        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": permissions,
         "cwd": work.path().display().to_string()});
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
