@@ -183,7 +183,9 @@
 //!                  workers/ the process manager (spec.rs what a run reads of its
 //!                  agent, and its span; supervise.rs one run from spawn to
 //!                  settlement; commits.rs a worktree agent's commit per run;
-//!                  records.rs run views), running.rs the runs in progress
+//!                  records.rs run views; home.rs a sandboxed agent's home of its
+//!                  own for its CLI's state, seeded from the user's; home/login.rs one
+//!                  login chain with the user's), running.rs the runs in progress
 //!                  (Running, whose methods alone lock them), runs.rs run records (an agent's spending with
 //!                  what it made), ask.rs agent_ask (the lead's, or an agent's of one it made),
 //!                  delegation/ agents making, asking, deleting agents of their own,
@@ -248,7 +250,8 @@
 //!                  workspace.rs: config files a CLI reads from a folder runs may share
 //!   classify.rs    error classes from the words providers print
 //!   sandbox.rs     the run's OS sandbox applied to the worker itself before any thread:
-//!                  its own user namespace, rlimits, no_new_privs, Landlock
+//!                  its own user namespace, rlimits, no_new_privs, the CLI's own
+//!                  home (the user's HOME kept for finding the CLI), Landlock
 //! --- agent-worker-mcp (crates/mcp/src/): stateless translation onto the kernel ---
 //!   lib.rs         the tool table and the handler type; handler.rs the rmcp handler:
 //!                  identity per request, tool visibility, dispatch, list pagination,

@@ -63,6 +63,7 @@ mod restart;
 mod results;
 mod sandbox;
 mod sandbox_escapes;
+mod sandbox_home;
 mod scheduling;
 mod sdk;
 mod seeds;

@@ -164,11 +164,6 @@ pub struct Sandbox {
     /// lose an empty folder, so that the run removes the one it made.
     #[serde(default)]
     pub folders: Vec<PathBuf>,
-    /// Folders where the CLI keeps its own state (`~/.claude`, `~/.codex`), made
-    /// when missing before the sandbox applies (a folder made later in the home
-    /// folder, which holds hidden secrets, could not be granted) and writable.
-    #[serde(default)]
-    pub state: Vec<PathBuf>,
     /// Device files any process uses (`/dev/null`, ttys): read and write.
     pub devices: Vec<PathBuf>,
     /// TCP ports a run may connect to; `None`: any.
@@ -184,6 +179,11 @@ pub struct Sandbox {
     /// machine has no writable one and RLIMIT_NPROC holds the count.
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// Variables the worker sets for itself and all it starts: the CLI's home of
+    /// its own (`HOME`, `CODEX_HOME`, `XDG_CONFIG_HOME`…), kept per agent in the
+    /// kernel's data dir, so that no setting it writes reaches the user's CLI.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:

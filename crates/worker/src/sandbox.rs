@@ -74,6 +74,13 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
         // SAFETY: as below, no other thread exists yet.
         unsafe { std::env::remove_var(k) };
     }
+    // The CLI's own home (kept per agent in the data dir), in place of the
+    // user's: the user's `HOME` stays where the worker looks for the CLI.
+    let _ = USER_HOME.set(std::env::var_os("HOME").map(PathBuf::from));
+    for (k, v) in &s.env {
+        // SAFETY: as below, no other thread exists yet.
+        unsafe { std::env::set_var(k, v) };
+    }
     // The run's own temporary folder, in its scratch folder (in the data dir).
     if std::fs::create_dir_all(&s.tmp).is_ok() {
         // SAFETY: no other thread exists yet (the caller's contract), so nothing
@@ -86,11 +93,6 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
             MADE.lock().unwrap().push(f.clone());
         }
     }
-    for d in &s.state {
-        if d.extension().is_none() && std::fs::symlink_metadata(d).is_err() {
-            let _ = std::fs::create_dir_all(d);
-        }
-    }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     applied.landlock = landlock(s)?;
@@ -98,6 +100,18 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
         *JOINING.lock().unwrap() = Some(std::thread::spawn(move || os::cgroup::join(f)));
     }
     Ok(applied)
+}
+
+/// The user's `HOME`, as the worker was started with it ([`apply`] gives the
+/// run a home of its own).
+static USER_HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// The user's `HOME` (where the CLIs are installed), whatever home the run has.
+pub fn user_home() -> Option<PathBuf> {
+    USER_HOME
+        .get()
+        .cloned()
+        .unwrap_or_else(|| std::env::var_os("HOME").map(PathBuf::from))
 }
 
 /// The thread joining the run's pids cgroup, until [`counted`] waited for it.
@@ -288,7 +302,6 @@ fn split(s: &Sandbox, list: &dyn Fn(&Path) -> Vec<PathBuf>) -> (Vec<PathBuf>, Ve
         .iter()
         .flat_map(|w| within(w, &s.unwritable))
         .chain(real_dirs(&s.folders).flat_map(|p| within(p, &[])))
-        .chain(s.state.iter().flat_map(|p| within(p, &[])))
         .collect();
     (readable, writable)
 }

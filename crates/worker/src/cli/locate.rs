@@ -23,7 +23,7 @@ fn executable(p: &Path) -> bool {
 
 /// The folders searched after the PATH, in order.
 pub fn usual_places() -> Vec<PathBuf> {
-    usual_places_for(std::env::var_os("HOME").map(PathBuf::from))
+    usual_places_for(crate::sandbox::user_home())
 }
 
 fn usual_places_for(home: Option<PathBuf>) -> Vec<PathBuf> {

@@ -287,9 +287,14 @@ impl Agents {
         // first run (own_folder::claim).
         if let Ok(w) = domain::names::WorkflowRef::parse(&rec.view.workflow) {
             let (name, dir) = (&rec.view.name, self.base.workspace_dir(&w, &rec.view.name));
-            let removed = tokio::task::spawn_blocking(move || super::own_folder::remove(&dir))
-                .await
-                .map_err(std::io::Error::other);
+            // And its CLI's home, kept until now for its conversations.
+            let home = super::workers::home::dir(&self.base.data_dir, id);
+            let removed = tokio::task::spawn_blocking(move || {
+                let folder = super::own_folder::remove(&dir);
+                super::workers::home::remove(&home).and(folder)
+            })
+            .await
+            .map_err(std::io::Error::other);
             if let Err(e) | Ok(Err(e)) = removed {
                 tracing::warn!(agent = %name, "its folder could not be removed: {e}");
             }

@@ -45,6 +45,7 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
 ];
 
 mod commits;
+pub(crate) mod home;
 mod records;
 pub mod sandbox;
 mod spec;
@@ -373,8 +374,10 @@ impl Workers {
         // A worktree is checked (by start_run), never made here.
         let made = (!spec.config.workspace.is_worktree()).then(|| cwd.clone());
         let (dir, id) = (state_dir.clone(), spec.agent_id);
+        let home = home::Home::of(spec, &self.base.data_dir);
         tokio::task::spawn_blocking(move || {
             crate::runtime::own_folder::claim(&dir, id)?;
+            home.map_or(Ok(()), |h| h.prepare())?;
             made.map_or(Ok(()), std::fs::create_dir_all)
         })
         .await
@@ -537,6 +540,7 @@ impl Workers {
             state_dir,
             scratch: self.scratch_dir(run_id),
             data_dir: &self.base.data_dir,
+            home: &home::dir(&self.base.data_dir, spec.agent_id),
             skills: skills.iter().map(|s| s.dir.clone()).collect(),
             kernel_url: url,
         };

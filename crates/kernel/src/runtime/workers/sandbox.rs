@@ -76,6 +76,8 @@ pub(crate) struct Places<'a> {
     pub state_dir: &'a Path,
     pub scratch: PathBuf,
     pub data_dir: &'a Path,
+    /// The agent's home of its own for its CLI ([`super::home`]), made.
+    pub home: &'a Path,
     pub skills: Vec<PathBuf>,
     pub kernel_url: &'a str,
 }
@@ -106,6 +108,7 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         at.cwd.to_owned(),
         at.state_dir.to_owned(),
         at.scratch.clone(),
+        at.home.to_owned(),
     ];
     let mut readable = own.clone();
     readable.extend(at.skills.iter().cloned());
@@ -117,16 +120,13 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         readable.push(common.clone());
         git_writable.extend([common.join("objects"), git_dir.clone()]);
     }
+    // The CLI writes its state in its own home, at every profile: the user's
+    // is not writable, not even at full (a setting planted there would run
+    // later in the user's own CLI, outside any sandbox).
     let mut writable = vec![at.state_dir.to_owned(), at.scratch.clone()];
     let beneath_hidden = |p: &Path| hidden.iter().any(|h| p.starts_with(h));
-    let (state, files): (Vec<PathBuf>, Vec<PathBuf>) =
-        cli_state(spec.backend, home.as_deref(), &env)
-            .into_iter()
-            .filter(|p| state_place(p, &hidden))
-            .partition(|p| p.extension().is_none());
-    writable.extend(files);
     match p.profile {
-        Profile::Read => {}
+        Profile::Read => writable.push(at.home.to_owned()),
         Profile::Edit => writable.extend(own.drain(..).chain(git_writable)),
         Profile::Full => writable.extend(
             [PathBuf::from("/")]
@@ -145,10 +145,14 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
     }
     // The contracts' edit path rules stay with the edit tools and the command
     // patterns: Landlock cannot keep a folder writable but a folder inside it.
-    let unwritable = match p.profile {
-        Profile::Full => hidden.clone(),
-        _ => Vec::new(),
-    };
+    // The user's CLI state is not writable even where a grant or the agent's
+    // folder holds it.
+    let mut unwritable: Vec<PathBuf> = user_cli_state(home.as_deref(), &env)
+        .filter(|p| state_place(p, &hidden))
+        .collect();
+    if p.profile == Profile::Full {
+        unwritable.extend(hidden.iter().cloned());
+    }
     Some(Sandbox {
         mode,
         hidden,
@@ -159,13 +163,13 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
             .iter()
             .map(|f| at.cwd.join(f))
             .collect(),
-        state,
         devices: DEVICES.iter().map(PathBuf::from).collect(),
         connect: ports(spec, p.network_reach(), at.kernel_url),
         limits: p.sandbox_limits(),
         tmp: at.scratch.join("tmp"),
         abi: needed_abi(spec),
         cgroup: None,
+        env: super::home::env(at.home, &env),
     })
 }
 
@@ -191,8 +195,9 @@ fn hidden(at: &Places<'_>, home: Option<&Path>, grants: &[(bool, PathBuf)]) -> V
     hidden
 }
 
-/// Whether a CLI's state place (from the agent's `HOME` or environment) may be
-/// granted: a folder of its own, neither beneath a hidden place nor holding one.
+/// Whether a place of the user's CLI state (from the agent's `HOME` or
+/// environment) is held as such: a folder of its own (not `/`), neither
+/// beneath a hidden place (hidden already) nor holding one.
 fn state_place(p: &Path, hidden: &[PathBuf]) -> bool {
     use std::path::Component;
     let plain = p.is_absolute()
@@ -251,38 +256,45 @@ fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
     Some(sandbox::url_ports(urls.iter().map(String::as_str)))
 }
 
-/// Where a CLI keeps its own state and configuration, which it writes as it runs.
-fn cli_state(
-    backend: Backend,
-    home: Option<&Path>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Vec<PathBuf> {
-    let Some(h) = home else { return Vec::new() };
-    let mut out: Vec<PathBuf> = [".cache", ".npm"].iter().map(|d| h.join(d)).collect();
-    let own: &[&str] = match backend {
-        Backend::Claude => &[
-            ".claude",
-            ".claude.json",
-            ".config/claude",
-            ".local/state/claude",
-        ],
-        Backend::Codex => &[".codex"],
-        Backend::Gemini => &[".gemini"],
-        Backend::OpenCode => &[
-            ".local/share/opencode",
-            ".config/opencode",
-            ".local/state/opencode",
-        ],
-        Backend::Cursor => &[".cursor", ".config/cursor"],
-        _ => &[],
-    };
-    out.extend(own.iter().map(|d| h.join(d)));
-    for var in ["CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"] {
-        out.extend(env(var).map(PathBuf::from));
-    }
-    // The CLI's own folder there, not every program's data.
-    out.extend(env("XDG_DATA_HOME").map(|d| PathBuf::from(d).join(backend.as_str())));
-    out
+/// Where the user's CLIs keep their state and configuration, and the caches
+/// they run packages from: none writable by a run, whatever its profile.
+fn user_cli_state<'a>(
+    home: Option<&'a Path>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+) -> impl Iterator<Item = PathBuf> + 'a {
+    const PLACES: &[&str] = &[
+        ".cache",
+        ".npm",
+        ".claude",
+        ".claude.json",
+        ".config/claude",
+        ".local/state/claude",
+        ".codex",
+        ".gemini",
+        ".local/share/opencode",
+        ".config/opencode",
+        ".local/state/opencode",
+        ".cursor",
+        ".config/cursor",
+    ];
+    let vars = [
+        ("CODEX_HOME", ""),
+        ("CLAUDE_CONFIG_DIR", ""),
+        ("GEMINI_CLI_HOME", ".gemini"),
+    ];
+    let in_home = home
+        .into_iter()
+        .flat_map(|h| PLACES.iter().map(move |p| h.join(p)));
+    let xdg = ["XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"]
+        .into_iter()
+        .filter_map(|v| env(v).map(PathBuf::from))
+        .flat_map(|d| ["claude", "opencode", "cursor"].map(|c| d.join(c)));
+    in_home
+        .chain(
+            vars.into_iter()
+                .filter_map(|(v, dot)| env(v).map(|d| PathBuf::from(d).join(dot))),
+        )
+        .chain(xdg)
 }
 
 /// The folders in the agent's folder where the worker merges our server into a

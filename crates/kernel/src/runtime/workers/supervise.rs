@@ -77,6 +77,10 @@ impl Workers {
         // The worker removes its scratch folder; a worker killed before it could
         // (SIGKILL after the grace period, a crash) leaves it, with the run's token in it.
         let _ = tokio::fs::remove_dir_all(self.scratch_dir(&run_id)).await;
+        // Its CLI's refreshed login goes back to the user's (however the run ended).
+        if let Some(home) = super::home::Home::of(&spec, &self.base.data_dir) {
+            let _ = tokio::task::spawn_blocking(move || home.sync_logins()).await;
+        }
         conclude(&mut end, finished, outcome, &limits);
         if let Some(why) = over {
             end.ok = false;
