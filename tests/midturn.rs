@@ -7,6 +7,7 @@ use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Four slow commands, one per model call, then the answer: five model calls.
@@ -185,6 +186,19 @@ async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
     s.stop().await;
 }
 
+/// A login profile in the agent's own home (`data`'s first agent) that prints
+/// before anything the shell runs, as a user's profile may: Codex runs its hooks
+/// by `$SHELL -lc`, and must still take the hook's answer.
+fn talkative_profile(data: &Path) -> PathBuf {
+    let home = data.join("homes/agent-1");
+    std::fs::create_dir_all(&home).unwrap();
+    let say = "echo ran >> \"$HOME/.profile-ran\"; echo hello; echo '{\"x\": 1}'\n";
+    for f in [".profile", ".bash_profile", ".bashrc"] {
+        std::fs::write(home.join(f), say).unwrap();
+    }
+    home.join(".profile-ran")
+}
+
 /// Claude Code, Gemini CLI and Codex: the run's hook after each tool call
 /// (`PostToolUse`, `AfterTool`: this binary in hook mode) adds what arrived to the conversation
 /// after the tool call under way, so a message sent during the second model call
@@ -205,11 +219,16 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let work = tempfile::tempdir().unwrap();
+    // The user's own project settings: a run leaves them byte for byte.
+    let project = work.path().join(".gemini/settings.json");
+    let theirs = "{\n  \"ui\": {\"theme\": \"Default\"}\n}\n";
+    std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+    std::fs::write(&project, theirs).unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
-    // Under the run's OS sandbox (edit), as sandbox.rs runs these CLIs: the hook
-    // is a process of the sandboxed CLI. Codex allows no shell below full; under
-    // edit its commands run anyway.
+    // Under the run's OS sandbox (edit: required), as sandbox.rs runs these CLIs,
+    // with a home of the agent's own: the hook is a process of the sandboxed CLI.
+    // Codex allows no shell below full; under edit its commands run anyway.
     let permissions = match backend {
         "codex" => json!("edit"),
         _ => json!({"profile": "edit", "allow": ["shell"]}),
@@ -217,6 +236,7 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
         "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": permissions,
         "cwd": work.path().display().to_string()});
+    let profile_ran = talkative_profile(dir.path());
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
     let t = Instant::now();
@@ -246,6 +266,14 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     assert_eq!(i["runs"][0]["status"], "succeeded", "{backend}: {i}");
     assert_eq!(i["inbox"]["pending"], 0, "{backend}: {i}");
     assert_eq!(i["inbox"]["acked"], 2, "{backend}: {i}");
+    if backend == "codex" {
+        assert!(profile_ran.exists(), "the agent's login profile never ran");
+    }
+    // The hook went to the agent's own home: not the project, not the user's home.
+    assert_eq!(std::fs::read_to_string(&project).unwrap(), theirs);
+    let user = std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap();
+    assert!(!user.contains("__hook"), "{user}");
+    assert!(!home.path().join(".gemini/trusted_hooks.json").exists());
     s.stop().await;
 }
 
@@ -276,7 +304,7 @@ async fn codex_gets_a_message_after_its_next_tool_call() {
     cli_gets_a_message_after_its_next_tool_call("codex").await;
 }
 
-/// A CLI with no way into its turn (OpenCode): a message sent while it runs a slow
+/// A CLI with no way into its turn (OpenCode; Gemini CLI unsandboxed): a message sent while it runs a slow
 /// command is named in the result of its next team tool call ("New for you"),
 /// which its model reads in the next request; its run reads the message in full
 /// after.
@@ -290,7 +318,16 @@ async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
             let shell = json!({"command": "sleep 3", "description": "wait"});
             (vec![("bash", shell), team], 1)
         }
+        "gemini" => {
+            let shell = json!({"command": "sleep 3", "description": "wait"});
+            (vec![("run_shell_command", shell), team], 1)
+        }
         _ => unreachable!(),
+    };
+    // Gemini CLI with no home of its own (sandbox off) has no hook.
+    let permissions = match backend {
+        "gemini" => json!({"profile": "full", "sandbox": "off"}),
+        _ => json!("full"),
     };
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -298,7 +335,7 @@ async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
-        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": "full",
+        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": permissions,
         "cwd": work.path().display().to_string()});
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
@@ -330,6 +367,15 @@ async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
 )]
 async fn opencode_reads_news_in_a_team_tool_result() {
     cli_sees_news_in_its_next_team_tool_result("opencode").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn gemini_cli_without_a_sandbox_reads_news_in_a_team_tool_result() {
+    cli_sees_news_in_its_next_team_tool_result("gemini").await;
 }
 
 /// `urgent` to Claude Code: its `Bash` call is stopped, and the next run resumes

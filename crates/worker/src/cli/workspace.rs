@@ -15,9 +15,7 @@
 //! - a worker killed before it could restore leaves the backup behind, and the next
 //!   run in that workspace takes it as the original: the file is still put back then;
 //! - restoring takes out only our entry (or puts back the user's own entry of that
-//!   name), so an edit the user made to the file during the run is kept;
-//! - an entry whose value is a list (Gemini's hooks of one event) is added to the
-//!   user's list of that name, once: runs that share the file add the same item.
+//!   name), so an edit the user made to the file during the run is kept.
 //!
 //! The locks are `flock(2)` locks, released by the kernel when a worker dies.
 
@@ -41,12 +39,12 @@ struct Original {
     created_dir: bool,
 }
 
-/// Our entries in a workspace config file, for as long as this value lives.
+/// Our server entry in a workspace config file, for as long as this value lives.
 pub struct WorkspaceFile {
     path: PathBuf,
-    /// The names of ours under each key: e.g. the team server and the agent's own
-    /// under `mcpServers`.
-    entries: Vec<(String, Vec<String>)>,
+    key: String,
+    /// The entries of ours under `key`: the team server and the agent's own.
+    names: Vec<String>,
     /// Open with a shared lock while the run uses the file.
     in_use: Option<File>,
 }
@@ -111,20 +109,6 @@ fn create_and_lock_dir(dir: &Path) -> Result<(bool, File), Failure> {
     }
 }
 
-/// Sets `name` to `value` in `at`; a list is added to the list there instead,
-/// each item once.
-fn add(at: &mut serde_json::Map<String, Value>, name: String, value: Value) {
-    let (Value::Array(items), Some(Value::Array(there))) = (&value, at.get_mut(&name)) else {
-        at.insert(name, value);
-        return;
-    };
-    for item in items {
-        if !there.contains(item) {
-            there.push(item.clone());
-        }
-    }
-}
-
 impl WorkspaceFile {
     /// Merges `server` as our entry into the JSON object at `key` of the file
     /// (creating the file and its folder when needed).
@@ -139,15 +123,6 @@ impl WorkspaceFile {
         key: &str,
         servers: Vec<(String, Value)>,
     ) -> Result<Self, Failure> {
-        Self::merge(path, vec![(key.to_owned(), servers)])
-    }
-
-    /// Merges each key's entries into the JSON object at that key; an entry whose
-    /// value is a list is added to the list already there, without repeating an item.
-    pub fn merge(
-        path: PathBuf,
-        entries: Vec<(String, Vec<(String, Value)>)>,
-    ) -> Result<Self, Failure> {
         let shown = path.display().to_string();
         let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
         let (created_dir, _dir_lock) = create_and_lock_dir(&dir)?;
@@ -161,20 +136,14 @@ impl WorkspaceFile {
             })?,
             None => Value::Object(Default::default()),
         };
-        let mut names = Vec::new();
-        for (key, items) in entries {
-            let at = doc
-                .as_object_mut()
-                .ok_or_else(|| fail(format!("{shown} must hold a JSON object")))?
-                .entry(&key)
-                .or_insert_with(|| Value::Object(Default::default()))
-                .as_object_mut()
-                .ok_or_else(|| fail(format!("{key} in {shown} must be an object")))?;
-            names.push((key, items.iter().map(|(n, _)| n.clone()).collect()));
-            for (name, value) in items {
-                add(at, name, value);
-            }
-        }
+        doc.as_object_mut()
+            .ok_or_else(|| fail(format!("{shown} must hold a JSON object")))?
+            .entry(key)
+            .or_insert_with(|| Value::Object(Default::default()))
+            .as_object_mut()
+            .ok_or_else(|| fail(format!("{key} in {shown} must be an object")))?
+            .extend(servers.iter().cloned());
+        let names = servers.into_iter().map(|(n, _)| n).collect();
 
         // The first run saves the original; later ones (and a run after a crashed
         // one) find it there.
@@ -194,7 +163,8 @@ impl WorkspaceFile {
         match in_use {
             Ok(f) => Ok(Self {
                 path,
-                entries: names,
+                key: key.to_owned(),
+                names,
                 in_use: Some(f),
             }),
             Err(e) => {
@@ -226,18 +196,15 @@ impl WorkspaceFile {
             .as_deref()
             .and_then(|t| serde_json::from_str(t).ok())
             .unwrap_or_else(|| Value::Object(Default::default()));
-        for (key, names) in &self.entries {
-            let Some(ours) = doc.get_mut(key).and_then(Value::as_object_mut) else {
-                continue;
-            };
-            for name in names {
-                match before.get(key).and_then(|s| s.get(name)).cloned() {
-                    Some(v) => ours.insert(name.clone(), v),
-                    None => ours.remove(name),
+        if let Some(servers) = doc.get_mut(&self.key).and_then(Value::as_object_mut) {
+            for name in &self.names {
+                match before.get(&self.key).and_then(|s| s.get(name)).cloned() {
+                    Some(v) => servers.insert(name.clone(), v),
+                    None => servers.remove(name),
                 };
             }
-            if ours.is_empty() && before.get(key).is_none() {
-                doc.as_object_mut().map(|o| o.remove(key));
+            if servers.is_empty() && before.get(&self.key).is_none() {
+                doc.as_object_mut().map(|o| o.remove(&self.key));
             }
         }
         if doc == before {
@@ -346,28 +313,6 @@ mod tests {
         assert_eq!(read(&path)["mcpServers"][SERVER]["url"], "http://k");
         drop(a);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"x\":1}");
-    }
-
-    #[test]
-    fn a_list_entry_joins_the_users_list_once_and_leaves_with_the_last_run() {
-        let ws = tempfile::tempdir().unwrap();
-        let path = ws.path().join("settings.json");
-        let original = json!({"hooks": {"AfterTool": [{"matcher": "mine"}]}}).to_string();
-        std::fs::write(&path, &original).unwrap();
-        let merge = || {
-            let ours = vec![("AfterTool".to_owned(), json!([{"matcher": "*"}]))];
-            WorkspaceFile::merge(path.clone(), vec![("hooks".to_owned(), ours)]).unwrap()
-        };
-        let (a, b) = (merge(), merge());
-        let during = read(&path);
-        assert_eq!(
-            during["hooks"]["AfterTool"],
-            json!([{"matcher": "mine"}, {"matcher": "*"}])
-        );
-        drop(a);
-        assert_eq!(read(&path)["hooks"]["AfterTool"][1]["matcher"], "*");
-        drop(b);
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     }
 
     #[test]
