@@ -9,13 +9,16 @@
 //! credentials, so the run is gated on `CODEX_API_KEY` or `codex login status`.
 //!
 //! What arrives for the agent during the run reaches its model after each tool
-//! call: a `PostToolUse` hook (crate::hook) given by `-c` like the server. Codex
-//! runs a hook only once its hash is recorded as trusted in the user's own config
-//! (a `-c hooks.state` override is not read), so the run passes
+//! call when the run's OS sandbox is applied (`required`, or a `best_effort` the
+//! machine honoured): a `PostToolUse` hook (crate::hook) given by `-c` like the
+//! server. Codex runs a hook only once its hash is recorded as trusted in its
+//! config (a `-c hooks.state` override is not read), so the run passes
 //! `--dangerously-bypass-hook-trust`: every enabled hook runs unreviewed for this
-//! invocation, the user's own included. Their review does not hold against an
-//! agent anyway: hooks and their trust live in the same `CODEX_HOME`, which the
-//! CLI's state keeps writable at every profile (see the permissions chapter).
+//! invocation, those of the agent's own home included, inside the sandbox like
+//! the rest of the run. Without it the run has no hook: the New for you line of
+//! each team tool's result tells the agent instead. Codex runs a hook by
+//! `$SHELL -lc`, so the login profile of the run's home (the agent's own) runs
+//! first: the hook prints its answer as one JSON line, last.
 
 use super::{
     Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
@@ -180,7 +183,10 @@ pub fn invocation(
         args.extend(["-c".into(), format!("features.{feature}=false")]);
     }
     let env = own_server_args(cfg, &mut args);
-    args.extend(hook_args(run, scratch)?);
+    // Hooks run unreviewed only where the run's sandbox holds them.
+    if crate::sandbox::landlocked() {
+        args.extend(hook_args(run, scratch)?);
+    }
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
