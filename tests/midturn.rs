@@ -187,8 +187,9 @@ async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
 }
 
 /// A login profile in the agent's own home (`data`'s first agent) that prints
-/// before anything the shell runs, as a user's profile may: Codex runs its hooks
-/// by `$SHELL -lc`, and must still take the hook's answer.
+/// before anything the shell runs, as a user's profile may. Codex 0.169 sources
+/// it for its shell snapshot and first command, not for its hooks; whatever it
+/// prints must not cost the hook's answer.
 fn talkative_profile(data: &Path) -> PathBuf {
     let home = data.join("homes/agent-1");
     std::fs::create_dir_all(&home).unwrap();

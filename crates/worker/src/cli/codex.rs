@@ -16,9 +16,10 @@
 //! `--dangerously-bypass-hook-trust`: every enabled hook runs unreviewed for this
 //! invocation, those of the agent's own home included, inside the sandbox like
 //! the rest of the run. Without it the run has no hook: the New for you line of
-//! each team tool's result tells the agent instead. Codex runs a hook by
-//! `$SHELL -lc`, so the login profile of the run's home (the agent's own) runs
-//! first: the hook prints its answer as one JSON line, last.
+//! each team tool's result tells the agent instead. Codex 0.169 sources the
+//! login profile of the run's home (the agent's own) for its shell snapshot, not
+//! for a hook (seen on the fake model); the hook prints its answer as one JSON
+//! line, last, in case a later Codex does.
 
 use super::{
     Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
