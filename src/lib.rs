@@ -234,8 +234,9 @@
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in
-//!   hook.rs        the inbox hook mode (`__hook`) Claude Code runs after each tool
-//!                  call: what arrived for the agent, as the hook's added context
+//!   hook.rs        the inbox hook mode (`__hook`) a CLI runs after each tool call
+//!                  (Claude Code, Codex, Gemini CLI): what arrived for the agent, as
+//!                  the hook's added context
 //!   lib.rs         the run, in spans when traces are exported (the worker's, its
 //!                  reading, its backend's; client.rs a span per MCP call, its
 //!                  context in `_meta`; sdk/ a span per model turn and tool call)

@@ -7,6 +7,7 @@ use crate::common;
 use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Four slow commands, one per model call, then the answer: five model calls.
@@ -185,9 +186,24 @@ async fn an_urgent_message_stops_the_turn_and_starts_the_next_request() {
     s.stop().await;
 }
 
-/// Claude Code: the run's `PostToolUse` hook (this binary in hook mode) adds what
-/// arrived to the conversation after the tool call under way, so a message sent
-/// during the second model call is in the third request.
+/// A login profile in the agent's own home (`data`'s first agent) that prints
+/// before anything the shell runs, as a user's profile may. Codex 0.169 sources
+/// it for its shell snapshot and first command, not for its hooks; whatever it
+/// prints must not cost the hook's answer.
+fn talkative_profile(data: &Path) -> PathBuf {
+    let home = data.join("homes/agent-1");
+    std::fs::create_dir_all(&home).unwrap();
+    let say = "echo ran >> \"$HOME/.profile-ran\"; echo hello; echo '{\"x\": 1}'\n";
+    for f in [".profile", ".bash_profile", ".bashrc"] {
+        std::fs::write(home.join(f), say).unwrap();
+    }
+    home.join(".profile-ran")
+}
+
+/// Claude Code, Gemini CLI and Codex: the run's hook after each tool call
+/// (`PostToolUse`, `AfterTool`: this binary in hook mode) adds what arrived to the conversation
+/// after the tool call under way, so a message sent during the second model call
+/// is in the third request.
 async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     use common::clis::{cli_bin, cli_env, model_for};
     let Some(bin) = cli_bin() else { return };
@@ -197,17 +213,31 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
             "run_shell_command",
             json!({"command": "sleep 2", "description": "wait"}),
         ),
+        "codex" => ("exec_command", json!({"cmd": "sleep 2"})),
         _ => unreachable!(),
     };
     let steps: Vec<(&str, Value)> = (0..4).map(|_| (tool, cmd.clone())).collect();
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let work = tempfile::tempdir().unwrap();
+    // The user's own project settings: a run leaves them byte for byte.
+    let project = work.path().join(".gemini/settings.json");
+    let theirs = "{\n  \"ui\": {\"theme\": \"Default\"}\n}\n";
+    std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+    std::fs::write(&project, theirs).unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
+    // Under the run's OS sandbox (edit: required), as sandbox.rs runs these CLIs,
+    // with a home of the agent's own: the hook is a process of the sandboxed CLI.
+    // Codex allows no shell below full; under edit its commands run anyway.
+    let permissions = match backend {
+        "codex" => json!("edit"),
+        _ => json!({"profile": "edit", "allow": ["shell"]}),
+    };
     let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
-        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": "full",
+        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": permissions,
         "cwd": work.path().display().to_string()});
+    let profile_ran = talkative_profile(dir.path());
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
     let t = Instant::now();
@@ -217,9 +247,10 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
         .ok();
     let sent = t.elapsed();
     let calls = model_calls(&llm, 3, 60).await;
+    // Sent as the second `sleep 2` starts: past 2 s is the CLI's own delay.
     println!(
-        "{backend}: sent at {sent:?}; in request 3 at {:?}",
-        t.elapsed()
+        "{backend}: sent at {sent:?}; in request 3 {:?} later",
+        t.elapsed() - sent
     );
     let body = |i: usize| calls[i]["body"].to_string();
     assert!(!body(1).contains("other grammar"), "too early: {}", body(1));
@@ -236,6 +267,14 @@ async fn cli_gets_a_message_after_its_next_tool_call(backend: &str) {
     assert_eq!(i["runs"][0]["status"], "succeeded", "{backend}: {i}");
     assert_eq!(i["inbox"]["pending"], 0, "{backend}: {i}");
     assert_eq!(i["inbox"]["acked"], 2, "{backend}: {i}");
+    if backend == "codex" {
+        assert!(profile_ran.exists(), "the agent's login profile never ran");
+    }
+    // The hook went to the agent's own home: not the project, not the user's home.
+    assert_eq!(std::fs::read_to_string(&project).unwrap(), theirs);
+    let user = std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap();
+    assert!(!user.contains("__hook"), "{user}");
+    assert!(!home.path().join(".gemini/trusted_hooks.json").exists());
     s.stop().await;
 }
 
@@ -248,32 +287,60 @@ async fn claude_code_gets_a_message_after_its_next_tool_call() {
     cli_gets_a_message_after_its_next_tool_call("claude").await;
 }
 
-/// A CLI with no way into its turn: a message sent while it runs a slow command is
-/// named in the result of its next team tool call ("New for you"), which its model
-/// reads in the next request; its run reads the message in full after.
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn gemini_cli_gets_a_message_after_its_next_tool_call() {
+    cli_gets_a_message_after_its_next_tool_call("gemini").await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(heavy),
+    ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
+)]
+async fn codex_gets_a_message_after_its_next_tool_call() {
+    cli_gets_a_message_after_its_next_tool_call("codex").await;
+}
+
+/// A CLI with no way into its turn (OpenCode; Gemini CLI unsandboxed): a message sent while it runs a slow
+/// command is named in the result of its next team tool call ("New for you"),
+/// which its model reads in the next request; its run reads the message in full
+/// after.
 async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
     use common::clis::{cli_bin, cli_env, model_for};
     let Some(bin) = cli_bin() else { return };
-    let shell = match backend {
-        "gemini" => (
-            "run_shell_command",
-            json!({"command": "sleep 3", "description": "wait"}),
-        ),
-        "opencode" => ("bash", json!({"command": "sleep 3", "description": "wait"})),
+    let team = ("team_members", json!({}));
+    // The steps, and the model calls made when the slow command has started.
+    let (steps, started) = match backend {
+        "opencode" => {
+            let shell = json!({"command": "sleep 3", "description": "wait"});
+            (vec![("bash", shell), team], 1)
+        }
+        "gemini" => {
+            let shell = json!({"command": "sleep 3", "description": "wait"});
+            (vec![("run_shell_command", shell), team], 1)
+        }
         _ => unreachable!(),
     };
-    let steps = [shell, ("team_members", json!({}))];
+    // Gemini CLI with no home of its own (sandbox off) has no hook.
+    let permissions = match backend {
+        "gemini" => json!({"profile": "full", "sandbox": "off"}),
+        _ => json!("full"),
+    };
     let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
     let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let work = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     let args = json!({"name": "coder", "backend": backend, "model": model_for(backend),
-        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": "full",
+        "env": cli_env(backend, &bin, home.path(), &llm.url), "permissions": permissions,
         "cwd": work.path().display().to_string()});
     call(&lead, "agent_new", args).await.ok();
     send(&lead, "coder", "build the parser").await.ok();
-    let before = model_calls(&llm, 1, 60).await.len();
+    let before = model_calls(&llm, started, 60).await.len();
     send(&lead, "coder", "stop: use the other grammar")
         .await
         .ok();
@@ -299,8 +366,8 @@ async fn cli_sees_news_in_its_next_team_tool_result(backend: &str) {
     not(heavy),
     ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
 )]
-async fn gemini_cli_reads_news_in_a_team_tool_result() {
-    cli_sees_news_in_its_next_team_tool_result("gemini").await;
+async fn opencode_reads_news_in_a_team_tool_result() {
+    cli_sees_news_in_its_next_team_tool_result("opencode").await;
 }
 
 #[tokio::test]
@@ -308,8 +375,8 @@ async fn gemini_cli_reads_news_in_a_team_tool_result() {
     not(heavy),
     ignore = "heavy: the worker CLIs from npm (AGENT_WORKER_HEAVY=1, scripts/interop-setup)"
 )]
-async fn opencode_reads_news_in_a_team_tool_result() {
-    cli_sees_news_in_its_next_team_tool_result("opencode").await;
+async fn gemini_cli_without_a_sandbox_reads_news_in_a_team_tool_result() {
+    cli_sees_news_in_its_next_team_tool_result("gemini").await;
 }
 
 /// `urgent` to Claude Code: its `Bash` call is stopped, and the next run resumes

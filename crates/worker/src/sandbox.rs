@@ -96,6 +96,7 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     applied.landlock = landlock(s)?;
+    let _ = LANDLOCKED.set(applied.landlock);
     if let Some(f) = procs {
         *JOINING.lock().unwrap() = Some(std::thread::spawn(move || os::cgroup::join(f)));
     }
@@ -112,6 +113,23 @@ pub fn user_home() -> Option<PathBuf> {
         .get()
         .cloned()
         .unwrap_or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+}
+
+/// Whether [`apply`] put this process under Landlock (required, or a
+/// best_effort the machine could honour).
+static LANDLOCKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether the run's files rules hold this process and everything it starts.
+pub fn landlocked() -> bool {
+    LANDLOCKED.get().copied().unwrap_or(false)
+}
+
+/// The run's home of its own (the agent's, which [`apply`] put in `HOME`), when
+/// it has one: none with its sandbox off, where `HOME` is the user's.
+pub fn own_home() -> Option<PathBuf> {
+    let user = USER_HOME.get()?.clone();
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    (Some(&home) != user.as_ref()).then_some(home)
 }
 
 /// The thread joining the run's pids cgroup, until [`counted`] waited for it.

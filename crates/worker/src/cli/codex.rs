@@ -7,9 +7,22 @@
 //! prompt goes in as developer instructions; the sandbox lets it write in the agent's
 //! folder (and only there). Codex does not fail fast without
 //! credentials, so the run is gated on `CODEX_API_KEY` or `codex login status`.
+//!
+//! What arrives for the agent during the run reaches its model after each tool
+//! call when the run's OS sandbox is applied (`required`, or a `best_effort` the
+//! machine honoured): a `PostToolUse` hook (crate::hook) given by `-c` like the
+//! server. Codex runs a hook only once its hash is recorded as trusted in its
+//! config (a `-c hooks.state` override is not read), so the run passes
+//! `--dangerously-bypass-hook-trust`: every enabled hook runs unreviewed for this
+//! invocation, those of the agent's own home included, inside the sandbox like
+//! the rest of the run. Without it the run has no hook: the New for you line of
+//! each team tool's result tells the agent instead. Codex 0.169 sources the
+//! login profile of the run's home (the agent's own) for its shell snapshot, not
+//! for a hook (seen on the fake model); the hook prints its answer as one JSON
+//! line, last, in case a later Codex does.
 
 use super::{
-    Events, Invocation, SERVER, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
+    Events, Invocation, SERVER, Scratch, TOKEN_ENV, env_set, failure_from, num, own_servers, probe,
     secret_var, str_at,
 };
 use crate::{Failure, Reporter, Run, prompt};
@@ -103,7 +116,30 @@ fn own_server_args(cfg: &RunConfig, args: &mut Vec<String>) -> Vec<(String, Stri
     env
 }
 
-pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Failure> {
+/// The flag Codex needs to run a hook nobody recorded as trusted; it says so in an
+/// error item of its stream, which is not the run's error.
+const BYPASS_HOOK_TRUST: &str = "--dangerously-bypass-hook-trust";
+
+/// The `-c` override holding the run's inbox hook after every tool call.
+fn hook_args(run: &Run<'_>, scratch: &Scratch) -> Result<[String; 3], Failure> {
+    let file = crate::hook::write_state(run, scratch)?;
+    let hooks = crate::hook::settings(&crate::hook::own_binary()?, &file, "PostToolUse");
+    let command = &hooks["hooks"]["PostToolUse"][0]["hooks"][0]["command"];
+    let command = toml_str(command.as_str().unwrap_or_default());
+    Ok([
+        "-c".into(),
+        format!(
+            r#"hooks.PostToolUse=[{{matcher="*",hooks=[{{type="command",command={command}}}]}}]"#
+        ),
+        BYPASS_HOOK_TRUST.into(),
+    ])
+}
+
+pub fn invocation(
+    run: &Run<'_>,
+    session: Option<&str>,
+    scratch: &Scratch,
+) -> Result<Invocation, Failure> {
     let cfg = run.cfg;
     let rules = permissions::backends::codex(&cfg.permissions)
         .map_err(|e| Failure::new(ErrorClass::Other, e))?;
@@ -148,6 +184,10 @@ pub fn invocation(run: &Run<'_>, session: Option<&str>) -> Result<Invocation, Fa
         args.extend(["-c".into(), format!("features.{feature}=false")]);
     }
     let env = own_server_args(cfg, &mut args);
+    // Hooks run unreviewed only where the run's sandbox holds them.
+    if crate::sandbox::landlocked() {
+        args.extend(hook_args(run, scratch)?);
+    }
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
@@ -212,7 +252,9 @@ impl Events for Stream {
                         self.last_message = str_at(item, &["text"]).map(str::to_owned)
                     }
                     Some("error") => {
-                        if let Some(m) = str_at(item, &["message"]) {
+                        if let Some(m) = str_at(item, &["message"])
+                            && !m.contains(BYPASS_HOOK_TRUST)
+                        {
                             self.errors.push(m.to_owned());
                         }
                     }

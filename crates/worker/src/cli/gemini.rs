@@ -6,6 +6,17 @@
 //! silently disables MCP). The token is expanded by Gemini from the environment.
 //! `GEMINI_SYSTEM_MD` would replace Gemini's own system prompt (and its tool
 //! guidance), so the agent's system prompt leads the task text instead.
+//!
+//! What arrives for the agent during the run reaches its model after each tool
+//! call when the run has a home of its own (a sandboxed run: `HOME` is the
+//! agent's): an `AfterTool` hook (crate::hook) in that home's user settings
+//! (`.gemini/settings.json`), which no other agent and not the user's Gemini
+//! reads. Never in the project's file: the agent's branch would commit it, and
+//! another agent's run in the folder would run what one planted there. Gemini
+//! 0.61 skips a system settings or defaults file unless it and every folder above
+//! it are root's, so the scratch folder has no place for it. With no home of its
+//! own (sandbox off) the run has no hook: the New for you line of each team
+//! tool's result tells the agent instead.
 
 use super::{
     Events, Invocation, SERVER, Scratch, TOKEN_ENV, WorkspaceFile, call_detail, failure_from, num,
@@ -16,6 +27,46 @@ use domain::permissions;
 use domain::protocol::{ErrorClass, McpServer, Report, Usage};
 use os::process::Finished;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// `doc` (Gemini's user settings) with our `AfterTool` hook `ours` in place of
+/// any of ours from an earlier run; the user's own hooks are kept as they are.
+fn with_hook(mut doc: Value, ours: Value) -> Result<Value, String> {
+    let at = doc
+        .as_object_mut()
+        .ok_or("it must hold a JSON object")?
+        .entry("hooks")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or("its hooks must be an object")?
+        .entry("AfterTool")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .ok_or("its hooks.AfterTool must be a list")?;
+    let mine = |v: &Value| v.to_string().contains(crate::hook::HOOK_MODE);
+    at.retain(|item| !mine(item));
+    at.extend(ours.as_array().into_iter().flatten().cloned());
+    Ok(doc)
+}
+
+/// Puts the inbox hook into the run's own user settings `path` (its agent's
+/// home: it stays there from run to run, the same command each time).
+fn hook_in_user_settings(path: &Path, exe: &Path) -> Result<(), String> {
+    let shown = path.display();
+    let doc = match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| format!("{shown} is not JSON ({e})"))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+    };
+    let doc =
+        with_hook(doc, crate::hook::shared_entry(exe)).map_err(|e| format!("{shown}: {e}"))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".settings.json.{}", std::process::id()));
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, serde_json::to_vec_pretty(&doc).unwrap_or_default()))
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {shown}: {e}"))
+}
 
 /// Gemini fails fast without credentials (exit 41), so a run does not gate on this;
 /// readiness reports use it: a key in the env, Vertex or Google login settings, or
@@ -85,6 +136,15 @@ pub fn invocation(
             }),
         };
         servers.push((name.clone(), entry));
+    }
+    if let Some(home) = crate::sandbox::own_home() {
+        let file = crate::hook::write_state(run, scratch)?;
+        env.push((crate::hook::FILE_ENV.into(), file.display().to_string()));
+        let user = std::env::var_os("GEMINI_CLI_HOME").map_or(home, PathBuf::from);
+        let exe = crate::hook::own_binary()?;
+        if let Err(e) = hook_in_user_settings(&user.join(".gemini/settings.json"), &exe) {
+            run.report.progress(format!("no inbox hook: {e}"));
+        }
     }
     let settings = WorkspaceFile::merge_servers(
         crate::sandbox::workspace_dir(&cfg.cwd, cfg.sandbox.as_ref(), ".gemini")
@@ -205,5 +265,32 @@ impl Events for Stream {
             return Err(Failure::new(ErrorClass::Auth, f.message));
         }
         Err(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_replaces_ours_and_keeps_the_users_own() {
+        let exe = Path::new("/opt/aw");
+        let ours = crate::hook::shared_entry(exe);
+        let theirs = json!({"matcher": "x", "hooks": [{"type": "command", "command": "mine"}]});
+        let stale = crate::hook::shared_entry(Path::new("/old/aw"))[0].clone();
+        let cases = [
+            (json!({}), json!([ours[0]])),
+            (
+                json!({"theme": 1, "hooks": {"AfterTool": [theirs, stale]}}),
+                json!([theirs, ours[0]]),
+            ),
+        ];
+        for (doc, want) in cases {
+            let got = with_hook(doc.clone(), ours.clone()).unwrap();
+            assert_eq!(got["hooks"]["AfterTool"], want, "{doc}");
+            assert_eq!(got["theme"], doc["theme"]);
+        }
+        let e = with_hook(json!({"hooks": {"AfterTool": {}}}), ours).unwrap_err();
+        assert!(e.contains("hooks.AfterTool must be a list"), "{e}");
     }
 }

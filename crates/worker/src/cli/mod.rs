@@ -36,6 +36,8 @@ pub const TOKEN_ENV: &str = "AW_AGENT_TOKEN";
 /// Environment a CLI must not inherit: the run config (it holds the token in a form
 /// the CLI has no use for) and markers that make a nested Claude Code refuse to run.
 /// Backtrace switches would make a Rust CLI (Codex) end its error with a backtrace.
+/// `GITHUB_SHA` or `SURFACE` (a CI's) put Gemini CLI in its strict env mode, where
+/// its hooks and MCP servers lose the run's token.
 const SCRUBBED_ENV: &[&str] = &[
     super::protocol::RUN_ENV,
     // The CLI continues the backend's span (set below), not the worker's parent.
@@ -46,6 +48,8 @@ const SCRUBBED_ENV: &[&str] = &[
     "CLAUDE_CODE_ENTRYPOINT",
     "RUST_BACKTRACE",
     "RUST_LIB_BACKTRACE",
+    "GITHUB_SHA",
+    "SURFACE",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,7 +339,7 @@ impl Cli {
         let scratch = Scratch::new(&run.cfg.scratch)?;
         let mut inv = match self.kind {
             Kind::Claude => claude::invocation(run, session, &scratch)?,
-            Kind::Codex => codex::invocation(run, session)?,
+            Kind::Codex => codex::invocation(run, session, &scratch)?,
             Kind::Cursor => cursor::invocation(run, session)?,
             Kind::Gemini => gemini::invocation(run, session, &scratch)?,
             Kind::OpenCode => opencode::invocation(run, session, &scratch)?,
