@@ -92,6 +92,7 @@
 //! bounded.rs     a short command run to its end within bounds (a setup step, git)
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
 //! sandbox.rs     what this machine offers a sandbox: its Landlock ABI, user namespaces
+//!                and the mounts and capability drop a worker makes on itself
 //! cgroup.rs      a run's own pids cgroup (a process limit root is held to): make, join,
 //!                refused forks, kill all and remove, the sweep of a killed kernel's
 //! --- agent-worker-telemetry (crates/telemetry/src/) ---

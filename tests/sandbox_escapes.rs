@@ -10,6 +10,7 @@ use common::fake_llm::{FakeLlm, Script};
 use common::*;
 use serde_json::json;
 use std::os::linux::net::SocketAddrExt;
+use std::path::Path;
 
 /// What the agent wrote in its folder last run, or what its definition names,
 /// never opens a hidden or outside place: a `.git` file pointing at `/`, a
@@ -136,5 +137,84 @@ async fn a_worktree_agent_cannot_write_the_repositorys_config_hooks_or_refs() {
         .unwrap();
     let log = String::from_utf8_lossy(&log.stdout);
     assert!(log.contains("w.txt"), "{log}");
+    s.stop().await;
+}
+
+/// An edit agent in a plain repository, under a contract refusing its edits of
+/// `secrets/*`, runs commands no pattern reads: git's config and hooks, the
+/// denied folder, the git folder swapped for one of its own, `/dev/shm` shared
+/// with another agent. Each fails and changes nothing, while its own work in
+/// the folder, a commit included, goes on.
+#[tokio::test]
+async fn a_plain_repositorys_git_and_a_denied_folder_hold_against_the_shell() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let repo = o.dir.path().join("repo");
+    std::fs::create_dir(repo.join("secrets")).unwrap();
+    std::fs::write(repo.join("secrets/k.txt"), "keep me").unwrap();
+    let shm = format!("/dev/shm/aw-agent-{}", std::process::id());
+    let host = format!("/dev/shm/aw-host-{}", std::process::id());
+    std::fs::write(&host, "the user's").unwrap();
+    let cmd = |c: &str| ("run_command", json!({ "command": c }));
+    let steps = [
+        cmd("git config core.fsmonitor 'touch /tmp/x'; echo status $?"),
+        cmd(
+            "echo 'touch /tmp/x' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo status $?",
+        ),
+        cmd(
+            "echo x > secrets/k.txt; echo y > secrets/new.txt; rm -f secrets/k.txt; echo status $?",
+        ),
+        cmd("mv .git .git-old; echo status $?"),
+        cmd(&format!(
+            "echo planted > {shm}; cat {shm} {host}; echo status $?"
+        )),
+        cmd(
+            "echo made > w.txt && git add w.txt && git -c user.name=t -c user.email=t@t commit -qm w && echo committed",
+        ),
+    ];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let contract = json!({"name": "no-secrets", "then": {"action": "deny", "reason": "not ours"},
+                          "when": {"event": "tool_request", "tool": "edit", "match": "secrets/*"}});
+    call(&lead, "contract_set", contract).await.ok();
+    let shell = json!({"profile": "edit", "allow": ["shell"]});
+    new_sdk_in(&lead, "coder", &repo, &llm.url, shell.clone()).await;
+    let said = run(&lead, "coder", &llm).await;
+    o.unchanged();
+    let git = repo.join(".git");
+    let config = std::fs::read_to_string(git.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config} {said:?}");
+    assert!(!git.join("hooks/pre-commit").exists(), "{said:?}");
+    let secret = std::fs::read_to_string(repo.join("secrets/k.txt"));
+    assert_eq!(secret.ok().as_deref(), Some("keep me"), "{said:?}");
+    assert!(!repo.join("secrets/new.txt").exists(), "{said:?}");
+    assert!(!repo.join(".git-old").exists(), "{said:?}");
+    // Its own /dev/shm: what it puts there stays there, the user's is not seen.
+    assert!(said[4].contains("planted"), "{said:?}");
+    assert!(!said[4].contains("the user's"), "{said:?}");
+    assert!(!Path::new(&shm).exists(), "{said:?}");
+    assert!(
+        said[5].contains("committed"),
+        "the agent's own git failed: {said:?}"
+    );
+    let log = std::process::Command::new("git")
+        .args(["log", "--name-only", "--format="])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&log.stdout).contains("w.txt"));
+    // Another agent's run does not see the first one's /dev/shm either.
+    let llm2 = FakeLlm::start(Script::steps(
+        &[cmd(&format!("cat {shm}; echo status $?"))],
+        "done",
+    ))
+    .await;
+    let other = o.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    new_sdk_in(&lead, "other", &other, &llm2.url, shell).await;
+    let said = run(&lead, "other", &llm2).await;
+    assert!(!said[0].contains("planted"), "{said:?}");
+    let _ = std::fs::remove_file(&host);
     s.stop().await;
 }

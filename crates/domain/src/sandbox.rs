@@ -184,7 +184,94 @@ pub struct Sandbox {
     /// machine has no writable one and RLIMIT_NPROC holds the count.
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// What the run's own mount namespace holds (Landlock only grants, so a
+    /// place inside a writable folder is made read-only by a mount instead).
+    #[serde(default)]
+    pub mounts: Mounts,
 }
+
+/// The mounts a worker makes in a mount namespace of its own before anything
+/// else runs: every other process of the machine keeps seeing the real ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mounts {
+    /// Read-only bind mounts over these (each as it was at the run's start).
+    pub read_only: Vec<PathBuf>,
+    /// Folders bound over themselves, writable: a mount point cannot be renamed
+    /// or removed, so a repository's `.git` cannot be swapped for one of the
+    /// agent's making (whose config would then run).
+    pub pinned: Vec<PathBuf>,
+    /// A private `/dev/shm` of this size, MiB (0: none).
+    pub shm_mb: u64,
+}
+
+/// The size of a run's private `/dev/shm`, MiB.
+pub const SHM_MB: u64 = 64;
+
+/// What of a repository's git folder runs code when git runs there (or sends
+/// git elsewhere): its config (`core.fsmonitor`, `core.hooksPath`, filters,
+/// aliases, `core.sshCommand`), its hooks, its `info` (attributes naming the
+/// config's filters) and its `commondir` (another folder's config): read-only
+/// where they exist.
+pub const GIT_RUNS: &[&str] = &["config", "config.worktree", "hooks", "info", "commondir"];
+
+/// The places inside `folder` that a contract's edit rule `pattern` (a glob,
+/// `*` any run of characters, `/` included) holds, as they are now: the folder
+/// a `dir/*` names, whole (what is made in it later stays held); a path without
+/// `*`, when it exists; else each existing entry beneath the pattern's fixed
+/// folder that it matches (`list` gives a folder's entries, full paths). A
+/// pattern whose fixed part is the folder itself (`*.pem`) is matched entry by
+/// entry too; one outside the folder holds nothing here.
+pub fn held_by(
+    folder: &Path,
+    pattern: &str,
+    exists: &dyn Fn(&Path) -> bool,
+    list: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> Vec<PathBuf> {
+    let rel = match Path::new(pattern).strip_prefix(folder) {
+        Ok(r) => r.to_string_lossy().into_owned(),
+        Err(_) if pattern.starts_with('/') => return Vec::new(),
+        Err(_) => pattern.trim_start_matches("./").to_owned(),
+    };
+    if rel.is_empty() || rel.split('/').any(|c| c == "..") {
+        return Vec::new();
+    }
+    let Some(star) = rel.find('*') else {
+        let p = folder.join(&rel);
+        return if exists(&p) { vec![p] } else { Vec::new() };
+    };
+    let fixed = rel[..star].rfind('/').map_or("", |i| &rel[..i]);
+    let base = folder.join(fixed);
+    if !fixed.is_empty() && rel[fixed.len()..] == *"/*" {
+        return if exists(&base) {
+            vec![base]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![base];
+    let mut seen = 0;
+    while let Some(dir) = todo.pop() {
+        for entry in list(&dir) {
+            seen += 1;
+            if seen > WALK_LIMIT {
+                return out;
+            }
+            let r = entry.strip_prefix(folder).unwrap_or(&entry);
+            if crate::permissions::glob(&rel, &r.to_string_lossy()) {
+                out.push(entry);
+            } else if entry.file_name().is_some_and(|n| n != ".git") {
+                todo.push(entry);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The most entries [`held_by`] looks at for one pattern (a folder of a
+/// million files is not walked at every run's start).
+const WALK_LIMIT: usize = 20_000;
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:
 /// relative to the user's home.
@@ -325,6 +412,49 @@ mod tests {
             ],
         );
         check(&["/"], &[]);
+    }
+
+    #[test]
+    fn a_contracts_edit_glob_holds_what_it_names_in_the_folder() {
+        let dirs: &[(&str, &[&str])] = &[
+            ("/w", &[".git", "a.pem", "secrets", "src"]),
+            ("/w/.git", &["x.pem"]),
+            ("/w/secrets", &["k.txt"]),
+            ("/w/src", &["b.pem", "c.rs", "deep"]),
+            ("/w/src/deep", &["d.pem"]),
+        ];
+        let list = |p: &Path| -> Vec<PathBuf> {
+            dirs.iter()
+                .find(|(d, _)| Path::new(d) == p)
+                .map(|(d, es)| es.iter().map(|e| Path::new(d).join(e)).collect())
+                .unwrap_or_default()
+        };
+        let exists = |p: &Path| {
+            p == Path::new("/w")
+                || dirs
+                    .iter()
+                    .any(|(d, es)| es.iter().any(|e| Path::new(d).join(e) == p))
+        };
+        let check = |pattern: &str, expect: &[&str]| {
+            let got = held_by(Path::new("/w"), pattern, &exists, &list);
+            let got: Vec<String> = got.iter().map(|p| p.display().to_string()).collect();
+            assert_eq!(got, expect, "{pattern}");
+        };
+        // A folder's `*`: the folder, whole (what is made there later too).
+        check("secrets/*", &["/w/secrets"]);
+        check("/w/secrets/*", &["/w/secrets"]);
+        check("./secrets/*", &["/w/secrets"]);
+        check("secrets/k.txt", &["/w/secrets/k.txt"]);
+        // What does not exist yet is the tools' and the patterns' to hold.
+        check("secrets/new.txt", &[]);
+        check("gone/*", &[]);
+        // Anything else: what matches now, `.git` left to its own rules.
+        check("src/*.pem", &["/w/src/b.pem", "/w/src/deep/d.pem"]);
+        check("*.pem", &["/w/a.pem", "/w/src/b.pem", "/w/src/deep/d.pem"]);
+        // Outside the folder, or climbing out of it: nothing here.
+        check("/etc/*", &[]);
+        check("../w/secrets/*", &[]);
+        check("", &[]);
     }
 
     #[test]

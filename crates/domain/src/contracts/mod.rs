@@ -546,5 +546,29 @@ pub fn profile_denials<'c>(
     out
 }
 
+/// The path globs of the `tool_request` contracts that refuse, pause or need an
+/// approval for `agent`'s edits: what its OS sandbox holds read-only too (an
+/// edit of a held path waits for nobody there: it fails).
+pub fn edit_path_denials<'c>(
+    contracts: impl IntoIterator<Item = &'c Contract>,
+    agent: &str,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in contracts {
+        let When::ToolRequest { tool, matches, .. } = &c.when else {
+            continue;
+        };
+        let edits = matches!(tool, None | Some(ToolClass::Edit));
+        if !edits || matches!(c.then, Then::Allow | Then::Notify { .. }) || !c.agent_matches(agent)
+        {
+            continue;
+        }
+        if let Some(m) = matches.as_ref().filter(|m| !out.contains(m)) {
+            out.push(m.clone());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -532,7 +532,11 @@ impl Workers {
         skills: &[protocol::SkillRef],
         url: &str,
     ) -> Option<domain::sandbox::Sandbox> {
+        let all = self.base.contracts.all();
+        let in_force =
+            crate::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow);
         let places = sandbox::Places {
+            held: domain::contracts::edit_path_denials(in_force, &spec.name),
             cwd,
             state_dir,
             scratch: self.scratch_dir(run_id),

@@ -78,6 +78,8 @@ pub(crate) struct Places<'a> {
     pub data_dir: &'a Path,
     pub skills: Vec<PathBuf>,
     pub kernel_url: &'a str,
+    /// The path globs the contracts in force refuse the agent's edits.
+    pub held: Vec<String>,
 }
 
 /// The run's sandbox (None when its agent's is off). Reads the file system a
@@ -166,7 +168,51 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         tmp: at.scratch.join("tmp"),
         abi: needed_abi(spec),
         cgroup: None,
+        mounts: mounts(p.profile, at, git.is_some()),
     })
+}
+
+/// What the run's mount namespace holds read-only inside its writable folder:
+/// a plain repository's git folder's parts that run code (pinned in place), a
+/// worktree's `.git` file, and what the contracts refuse its edits; a private
+/// `/dev/shm` always.
+fn mounts(profile: Profile, at: &Places<'_>, worktree: bool) -> sandbox::Mounts {
+    let mut m = sandbox::Mounts {
+        shm_mb: sandbox::SHM_MB,
+        ..Default::default()
+    };
+    if profile == Profile::Read {
+        return m;
+    }
+    let meta = |p: &Path| std::fs::symlink_metadata(p).ok();
+    let exists = |p: &Path| meta(p).is_some_and(|m| !m.file_type().is_symlink());
+    let git = at.cwd.join(".git");
+    match meta(&git) {
+        Some(d) if d.is_dir() && profile == Profile::Edit && !worktree => {
+            let runs = sandbox::GIT_RUNS.iter().map(|r| git.join(r));
+            m.read_only.extend(runs.filter(|p| exists(p)));
+            m.pinned.push(git);
+        }
+        Some(f) if f.is_file() => m.read_only.push(git),
+        _ => {}
+    }
+    let list = |p: &Path| -> Vec<PathBuf> {
+        let Ok(d) = std::fs::read_dir(p) else {
+            return Vec::new();
+        };
+        d.flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+            .map(|e| e.path())
+            .collect()
+    };
+    for glob in &at.held {
+        for p in sandbox::held_by(at.cwd, glob, &exists, &list) {
+            if !m.read_only.contains(&p) {
+                m.read_only.push(p);
+            }
+        }
+    }
+    m
 }
 
 /// What no run reads: the kernel's data dir, the other runs' scratch folders,
@@ -346,6 +392,72 @@ pub(crate) fn limit_hit(signal: i32) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// The mounts a run's plan carries, from its profile, its folder (a plain
+    /// repository, or a worktree's `.git` file) and its contracts' edit globs.
+    #[test]
+    fn the_plan_holds_git_and_the_contracts_paths_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        for d in [".git/hooks", ".git/info", "secrets", "src"] {
+            std::fs::create_dir_all(w.join(d)).unwrap();
+        }
+        for f in [".git/config", "secrets/k.txt", "src/a.key", "src/b.rs"] {
+            std::fs::write(w.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink("/etc", w.join("src/link.key")).unwrap();
+        let check =
+            |profile: Profile, held: &[&str], worktree: bool, expect: (&[&str], &[&str])| {
+                let at = Places {
+                    cwd: w,
+                    state_dir: w,
+                    scratch: w.into(),
+                    data_dir: w,
+                    skills: Vec::new(),
+                    kernel_url: "",
+                    held: held.iter().map(|h| h.to_string()).collect(),
+                };
+                let m = mounts(profile, &at, worktree);
+                let rel = |v: &[PathBuf]| -> Vec<String> {
+                    v.iter()
+                        .map(|p| p.strip_prefix(w).unwrap().display().to_string())
+                        .collect()
+                };
+                let got = (rel(&m.read_only), rel(&m.pinned));
+                let expect = (
+                    expect.0.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                    expect.1.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                );
+                assert_eq!(got, expect, "{profile:?} {held:?} worktree {worktree}");
+                assert_eq!(m.shm_mb, domain::sandbox::SHM_MB);
+            };
+        let git: &[&str] = &[".git/config", ".git/hooks", ".git/info"];
+        check(Profile::Edit, &[], false, (git, &[".git"]));
+        check(
+            Profile::Edit,
+            &["secrets/*", "src/*.key"],
+            false,
+            (
+                &[
+                    ".git/config",
+                    ".git/hooks",
+                    ".git/info",
+                    "secrets",
+                    "src/a.key",
+                ],
+                &[".git"],
+            ),
+        );
+        // Nothing is writable at read; full writes the user's own git config anyway.
+        check(Profile::Read, &["secrets/*"], false, (&[], &[]));
+        check(Profile::Full, &["secrets/*"], false, (&["secrets"], &[]));
+        // A worktree's repository is held by Landlock; its `.git` file by a mount.
+        std::fs::remove_dir_all(w.join(".git")).unwrap();
+        std::fs::write(w.join(".git"), "gitdir: /r/.git/worktrees/a").unwrap();
+        check(Profile::Edit, &[], true, (&[".git"], &[]));
+    }
+
     #[test]
     fn a_limits_signal_is_named() {
         let check =
