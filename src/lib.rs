@@ -91,6 +91,8 @@
 //!                transparent huge pages, the code pages only a server's start used
 //! bounded.rs     a short command run to its end within bounds (a setup step, git)
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
+//! group.rs       where a supervised process stands: a group or a session of its own
+//!                (no controlling terminal), or the caller's group
 //! sandbox.rs     what this machine offers a sandbox: its Landlock ABI, user namespaces
 //!                and the mounts and capability drop a worker makes on itself
 //! cgroup.rs      a run's own pids cgroup (a process limit root is held to): make, join,

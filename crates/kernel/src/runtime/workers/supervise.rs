@@ -44,7 +44,7 @@ impl Workers {
         let finished = process::supervise(
             cmd,
             limits.clone(),
-            process::Group::Own,
+            process::Group::Session,
             stop,
             |s| {
                 self.base.events.publish(Event::RunStarted {
