@@ -546,9 +546,10 @@ pub fn profile_denials<'c>(
     out
 }
 
-/// The path globs of the `tool_request` contracts that refuse, pause or need an
-/// approval for `agent`'s edits: what its OS sandbox holds read-only too (an
-/// edit of a held path waits for nobody there: it fails).
+/// The path globs of the `tool_request` contracts that refuse `agent`'s edits:
+/// what its OS sandbox holds read-only too (a deny beats an allow, so nothing
+/// an allow exempts is held; an approval may let the edit through, so it holds
+/// nothing).
 pub fn edit_path_denials<'c>(
     contracts: impl IntoIterator<Item = &'c Contract>,
     agent: &str,
@@ -559,8 +560,7 @@ pub fn edit_path_denials<'c>(
             continue;
         };
         let edits = matches!(tool, None | Some(ToolClass::Edit));
-        if !edits || matches!(c.then, Then::Allow | Then::Notify { .. }) || !c.agent_matches(agent)
-        {
+        if !edits || !matches!(c.then, Then::Deny { .. }) || !c.agent_matches(agent) {
             continue;
         }
         if let Some(m) = matches.as_ref().filter(|m| !out.contains(m)) {
