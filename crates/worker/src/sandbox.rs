@@ -146,11 +146,13 @@ fn mounts(s: &Sandbox, applied: &mut Applied) -> Result<(), SandboxError> {
             lacking(s, applied, format!("cannot {what} {} ({e})", p.display()))?;
         }
     }
-    if m.shm_mb > 0 {
-        let shm = Path::new("/dev/shm");
-        if let Err(e) = os::sandbox::private_tmpfs(shm, m.shm_mb) {
-            lacking(s, applied, format!("cannot make a private /dev/shm ({e})"))?;
-        }
+    let shm = Path::new("/dev/shm");
+    // A machine without one has nothing to share there.
+    if m.shm_mb > 0
+        && shm.is_dir()
+        && let Err(e) = os::sandbox::private_tmpfs(shm, m.shm_mb)
+    {
+        lacking(s, applied, format!("cannot make a private /dev/shm ({e})"))?;
     }
     Ok(())
 }
