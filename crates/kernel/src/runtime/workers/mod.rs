@@ -194,6 +194,11 @@ impl Workers {
         after: Option<&str>,
     ) -> Result<std::result::Result<RunHandle, String>> {
         let mut spec = self.spec(agent_id).await?;
+        // A start refused for its sandbox pauses the agent: a start that lost the
+        // race to it (agent_ask's own, after its message's wake) says why too.
+        if spec.state == AgentState::Paused {
+            sandbox::check(&spec)?;
+        }
         self.may_start(&spec)?;
         let url = self
             .base
