@@ -204,8 +204,9 @@ pub struct Mounts {
     pub shm_mb: u64,
 }
 
-/// The size of a run's private `/dev/shm`, MiB.
-pub const SHM_MB: u64 = 64;
+/// The size of a run's private `/dev/shm`, MiB: a bound (a tmpfs takes memory
+/// as it is written), above the 64 MiB a browser's shared memory outgrows.
+pub const SHM_MB: u64 = 256;
 
 /// What of a repository's git folder runs code when git runs there (or sends
 /// git elsewhere): its config (`core.fsmonitor`, `core.hooksPath`, filters,
