@@ -221,7 +221,8 @@ pub const GIT_RUNS: &[&str] = &["config", "config.worktree", "hooks", "info", "c
 /// `*`, when it exists; else each existing entry beneath the pattern's fixed
 /// folder that it matches (`list` gives a folder's entries, full paths). A
 /// pattern whose fixed part is the folder itself (`*.pem`) is matched entry by
-/// entry too; one outside the folder holds nothing here.
+/// entry too (at most [`MATCH_LIMIT`] of them); one outside the folder holds
+/// nothing here.
 pub fn held_by(
     folder: &Path,
     pattern: &str,
@@ -252,14 +253,17 @@ pub fn held_by(
     let mut out = Vec::new();
     let mut todo = vec![base];
     let mut seen = 0;
-    while let Some(dir) = todo.pop() {
+    'walk: while let Some(dir) = todo.pop() {
         for entry in list(&dir) {
             seen += 1;
             if seen > WALK_LIMIT {
-                return out;
+                break 'walk;
             }
             let r = entry.strip_prefix(folder).unwrap_or(&entry);
             if crate::permissions::glob(&rel, &r.to_string_lossy()) {
+                if out.len() == MATCH_LIMIT {
+                    break 'walk;
+                }
                 out.push(entry);
             } else if entry.file_name().is_some_and(|n| n != ".git") {
                 todo.push(entry);
@@ -273,6 +277,9 @@ pub fn held_by(
 /// The most entries [`held_by`] looks at for one pattern (a folder of a
 /// million files is not walked at every run's start).
 const WALK_LIMIT: usize = 20_000;
+
+/// The most paths one pattern holds: each is a mount made at the run's start.
+const MATCH_LIMIT: usize = 100;
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:
 /// relative to the user's home.
@@ -456,6 +463,17 @@ mod tests {
         check("/etc/*", &[]);
         check("../w/secrets/*", &[]);
         check("", &[]);
+        // Each held path is a mount at the run's start: a glob holds at most 100.
+        let many =
+            |p: &Path| -> Vec<PathBuf> { (0..150).map(|i| p.join(format!("{i}.pem"))).collect() };
+        let held = held_by(Path::new("/m"), "*.pem", &|_| true, &|p| {
+            if p == Path::new("/m") {
+                many(p)
+            } else {
+                Vec::new()
+            }
+        });
+        assert_eq!(held.len(), MATCH_LIMIT);
     }
 
     #[test]
