@@ -181,6 +181,10 @@ async fn a_plain_repositorys_git_and_a_denied_folder_hold_against_the_shell() {
     let shell = json!({"profile": "edit", "allow": ["shell"]});
     new_sdk_in(&lead, "coder", &repo, &llm.url, shell.clone()).await;
     let said = run(&lead, "coder", &llm).await;
+    // The machine's /dev/shm is left as it was, whatever is asserted next.
+    let leaked = Path::new(&shm).exists();
+    let _ = std::fs::remove_file(&shm);
+    let _ = std::fs::remove_file(&host);
     o.unchanged();
     let git = repo.join(".git");
     let config = std::fs::read_to_string(git.join("config")).unwrap();
@@ -193,7 +197,7 @@ async fn a_plain_repositorys_git_and_a_denied_folder_hold_against_the_shell() {
     // Its own /dev/shm: what it puts there stays there, the user's is not seen.
     assert!(said[4].contains("planted"), "{said:?}");
     assert!(!said[4].contains("the user's"), "{said:?}");
-    assert!(!Path::new(&shm).exists(), "{said:?}");
+    assert!(!leaked, "{said:?}");
     assert!(
         said[5].contains("committed"),
         "the agent's own git failed: {said:?}"
@@ -215,6 +219,5 @@ async fn a_plain_repositorys_git_and_a_denied_folder_hold_against_the_shell() {
     new_sdk_in(&lead, "other", &other, &llm2.url, shell).await;
     let said = run(&lead, "other", &llm2).await;
     assert!(!said[0].contains("planted"), "{said:?}");
-    let _ = std::fs::remove_file(&host);
     s.stop().await;
 }
