@@ -221,3 +221,57 @@ async fn a_plain_repositorys_git_and_a_denied_folder_hold_against_the_shell() {
     assert!(!said[0].contains("planted"), "{said:?}");
     s.stop().await;
 }
+
+/// An edit agent in a plain repository makes `.git/commondir` (no mount holds
+/// a file that did not exist), pointing at a repository of its own whose
+/// config names an fsmonitor: the kernel removes it once the run is over and
+/// says so, so the user's git (which obeys it, shown by putting it back) runs
+/// nothing of the agent's.
+#[tokio::test]
+async fn a_commondir_the_run_made_is_removed_before_any_git_obeys_it() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let repo = o.dir.path().join("repo");
+    let marker = dir.path().join("marker");
+    let plant = format!(
+        "mkdir -p evil/objects evil/refs && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = touch {}\\n' > evil/config && echo \"$PWD/evil\" > .git/commondir; echo status $?",
+        marker.display()
+    );
+    let steps = [("run_command", json!({ "command": plant }))];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let shell = json!({"profile": "edit", "allow": ["shell"]});
+    new_sdk_in(&lead, "coder", &repo, &llm.url, shell).await;
+    let said = run(&lead, "coder", &llm).await;
+    assert!(
+        said[0].contains("status 0"),
+        "the agent could not plant: {said:?}"
+    );
+    let commondir = repo.join(".git/commondir");
+    assert!(!commondir.exists(), "{said:?}");
+    let info = call(&lead, "agent_info", json!({"target": "coder"})).await;
+    let info = format!("{info:?}");
+    assert!(
+        info.contains("removed .git/commondir the run made"),
+        "{info}"
+    );
+    let status = || {
+        std::process::Command::new("git")
+            .args(["status", "--short"])
+            .current_dir(&repo)
+            .output()
+            .unwrap()
+    };
+    status();
+    assert!(!marker.exists(), "the user's git ran the agent's config");
+    // What the removal prevented: the same file put back, the user's git obeys it.
+    std::fs::write(&commondir, format!("{}\n", repo.join("evil").display())).unwrap();
+    status();
+    std::fs::remove_file(&commondir).unwrap();
+    assert!(
+        marker.exists(),
+        "the planted config would not have run: the test shows nothing"
+    );
+    s.stop().await;
+}

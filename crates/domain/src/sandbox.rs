@@ -215,6 +215,18 @@ pub const SHM_MB: u64 = 256;
 /// where they exist.
 pub const GIT_RUNS: &[&str] = &["config", "config.worktree", "hooks", "info", "commondir"];
 
+/// Which of [`GIT_RUNS`] a run made in a plain repository's git folder: there
+/// at its end (`now`), absent at its start (`before`). No mount held them (a
+/// mount needs its target), so the kernel removes them once the run's processes
+/// are gone: a `commondir` the agent wrote would send the user's git to a
+/// config of its making, which git would obey outside any sandbox.
+pub fn git_made<'a>(before: &[&str], now: &[&'a str]) -> Vec<&'a str> {
+    now.iter()
+        .copied()
+        .filter(|n| GIT_RUNS.contains(n) && !before.contains(n))
+        .collect()
+}
+
 /// The places inside `folder` that a contract's edit rule `pattern` (a glob,
 /// `*` any run of characters, `/` included) holds, as they are now: the folder
 /// a `dir/*` names, whole (what is made in it later stays held); a path without
@@ -420,6 +432,27 @@ mod tests {
             ],
         );
         check(&["/"], &[]);
+    }
+
+    #[test]
+    fn what_a_run_made_of_gits_code_is_removed() {
+        let check = |before: &[&str], now: &[&str], expect: &[&str]| {
+            assert_eq!(git_made(before, now), expect, "{before:?} -> {now:?}");
+        };
+        // Held by a mount where it was at the start: nothing to remove.
+        check(&["config", "hooks"], &["config", "hooks"], &[]);
+        // Made during the run: removed, whatever the agent wrote in it.
+        check(&["config"], &["config", "commondir"], &["commondir"]);
+        check(
+            &["config", "hooks"],
+            &["config", "config.worktree", "hooks", "info"],
+            &["config.worktree", "info"],
+        );
+        check(&[], &["config", "hooks"], &["config", "hooks"]);
+        // The rest of `.git` is the agent's git's to write (objects, refs, index).
+        check(&["config"], &["config", "index", "ORIG_HEAD"], &[]);
+        // Gone during the run (it could not be, under a mount): nothing to do.
+        check(&["config", "info"], &["config"], &[]);
     }
 
     #[test]

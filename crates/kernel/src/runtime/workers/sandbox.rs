@@ -259,6 +259,59 @@ fn worktree_git(spec: &Spec) -> Option<(PathBuf, PathBuf)> {
     Some((git_dir, common))
 }
 
+/// A plain repository's git folder, watched over a run for the parts that run
+/// code it did not have at the run's start (see [`sandbox::git_made`]).
+pub(crate) struct GitWatch {
+    git: PathBuf,
+    before: Vec<&'static str>,
+}
+
+/// What an edit agent's sandboxed run in a plain repository may add to its git
+/// folder (None elsewhere: a worktree's git dir is held by Landlock, `read`
+/// writes nothing, `full` writes the user's config anyway). Call it before the
+/// worker starts.
+pub(crate) fn git_watch(spec: &Spec, cwd: &Path) -> Option<GitWatch> {
+    let p = &spec.config.permissions;
+    if p.sandbox_mode() == Mode::Off || p.profile != Profile::Edit || worktree_git(spec).is_some() {
+        return None;
+    }
+    let git = cwd.join(".git");
+    let before = git_present(&git)?;
+    Some(GitWatch { git, before })
+}
+
+/// Which of [`sandbox::GIT_RUNS`] are in `git`, a real folder (None otherwise).
+fn git_present(git: &Path) -> Option<Vec<&'static str>> {
+    let meta = std::fs::symlink_metadata(git).ok()?;
+    meta.is_dir().then(|| {
+        let there = |n: &&str| std::fs::symlink_metadata(git.join(n)).is_ok();
+        sandbox::GIT_RUNS.iter().copied().filter(there).collect()
+    })
+}
+
+/// Removes what the run made of git's code in its git folder, never following a
+/// link (a link itself is removed), once the run's processes are gone: the
+/// paths removed, relative to the agent's folder.
+pub(crate) fn git_sweep(w: &GitWatch) -> Vec<String> {
+    let Some(now) = git_present(&w.git) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for name in sandbox::git_made(&w.before, &now) {
+        let p = w.git.join(name);
+        let gone = match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+            Ok(_) => std::fs::remove_file(&p),
+            Err(e) => Err(e),
+        };
+        match gone {
+            Ok(()) => removed.push(format!(".git/{name}")),
+            Err(e) => tracing::warn!("could not remove {} the run made: {e}", p.display()),
+        }
+    }
+    removed
+}
+
 /// The TCP ports a run may connect to: the kernel's, the traces' collector, and
 /// for `model` HTTPS and every endpoint in the agent's environment or servers.
 fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
