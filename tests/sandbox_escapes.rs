@@ -275,3 +275,68 @@ async fn a_commondir_the_run_made_is_removed_before_any_git_obeys_it() {
     );
     s.stop().await;
 }
+
+/// An edit agent in a plain repository whose contracts refuse its edits of
+/// `secrets/*` and `src/keys/*` renames the folders above them and makes new
+/// ones in their place, writes a submodule's config and a linked worktree's
+/// `commondir`, and makes the hooks and info folders git lacked at the start: each
+/// fails and changes nothing, while its own work in the folder goes on.
+#[tokio::test]
+async fn a_held_path_does_not_move_and_gits_other_folders_hold() {
+    let o = Outside::new();
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let repo = o.dir.path().join("repo");
+    let held = [
+        "secrets/k.txt",
+        "src/keys/k.txt",
+        ".git/modules/m/config",
+        ".git/worktrees/w/commondir",
+    ];
+    for f in held {
+        std::fs::create_dir_all(repo.join(f).parent().unwrap()).unwrap();
+        std::fs::write(repo.join(f), "keep me").unwrap();
+    }
+    for d in [".git/hooks", ".git/info"] {
+        let _ = std::fs::remove_dir_all(repo.join(d));
+    }
+    let cmd = |c: &str| ("run_command", json!({ "command": c }));
+    let steps = [
+        cmd("mv secrets secrets.old; mkdir -p secrets; echo EVIL > secrets/k.txt; echo status $?"),
+        cmd("mv src src.old; mkdir -p src/keys; echo EVIL > src/keys/k.txt; echo status $?"),
+        cmd(
+            "echo EVIL > .git/modules/m/config; echo / > .git/worktrees/w/commondir; mkdir .git/worktrees/x; echo status $?",
+        ),
+        cmd(
+            "mkdir -p .git/hooks .git/info; echo 'touch /tmp/x' > .git/hooks/post-commit; echo '* filter=x' > .git/info/attributes; echo status $?",
+        ),
+        cmd("echo made > mine.txt && echo wrote"),
+    ];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    for (name, glob) in [("no-secrets", "secrets/*"), ("no-keys", "src/keys/*")] {
+        let contract = json!({"name": name, "then": {"action": "deny", "reason": "not ours"},
+                              "when": {"event": "tool_request", "tool": "edit", "match": glob}});
+        call(&lead, "contract_set", contract).await.ok();
+    }
+    let shell = json!({"profile": "edit", "allow": ["shell"]});
+    new_sdk_in(&lead, "coder", &repo, &llm.url, shell).await;
+    let said = run(&lead, "coder", &llm).await;
+    o.unchanged();
+    let read = |f: &str| std::fs::read_to_string(repo.join(f)).ok();
+    for f in held {
+        assert_eq!(read(f).as_deref(), Some("keep me"), "{f}: {said:?}");
+    }
+    for f in [
+        "secrets.old",
+        "src.old",
+        ".git/worktrees/x",
+        ".git/hooks/post-commit",
+        ".git/info/attributes",
+    ] {
+        assert!(!repo.join(f).exists(), "{f}: {said:?}");
+    }
+    assert!(said[4].contains("wrote"), "{said:?}");
+    assert_eq!(read("mine.txt").as_deref(), Some("made\n"));
+    s.stop().await;
+}

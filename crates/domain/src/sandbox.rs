@@ -215,6 +215,41 @@ pub const SHM_MB: u64 = 256;
 /// where they exist.
 pub const GIT_RUNS: &[&str] = &["config", "config.worktree", "hooks", "info", "commondir"];
 
+/// What of a repository's git folder holds other git folders whose config and
+/// hooks git obeys: a linked worktree's (its `commondir` sends it anywhere) and
+/// a submodule's. Read-only whole where they exist, never removed after a run
+/// (an agent's `git worktree add` or `git submodule update` fails instead).
+pub const GIT_HELD_WHOLE: &[&str] = &["modules", "worktrees"];
+
+/// What of [`GIT_RUNS`] the kernel makes empty before a run when missing, so
+/// that a mount holds it (a mount needs its target): folders git looks in.
+pub const GIT_MADE_FIRST: &[&str] = &["hooks", "info"];
+
+/// The folders to pin (bind over themselves) so that no path in `held` moves:
+/// every folder strictly between `folder` and a held path, parents first. A
+/// mount moves with its folder, and a rename refuses only a mount point itself:
+/// `mv secrets old; mkdir secrets` would otherwise leave a writable `secrets`
+/// where the held one was. `folder` itself is not writable in its parent.
+pub fn pins(folder: &Path, held: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in held {
+        let Ok(rel) = p.strip_prefix(folder) else {
+            continue;
+        };
+        let mut at = folder.to_path_buf();
+        let mut parts: Vec<_> = rel.components().collect();
+        parts.pop();
+        for c in parts {
+            at.push(c);
+            if !out.contains(&at) && !held.contains(&at) {
+                out.push(at.clone());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Which of [`GIT_RUNS`] a run made in a plain repository's git folder: there
 /// at its end (`now`), absent at its start (`before`). No mount held them (a
 /// mount needs its target), so the kernel removes them once the run's processes
@@ -453,6 +488,29 @@ mod tests {
         check(&["config"], &["config", "index", "ORIG_HEAD"], &[]);
         // Gone during the run (it could not be, under a mount): nothing to do.
         check(&["config", "info"], &["config"], &[]);
+    }
+
+    #[test]
+    fn every_folder_above_a_held_path_is_pinned() {
+        let check = |held: &[&str], expect: &[&str]| {
+            let held: Vec<PathBuf> = held.iter().map(PathBuf::from).collect();
+            let got = pins(Path::new("/w"), &held);
+            let got: Vec<String> = got.iter().map(|p| p.display().to_string()).collect();
+            assert_eq!(got, expect, "{held:?}");
+        };
+        // A top-level folder held whole is a mount point already: nothing above it.
+        check(&["/w/secrets"], &[]);
+        // `src/keys/*` holds src/keys: `mv src old` would carry it away.
+        check(&["/w/src/keys"], &["/w/src"]);
+        check(
+            &["/w/src/deep/d.pem", "/w/src/b.pem"],
+            &["/w/src", "/w/src/deep"],
+        );
+        // A folder held itself is not pinned too; parents come before children.
+        check(&["/w/a/b/c", "/w/a"], &["/w/a/b"]);
+        check(&["/w/.git/config", "/w/.git/hooks"], &["/w/.git"]);
+        // Outside the folder: nothing of the folder's to pin.
+        check(&["/etc/x/y", "/w"], &[]);
     }
 
     #[test]

@@ -67,9 +67,10 @@ pub fn bind_read_only(path: &Path) -> std::io::Result<()> {
 }
 
 /// Binds the folder `path` over itself: a mount point, which cannot be renamed
-/// or removed (EBUSY), while what it holds stays as writable as it was.
+/// or removed (EBUSY), while what it holds stays as writable as it was (the
+/// mounts below it too, whatever order they were made in).
 pub fn pin(path: &Path) -> std::io::Result<()> {
-    mount(Some(path), path, None, libc::MS_BIND, None)
+    mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)
 }
 
 /// A tmpfs of its own at `path`, at most `mb` MiB, writable by everyone (as

@@ -173,9 +173,10 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
 }
 
 /// What the run's mount namespace holds read-only inside its writable folder:
-/// a plain repository's git folder's parts that run code (pinned in place), a
-/// worktree's `.git` file, and what the contracts refuse its edits; a private
-/// `/dev/shm` always.
+/// a plain repository's git folder's parts that run code or hold other git
+/// folders (`hooks` and `info` made first when missing), a worktree's `.git`
+/// file, and what the contracts refuse its edits, each folder above them pinned
+/// in place; a private `/dev/shm` always.
 fn mounts(profile: Profile, at: &Places<'_>, worktree: bool) -> sandbox::Mounts {
     let mut m = sandbox::Mounts {
         shm_mb: sandbox::SHM_MB,
@@ -189,8 +190,13 @@ fn mounts(profile: Profile, at: &Places<'_>, worktree: bool) -> sandbox::Mounts 
     let git = at.cwd.join(".git");
     match meta(&git) {
         Some(d) if d.is_dir() && profile == Profile::Edit && !worktree => {
-            let runs = sandbox::GIT_RUNS.iter().map(|r| git.join(r));
-            m.read_only.extend(runs.filter(|p| exists(p)));
+            // Missing, they could be made in the run and not held: made empty now.
+            for f in sandbox::GIT_MADE_FIRST {
+                let _ = std::fs::create_dir(git.join(f));
+            }
+            let runs = sandbox::GIT_RUNS.iter().chain(sandbox::GIT_HELD_WHOLE);
+            m.read_only
+                .extend(runs.map(|r| git.join(r)).filter(|p| exists(p)));
             m.pinned.push(git);
         }
         Some(f) if f.is_file() => m.read_only.push(git),
@@ -212,6 +218,12 @@ fn mounts(profile: Profile, at: &Places<'_>, worktree: bool) -> sandbox::Mounts 
             }
         }
     }
+    for p in sandbox::pins(at.cwd, &m.read_only) {
+        if !m.pinned.contains(&p) {
+            m.pinned.push(p);
+        }
+    }
+    m.pinned.sort();
     m
 }
 
@@ -453,7 +465,8 @@ mod tests {
     fn the_plan_holds_git_and_the_contracts_paths_read_only() {
         let dir = tempfile::tempdir().unwrap();
         let w = dir.path();
-        for d in [".git/hooks", ".git/info", "secrets", "src"] {
+        // No `.git/info` yet: the plan makes it, to hold it.
+        for d in [".git/hooks", ".git/worktrees/a", "secrets", "src/keys"] {
             std::fs::create_dir_all(w.join(d)).unwrap();
         }
         for f in [".git/config", "secrets/k.txt", "src/a.key", "src/b.rs"] {
@@ -485,26 +498,35 @@ mod tests {
                 assert_eq!(got, expect, "{profile:?} {held:?} worktree {worktree}");
                 assert_eq!(m.shm_mb, domain::sandbox::SHM_MB);
             };
-        let git: &[&str] = &[".git/config", ".git/hooks", ".git/info"];
+        let git: &[&str] = &[".git/config", ".git/hooks", ".git/info", ".git/worktrees"];
         check(Profile::Edit, &[], false, (git, &[".git"]));
+        assert!(w.join(".git/info").is_dir());
+        // Every folder above a held path is pinned: `mv src old` moves nothing held.
         check(
             Profile::Edit,
-            &["secrets/*", "src/*.key"],
+            &["secrets/*", "src/*.key", "src/keys/*"],
             false,
             (
                 &[
                     ".git/config",
                     ".git/hooks",
                     ".git/info",
+                    ".git/worktrees",
                     "secrets",
                     "src/a.key",
+                    "src/keys",
                 ],
-                &[".git"],
+                &[".git", "src"],
             ),
         );
         // Nothing is writable at read; full writes the user's own git config anyway.
         check(Profile::Read, &["secrets/*"], false, (&[], &[]));
-        check(Profile::Full, &["secrets/*"], false, (&["secrets"], &[]));
+        check(
+            Profile::Full,
+            &["secrets/*", "src/keys/*"],
+            false,
+            (&["secrets", "src/keys"], &["src"]),
+        );
         // A worktree's repository is held by Landlock; its `.git` file by a mount.
         std::fs::remove_dir_all(w.join(".git")).unwrap();
         std::fs::write(w.join(".git"), "gitdir: /r/.git/worktrees/a").unwrap();

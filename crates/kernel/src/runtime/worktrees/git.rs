@@ -32,6 +32,10 @@ const KERNEL_CONFIG: &[&str] = &[
     "core.fsmonitor=false",
     "-c",
     "core.quotePath=false",
+    "-c",
+    "submodule.recurse=false",
+    "-c",
+    "diff.ignoreSubmodules=all",
 ];
 
 /// Where a git command runs.
