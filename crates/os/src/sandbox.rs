@@ -73,6 +73,16 @@ pub fn pin(path: &Path) -> std::io::Result<()> {
     mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)
 }
 
+/// Root's uid 0 gains no capability at an exec (SECBIT_NOROOT), and nothing
+/// it runs may change that (SECBIT_NOROOT_LOCKED). Needs CAP_SETPCAP: call it
+/// before [`drop_capabilities`].
+pub fn no_root_powers() -> std::io::Result<()> {
+    const NOROOT: libc::c_ulong = 1 << 0;
+    const NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, NOROOT | NOROOT_LOCKED, 0, 0, 0) })
+}
+
 /// A tmpfs of its own at `path`, at most `mb` MiB, writable by everyone (as
 /// `/dev/shm` is), no devices and no set-user-id programs.
 pub fn private_tmpfs(path: &Path, mb: u64) -> std::io::Result<()> {
@@ -192,26 +202,38 @@ mod tests {
         assert!(super::landlock_abi() < 100);
     }
 
-    /// A root process that drops its capabilities runs programs with none, in
-    /// every set (root alone may drop them from the bounding set).
+    /// A process that drops its capabilities runs programs with none, in every
+    /// set: root in the machine's namespace (when the tests run as root), and
+    /// root of a user namespace of its own, always (it holds every capability
+    /// there: the test fails on a machine that forbids user namespaces).
     #[test]
     fn a_root_without_capabilities_runs_programs_with_none() {
         use std::os::unix::process::CommandExt;
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
-        let mut cmd = std::process::Command::new("grep");
-        cmd.args(["^Cap", "/proc/self/status"]);
-        // SAFETY: only system calls between the fork and the exec.
-        unsafe { cmd.pre_exec(|| super::drop_capabilities_up_to(63)) };
-        let out = cmd.output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-            let line = text
-                .lines()
-                .find(|l| l.starts_with(set))
-                .unwrap_or_default();
-            assert!(line.ends_with("\t0000000000000000"), "{set}: {text}");
+        let root = nix::unistd::geteuid().is_root();
+        for own_namespace in [false, true].into_iter().filter(|o| *o || root) {
+            let mut cmd = std::process::Command::new("grep");
+            cmd.args(["^Cap", "/proc/self/status"]);
+            // SAFETY: only system calls between the fork and the exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if own_namespace {
+                        super::check(libc::unshare(libc::CLONE_NEWUSER))?;
+                    }
+                    super::no_root_powers()?;
+                    super::drop_capabilities_up_to(63)
+                })
+            };
+            let out = cmd.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{own_namespace}: {out:?}");
+            for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+                let line = text
+                    .lines()
+                    .find(|l| l.starts_with(set))
+                    .unwrap_or_default();
+                let none = line.ends_with("\t0000000000000000");
+                assert!(none, "{set} (own namespace {own_namespace}): {text}");
+            }
         }
     }
 }

@@ -100,8 +100,10 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
     mounts(s, &mut applied)?;
-    if !applied.own_namespace && nix::unistd::geteuid().is_root() {
-        // Root in the machine's own namespace: no capability survives into the run.
+    if nix::unistd::geteuid().is_root() {
+        // Root, in the machine's namespace or one of its own: no capability
+        // survives into the run (one could undo the mounts without Landlock).
+        let _ = os::sandbox::no_root_powers();
         if let Err(e) = os::sandbox::drop_capabilities() {
             lacking(
                 s,
