@@ -549,7 +549,7 @@ pub fn profile_denials<'c>(
 /// The path globs of the `tool_request` contracts that refuse `agent`'s edits:
 /// what its OS sandbox holds read-only too (a deny beats an allow, so nothing
 /// an allow exempts is held; an approval may let the edit through, so it holds
-/// nothing).
+/// nothing; a rule without a tool holds nothing either).
 pub fn edit_path_denials<'c>(
     contracts: impl IntoIterator<Item = &'c Contract>,
     agent: &str,
@@ -559,7 +559,8 @@ pub fn edit_path_denials<'c>(
         let When::ToolRequest { tool, matches, .. } = &c.when else {
             continue;
         };
-        let edits = matches!(tool, None | Some(ToolClass::Edit));
+        // A rule for every tool matches shell commands' text too: not a path glob.
+        let edits = matches!(tool, Some(ToolClass::Edit));
         if !edits || !matches!(c.then, Then::Deny { .. }) || !c.agent_matches(agent) {
             continue;
         }
