@@ -30,6 +30,28 @@ pub fn user_namespaces() -> bool {
     allowed && max
 }
 
+/// Whether a process here can make the namespaces a run's worker makes: a user
+/// namespace of its own (not needed by root) and a mount namespace in it. Tried
+/// in a forked child, as the sysctls do not say it all (Ubuntu's AppArmor
+/// `kernel.apparmor_restrict_unprivileged_userns`, a container's seccomp).
+pub fn mount_namespaces() -> bool {
+    // SAFETY: the child makes system calls only, then leaves with _exit.
+    match unsafe { libc::fork() } {
+        -1 => false,
+        0 => unsafe {
+            let user = libc::unshare(libc::CLONE_NEWUSER) == 0;
+            let ok = (user || libc::geteuid() == 0) && libc::unshare(libc::CLONE_NEWNS) == 0;
+            libc::_exit(if ok { 0 } else { 1 })
+        },
+        child => {
+            let mut status = 0;
+            // SAFETY: waits for the child just forked.
+            let r = unsafe { libc::waitpid(child, &mut status, 0) };
+            r == child && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        }
+    }
+}
+
 /// A mount namespace of this process's own, every mount in it private: what it
 /// mounts next no other process sees, and no mount made outside reaches it.
 /// Needs CAP_SYS_ADMIN (root, or a user namespace of its own).
@@ -196,6 +218,16 @@ fn mount(
 
 #[cfg(test)]
 mod tests {
+    /// The probe agrees with the machine: this one, like CI's, allows user
+    /// namespaces (the sandbox tests make them), so the probe must say so.
+    #[test]
+    fn the_namespace_probe_sees_what_a_child_can_make() {
+        assert!(
+            super::mount_namespaces(),
+            "this machine allows user namespaces"
+        );
+    }
+
     #[test]
     fn the_abi_is_a_small_number() {
         // 0 on a machine without Landlock; no kernel has reached 100.

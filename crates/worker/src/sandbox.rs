@@ -29,7 +29,7 @@ pub enum SandboxError {
     )]
     Landlock(String),
     #[error(
-        "sandbox required but {0}: allow user namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces above 0) or run the kernel as root, or set the agent's permissions.sandbox to best_effort or off"
+        "sandbox required but {0}: allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces above 0, and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0; in a container, a seccomp profile allowing unshare) or run the kernel as root, or set the agent's permissions.sandbox to best_effort or off"
     )]
     Mount(String),
     #[error("sandbox: cannot set {what}: {source}")]
@@ -129,6 +129,12 @@ fn mounts(s: &Sandbox, applied: &mut Applied) -> Result<(), SandboxError> {
     }
     if let Err(e) = os::sandbox::own_mount_namespace() {
         let why = format!("cannot make a mount namespace of its own ({e})");
+        // A private /dev/shm alone is best effort: with nothing inside a
+        // writable folder to hold, the run shares the machine's (and says so).
+        if m.read_only.is_empty() && m.pinned.is_empty() {
+            applied.missing.push(why);
+            return Ok(());
+        }
         return lacking(s, applied, why);
     }
     let steps = m

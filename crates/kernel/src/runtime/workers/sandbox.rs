@@ -61,6 +61,17 @@ pub fn support() -> String {
             .to_owned(),
         (None, false) => "no user namespaces and no writable pids cgroup (no process limit)".into(),
     };
+    // Probed once per kernel, in a forked child.
+    static MOUNTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ns = if *MOUNTS.get_or_init(os::sandbox::mount_namespaces) {
+        ns
+    } else {
+        format!(
+            "{ns}; no mount namespace can be made (allow user namespaces: on Ubuntu sysctl \
+             kernel.apparmor_restrict_unprivileged_userns=0), so a required sandbox that holds \
+             a path in a writable folder (a repository's .git, a contract's edit glob) is refused"
+        )
+    };
     match abi {
         0 => format!("no Landlock: required sandboxes are refused; {ns}"),
         a if a < MIN_ABI => {
