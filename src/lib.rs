@@ -85,6 +85,8 @@
 //! workspace.rs   the folder an agent's runs work in: the setting, its parsing, its names
 //! sandbox.rs     the OS sandbox a run gets (pure): modes, network, limits, the paths
 //!                hidden, readable and writable, and "all but these" as Landlock rules
+//! mounts.rs      what a run's mount namespace holds in its writable folder (pure): git's
+//!                parts that run code, a contract glob's paths, the folders pinned above
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no

@@ -124,6 +124,9 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
 /// private `/dev/shm`. Before Landlock, which then forbids any change of mounts.
 fn mounts(s: &Sandbox, applied: &mut Applied) -> Result<(), SandboxError> {
     let m = &s.mounts;
+    for glob in &m.unheld {
+        lacking(s, applied, domain::sandbox::too_many(glob))?;
+    }
     if m.read_only.is_empty() && m.pinned.is_empty() && m.shm_mb == 0 {
         return Ok(());
     }

@@ -223,7 +223,11 @@ fn mounts(profile: Profile, at: &Places<'_>, worktree: bool) -> sandbox::Mounts 
             .collect()
     };
     for glob in &at.held {
-        for p in sandbox::held_by(at.cwd, glob, &exists, &list) {
+        let Ok(held) = sandbox::held_by(at.cwd, glob, &exists, &list) else {
+            m.unheld.push(glob.clone());
+            continue;
+        };
+        for p in held {
             if !m.read_only.contains(&p) {
                 m.read_only.push(p);
             }
@@ -538,6 +542,24 @@ mod tests {
             false,
             (&["secrets", "src/keys"], &["src"]),
         );
+        // A glob matching more than a run can hold is said, to be refused.
+        std::fs::create_dir(w.join("logs")).unwrap();
+        for i in 0..101 {
+            std::fs::write(w.join(format!("logs/{i}.log")), "x").unwrap();
+        }
+        let at = Places {
+            cwd: w,
+            state_dir: w,
+            scratch: w.into(),
+            data_dir: w,
+            skills: Vec::new(),
+            kernel_url: "",
+            held: vec!["logs/*.log".into(), "secrets/*".into()],
+        };
+        let m = mounts(Profile::Edit, &at, false);
+        assert_eq!(m.unheld, ["logs/*.log"]);
+        assert!(m.read_only.contains(&w.join("secrets")), "{m:?}");
+        assert!(!m.read_only.iter().any(|p| p.starts_with(w.join("logs"))));
         // A worktree's repository is held by Landlock; its `.git` file by a mount.
         std::fs::remove_dir_all(w.join(".git")).unwrap();
         std::fs::write(w.join(".git"), "gitdir: /r/.git/worktrees/a").unwrap();
