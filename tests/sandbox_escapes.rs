@@ -340,3 +340,36 @@ async fn a_held_path_does_not_move_and_gits_other_folders_hold() {
     assert_eq!(read("mine.txt").as_deref(), Some("made\n"));
     s.stop().await;
 }
+
+/// A contract glob matching more paths than a run's start holds is not cut
+/// short in silence: a required run is refused naming it, a best-effort one
+/// runs and says so.
+#[tokio::test]
+async fn a_glob_matching_too_many_paths_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Legacy).await;
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("logs")).unwrap();
+    for i in 0..101 {
+        std::fs::write(work.path().join(format!("logs/{i}.log")), "x").unwrap();
+    }
+    let contract = json!({"name": "no-logs", "then": {"action": "deny", "reason": "not ours"},
+                          "when": {"event": "tool_request", "tool": "edit", "match": "logs/*.log"}});
+    call(&lead, "contract_set", contract).await.ok();
+    let llm = FakeLlm::start(Script::text("done")).await;
+    for (name, mode) in [("strict", "required"), ("lenient", "best_effort")] {
+        let p = json!({"profile": "edit", "sandbox": mode});
+        new_sdk_in(&lead, name, work.path(), &llm.url, p).await;
+    }
+    let r = ask(&lead, "strict", "go", 30).await;
+    let text = r.to_string();
+    assert_ne!(r["status"], "succeeded", "{r}");
+    assert!(
+        text.contains("logs/*.log") && text.contains("give the rule a folder"),
+        "{r}"
+    );
+    let r = ask(&lead, "lenient", "go", 30).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    s.stop().await;
+}
