@@ -85,13 +85,18 @@
 //! workspace.rs   the folder an agent's runs work in: the setting, its parsing, its names
 //! sandbox.rs     the OS sandbox a run gets (pure): modes, network, limits, the paths
 //!                hidden, readable and writable, and "all but these" as Landlock rules
+//! mounts.rs      what a run's mount namespace holds in its writable folder (pure): git's
+//!                parts that run code, a contract glob's paths, the folders pinned above
 //! --- agent-worker-os (crates/os/src/) ---
 //! memory.rs      giving freed memory back to the OS: allocator collections when threads
 //!                run out of work or a burst ends (GiveBack, the store's writer), no
 //!                transparent huge pages, the code pages only a server's start used
 //! bounded.rs     a short command run to its end within bounds (a setup step, git)
 //! process.rs     supervising a subprocess: process group, lossy lines, limits, kill + sweep
+//! group.rs       where a supervised process stands: a group or a session of its own
+//!                (no controlling terminal), or the caller's group
 //! sandbox.rs     what this machine offers a sandbox: its Landlock ABI, user namespaces
+//!                and the mounts and capability drop a worker makes on itself
 //! cgroup.rs      a run's own pids cgroup (a process limit root is held to): make, join,
 //!                refused forks, kill all and remove, the sweep of a killed kernel's
 //! --- agent-worker-telemetry (crates/telemetry/src/) ---

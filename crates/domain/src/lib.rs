@@ -42,6 +42,7 @@ pub mod feedback;
 pub mod fsread;
 pub mod guards;
 pub mod hooks;
+pub mod mounts;
 pub mod names;
 pub mod permissions;
 pub mod placement;

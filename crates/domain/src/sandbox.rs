@@ -9,6 +9,9 @@
 //! granted whole. A folder that holds a hidden path cannot be listed, and what is
 //! made in it after the run started is not reachable.
 
+pub use crate::mounts::{
+    GIT_HELD_WHOLE, GIT_MADE_FIRST, GIT_RUNS, TooMany, git_made, held_by, pins, too_many,
+};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -184,7 +187,33 @@ pub struct Sandbox {
     /// kernel's data dir, so that no setting it writes reaches the user's CLI.
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// What the run's own mount namespace holds (Landlock only grants, so a
+    /// place inside a writable folder is made read-only by a mount instead).
+    #[serde(default)]
+    pub mounts: Mounts,
 }
+
+/// The mounts a worker makes in a mount namespace of its own before anything
+/// else runs: every other process of the machine keeps seeing the real ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mounts {
+    /// Read-only bind mounts over these (each as it was at the run's start).
+    pub read_only: Vec<PathBuf>,
+    /// Folders bound over themselves, writable: a mount point cannot be renamed
+    /// or removed, so a repository's `.git` cannot be swapped for one of the
+    /// agent's making (whose config would then run).
+    pub pinned: Vec<PathBuf>,
+    /// A private `/dev/shm` of this size, MiB (0: none).
+    pub shm_mb: u64,
+    /// The contracts' edit globs matching more than a run can hold (see
+    /// [`held_by`]): a required sandbox is refused, naming them.
+    #[serde(default)]
+    pub unheld: Vec<String>,
+}
+
+/// The size of a run's private `/dev/shm`, MiB: a bound (a tmpfs takes memory
+/// as it is written), above the 64 MiB a browser's shared memory outgrows.
+pub const SHM_MB: u64 = 256;
 
 /// Files no agent reads, whatever its profile, unless its definition grants them:
 /// relative to the user's home.

@@ -4,6 +4,7 @@
 
 pub mod bounded;
 pub mod cgroup;
+pub mod group;
 pub mod memory;
 pub mod process;
 pub mod sandbox;

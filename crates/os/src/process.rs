@@ -15,6 +15,7 @@
 //! - After the child exits, whatever is left of its group is killed (the sweep), so
 //!   no descendant outlives the run.
 
+pub use crate::group::Group;
 use bytes::BytesMut;
 use futures::StreamExt;
 use nix::sys::signal::{Signal, killpg};
@@ -205,18 +206,6 @@ pub fn kill_run_group(pid: u32, start_time: Option<u64>) {
     }
 }
 
-/// Whether the supervised process leads its own process group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Group {
-    /// A new group: signals and the final sweep reach every descendant. The kernel
-    /// runs each worker like this.
-    Own,
-    /// Stay in the caller's group, so that whoever supervises the caller reaches this
-    /// process too; signals go to the process alone. The worker runs a CLI like this,
-    /// and the kernel's sweep of the worker's group takes the CLI's descendants.
-    Inherit,
-}
-
 /// A command to supervise and what it reads on its stdin, then closed (a plain
 /// [`Command`]'s stdin is null): for settings too large for a command line or an
 /// environment variable (each at most 128 KiB on Linux).
@@ -262,9 +251,7 @@ pub async fn supervise(
     .stderr(Stdio::piped())
     // Only a safety net if this future is dropped: it reaches the child, not the group.
     .kill_on_drop(true);
-    if group == Group::Own {
-        cmd.process_group(0);
-    }
+    group.set(&mut cmd);
     let mut child = cmd.spawn()?;
     feed_stdin(&mut child, input);
     let pid = child.id().unwrap_or(0);
@@ -275,7 +262,7 @@ pub async fn supervise(
     let target = Pid::from_raw(pid as i32);
     let signal = |sig: Signal| {
         let _ = match group {
-            Group::Own => killpg(target, sig),
+            Group::Own | Group::Session => killpg(target, sig),
             Group::Inherit => nix::sys::signal::kill(target, sig),
         };
     };
@@ -303,7 +290,7 @@ pub async fn supervise(
         (status, killed) = terminate(&mut child, limits.grace, signal).await;
     }
     // The sweep: descendants still in the group die with the run.
-    if group == Group::Own {
+    if group != Group::Inherit {
         let _ = killpg(target, Signal::SIGKILL);
     }
     drop(lines);

@@ -136,7 +136,8 @@ pub struct Run<'a> {
 pub fn configure() -> Result<RunConfig, String> {
     let cfg = read_config()?;
     if let Some(s) = &cfg.sandbox {
-        sandbox::apply(s).map_err(|e| e.to_string())?;
+        let applied = sandbox::apply(s).map_err(|e| e.to_string())?;
+        *sandbox::MISSING.lock().unwrap() = applied.missing;
     }
     Ok(cfg)
 }
@@ -160,6 +161,9 @@ pub async fn main(config: Result<RunConfig, String>) -> i32 {
         Err(e) => report.progress(format!("cannot watch for SIGTERM: {e}")),
     }
     report.send(&Report::Started);
+    for m in sandbox::MISSING.lock().unwrap().drain(..) {
+        report.progress(format!("sandbox (best effort): {m}"));
+    }
     let outcome = match config {
         Err(e) => Err(Failure::new(ErrorClass::Other, e)),
         Ok(cfg) => in_span(worker_span(&cfg), run(&cfg, &report, &stop)).await,

@@ -28,6 +28,10 @@ pub enum SandboxError {
         "sandbox required but {0}: run it on Linux 6.12 or later with Landlock enabled, or set the agent's permissions.sandbox to best_effort or off"
     )]
     Landlock(String),
+    #[error(
+        "sandbox required but {0}: allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces above 0, and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0; in a container, a seccomp profile allowing unshare) or run the kernel as root, or set the agent's permissions.sandbox to best_effort or off"
+    )]
+    Mount(String),
     #[error("sandbox: cannot set {what}: {source}")]
     Limit {
         what: &'static str,
@@ -50,6 +54,8 @@ const SESSION_ENV: &[&str] = &[
 pub struct Applied {
     pub landlock: bool,
     pub own_namespace: bool,
+    /// What a best-effort sandbox could not hold, in words.
+    pub missing: Vec<String>,
 }
 
 /// Applies `s` to this process. Call it before any thread exists.
@@ -95,6 +101,19 @@ pub fn apply(s: &Sandbox) -> Result<Applied, SandboxError> {
     }
     applied.own_namespace = own_user_namespace();
     limits(&s.limits, applied.own_namespace)?;
+    mounts(s, &mut applied)?;
+    if nix::unistd::geteuid().is_root() {
+        // Root, in the machine's namespace or one of its own: no capability
+        // survives into the run (one could undo the mounts without Landlock).
+        let _ = os::sandbox::no_root_powers();
+        if let Err(e) = os::sandbox::drop_capabilities() {
+            lacking(
+                s,
+                &mut applied,
+                format!("cannot drop root's capabilities ({e})"),
+            )?;
+        }
+    }
     applied.landlock = landlock(s)?;
     let _ = LANDLOCKED.set(applied.landlock);
     if let Some(f) = procs {
@@ -130,6 +149,68 @@ pub fn own_home() -> Option<PathBuf> {
     let user = USER_HOME.get()?.clone();
     let home = std::env::var_os("HOME").map(PathBuf::from)?;
     (Some(&home) != user.as_ref()).then_some(home)
+}
+
+/// The run's mount namespace ([`domain::sandbox::Mounts`]): `.git` pinned
+/// first, then the read-only binds over it and the contracts' held paths, and a
+/// private `/dev/shm`. Before Landlock, which then forbids any change of mounts.
+fn mounts(s: &Sandbox, applied: &mut Applied) -> Result<(), SandboxError> {
+    let m = &s.mounts;
+    for glob in &m.unheld {
+        lacking(s, applied, domain::sandbox::too_many(glob))?;
+    }
+    if m.read_only.is_empty() && m.pinned.is_empty() && m.shm_mb == 0 {
+        return Ok(());
+    }
+    if let Err(e) = os::sandbox::own_mount_namespace() {
+        let why = format!("cannot make a mount namespace of its own ({e})");
+        // A private /dev/shm alone is best effort: with nothing inside a
+        // writable folder to hold, the run shares the machine's (and says so).
+        if m.read_only.is_empty() && m.pinned.is_empty() {
+            applied.missing.push(why);
+            return Ok(());
+        }
+        return lacking(s, applied, why);
+    }
+    let steps = m
+        .pinned
+        .iter()
+        .map(|p| (p, "pin", os::sandbox::pin(p)))
+        .collect::<Vec<_>>();
+    let binds = m
+        .read_only
+        .iter()
+        .map(|p| (p, "hold read-only", os::sandbox::bind_read_only(p)));
+    for (p, what, r) in steps.into_iter().chain(binds) {
+        // Gone since the plan was made: nothing left to hold.
+        if let Err(e) = r
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            lacking(s, applied, format!("cannot {what} {} ({e})", p.display()))?;
+        }
+    }
+    let shm = Path::new("/dev/shm");
+    // A machine without one has nothing to share there.
+    if m.shm_mb > 0
+        && shm.is_dir()
+        && let Err(e) = os::sandbox::private_tmpfs(shm, m.shm_mb)
+    {
+        lacking(s, applied, format!("cannot make a private /dev/shm ({e})"))?;
+    }
+    Ok(())
+}
+
+/// What [`apply`] could not hold of a best-effort sandbox, until the run says so.
+pub static MISSING: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A part of the sandbox this machine cannot give: refused when it is required,
+/// said in the run when it is best effort.
+fn lacking(s: &Sandbox, applied: &mut Applied, why: String) -> Result<(), SandboxError> {
+    if s.mode == Mode::Required {
+        return Err(SandboxError::Mount(why));
+    }
+    applied.missing.push(why);
+    Ok(())
 }
 
 /// The thread joining the run's pids cgroup, until [`counted`] waited for it.
@@ -388,6 +469,7 @@ mod tests {
             abi: 6,
             cgroup: None,
             env: vec![("HOME".into(), "/d/homes/agent-7".into())],
+            mounts: Default::default(),
         }
     }
 

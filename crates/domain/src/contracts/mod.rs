@@ -546,5 +546,30 @@ pub fn profile_denials<'c>(
     out
 }
 
+/// The path globs of the `tool_request` contracts that refuse `agent`'s edits:
+/// what its OS sandbox holds read-only too (a deny beats an allow, so nothing
+/// an allow exempts is held; an approval may let the edit through, so it holds
+/// nothing; a rule without a tool holds nothing either).
+pub fn edit_path_denials<'c>(
+    contracts: impl IntoIterator<Item = &'c Contract>,
+    agent: &str,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in contracts {
+        let When::ToolRequest { tool, matches, .. } = &c.when else {
+            continue;
+        };
+        // A rule for every tool matches shell commands' text too: not a path glob.
+        let edits = matches!(tool, Some(ToolClass::Edit));
+        if !edits || !matches!(c.then, Then::Deny { .. }) || !c.agent_matches(agent) {
+            continue;
+        }
+        if let Some(m) = matches.as_ref().filter(|m| !out.contains(m)) {
+            out.push(m.clone());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -232,6 +232,20 @@ fn a_path_whose_landing_is_unknown_is_denied_and_never_exempt() {
 }
 
 #[test]
+fn only_an_edit_deny_with_a_glob_holds_paths() {
+    let rules = [("deny", "edit", "a/*"), ("require_approval", "edit", "b/*")];
+    let more = [("deny", "shell", "rm *"), ("deny", "edit", "a/*")];
+    let all: Vec<Contract> = (rules.iter().chain(&more))
+        .map(|(then, tool, m)| {
+            c(json!({"name": "r", "then": {"action": then},
+            "when": {"event": "tool_request", "tool": tool, "match": m}}))
+        })
+        .collect();
+    let any = json!({"name": "r", "then": {"action": "deny"}, "when": {"event": "tool_request", "match": "rm -r *"}}); // every tool's: commands too, no path glob
+    assert_eq!(edit_path_denials(all.iter().chain([&c(any)]), "x"), ["a/*"]);
+}
+
+#[test]
 fn merges_into_main_need_the_lead() {
     let k = c(
         json!({"name": "main-needs-me", "when": {"event": "merge", "into": "main"},

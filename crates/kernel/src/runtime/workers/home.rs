@@ -453,6 +453,7 @@ mod tests {
             home,
             skills: Vec::new(),
             kernel_url: "http://127.0.0.1:1/mcp",
+            held: Vec::new(),
         };
         let users = [
             "/home/u/.claude",

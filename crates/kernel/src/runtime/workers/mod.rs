@@ -195,6 +195,11 @@ impl Workers {
         after: Option<&str>,
     ) -> Result<std::result::Result<RunHandle, String>> {
         let mut spec = self.spec(agent_id).await?;
+        // A start refused for its sandbox pauses the agent: a start that lost the
+        // race to it (agent_ask's own, after its message's wake) says why too.
+        if spec.state == AgentState::Paused {
+            sandbox::check(&spec)?;
+        }
         self.may_start(&spec)?;
         let url = self
             .base
@@ -538,6 +543,10 @@ impl Workers {
         // whose edits a contract holds (Codex, narrowed to read) cannot write by
         // any other way either.
         permissions.profile = permissions.profile.min(governed);
+        let all = self.base.contracts.all();
+        let in_force =
+            crate::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow);
+        let held = domain::contracts::edit_path_denials(in_force, &spec.name);
         let (cwd, state_dir, url) = (cwd.to_owned(), state_dir.to_owned(), url.to_owned());
         let (scratch, data_dir) = (self.scratch_dir(run_id), self.base.data_dir.clone());
         let skills: Vec<PathBuf> = skills.iter().map(|s| s.dir.clone()).collect();
@@ -551,6 +560,7 @@ impl Workers {
                 home: &home::dir(&data_dir, spec.agent_id),
                 skills,
                 kernel_url: &url,
+                held,
             };
             let mut plan = sandbox::plan(&spec, &permissions, &places)?;
             plan.cgroup = cgroups.as_ref().and_then(|c| {

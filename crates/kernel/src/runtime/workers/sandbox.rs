@@ -61,6 +61,17 @@ pub fn support() -> String {
             .to_owned(),
         (None, false) => "no user namespaces and no writable pids cgroup (no process limit)".into(),
     };
+    // Probed once per kernel, in a forked child.
+    static MOUNTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ns = if *MOUNTS.get_or_init(os::sandbox::mount_namespaces) {
+        ns
+    } else {
+        format!(
+            "{ns}; no mount namespace can be made (allow user namespaces: on Ubuntu sysctl \
+             kernel.apparmor_restrict_unprivileged_userns=0), so a required sandbox that holds \
+             a path in a writable folder (a repository's .git, a contract's edit glob) is refused"
+        )
+    };
     match abi {
         0 => format!("no Landlock: required sandboxes are refused; {ns}"),
         a if a < MIN_ABI => {
@@ -80,6 +91,8 @@ pub(crate) struct Places<'a> {
     pub home: &'a Path,
     pub skills: Vec<PathBuf>,
     pub kernel_url: &'a str,
+    /// The path globs the contracts in force refuse the agent's edits.
+    pub held: Vec<String>,
 }
 
 /// The run's sandbox (None when its agent's is off). Reads the file system a
@@ -173,6 +186,7 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         abi: needed_abi(spec),
         cgroup: None,
         env: super::home::env(at.home, &env),
+        mounts: mounts(p.profile, at, git.is_some()),
     })
 }
 
@@ -186,6 +200,65 @@ fn user_homes(home: Option<&PathBuf>) -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = home.into_iter().cloned().collect();
     homes.extend(real.filter(|r| Some(r) != home));
     homes
+}
+
+/// What the run's mount namespace holds read-only inside its writable folder:
+/// a plain repository's git folder's parts that run code or hold other git
+/// folders (`hooks` and `info` made first when missing), a worktree's `.git`
+/// file, and what the contracts refuse its edits, each folder above them pinned
+/// in place; a private `/dev/shm` always.
+fn mounts(profile: Profile, at: &Places<'_>, worktree: bool) -> sandbox::Mounts {
+    let mut m = sandbox::Mounts {
+        shm_mb: sandbox::SHM_MB,
+        ..Default::default()
+    };
+    if profile == Profile::Read {
+        return m;
+    }
+    let meta = |p: &Path| std::fs::symlink_metadata(p).ok();
+    let exists = |p: &Path| meta(p).is_some_and(|m| !m.file_type().is_symlink());
+    let git = at.cwd.join(".git");
+    match meta(&git) {
+        Some(d) if d.is_dir() && profile == Profile::Edit && !worktree => {
+            // Missing, they could be made in the run and not held: made empty now.
+            for f in sandbox::GIT_MADE_FIRST {
+                let _ = std::fs::create_dir(git.join(f));
+            }
+            let runs = sandbox::GIT_RUNS.iter().chain(sandbox::GIT_HELD_WHOLE);
+            m.read_only
+                .extend(runs.map(|r| git.join(r)).filter(|p| exists(p)));
+            m.pinned.push(git);
+        }
+        Some(f) if f.is_file() => m.read_only.push(git),
+        _ => {}
+    }
+    let list = |p: &Path| -> Vec<PathBuf> {
+        let Ok(d) = std::fs::read_dir(p) else {
+            return Vec::new();
+        };
+        d.flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+            .map(|e| e.path())
+            .collect()
+    };
+    for glob in &at.held {
+        let Ok(held) = sandbox::held_by(at.cwd, glob, &exists, &list) else {
+            m.unheld.push(glob.clone());
+            continue;
+        };
+        for p in held {
+            if !m.read_only.contains(&p) {
+                m.read_only.push(p);
+            }
+        }
+    }
+    for p in sandbox::pins(at.cwd, &m.read_only) {
+        if !m.pinned.contains(&p) {
+            m.pinned.push(p);
+        }
+    }
+    m.pinned.sort();
+    m
 }
 
 /// What no run reads: the kernel's data dir, the other runs' scratch folders,
@@ -225,6 +298,59 @@ fn worktree_git(spec: &Spec) -> Option<(PathBuf, PathBuf)> {
     let git_dir = w.git_dir.clone()?;
     let common = domain::workspace::git_common_dir(&git_dir)?;
     Some((git_dir, common))
+}
+
+/// A plain repository's git folder, watched over a run for the parts that run
+/// code it did not have at the run's start (see [`sandbox::git_made`]).
+pub(crate) struct GitWatch {
+    git: PathBuf,
+    before: Vec<&'static str>,
+}
+
+/// What an edit agent's sandboxed run in a plain repository may add to its git
+/// folder (None elsewhere: a worktree's git dir is held by Landlock, `read`
+/// writes nothing, `full` writes the user's config anyway). Call it before the
+/// worker starts.
+pub(crate) fn git_watch(spec: &Spec, cwd: &Path) -> Option<GitWatch> {
+    let p = &spec.config.permissions;
+    if p.sandbox_mode() == Mode::Off || p.profile != Profile::Edit || worktree_git(spec).is_some() {
+        return None;
+    }
+    let git = cwd.join(".git");
+    let before = git_present(&git)?;
+    Some(GitWatch { git, before })
+}
+
+/// Which of [`sandbox::GIT_RUNS`] are in `git`, a real folder (None otherwise).
+fn git_present(git: &Path) -> Option<Vec<&'static str>> {
+    let meta = std::fs::symlink_metadata(git).ok()?;
+    meta.is_dir().then(|| {
+        let there = |n: &&str| std::fs::symlink_metadata(git.join(n)).is_ok();
+        sandbox::GIT_RUNS.iter().copied().filter(there).collect()
+    })
+}
+
+/// Removes what the run made of git's code in its git folder, never following a
+/// link (a link itself is removed), once the run's processes are gone: the
+/// paths removed, relative to the agent's folder.
+pub(crate) fn git_sweep(w: &GitWatch) -> Vec<String> {
+    let Some(now) = git_present(&w.git) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for name in sandbox::git_made(&w.before, &now) {
+        let p = w.git.join(name);
+        let gone = match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+            Ok(_) => std::fs::remove_file(&p),
+            Err(e) => Err(e),
+        };
+        match gone {
+            Ok(()) => removed.push(format!(".git/{name}")),
+            Err(e) => tracing::warn!("could not remove {} the run made: {e}", p.display()),
+        }
+    }
+    removed
 }
 
 /// The TCP ports a run may connect to: the kernel's, the traces' collector, and
@@ -471,6 +597,7 @@ mod tests {
             home: Path::new("/d/homes/agent-7"),
             skills: Vec::new(),
             kernel_url: "http://127.0.0.1:1/mcp",
+            held: Vec::new(),
         };
         let p = Permissions {
             profile: c.profile,
@@ -581,6 +708,100 @@ mod tests {
             SHELL,
             &["/home/u/.claude", "/home/u/.codex/config.toml"],
         ));
+    }
+
+    /// The mounts a run's plan carries, from its profile, its folder (a plain
+    /// repository, or a worktree's `.git` file) and its contracts' edit globs.
+    #[test]
+    fn the_plan_holds_git_and_the_contracts_paths_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        // No `.git/info` yet: the plan makes it, to hold it.
+        for d in [".git/hooks", ".git/worktrees/a", "secrets", "src/keys"] {
+            std::fs::create_dir_all(w.join(d)).unwrap();
+        }
+        for f in [".git/config", "secrets/k.txt", "src/a.key", "src/b.rs"] {
+            std::fs::write(w.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink("/etc", w.join("src/link.key")).unwrap();
+        let check =
+            |profile: Profile, held: &[&str], worktree: bool, expect: (&[&str], &[&str])| {
+                let at = Places {
+                    cwd: w,
+                    state_dir: w,
+                    scratch: w.into(),
+                    data_dir: w,
+                    home: w,
+                    skills: Vec::new(),
+                    kernel_url: "",
+                    held: held.iter().map(|h| h.to_string()).collect(),
+                };
+                let m = mounts(profile, &at, worktree);
+                let rel = |v: &[PathBuf]| -> Vec<String> {
+                    v.iter()
+                        .map(|p| p.strip_prefix(w).unwrap().display().to_string())
+                        .collect()
+                };
+                let got = (rel(&m.read_only), rel(&m.pinned));
+                let expect = (
+                    expect.0.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                    expect.1.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                );
+                assert_eq!(got, expect, "{profile:?} {held:?} worktree {worktree}");
+                assert_eq!(m.shm_mb, domain::sandbox::SHM_MB);
+            };
+        let git: &[&str] = &[".git/config", ".git/hooks", ".git/info", ".git/worktrees"];
+        check(Profile::Edit, &[], false, (git, &[".git"]));
+        assert!(w.join(".git/info").is_dir());
+        // Every folder above a held path is pinned: `mv src old` moves nothing held.
+        check(
+            Profile::Edit,
+            &["secrets/*", "src/*.key", "src/keys/*"],
+            false,
+            (
+                &[
+                    ".git/config",
+                    ".git/hooks",
+                    ".git/info",
+                    ".git/worktrees",
+                    "secrets",
+                    "src/a.key",
+                    "src/keys",
+                ],
+                &[".git", "src"],
+            ),
+        );
+        // Nothing is writable at read; full writes the user's own git config anyway.
+        check(Profile::Read, &["secrets/*"], false, (&[], &[]));
+        check(
+            Profile::Full,
+            &["secrets/*", "src/keys/*"],
+            false,
+            (&["secrets", "src/keys"], &["src"]),
+        );
+        // A glob matching more than a run can hold is said, to be refused.
+        std::fs::create_dir(w.join("logs")).unwrap();
+        for i in 0..101 {
+            std::fs::write(w.join(format!("logs/{i}.log")), "x").unwrap();
+        }
+        let at = Places {
+            cwd: w,
+            state_dir: w,
+            scratch: w.into(),
+            data_dir: w,
+            home: w,
+            skills: Vec::new(),
+            kernel_url: "",
+            held: vec!["logs/*.log".into(), "secrets/*".into()],
+        };
+        let m = mounts(Profile::Edit, &at, false);
+        assert_eq!(m.unheld, ["logs/*.log"]);
+        assert!(m.read_only.contains(&w.join("secrets")), "{m:?}");
+        assert!(!m.read_only.iter().any(|p| p.starts_with(w.join("logs"))));
+        // A worktree's repository is held by Landlock; its `.git` file by a mount.
+        std::fs::remove_dir_all(w.join(".git")).unwrap();
+        std::fs::write(w.join(".git"), "gitdir: /r/.git/worktrees/a").unwrap();
+        check(Profile::Edit, &[], true, (&[".git"], &[]));
     }
 
     #[test]

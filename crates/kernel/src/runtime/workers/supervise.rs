@@ -8,6 +8,7 @@ use crate::events::Event;
 use crate::runtime::runs::{self, RunEnd};
 use domain::protocol::{ErrorClass, Outcome, Report};
 use os::process::{self, Ended};
+use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -39,12 +40,14 @@ impl Workers {
                     .await;
             }
         });
+        let git = cmd.cmd.as_std().get_current_dir().map(Path::to_owned);
+        let git = git.and_then(|cwd| super::sandbox::git_watch(&spec, &cwd));
         let (cgroup, watched) = self.watch_cgroup(&spec, &run_id);
         let cgroup_dir = cgroup.as_ref().map(|(d, _)| d.clone());
         let finished = process::supervise(
             cmd,
             limits.clone(),
-            process::Group::Own,
+            process::Group::Session,
             stop,
             |s| {
                 self.base.events.publish(Event::RunStarted {
@@ -82,6 +85,9 @@ impl Workers {
             let _ = tokio::task::spawn_blocking(move || home.sync_logins()).await;
         }
         conclude(&mut end, finished, outcome, &limits);
+        if let Some(w) = git {
+            sweep_git(w, &mut end, &progress).await;
+        }
         if let Some(why) = over {
             end.ok = false;
             end.error_class = Some(ErrorClass::Crash);
@@ -311,5 +317,27 @@ fn conclude(
                 }
             }
         }
+    }
+}
+
+/// Removes what the run made of git's code in its plain repository's git folder
+/// (its processes are gone), and says so in its progress and its refusals.
+async fn sweep_git(
+    w: super::sandbox::GitWatch,
+    end: &mut RunEnd,
+    progress: &broadcast::Sender<String>,
+) {
+    let removed = tokio::task::spawn_blocking(move || super::sandbox::git_sweep(&w))
+        .await
+        .unwrap_or_default();
+    for path in removed {
+        let reason =
+            format!("removed {path} the run made: git would run what it names outside the sandbox");
+        let _ = progress.send(reason.clone());
+        end.denials.push(runs::Denial {
+            tool: "sandbox".into(),
+            detail: path,
+            reason,
+        });
     }
 }

@@ -37,6 +37,9 @@ const KERNEL_CONFIG: &[&str] = &[
     "core.quotePath=false",
     "-c",
     "core.attributesFile=/dev/null",
+    "submodule.recurse=false",
+    "-c",
+    "diff.ignoreSubmodules=all",
 ];
 
 /// Where a git command runs.
@@ -123,10 +126,67 @@ fn command(at: At<'_>, args: &[&str]) -> Command {
         .env("GIT_ATTR_NOSYSTEM", "1");
     // Nor the `commondir` file in the recorded git dir, which the agent may write:
     // the repository's own config and refs are taken from where the path says.
-    if let At::Worktree { git_dir, .. } = at
-        && let Some(common) = domain::workspace::git_common_dir(git_dir)
-    {
+    let common = match at {
+        At::Worktree { git_dir, .. } => domain::workspace::git_common_dir(git_dir),
+        At::Repo(dir) => plain_git_dir(dir),
+    };
+    if let Some(common) = common {
         cmd.env("GIT_COMMON_DIR", common);
     }
     cmd
+}
+
+/// The git folder of the plain repository `dir` is in (the nearest `.git` that
+/// is a real folder, as git finds it), which is its own common dir: set, so git
+/// never takes its config from a `commondir` file there (an agent in the
+/// repository may have made one, naming a config of its own; git's refs still
+/// follow the file until the kernel removes it at the run's end). None for a
+/// worktree's `.git` file or a bare repository: git finds those itself.
+fn plain_git_dir(dir: &Path) -> Option<std::path::PathBuf> {
+    let dir = std::path::absolute(dir).ok()?;
+    for d in dir.ancestors() {
+        let git = d.join(".git");
+        match std::fs::symlink_metadata(&git) {
+            Ok(m) if m.is_dir() => return Some(git),
+            Ok(_) => return None,
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `commondir` planted in a plain repository's git folder, pointing at a
+    /// repository whose config the agent wrote, is not read for config: the
+    /// kernel's git sees the repository's own, from the top and from below.
+    #[tokio::test]
+    async fn the_kernels_git_never_reads_a_planted_commondirs_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        let init: [&[&str]; 2] = [&["init", "-q"], &["config", "aw.test", "own"]];
+        for args in init {
+            git(At::Repo(&repo), args).await.unwrap();
+        }
+        let evil = dir.path().join("evil");
+        for d in ["objects", "refs"] {
+            std::fs::create_dir_all(evil.join(d)).unwrap();
+        }
+        let config = "[core]\n\trepositoryformatversion = 0\n[aw]\n\ttest = evil\n";
+        std::fs::write(evil.join("config"), config).unwrap();
+        std::fs::write(repo.join(".git/commondir"), evil.display().to_string()).unwrap();
+        for at in [repo.clone(), repo.join("sub")] {
+            let got = git(At::Repo(&at), &["config", "--get", "aw.test"]).await;
+            assert_eq!(got.as_deref(), Ok("own"), "{}", at.display());
+        }
+        let plain = std::process::Command::new("git")
+            .args(["config", "--get", "aw.test"])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert_eq!(plain.stdout, b"evil\n", "git left alone follows it");
+    }
 }
