@@ -166,6 +166,8 @@
 //!                  start and end (and a member's deletion) do to these tables,
 //!                  asked by the runtime inside its transaction,
 //!                  news.rs the "new for you" line on an agent's team tool results,
+//!                  senders.rs what follows from who sends (hops, the sender's
+//!                  cursor, urgent),
 //!                  resources.rs content-addressed blobs, results.rs results with a
 //!                  shape (the schema an ask or a step's prompt gave, the result
 //!                  submitted against it)

@@ -143,6 +143,35 @@ pub fn parse(v: &Value) -> R<Contract> {
     })
 }
 
+/// A `message` event's filters.
+fn message(o: &Map<String, Value>) -> R<When> {
+    let known = [
+        "event",
+        "from",
+        "to",
+        "text",
+        "urgent",
+        "more_than",
+        "within",
+    ];
+    only(o, "", &known)?;
+    let text = text(o, "text")?
+        .map(|re| TextPattern::new(&re))
+        .transpose()?;
+    let urgent = match o.get("urgent") {
+        None | Some(Value::Null) => false,
+        Some(v) => v.as_bool().ok_or(
+            "urgent: true (only urgent messages) or false; e.g. {event: message, from: reviewer, urgent: true}",
+        )?,
+    };
+    Ok(When::Message {
+        from: glob_field(o, "from")?,
+        to: glob_field(o, "to")?,
+        text,
+        urgent,
+    })
+}
+
 fn when(v: &Value) -> R<When> {
     let o = object(v, "when")?;
     let event = text(o, "event")?.ok_or(format!("event: name one of {EVENTS}"))?;
@@ -161,21 +190,7 @@ fn when(v: &Value) -> R<When> {
                 agent: agent()?,
             }
         }
-        "message" => {
-            only(
-                o,
-                "",
-                &["event", "from", "to", "text", "more_than", "within"],
-            )?;
-            let text = text(o, "text")?
-                .map(|re| TextPattern::new(&re))
-                .transpose()?;
-            When::Message {
-                from: glob_field(o, "from")?,
-                to: glob_field(o, "to")?,
-                text,
-            }
-        }
+        "message" => message(o)?,
         "spend" => {
             only(o, "", &["event", "usd", "tokens", "per", "agent"])?;
             let usd = match o.get("usd") {

@@ -1,0 +1,53 @@
+//! Who a message is from, and what follows from it: the lead's message starts the
+//! hop count over and an agent's to another agent adds one; a sender's reading
+//! moves past its own message unless it is no member (the kernel); an urgent
+//! message is the lead's, or a member's a contract allows.
+
+use super::rows;
+use crate::Scope;
+use domain::error::{Error, Result};
+use domain::names::{LEAD, SYSTEM};
+
+/// Whether `sender` is no member: the kernel. Its post counts no hop
+/// and moves no reader's cursor (it reads nothing).
+pub(super) fn outside(sender: &str) -> bool {
+    sender == SYSTEM
+}
+
+/// The priority of a message that stops its addressee's turn.
+pub const URGENT: &str = "urgent";
+
+/// Why an urgent message cannot be sent, if it cannot: only the lead, or a member
+/// a contract's `allow` of urgent messages names (`allowed`), may stop a turn,
+/// and only of one agent, named in `to`.
+pub(super) fn urgent_to(
+    scope: &Scope,
+    to: Option<&str>,
+    agents: &[String],
+    allowed: bool,
+) -> Result<()> {
+    if scope.me == SYSTEM || !(scope.lead || allowed) {
+        return Err(Error::forbidden(format!(
+            "urgent: only the lead may stop an agent's turn, or a member a contract allows; send it \
+             without urgent (it reaches a running sdk agent at its next step), or ask the lead for a \
+             contract {{when: {{event: message, from: {}, urgent: true}}, then: {{action: allow}}}}",
+            scope.me
+        )));
+    }
+    match to {
+        Some(t) if agents.iter().any(|a| a == t) => Ok(()),
+        _ => Err(Error::invalid(
+            "urgent needs `to`: the agent whose turn it stops (a direct message to one agent)",
+        )),
+    }
+}
+
+/// The hop guard's count (see guards.rs): the lead's message resets it; an agent's
+/// message that reaches another agent adds one.
+pub(super) fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
+    if scope.me == LEAD {
+        rows.reset_hops();
+    } else if !outside(&scope.me) && recipients.iter().any(|r| r != LEAD) {
+        rows.add_hop();
+    }
+}
