@@ -167,7 +167,7 @@
 //!                  asked by the runtime inside its transaction,
 //!                  news.rs the "new for you" line on an agent's team tool results,
 //!                  senders.rs what follows from who sends (hops, the sender's
-//!                  cursor, urgent),
+//!                  cursor, urgent, a hook's posts as `hook:<name>`),
 //!                  resources.rs content-addressed blobs, results.rs results with a
 //!                  shape (the schema an ask or a step's prompt gave, the result
 //!                  submitted against it)

@@ -273,15 +273,32 @@ async fn a_hook_posts_fields_reads_nothing_and_keeps_to_its_rate() {
         answers.push(send(rb).await.0);
     }
     assert_eq!(answers, [202, 202, 202, 403, 403], "the rate is 3 a minute");
+    // Posted as the hook, not as the lead: the lead's reading has not moved past
+    // them, and the addressee has them in its inbox.
+    let noted = json!({"workflow": "@global:main", "message": "noted"});
+    let sent = call(&lead, "channel_send", noted).await.ok();
+    assert_eq!(sent["missed_count"], 3, "{sent}");
+    let info = call(&lead, "agent_info", json!({"target": "triage@global:main"}));
+    let info = info.await.ok();
+    assert_eq!(info["inbox"]["pending"], 3, "{info}");
     let msgs = call(&lead, "channel_read", json!({"workflow": "@global:main"}))
         .await
         .ok();
-    let posted: Vec<&str> = msgs["messages"]
+    let posts: Vec<&Value> = msgs["messages"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|m| m["content"].as_str().unwrap().starts_with("[hook issues]"))
+        .collect();
+    assert!(
+        posts
+            .iter()
+            .all(|m| m["from"] == "hook:issues" && m["to"] == "triage"),
+        "{msgs}"
+    );
+    let posted: Vec<&str> = posts
+        .iter()
         .map(|m| m["content"].as_str().unwrap())
-        .filter(|c| c.starts_with("[hook issues]"))
         .collect();
     assert_eq!(posted.len(), 3, "{msgs}");
     assert_eq!(

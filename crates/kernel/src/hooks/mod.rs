@@ -412,7 +412,7 @@ impl Hooks {
                     force: true,
                     urgent: false,
                 };
-                let sent = self.messaging.channel_send(&scope, out).await?;
+                let sent = self.messaging.hook_post(&scope, &hook.name, out).await?;
                 Ok(format!("posted {} in {workflow}", sent.id))
             }
         }

@@ -1,17 +1,47 @@
 //! Who a message is from, and what follows from it: the lead's message starts the
 //! hop count over and an agent's to another agent adds one; a sender's reading
-//! moves past its own message unless it is no member (the kernel); an urgent
-//! message is the lead's, or a member's a contract allows.
+//! moves past its own message unless it is no member (the kernel, a hook); an
+//! urgent message is the lead's, or a member's a contract allows; a hook's post
+//! is sent as `hook:<name>`.
 
-use super::rows;
+use super::{Messaging, Outgoing, SendResult, rows};
 use crate::Scope;
 use domain::error::{Error, Result};
-use domain::names::{LEAD, SYSTEM};
+use domain::names::{HOOK_SENDER, LEAD, SYSTEM};
 
-/// Whether `sender` is no member: the kernel. Its post counts no hop
+impl Messaging {
+    /// Posts what hook `hook` delivered in the instance `scope` names, as
+    /// `hook:<name>`: governed by the hook's contracts, not by those on messages
+    /// (as the lead's); it resets no hop count, moves no cursor, and its direct
+    /// messages to an agent are the lead's to read too (channel_read).
+    pub(crate) async fn hook_post(
+        &self,
+        scope: &Scope,
+        hook: &str,
+        send: Outgoing,
+    ) -> Result<SendResult> {
+        let scope = Scope {
+            me: format!("{HOOK_SENDER}{hook}"),
+            // Passes as the lead's does: a long payload becomes a resource.
+            lead: true,
+            run_id: None,
+            ..scope.clone()
+        };
+        self.channel_send(
+            &scope,
+            Outgoing {
+                urgent: false,
+                ..send
+            },
+        )
+        .await
+    }
+}
+
+/// Whether `sender` is no member: the kernel, or a hook. Its post counts no hop
 /// and moves no reader's cursor (it reads nothing).
 pub(super) fn outside(sender: &str) -> bool {
-    sender == SYSTEM
+    sender == SYSTEM || sender.starts_with(HOOK_SENDER)
 }
 
 /// The priority of a message that stops its addressee's turn.
