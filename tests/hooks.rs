@@ -5,6 +5,7 @@
 //! nothing back.
 
 use crate::common;
+use crate::hooks_hostile::outcomes;
 use agent_worker::hooks::{sign_generic, sign_github};
 use common::*;
 use serde_json::{Value, json};
@@ -94,6 +95,9 @@ async fn a_signed_pull_request_starts_the_code_review_once() {
     let sig = sign_github(SECRET.as_bytes(), &body);
     let (status, text, _) = post_github(&s, "github", body.clone(), Some(sig.clone()), "d-7").await;
     assert_eq!((status, text.as_str()), (202, "accepted\n"));
+    // Answered once kept; the start follows, its outcome on the delivery.
+    let got = outcomes(&lead, 1).await;
+    assert_eq!(got, ["started @code-review-steps:pr-7"]);
     let wait = json!({"workflow": "@code-review-steps:pr-7", "wait_seconds": 40});
     let st = call(&lead, "workflow_status", wait).await.ok();
     assert_eq!(st["status"], "completed", "{st}");
@@ -273,6 +277,7 @@ async fn a_hook_posts_fields_reads_nothing_and_keeps_to_its_rate() {
         answers.push(send(rb).await.0);
     }
     assert_eq!(answers, [202, 202, 202, 403, 403], "the rate is 3 a minute");
+    outcomes(&lead, 3).await;
     // Posted as the hook, not as the lead: the lead's reading has not moved past
     // them, and the addressee has them in its inbox.
     let noted = json!({"workflow": "@global:main", "message": "noted"});
@@ -376,6 +381,7 @@ async fn a_contract_denies_a_kind_of_delivery_and_the_sender_learns_nothing() {
         let (status, text, _) = send(rb).await;
         assert_eq!((status, text.as_str()), (202, "accepted\n"), "{kind}");
     }
+    outcomes(&lead, 2).await;
     let l = listed(&lead).await;
     let outcomes: Vec<(&str, &str)> = l["hook_deliveries"]
         .as_array()
@@ -445,6 +451,7 @@ async fn a_workflow_s_hooks_post_into_its_instance() {
         )
         .body(body);
     assert_eq!(send(rb).await.0, 202);
+    outcomes(&lead, 1).await;
     let msgs = call(&lead, "channel_read", json!({"workflow": "@triage:main"}))
         .await
         .ok();
@@ -486,6 +493,7 @@ async fn a_contract_holds_a_delivery_until_the_lead_approves_it() {
             .header("x-hub-signature-256", sign_github(SECRET.as_bytes(), &body))
             .body(body);
         assert_eq!(send(rb).await.0, 202, "{delivery}");
+        outcomes(&lead, held.len() + 1).await;
         let l = listed(&lead).await;
         let outcome = l["hook_deliveries"][0]["outcome"]
             .as_str()

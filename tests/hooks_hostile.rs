@@ -39,7 +39,7 @@ async fn deliver_signed(
 }
 
 /// The outcomes of the deliveries kept, oldest first, once none is "received".
-async fn outcomes(lead: &Client, n: usize) -> Vec<String> {
+pub(crate) async fn outcomes(lead: &Client, n: usize) -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let l = call(lead, "workflow_list", json!({})).await.ok();
@@ -310,5 +310,35 @@ async fn a_workflow_file_changed_after_hook_set_starts_nothing() {
     assert_eq!(deliver(&s, "pushes", &json!({"n": 2}), "e-2").await, 202);
     let got = outcomes(&lead, 2).await;
     assert_eq!(got[1], "started @flow:main", "{got:?}");
+    s.stop().await;
+}
+
+/// A delivery is answered once it is kept, not once it has acted: a start whose
+/// setup takes seconds is answered at once, the delivery shows `received`
+/// meanwhile, and its outcome lands when the start is done; a retry meanwhile
+/// starts nothing more.
+#[tokio::test]
+async fn a_slow_start_is_answered_at_once_and_its_outcome_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("slow.yaml");
+    let yaml = "name: slow\nagents:\n  a: {backend: mock}\nsetup:\n  - shell: sleep 3; echo x >> starts.txt\n";
+    std::fs::write(&file, yaml).unwrap();
+    let set = json!({"name": "pushes", "secret": SECRET, "file": file});
+    call(&lead, "hook_set", set).await.ok();
+    let t = std::time::Instant::now();
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "s-1").await, 202);
+    let took = t.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "answered in {took:?}"
+    );
+    let l = call(&lead, "workflow_list", json!({})).await.ok();
+    assert_eq!(l["hook_deliveries"][0]["outcome"], "received", "{l}");
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "s-1").await, 202);
+    assert_eq!(outcomes(&lead, 1).await, ["started @slow:main"]);
+    let starts = std::fs::read_to_string(dir.path().join("starts.txt")).unwrap();
+    assert_eq!(starts.lines().count(), 1, "the retry started nothing");
     s.stop().await;
 }

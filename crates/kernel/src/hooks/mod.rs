@@ -8,8 +8,9 @@
 //! - [`Hooks::receive`] takes a request's body and headers and either refuses it
 //!   (a [`Refusal`], which the HTTP layer answers the same way whatever it is, so
 //!   that a sender learns nothing, not even whether the hook exists) or keeps the
-//!   delivery and acts. A hook is ingress only: what it answers carries nothing of
-//!   the team.
+//!   delivery and is answered, its action set off in a task of its own whose
+//!   outcome lands on the delivery. A hook is ingress only: what it answers
+//!   carries nothing of the team.
 //! - A delivery is kept under the sender's delivery id before it acts: the same id
 //!   again (a sender's retry) finds it and does nothing more.
 //! - Each hook takes at most its `rate` signed requests a minute (a bucket
@@ -78,10 +79,11 @@ pub struct Request<'a> {
     pub body: Arc<[u8]>,
 }
 
-/// A request taken: a new delivery, or a retry of one already kept.
+/// A request taken: a new delivery (kept, and being acted on in a task of its
+/// own, whose outcome lands on the delivery), or a retry of one already kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {
-    New { delivery: String, outcome: String },
+    New { delivery: String },
     Retry { delivery: String },
 }
 
@@ -268,8 +270,13 @@ impl Hooks {
         false
     }
 
-    /// Checks a request and, when it is signed and new, keeps it and acts.
-    pub async fn receive(&self, req: Request<'_>) -> std::result::Result<Taken, Refusal> {
+    /// Checks a request and, when it is signed and new, keeps it and sets off
+    /// what it does: answered once the delivery is kept, not when it has acted
+    /// (a start may take long; a sender times out in seconds).
+    pub async fn receive(
+        self: &Arc<Self>,
+        req: Request<'_>,
+    ) -> std::result::Result<Taken, Refusal> {
         let stored = rows::find(&self.store, req.name.to_owned())
             .await
             .map_err(|e| {
@@ -316,9 +323,9 @@ impl Hooks {
             .await
     }
 
-    /// Keeps the delivery (or finds it kept) and acts on a new one.
+    /// Keeps the delivery (or finds it kept) and sets off a new one's action.
     async fn deliver(
-        &self,
+        self: &Arc<Self>,
         hook: Stored,
         verified: spec::Verified,
         event: Option<&str>,
@@ -341,29 +348,56 @@ impl Hooks {
                 return Err(Refusal::Unknown);
             }
         }
-        let kind = event.as_deref().unwrap_or_default();
-        let outcome = match self.govern(&hook, kind, &delivery).await {
-            Ok(governed::Said::Go) => match self.act(&hook, &payload).await {
+        let me = self.clone();
+        let d = delivery.clone();
+        let acting = async move {
+            let span = telemetry::Span::start(
+                "hooks/act",
+                telemetry::SpanKind::Internal,
+                None,
+                vec![telemetry::KeyValue::new(
+                    "agent_worker.hook",
+                    hook.name.clone(),
+                )],
+            );
+            let outcome = me.settle(&hook, event.as_deref(), &d, payload).await;
+            if let Some(s) = span {
+                s.set("agent_worker.hook.outcome", outcome);
+                s.end();
+            }
+        };
+        tokio::spawn(telemetry::FutureExt::with_current_context(acting));
+        Ok(Taken::New { delivery })
+    }
+
+    /// Asks the contracts and acts on a kept delivery, keeping what came of it
+    /// on the delivery: that, in words.
+    async fn settle(
+        &self,
+        hook: &Stored,
+        event: Option<&str>,
+        delivery: &str,
+        payload: serde_json::Value,
+    ) -> String {
+        let outcome = match self.govern(hook, event.unwrap_or_default(), delivery).await {
+            Ok(governed::Said::Go) => match self.act(hook, &payload).await {
                 Ok(o) => o,
                 Err(e) => format!("failed: {e}"),
             },
             Ok(governed::Said::Held { approval }) => {
                 let held = (approval, &payload);
-                if let Err(e) = rows::hold(&self.store, (&hook.name, &delivery), held).await {
+                if let Err(e) = rows::hold(&self.store, (&hook.name, delivery), held).await {
                     tracing::warn!(hook = %hook.name, error = %e, "a held delivery was not kept");
                 }
-                return Ok(Taken::New {
-                    delivery,
-                    outcome: format!("held for approval {approval}"),
-                });
+                return format!("held for approval {approval}");
             }
             Err(e) => format!("denied: {e}"),
         };
         tracing::info!(hook = %hook.name, delivery, outcome, "hook delivery");
-        if let Err(e) = rows::outcome(&self.store, (&hook.name, &delivery), &outcome).await {
+        if let Err(e) = rows::outcome(&self.store, (&hook.name, delivery), &outcome).await {
             tracing::warn!(hook = %hook.name, error = %e, "a delivery's outcome was not kept");
         }
-        Ok(Taken::New { delivery, outcome })
+        outcome
     }
 
     /// Does what the hook declares with `payload`: what came of it, in words.
