@@ -230,7 +230,9 @@
 //!                  rate) and refused alike whatever is wrong, a delivery kept by the
 //!                  sender's id before it starts a workflow or posts (rows.rs);
 //!                  governed.rs contracts on `event: hook` (deny, notify, a
-//!                  delivery held with its payload until its approval closes)
+//!                  delivery held with its payload until its approval closes);
+//!                  owned.rs a workflow's `hooks:`, its instance's: no name another
+//!                  holds, removed when the instance is stopped or fails
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in

@@ -596,4 +596,5 @@ CREATE TABLE hook_macs (
     received_at INTEGER NOT NULL
 );
 "#,
+    "ALTER TABLE hooks ADD COLUMN owner INTEGER;", // 29: the declaring instance; NULL: the lead
 ];

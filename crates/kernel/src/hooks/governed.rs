@@ -15,6 +15,7 @@ use crate::runtime::verdict::VerdictOf;
 use domain::contracts::{self, Event as Ev};
 use domain::error::{Error, Result};
 use domain::hooks::Action;
+use domain::states::WorkflowState;
 use std::sync::Arc;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -110,20 +111,28 @@ impl Hooks {
         rows::outcome(&self.store, (&hook, &delivery), &outcome).await
     }
 
-    /// Hears approvals close, for as long as the room lives.
+    /// Hears approvals close and instances end, for as long as the room lives.
     pub fn start_watch(self: &Arc<Self>) {
         let me = Arc::downgrade(self);
         let mut rx = self.events.subscribe();
         tokio::spawn(async move {
             loop {
-                let id = match rx.recv().await {
-                    Ok(Event::ApprovalClosed { id, .. }) => id,
-                    Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                let heard = match rx.recv().await {
+                    Ok(e) => e,
+                    Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => return,
                 };
                 let Some(hooks) = me.upgrade() else { return };
-                if let Err(e) = hooks.approval_closed(id).await {
-                    tracing::warn!("a held hook delivery was not settled: {e}");
+                let done = match heard {
+                    Event::ApprovalClosed { id, .. } => hooks.approval_closed(id).await,
+                    Event::WorkflowSettled {
+                        workflow_id,
+                        status: WorkflowState::Stopped | WorkflowState::Failed,
+                    } => hooks.instance_ended(workflow_id).await,
+                    _ => continue,
+                };
+                if let Err(e) = done {
+                    tracing::warn!("a hook's event was not settled: {e}");
                 }
             }
         });

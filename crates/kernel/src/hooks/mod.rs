@@ -20,6 +20,7 @@
 //!   requests are refused before their signature is checked.
 
 mod governed;
+mod owned;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -31,12 +32,11 @@ use crate::messaging::{Messaging, Outgoing};
 use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::timing::Clock;
-use crate::workflows::{
-    Workflows,
-    run::{Source, Started},
-};
+use crate::workflows::{Workflows, run::Source};
 use domain::error::{Error, Result};
 use domain::hooks::{self as spec, Action, Refusal, Signed};
+use domain::names::WorkflowRef;
+pub use owned::Starting;
 pub use rows::DeliveryView;
 use rows::Stored;
 use schemars::JsonSchema;
@@ -131,8 +131,15 @@ impl Hooks {
         }
     }
 
-    /// Declares (or replaces) a hook.
+    /// Declares (or replaces) a hook as the lead's: any name, even one an
+    /// instance's `hooks:` declared (it is the lead's from then on).
     pub async fn hook_set(&self, h: NewHook) -> Result<HookView> {
+        self.set_owned(h, None).await
+    }
+
+    /// Declares (or replaces) a hook held by `owner` (an instance's id and
+    /// reference), or by the lead.
+    async fn set_owned(&self, h: NewHook, owner: Option<(i64, &WorkflowRef)>) -> Result<HookView> {
         spec::check_name(&h.name)?;
         let (min, max) = spec::SECRET_CHARS;
         let n = h.secret.chars().count();
@@ -151,12 +158,14 @@ impl Hooks {
         let action = self.checked(h.action).await?;
         let now = self.clock.now_ms();
         let name = h.name.clone();
-        rows::upsert(&self.store, (h.name, h.secret, &action, rate), now).await?;
-        self.counts
-            .lock()
-            .expect("hook counts")
-            .buckets
-            .remove(&name.to_ascii_lowercase());
+        let held = (owner.map(|(id, _)| id), now);
+        if !rows::upsert(&self.store, (h.name, h.secret, &action, rate), held).await? {
+            return Err(match owner {
+                Some((_, at)) => self.taken(&name, at).await,
+                None => Error::internal("the lead's hook was not set"),
+            });
+        }
+        self.forget_rate(&name);
         self.view(&name)
             .await?
             .ok_or_else(|| Error::internal("the hook just set is gone"))
@@ -201,35 +210,20 @@ impl Hooks {
         }
     }
 
-    /// Declares the hooks a started workflow's `hooks:` names, each posting into
-    /// its instance: their names.
-    pub async fn declare(&self, started: &Started) -> Result<Vec<String>> {
-        let mut names = Vec::new();
-        for h in &started.hooks {
-            let hook = NewHook {
-                name: h.name.clone(),
-                secret: h.secret.clone(),
-                action: Action::Post {
-                    workflow: started.workflow.to_string(),
-                    to: h.to.clone(),
-                    params: h.params.clone(),
-                },
-                rate: h.rate,
-            };
-            names.push(self.hook_set(hook).await?.name);
-        }
-        Ok(names)
-    }
-
     /// Removes a hook (its deliveries stay on record); false if there was none.
     pub async fn hook_delete(&self, name: &str) -> Result<bool> {
         let gone = rows::delete(&self.store, name.to_owned()).await?;
+        self.forget_rate(name);
+        Ok(gone)
+    }
+
+    /// A hook set again or gone starts with a full bucket.
+    fn forget_rate(&self, name: &str) {
         self.counts
             .lock()
             .expect("hook counts")
             .buckets
             .remove(&name.to_ascii_lowercase());
-        Ok(gone)
     }
 
     /// Every hook, by name.
@@ -422,11 +416,8 @@ impl Hooks {
                     .map(|t| t.resolve(payload).map(text_of))
                     .transpose()
                     .map_err(Error::invalid)?;
-                let started = self
-                    .workflows
-                    .start_from_outside(Source::File(file.into()), tag.as_deref(), &values)
-                    .await?;
-                self.declare(&started).await?;
+                let start = (Source::File(file.into()), tag.as_deref());
+                let started = self.start(start, &values, (None, true)).await?;
                 Ok(format!("started {}", started.workflow))
             }
             Action::Post { workflow, to, .. } => {

@@ -26,23 +26,73 @@ impl std::fmt::Debug for Stored {
 /// Deliveries a hook keeps on record; older ones go as new ones come.
 const KEEP: i64 = 1_000;
 
+/// Declares or replaces a hook: the lead's (`owner` None) takes any name; an
+/// instance's replaces only its own (false when another holds the name).
 pub(super) async fn upsert(
     store: &Store,
     (name, secret, action, rate): (String, String, &Action, u32),
-    now: i64,
-) -> Result<()> {
+    (owner, now): (Option<i64>, i64),
+) -> Result<bool> {
     let action = serde_json::to_string(action)
         .map_err(|e| Error::internal(format!("a hook's action: {e}")))?;
     store
         .write(move |c| {
-            c.execute(
-                "INSERT INTO hooks (name, secret, action, rate, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+            Ok(c.execute(
+                "INSERT INTO hooks (name, secret, action, rate, created_at, updated_at, owner)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
                  ON CONFLICT (name) DO UPDATE SET secret = excluded.secret,
-                   action = excluded.action, rate = excluded.rate, updated_at = excluded.updated_at",
-                sql::params![name, secret, action, i64::from(rate), now],
-            )?;
-            Ok(())
+                   action = excluded.action, rate = excluded.rate, updated_at = excluded.updated_at,
+                   owner = excluded.owner
+                 WHERE CAST(?6 AS BIGINT) IS NULL OR hooks.owner = excluded.owner
+                   OR hooks.owner IN (SELECT id FROM workflows WHERE state IN ('stopped', 'failed'))",
+                sql::params![name, secret, action, i64::from(rate), now, owner],
+            )? > 0)
+        })
+        .await
+}
+
+/// Who holds hook `name`, if it exists: None (the lead), or an instance's
+/// reference and whether that instance still runs (not stopped or failed).
+pub(super) async fn holder(
+    store: &Store,
+    name: String,
+) -> Result<Option<Option<(i64, String, bool)>>> {
+    store
+        .read(move |c| {
+            let row = c
+                .query_row(
+                    "SELECT h.owner, w.name || ':' || w.tag, w.state NOT IN ('stopped', 'failed')
+                     FROM hooks h LEFT JOIN workflows w ON w.id = h.owner WHERE h.name = ?1",
+                    [name],
+                    |r| {
+                        Ok((
+                            r.get::<Option<i64>>(0)?,
+                            r.get::<Option<String>>(1)?,
+                            r.get::<Option<bool>>(2)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            Ok(row.map(|(owner, at, live)| {
+                owner.map(|o| {
+                    (
+                        o,
+                        format!("@{}", at.unwrap_or_default()),
+                        live.unwrap_or(false),
+                    )
+                })
+            }))
+        })
+        .await
+}
+
+/// Removes the hooks instance `owner` declared: their names.
+pub(super) async fn delete_owned(store: &Store, owner: i64) -> Result<Vec<String>> {
+    store
+        .write(move |c| {
+            let mut st = c.prepare_cached("DELETE FROM hooks WHERE owner = ?1 RETURNING name")?;
+            let names = st.query_map([owner], |r| r.get::<String>(0))?;
+            Ok(names.collect::<std::result::Result<Vec<_>, _>>()?)
         })
         .await
 }

@@ -29,7 +29,7 @@ use store::sql::OptionalExtension;
 
 /// The instance a start makes: the workflow's name and `tag` (default main), never
 /// an organisation's.
-fn instance_of(wf: &Workflow, tag: Option<&str>) -> Result<WorkflowRef> {
+pub fn instance_of(wf: &Workflow, tag: Option<&str>) -> Result<WorkflowRef> {
     let tag = tag
         .map(str::trim)
         .filter(|t| !t.is_empty())

@@ -488,4 +488,6 @@ CREATE TABLE hook_macs (
     received_at BIGINT NOT NULL
 );
 "#,
+    // 17: SQLite's migration 29, the instance whose `hooks:` declared a hook.
+    "ALTER TABLE hooks ADD COLUMN owner BIGINT;",
 ];
