@@ -233,6 +233,8 @@
 //!                  delivery held with its payload until its approval closes);
 //!                  owned.rs a workflow's `hooks:`, its instance's: no name another
 //!                  holds, removed when the instance is stopped or fails
+//!                  recovered.rs a delivery left received by a node that is gone
+//!                  (or this node's previous life) claimed and acted on again, once
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in

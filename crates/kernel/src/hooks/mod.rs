@@ -21,6 +21,7 @@
 
 mod governed;
 mod owned;
+mod recovered;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -109,6 +110,9 @@ pub struct Hooks {
     /// What a request to a hook that does not exist is checked against, so that
     /// it costs what a real one does.
     decoy: [u8; 32],
+    /// When this kernel's life began: what this node left received before it was
+    /// its previous life's.
+    started: i64,
 }
 
 impl Hooks {
@@ -120,7 +124,7 @@ impl Hooks {
         Self {
             store,
             events,
-            clock,
+            clock: clock.clone(),
             contracts,
             runtime,
             registry,
@@ -128,6 +132,7 @@ impl Hooks {
             workflows,
             counts: Mutex::default(),
             decoy: rand::random(),
+            started: clock.now_ms(),
         }
     }
 
@@ -332,6 +337,7 @@ impl Hooks {
             &self.store,
             (&hook.name, &delivery, event.clone()),
             (mac, now),
+            (self.runtime.node(), &payload),
         )
         .await;
         match kept {
@@ -342,8 +348,19 @@ impl Hooks {
                 return Err(Refusal::Unknown);
             }
         }
+        self.set_off(hook, (event, delivery.clone()), payload, String::new());
+        Ok(Taken::New { delivery })
+    }
+
+    /// Acts on a kept delivery in a task of its own; `note` ends its outcome.
+    fn set_off(
+        self: &Arc<Self>,
+        hook: Stored,
+        (event, d): (Option<String>, String),
+        payload: serde_json::Value,
+        note: String,
+    ) {
         let me = self.clone();
-        let d = delivery.clone();
         let acting = async move {
             let span = telemetry::Span::start(
                 "hooks/act",
@@ -354,24 +371,25 @@ impl Hooks {
                     hook.name.clone(),
                 )],
             );
-            let outcome = me.settle(&hook, event.as_deref(), &d, payload).await;
+            let outcome = me
+                .settle(&hook, (event.as_deref(), &d), payload, &note)
+                .await;
             if let Some(s) = span {
                 s.set("agent_worker.hook.outcome", outcome);
                 s.end();
             }
         };
         tokio::spawn(telemetry::FutureExt::with_current_context(acting));
-        Ok(Taken::New { delivery })
     }
 
     /// Asks the contracts and acts on a kept delivery, keeping what came of it
-    /// on the delivery: that, in words.
+    /// (and `note`) on the delivery: that, in words.
     async fn settle(
         &self,
         hook: &Stored,
-        event: Option<&str>,
-        delivery: &str,
+        (event, delivery): (Option<&str>, &str),
         payload: serde_json::Value,
+        note: &str,
     ) -> String {
         let outcome = match self.govern(hook, event.unwrap_or_default(), delivery).await {
             Ok(governed::Said::Go) => match self.act(hook, &payload).await {
@@ -386,7 +404,7 @@ impl Hooks {
                 return format!("held for approval {approval}");
             }
             Err(e) => format!("denied: {e}"),
-        };
+        } + note;
         tracing::info!(hook = %hook.name, delivery, outcome, "hook delivery");
         if let Err(e) = rows::outcome(&self.store, (&hook.name, delivery), &outcome).await {
             tracing::warn!(hook = %hook.name, error = %e, "a delivery's outcome was not kept");

@@ -207,15 +207,18 @@ pub(super) fn describe(a: &Action) -> String {
     }
 }
 
-/// Keeps a delivery as received; false when its signature was taken before (a
-/// retry, or a replay under another delivery id) or the sender's id is already
-/// kept. The hook's oldest past [`KEEP`] go; the signatures stay.
+/// Keeps a delivery as received by `node`, with its payload until it has acted;
+/// false when its signature was taken before (a retry, or a replay under another
+/// delivery id) or the sender's id is already kept. The hook's oldest past
+/// [`KEEP`] go; the signatures stay.
 pub(super) async fn keep(
     store: &Store,
     (hook, delivery, event): (&str, &str, Option<String>),
     (mac, now): (String, i64),
+    (node, payload): (&str, &serde_json::Value),
 ) -> Result<bool> {
     let (hook, delivery) = (hook.to_owned(), delivery.to_owned());
+    let (node, payload) = (node.to_owned(), payload.to_string());
     store
         .write(move |c| {
             let fresh = c.execute(
@@ -227,9 +230,9 @@ pub(super) async fn keep(
                 return Ok(false);
             }
             let new = c.execute(
-                "INSERT INTO hook_deliveries (hook, delivery, event, received_at, outcome)
-                 VALUES (?1, ?2, ?3, ?4, 'received') ON CONFLICT (hook, delivery) DO NOTHING",
-                sql::params![hook, delivery, event, now],
+                "INSERT INTO hook_deliveries (hook, delivery, event, received_at, outcome, node, payload)
+                 VALUES (?1, ?2, ?3, ?4, 'received', ?5, ?6) ON CONFLICT (hook, delivery) DO NOTHING",
+                sql::params![hook, delivery, event, now, node, payload],
             )? > 0;
             if new {
                 c.execute(

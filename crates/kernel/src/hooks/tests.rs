@@ -2,7 +2,7 @@
 //! order, and a hook's rate refilled as the clock moves.
 
 use super::{Hooks, NewHook, Request, Taken};
-use crate::testing::{T0, kernel_on, said};
+use crate::testing::{NODE, T0, kernel_on, said};
 use crate::timing::Clock;
 use domain::hooks::{Action, Refusal, Signed, sign_generic, sign_github};
 use std::collections::BTreeMap;
@@ -228,4 +228,106 @@ fn a_hook_s_secret_is_never_printed() {
         rate: None,
     };
     assert!(!format!("{decl:?}").contains(SECRET));
+}
+
+/// A delivery kept as received by `node` at `at`, its action never run (its
+/// kernel was killed first).
+async fn left(hooks: &Hooks, (delivery, node, at): (&str, &str, i64)) {
+    let (d, n) = (delivery.to_owned(), node.to_owned());
+    hooks
+        .store
+        .write(move |c| {
+            c.execute(
+                "INSERT INTO hook_deliveries (hook, delivery, received_at, outcome, node, payload)
+                 VALUES ('ci', ?1, ?2, 'received', ?3, '{\"n\":1}')",
+                store::sql::params![d, at, n],
+            )?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_delivery_left_received_by_a_gone_node_is_acted_on_again_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(T0);
+    let k = kernel_on(dir.path(), &clock).await;
+    set(&k.hooks, "ci", None).await;
+    // A live node (heartbeat now by the store's clock, a long lease) beside this one.
+    k.hooks
+        .store
+        .write(|c| {
+            let now = c.now_ms()?;
+            c.execute(
+                "INSERT INTO nodes (name, pid, started_at, heartbeat_at, lease_ms, labels)
+                 VALUES ('alive', 1, ?1, ?1, 3600000, '')",
+                [now],
+            )?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    // (delivery, the node that kept it, when: before or after this life began)
+    let cases = [
+        ("gone-1", "gone", T0 - 5_000),
+        ("live-1", "alive", T0 - 5_000),
+        ("mine-before", NODE, T0 - 5_000),
+        ("mine-now", NODE, T0 + 1),
+    ];
+    for c in cases {
+        left(&k.hooks, c).await;
+    }
+    // At start: the gone node's and this node's previous life's; each claimed once.
+    assert_eq!(k.hooks.recover(Some(T0)).await.unwrap(), 2);
+    assert_eq!(k.hooks.recover(None).await.unwrap(), 0);
+    settled(&k.hooks, 2).await;
+    let mut got: Vec<(String, String)> = k
+        .hooks
+        .deliveries(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| {
+            (
+                d.delivery,
+                d.outcome
+                    .split_once(' ')
+                    .map_or(d.outcome.clone(), |(w, rest)| {
+                        format!("{w} …{}", rest.split_once(" (").map_or("", |(_, n)| n))
+                    }),
+            )
+        })
+        .collect();
+    got.sort();
+    let want = [
+        (
+            "gone-1",
+            "posted …acted on again: node gone stopped before it had acted)",
+        ),
+        ("live-1", "received"),
+        (
+            "mine-before",
+            "posted …acted on again: node local stopped before it had acted)",
+        ),
+        ("mine-now", "received"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(d, o)| ((*d).into(), (*o).into()))
+        .collect();
+    assert_eq!(got, want);
+    // The live node's goes once its lease runs out.
+    k.hooks
+        .store
+        .write(|c| {
+            Ok(c.execute(
+                "UPDATE nodes SET lease_ms = 0, heartbeat_at = 0 WHERE name = ?1",
+                ["alive"],
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(k.hooks.recover(None).await.unwrap(), 1);
+    assert_eq!(settled(&k.hooks, 3).await.len(), 4);
 }
