@@ -344,7 +344,7 @@ async fn a_slow_start_is_answered_at_once_and_its_outcome_lands() {
 }
 
 /// Waits (10 s at most) until `path` exists.
-async fn exists(path: &std::path::Path) {
+pub async fn exists(path: &std::path::Path) {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !path.exists() {
         assert!(

@@ -91,3 +91,89 @@ async fn a_workflow_s_hooks_take_no_name_another_holds_and_go_with_it() {
     );
     s.stop().await;
 }
+
+/// Hooks of instance `wref`, by name, and what each does.
+fn hooks_of(l: &Value, wref: &str) -> Vec<String> {
+    let mut out: Vec<String> = l["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["action"].as_str().unwrap().contains(wref))
+        .map(|h| h["name"].as_str().unwrap().to_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_start_naming_a_hook_another_start_is_declaring_is_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let slow = "name: triage\nagents:\n  triager: {backend: mock}\nsetup:\n  - shell: \
+                echo b >> began.txt; sleep 2\nhooks:\n  tickets:\n    \
+                secret: a-shared-secret-of-some-length\n    to: triager\n";
+    let file = dir.path().join("triage.yaml");
+    std::fs::write(&file, slow).unwrap();
+    let first = {
+        let lead = s.lead(Proto::Modern).await;
+        let run = json!({"file": file, "tag": "pr-1"});
+        tokio::spawn(async move { call(&lead, "workflow_run", run).await.ok() })
+    };
+    // The first is in its setup: its hook's row is not written yet.
+    crate::hooks_hostile::exists(&dir.path().join("began.txt")).await;
+    let e = call(&lead, "workflow_run", json!({"file": file, "tag": "pr-2"}))
+        .await
+        .err();
+    assert!(
+        e.contains("hooks.tickets: @triage:pr-1 is starting and declares a hook named tickets")
+            && e.contains("Nothing was started"),
+        "{e}"
+    );
+    first.await.unwrap();
+    let l = listed(&lead).await;
+    assert_eq!(triages(&l), ["@triage:pr-1"], "{l}");
+    assert_eq!(hooks_of(&l, "@triage:pr-1"), ["tickets"], "{l}");
+    let began = std::fs::read_to_string(dir.path().join("began.txt")).unwrap();
+    assert_eq!(began.lines().count(), 1, "the second setup never began");
+    s.stop().await;
+}
+
+/// A step workflow that completes at once (its instance keeps its hooks), with
+/// `hooks:` named as given.
+fn once(hooks: &[&str]) -> String {
+    let mut y =
+        "name: once\nagents:\n  a: {backend: mock}\ntrigger: go\nsteps:\n  - agent: a\n    \
+                 on: trigger\n    prompt: go\nhooks:\n"
+            .to_owned();
+    for h in hooks {
+        y.push_str(&format!("  {h}:\n    secret: {SECRET}\n    to: a\n"));
+    }
+    y
+}
+
+#[tokio::test]
+async fn running_an_instance_again_removes_the_hooks_its_yaml_no_longer_declares() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    // (hooks the YAML declares, hooks the instance holds after its run)
+    let runs: [(&[&str], &[&str]); 3] = [
+        (&["extra", "tickets"], &["extra", "tickets"]),
+        (&["tickets"], &["tickets"]),
+        (&["other"], &["other"]),
+    ];
+    for (i, (declared, want)) in runs.into_iter().enumerate() {
+        let run = json!({"yaml": once(declared), "wait_seconds": 30});
+        let r = call(&lead, "workflow_run", run).await.ok();
+        assert_eq!(r["status"], "completed", "run {i}: {r}");
+        let l = listed(&lead).await;
+        assert_eq!(hooks_of(&l, "@once:main"), want, "run {i}: {l}");
+        assert_eq!(
+            l["hooks"].as_array().unwrap().len(),
+            want.len(),
+            "run {i}: {l}"
+        );
+    }
+    s.stop().await;
+}

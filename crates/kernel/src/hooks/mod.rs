@@ -113,6 +113,8 @@ pub struct Hooks {
     /// When this kernel's life began: what this node left received before it was
     /// its previous life's.
     started: i64,
+    /// The names starts in progress are declaring.
+    claims: owned::Claims,
 }
 
 impl Hooks {
@@ -133,6 +135,7 @@ impl Hooks {
             counts: Mutex::default(),
             decoy: rand::random(),
             started: clock.now_ms(),
+            claims: owned::Claims::default(),
         }
     }
 

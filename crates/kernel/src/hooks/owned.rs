@@ -9,6 +9,8 @@ use domain::error::{Error, Result};
 use domain::hooks::Action;
 use domain::names::WorkflowRef;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// What a start is given besides its source and tag: the organisation it runs
 /// in, and whether its params came from outside (a hook's payload).
@@ -24,9 +26,11 @@ impl Hooks {
         params: &Map<String, Value>,
         (org, outside): Starting<'_>,
     ) -> Result<Started> {
+        let mut claim = Claim::new(&self.claims);
         if let Some((wref, names)) = declared(&source, tag).await {
             for name in &names {
                 self.free(name, &wref).await?;
+                claim.take(name, &wref)?;
             }
         }
         let w = &self.workflows;
@@ -34,12 +38,19 @@ impl Hooks {
             true => w.start_from_outside(source, tag, params).await?,
             false => w.workflow_start(source, tag, params, org).await?,
         };
-        self.declare(&started).await?;
+        if let Err(e) = self.declare(&started).await {
+            // Another node took a name meanwhile: the instance does not run
+            // without its hooks.
+            let why = format!("its hooks: were not declared: {e}");
+            self.workflows.workflow_fail(started.id, &why).await?;
+            return Err(e);
+        }
         Ok(started)
     }
 
     /// Declares the hooks a started workflow's `hooks:` names, each posting into
-    /// its instance and held by it: their names.
+    /// its instance and held by it, and removes those it held before that its
+    /// `hooks:` no longer names: their names.
     async fn declare(&self, started: &Started) -> Result<Vec<String>> {
         let mut names = Vec::new();
         for h in &started.hooks {
@@ -55,6 +66,13 @@ impl Hooks {
             };
             let owner = Some((started.id, &started.workflow));
             names.push(self.set_owned(hook, owner).await?.name);
+        }
+        for gone in rows::delete_undeclared(&self.store, started.id, names.clone()).await? {
+            tracing::info!(
+                hook = gone,
+                "a hook its instance no longer declares removed"
+            );
+            self.forget_rate(&gone);
         }
         Ok(names)
     }
@@ -86,10 +104,15 @@ impl Hooks {
         Error::conflict(format!("hooks.{name}: {fix}. Nothing was started."))
     }
 
-    /// Instance `workflow_id` was stopped or failed: the hooks it declared go.
-    pub(super) async fn instance_ended(&self, workflow_id: i64) -> Result<()> {
+    /// Instance `workflow_id` (or, None, any instance: events were missed) was
+    /// stopped or failed: the hooks it declared go, if it still is.
+    pub(super) async fn instance_ended(&self, workflow_id: Option<i64>) -> Result<()> {
         for name in rows::delete_owned(&self.store, workflow_id).await? {
-            tracing::info!(hook = name, workflow_id, "an ended instance's hook removed");
+            tracing::info!(
+                hook = name,
+                ?workflow_id,
+                "an ended instance's hook removed"
+            );
             self.forget_rate(&name);
         }
         Ok(())
@@ -111,4 +134,52 @@ async fn declared(source: &Source, tag: Option<&str>) -> Option<(WorkflowRef, Ve
     .ok()??;
     let wref = instance_of(&wf, tag).ok()?;
     Some((wref, wf.hooks.iter().map(|h| h.name.clone()).collect()))
+}
+
+/// The hook names starts are declaring, and the instance each is for: a start
+/// that names one another start is declaring is refused before it starts (the
+/// hooks' rows are written only once the first has started).
+pub(super) type Claims = Mutex<HashMap<String, String>>;
+
+/// The names one start claimed, released when it ends however it ends.
+struct Claim<'a> {
+    claims: &'a Claims,
+    names: Vec<String>,
+}
+
+impl<'a> Claim<'a> {
+    fn new(claims: &'a Claims) -> Self {
+        Self {
+            claims,
+            names: Vec::new(),
+        }
+    }
+
+    /// Claims `name` for instance `wref`; refused when another start is
+    /// declaring it for another instance.
+    fn take(&mut self, name: &str, wref: &WorkflowRef) -> Result<()> {
+        let key = name.to_ascii_lowercase();
+        let mut all = self.claims.lock().expect("hook claims");
+        match all.get(&key) {
+            Some(at) if *at != wref.to_string() => Err(Error::conflict(format!(
+                "hooks.{name}: {at} is starting and declares a hook named {name}: rename it in \
+                 {wref}'s hooks:, or stop {at} first (workflow_stop). Nothing was started."
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                all.insert(key.clone(), wref.to_string());
+                self.names.push(key);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut all = self.claims.lock().expect("hook claims");
+        for n in &self.names {
+            all.remove(n);
+        }
+    }
 }

@@ -86,13 +86,44 @@ pub(super) async fn holder(
         .await
 }
 
-/// Removes the hooks instance `owner` declared: their names.
-pub(super) async fn delete_owned(store: &Store, owner: i64) -> Result<Vec<String>> {
+/// Removes the hooks instance `owner` (or, None, any instance) declared while
+/// it is still stopped or failed (a late event must not take a re-run's hooks):
+/// their names.
+pub(super) async fn delete_owned(store: &Store, owner: Option<i64>) -> Result<Vec<String>> {
     store
         .write(move |c| {
-            let mut st = c.prepare_cached("DELETE FROM hooks WHERE owner = ?1 RETURNING name")?;
+            let mut st = c.prepare_cached(
+                "DELETE FROM hooks WHERE (CAST(?1 AS BIGINT) IS NULL OR owner = ?1)
+                   AND owner IN (SELECT id FROM workflows WHERE state IN ('stopped', 'failed'))
+                 RETURNING name",
+            )?;
             let names = st.query_map([owner], |r| r.get::<String>(0))?;
             Ok(names.collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+        .await
+}
+
+/// Removes the hooks instance `owner` holds whose names are not in `keep`
+/// (its `hooks:` no longer declares them), in one write: their names.
+pub(super) async fn delete_undeclared(
+    store: &Store,
+    owner: i64,
+    keep: Vec<String>,
+) -> Result<Vec<String>> {
+    store
+        .write(move |c| {
+            let mut st = c.prepare_cached("SELECT name FROM hooks WHERE owner = ?1")?;
+            let held = st.query_map([owner], |r| r.get::<String>(0))?;
+            let held = held.collect::<std::result::Result<Vec<_>, _>>()?;
+            let mut gone = Vec::new();
+            for name in held.into_iter().filter(|n| !keep.contains(n)) {
+                c.execute(
+                    "DELETE FROM hooks WHERE owner = ?1 AND name = ?2",
+                    sql::params![owner, name],
+                )?;
+                gone.push(name);
+            }
+            Ok(gone)
         })
         .await
 }

@@ -331,3 +331,66 @@ async fn a_delivery_left_received_by_a_gone_node_is_acted_on_again_once() {
     assert_eq!(k.hooks.recover(None).await.unwrap(), 1);
     assert_eq!(settled(&k.hooks, 3).await.len(), 4);
 }
+
+/// The hooks each instance (by tag) holds, by name.
+async fn held_by_tag(hooks: &Hooks) -> Vec<String> {
+    let mut names: Vec<String> = hooks
+        .hook_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.name)
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn an_ended_instance_s_hooks_go_only_while_it_is_still_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(T0);
+    let k = kernel_on(dir.path(), &clock).await;
+    let yaml = "name: held\nagents:\n  a: {backend: mock}\n";
+    // (tag, and its hook, the state its instance is in now)
+    let cases = [
+        ("rerun", "running"),
+        ("done", "completed"),
+        ("stopped", "stopped"),
+        ("failed", "failed"),
+    ];
+    let mut ids = Vec::new();
+    for (tag, state) in cases {
+        let src = crate::workflows::run::Source::Text(yaml.into());
+        let params = serde_json::Map::new();
+        let w = k.workflows.workflow_start(src, Some(tag), &params, None);
+        let started = w.await.unwrap();
+        let h = NewHook {
+            name: tag.into(),
+            secret: SECRET.into(),
+            action: post(),
+            rate: None,
+        };
+        let owner = Some((started.id, &started.workflow));
+        k.hooks.set_owned(h, owner).await.unwrap();
+        let (id, state) = (started.id, state.to_owned());
+        k.hooks
+            .store
+            .write(move |c| {
+                let sql = "UPDATE workflows SET state = ?2 WHERE id = ?1";
+                Ok(c.execute(sql, store::sql::params![id, state])?)
+            })
+            .await
+            .unwrap();
+        ids.push(started.id);
+    }
+    // A late "stopped" for an instance run again since, or one that completed:
+    // their hooks stay.
+    for id in &ids[..2] {
+        k.hooks.instance_ended(Some(*id)).await.unwrap();
+    }
+    let all = ["done", "failed", "rerun", "stopped"];
+    assert_eq!(held_by_tag(&k.hooks).await, all);
+    // Missed events: the sweep takes the ended instances' hooks, and only theirs.
+    k.hooks.instance_ended(None).await.unwrap();
+    assert_eq!(held_by_tag(&k.hooks).await, ["done", "rerun"]);
+}
