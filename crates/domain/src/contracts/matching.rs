@@ -159,4 +159,38 @@ mod tests {
              let it be sent and deliver it directly (no routing)."
         );
     }
+
+    /// An allow of urgent messages names one sender literally: none, `*` or a
+    /// glob is refused at parse (a sub-agent could take a matching name).
+    #[test]
+    fn an_urgent_allow_names_its_one_sender() {
+        let cases = [
+            (json!({}), Err("(given none)")),
+            (json!({"from": "*"}), Err("(given *)")),
+            (json!({"from": "review*"}), Err("(given review*)")),
+            (json!({"from": "rev?ewer"}), Err("(given rev?ewer)")),
+            (json!({"from": "@reviewer"}), Ok(())),
+        ];
+        for (from, want) in cases {
+            let mut when = json!({"event": "message", "urgent": true});
+            when.as_object_mut()
+                .unwrap()
+                .extend(from.as_object().unwrap().clone());
+            let v = json!({"name": "x", "when": when, "then": {"action": "allow"}});
+            match (parse(&v), want) {
+                (Ok(_), Ok(())) => {}
+                (Err(e), Err(w)) => assert!(
+                    e.starts_with(
+                        "when.from: an allow of urgent messages names one member, no glob"
+                    ) && e.contains(w),
+                    "{v}: {e}"
+                ),
+                (got, want) => panic!("{v}: {got:?}, want {want:?}"),
+            }
+        }
+        // A deny or notify of urgent messages may still name a glob.
+        let deny = json!({"name": "x", "when": {"event": "message", "from": "*", "urgent": true},
+            "then": {"action": "deny", "reason": "no"}});
+        assert!(parse(&deny).is_ok());
+    }
 }

@@ -129,6 +129,7 @@ pub fn parse(v: &Value) -> R<Contract> {
     )
     .map_err(|e| format!("then.{e}"))?;
     fits(&when, &then)?;
+    urgent_sender(&when, &then)?;
     if rate.is_some() {
         fits_rate(&when, &then)?;
     }
@@ -141,6 +142,28 @@ pub fn parse(v: &Value) -> R<Contract> {
         rate,
         then,
     })
+}
+
+/// An allow of urgent messages names its one sender literally: a glob (or none)
+/// would let whoever takes a matching name, a sub-agent included, stop turns.
+fn urgent_sender(when: &When, then: &Then) -> R<()> {
+    let When::Message {
+        urgent: true, from, ..
+    } = when
+    else {
+        return Ok(());
+    };
+    if !matches!(then, Then::Allow) {
+        return Ok(());
+    }
+    match from {
+        Some(f) if !f.is_empty() && !f.contains(['*', '?', '[', ']']) => Ok(()),
+        _ => Err(format!(
+            "when.from: an allow of urgent messages names one member, no glob (given {}); e.g. \
+             {{event: message, from: reviewer, urgent: true}}, one contract per member",
+            from.as_deref().unwrap_or("none")
+        )),
+    }
 }
 
 /// A `message` event's filters.

@@ -301,7 +301,11 @@ fn post(
         &mut to,
     )?;
     let priority = if send.urgent {
-        urgent_to(scope, to.as_deref(), agents, governed.urgent_by.is_some())?;
+        let allowed = governed.urgent_by.is_some();
+        if allowed && !scope.lead && crate::registry::is_sub_agent_tx(c, scope.workflow_id, me)? {
+            return Err(senders::sub_agent_urgent(me));
+        }
+        urgent_to(scope, to.as_deref(), agents, allowed)?;
         URGENT
     } else {
         mentions::priority(&parsed, &send.message)

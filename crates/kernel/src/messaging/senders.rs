@@ -47,6 +47,15 @@ pub(super) fn outside(sender: &str) -> bool {
 /// The priority of a message that stops its addressee's turn.
 pub const URGENT: &str = "urgent";
 
+/// Why sub-agent `me` may not send urgent though a contract names it: it is never
+/// the member its name would say (as in an organisation or an approval).
+pub(super) fn sub_agent_urgent(me: &str) -> Error {
+    Error::forbidden(format!(
+        "you are {me}, made by another agent: a sub-agent never stops a turn (whatever its \
+         name); send it without urgent, it reaches a running sdk agent at its next step"
+    ))
+}
+
 /// Why an urgent message cannot be sent, if it cannot: only the lead, or a member
 /// a contract's `allow` of urgent messages names (`allowed`), may stop a turn,
 /// and only of one agent, named in `to`.
