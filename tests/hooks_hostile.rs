@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 const SECRET: &str = "a-shared-secret-of-some-length";
 
 /// A GitHub-shaped delivery to `/hooks/<name>`: its status.
-async fn deliver(s: &HttpServer, name: &str, body: &Value, delivery: &str) -> u16 {
+pub async fn deliver(s: &HttpServer, name: &str, body: &Value, delivery: &str) -> u16 {
     deliver_signed(s, name, body, delivery, None).await
 }
 

@@ -177,3 +177,35 @@ async fn running_an_instance_again_removes_the_hooks_its_yaml_no_longer_declares
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_hook_s_deliveries_act_one_at_a_time_in_the_order_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("seq.yaml");
+    let yaml = "name: seq\nparams:\n  - {name: n}\nagents:\n  a: {backend: mock}\nsetup:\n  - \
+                shell: echo \"${{ params.n }} begins\" >> order.txt; sleep 0.1; echo \
+                \"${{ params.n }} ends\" >> order.txt\n";
+    std::fs::write(&file, yaml).unwrap();
+    let set = json!({"name": "seq", "secret": SECRET, "file": file,
+        "params": {"n": "$.n"}, "tag": "n$.n"});
+    call(&lead, "hook_set", set).await.ok();
+    let n = 6;
+    for i in 0..n {
+        let body = json!({"n": i});
+        let sent = crate::hooks_hostile::deliver(&s, "seq", &body, &format!("s-{i}")).await;
+        assert_eq!(sent, 202);
+    }
+    let got = crate::hooks_hostile::outcomes(&lead, n).await;
+    assert!(
+        got.iter().all(|o| o.starts_with("started @seq:n")),
+        "{got:?}"
+    );
+    let order = std::fs::read_to_string(dir.path().join("order.txt")).unwrap();
+    let want: Vec<String> = (0..n)
+        .flat_map(|i| [format!("{i} begins"), format!("{i} ends")])
+        .collect();
+    assert_eq!(order.lines().collect::<Vec<_>>(), want);
+    s.stop().await;
+}

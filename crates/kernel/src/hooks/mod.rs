@@ -13,6 +13,8 @@
 //!   carries nothing of the team.
 //! - A delivery is kept under the sender's delivery id before it acts: the same id
 //!   again (a sender's retry) finds it and does nothing more.
+//! - A hook's deliveries act one at a time, in the order kept; at most
+//!   [`ACTING`] act at once across the kernel.
 //! - Each hook takes at most its `rate` signed requests a minute (a bucket
 //!   refilled evenly). Requests that fail (unsigned, a bad signature, no such
 //!   hook) draw on one bucket shared by every name, so a stranger can neither
@@ -115,7 +117,17 @@ pub struct Hooks {
     started: i64,
     /// The names starts in progress are declaring.
     claims: owned::Claims,
+    /// Each hook's queue of deliveries to act on, in the order kept.
+    queues: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Job>>>,
+    /// Deliveries acting at once across the kernel: at most [`ACTING`].
+    acting: Arc<tokio::sync::Semaphore>,
 }
+
+/// A delivery's action, queued behind its hook's earlier ones.
+type Job = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The most deliveries acting at once across the kernel.
+const ACTING: usize = 16;
 
 impl Hooks {
     pub fn new(
@@ -136,6 +148,8 @@ impl Hooks {
             decoy: rand::random(),
             started: clock.now_ms(),
             claims: owned::Claims::default(),
+            queues: Mutex::default(),
+            acting: Arc::new(tokio::sync::Semaphore::new(ACTING)),
         }
     }
 
@@ -355,7 +369,9 @@ impl Hooks {
         Ok(Taken::New { delivery })
     }
 
-    /// Acts on a kept delivery in a task of its own; `note` ends its outcome.
+    /// Acts on a kept delivery in a task of its own; `note` ends its outcome. A
+    /// hook's deliveries act one at a time in the order kept (its queue), and at
+    /// most [`ACTING`] act at once across the kernel.
     fn set_off(
         self: &Arc<Self>,
         hook: Stored,
@@ -363,8 +379,10 @@ impl Hooks {
         payload: serde_json::Value,
         note: String,
     ) {
-        let me = self.clone();
+        let key = hook.name.to_ascii_lowercase();
+        let me = Arc::downgrade(self);
         let acting = async move {
+            let Some(me) = me.upgrade() else { return };
             let span = telemetry::Span::start(
                 "hooks/act",
                 telemetry::SpanKind::Internal,
@@ -382,7 +400,27 @@ impl Hooks {
                 s.end();
             }
         };
-        tokio::spawn(telemetry::FutureExt::with_current_context(acting));
+        let job: Job = Box::pin(telemetry::FutureExt::with_current_context(acting));
+        let mut queues = self.queues.lock().expect("hook queues");
+        let job = match queues.get(&key) {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => job,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+        let _ = tx.send(job);
+        queues.insert(key, tx);
+        let bound = self.acting.clone();
+        tokio::spawn(async move {
+            while let Some(job) = rx.recv().await {
+                let Ok(_permit) = bound.acquire().await else {
+                    return;
+                };
+                job.await;
+            }
+        });
     }
 
     /// Asks the contracts and acts on a kept delivery, keeping what came of it
