@@ -171,6 +171,8 @@
 //!                  start and end (and a member's deletion) do to these tables,
 //!                  asked by the runtime inside its transaction,
 //!                  news.rs the "new for you" line on an agent's team tool results,
+//!                  senders.rs what follows from who sends (hops, the sender's
+//!                  cursor, urgent, a hook's posts as `hook:<name>`),
 //!                  resources.rs content-addressed blobs, results.rs results with a
 //!                  shape (the schema an ask or a step's prompt gave, the result
 //!                  submitted against it)
@@ -235,7 +237,11 @@
 //!                  rate) and refused alike whatever is wrong, a delivery kept by the
 //!                  sender's id before it starts a workflow or posts (rows.rs);
 //!                  governed.rs contracts on `event: hook` (deny, notify, a
-//!                  delivery held with its payload until its approval closes)
+//!                  delivery held with its payload until its approval closes);
+//!                  owned.rs a workflow's `hooks:`, its instance's: no name another
+//!                  holds, removed when the instance is stopped or fails
+//!                  recovered.rs a delivery left received by a node that is gone
+//!                  (or this node's previous life) claimed and acted on again, once
 //! --- agent-worker-worker (crates/worker/src/): the worker mode (`agent-worker
 //! __worker`, started by the kernel per run) ---
 //!   probe.rs       the readiness probe mode (`__probe`): found, version, logged in

@@ -97,3 +97,29 @@ async fn a_sub_agent_of_a_deleted_agent_s_name_submits_none_of_its_results() {
     assert!(e.contains("nothing asked of judge awaits a result"), "{e}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_sub_agent_named_as_a_contract_s_urgent_sender_stops_no_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let rule = json!({"name": "reviewer-stops", "workflow": "@global:main", "when": {"event": "message",
+        "from": "reviewer", "urgent": true}, "then": {"action": "allow"}});
+    call(&lead, "contract_set", rule).await.ok();
+    let coder = coder(&s, &lead).await;
+    let sub = json!({"name": "reviewer", "backend": "mock", "mock": [{"reply": "ok"}]});
+    call(&coder, "team_agent_new", sub).await.ok();
+    let fake = join(&s, &lead, "reviewer", Proto::Legacy).await;
+    let stop = json!({"to": "coder", "message": "stop", "urgent": true});
+    let e = call(&fake, "channel_send", stop).await.err();
+    assert!(
+        e.contains("you are reviewer, made by another agent: a sub-agent never stops a turn"),
+        "{e}"
+    );
+    let read = call(&lead, "channel_read", json!({})).await.ok();
+    assert!(
+        !read.to_string().contains("[URGENT]"),
+        "nothing was sent: {read}"
+    );
+    s.stop().await;
+}

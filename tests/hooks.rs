@@ -5,6 +5,7 @@
 //! nothing back.
 
 use crate::common;
+use crate::hooks_hostile::outcomes;
 use agent_worker::hooks::{sign_generic, sign_github};
 use common::*;
 use serde_json::{Value, json};
@@ -94,6 +95,9 @@ async fn a_signed_pull_request_starts_the_code_review_once() {
     let sig = sign_github(SECRET.as_bytes(), &body);
     let (status, text, _) = post_github(&s, "github", body.clone(), Some(sig.clone()), "d-7").await;
     assert_eq!((status, text.as_str()), (202, "accepted\n"));
+    // Answered once kept; the start follows, its outcome on the delivery.
+    let got = outcomes(&lead, 1).await;
+    assert_eq!(got, ["started @code-review-steps:pr-7"]);
     let wait = json!({"workflow": "@code-review-steps:pr-7", "wait_seconds": 40});
     let st = call(&lead, "workflow_status", wait).await.ok();
     assert_eq!(st["status"], "completed", "{st}");
@@ -273,15 +277,33 @@ async fn a_hook_posts_fields_reads_nothing_and_keeps_to_its_rate() {
         answers.push(send(rb).await.0);
     }
     assert_eq!(answers, [202, 202, 202, 403, 403], "the rate is 3 a minute");
+    outcomes(&lead, 3).await;
+    // Posted as the hook, not as the lead: the lead's reading has not moved past
+    // them, and the addressee has them in its inbox.
+    let noted = json!({"workflow": "@global:main", "message": "noted"});
+    let sent = call(&lead, "channel_send", noted).await.ok();
+    assert_eq!(sent["missed_count"], 3, "{sent}");
+    let info = call(&lead, "agent_info", json!({"target": "triage@global:main"}));
+    let info = info.await.ok();
+    assert_eq!(info["inbox"]["pending"], 3, "{info}");
     let msgs = call(&lead, "channel_read", json!({"workflow": "@global:main"}))
         .await
         .ok();
-    let posted: Vec<&str> = msgs["messages"]
+    let posts: Vec<&Value> = msgs["messages"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|m| m["content"].as_str().unwrap().starts_with("[hook issues]"))
+        .collect();
+    assert!(
+        posts
+            .iter()
+            .all(|m| m["from"] == "hook:issues" && m["to"] == "triage"),
+        "{msgs}"
+    );
+    let posted: Vec<&str> = posts
+        .iter()
         .map(|m| m["content"].as_str().unwrap())
-        .filter(|c| c.starts_with("[hook issues]"))
         .collect();
     assert_eq!(posted.len(), 3, "{msgs}");
     assert_eq!(
@@ -359,6 +381,7 @@ async fn a_contract_denies_a_kind_of_delivery_and_the_sender_learns_nothing() {
         let (status, text, _) = send(rb).await;
         assert_eq!((status, text.as_str()), (202, "accepted\n"), "{kind}");
     }
+    outcomes(&lead, 2).await;
     let l = listed(&lead).await;
     let outcomes: Vec<(&str, &str)> = l["hook_deliveries"]
         .as_array()
@@ -428,6 +451,7 @@ async fn a_workflow_s_hooks_post_into_its_instance() {
         )
         .body(body);
     assert_eq!(send(rb).await.0, 202);
+    outcomes(&lead, 1).await;
     let msgs = call(&lead, "channel_read", json!({"workflow": "@triage:main"}))
         .await
         .ok();
@@ -436,15 +460,15 @@ async fn a_workflow_s_hooks_post_into_its_instance() {
             .contains(r#"[hook tickets] {\"title\":\"Printer on fire\"}"#),
         "{msgs}"
     );
-    // A secret the environment does not give refuses the start, naming the field.
-    let e = call(
-        &lead,
-        "workflow_run",
-        json!({"yaml": yaml.replace("TICKETS", "MISSING"), "tag": "b"}),
-    )
-    .await
-    .err();
-    assert!(e.contains("hooks.tickets.secret"), "{e}");
+    // A secret the environment does not give refuses the start, naming the field
+    // (a hook of another name: `tickets` is @triage:main's while it runs).
+    let missing = yaml
+        .replace("TICKETS", "MISSING")
+        .replace("tickets:", "alerts:");
+    let e = call(&lead, "workflow_run", json!({"yaml": missing, "tag": "b"}))
+        .await
+        .err();
+    assert!(e.contains("hooks.alerts.secret"), "{e}");
     s.stop().await;
 }
 
@@ -469,6 +493,7 @@ async fn a_contract_holds_a_delivery_until_the_lead_approves_it() {
             .header("x-hub-signature-256", sign_github(SECRET.as_bytes(), &body))
             .body(body);
         assert_eq!(send(rb).await.0, 202, "{delivery}");
+        outcomes(&lead, held.len() + 1).await;
         let l = listed(&lead).await;
         let outcome = l["hook_deliveries"][0]["outcome"]
             .as_str()

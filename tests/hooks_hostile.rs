@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 const SECRET: &str = "a-shared-secret-of-some-length";
 
 /// A GitHub-shaped delivery to `/hooks/<name>`: its status.
-async fn deliver(s: &HttpServer, name: &str, body: &Value, delivery: &str) -> u16 {
+pub async fn deliver(s: &HttpServer, name: &str, body: &Value, delivery: &str) -> u16 {
     deliver_signed(s, name, body, delivery, None).await
 }
 
@@ -39,7 +39,7 @@ async fn deliver_signed(
 }
 
 /// The outcomes of the deliveries kept, oldest first, once none is "received".
-async fn outcomes(lead: &Client, n: usize) -> Vec<String> {
+pub(crate) async fn outcomes(lead: &Client, n: usize) -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let l = call(lead, "workflow_list", json!({})).await.ok();
@@ -310,5 +310,86 @@ async fn a_workflow_file_changed_after_hook_set_starts_nothing() {
     assert_eq!(deliver(&s, "pushes", &json!({"n": 2}), "e-2").await, 202);
     let got = outcomes(&lead, 2).await;
     assert_eq!(got[1], "started @flow:main", "{got:?}");
+    s.stop().await;
+}
+
+/// A delivery is answered once it is kept, not once it has acted: a start whose
+/// setup takes seconds is answered at once, the delivery shows `received`
+/// meanwhile, and its outcome lands when the start is done; a retry meanwhile
+/// starts nothing more.
+#[tokio::test]
+async fn a_slow_start_is_answered_at_once_and_its_outcome_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("slow.yaml");
+    let yaml = "name: slow\nagents:\n  a: {backend: mock}\nsetup:\n  - shell: sleep 3; echo x >> starts.txt\n";
+    std::fs::write(&file, yaml).unwrap();
+    let set = json!({"name": "pushes", "secret": SECRET, "file": file});
+    call(&lead, "hook_set", set).await.ok();
+    let t = std::time::Instant::now();
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "s-1").await, 202);
+    let took = t.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "answered in {took:?}"
+    );
+    let l = call(&lead, "workflow_list", json!({})).await.ok();
+    assert_eq!(l["hook_deliveries"][0]["outcome"], "received", "{l}");
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "s-1").await, 202);
+    assert_eq!(outcomes(&lead, 1).await, ["started @slow:main"]);
+    let starts = std::fs::read_to_string(dir.path().join("starts.txt")).unwrap();
+    assert_eq!(starts.lines().count(), 1, "the retry started nothing");
+    s.stop().await;
+}
+
+/// Waits (10 s at most) until `path` exists.
+pub async fn exists(path: &std::path::Path) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < end,
+            "{} never came",
+            path.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_delivery_a_killed_kernel_was_acting_on_is_acted_on_at_restart_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    let file = dir.path().join("slow.yaml");
+    let yaml = "name: slow\nagents:\n  a: {backend: mock}\nsetup:\n  - shell: echo b >> began.txt; sleep 2\n";
+    std::fs::write(&file, yaml).unwrap();
+    let set = json!({"name": "pushes", "secret": SECRET, "file": file});
+    call(&lead, "hook_set", set).await.ok();
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "k-1").await, 202);
+    // Killed in the middle of the start's setup.
+    exists(&dir.path().join("began.txt")).await;
+    s.kill().await;
+    let s = HttpServer::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    // The sender's retry under the same id still starts nothing by itself.
+    assert_eq!(deliver(&s, "pushes", &json!({"n": 1}), "k-1").await, 202);
+    let o = outcomes(&lead, 1).await;
+    assert_eq!(o.len(), 1, "{o:?}");
+    assert!(
+        o[0].starts_with("started @slow:main (acted on again: node "),
+        "{o:?}"
+    );
+    let began = std::fs::read_to_string(dir.path().join("began.txt")).unwrap();
+    assert_eq!(began.lines().count(), 2, "the setup began again, once");
+    let l = call(&lead, "workflow_list", json!({})).await.ok();
+    let slow: Vec<&Value> = l["workflows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["workflow"] == "@slow:main")
+        .collect();
+    assert_eq!(slow.len(), 1, "{l}");
+    assert_eq!(slow[0]["status"], "running", "{l}");
     s.stop().await;
 }

@@ -466,3 +466,44 @@ async fn an_urgent_stop_commits_the_coders_worktree() {
     assert!(on_branch.contains("44"), "{on_branch}");
     s.stop().await;
 }
+
+/// A member may send `urgent` only when a contract allows it: refused before the
+/// contract, and once it is set the reviewer's message stops the coder's turn and
+/// opens its next model request, as the lead's does.
+#[tokio::test]
+async fn a_contract_lets_a_member_send_urgent() {
+    let cmd = json!({"command": "sleep 60"});
+    let llm = FakeLlm::start(Script::steps(&[("run_command", cmd)], "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let s = InProcess::start(dir.path()).await;
+    let lead = s.lead(Proto::Modern).await;
+    new_sdk_in(&lead, "coder", work.path(), &llm.url, json!("full")).await;
+    new_mock(&lead, "reviewer", json!([])).await;
+    let reviewer = join(&s, &lead, "reviewer", Proto::Modern).await;
+    let stop = json!({"to": "coder", "message": "stop: the tests fail", "urgent": true});
+    let e = call(&reviewer, "channel_send", stop.clone()).await.err();
+    assert!(
+        e.contains("or a member a contract allows") && e.contains("urgent: true"),
+        "{e}"
+    );
+    let rule = json!({"name": "reviewer-stops", "when": {"event": "message",
+        "from": "reviewer", "urgent": true}, "then": {"action": "allow"}});
+    call(&lead, "contract_set", rule).await.ok();
+
+    send(&lead, "coder", "build the parser").await.ok();
+    model_calls(&llm, 1, 30).await;
+    wait_info(&lead, "coder", 10, |i| i.get("running").is_some()).await;
+    let t = Instant::now();
+    call(&reviewer, "channel_send", stop).await.ok();
+    let calls = model_calls(&llm, 2, 20).await;
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let msgs = calls[1]["body"]["messages"].as_array().unwrap();
+    let opening = msgs.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        opening.starts_with("## Urgent: this stopped your last turn")
+            && opening.contains("from @reviewer [DM] [URGENT]: stop: the tests fail"),
+        "{opening}"
+    );
+    s.stop().await;
+}

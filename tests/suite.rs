@@ -29,6 +29,7 @@ mod feedback;
 mod fuzz;
 mod hooks;
 mod hooks_hostile;
+mod hooks_owned;
 mod hostile_input;
 mod http_auth;
 mod http_protocol;

@@ -14,6 +14,9 @@ pub const DEFAULT_TAG: &str = "main";
 pub const LEAD: &str = "user";
 /// The sender of the kernel's own channel posts (proposal events).
 pub const SYSTEM: &str = "system";
+/// What a hook's posts are sent as, before its name (`hook:github`): no member
+/// (a name cannot hold a colon), so it sees nothing and nobody's reading moves.
+pub const HOOK_SENDER: &str = "hook:";
 /// Names that cannot be agents: they mean something in mentions or senders.
 pub const RESERVED: &[&str] = &[LEAD, "all", SYSTEM, "kernel"];
 pub const MAX_NAME_LEN: usize = 64;

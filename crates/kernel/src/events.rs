@@ -79,7 +79,7 @@ pub enum Event {
     Acked { workflow_id: i64, agent: String },
     /// The contracts changed (any of them): the set in force is read again.
     ContractsChanged,
-    /// The lead sent `agent` an urgent message: the node that runs it stops its
+    /// The lead (or a member a contract allows) sent `agent` an urgent message: the node that runs it stops its
     /// turn, and its next run reads the message first.
     Urgent { workflow_id: i64, agent: String },
     /// A member reported feedback about its tools or skills (my_feedback);

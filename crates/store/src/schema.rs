@@ -586,9 +586,8 @@ CREATE TABLE hook_deliveries (
 );
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 "#,
-    // 28: every signature a hook took (the MAC, hex), kept for good: a captured
-    // signed request sent again under a new delivery id is a replay, not new
-    // (GitHub's form signs no time, so there is no horizon to prune below).
+    // 28: every signature a hook took (the MAC, hex), kept for good: a signed request sent again
+    // under a new delivery id is a replay (GitHub's form signs no time: no horizon to prune below).
     r#"
 CREATE TABLE hook_macs (
     mac         TEXT PRIMARY KEY,
@@ -596,4 +595,6 @@ CREATE TABLE hook_macs (
     received_at INTEGER NOT NULL
 );
 "#,
+    "ALTER TABLE hooks ADD COLUMN owner INTEGER;", // 29: the declaring instance; NULL: the lead
+    "ALTER TABLE hook_deliveries ADD COLUMN node TEXT;", // 30: the node acting on a delivery
 ];

@@ -48,6 +48,32 @@ fn hook_subject(hook: &Option<String>, kind: &Option<String>) -> String {
     )
 }
 
+/// A `message` event in words.
+fn message(
+    from: Option<&str>,
+    to: Option<&str>,
+    text: Option<&TextPattern>,
+    urgent: bool,
+) -> String {
+    let mut s = format!(
+        "When {} sends {}",
+        from.map(|f| format!("@{f}"))
+            .unwrap_or_else(|| "anyone".into()),
+        if urgent {
+            "an urgent message (one that stops its addressee's turn)"
+        } else {
+            "a message"
+        }
+    );
+    if let Some(t) = to {
+        s.push_str(&format!(" to @{t}"));
+    }
+    if let Some(t) = text {
+        s.push_str(&format!(" whose text matches /{t}/"));
+    }
+    s
+}
+
 fn subject(when: &When) -> String {
     let who = |agent: &Option<String>, default: &str| match agent {
         Some(a) => format!("agent {a}"),
@@ -73,21 +99,12 @@ fn subject(when: &When) -> String {
                 .unwrap_or_default();
             format!("When {} asks {what}{m}", who(agent, "any agent"))
         }
-        When::Message { from, to, text } => {
-            let mut s = format!(
-                "When {} sends a message",
-                from.as_ref()
-                    .map(|f| format!("@{f}"))
-                    .unwrap_or_else(|| "anyone".into())
-            );
-            if let Some(t) = to {
-                s.push_str(&format!(" to @{t}"));
-            }
-            if let Some(t) = text {
-                s.push_str(&format!(" whose text matches /{t}/"));
-            }
-            s
-        }
+        When::Message {
+            from,
+            to,
+            text,
+            urgent,
+        } => message(from.as_deref(), to.as_deref(), text.as_ref(), *urgent),
         When::Spend {
             usd,
             tokens,
@@ -165,6 +182,9 @@ fn merge_subject(agent: &Option<String>, into: &Option<String>, mode: &Option<St
 fn action(c: &Contract) -> String {
     match &c.then {
         Then::Allow => match c.when {
+            When::Message { urgent: true, .. } => {
+                "let it be sent and deliver it directly (no routing)".to_owned()
+            }
             When::Message { .. } => "deliver it directly (no routing)".to_owned(),
             _ => "allow it without asking anyone (what its permissions allow)".to_owned(),
         },

@@ -21,14 +21,18 @@ pub fn matches(c: &Contract, e: &Event<'_>) -> bool {
                     .is_none_or(|g| tool_detail_matches(g, request, *reached, &c.then))
         }
         (
-            When::Message { to, text, .. },
+            When::Message {
+                to, text, urgent, ..
+            },
             Event::Message {
                 from,
                 to: rcpt,
                 text: t,
+                urgent: u,
             },
         ) => {
-            c.agent_matches(from)
+            (!urgent || *u)
+                && c.agent_matches(from)
                 && to.as_deref().is_none_or(|g| {
                     rcpt.iter()
                         .any(|r| glob(&g.to_ascii_lowercase(), &r.to_ascii_lowercase()))
@@ -118,5 +122,75 @@ fn tool_detail_matches(g: &str, r: &Request, reached: Reached<'_>, then: &Then) 
             Reached::AsGiven => glob(g, path),
         },
         other => glob(g, other.detail()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, sentence};
+    use super::*;
+    use serde_json::json;
+
+    /// `urgent: true` matches only urgent messages (and still only its senders).
+    #[test]
+    fn an_urgent_rule_matches_only_urgent_messages() {
+        let k = parse(
+            &json!({"name": "reviewer-urgent", "when": {"event": "message",
+            "from": "reviewer", "urgent": true}, "then": {"action": "allow"}}),
+        )
+        .unwrap();
+        let to = vec!["coder".to_owned()];
+        for (from, urgent, want) in [
+            ("reviewer", true, true),
+            ("reviewer", false, false),
+            ("coder", true, false),
+        ] {
+            let e = Event::Message {
+                from,
+                to: &to,
+                text: "stop",
+                urgent,
+            };
+            assert_eq!(matches(&k, &e), want, "from {from}, urgent {urgent}");
+        }
+        assert_eq!(
+            sentence(&k),
+            "When @reviewer sends an urgent message (one that stops its addressee's turn), \
+             let it be sent and deliver it directly (no routing)."
+        );
+    }
+
+    /// An allow of urgent messages names one sender literally: none, `*` or a
+    /// glob is refused at parse (a sub-agent could take a matching name).
+    #[test]
+    fn an_urgent_allow_names_its_one_sender() {
+        let cases = [
+            (json!({}), Err("(given none)")),
+            (json!({"from": "*"}), Err("(given *)")),
+            (json!({"from": "review*"}), Err("(given review*)")),
+            (json!({"from": "rev?ewer"}), Err("(given rev?ewer)")),
+            (json!({"from": "@reviewer"}), Ok(())),
+        ];
+        for (from, want) in cases {
+            let mut when = json!({"event": "message", "urgent": true});
+            when.as_object_mut()
+                .unwrap()
+                .extend(from.as_object().unwrap().clone());
+            let v = json!({"name": "x", "when": when, "then": {"action": "allow"}});
+            match (parse(&v), want) {
+                (Ok(_), Ok(())) => {}
+                (Err(e), Err(w)) => assert!(
+                    e.starts_with(
+                        "when.from: an allow of urgent messages names one member, no glob"
+                    ) && e.contains(w),
+                    "{v}: {e}"
+                ),
+                (got, want) => panic!("{v}: {got:?}, want {want:?}"),
+            }
+        }
+        // A deny or notify of urgent messages may still name a glob.
+        let deny = json!({"name": "x", "when": {"event": "message", "from": "*", "urgent": true},
+            "then": {"action": "deny", "reason": "no"}});
+        assert!(parse(&deny).is_ok());
     }
 }

@@ -8,7 +8,7 @@
 //! | event | filters | actions |
 //! |---|---|---|
 //! | `tool_request` | `tool` (read, edit, shell, web, mcp), `match` (glob on the command, path, URL or `server:tool`), `agent` | allow, deny, require_approval, require_votes, notify, pause |
-//! | `message` | `from`, `to` (name globs), `text` (regex) | allow, deny, notify, route |
+//! | `message` | `from`, `to` (name globs), `text` (regex), `urgent` (only urgent ones; an allow lets `from` send them) | allow, deny, notify, route |
 //! | `spend` | `usd` or `tokens` (a threshold), `per` (agent or workflow), `agent` | require_approval, notify, pause |
 //! | `run_end` | `status` (succeeded, failed, ...), `agent` | notify, pause |
 //! | `doc_write` | `file` (glob on the document path), `agent` | allow, deny, notify |
@@ -168,6 +168,9 @@ pub enum When {
         to: Option<String>,
         /// Compiled once, when the contract is parsed (set, or loaded).
         text: Option<TextPattern>,
+        /// Only urgent messages (`urgent: true`, which stop the addressee's
+        /// turn): an `allow` of them lets its senders send one.
+        urgent: bool,
     },
     Spend {
         usd: Option<f64>,
@@ -414,6 +417,8 @@ pub enum Event<'a> {
         from: &'a str,
         to: &'a [String],
         text: &'a str,
+        /// Sent `urgent`: it stops its addressee's turn.
+        urgent: bool,
     },
     Spend {
         agent: &'a str,

@@ -129,6 +129,7 @@ pub fn parse(v: &Value) -> R<Contract> {
     )
     .map_err(|e| format!("then.{e}"))?;
     fits(&when, &then)?;
+    urgent_sender(&when, &then)?;
     if rate.is_some() {
         fits_rate(&when, &then)?;
     }
@@ -140,6 +141,57 @@ pub fn parse(v: &Value) -> R<Contract> {
         when,
         rate,
         then,
+    })
+}
+
+/// An allow of urgent messages names its one sender literally: a glob (or none)
+/// would let whoever takes a matching name, a sub-agent included, stop turns.
+fn urgent_sender(when: &When, then: &Then) -> R<()> {
+    let When::Message {
+        urgent: true, from, ..
+    } = when
+    else {
+        return Ok(());
+    };
+    if !matches!(then, Then::Allow) {
+        return Ok(());
+    }
+    match from {
+        Some(f) if !f.is_empty() && !f.contains(['*', '?', '[', ']']) => Ok(()),
+        _ => Err(format!(
+            "when.from: an allow of urgent messages names one member, no glob (given {}); e.g. \
+             {{event: message, from: reviewer, urgent: true}}, one contract per member",
+            from.as_deref().unwrap_or("none")
+        )),
+    }
+}
+
+/// A `message` event's filters.
+fn message(o: &Map<String, Value>) -> R<When> {
+    let known = [
+        "event",
+        "from",
+        "to",
+        "text",
+        "urgent",
+        "more_than",
+        "within",
+    ];
+    only(o, "", &known)?;
+    let text = text(o, "text")?
+        .map(|re| TextPattern::new(&re))
+        .transpose()?;
+    let urgent = match o.get("urgent") {
+        None | Some(Value::Null) => false,
+        Some(v) => v.as_bool().ok_or(
+            "urgent: true (only urgent messages) or false; e.g. {event: message, from: reviewer, urgent: true}",
+        )?,
+    };
+    Ok(When::Message {
+        from: glob_field(o, "from")?,
+        to: glob_field(o, "to")?,
+        text,
+        urgent,
     })
 }
 
@@ -161,21 +213,7 @@ fn when(v: &Value) -> R<When> {
                 agent: agent()?,
             }
         }
-        "message" => {
-            only(
-                o,
-                "",
-                &["event", "from", "to", "text", "more_than", "within"],
-            )?;
-            let text = text(o, "text")?
-                .map(|re| TextPattern::new(&re))
-                .transpose()?;
-            When::Message {
-                from: glob_field(o, "from")?,
-                to: glob_field(o, "to")?,
-                text,
-            }
-        }
+        "message" => message(o)?,
         "spend" => {
             only(o, "", &["event", "usd", "tokens", "per", "agent"])?;
             let usd = match o.get("usd") {

@@ -70,6 +70,10 @@ fn errors_name_the_field() {
             json!({"name": "x", "extra": 1, "when": {"event": "run_end"}, "then": {"action": "notify"}}),
             "extra: unknown field",
         ),
+        (
+            json!({"name": "x", "when": {"event": "message", "urgent": "yes"}, "then": {"action": "allow"}}),
+            "when.urgent: true",
+        ),
     ];
     for (v, want) in cases {
         let e = parse(&v).unwrap_err();
@@ -180,6 +184,7 @@ fn messages_route_and_scope() {
             from: "alice",
             to: &to,
             text: "@deployer ship it",
+            urgent: false,
         },
     );
     assert_eq!(v.routes, [("via-review".to_owned(), "reviewer".to_owned())]);
@@ -502,6 +507,7 @@ fn a_route_of_several_members_is_a_chain() {
                 from,
                 to: &to,
                 text: "@deployer ship it",
+                urgent: false,
             },
         );
         let got: Vec<&str> = v.routes.iter().map(|(_, m)| m.as_str()).collect();

@@ -255,6 +255,7 @@ impl Kernel {
         self.workflows.start_workflow_watch();
         self.tasks.start_watch();
         self.hooks.start_watch();
+        self.hooks.start_recovery();
         self.runtime.start_scheduler().await?;
         // Step graphs whose events came while no kernel listened move on now.
         self.workflows.recover_steps().await

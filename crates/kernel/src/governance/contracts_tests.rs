@@ -331,6 +331,7 @@ async fn a_rate_lets_through_so_many_events_per_agent_within_its_window() {
                         from: agent,
                         to: &to,
                         text: "hi",
+                        urgent: false,
                     };
                     count_tx(c, 1, agent, [&k], &e, at)
                 })
@@ -370,6 +371,7 @@ async fn only_rate_contracts_that_match_are_counted() {
                 from: "alice",
                 to: &to,
                 text: "hi",
+                urgent: false,
             };
             count_tx(c, 1, "alice", [&plain, &other], &e, T0)
         })

@@ -15,6 +15,7 @@ use crate::runtime::verdict::VerdictOf;
 use domain::contracts::{self, Event as Ev};
 use domain::error::{Error, Result};
 use domain::hooks::Action;
+use domain::states::WorkflowState;
 use std::sync::Arc;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -110,20 +111,48 @@ impl Hooks {
         rows::outcome(&self.store, (&hook, &delivery), &outcome).await
     }
 
-    /// Hears approvals close, for as long as the room lives.
+    /// Hears approvals close and instances end, for as long as the room lives.
+    /// Hooks of instances that ended unheard (before this start, or in events
+    /// missed) are swept. A closed approval's delivery acts in a task of its own.
     pub fn start_watch(self: &Arc<Self>) {
         let me = Arc::downgrade(self);
         let mut rx = self.events.subscribe();
         tokio::spawn(async move {
+            let mut sweep = true;
             loop {
-                let id = match rx.recv().await {
-                    Ok(Event::ApprovalClosed { id, .. }) => id,
-                    Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                let Some(hooks) = me.upgrade() else { return };
+                if std::mem::take(&mut sweep)
+                    && let Err(e) = hooks.instance_ended(None).await
+                {
+                    tracing::warn!("ended instances' hooks were not swept: {e}");
+                }
+                drop(hooks);
+                let heard = match rx.recv().await {
+                    Ok(e) => e,
+                    Err(RecvError::Lagged(_)) => {
+                        sweep = true;
+                        continue;
+                    }
                     Err(RecvError::Closed) => return,
                 };
                 let Some(hooks) = me.upgrade() else { return };
-                if let Err(e) = hooks.approval_closed(id).await {
-                    tracing::warn!("a held hook delivery was not settled: {e}");
+                let done = match heard {
+                    Event::ApprovalClosed { id, .. } => {
+                        tokio::spawn(async move {
+                            if let Err(e) = hooks.approval_closed(id).await {
+                                tracing::warn!("a held hook delivery was not settled: {e}");
+                            }
+                        });
+                        continue;
+                    }
+                    Event::WorkflowSettled {
+                        workflow_id,
+                        status: WorkflowState::Stopped | WorkflowState::Failed,
+                    } => hooks.instance_ended(Some(workflow_id)).await,
+                    _ => continue,
+                };
+                if let Err(e) = done {
+                    tracing::warn!("a hook's event was not settled: {e}");
                 }
             }
         });

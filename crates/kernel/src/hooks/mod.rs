@@ -8,10 +8,13 @@
 //! - [`Hooks::receive`] takes a request's body and headers and either refuses it
 //!   (a [`Refusal`], which the HTTP layer answers the same way whatever it is, so
 //!   that a sender learns nothing, not even whether the hook exists) or keeps the
-//!   delivery and acts. A hook is ingress only: what it answers carries nothing of
-//!   the team.
+//!   delivery and is answered, its action set off in a task of its own whose
+//!   outcome lands on the delivery. A hook is ingress only: what it answers
+//!   carries nothing of the team.
 //! - A delivery is kept under the sender's delivery id before it acts: the same id
 //!   again (a sender's retry) finds it and does nothing more.
+//! - A hook's deliveries act one at a time, in the order kept; at most
+//!   [`ACTING`] act at once across the kernel.
 //! - Each hook takes at most its `rate` signed requests a minute (a bucket
 //!   refilled evenly). Requests that fail (unsigned, a bad signature, no such
 //!   hook) draw on one bucket shared by every name, so a stranger can neither
@@ -19,6 +22,8 @@
 //!   requests are refused before their signature is checked.
 
 mod governed;
+mod owned;
+mod recovered;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -30,12 +35,11 @@ use crate::messaging::{Messaging, Outgoing};
 use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::timing::Clock;
-use crate::workflows::{
-    Workflows,
-    run::{Source, Started},
-};
+use crate::workflows::{Workflows, run::Source};
 use domain::error::{Error, Result};
 use domain::hooks::{self as spec, Action, Refusal, Signed};
+use domain::names::WorkflowRef;
+pub use owned::Starting;
 pub use rows::DeliveryView;
 use rows::Stored;
 use schemars::JsonSchema;
@@ -78,10 +82,11 @@ pub struct Request<'a> {
     pub body: Arc<[u8]>,
 }
 
-/// A request taken: a new delivery, or a retry of one already kept.
+/// A request taken: a new delivery (kept, and being acted on in a task of its
+/// own, whose outcome lands on the delivery), or a retry of one already kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {
-    New { delivery: String, outcome: String },
+    New { delivery: String },
     Retry { delivery: String },
 }
 
@@ -107,7 +112,22 @@ pub struct Hooks {
     /// What a request to a hook that does not exist is checked against, so that
     /// it costs what a real one does.
     decoy: [u8; 32],
+    /// When this kernel's life began: what this node left received before it was
+    /// its previous life's.
+    started: i64,
+    /// The names starts in progress are declaring.
+    claims: owned::Claims,
+    /// Each hook's queue of deliveries to act on, in the order kept.
+    queues: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Job>>>,
+    /// Deliveries acting at once across the kernel: at most [`ACTING`].
+    acting: Arc<tokio::sync::Semaphore>,
 }
+
+/// A delivery's action, queued behind its hook's earlier ones.
+type Job = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The most deliveries acting at once across the kernel.
+const ACTING: usize = 16;
 
 impl Hooks {
     pub fn new(
@@ -118,7 +138,7 @@ impl Hooks {
         Self {
             store,
             events,
-            clock,
+            clock: clock.clone(),
             contracts,
             runtime,
             registry,
@@ -126,11 +146,22 @@ impl Hooks {
             workflows,
             counts: Mutex::default(),
             decoy: rand::random(),
+            started: clock.now_ms(),
+            claims: owned::Claims::default(),
+            queues: Mutex::default(),
+            acting: Arc::new(tokio::sync::Semaphore::new(ACTING)),
         }
     }
 
-    /// Declares (or replaces) a hook.
+    /// Declares (or replaces) a hook as the lead's: any name, even one an
+    /// instance's `hooks:` declared (it is the lead's from then on).
     pub async fn hook_set(&self, h: NewHook) -> Result<HookView> {
+        self.set_owned(h, None).await
+    }
+
+    /// Declares (or replaces) a hook held by `owner` (an instance's id and
+    /// reference), or by the lead.
+    async fn set_owned(&self, h: NewHook, owner: Option<(i64, &WorkflowRef)>) -> Result<HookView> {
         spec::check_name(&h.name)?;
         let (min, max) = spec::SECRET_CHARS;
         let n = h.secret.chars().count();
@@ -149,12 +180,14 @@ impl Hooks {
         let action = self.checked(h.action).await?;
         let now = self.clock.now_ms();
         let name = h.name.clone();
-        rows::upsert(&self.store, (h.name, h.secret, &action, rate), now).await?;
-        self.counts
-            .lock()
-            .expect("hook counts")
-            .buckets
-            .remove(&name.to_ascii_lowercase());
+        let held = (owner.map(|(id, _)| id), now);
+        if !rows::upsert(&self.store, (h.name, h.secret, &action, rate), held).await? {
+            return Err(match owner {
+                Some((_, at)) => self.taken(&name, at).await,
+                None => Error::internal("the lead's hook was not set"),
+            });
+        }
+        self.forget_rate(&name);
         self.view(&name)
             .await?
             .ok_or_else(|| Error::internal("the hook just set is gone"))
@@ -199,35 +232,20 @@ impl Hooks {
         }
     }
 
-    /// Declares the hooks a started workflow's `hooks:` names, each posting into
-    /// its instance: their names.
-    pub async fn declare(&self, started: &Started) -> Result<Vec<String>> {
-        let mut names = Vec::new();
-        for h in &started.hooks {
-            let hook = NewHook {
-                name: h.name.clone(),
-                secret: h.secret.clone(),
-                action: Action::Post {
-                    workflow: started.workflow.to_string(),
-                    to: h.to.clone(),
-                    params: h.params.clone(),
-                },
-                rate: h.rate,
-            };
-            names.push(self.hook_set(hook).await?.name);
-        }
-        Ok(names)
-    }
-
     /// Removes a hook (its deliveries stay on record); false if there was none.
     pub async fn hook_delete(&self, name: &str) -> Result<bool> {
         let gone = rows::delete(&self.store, name.to_owned()).await?;
+        self.forget_rate(name);
+        Ok(gone)
+    }
+
+    /// A hook set again or gone starts with a full bucket.
+    fn forget_rate(&self, name: &str) {
         self.counts
             .lock()
             .expect("hook counts")
             .buckets
             .remove(&name.to_ascii_lowercase());
-        Ok(gone)
     }
 
     /// Every hook, by name.
@@ -268,8 +286,13 @@ impl Hooks {
         false
     }
 
-    /// Checks a request and, when it is signed and new, keeps it and acts.
-    pub async fn receive(&self, req: Request<'_>) -> std::result::Result<Taken, Refusal> {
+    /// Checks a request and, when it is signed and new, keeps it and sets off
+    /// what it does: answered once the delivery is kept, not when it has acted
+    /// (a start may take long; a sender times out in seconds).
+    pub async fn receive(
+        self: &Arc<Self>,
+        req: Request<'_>,
+    ) -> std::result::Result<Taken, Refusal> {
         let stored = rows::find(&self.store, req.name.to_owned())
             .await
             .map_err(|e| {
@@ -316,9 +339,9 @@ impl Hooks {
             .await
     }
 
-    /// Keeps the delivery (or finds it kept) and acts on a new one.
+    /// Keeps the delivery (or finds it kept) and sets off a new one's action.
     async fn deliver(
-        &self,
+        self: &Arc<Self>,
         hook: Stored,
         verified: spec::Verified,
         event: Option<&str>,
@@ -331,6 +354,7 @@ impl Hooks {
             &self.store,
             (&hook.name, &delivery, event.clone()),
             (mac, now),
+            (self.runtime.node(), &payload),
         )
         .await;
         match kept {
@@ -341,29 +365,92 @@ impl Hooks {
                 return Err(Refusal::Unknown);
             }
         }
-        let kind = event.as_deref().unwrap_or_default();
-        let outcome = match self.govern(&hook, kind, &delivery).await {
-            Ok(governed::Said::Go) => match self.act(&hook, &payload).await {
+        self.set_off(hook, (event, delivery.clone()), payload, String::new());
+        Ok(Taken::New { delivery })
+    }
+
+    /// Acts on a kept delivery in a task of its own; `note` ends its outcome. A
+    /// hook's deliveries act one at a time in the order kept (its queue), and at
+    /// most [`ACTING`] act at once across the kernel.
+    fn set_off(
+        self: &Arc<Self>,
+        hook: Stored,
+        (event, d): (Option<String>, String),
+        payload: serde_json::Value,
+        note: String,
+    ) {
+        let key = hook.name.to_ascii_lowercase();
+        let me = Arc::downgrade(self);
+        let acting = async move {
+            let Some(me) = me.upgrade() else { return };
+            let span = telemetry::Span::start(
+                "hooks/act",
+                telemetry::SpanKind::Internal,
+                None,
+                vec![telemetry::KeyValue::new(
+                    "agent_worker.hook",
+                    hook.name.clone(),
+                )],
+            );
+            let outcome = me
+                .settle(&hook, (event.as_deref(), &d), payload, &note)
+                .await;
+            if let Some(s) = span {
+                s.set("agent_worker.hook.outcome", outcome);
+                s.end();
+            }
+        };
+        let job: Job = Box::pin(telemetry::FutureExt::with_current_context(acting));
+        let mut queues = self.queues.lock().expect("hook queues");
+        let job = match queues.get(&key) {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => job,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+        let _ = tx.send(job);
+        queues.insert(key, tx);
+        let bound = self.acting.clone();
+        tokio::spawn(async move {
+            while let Some(job) = rx.recv().await {
+                let Ok(_permit) = bound.acquire().await else {
+                    return;
+                };
+                job.await;
+            }
+        });
+    }
+
+    /// Asks the contracts and acts on a kept delivery, keeping what came of it
+    /// (and `note`) on the delivery: that, in words.
+    async fn settle(
+        &self,
+        hook: &Stored,
+        (event, delivery): (Option<&str>, &str),
+        payload: serde_json::Value,
+        note: &str,
+    ) -> String {
+        let outcome = match self.govern(hook, event.unwrap_or_default(), delivery).await {
+            Ok(governed::Said::Go) => match self.act(hook, &payload).await {
                 Ok(o) => o,
                 Err(e) => format!("failed: {e}"),
             },
             Ok(governed::Said::Held { approval }) => {
                 let held = (approval, &payload);
-                if let Err(e) = rows::hold(&self.store, (&hook.name, &delivery), held).await {
+                if let Err(e) = rows::hold(&self.store, (&hook.name, delivery), held).await {
                     tracing::warn!(hook = %hook.name, error = %e, "a held delivery was not kept");
                 }
-                return Ok(Taken::New {
-                    delivery,
-                    outcome: format!("held for approval {approval}"),
-                });
+                return format!("held for approval {approval}");
             }
             Err(e) => format!("denied: {e}"),
-        };
+        } + note;
         tracing::info!(hook = %hook.name, delivery, outcome, "hook delivery");
-        if let Err(e) = rows::outcome(&self.store, (&hook.name, &delivery), &outcome).await {
+        if let Err(e) = rows::outcome(&self.store, (&hook.name, delivery), &outcome).await {
             tracing::warn!(hook = %hook.name, error = %e, "a delivery's outcome was not kept");
         }
-        Ok(Taken::New { delivery, outcome })
+        outcome
     }
 
     /// Does what the hook declares with `payload`: what came of it, in words.
@@ -388,11 +475,8 @@ impl Hooks {
                     .map(|t| t.resolve(payload).map(text_of))
                     .transpose()
                     .map_err(Error::invalid)?;
-                let started = self
-                    .workflows
-                    .start_from_outside(Source::File(file.into()), tag.as_deref(), &values)
-                    .await?;
-                self.declare(&started).await?;
+                let start = (Source::File(file.into()), tag.as_deref());
+                let started = self.start(start, &values, (None, true)).await?;
                 Ok(format!("started {}", started.workflow))
             }
             Action::Post { workflow, to, .. } => {
@@ -412,7 +496,7 @@ impl Hooks {
                     force: true,
                     urgent: false,
                 };
-                let sent = self.messaging.channel_send(&scope, out).await?;
+                let sent = self.messaging.hook_post(&scope, &hook.name, out).await?;
                 Ok(format!("posted {} in {workflow}", sent.id))
             }
         }

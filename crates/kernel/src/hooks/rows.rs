@@ -26,23 +26,104 @@ impl std::fmt::Debug for Stored {
 /// Deliveries a hook keeps on record; older ones go as new ones come.
 const KEEP: i64 = 1_000;
 
+/// Declares or replaces a hook: the lead's (`owner` None) takes any name; an
+/// instance's replaces only its own (false when another holds the name).
 pub(super) async fn upsert(
     store: &Store,
     (name, secret, action, rate): (String, String, &Action, u32),
-    now: i64,
-) -> Result<()> {
+    (owner, now): (Option<i64>, i64),
+) -> Result<bool> {
     let action = serde_json::to_string(action)
         .map_err(|e| Error::internal(format!("a hook's action: {e}")))?;
     store
         .write(move |c| {
-            c.execute(
-                "INSERT INTO hooks (name, secret, action, rate, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+            Ok(c.execute(
+                "INSERT INTO hooks (name, secret, action, rate, created_at, updated_at, owner)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
                  ON CONFLICT (name) DO UPDATE SET secret = excluded.secret,
-                   action = excluded.action, rate = excluded.rate, updated_at = excluded.updated_at",
-                sql::params![name, secret, action, i64::from(rate), now],
+                   action = excluded.action, rate = excluded.rate, updated_at = excluded.updated_at,
+                   owner = excluded.owner
+                 WHERE CAST(?6 AS BIGINT) IS NULL OR hooks.owner = excluded.owner
+                   OR hooks.owner IN (SELECT id FROM workflows WHERE state IN ('stopped', 'failed'))",
+                sql::params![name, secret, action, i64::from(rate), now, owner],
+            )? > 0)
+        })
+        .await
+}
+
+/// Who holds hook `name`, if it exists: None (the lead), or an instance's
+/// reference and whether that instance still runs (not stopped or failed).
+pub(super) async fn holder(
+    store: &Store,
+    name: String,
+) -> Result<Option<Option<(i64, String, bool)>>> {
+    store
+        .read(move |c| {
+            let row = c
+                .query_row(
+                    "SELECT h.owner, w.name || ':' || w.tag, w.state NOT IN ('stopped', 'failed')
+                     FROM hooks h LEFT JOIN workflows w ON w.id = h.owner WHERE h.name = ?1",
+                    [name],
+                    |r| {
+                        Ok((
+                            r.get::<Option<i64>>(0)?,
+                            r.get::<Option<String>>(1)?,
+                            r.get::<Option<bool>>(2)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            Ok(row.map(|(owner, at, live)| {
+                owner.map(|o| {
+                    (
+                        o,
+                        format!("@{}", at.unwrap_or_default()),
+                        live.unwrap_or(false),
+                    )
+                })
+            }))
+        })
+        .await
+}
+
+/// Removes the hooks instance `owner` (or, None, any instance) declared while
+/// it is still stopped or failed (a late event must not take a re-run's hooks):
+/// their names.
+pub(super) async fn delete_owned(store: &Store, owner: Option<i64>) -> Result<Vec<String>> {
+    store
+        .write(move |c| {
+            let mut st = c.prepare_cached(
+                "DELETE FROM hooks WHERE (CAST(?1 AS BIGINT) IS NULL OR owner = ?1)
+                   AND owner IN (SELECT id FROM workflows WHERE state IN ('stopped', 'failed'))
+                 RETURNING name",
             )?;
-            Ok(())
+            let names = st.query_map([owner], |r| r.get::<String>(0))?;
+            Ok(names.collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+        .await
+}
+
+/// Removes the hooks instance `owner` holds whose names are not in `keep`
+/// (its `hooks:` no longer declares them), in one write: their names.
+pub(super) async fn delete_undeclared(
+    store: &Store,
+    owner: i64,
+    keep: Vec<String>,
+) -> Result<Vec<String>> {
+    store
+        .write(move |c| {
+            let mut st = c.prepare_cached("SELECT name FROM hooks WHERE owner = ?1")?;
+            let held = st.query_map([owner], |r| r.get::<String>(0))?;
+            let held = held.collect::<std::result::Result<Vec<_>, _>>()?;
+            let mut gone = Vec::new();
+            for name in held.into_iter().filter(|n| !keep.contains(n)) {
+                c.execute(
+                    "DELETE FROM hooks WHERE owner = ?1 AND name = ?2",
+                    sql::params![owner, name],
+                )?;
+                gone.push(name);
+            }
+            Ok(gone)
         })
         .await
 }
@@ -157,15 +238,18 @@ pub(super) fn describe(a: &Action) -> String {
     }
 }
 
-/// Keeps a delivery as received; false when its signature was taken before (a
-/// retry, or a replay under another delivery id) or the sender's id is already
-/// kept. The hook's oldest past [`KEEP`] go; the signatures stay.
+/// Keeps a delivery as received by `node`, with its payload until it has acted;
+/// false when its signature was taken before (a retry, or a replay under another
+/// delivery id) or the sender's id is already kept. The hook's oldest past
+/// [`KEEP`] go; the signatures stay.
 pub(super) async fn keep(
     store: &Store,
     (hook, delivery, event): (&str, &str, Option<String>),
     (mac, now): (String, i64),
+    (node, payload): (&str, &serde_json::Value),
 ) -> Result<bool> {
     let (hook, delivery) = (hook.to_owned(), delivery.to_owned());
+    let (node, payload) = (node.to_owned(), payload.to_string());
     store
         .write(move |c| {
             let fresh = c.execute(
@@ -177,9 +261,9 @@ pub(super) async fn keep(
                 return Ok(false);
             }
             let new = c.execute(
-                "INSERT INTO hook_deliveries (hook, delivery, event, received_at, outcome)
-                 VALUES (?1, ?2, ?3, ?4, 'received') ON CONFLICT (hook, delivery) DO NOTHING",
-                sql::params![hook, delivery, event, now],
+                "INSERT INTO hook_deliveries (hook, delivery, event, received_at, outcome, node, payload)
+                 VALUES (?1, ?2, ?3, ?4, 'received', ?5, ?6) ON CONFLICT (hook, delivery) DO NOTHING",
+                sql::params![hook, delivery, event, now, node, payload],
             )? > 0;
             if new {
                 c.execute(

@@ -40,6 +40,8 @@ pub(super) struct Rules {
 #[derive(Default)]
 pub(super) struct Governed {
     pub(super) note: Option<String>,
+    /// The `allow` of urgent messages that lets this (non-lead) sender send one.
+    pub(super) urgent_by: Option<String>,
     /// (contract, member, recipients it took over)
     routed: Vec<(String, String, Vec<String>)>,
     notify: Vec<(String, Vec<String>)>,
@@ -88,7 +90,7 @@ impl Rules {
         &self,
         c: &Connection,
         scope: &Scope,
-        text: &str,
+        (text, urgent): (&str, bool),
         members: &[String],
         recipients: &mut Vec<String>,
         to: &mut Option<String>,
@@ -107,6 +109,7 @@ impl Rules {
             from: &scope.me,
             to: &addressed,
             text,
+            urgent,
         };
         let past = rates::count_tx(
             c,
@@ -126,6 +129,7 @@ impl Rules {
             *self.refused.borrow_mut() = Some(decision);
             return Err(Error::forbidden(format!("{why} (nothing was sent)")));
         }
+        let urgent_by = self.urgent_allow(&event);
         let mut routed = Vec::new();
         for (name, member) in &v.routes {
             if member.eq_ignore_ascii_case(&scope.me) {
@@ -161,20 +165,9 @@ impl Rules {
             }
             routed.push((name.clone(), member.clone(), taken));
         }
-        let note = (!routed.is_empty()).then(|| {
-            routed
-                .iter()
-                .map(|(c, m, taken)| {
-                    format!(
-                        "contract \"{c}\" routed this to @{m} first instead of {} (@{m} forwards it or drops it)",
-                        taken.join(", ")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
         Ok(Governed {
-            note,
+            note: routed_note(&routed),
+            urgent_by,
             routed,
             notify: v.notify.clone(),
             decision: Some(decision),
@@ -183,6 +176,36 @@ impl Rules {
             members: members.to_vec(),
         })
     }
+}
+
+impl Rules {
+    /// The `allow` of urgent messages that lets this one be sent: only one written
+    /// for urgent messages does (an allow of a sender's messages in general does
+    /// not).
+    fn urgent_allow(&self, event: &Ev) -> Option<String> {
+        self.contracts
+            .iter()
+            .filter(|k| matches!(k.when, When::Message { urgent: true, .. }))
+            .filter(|k| matches!(k.then, contracts::Then::Allow) && k.rate.is_none())
+            .find(|k| contracts::matches(k, event))
+            .map(|k| k.name.clone())
+    }
+}
+
+/// What the sender is told of the routes that took its message.
+fn routed_note(routed: &[(String, String, Vec<String>)]) -> Option<String> {
+    (!routed.is_empty()).then(|| {
+        routed
+            .iter()
+            .map(|(c, m, taken)| {
+                format!(
+                    "contract \"{c}\" routed this to @{m} first instead of {} (@{m} forwards it or drops it)",
+                    taken.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
 }
 
 impl Governed {

@@ -274,3 +274,53 @@ async fn the_kernel_s_notes_about_a_direct_message_are_direct_too() {
         1
     );
 }
+
+/// `urgent` is the lead's, and a member's whom an `allow` of urgent messages
+/// names: an allow of its messages in general, or an urgent allow for someone
+/// else, does not do; a deny still wins; `to` is still needed.
+#[tokio::test]
+async fn an_urgent_message_needs_the_lead_or_an_urgent_allow() {
+    let urgent_allow = json!({"name": "reviewer-stops", "when": {"event": "message",
+        "from": "reviewer", "to": "coder", "urgent": true}, "then": {"action": "allow"}});
+    let plain_allow = json!({"name": "ops-direct", "when": {"event": "message", "from": "ops"},
+        "then": {"action": "allow"}});
+    let r = rooms(&[urgent_allow, plain_allow, no_secrets()]).await;
+    let refused = "forbidden: urgent: only the lead may stop an agent's turn";
+    // (from, text, to, what it is told, what that also says)
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, &'a [&'a str]);
+    let table: &[Case] = &[
+        ("user", "stop", Some("coder"), "ok", &[]),
+        ("reviewer", "stop", Some("coder"), "ok", &[]),
+        (
+            "reviewer",
+            "stop",
+            Some("alice"),
+            refused,
+            &["from: reviewer, urgent: true"],
+        ),
+        ("reviewer", "stop", None, refused, &[]),
+        ("ops", "stop", Some("coder"), refused, &["from: ops"]),
+        ("alice", "stop", Some("coder"), refused, &[]),
+        (
+            "reviewer",
+            "the password",
+            Some("coder"),
+            "forbidden: refused by contract",
+            &[],
+        ),
+    ];
+    for (from, text, to, want, also) in table {
+        let scope = r.scope(from).await;
+        let out = Outgoing {
+            message: (*text).into(),
+            to: to.map(Into::into),
+            force: true,
+            urgent: true,
+        };
+        let got = said(&r.messaging.channel_send(&scope, out).await);
+        expect(&got, want, also);
+    }
+    let urgent = "SELECT count(*) FROM messages WHERE priority = 'urgent' AND sender = ?1";
+    assert_eq!(r.count(urgent, "reviewer").await, 1);
+    assert_eq!(r.count(urgent, "ops").await, 0);
+}

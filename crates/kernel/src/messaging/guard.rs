@@ -14,7 +14,7 @@ const MISSED_LISTED: i64 = 10;
 const PREVIEW_READ: usize = PREVIEW_CHARS + 1;
 
 /// The guard's scan: messages in instance `?1` before `?2` from others than `?3`,
-/// visible to `?3`, past its cursor, that it has not seen through its inbox; newest
+/// visible to `?3` (a hook's direct messages are the lead's too), past its cursor, that it has not seen through its inbox; newest
 /// first, up to the cap.
 ///
 /// Only the start of each text is read, enough for its preview: up to a hundred
@@ -32,7 +32,8 @@ pub(crate) fn missed_sql() -> String {
             AND m.id > COALESCE((SELECT r.last_read FROM read_cursors r
                                   WHERE r.workflow_id = ?1 AND r.reader = ?3), '')
             AND (m.to_member IS NULL OR (m.to_member = ?3 AND m.created_at >= COALESCE(
-                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?3), 0)))
+                (SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?3), 0))
+                OR (?3 = 'user' AND m.sender LIKE 'hook:%'))
             AND (instr(m.mentions, '\"' || ?3 || '\"') = 0 OR (
                 NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = ?3
                             AND d.message_id = m.id AND d.state <> 'pending' LIMIT 1 OFFSET 0)

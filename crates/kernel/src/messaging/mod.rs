@@ -39,6 +39,7 @@ pub mod results;
 mod results_tests;
 mod rows;
 pub(crate) mod runs;
+pub(crate) mod senders;
 pub mod team;
 #[cfg(test)]
 mod tests;
@@ -59,6 +60,8 @@ use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
 use guard::Ahead;
 use schemars::JsonSchema;
+pub use senders::URGENT;
+use senders::{count_hop, outside, urgent_to};
 use serde::Serialize;
 use std::sync::Arc;
 use store::Store;
@@ -78,8 +81,8 @@ pub struct Outgoing {
     pub message: String,
     pub to: Option<String>,
     pub force: bool,
-    /// A direct message from the lead that stops its addressee's turn (priority
-    /// `urgent`): once it is written, an [`Event::Urgent`] has the node running
+    /// A direct message from the lead (or a member an `allow` of urgent messages
+    /// names) that stops its addressee's turn (priority `urgent`): once it is written, an [`Event::Urgent`] has the node running
     /// the agent stop its run and start the next.
     pub urgent: bool,
 }
@@ -289,9 +292,20 @@ fn post(
         recipients = vec![t.clone()];
     }
     // Contracts on messages: refuse, re-route, tell (see `governed`).
-    let governed = rules.apply(c, scope, &send.message, &members, &mut recipients, &mut to)?;
+    let governed = rules.apply(
+        c,
+        scope,
+        (&send.message, send.urgent),
+        &members,
+        &mut recipients,
+        &mut to,
+    )?;
     let priority = if send.urgent {
-        urgent_to(scope, to.as_deref(), agents)?;
+        let allowed = governed.urgent_by.is_some();
+        if allowed && !scope.lead && crate::registry::is_sub_agent_tx(c, scope.workflow_id, me)? {
+            return Err(senders::sub_agent_urgent(me));
+        }
+        urgent_to(scope, to.as_deref(), agents, allowed)?;
         URGENT
     } else {
         mentions::priority(&parsed, &send.message)
@@ -320,7 +334,7 @@ fn post(
         rows.write(c)?;
         guard::missed_since_last_read(c, scope, &id, scan)?
     };
-    if me != SYSTEM {
+    if !outside(me) {
         rows.read_through(scope, &id);
     }
     if rules.any() {
@@ -480,25 +494,6 @@ impl Messaging {
     }
 }
 
-/// The priority of a message that stops its addressee's turn.
-pub const URGENT: &str = "urgent";
-
-/// Why an urgent message cannot be sent, if it cannot: only the lead may stop a
-/// turn, and only of one agent, named in `to`.
-fn urgent_to(scope: &Scope, to: Option<&str>, agents: &[String]) -> Result<()> {
-    if !scope.lead || scope.me == SYSTEM {
-        return Err(Error::forbidden(
-            "urgent: only the lead may stop an agent's turn; send it without urgent (it reaches a running sdk agent at its next step)",
-        ));
-    }
-    match to {
-        Some(t) if agents.iter().any(|a| a == t) => Ok(()),
-        _ => Err(Error::invalid(
-            "urgent needs `to`: the agent whose turn it stops (a direct message to one agent)",
-        )),
-    }
-}
-
 /// The member a direct message (`to`) is for, by any case; refused when it is no
 /// member or the sender.
 fn addressee(scope: &Scope, send: &Outgoing, members: &[String]) -> Result<Option<String>> {
@@ -586,14 +581,4 @@ fn send_notes(
         );
     }
     notes
-}
-
-/// The hop guard's count (see guards.rs): the lead's message resets it; an agent's
-/// message that reaches another agent adds one.
-fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
-    if scope.me == LEAD {
-        rows.reset_hops();
-    } else if scope.me != SYSTEM && recipients.iter().any(|r| r != LEAD) {
-        rows.add_hop();
-    }
 }

@@ -100,9 +100,11 @@ fn checked(since: Option<String>, limit: Option<i64>) -> Result<(Option<String>,
 fn select(c: &sql::Connection, s: &Scope, since: Option<&str>, limit: i64) -> Result<ReadResult> {
     const COLS: &str = "id, sender, content, created_at, kind, to_member, mentions";
     // A direct message is its two members' only: not a later agent's
-    // that took one of their names (agent_delete, then agent_new).
+    // that took one of their names (agent_delete, then agent_new). A hook's
+    // (no member) is the lead's to read too.
     const VISIBLE: &str = "workflow_id = ?1 AND (to_member IS NULL OR ((sender = ?2 OR to_member = ?2) \
-        AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)))";
+        AND created_at >= COALESCE((SELECT a.created_at FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2), 0)) \
+        OR (?2 = 'user' AND sender LIKE 'hook:%'))";
     let Some(since) = since else {
         let mut st = c.prepare_cached(&format!(
             "SELECT {COLS} FROM messages WHERE {VISIBLE} ORDER BY id DESC LIMIT ?3"

@@ -359,3 +359,44 @@ fn the_leading_run_is_mentions_separated_by_spaces_commas_and_colons() {
         assert_eq!(leading_run(text), (names_, rest), "{text:?}");
     }
 }
+
+/// A hook's post is sent as `hook:<name>`, no member: its direct message reaches
+/// its addressee and is the lead's to read too (nobody else's); it starts no hop
+/// count over, adds none, and moves nobody's reading (the lead's cursor stays,
+/// so the post is news to it).
+#[tokio::test]
+async fn a_hook_posts_as_itself_and_moves_no_count_nor_cursor() {
+    let r = Rooms::new().await;
+    r.agents(&["alice", "bob"]).await;
+    send_as(&r, "user", "@alice start", None).await.unwrap();
+    send_as(&r, "alice", "@bob one", None).await.unwrap();
+    let hops = "SELECT hops FROM workflows WHERE name = ?1";
+    let cursor = "SELECT count(*) FROM read_cursors WHERE reader = ?1 AND last_read >= \
+                  (SELECT max(id) FROM messages)";
+    assert_eq!(r.count(hops, "global").await, 1);
+    let lead = r.scope("user").await;
+    let out = Outgoing {
+        message: "[hook ci] the build broke".into(),
+        to: Some("bob".into()),
+        ..Outgoing::default()
+    };
+    let sent = r.messaging.hook_post(&lead, "ci", out).await.unwrap();
+    assert_eq!(sent.recipients, ["bob"]);
+    assert_eq!(r.count(hops, "global").await, 1, "no reset, no hop");
+    assert_eq!(r.count(cursor, "user").await, 0, "the lead's cursor stays");
+    assert_eq!(
+        r.count(cursor, "hook:ci").await,
+        0,
+        "the hook reads nothing"
+    );
+    let from = "SELECT count(*) FROM messages WHERE sender = ?1 AND to_member = 'bob'";
+    assert_eq!(r.count(from, "hook:ci").await, 1);
+    let pending = "SELECT count(*) FROM deliveries WHERE recipient = ?1 AND state = 'pending'";
+    assert_eq!(r.count(pending, "bob").await, 2);
+    for (who, sees) in [("user", true), ("bob", true), ("alice", false)] {
+        let scope = r.scope(who).await;
+        let read = r.messaging.channel_read(&scope, None, None).await.unwrap();
+        let got = read.messages.iter().any(|m| m.from == "hook:ci");
+        assert_eq!(got, sees, "{who}: {:?}", read.messages);
+    }
+}

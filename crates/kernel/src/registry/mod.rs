@@ -199,6 +199,15 @@ pub(crate) fn workflow_id_tx(
     Ok(Some(id))
 }
 
+/// The id of the agent named `name` in instance `workflow_id`, if there is one.
+pub(crate) fn agent_id_tx(c: &Connection, workflow_id: i64, name: &str) -> Result<Option<i64>> {
+    Ok(
+        c.prepare_cached("SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2")?
+            .query_row(sql::params![workflow_id, name], |r| r.get(0))
+            .optional()?,
+    )
+}
+
 /// The agent names of a workflow instance, in their canonical spelling.
 pub(crate) fn agent_names(c: &Connection, workflow_id: i64) -> Result<Vec<String>> {
     let mut st =

@@ -195,14 +195,7 @@ fn record_verdict_tx(
     let Some(a) = &v.approval else {
         return Ok((posted, Ok(None)));
     };
-    let agent_id: i64 = c
-        .query_row(
-            "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
-            sql::params![wid, me],
-            |r| r.get(0),
-        )
-        .optional()?
-        .unwrap_or(0);
+    let agent_id = crate::registry::agent_id_tx(c, wid, me)?.unwrap_or(0);
     let new = NewApproval {
         workflow_id: wid,
         agent_id,

@@ -29,7 +29,7 @@ use store::sql::OptionalExtension;
 
 /// The instance a start makes: the workflow's name and `tag` (default main), never
 /// an organisation's.
-fn instance_of(wf: &Workflow, tag: Option<&str>) -> Result<WorkflowRef> {
+pub fn instance_of(wf: &Workflow, tag: Option<&str>) -> Result<WorkflowRef> {
     let tag = tag
         .map(str::trim)
         .filter(|t| !t.is_empty())
@@ -551,11 +551,8 @@ fn upsert_agent_tx(
                        THEN agents.node ELSE excluded.node END",
         sql::params![wid, a.name, a.backend, a.model, a.system, a.cwd, env, config, now, placed, labels],
     )?;
-    Ok(c.query_row(
-        "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
-        (wid, &a.name),
-        |r| r.get(0),
-    )?)
+    crate::registry::agent_id_tx(c, wid, &a.name)?
+        .ok_or_else(|| Error::internal(format!("agent {} was not written", a.name)))
 }
 
 /// The agent's `wakeup` as its schedule (its next fire), or no schedule.

@@ -1,12 +1,13 @@
 //! `POST /hooks/{name}`: events from outside, for hooks the lead declared
 //! (hook_set). Ingress only: no bearer token (the signature is the credential),
 //! and the answer carries nothing of the team: `202` once a signed request is
-//! kept (a retry of one kept is answered the same), else [`refused`], the same
-//! response whatever was wrong and whether or not the hook exists.
+//! kept, before it acts (a retry of one kept is answered the same), else
+//! [`refused`], the same response whatever was wrong and whether or not the hook
+//! exists.
 //!
 //! Before the kernel sees a request: at most [`IN_FLIGHT`] are in progress
-//! (others are refused at once; a slot is held until the kernel's work ends, even
-//! if the sender hangs up), a declared length past the limit is refused without
+//! (others are refused at once; a slot is held until the delivery is kept or
+//! refused, even if the sender hangs up), a declared length past the limit is refused without
 //! reading, and the body is read only up to the limit and within [`BODY_TIME`] (a
 //! sender that trickles it is cut off). Each request is a span when traces are
 //! exported.
@@ -86,7 +87,7 @@ pub async fn receive(
         Ok(taken) => {
             if let Some(s) = &span {
                 let what = match &taken {
-                    Taken::New { outcome, .. } => outcome.as_str(),
+                    Taken::New { .. } => "kept; acting",
                     Taken::Retry { .. } => "retry of a kept delivery",
                 };
                 s.set("agent_worker.hook.outcome", what.to_owned());

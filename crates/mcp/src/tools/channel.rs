@@ -11,16 +11,16 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = super::no_null_defaults)]
 pub struct ChannelSendArgs {
-    /// At most 4,000 characters; @all: every agent.
+    /// At most 4,000 chars; @all: every agent.
     pub message: String,
-    /// Only this member gets it (a DM).
+    /// Only this member gets it.
     #[serde(default)]
     #[schemars(with = "String")]
     pub to: Option<String>,
     /// Send despite unread posts.
     #[serde(default)]
     pub force: bool,
-    /// Lead, with `to`: stop its turn; its next run opens with this.
+    /// Lead or by contract, with `to`: stop its turn; next run opens with it.
     #[serde(default)]
     pub urgent: bool,
     #[serde(flatten)]

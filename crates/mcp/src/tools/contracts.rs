@@ -35,10 +35,10 @@ pub struct ContractSetArgs {
     #[schemars(with = "String")]
     pub org: Option<String>,
     /// {event: tool_request (tool read|edit|shell|web|mcp, match, agent) | message (from, to,
-    /// text) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write (file,
-    /// agent) | merge (agent, into, mode) | agent_new (by, backend) | task (state, title,
-    /// agent) | hook (hook, kind)}; tool_request and message also take a rate:
-    /// more_than (a count) and within (e.g. "1h").
+    /// text, urgent) | spend (usd|tokens, per, agent) | run_end (status, agent) | doc_write
+    /// (file, agent) | merge (agent, into, mode) | agent_new (by, backend) | task (state,
+    /// title, agent) | hook (hook, kind)}; tool_request and message take a rate:
+    /// more_than (a count) and within ("1h").
     #[serde(default)]
     #[schemars(schema_with = "super::any_object")]
     pub when: Option<Value>,

@@ -218,13 +218,13 @@ impl AgentWorker {
         let (wref, warnings) = match round.resumed() {
             Some(w) => w.clone(),
             None => {
+                // Its `hooks:` post into it from now on (refused first when
+                // another holds one of their names).
                 let s = self
                     .kernel
-                    .workflows()
-                    .workflow_start(source, given(&a.tag), &a.params, given(&a.org))
+                    .hooks
+                    .start((source, given(&a.tag)), &a.params, (given(&a.org), false))
                     .await?;
-                // Its `hooks:` post into it from now on.
-                self.kernel.hooks.declare(&s).await?;
                 (s.workflow.to_string(), s.warnings)
             }
         };

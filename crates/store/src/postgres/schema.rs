@@ -488,4 +488,8 @@ CREATE TABLE hook_macs (
     received_at BIGINT NOT NULL
 );
 "#,
+    // 17: SQLite's migration 29, the instance whose `hooks:` declared a hook.
+    "ALTER TABLE hooks ADD COLUMN owner BIGINT;",
+    // 18: SQLite's migration 30, the node acting on a delivery.
+    "ALTER TABLE hook_deliveries ADD COLUMN node TEXT;",
 ];

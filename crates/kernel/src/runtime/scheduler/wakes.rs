@@ -13,7 +13,6 @@
 use super::{Scheduler, Wake};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
-use store::sql::OptionalExtension;
 use tokio::sync::Notify;
 
 /// Recipients noted since the drain task's last pass, and the rescan flags.
@@ -116,14 +115,7 @@ impl Scheduler {
         let id = self
             .base
             .store
-            .read(move |c| {
-                Ok(c.query_row(
-                    "SELECT id FROM agents WHERE workflow_id = ?1 AND name = ?2",
-                    (workflow_id, &name),
-                    |r| r.get::<i64>(0),
-                )
-                .optional()?)
-            })
+            .read(move |c| crate::registry::agent_id_tx(c, workflow_id, &name))
             .await;
         let Ok(Some(id)) = id else { return };
         if self.workers.stop_run(id).await.is_some() {

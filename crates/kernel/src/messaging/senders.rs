@@ -1,0 +1,92 @@
+//! Who a message is from, and what follows from it: the lead's message starts the
+//! hop count over and an agent's to another agent adds one; a sender's reading
+//! moves past its own message unless it is no member (the kernel, a hook); an
+//! urgent message is the lead's, or a member's a contract allows; a hook's post
+//! is sent as `hook:<name>`.
+
+use super::{Messaging, Outgoing, SendResult, rows};
+use crate::Scope;
+use domain::error::{Error, Result};
+use domain::names::{HOOK_SENDER, LEAD, SYSTEM};
+
+impl Messaging {
+    /// Posts what hook `hook` delivered in the instance `scope` names, as
+    /// `hook:<name>`: governed by the hook's contracts, not by those on messages
+    /// (as the lead's); it resets no hop count, moves no cursor, and its direct
+    /// messages to an agent are the lead's to read too (channel_read).
+    pub(crate) async fn hook_post(
+        &self,
+        scope: &Scope,
+        hook: &str,
+        send: Outgoing,
+    ) -> Result<SendResult> {
+        let scope = Scope {
+            me: format!("{HOOK_SENDER}{hook}"),
+            // Passes as the lead's does: a long payload becomes a resource.
+            lead: true,
+            run_id: None,
+            ..scope.clone()
+        };
+        self.channel_send(
+            &scope,
+            Outgoing {
+                urgent: false,
+                ..send
+            },
+        )
+        .await
+    }
+}
+
+/// Whether `sender` is no member: the kernel, or a hook. Its post counts no hop
+/// and moves no reader's cursor (it reads nothing).
+pub(super) fn outside(sender: &str) -> bool {
+    sender == SYSTEM || sender.starts_with(HOOK_SENDER)
+}
+
+/// The priority of a message that stops its addressee's turn.
+pub const URGENT: &str = "urgent";
+
+/// Why sub-agent `me` may not send urgent though a contract names it: it is never
+/// the member its name would say (as in an organisation or an approval).
+pub(super) fn sub_agent_urgent(me: &str) -> Error {
+    Error::forbidden(format!(
+        "you are {me}, made by another agent: a sub-agent never stops a turn (whatever its \
+         name); send it without urgent, it reaches a running sdk agent at its next step"
+    ))
+}
+
+/// Why an urgent message cannot be sent, if it cannot: only the lead, or a member
+/// a contract's `allow` of urgent messages names (`allowed`), may stop a turn,
+/// and only of one agent, named in `to`.
+pub(super) fn urgent_to(
+    scope: &Scope,
+    to: Option<&str>,
+    agents: &[String],
+    allowed: bool,
+) -> Result<()> {
+    if scope.me == SYSTEM || !(scope.lead || allowed) {
+        return Err(Error::forbidden(format!(
+            "urgent: only the lead may stop an agent's turn, or a member a contract allows; send it \
+             without urgent (it reaches a running sdk agent at its next step), or ask the lead for a \
+             contract {{when: {{event: message, from: {}, urgent: true}}, then: {{action: allow}}}}",
+            scope.me
+        )));
+    }
+    match to {
+        Some(t) if agents.iter().any(|a| a == t) => Ok(()),
+        _ => Err(Error::invalid(
+            "urgent needs `to`: the agent whose turn it stops (a direct message to one agent)",
+        )),
+    }
+}
+
+/// The hop guard's count (see guards.rs): the lead's message resets it; an agent's
+/// message that reaches another agent adds one.
+pub(super) fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
+    if scope.me == LEAD {
+        rows.reset_hops();
+    } else if !outside(&scope.me) && recipients.iter().any(|r| r != LEAD) {
+        rows.add_hop();
+    }
+}
