@@ -250,33 +250,6 @@ pub fn within(inner: &Permissions, outer: &Permissions) -> Result<Permissions, S
     Ok(out)
 }
 
-/// Backends whose network the sandbox cannot hold (OpenCode talks to a server of
-/// its own on a loopback port it picks: no port rule lets that through alone).
-pub const NETWORK_UNHELD: &[&str] = &["opencode"];
-
-/// A sub-agent's backend does not widen its network: one whose network is held
-/// (`permissions`' `network` is not `any`) stays on a backend that holds it.
-pub fn network_kept(
-    parent_backend: &str,
-    sub_backend: &str,
-    p: &Permissions,
-) -> Result<(), String> {
-    let held = |b: &str| !NETWORK_UNHELD.contains(&b);
-    if p.network_reach() == crate::sandbox::Network::Any
-        || !held(parent_backend)
-        || held(sub_backend)
-    {
-        return Ok(());
-    }
-    Err(format!(
-        "backend: {sub_backend} would widen the sub-agent's network ({}): the sandbox cannot \
-         hold {sub_backend}'s, so choose a backend other than {}, or give the sub-agent network: any \
-         if this agent's own definition allows it",
-        p.network_reach().as_str(),
-        NETWORK_UNHELD.join(", ")
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,42 +359,6 @@ mod tests {
         let d = Delegate::read(&serde_json::json!({"agents": 1, "backends": ["mock"]})).unwrap();
         assert!(d.allows_backend("sdk", "mock").is_ok());
         assert!(d.allows_backend("sdk", "sdk").is_err());
-    }
-
-    #[test]
-    fn a_sub_agents_backend_never_widens_its_network() {
-        let check = |(from, to, p): (&str, &str, serde_json::Value), expect: &str| {
-            let got = network_kept(from, to, &perms(p.clone()))
-                .err()
-                .unwrap_or_default();
-            assert!(
-                got.contains(expect) && (expect.is_empty() == got.is_empty()),
-                "{from}->{to} {p}: {got}"
-            );
-        };
-        let edit = || serde_json::json!({"profile": "edit"});
-        check(
-            ("sdk", "opencode", edit()),
-            "backend: opencode would widen the sub-agent's network (model)",
-        );
-        check(
-            (
-                "sdk",
-                "opencode",
-                serde_json::json!({"profile": "edit", "network": "none"}),
-            ),
-            "(none)",
-        );
-        check(
-            (
-                "sdk",
-                "opencode",
-                serde_json::json!({"profile": "edit", "network": "any"}),
-            ),
-            "",
-        );
-        check(("opencode", "opencode", edit()), "");
-        check(("sdk", "codex", edit()), "");
     }
 
     #[test]

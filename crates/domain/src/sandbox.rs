@@ -287,6 +287,32 @@ fn cover_into(
     }
 }
 
+/// The URLs in a CLI's configuration given as JSON in the agent's environment
+/// (OpenCode's `OPENCODE_CONFIG_CONTENT`: a provider's `baseURL`, a server's
+/// `url`): every string that is an http(s) URL, at most 64, 32 levels deep.
+pub fn config_urls(json: &str) -> Vec<String> {
+    fn walk(v: &serde_json::Value, depth: usize, out: &mut Vec<String>) {
+        if depth > 32 || out.len() >= 64 {
+            return;
+        }
+        match v {
+            serde_json::Value::String(s)
+                if s.starts_with("http://") || s.starts_with("https://") =>
+            {
+                out.push(s.clone())
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, depth + 1, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|v| walk(v, depth + 1, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(json) {
+        walk(&v, 0, &mut out);
+    }
+    out
+}
+
 /// The ports of the URLs among `values` (an agent's environment: `*_BASE_URL`,
 /// an OTLP endpoint, its HTTP servers), with the scheme's default.
 pub fn url_ports<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<u16> {
@@ -354,6 +380,21 @@ mod tests {
             ],
         );
         check(&["/"], &[]);
+    }
+
+    #[test]
+    fn a_cli_configs_urls_are_found_at_any_depth() {
+        let check = |json: &str, expect: &[&str]| assert_eq!(config_urls(json), expect, "{json}");
+        check(
+            r#"{"provider":{"fake":{"options":{"baseURL":"http://127.0.0.1:4010/v1"}}}}"#,
+            &["http://127.0.0.1:4010/v1"],
+        );
+        check(
+            r#"{"mcp":{"a":{"url":"https://x.test:8443/mcp","headers":{"k":"v"}}},"m":["ftp://no"]}"#,
+            &["https://x.test:8443/mcp"],
+        );
+        check("not json", &[]);
+        check(r#"{"instructions":["/tmp/a.md"]}"#, &[]);
     }
 
     #[test]

@@ -94,8 +94,6 @@ impl Delegation {
             .await?;
         let asked = s.permissions.clone().unwrap_or_else(|| own.clone());
         let permissions = within(&asked, &own).map_err(Error::invalid)?;
-        domain::delegate::network_kept(&parent.view.backend, &s.backend, &permissions)
-            .map_err(Error::invalid)?;
         if let Some(sub) = &s.delegate {
             d.check_sub(&parent.view.backend, sub)
                 .map_err(Error::invalid)?;

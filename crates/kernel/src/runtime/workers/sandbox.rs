@@ -356,9 +356,7 @@ pub(crate) fn git_sweep(w: &GitWatch) -> Vec<String> {
 /// The TCP ports a run may connect to: the kernel's, the traces' collector, and
 /// for `model` HTTPS and every endpoint in the agent's environment or servers.
 fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
-    // OpenCode's CLI talks to a server of its own on a loopback port it picks:
-    // no port rule can let that through and hold the rest.
-    if network == Network::Any || spec.backend == Backend::OpenCode {
+    if network == Network::Any {
         return None;
     }
     let mut urls: Vec<String> = vec![kernel_url.to_owned()];
@@ -375,6 +373,10 @@ fn ports(spec: &Spec, network: Network, kernel_url: &str) -> Option<Vec<u16>> {
     for (k, v) in &env {
         if traces(k) || (network == Network::Model && endpoint(k)) {
             urls.push(v.clone());
+        }
+        // OpenCode's providers and servers are in its configuration's JSON.
+        if network == Network::Model && k == "OPENCODE_CONFIG_CONTENT" {
+            urls.extend(sandbox::config_urls(v));
         }
     }
     if let Some(t) = telemetry::traces_url() {
