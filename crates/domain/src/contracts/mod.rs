@@ -577,4 +577,6 @@ pub fn edit_path_denials<'c>(
 }
 
 #[cfg(test)]
+mod task_tests;
+#[cfg(test)]
 mod tests;

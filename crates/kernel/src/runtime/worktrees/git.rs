@@ -37,6 +37,7 @@ const KERNEL_CONFIG: &[&str] = &[
     "core.quotePath=false",
     "-c",
     "core.attributesFile=/dev/null",
+    "-c",
     "submodule.recurse=false",
     "-c",
     "diff.ignoreSubmodules=all",
