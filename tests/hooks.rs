@@ -469,6 +469,17 @@ async fn a_workflow_s_hooks_post_into_its_instance() {
         .await
         .err();
     assert!(e.contains("hooks.alerts.secret"), "{e}");
+    // A variable every worker would inherit is refused, naming the suffix to use.
+    let plain = yaml
+        .replace("TICKETS_HOOK_SECRET", "TICKETS_SECRET")
+        .replace("tickets:", "alerts:");
+    let e = call(&lead, "workflow_run", json!({"yaml": plain, "tag": "c"}))
+        .await
+        .err();
+    assert!(
+        e.contains("hooks.alerts.secret: env.TICKETS_SECRET") && e.contains("_HOOK_SECRET"),
+        "{e}"
+    );
     s.stop().await;
 }
 

@@ -393,3 +393,30 @@ async fn a_delivery_a_killed_kernel_was_acting_on_is_acted_on_at_restart_once() 
     assert_eq!(slow[0]["status"], "running", "{l}");
     s.stop().await;
 }
+
+/// A hook's secret taken from the kernel's environment (`*_HOOK_SECRET`) reaches
+/// no worker, so no agent reads it and signs deliveries of its own; the kernel's
+/// other variables are passed on as before.
+#[tokio::test]
+async fn no_agent_inherits_a_hook_s_secret_from_the_kernel() {
+    use common::fake_llm::{FakeLlm, Script};
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("LEAKY_HOOK_SECRET", "hook-secret-value-0123456789"),
+        ("PLAIN_SETTING", "plain-value-kept"),
+    ];
+    let s = HttpServer::start_with_env(dir.path(), &env).await;
+    let lead = s.lead(Proto::Modern).await;
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let steps = [("run_command", json!({"command": "env"}))];
+    let llm = FakeLlm::start(Script::steps(&steps, "done")).await;
+    let def = json!({"name": "a", "backend": "sdk", "model": "claude-sonnet-4-5",
+        "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test"},
+        "cwd": work.path().display().to_string(),
+        "permissions": {"profile": "edit", "allow": ["shell"]}});
+    call(&lead, "agent_new", def).await.ok();
+    let said = crate::sandbox::run(&lead, "a", &llm).await.join("\n");
+    assert!(said.contains("PLAIN_SETTING=plain-value-kept"), "{said}");
+    assert!(!said.contains("hook-secret-value"), "{said}");
+    s.stop().await;
+}

@@ -32,6 +32,20 @@ pub const DEFAULT_RATE: u32 = 60;
 pub const MAX_RATE: u32 = 6_000;
 /// The longest secret, and the shortest (a guessable one signs nothing).
 pub const SECRET_CHARS: (usize, usize) = (16, 256);
+
+/// How the name of an environment variable holding a hook's secret ends: the
+/// kernel passes no variable so named to any worker, so no agent reads it.
+pub const SECRET_VAR_SUFFIX: &str = "_HOOK_SECRET";
+
+/// The `${{ env.X }}` names in `text` that do not end in [`SECRET_VAR_SUFFIX`].
+pub fn unscrubbed_vars(text: &str) -> Vec<&str> {
+    text.split("${{")
+        .skip(1)
+        .filter_map(|rest| rest.split("}}").next())
+        .filter_map(|inner| inner.trim().strip_prefix("env."))
+        .filter(|name| !name.ends_with(SECRET_VAR_SUFFIX))
+        .collect()
+}
 /// The longest delivery id kept.
 pub const MAX_DELIVERY_ID: usize = 128;
 

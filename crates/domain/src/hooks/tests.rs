@@ -175,3 +175,13 @@ fn hook_contracts_match_deliveries() {
     );
     assert!(unknown.unwrap_err().contains("agent"));
 }
+
+#[test]
+fn a_secrets_variable_must_be_one_no_worker_inherits() {
+    let check = |text: &str, expect: &[&str]| assert_eq!(unscrubbed_vars(text), expect, "{text}");
+    check("${{ env.GITHUB_HOOK_SECRET }}", &[]);
+    check("${{env.TICKETS_HOOK_SECRET}}", &[]);
+    check("${{ env.GITHUB_SECRET }}", &["GITHUB_SECRET"]);
+    check("x${{ env.A_HOOK_SECRET }}y${{ env.B }}", &["B"]);
+    check("plain-secret-of-sixteen", &[]);
+}

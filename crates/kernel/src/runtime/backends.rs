@@ -30,9 +30,7 @@ impl Runtime {
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .process_group(0);
-        for k in crate::runtime::workers::SCRUBBED_ENV {
-            cmd.env_remove(k);
-        }
+        crate::runtime::workers::scrub_env(&mut cmd);
         // As a run's worker gets them: the agent's `OTEL_*` held from the probe's
         // own process, given back to the CLI checks it starts.
         cmd.envs(telemetry::agent_env::for_worker(env));

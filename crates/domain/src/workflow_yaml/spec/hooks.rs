@@ -32,6 +32,13 @@ impl HookDecl {
     /// This hook with its secret interpolated (`${{ env.X }}`) and checked.
     pub fn with_secret(&self, vars: &crate::workflow_yaml::Vars) -> Result<HookDecl, String> {
         let at = |e: String| format!("hooks.{}.secret: {e}", self.name);
+        if let Some(var) = hk::unscrubbed_vars(&self.secret).first() {
+            return Err(at(format!(
+                "env.{var}: a hook's secret comes from a variable whose name ends in {suffix} \
+                 (rename it, e.g. {var}{suffix}): no worker inherits those, so no agent reads it",
+                suffix = hk::SECRET_VAR_SUFFIX
+            )));
+        }
         let secret =
             crate::workflow_yaml::interpolate(&self.secret, vars).map_err(|e| at(e.to_string()))?;
         let (min, max) = hk::SECRET_CHARS;

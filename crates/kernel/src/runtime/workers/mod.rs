@@ -44,6 +44,21 @@ pub(crate) const SCRUBBED_ENV: &[&str] = &[
     telemetry::WORKER_ENV,
 ];
 
+/// Takes from `cmd` what no worker inherits from the kernel: [`SCRUBBED_ENV`] and
+/// every variable holding a hook's secret (named `*_HOOK_SECRET`).
+pub(crate) fn scrub_env(cmd: &mut tokio::process::Command) {
+    for k in SCRUBBED_ENV {
+        cmd.env_remove(k);
+    }
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.ends_with(domain::hooks::SECRET_VAR_SUFFIX))
+        {
+            cmd.env_remove(k);
+        }
+    }
+}
+
 mod commits;
 pub(crate) mod home;
 mod records;
@@ -470,9 +485,7 @@ impl Workers {
     fn worker_command(&self, spec: &Spec, cwd: &std::path::Path) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.exe);
         cmd.arg(WORKER_MODE).current_dir(cwd);
-        for k in SCRUBBED_ENV {
-            cmd.env_remove(k);
-        }
+        scrub_env(&mut cmd);
         // The agent's OTEL_* are for its CLI: held from the worker's own exporter.
         cmd.envs(telemetry::agent_env::for_worker(&spec.env));
         if let Some(span) = &spec.trace {
