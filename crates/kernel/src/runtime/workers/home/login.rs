@@ -4,8 +4,10 @@
 //! the home (the agent writes its home), a record of the hash of what it last
 //! copied in or wrote back. Before and after each run, per login file:
 //! the user's changed (a new login) → copied in; else the agent's changed (its
-//! CLI refreshed) → written back to the user's file, atomically, mode 0600, only
-//! if it reads as that CLI's login (a bounded read, never through a link).
+//! CLI refreshed) → its rotated tokens (and only those: [`TOKENS`]) are written
+//! into the user's file, atomically, mode 0600, where the user's file already has
+//! them with the same type (a bounded read, never through a link): an agent adds
+//! no key, provider or server to the user's login, nor swaps its account type.
 //! Settings are never written back. Two agents refreshing at once still race,
 //! as two CLIs sharing one file would: the second's refresh may fail.
 
@@ -29,6 +31,81 @@ const LOGINS: &[(&str, &[&str])] = &[
     (".local/share/opencode/auth.json", &[]),
     (".config/cursor/auth.json", &["refreshToken", "accessToken"]),
 ];
+
+/// The fields a refresh rotates, per login file, as JSON pointers; `*` is each
+/// top-level entry of the user's file whose `type` is `oauth` (OpenCode's).
+const TOKENS: &[(&str, &[&str])] = &[
+    (
+        ".claude/.credentials.json",
+        &[
+            "/claudeAiOauth/accessToken",
+            "/claudeAiOauth/refreshToken",
+            "/claudeAiOauth/expiresAt",
+        ],
+    ),
+    (
+        ".codex/auth.json",
+        &[
+            "/tokens/access_token",
+            "/tokens/refresh_token",
+            "/tokens/id_token",
+            "/last_refresh",
+        ],
+    ),
+    (
+        ".gemini/oauth_creds.json",
+        &[
+            "/access_token",
+            "/refresh_token",
+            "/expiry_date",
+            "/id_token",
+        ],
+    ),
+    (
+        ".local/share/opencode/auth.json",
+        &["/*/access", "/*/refresh", "/*/expires"],
+    ),
+    (
+        ".config/cursor/auth.json",
+        &["/accessToken", "/refreshToken"],
+    ),
+];
+
+/// The user's login `user` with the rotated tokens of the agent's copy `agent`
+/// (see [`TOKENS`]): a field is taken only where the user's file has it, with
+/// the same JSON type; None when nothing of them changed (or either is no JSON
+/// object).
+pub fn rotated(rel: &str, user: &[u8], agent: &[u8]) -> Option<Vec<u8>> {
+    use serde_json::Value;
+    let (_, fields) = TOKENS.iter().find(|(r, _)| *r == rel)?;
+    let mut mine: Value = serde_json::from_slice(user).ok().filter(Value::is_object)?;
+    let theirs: Value = serde_json::from_slice(agent)
+        .ok()
+        .filter(Value::is_object)?;
+    let oauth: Vec<String> = mine
+        .as_object()?
+        .iter()
+        .filter(|(_, v)| v.get("type").and_then(Value::as_str) == Some("oauth"))
+        .map(|(k, _)| k.replace('~', "~0").replace('/', "~1"))
+        .collect();
+    let pointers = fields.iter().flat_map(|f| match f.strip_prefix("/*") {
+        Some(rest) => oauth.iter().map(|e| format!("/{e}{rest}")).collect(),
+        None => vec![f.to_string()],
+    });
+    let mut changed = false;
+    for ptr in pointers.collect::<Vec<_>>() {
+        let (Some(new), Some(old)) = (theirs.pointer(&ptr), mine.pointer_mut(&ptr)) else {
+            continue;
+        };
+        let same_kind =
+            (new.is_string() && old.is_string()) || (new.is_number() && old.is_number());
+        if same_kind && new != old {
+            *old = new.clone();
+            changed = true;
+        }
+    }
+    changed.then(|| serde_json::to_vec(&mine).ok()).flatten()
+}
 
 /// What to do with one login file, given the hashes of the user's file, of what
 /// was last copied (the record) and of the agent's copy.
@@ -88,9 +165,20 @@ pub fn sync(home: &Path, seeds: &[(PathBuf, &str)]) -> io::Result<()> {
         ) {
             Action::Nothing => None,
             Action::CopyIn => theirs.filter(|b| replace(&mine, b).is_ok()).and(u),
-            Action::WriteBack => agents
-                .filter(|b| shaped(b, keys) && write_back(user, u.as_deref(), b).is_ok())
-                .and(a),
+            Action::WriteBack => {
+                let merged = (theirs.as_deref(), agents.as_deref());
+                match merged {
+                    (Some(t), Some(b)) if shaped(b, keys) => match rotated(rel, t, b) {
+                        Some(m) => write_back(user, u.as_deref(), &m)
+                            .and_then(|()| replace(&mine, &m))
+                            .ok()
+                            .map(|()| digest(&m)),
+                        // No token of its changed: the user's copy goes in again.
+                        None => replace(&mine, t).is_ok().then(|| u.clone()).flatten(),
+                    },
+                    _ => None,
+                }
+            }
         };
         if let Some(h) = done {
             rec.insert(rel.to_string(), h);
@@ -216,6 +304,55 @@ mod tests {
         check("{}", &[], false);
     }
 
+    #[test]
+    fn only_the_rotated_tokens_of_an_existing_login_go_back() {
+        let check = |rel: &str, user: &str, agent: &str, expect: Option<&str>| {
+            let got = rotated(rel, user.as_bytes(), agent.as_bytes())
+                .map(|b| serde_json::from_slice::<serde_json::Value>(&b).unwrap());
+            let want = expect.map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap());
+            assert_eq!(got, want, "{rel}: {user} <- {agent}");
+        };
+        let oc = ".local/share/opencode/auth.json";
+        let user =
+            r#"{"anthropic": {"type": "oauth", "access": "a1", "refresh": "r1", "expires": 1}}"#;
+        check(
+            oc,
+            user,
+            r#"{"anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2}}"#,
+            Some(
+                r#"{"anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2}}"#,
+            ),
+        );
+        // A provider the agent added (OpenCode fetches a `wellknown` one's config) never goes back.
+        check(
+            oc,
+            user,
+            r#"{"anthropic": {"type": "oauth", "access": "a1", "refresh": "r1", "expires": 1},
+                "https://evil.test": {"type": "wellknown", "key": "K", "token": "t"}}"#,
+            None,
+        );
+        // Nor a swapped account type, nor an API key set where the user had none.
+        check(
+            oc,
+            user,
+            r#"{"anthropic": {"type": "api", "key": "attacker"}}"#,
+            None,
+        );
+        check(
+            ".codex/auth.json",
+            r#"{"OPENAI_API_KEY": null, "tokens": {"access_token": "a1", "refresh_token": "r1"}}"#,
+            r#"{"OPENAI_API_KEY": "attacker", "tokens": {"access_token": "a1", "refresh_token": "r1"}}"#,
+            None,
+        );
+        check(
+            ".gemini/oauth_creds.json",
+            r#"{"refresh_token": "r1"}"#,
+            r#"{"refresh_token": 5}"#,
+            None,
+        );
+        check(".claude/settings.json", "{}", "{}", None);
+    }
+
     fn claude(token: &str) -> String {
         format!(r#"{{"claudeAiOauth": {{"refreshToken": "{token}"}}}}"#)
     }
@@ -235,10 +372,12 @@ mod tests {
         sync(&home, &seeds).unwrap();
         assert_eq!(text(&mine), claude("r1"));
         assert_eq!(record(&home), t.path().join("data/logins/agent-3.json"));
+        let json = |p: &Path| serde_json::from_str::<serde_json::Value>(&text(p)).unwrap();
+        let claude_json = |t: &str| serde_json::from_str::<serde_json::Value>(&claude(t)).unwrap();
         // The agent's CLI refreshed: the user's file gets it, readable by its owner only.
         std::fs::write(&mine, claude("r2")).unwrap();
         sync(&home, &seeds).unwrap();
-        assert_eq!(text(&user), claude("r2"));
+        assert_eq!(json(&user), claude_json("r2"));
         let mode = std::fs::metadata(&user).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         // The user logged in again: the agent's copy follows.
@@ -249,12 +388,17 @@ mod tests {
         std::fs::write(&mine, r#"{"hooks": 1}"#).unwrap();
         sync(&home, &seeds).unwrap();
         assert_eq!(text(&user), claude("r3"));
+        // Only the rotated tokens go back: a key the agent added stays its own.
+        let more = r#"{"claudeAiOauth": {"refreshToken": "r4", "scopes": ["x"]}, "evil": 1}"#;
+        std::fs::write(&mine, more).unwrap();
+        sync(&home, &seeds).unwrap();
+        assert_eq!(json(&user), claude_json("r4"));
         std::fs::remove_file(&mine).unwrap();
         let elsewhere = t.path().join("elsewhere.json");
         std::fs::write(&elsewhere, claude("planted")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &mine).unwrap();
         sync(&home, &seeds).unwrap();
-        assert_eq!(text(&user), claude("r3"));
+        assert_eq!(json(&user), claude_json("r4"));
         assert_eq!(text(&elsewhere), claude("planted"));
     }
 }
