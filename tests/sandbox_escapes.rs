@@ -92,6 +92,17 @@ async fn what_an_agent_planted_or_was_given_opens_nothing_hidden() {
 /// kernel's own git obeys: the repository's config, hooks and other refs.
 #[tokio::test]
 async fn a_worktree_agent_cannot_write_the_repositorys_config_hooks_or_refs() {
+    worktree_agent_holds("edit").await;
+}
+
+/// A `full` agent neither: the kernel's git would run what it wrote with the
+/// kernel's reach (its data dir), which `full` does not have.
+#[tokio::test]
+async fn a_full_worktree_agent_cannot_write_the_repositorys_config_hooks_or_refs() {
+    worktree_agent_holds("full").await;
+}
+
+async fn worktree_agent_holds(profile: &str) {
     let o = Outside::new();
     let dir = tempfile::tempdir().unwrap();
     let s = InProcess::start(dir.path()).await;
@@ -115,7 +126,7 @@ async fn a_worktree_agent_cannot_write_the_repositorys_config_hooks_or_refs() {
                "env": {"ANTHROPIC_BASE_URL": llm.url, "ANTHROPIC_API_KEY": "sk-test",
                        "HOME": o.path("home")},
                "cwd": o.path("repo"), "workspace": "worktree",
-               "permissions": {"profile": "edit", "allow": ["shell"]}}),
+               "permissions": {"profile": profile, "allow": ["shell"], "sandbox": "required"}}),
     )
     .await
     .ok();

@@ -170,6 +170,9 @@ pub(crate) fn plan(spec: &Spec, p: &Permissions, at: &Places<'_>) -> Option<Sand
         .collect();
     if p.profile == Profile::Full {
         unwritable.extend(hidden.iter().cloned());
+        if let Some((git_dir, common)) = &git {
+            unwritable.extend(repository_held(common, git_dir));
+        }
     }
     let folders = workspace_folders(spec.backend, at.cwd, &hidden, &unwritable);
     Some(Sandbox {
@@ -287,6 +290,29 @@ fn state_place(p: &Path, hidden: &[PathBuf]) -> bool {
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     let deep = p.components().count() > 2;
     plain && deep && !hidden.iter().any(|h| p.starts_with(h) || h.starts_with(p))
+}
+
+/// What a `full` agent in a worktree may not write of its repository's git
+/// folder `common` (as `edit` may not): all of it but its objects and the
+/// worktree's own folder `git_dir`. The kernel's own git (the turn's commit, the
+/// merge) obeys its config and hooks outside any sandbox, with the kernel's
+/// reach (the data dir), which `full` does not have. Entries made later are
+/// not held, but the kernel's git names its common dir, so no `commondir` made
+/// there sends it elsewhere.
+fn repository_held(common: &Path, git_dir: &Path) -> Vec<PathBuf> {
+    let list = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let worktrees = common.join("worktrees");
+    let mut held: Vec<PathBuf> = list(common)
+        .into_iter()
+        .filter(|p| *p != common.join("objects") && *p != worktrees)
+        .collect();
+    held.extend(list(&worktrees).into_iter().filter(|p| p != git_dir));
+    held.sort();
+    held
 }
 
 /// An agent's worktree's git folder and its repository's (`commondir`), as the
@@ -535,55 +561,7 @@ pub(crate) fn limit_hit(signal: i32) -> Option<&'static str> {
     }
 }
 
-impl super::Workers {
-    /// The run's OS sandbox, from its agent's permissions and places, off the async
-    /// threads (it reads the user database and a worktree's git folder, makes a cgroup).
-    pub(super) async fn sandbox_plan(
-        &self,
-        spec: &Spec,
-        governed: domain::permissions::Profile,
-        run_id: &str,
-        (cwd, state_dir): (&std::path::Path, &std::path::Path),
-        skills: &[domain::protocol::SkillRef],
-        url: &str,
-    ) -> Result<Option<domain::sandbox::Sandbox>> {
-        let (mut spec, mut permissions) = (spec.clone(), spec.config.permissions.clone());
-        spec.trace = None;
-        // What the contracts leave of the profile is what the sandbox holds: a CLI
-        // whose edits a contract holds (Codex, narrowed to read) cannot write by
-        // any other way either.
-        permissions.profile = permissions.profile.min(governed);
-        let all = self.base.contracts.all();
-        let in_force =
-            crate::governance::contracts::in_force(&all, spec.workflow_id, &spec.workflow);
-        let held = domain::contracts::edit_path_denials(in_force, &spec.name);
-        let (cwd, state_dir, url) = (cwd.to_owned(), state_dir.to_owned(), url.to_owned());
-        let (scratch, data_dir) = (self.scratch_dir(run_id), self.base.data_dir.clone());
-        let skills: Vec<PathBuf> = skills.iter().map(|s| s.dir.clone()).collect();
-        let (cgroups, run_id) = (self.cgroups.clone(), run_id.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let places = Places {
-                cwd: &cwd,
-                state_dir: &state_dir,
-                scratch,
-                data_dir: &data_dir,
-                home: &super::home::dir(&data_dir, spec.agent_id),
-                skills,
-                kernel_url: &url,
-                held,
-            };
-            let mut plan = plan(&spec, &permissions, &places)?;
-            plan.cgroup = cgroups.as_ref().and_then(|c| {
-                c.make(&run_id, plan.limits.processes)
-                    .inspect_err(|e| tracing::warn!(run = run_id, "no pids cgroup: {e}"))
-                    .ok()
-            });
-            Some(plan)
-        })
-        .await
-        .map_err(|e| Error::internal(e.to_string()))
-    }
-}
+mod step;
 
 #[cfg(test)]
 mod tests;
