@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --release --example nodes -- --store postgres://USER:PASSWORD@HOST:PORT/DB
-//!                                        [--nodes 3] [--wakes 50] [--seconds 5] [--tasks 8]
+//!                                        [--nodes 3] [--instances 1] [--wakes 50] [--seconds 5]
+//!                                        [--tasks 8]
 //! ```
 //!
 //! The database should be empty. The nodes run in this process (each with its own
@@ -13,8 +14,13 @@
 //! and one on the first; the first node's lead sends each a direct message, one at a
 //! time, and the time to the worker's process started (the `RunStarted` event on the
 //! agent's node) is taken. Sends: `--tasks` tasks per node call `channel_send` on
-//! their node's kernel for `--seconds`, then the same number of tasks on one node,
-//! with how long each node's write transactions held the database's write lock.
+//! their node's kernel for `--seconds`, node i's tasks in workflow instance i mod
+//! `--instances` (each instance a team of its own, `@load:i1`…), then the same
+//! number of tasks on one node in one instance: the ratio of the two, how long each
+//! node's write transactions held the database's write lock, and how long each
+//! instance's lock was held (the store's per-instance figures; "none recorded" when
+//! the store keeps none). `--nodes 3 --instances 3` is the shape the design aims at:
+//! three nodes on three instances against one node on one.
 
 mod common;
 
@@ -22,14 +28,17 @@ use agent_worker::kernel::events::Event;
 use agent_worker::kernel::messaging::Outgoing;
 use agent_worker::kernel::registry::NewAgent;
 use agent_worker::kernel::{Caller, Kernel};
+use agent_worker::store::HoldStats;
 use agent_worker::store::Location;
 use common::start_node;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 struct Args {
     store: String,
     nodes: usize,
+    instances: usize,
     wakes: usize,
     seconds: u64,
     tasks: usize,
@@ -37,13 +46,14 @@ struct Args {
 
 const USAGE: &str = "\
 cargo run --release --example nodes -- --store postgres://USER:PASSWORD@HOST:PORT/DB
-    [--nodes 3] [--wakes 50] [--seconds 5] [--tasks 8]
+    [--nodes 3] [--instances 1] [--wakes 50] [--seconds 5] [--tasks 8]
 Several kernels on one PostgreSQL database, measured; see the top of examples/nodes.rs.";
 
 fn args() -> Args {
     let mut a = Args {
         store: String::new(),
         nodes: 3,
+        instances: 1,
         wakes: 50,
         seconds: 5,
         tasks: 8,
@@ -53,6 +63,7 @@ fn args() -> Args {
         match flag.as_str() {
             "--store" => a.store = f.text(),
             "--nodes" => a.nodes = f.value(),
+            "--instances" => a.instances = f.value(),
             "--wakes" => a.wakes = f.value(),
             "--seconds" => a.seconds = f.value(),
             "--tasks" => a.tasks = f.value(),
@@ -64,6 +75,9 @@ fn args() -> Args {
     }
     if a.nodes < 2 {
         f.fail("--nodes: at least 2");
+    }
+    if a.instances < 1 {
+        f.fail("--instances: at least 1");
     }
     a
 }
@@ -120,17 +134,24 @@ async fn wakes(from: &Arc<Kernel>, on: &Arc<Kernel>, agent: &str, n: usize) -> V
     out
 }
 
-/// `tasks` tasks on each kernel send for `secs` seconds; returns sends per second.
-async fn sends(kernels: &[Arc<Kernel>], tasks: usize, secs: u64) -> f64 {
+/// The instance the sends of node `i` go to: `@load:i1`… (node i on instance i mod n).
+fn instance(i: usize, n: usize) -> String {
+    format!("@load:i{}", i % n + 1)
+}
+
+/// `tasks` tasks on each kernel send for `secs` seconds, kernel i's in the instance
+/// `instance(i, instances)`; returns sends per second.
+async fn sends(kernels: &[Arc<Kernel>], instances: usize, tasks: usize, secs: u64) -> f64 {
     let stop = Instant::now() + Duration::from_secs(secs);
     let mut handles = Vec::new();
-    for k in kernels {
+    for (i, k) in kernels.iter().enumerate() {
+        let workflow = instance(i, instances);
         for t in 0..tasks {
-            let k = k.clone();
+            let (k, workflow) = (k.clone(), workflow.clone());
             handles.push(tokio::spawn(async move {
                 let scope = k
                     .registry()
-                    .scope(&Caller::Lead, Some("@load:main"))
+                    .scope(&Caller::Lead, Some(&workflow))
                     .await
                     .unwrap();
                 let mut n = 0u64;
@@ -160,9 +181,131 @@ async fn sends(kernels: &[Arc<Kernel>], tasks: usize, secs: u64) -> f64 {
     total as f64 / secs as f64
 }
 
+/// One measurement's figures: sends per second, each node's write transactions and
+/// each node's holds of each instance's lock (instance id, figures).
+struct Measured {
+    label: String,
+    per_s: f64,
+    writes: Vec<HoldStats>,
+    instances: Vec<Vec<(i64, HoldStats)>>,
+}
+
+/// [`sends`] through `kernels`, with the hold figures taken from them after it
+/// (those of before taken and dropped first).
+async fn measure(
+    label: String,
+    kernels: &[Arc<Kernel>],
+    instances: usize,
+    tasks: usize,
+    secs: u64,
+) -> Measured {
+    for k in kernels {
+        k.take_write_holds();
+        k.take_instance_holds();
+    }
+    let per_s = sends(kernels, instances, tasks, secs).await;
+    Measured {
+        label,
+        per_s,
+        writes: kernels.iter().map(|k| k.take_write_holds()).collect(),
+        instances: kernels.iter().map(|k| k.take_instance_holds()).collect(),
+    }
+}
+
+fn hold_row(label: &str, h: &HoldStats) {
+    println!(
+        "  {label:<34} {:>8} {:>8.0} {:>8} {:>8} {:>8}",
+        h.transactions, h.mean_us, h.p50_us, h.p99_us, h.max_us
+    );
+}
+
+fn hold_header() {
+    println!(
+        "  {:<34} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "", "count", "mean", "p50", "p99", "max"
+    );
+}
+
+/// The sends per second of both measurements and their ratio, then the hold tables.
+fn print_sends(m: &[Measured; 2], names: &HashMap<i64, String>, a: &Args) {
+    println!(
+        "\nchannel_send through the kernel API, {} tasks in all, {} s:",
+        a.tasks * a.nodes,
+        a.seconds
+    );
+    for x in m {
+        println!("  {:<30} {:>8.0}/s", x.label, x.per_s);
+    }
+    println!(
+        "  ratio: {:.2} ({} against {})",
+        m[0].per_s / m[1].per_s,
+        m[0].label,
+        m[1].label
+    );
+    println!("\nwrite transactions (the database's write lock held, begin to commit), µs:");
+    hold_header();
+    for x in m {
+        for (i, h) in x.writes.iter().enumerate() {
+            hold_row(&format!("{}: n{}", x.label, i + 1), h);
+        }
+    }
+    println!("\neach instance's write lock held (begin to commit), µs:");
+    if m.iter().flat_map(|x| &x.instances).all(Vec::is_empty) {
+        println!("  none recorded (this store keeps no per-instance figures)");
+        return;
+    }
+    hold_header();
+    for x in m {
+        for (i, holds) in x.instances.iter().enumerate() {
+            for (id, h) in holds {
+                let name = names.get(id).cloned().unwrap_or_else(|| format!("#{id}"));
+                hold_row(&format!("{}: n{} {name}", x.label, i + 1), h);
+            }
+        }
+    }
+}
+
 fn main() {
     let rt = agent_worker::memory::runtime().build().expect("runtime");
     rt.block_on(run());
+}
+
+/// The agents the measurements use: a mock on the last node and one on the first
+/// (the wakes), and an external sink in each load instance (the sends); returns
+/// the load instances' names by id.
+async fn agents(kernels: &[Arc<Kernel>], instances: usize) -> HashMap<i64, String> {
+    let (first, last) = (&kernels[0], &kernels[kernels.len() - 1]);
+    for (name, node) in [("far", last.node()), ("near", first.node())] {
+        first
+            .agent_new(NewAgent {
+                name: name.into(),
+                backend: "mock".into(),
+                node: Some(agent_worker::placement::Placement::Node(node.to_owned())),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let mut names = HashMap::new();
+    for i in 0..instances {
+        let workflow = instance(i, instances);
+        first
+            .agent_new(NewAgent {
+                name: "sink".into(),
+                backend: "external".into(),
+                workflow: Some(workflow.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let scope = first
+            .registry()
+            .scope(&Caller::Lead, Some(&workflow))
+            .await
+            .unwrap();
+        names.insert(scope.workflow_id, workflow);
+    }
+    names
 }
 
 async fn run() {
@@ -182,28 +325,12 @@ async fn run() {
         let (k, _) = start_node(d.path(), "awadmin_nodes_token_0123456789", &store, &name).await;
         kernels.push(k);
     }
-    println!("agent-worker nodes: {} kernels on {store}", a.nodes);
+    println!(
+        "agent-worker nodes: {} kernels on {store}, sends over {} instance(s)",
+        a.nodes, a.instances
+    );
+    let names = agents(&kernels, a.instances).await;
     let (first, last) = (&kernels[0], &kernels[a.nodes - 1]);
-    for (name, node) in [("far", last.node()), ("near", first.node())] {
-        first
-            .agent_new(NewAgent {
-                name: name.into(),
-                backend: "mock".into(),
-                node: Some(agent_worker::placement::Placement::Node(node.to_owned())),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
-    first
-        .agent_new(NewAgent {
-            name: "sink".into(),
-            backend: "external".into(),
-            workflow: Some("@load:main".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
     let mut far = wakes(first, last, "far", a.wakes).await;
     let mut near = wakes(first, first, "near", a.wakes).await;
     println!(
@@ -221,33 +348,14 @@ async fn run() {
     ] {
         println!("  {label:<34} {:>8.1} {:>8.1}", pct(v, 0.5), pct(v, 0.99));
     }
-    for k in &kernels {
-        k.take_write_holds();
-    }
-    let all = sends(&kernels, a.tasks, a.seconds).await;
-    let held_all: Vec<_> = kernels.iter().map(|k| k.take_write_holds()).collect();
-    let one = sends(&kernels[..1], a.tasks * a.nodes, a.seconds).await;
-    let held_one = kernels[0].take_write_holds();
-    println!(
-        "\nchannel_send through the kernel API, {} tasks in all, {} s:\n  {} nodes: {all:.0}/s\n  1 node:  {one:.0}/s",
-        a.tasks * a.nodes,
-        a.seconds,
-        a.nodes
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let all = format!(
+        "{} on {}",
+        plural(a.nodes, "node"),
+        plural(a.instances.min(a.nodes), "instance")
     );
-    println!("\nwrite transactions (the database's write lock held, begin to commit), µs:");
-    println!(
-        "  {:<24} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "", "count", "mean", "p50", "p99", "max"
-    );
-    let rows = held_all
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (format!("{} nodes: n{}", a.nodes, i + 1), h))
-        .chain([("1 node: n1".to_owned(), &held_one)]);
-    for (label, h) in rows {
-        println!(
-            "  {label:<24} {:>8} {:>8.0} {:>8} {:>8} {:>8}",
-            h.transactions, h.mean_us, h.p50_us, h.p99_us, h.max_us
-        );
-    }
+    let all = measure(all, &kernels, a.instances, a.tasks, a.seconds).await;
+    let one = "1 node on 1 instance".to_owned();
+    let one = measure(one, &kernels[..1], 1, a.tasks * a.nodes, a.seconds).await;
+    print_sends(&[all, one], &names, &a);
 }
