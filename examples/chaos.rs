@@ -1,8 +1,11 @@
 //! kill -9 chaos: the kernel is killed outright, again and again, while clients
-//! send messages and a mock workflow runs, and restarted on the same data dir.
+//! send messages and a mock workflow runs, and restarted on the same data dir; or,
+//! with `--nodes N`, one node of N kernels on one PostgreSQL database at a time,
+//! while the others keep serving and take its agents over.
 //!
 //! ```sh
 //! cargo run --release --example chaos -- --cycles 50
+//! cargo run --release --example chaos -- --nodes 3 --cycles 100 --store postgres://…
 //! ```
 //!
 //! Each cycle starts a kernel, starts a small workflow whose mock agents sleep in
@@ -15,46 +18,64 @@
 //! completed, worker processes left over; the target is 0 in each, and the
 //! program exits 1 otherwise.
 //!
+//! With `--nodes N` (N > 1, `--store` required) the N kernels share the database,
+//! each with its own data dir and node name (`n1`…), and the senders are spread
+//! over them. Each cycle picks one node at random, starts the cycle's workflow on
+//! it (its agents placed there), kills it with SIGKILL while the others keep
+//! serving their senders, waits for the survivors to take over every agent leased
+//! to it (each agent's node, as `agent_list` on a survivor shows it), then starts
+//! it again and checks as above. One more column: the killed nodes' agents taken
+//! over, which must be all of them.
+//!
 //! The example is its own kernel (`__kernel`) and worker (`__worker`), so it needs
 //! nothing else built. Flags: `--cycles N` (50), `--senders N` (4), `--seed N`,
-//! `--data-dir DIR` (a temp dir), `--store postgres://…` (an empty PostgreSQL
-//! database instead of SQLite in the data dir).
+//! `--data-dir DIR` (a temp dir; with several nodes, one folder per node in it),
+//! `--store postgres://…` (an empty PostgreSQL database instead of SQLite in the
+//! data dir), `--nodes N` (1). The nodes of a cluster run with a 2 s lease unless
+//! `AGENT_WORKER_NODE_LEASE` sets one.
 
+#[path = "chaos/cluster.rs"]
+mod cluster;
 mod common;
 
+use cluster::{Cluster, KERNEL_MODE, workers_in};
 use common::RawClient;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::json;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const KERNEL_MODE: &str = "__kernel";
 const SENDS: &str = "@chaos-sends";
 
-const WORKFLOW: &str = r#"
+/// The cycle's workflow; `node` places its agents (on the node to be killed).
+fn workflow(node: Option<&str>) -> String {
+    let at = node.map(|n| format!("\n    node: {n}")).unwrap_or_default();
+    format!(
+        r#"
 name: chaos
 agents:
   a:
-    backend: mock
+    backend: mock{at}
     mock:
-      - { when: "go", sleep: 300ms }
-      - { when: "go", send: "@b step" }
+      - {{ when: "go", sleep: 300ms }}
+      - {{ when: "go", send: "@b step" }}
   b:
-    backend: mock
+    backend: mock{at}
     mock:
-      - { when: "step", sleep: 300ms }
-      - { when: "step", send: "@c last" }
+      - {{ when: "step", sleep: 300ms }}
+      - {{ when: "step", send: "@c last" }}
   c:
-    backend: mock
+    backend: mock{at}
     mock:
-      - { when: "last", sleep: 300ms }
-      - { when: "last", reply: "done" }
+      - {{ when: "last", sleep: 300ms }}
+      - {{ when: "last", reply: "done" }}
 kickoff: "@a go"
-"#;
+"#
+    )
+}
 
 struct Args {
     cycles: usize,
@@ -62,12 +83,14 @@ struct Args {
     seed: u64,
     data_dir: Option<PathBuf>,
     store: Option<String>,
+    nodes: usize,
 }
 
 const USAGE: &str = "\
 cargo run --release --example chaos -- [--cycles 50] [--senders 4] [--seed N] [--data-dir DIR]
-    [--store postgres://USER:PASSWORD@HOST:PORT/DB]
-kill -9 of the kernel during sends and a workflow, again and again; see the top of examples/chaos.rs.";
+    [--store postgres://USER:PASSWORD@HOST:PORT/DB] [--nodes 1]
+kill -9 of the kernel during sends and a workflow, again and again; with --nodes N (N > 1,
+--store required) of one node of N at a time; see the top of examples/chaos.rs.";
 
 fn args() -> Args {
     let mut a = Args {
@@ -76,6 +99,7 @@ fn args() -> Args {
         seed: rand::random(),
         data_dir: None,
         store: None,
+        nodes: 1,
     };
     let mut f = common::Flags::new(USAGE);
     while let Some(flag) = f.next() {
@@ -85,8 +109,23 @@ fn args() -> Args {
             "--seed" => a.seed = f.value(),
             "--data-dir" => a.data_dir = Some(PathBuf::from(f.text())),
             "--store" => a.store = Some(f.text()),
+            "--nodes" => a.nodes = f.value(),
             _ => f.unknown(),
         }
+    }
+    if a.nodes == 0 {
+        f.fail("--nodes: at least 1");
+    }
+    if a.nodes > 1
+        && !a
+            .store
+            .as_deref()
+            .is_some_and(|s| s.starts_with("postgres"))
+    {
+        f.fail(
+            "--nodes N with N > 1 needs --store postgres://… (an empty database): \
+             several kernels share one store only on PostgreSQL",
+        );
     }
     a
 }
@@ -139,73 +178,6 @@ fn serve(args: &[String]) -> std::process::ExitCode {
     }
 }
 
-struct Kernel {
-    child: tokio::process::Child,
-    url: String,
-    token: String,
-}
-
-async fn start_kernel(dir: &Path, store: Option<&str>) -> Kernel {
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .envs(store.map(|s| (agent_worker::config::STORE_ENV, s)))
-        .arg(KERNEL_MODE)
-        .args(["--http", "127.0.0.1:0", "--log", "warn", "--data-dir"])
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the kernel");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(l)) = lines.next_line().await {
-            if let Some(rest) = l.split("serving MCP at ").nth(1) {
-                return rest.split_whitespace().next().unwrap().to_owned();
-            }
-        }
-        panic!("the kernel exited before it served");
-    })
-    .await
-    .expect("the kernel did not start in 30 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let token = std::fs::read_to_string(dir.join("admin.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    Kernel { child, url, token }
-}
-
-/// Worker processes (this binary in `__worker` mode) working in `dir`, with their
-/// parent pid.
-fn workers_in(dir: &Path) -> Vec<(u32, u32)> {
-    let exe = std::env::current_exe().unwrap();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let mut parts = cmd.split(|b| *b == 0);
-        let is_worker = parts
-            .next()
-            .is_some_and(|p| Path::new(&*String::from_utf8_lossy(p)) == exe)
-            && parts.next() == Some(b"__worker");
-        let in_dir =
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir));
-        if is_worker
-            && in_dir
-            && let Some(st) = agent_worker::process::proc_stat(pid)
-            && st.alive()
-        {
-            out.push((pid, st.ppid));
-        }
-    }
-    out
-}
-
 #[derive(Default)]
 struct Tally {
     acked: HashMap<String, String>,
@@ -214,6 +186,10 @@ struct Tally {
     started: usize,
     incomplete: usize,
     leftover: usize,
+    /// Agents leased to the killed nodes when they were killed, and of those the
+    /// ones the survivors took over (several nodes only).
+    to_take: usize,
+    taken: usize,
 }
 
 async fn chaos(a: Args) -> bool {
@@ -228,8 +204,13 @@ async fn chaos(a: Args) -> bool {
         Some(url) => agent_worker::store::Location::Postgres(url.clone()).to_string(),
         None => "SQLite in the data dir".into(),
     };
+    let nodes = if a.nodes > 1 {
+        format!("{} nodes, ", a.nodes)
+    } else {
+        String::new()
+    };
     println!(
-        "chaos: {} cycles, {} senders, seed {}, data dir {}, store {store}",
+        "chaos: {nodes}{} cycles, {} senders, seed {}, data dir {}, store {store}",
         a.cycles,
         a.senders,
         a.seed,
@@ -238,80 +219,165 @@ async fn chaos(a: Args) -> bool {
     let mut rng = StdRng::seed_from_u64(a.seed);
     let tally = Arc::new(Mutex::new(Tally::default()));
     let begun = Instant::now();
-    let mut k = start_kernel(&dir, a.store.as_deref()).await;
-    let lead = RawClient::new(&k.url, &k.token);
-    lead.call(
-        "agent_new",
-        json!({"name": "sink", "backend": "external", "workflow": SENDS}),
-    )
-    .await;
+    let mut cluster = Cluster::start(&dir, a.nodes, a.store.as_deref()).await;
+    cluster
+        .lead(0)
+        .call(
+            "agent_new",
+            json!({"name": "sink", "backend": "external", "workflow": SENDS}),
+        )
+        .await;
     for cycle in 1..=a.cycles {
-        let lead = Arc::new(RawClient::new(&k.url, &k.token));
-        let tag = format!("c{cycle}");
-        lead.call("workflow_run", json!({"yaml": WORKFLOW, "tag": tag}))
-            .await;
-        tally.lock().unwrap().started += 1;
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let senders = send_until(&lead, a.senders, cycle, &stop, &tally);
-        tokio::time::sleep(Duration::from_millis(rng.random_range(200..1500))).await;
-        let live = workers_in(&dir).len();
-        tally.lock().unwrap().live += live;
-        let _ = k.child.start_kill();
-        let _ = k.child.wait().await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for s in senders {
-            let _ = s.await;
-        }
-        k = start_kernel(&dir, a.store.as_deref()).await;
-        let kernel_pid = k.child.id().unwrap_or(0);
-        // The new kernel kills what the old one left before it serves.
-        let left: Vec<_> = workers_in(&dir)
-            .into_iter()
-            .filter(|(_, ppid)| *ppid != kernel_pid)
-            .collect();
-        let lead = RawClient::new(&k.url, &k.token);
-        let done = wait_completed(&lead, &format!("@chaos:{tag}")).await;
-        let mut t = tally.lock().unwrap();
-        t.leftover += left.len();
-        if !done {
-            t.incomplete += 1;
-        }
-        println!(
-            "cycle {cycle:>3}: killed with {live} run(s) in progress; {} sends acknowledged so far, workflow {}, \
-             {} leftover worker(s)",
-            t.acked.len(),
-            if done { "completed" } else { "NOT completed" },
-            left.len()
-        );
+        one_cycle(&mut cluster, cycle, &mut rng, a.senders, &tally).await;
     }
     // Every acknowledged send reached the sink's inbox exactly once: read it as the
     // sink, acknowledging as it goes.
-    let lead = RawClient::new(&k.url, &k.token);
-    let seen = read_sink(&lead, &k.url).await;
-    // The last kernel stops cleanly; nothing of it may stay.
-    let pid = nix::unistd::Pid::from_raw(k.child.id().unwrap() as i32);
-    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-    let _ = tokio::time::timeout(Duration::from_secs(15), k.child.wait()).await;
-    let leftover = tally.lock().unwrap().leftover + workers_in(&dir).len();
+    let seen = read_sink(&cluster.lead(0), cluster.url(0)).await;
+    // The last kernels stop cleanly; nothing of them may stay.
+    cluster.stop().await;
+    let leftover = tally.lock().unwrap().leftover + cluster.workers();
     let t = tally.lock().unwrap();
-    report(&t, &seen, leftover, a.cycles, begun)
+    report(&t, &seen, leftover, (a.cycles, a.nodes), begun)
 }
 
-/// `n` senders sending to the sink through `lead` until `stop`, keeping every
-/// acknowledged send (by its text) in the tally.
+/// One cycle: the workflow started on a node picked at random, the senders
+/// started on every node, that node killed after a random moment, its agents
+/// taken over by the others (several nodes), the node started again, its
+/// leftover workers counted and the workflow awaited.
+async fn one_cycle(
+    c: &mut Cluster,
+    cycle: usize,
+    rng: &mut StdRng,
+    senders: usize,
+    tally: &Arc<Mutex<Tally>>,
+) {
+    let several = c.len() > 1;
+    let victim = rng.random_range(0..c.len());
+    let tag = format!("c{cycle}");
+    let yaml = workflow(several.then(|| c.name(victim)));
+    c.lead(victim)
+        .call("workflow_run", json!({"yaml": yaml, "tag": tag}))
+        .await;
+    tally.lock().unwrap().started += 1;
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..c.len()).map(|i| Arc::new(c.lead(i))).collect();
+    let running = send_until(&clients, senders, cycle, &stop, tally);
+    tokio::time::sleep(Duration::from_millis(rng.random_range(200..1500))).await;
+    let live = workers_in(c.dir(victim)).len();
+    let held = if several {
+        agents_on(&c.lead(victim), c.name(victim)).await
+    } else {
+        Vec::new()
+    };
+    c.kill(victim).await;
+    // The survivors keep sending while they take the killed node's agents over.
+    let taken = if several {
+        let survivor = c.lead((victim + 1) % c.len());
+        Some(wait_taken(&survivor, &held, c.name(victim)).await)
+    } else {
+        None
+    };
+    stop.store(true, Relaxed);
+    for s in running {
+        let _ = s.await;
+    }
+    let kernel_pid = c.restart(victim).await;
+    // The new kernel kills what the old one left before it serves.
+    let left = workers_in(c.dir(victim))
+        .into_iter()
+        .filter(|(_, ppid)| *ppid != kernel_pid)
+        .count();
+    let done = wait_completed(&c.lead(victim), &format!("@chaos:{tag}")).await;
+    let mut t = tally.lock().unwrap();
+    t.live += live;
+    t.leftover += left;
+    t.incomplete += usize::from(!done);
+    let moved = match taken {
+        Some((n, after)) => {
+            t.to_take += held.len();
+            t.taken += n;
+            format!(
+                "{n} of {} agent(s) taken over in {:.1} s; ",
+                held.len(),
+                after.as_secs_f64()
+            )
+        }
+        None => String::new(),
+    };
+    let who = if several {
+        format!("{} killed", c.name(victim))
+    } else {
+        "killed".into()
+    };
+    println!(
+        "cycle {cycle:>3}: {who} with {live} run(s) in progress; {moved}{} sends acknowledged so far, \
+         workflow {}, {left} leftover worker(s)",
+        t.acked.len(),
+        if done { "completed" } else { "NOT completed" },
+    );
+}
+
+/// The agents (targets) leased to `node`, as `agent_list` through `lead` shows them.
+async fn agents_on(lead: &RawClient, node: &str) -> Vec<String> {
+    let list = lead.call("agent_list", json!({})).await;
+    list["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["node"] == node)
+        .filter_map(|a| a["target"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Waits (up to 30 s) for every agent of `held` to be leased to a node other than
+/// `gone`, as `agent_list` through a survivor shows it: how many were, and when.
+async fn wait_taken(survivor: &RawClient, held: &[String], gone: &str) -> (usize, Duration) {
+    let begun = Instant::now();
+    let end = begun + Duration::from_secs(30);
+    loop {
+        let list = survivor
+            .try_call("agent_list", json!({}))
+            .await
+            .unwrap_or_default();
+        let moved = list["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| {
+                a["target"]
+                    .as_str()
+                    .is_some_and(|t| held.iter().any(|h| h == t))
+            })
+            .filter(|a| {
+                a["node"]
+                    .as_str()
+                    .is_some_and(|n| !n.is_empty() && n != gone)
+            })
+            .count();
+        if moved == held.len() || Instant::now() > end {
+            return (moved, begun.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `n` senders sending to the sink until `stop`, sender `s` through
+/// `clients[s % len]`, keeping every acknowledged send (by its text) in the tally.
+/// A sender whose node is gone stops.
 fn send_until(
-    lead: &Arc<RawClient>,
+    clients: &[Arc<RawClient>],
     n: usize,
     cycle: usize,
-    stop: &Arc<std::sync::atomic::AtomicBool>,
+    stop: &Arc<AtomicBool>,
     tally: &Arc<Mutex<Tally>>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut senders = Vec::new();
     for s in 0..n {
-        let (lead, stop, tally) = (lead.clone(), stop.clone(), tally.clone());
+        let lead = clients[s % clients.len()].clone();
+        let (stop, tally) = (stop.clone(), tally.clone());
         senders.push(tokio::spawn(async move {
             let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Relaxed) {
                 let text = format!("@sink chaos {cycle} {s} {n}");
                 let r = lead
                     .try_call("channel_send", json!({"workflow": SENDS, "message": text}))
@@ -360,12 +426,13 @@ async fn read_sink(lead: &RawClient, url: &str) -> HashMap<String, usize> {
 }
 
 /// The run's table row, and whether it passed: every acknowledged send arrived
-/// exactly once, every workflow completed, no worker was left behind.
+/// exactly once, every workflow completed, no worker was left behind, and (several
+/// nodes) every killed node's agents were taken over.
 fn report(
     t: &Tally,
     seen: &HashMap<String, usize>,
     leftover: usize,
-    cycles: usize,
+    (cycles, nodes): (usize, usize),
     begun: Instant,
 ) -> bool {
     let lost = t.acked.keys().filter(|m| !seen.contains_key(*m)).count();
@@ -374,18 +441,22 @@ fn report(
         .keys()
         .filter(|m| seen.get(*m).is_some_and(|n| *n > 1))
         .count();
+    let taken = if nodes > 1 {
+        format!("{} of {}", t.taken, t.to_take)
+    } else {
+        "-".into()
+    };
     println!(
-        "\n| cycles | runs killed mid-run | sends acknowledged | lost | duplicated | workflows | not completed | leftover workers | time |\n\
-         |---|---|---|---|---|---|---|---|---|\n\
-         | {} | {} | {} | {lost} | {duplicated} | {} | {} | {leftover} | {:.0} s |",
-        cycles,
+        "\n| nodes | cycles | runs killed mid-run | sends acknowledged | lost | duplicated | workflows | not completed | leftover workers | agents taken over | time |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n\
+         | {nodes} | {cycles} | {} | {} | {lost} | {duplicated} | {} | {} | {leftover} | {taken} | {:.0} s |",
         t.live,
         t.acked.len(),
         t.started,
         t.incomplete,
         begun.elapsed().as_secs_f64()
     );
-    lost == 0 && duplicated == 0 && t.incomplete == 0 && leftover == 0
+    lost == 0 && duplicated == 0 && t.incomplete == 0 && leftover == 0 && t.taken == t.to_take
 }
 
 /// Waits (up to a minute) for a workflow run to be completed.
