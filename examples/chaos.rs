@@ -331,6 +331,7 @@ async fn agents_on(lead: &RawClient, node: &str) -> Vec<String> {
 
 /// Waits (up to 30 s) for every agent of `held` to be leased to a node other than
 /// `gone`, as `agent_list` through a survivor shows it: how many were, and when.
+/// Those that were not are printed with the node they show.
 async fn wait_taken(survivor: &RawClient, held: &[String], gone: &str) -> (usize, Duration) {
     let begun = Instant::now();
     let end = begun + Duration::from_secs(30);
@@ -339,23 +340,31 @@ async fn wait_taken(survivor: &RawClient, held: &[String], gone: &str) -> (usize
             .try_call("agent_list", json!({}))
             .await
             .unwrap_or_default();
-        let moved = list["agents"]
+        let nodes: HashMap<&str, &str> = list["agents"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|a| {
-                a["target"]
-                    .as_str()
-                    .is_some_and(|t| held.iter().any(|h| h == t))
+            .filter_map(|a| Some((a["target"].as_str()?, a["node"].as_str().unwrap_or(""))))
+            .collect();
+        let left: Vec<_> = held
+            .iter()
+            .filter(|t| {
+                nodes
+                    .get(t.as_str())
+                    .is_none_or(|n| n.is_empty() || *n == gone)
             })
-            .filter(|a| {
-                a["node"]
-                    .as_str()
-                    .is_some_and(|n| !n.is_empty() && n != gone)
+            .map(|t| match nodes.get(t.as_str()) {
+                Some(n) if !n.is_empty() => format!("{t} (on {n})"),
+                Some(_) => format!("{t} (on no node)"),
+                None => format!("{t} (not listed)"),
             })
-            .count();
-        if moved == held.len() || Instant::now() > end {
-            return (moved, begun.elapsed());
+            .collect();
+        if left.is_empty() {
+            return (held.len(), begun.elapsed());
+        }
+        if Instant::now() > end {
+            println!("  not taken over from {gone}: {}", left.join(", "));
+            return (held.len() - left.len(), begun.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
