@@ -190,15 +190,13 @@ impl Kernel {
         self.runtime.scheduler().schedule_clear(target).await
     }
     /// How long this node's write transactions held the store's write since the
-    /// last call (see [`store::Store::take_write_holds`]); for the benchmarks.
-    pub fn take_write_holds(&self) -> store::HoldStats {
-        self.store.take_write_holds()
-    }
-
-    /// How long each instance's write lock was held since the last call (see
-    /// [`store::Store::take_instance_holds`]); for the benchmarks.
-    pub fn take_instance_holds(&self) -> Vec<(i64, store::HoldStats)> {
-        self.store.take_instance_holds()
+    /// last call, all of them and per instance (see [`store::Store::take_write_holds`]
+    /// and [`store::Store::take_instance_holds`]); for the benchmarks.
+    pub fn take_write_holds(&self) -> (store::HoldStats, Vec<(i64, store::HoldStats)>) {
+        (
+            self.store.take_write_holds(),
+            self.store.take_instance_holds(),
+        )
     }
 
     pub fn node(&self) -> &str {
