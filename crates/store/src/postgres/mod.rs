@@ -41,16 +41,43 @@ pub fn timeout() -> Duration {
     })
 }
 
-/// The advisory lock every write transaction takes ("agentwrk" in ASCII).
+/// The database's global write lock ("agentwrk" in ASCII): every write transaction
+/// takes it first, exclusive when it may touch any row ([`crate::WriteScope::Global`]),
+/// shared when it touches only its instances' rows.
 const WRITE_LOCK: i64 = 0x6167_656e_7477_726b;
 /// Taken while migrating, so kernels starting together migrate once.
 const MIGRATE_LOCK: i64 = WRITE_LOCK + 1;
 /// The class of the lock each node's writer connection holds, keyed by the node
 /// name's hash ("agwk" in ASCII).
 const NODE_LOCK: i32 = 0x6167_776b;
+/// The class of each workflow instance's write lock, keyed by [`instance_key`]
+/// ("agwi" in ASCII): taken after the global lock, in ascending key order.
+const INSTANCE_LOCK: i32 = 0x6167_7769;
 
-/// How a write transaction begins.
-pub(super) const BEGIN_WRITE: &str = "BEGIN; SELECT pg_advisory_xact_lock(7018690069355000427)";
+/// The second key of an instance's lock: its id folded into 32 bits. Two ids
+/// that fold alike share a lock, which serialises them more than needed and
+/// never less.
+pub(super) fn instance_key(id: i64) -> i32 {
+    (id ^ (id >> 32)) as i32
+}
+
+/// How a write transaction begins: the global lock (exclusive or shared), then
+/// each instance's lock by ascending key. Every transaction takes its locks in
+/// this one order and holds nothing before the global one, so no two wait for
+/// each other in a circle. `keys` are sorted and distinct.
+pub(super) fn begin_write(exclusive: bool, keys: &[i32]) -> String {
+    use std::fmt::Write;
+    let shared = if exclusive { "" } else { "_shared" };
+    let mut sql = format!("BEGIN; SELECT pg_advisory_xact_lock{shared}({WRITE_LOCK})");
+    for key in keys {
+        let _ = write!(
+            sql,
+            "; SELECT pg_advisory_xact_lock({INSTANCE_LOCK}, {key})"
+        );
+    }
+    sql
+}
+
 /// How a read begins: one snapshot for every query of the read, writing nothing.
 pub(super) const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
