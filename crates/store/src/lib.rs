@@ -22,11 +22,12 @@
 //! different instances' run at once; any other write ([`WriteScope::Global`], the
 //! default of [`Store::write`]) takes the global lock exclusive and runs alone.
 //!
-//! Instance-local tables, whose rows a write of one instance may change under its
-//! own lock: `messages`, `deliveries`, `deliveries_done`, `read_cursors`,
-//! `member_status`, and the hop counts of the instance's own agents. Every other
-//! table (registry names, organisations, nodes, leases, contracts and their counts,
-//! tokens) is changed only by global writes. Ids taken from a sequence in an
+//! Instance-local tables, whose rows (those of its `workflow_id`) a write of one
+//! instance may change under its own lock: `messages`, `broadcasts`, `deliveries`,
+//! `deliveries_done`, `read_cursors`, `member_status`, `results`, the hop count of
+//! the instance's own `workflows` row and the broadcast marks of its `agents`. Every other table and column (registry names, organisations,
+//! nodes, leases, contracts and their hit counts, tokens, content-addressed
+//! resources) is changed only by global writes, which exclude every other write. Ids taken from a sequence in an
 //! instance write grow in commit order within that instance (its lock is held from
 //! before the id is taken to the commit), which is what an inbox's cursor relies
 //! on; across instances they do not, so no cursor may span instances.
