@@ -337,11 +337,15 @@
 //! - One clock: every room reads the kernel's injected `timing::Clock` for what it
 //!   decides and what it stamps; no kernel code reads the system's time otherwise
 //!   (`tests/tidy_clock.rs`).
-//! - Every write goes through the store's writer thread; a caller is answered only
-//!   after its transaction committed. A failing write changes nothing (savepoints).
-//!   On PostgreSQL every write transaction takes the database's write lock first, so
-//!   the writes of every kernel (node) on it are in one order; the writer's
-//!   connection holds its node's lock: one kernel per node name.
+//! - Every write goes through a store writer thread; a caller is answered only
+//!   after its transaction committed. A failing write changes nothing (savepoints,
+//!   or a job that checks before it writes, whose failure after a write rolls its
+//!   whole transaction back). On PostgreSQL every write transaction takes the
+//!   database's global write lock first (exclusive, or shared for a write of one
+//!   workflow instance) and then its instances' locks by ascending key, so the
+//!   writes of one instance from every kernel (node) on it are in one order and no
+//!   two transactions wait in a circle; the first writer's connection holds its
+//!   node's lock: one kernel per node name.
 //! - An agent with a worker is leased to one node, and only that node starts its
 //!   runs: the write that records a run checks the lease and that no other run of
 //!   the agent is in progress, and a run closed as lost by a takeover settles

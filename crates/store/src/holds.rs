@@ -1,6 +1,6 @@
-//! How long the writer's transactions last, from the moment the write began (on
-//! PostgreSQL: the database's one write lock taken) to its commit answered: what
-//! every other writer on the database waits behind. A histogram of four buckets
+//! How long the writers' transactions last, from the moment the write began (on
+//! PostgreSQL: the database's write locks taken) to its commit answered: what
+//! the other writers of the same locks wait behind, in all and per instance. A histogram of four buckets
 //! per doubling, so a percentile is known to within a fifth; kept for the
 //! benchmarks, at the cost of a few atomic adds per transaction.
 

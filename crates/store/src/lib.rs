@@ -1,6 +1,6 @@
-//! The store: one writer thread that owns the write connection and group-commits
-//! whatever is queued, plus a fixed set of reader threads, each with its own read
-//! connection. The engine underneath is SQLite (`sqlite.rs`, the default: a file in
+//! The store: writer threads that each own a write connection and group-commit
+//! whatever is queued to them (one on SQLite, `writer.rs`), plus a fixed set of
+//! reader threads, each with its own read connection. The engine underneath is SQLite (`sqlite.rs`, the default: a file in
 //! the data dir) or PostgreSQL (`postgres/`, shared by several kernels); jobs see
 //! neither, only `sql::Connection`.
 //!
@@ -277,8 +277,8 @@ impl Store {
         })
     }
 
-    /// How long the writer's transactions lasted since the last call (or the
-    /// open), from the write's start (the database's write lock, on PostgreSQL) to
+    /// How long the writers' transactions lasted since the last call (or the
+    /// open), from the write's start (the database's locks taken, on PostgreSQL) to
     /// its commit: what other writers wait behind. For the benchmarks.
     pub fn take_write_holds(&self) -> HoldStats {
         self.inner.holds.take()

@@ -33,7 +33,9 @@ pub(crate) const WRITERS: usize = 4;
 /// Why a transaction wrote nothing.
 #[derive(Clone, Debug)]
 pub(crate) enum Failed {
-    /// It could not begin, or its commit failed.
+    /// It could not begin.
+    Begin(String),
+    /// Its commit failed.
     Commit(String),
     /// A job of it failed after it wrote (or after a refused statement), so the
     /// whole transaction was rolled back.
@@ -43,6 +45,7 @@ pub(crate) enum Failed {
 impl Failed {
     fn error(&self) -> Error {
         match self {
+            Self::Begin(e) => Error::internal(format!("the store could not begin a write: {e}")),
             Self::Commit(e) => Error::internal(format!("commit failed: {e}")),
             Self::RolledBack => Error::unavailable(
                 "the write was not made: another write of the same database transaction failed \
@@ -314,7 +317,7 @@ fn writer_loop(
         let Some(c) = conn.as_ref().filter(|_| begun.is_ok()) else {
             let e = begun.err().map_or_else(String::new, |e| e.to_string());
             tracing::error!("store transaction could not begin: {e}");
-            end(batch, Vec::new(), &Err(Failed::Commit(e)));
+            end(batch, Vec::new(), &Err(Failed::Begin(e)));
             continue;
         };
         // Jobs queued while the write began (on PostgreSQL, while it waited for

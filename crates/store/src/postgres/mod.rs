@@ -3,12 +3,16 @@
 //!
 //! The store's threads and jobs are the same as with SQLite (`super`); only these
 //! differ. Several kernels may share one database, so every write transaction
-//! first takes one advisory lock: writes stay serialised across all of them, as
-//! SQLite's single writer serialises them in one process, and the kernel's rules
-//! (an inbox read then marked, a proposal counted then closed) hold unchanged.
-//! Group commit keeps the lock's cost to one round trip per batch.
+//! first takes advisory locks ([`begin_write`]): the global one, then the lock of
+//! each workflow instance it writes, by ascending key. A write of one instance
+//! takes the global lock shared, so the writes of one instance are serialised
+//! across every kernel (as SQLite's single writer serialises them in one process)
+//! while different instances' run at once; any other write takes it exclusive and
+//! runs alone. The kernel's rules (an inbox read then marked, a proposal counted
+//! then closed) hold unchanged. Group commit keeps the locks' cost to one round
+//! trip per batch, and each node has several writer connections (`super::writer`).
 //!
-//! One kernel per node name: the writer's connection holds a session lock on its
+//! One kernel per node name: the first writer's connection holds a session lock on its
 //! node's name ([`NODE_LOCK`]) for as long as it lives, so a second kernel of the
 //! same name on the database is refused at start, as a second kernel on a data dir
 //! is. Kernels of different names share the database (`runtime::nodes`); the bus
