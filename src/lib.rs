@@ -109,20 +109,24 @@
 //! agent_env.rs   an agent's OTEL_* held from its worker's exporter, given back to
 //!                what the worker starts for it
 //! --- agent-worker-store (crates/store/src/) ---
-//!   lib.rs         one writer thread with group commit, fixed reader threads, on
-//!                  either engine; queue.rs their job queues (sleep when idle, never
-//!                  spin); sql/ the one vocabulary jobs speak (connection, statements,
+//!   lib.rs         the store's handle and fixed reader threads, on either engine;
+//!                  writer.rs its writers with group commit (SQLite's one; on
+//!                  PostgreSQL one for global writes and three shared by the
+//!                  instances, each transaction under the global lock and its
+//!                  instances' locks), writer_tests.rs theirs; queue.rs their job
+//!                  queues (sleep when idle, never spin); sql/ the one vocabulary jobs speak (connection, statements,
 //!                  rows, params: rusqlite's shapes), whose PostgreSQL side converts
 //!                  SQLite's dynamic values to declared types; sqlite.rs the default
 //!                  engine (a WAL file in the data dir), checkpoint.rs its WAL
 //!                  checkpoints on their own thread, schema.rs its numbered
 //!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
-//!                  the write and node locks, client.rs its client whose every wait
+//!                  the write, instance and node locks, client.rs its client whose every wait
 //!                  is bounded, schema.rs its migrations, bus.rs LISTEN/NOTIFY
 //!                  between the kernels of a database); allocator.rs SQLite on the
 //!                  process's allocator
 //!   pragmas.rs     the settings of every SQLite connection the store opens
-//!   holds.rs       how long the writer's transactions last (a histogram)
+//!   holds.rs       how long the writers' transactions last (a histogram), in all
+//!                  and per instance
 //!   testing.rs     for other crates' tests too: stores on a real PostgreSQL cluster
 //! --- agent-worker-kernel (crates/kernel/src/): the single source of truth (one per
 //! data dir). Rooms, each a service built only from those listed before it (and
@@ -333,11 +337,15 @@
 //! - One clock: every room reads the kernel's injected `timing::Clock` for what it
 //!   decides and what it stamps; no kernel code reads the system's time otherwise
 //!   (`tests/tidy_clock.rs`).
-//! - Every write goes through the store's writer thread; a caller is answered only
-//!   after its transaction committed. A failing write changes nothing (savepoints).
-//!   On PostgreSQL every write transaction takes the database's write lock first, so
-//!   the writes of every kernel (node) on it are in one order; the writer's
-//!   connection holds its node's lock: one kernel per node name.
+//! - Every write goes through a store writer thread; a caller is answered only
+//!   after its transaction committed. A failing write changes nothing (savepoints,
+//!   or a job that checks before it writes, whose failure after a write rolls its
+//!   whole transaction back). On PostgreSQL every write transaction takes the
+//!   database's global write lock first (exclusive, or shared for a write of one
+//!   workflow instance) and then its instances' locks by ascending key, so the
+//!   writes of one instance from every kernel (node) on it are in one order and no
+//!   two transactions wait in a circle; the first writer's connection holds its
+//!   node's lock: one kernel per node name.
 //! - An agent with a worker is leased to one node, and only that node starts its
 //!   runs: the write that records a run checks the lease and that no other run of
 //!   the agent is in progress, and a run closed as lost by a takeover settles

@@ -51,6 +51,7 @@ mod messaging;
 mod midturn;
 mod node_labels;
 mod nodes;
+mod nodes_instances;
 mod organisations;
 mod packaging;
 mod partition;

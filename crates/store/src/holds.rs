@@ -1,6 +1,6 @@
-//! How long the writer's transactions last, from the moment the write began (on
-//! PostgreSQL: the database's one write lock taken) to its commit answered: what
-//! every other writer on the database waits behind. A histogram of four buckets
+//! How long the writers' transactions last, from the moment the write began (on
+//! PostgreSQL: the database's write locks taken) to its commit answered: what
+//! the other writers of the same locks wait behind, in all and per instance. A histogram of four buckets
 //! per doubling, so a percentile is known to within a fifth; kept for the
 //! benchmarks, at the cost of a few atomic adds per transaction.
 
@@ -66,6 +66,34 @@ impl Holds {
     }
 }
 
+/// The same figures per workflow instance: a transaction counts for each
+/// instance whose lock it took (PostgreSQL).
+#[derive(Default)]
+pub(crate) struct InstanceHolds {
+    by_instance: std::sync::Mutex<std::collections::HashMap<i64, Box<Holds>>>,
+}
+
+impl InstanceHolds {
+    pub(crate) fn record(&self, instances: &[i64], held: Duration) {
+        if instances.is_empty() {
+            return;
+        }
+        let mut map = self.by_instance.lock().unwrap_or_else(|p| p.into_inner());
+        for id in instances {
+            map.entry(*id).or_default().record(held);
+        }
+    }
+
+    /// Each instance's figures since the last call, by id, starting over.
+    pub(crate) fn take(&self) -> Vec<(i64, HoldStats)> {
+        let map = std::mem::take(&mut *self.by_instance.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut out: Vec<(i64, HoldStats)> =
+            map.into_iter().map(|(id, h)| (id, h.take())).collect();
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+}
+
 fn stats_of(counts: &[u64], total_us: u64, max_us: u64) -> HoldStats {
     let n: u64 = counts.iter().sum();
     if n == 0 {
@@ -110,5 +138,20 @@ mod tests {
         assert!((500..=600).contains(&s.p50_us), "{s:?}");
         assert!((990..=1190).contains(&s.p99_us), "{s:?}");
         assert_eq!(h.take(), HoldStats::default(), "taken: it starts over");
+    }
+
+    #[test]
+    fn a_transaction_counts_for_each_instance_it_locked() {
+        let h = InstanceHolds::default();
+        h.record(&[3, 1], Duration::from_micros(100));
+        h.record(&[3], Duration::from_micros(300));
+        h.record(&[], Duration::from_micros(999));
+        let got: Vec<(i64, u64, u64)> = h
+            .take()
+            .into_iter()
+            .map(|(id, s)| (id, s.transactions, s.max_us))
+            .collect();
+        assert_eq!(got, vec![(1, 1, 100), (3, 2, 300)]);
+        assert!(h.take().is_empty(), "taken: it starts over");
     }
 }

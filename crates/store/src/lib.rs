@@ -1,6 +1,6 @@
-//! The store: one writer thread that owns the write connection and group-commits
-//! whatever is queued, plus a fixed set of reader threads, each with its own read
-//! connection. The engine underneath is SQLite (`sqlite.rs`, the default: a file in
+//! The store: writer threads that each own a write connection and group-commit
+//! whatever is queued to them (one on SQLite, `writer.rs`), plus a fixed set of
+//! reader threads, each with its own read connection. The engine underneath is SQLite (`sqlite.rs`, the default: a file in
 //! the data dir) or PostgreSQL (`postgres/`, shared by several kernels); jobs see
 //! neither, only `sql::Connection`.
 //!
@@ -13,9 +13,24 @@
 //! through one thread removes lock contention, and committing a queue of jobs in one
 //! transaction turns N fsyncs into one (group commit). Each job runs inside its own
 //! SAVEPOINT, so a failing job rolls back alone and never half-writes. A job's caller
-//! is answered only after the commit, so an acknowledged write is durable. On
-//! PostgreSQL the same loop serves, and the transaction's advisory lock keeps the
-//! writes of every kernel on the database in one order.
+//! is answered only after the commit, so an acknowledged write is durable.
+//!
+//! On PostgreSQL the same loop serves on several writer connections (`writer.rs`),
+//! and advisory locks keep the writes of every kernel on the database in order: a
+//! write of one workflow instance ([`WriteScope::Instance`]) takes the global lock
+//! shared and that instance's lock, so one instance's writes are in one order and
+//! different instances' run at once; any other write ([`WriteScope::Global`], the
+//! default of [`Store::write`]) takes the global lock exclusive and runs alone.
+//!
+//! Instance-local tables, whose rows (those of its `workflow_id`) a write of one
+//! instance may change under its own lock: `messages`, `broadcasts`, `deliveries`,
+//! `deliveries_done`, `read_cursors`, `member_status`, `results`, the hop count of
+//! the instance's own `workflows` row and the broadcast marks of its `agents`. Every other table and column (registry names, organisations,
+//! nodes, leases, contracts and their hit counts, tokens, content-addressed
+//! resources) is changed only by global writes, which exclude every other write. Ids taken from a sequence in an
+//! instance write grow in commit order within that instance (its lock is held from
+//! before the id is taken to the commit), which is what an inbox's cursor relies
+//! on; across instances they do not, so no cursor may span instances.
 
 mod allocator;
 mod checkpoint;
@@ -29,6 +44,9 @@ mod queue;
 pub mod schema;
 pub mod sql;
 mod sqlite;
+mod writer;
+#[cfg(test)]
+mod writer_tests;
 // Compiled always, not behind a feature: a feature a dev-dependency turns on
 // changes the store's build, and `cargo build` after building an example or a test
 // would compile the store and everything above it again. The binary never calls it,
@@ -81,19 +99,17 @@ use queue::{Queue, Taken};
 use sql::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The most jobs one transaction may carry; bounds the latency a burst adds.
-const MAX_BATCH: usize = 512;
+pub(crate) const MAX_BATCH: usize = 512;
 /// Reader threads, each with one read connection (opened on its first read).
 const READERS: usize = 8;
 /// A reader idle this long closes its connection.
 const IDLE: Duration = Duration::from_secs(10);
 
-type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
 type ReadJob = Box<dyn FnOnce(Result<&Connection, &Error>) + Send>;
-type Open = Arc<dyn Fn() -> Result<Connection> + Send + Sync>;
+pub(crate) type Open = Arc<dyn Fn() -> Result<Connection> + Send + Sync>;
 
 /// Where the kernel's state lives. Its `Debug` and `Display` never show a password.
 #[derive(Clone, PartialEq, Eq)]
@@ -160,13 +176,6 @@ impl std::fmt::Display for Location {
     }
 }
 
-/// The statements that begin a write and a read on one engine.
-#[derive(Clone, Copy)]
-struct Begin {
-    write: &'static str,
-    read: &'static str,
-}
-
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -176,17 +185,19 @@ struct Inner {
     location: Location,
     /// What this store's PostgreSQL connections call themselves (see `open_as`).
     application: String,
-    writer: Arc<Queue<Job>>,
+    writers: writer::Writers,
     readers: Arc<Queue<ReadJob>>,
     checkpointer: Option<Arc<Checkpointer>>,
-    /// How long the writer's transactions held the write (see `holds.rs`).
+    /// How long the writers' transactions held the write (see `holds.rs`).
     holds: Arc<holds::Holds>,
+    /// The same per instance (PostgreSQL).
+    instance_holds: Arc<holds::InstanceHolds>,
 }
 
 impl Drop for Inner {
     /// The last handle is gone: the threads finish what is queued and stop.
     fn drop(&mut self) {
-        self.writer.close();
+        self.writers.close();
         self.readers.close();
         if let Some(c) = &self.checkpointer {
             c.close();
@@ -213,7 +224,7 @@ impl Store {
         // Every connection of this store says which kernel it serves, so the writer
         // can tell its own stale session from another kernel's.
         let application = format!("agent-worker/{}", uuid::Uuid::now_v7().simple());
-        let (writer_conn, checkpointer, reopen, reconnect, begin): (_, _, Open, Open, _) =
+        let (writer_conn, checkpointer, reopen, reconnect, read): (_, _, Open, Open, _) =
             match location {
                 Location::Sqlite(path) => {
                     let (conn, checkpointer) = sqlite::open_writer(path)?;
@@ -222,11 +233,8 @@ impl Store {
                     // A SQLite connection never breaks, so the writer never reopens it.
                     let never: Open =
                         Arc::new(|| Err(Error::internal("the SQLite writer is never reopened")));
-                    let begin = Begin {
-                        write: sqlite::BEGIN_WRITE,
-                        read: sqlite::BEGIN_READ,
-                    };
-                    (Some(conn), Some(checkpointer), open, never, begin)
+                    let read = sqlite::BEGIN_READ;
+                    (Some(conn), Some(checkpointer), open, never, read)
                 }
                 Location::Postgres(url) => {
                     let (u, w, a, b) = (
@@ -238,60 +246,39 @@ impl Store {
                     let n = node.to_owned();
                     let open: Open = Arc::new(move || postgres::connect(&u, &a));
                     let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b, &n));
-                    let begin = Begin {
-                        write: postgres::BEGIN_WRITE,
-                        read: postgres::BEGIN_READ,
-                    };
-                    (None, None, open, writer, begin)
+                    (None, None, open, writer, postgres::BEGIN_READ)
                 }
             };
-        let writer = Arc::new(Queue::new());
-        let rx = writer.clone();
-        let holds = Arc::new(holds::Holds::default());
-        let held = holds.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
-        std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || {
-                let conn = match writer_conn {
-                    Some(c) => c,
-                    None => match reconnect().and_then(|c| postgres::migrate(&c).map(|()| c)) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                            return;
-                        }
-                    },
-                };
-                let _ = ready_tx.send(Ok(()));
-                writer_loop(conn, &rx, (begin, &held), &*reconnect)
-            })
-            .map_err(|e| Error::internal(format!("cannot start the writer thread: {e}")))?;
-        ready_rx
-            .recv()
-            .map_err(|_| Error::internal("the store writer stopped while starting"))??;
+        let shared = writer::Shared {
+            postgres: matches!(location, Location::Postgres(_)),
+            holds: Arc::default(),
+            instances: Arc::default(),
+        };
+        // The first writer's connection holds the node's lock; the others are plain.
+        let writers = writer::start(writer_conn, reconnect, reopen.clone(), &shared)?;
         let readers = Arc::new(Queue::new());
         for i in 0..READERS {
             let (rx, open) = (readers.clone(), reopen.clone());
             std::thread::Builder::new()
                 .name(format!("store-reader-{i}"))
-                .spawn(move || reader_loop(&*open, &rx, begin))
+                .spawn(move || reader_loop(&*open, &rx, read))
                 .map_err(|e| Error::internal(format!("cannot start a reader thread: {e}")))?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 location: location.clone(),
                 application,
-                writer,
+                writers,
                 readers,
                 checkpointer,
-                holds,
+                holds: shared.holds,
+                instance_holds: shared.instances,
             }),
         })
     }
 
-    /// How long the writer's transactions lasted since the last call (or the
-    /// open), from the write's start (the database's write lock, on PostgreSQL) to
+    /// How long the writers' transactions lasted since the last call (or the
+    /// open), from the write's start (the database's locks taken, on PostgreSQL) to
     /// its commit: what other writers wait behind. For the benchmarks.
     pub fn take_write_holds(&self) -> HoldStats {
         self.inner.holds.take()
@@ -320,45 +307,45 @@ impl Store {
         }
     }
 
-    /// Runs `f` in its own savepoint inside the writer's next transaction and answers
-    /// after that transaction committed.
+    /// Runs `f` in its own savepoint inside a writer's next transaction under the
+    /// global lock, and answers after that transaction committed.
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        self.write_as(WriteScope::Global, Isolation::Savepoint, f)
+            .await
+    }
+
+    /// [`Store::write`] under `scope`'s lock with `isolation` (see `writer.rs`).
+    /// A job of [`WriteScope::Instance`] must touch only that instance's rows
+    /// (the tables the crate's documentation lists as instance-local); its ids
+    /// are allocated under the instance's lock, so they grow in commit order
+    /// within the instance.
+    pub async fn write_as<T, F>(&self, scope: WriteScope, isolation: Isolation, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
         let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
-        let job: Job = Box::new(move |conn: &Connection| {
-            let out = in_savepoint(conn, f);
-            Box::new(move |committed: Result<(), String>| {
-                let out = match committed {
-                    Ok(()) => out,
-                    Err(e) => Err(Error::internal(format!("commit failed: {e}"))),
-                };
-                let _ = tx.send(out);
-            })
-        });
-        if self.inner.writer.push(job).is_err() {
+        if self
+            .inner
+            .writers
+            .push(writer::job(scope, isolation, f, tx))
+            .is_err()
+        {
             return Err(Error::internal("the store writer has stopped"));
         }
         rx.await
             .map_err(|_| Error::internal("the store writer dropped a job"))?
     }
 
-    /// [`Store::write`] under `scope`'s lock with `isolation`.
-    pub async fn write_as<T, F>(&self, scope: WriteScope, isolation: Isolation, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
-    {
-        let _ = (scope, isolation);
-        self.write(f).await
-    }
-
     /// How long each instance's lock was held since the last call, per instance
-    /// (PostgreSQL; empty on SQLite). For the benchmarks.
+    /// (PostgreSQL; empty on SQLite). A transaction counts for each instance it
+    /// locked. For the benchmarks.
     pub fn take_instance_holds(&self) -> Vec<(i64, HoldStats)> {
-        Vec::new()
+        self.inner.instance_holds.take()
     }
 
     /// Runs `f` on a reader thread's connection. Reads see the last commit; a burst
@@ -390,25 +377,11 @@ impl Store {
     }
 }
 
-/// Gives an idle connection's page cache back, to SQLite's allocator and from there
-/// to the OS.
-///
-/// Why both: SQLite allocates with the C library's malloc, not the Rust allocator,
-/// and glibc keeps freed memory in per-thread arenas; after a busy minute the ten
-/// connections' caches (2 MiB each at most) stayed resident, 20 MiB over idle. The
-/// thread's own Rust allocations are collected too.
-fn release(conn: &Connection) {
-    if let Some(c) = conn.sqlite() {
-        let _ = c.release_memory();
-    }
-    memory::give_back_with_c_heap();
-}
-
 /// Begins a transaction on `conn`. A connection found broken on the way (PostgreSQL
 /// restarted, or dropped it) is opened again and the begin tried once more: no job
 /// has run yet, so nothing is lost or done twice. A begin that failed half way (its
 /// lock timed out) is rolled back, so the next one starts clean.
-fn begin_on(
+pub(crate) fn begin_on(
     conn: &mut Connection,
     sql: &str,
     reopen: &dyn Fn() -> Result<Connection>,
@@ -436,7 +409,7 @@ fn begin_on(
 /// Why close: an open connection holds its parsed schema and cached statements
 /// (about 200 KiB each, eight readers) for as long as the kernel is idle; opening
 /// one again costs well under a millisecond, once per reader per busy spell.
-fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin: Begin) {
+fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, read: &str) {
     let mut conn: Option<Connection> = None;
     loop {
         let job = match rx.take(1, Some(IDLE)) {
@@ -450,9 +423,9 @@ fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin
             Taken::Items(mut jobs) => jobs.pop().expect("take gives at least one"),
         };
         let begun = match conn.as_mut() {
-            Some(c) => begin_on(c, begin.read, open),
+            Some(c) => begin_on(c, read, open),
             None => open().and_then(|mut c| {
-                let out = begin_on(&mut c, begin.read, open);
+                let out = begin_on(&mut c, read, open);
                 conn = Some(c);
                 out
             }),
@@ -475,90 +448,11 @@ fn reader_loop(open: &dyn Fn() -> Result<Connection>, rx: &Queue<ReadJob>, begin
 
 /// Runs one of the writer's own statements: from SQLite's statement cache (no parse
 /// per job), or as one simple query on PostgreSQL (transaction control).
-fn exec(conn: &Connection, sql: &str) -> sql::Result<()> {
+pub(crate) fn exec(conn: &Connection, sql: &str) -> sql::Result<()> {
     if conn.sqlite().is_some() {
         conn.prepare_cached(sql)?.execute(()).map(|_| ())
     } else {
         conn.execute_batch(sql)
-    }
-}
-
-/// Runs a job in a savepoint of its own. On PostgreSQL the savepoint goes out with
-/// the job's first statement, and the release reads the answers of the job's
-/// deferred writes ([`sql::Statement::execute_later`]): a job whose writes failed
-/// there rolls back like one that failed itself.
-fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    if conn.sqlite().is_some() {
-        exec(conn, "SAVEPOINT job")?;
-    } else {
-        conn.execute_batch_later("SAVEPOINT job")?;
-    }
-    let out =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
-            Err(Error::internal(
-                "a store job panicked; its changes were rolled back",
-            ))
-        });
-    let out = match out {
-        Ok(v) => match exec(conn, "RELEASE job") {
-            Ok(()) => return Ok(v),
-            Err(e) => Err(e.into()),
-        },
-        Err(e) => Err(e),
-    };
-    conn.discard_deferred();
-    exec(conn, "ROLLBACK TO job")?;
-    exec(conn, "RELEASE job")?;
-    out
-}
-
-fn writer_loop(
-    mut conn: Connection,
-    rx: &Queue<Job>,
-    (begin, holds): (Begin, &holds::Holds),
-    reopen: &dyn Fn() -> Result<Connection>,
-) {
-    // Memory goes back when a burst is over, not after some seconds without any
-    // job: the node's heartbeat writes every few seconds (see `GiveBack`).
-    let mut give_back = memory::GiveBack::new(Instant::now());
-    loop {
-        let mut batch = match rx.take(MAX_BATCH, give_back.wait(Instant::now())) {
-            Taken::Closed => return,
-            Taken::Idle => {
-                release(&conn);
-                give_back.given(Instant::now());
-                continue;
-            }
-            Taken::Items(batch) => batch,
-        };
-        give_back.worked();
-        if let Err(e) = begin_on(&mut conn, begin.write, reopen) {
-            // Run nothing; dropping the jobs answers each caller with an error.
-            tracing::error!("store transaction could not begin: {e}");
-            drop(batch);
-            continue;
-        }
-        // Jobs queued while the write began (on PostgreSQL, while it waited for the
-        // database's one write lock, which other nodes hold) join this transaction:
-        // under contention batches grow instead of each paying a transaction.
-        if batch.len() < MAX_BATCH
-            && let Taken::Items(more) = rx.take(MAX_BATCH - batch.len(), Some(Duration::ZERO))
-        {
-            batch.extend(more);
-        }
-        let began = Instant::now();
-        let finishers: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
-        let committed = exec(&conn, "COMMIT").map_err(|e| {
-            let _ = conn.execute_batch("ROLLBACK");
-            e.to_string()
-        });
-        holds.record(began.elapsed());
-        if let Err(e) = &committed {
-            tracing::error!("store commit failed: {e}");
-        }
-        for finish in finishers {
-            finish(committed.clone());
-        }
     }
 }
 

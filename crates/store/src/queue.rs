@@ -93,6 +93,14 @@ impl<T> Queue<T> {
         }
         Taken::Items(items)
     }
+
+    /// Takes at once, without waiting, up to `max` items from the front for as long
+    /// as each `fits` (the first that does not stays first, so order is kept).
+    pub(super) fn take_ready(&self, max: usize, fits: impl Fn(&T) -> bool) -> Vec<T> {
+        let mut s = self.lock();
+        let n = s.items.iter().take(max).take_while(|i| fits(i)).count();
+        s.items.drain(..n).collect()
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +125,18 @@ mod tests {
         };
         assert_eq!(rest, vec![3, 4]);
         assert!(matches!(q.take(10, None), Taken::Closed));
+    }
+
+    #[test]
+    fn a_ready_take_stops_at_the_first_that_does_not_fit() {
+        let q = Queue::new();
+        for i in [2, 4, 5, 6] {
+            q.push(i).unwrap();
+        }
+        assert_eq!(q.take_ready(10, |i| i % 2 == 0), vec![2, 4]);
+        assert_eq!(q.take_ready(1, |_| true), vec![5]);
+        assert_eq!(q.take_ready(10, |_| true), vec![6]);
+        assert!(q.take_ready(10, |_| true).is_empty());
     }
 
     #[test]

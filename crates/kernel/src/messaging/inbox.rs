@@ -32,6 +32,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
 use store::sql::{Connection, OptionalExtension};
+use store::{Isolation, WriteScope::Instance as instance};
 
 pub const DEFAULT_INBOX_LIMIT: i64 = 50;
 pub const MAX_INBOX_LIMIT: i64 = 200;
@@ -122,12 +123,17 @@ impl Messaging {
         f: impl FnOnce(&Connection, &Scope, i64) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (s, clock) = (scope.clone(), self.clock.clone());
+        // The member's own rows of its instance (deliveries, its broadcast mark).
         self.store
-            .write(move |c| {
-                let now = clock.now_ms();
-                broadcast::write_own(c, s.workflow_id, &s.me, now)?;
-                f(c, &s, now)
-            })
+            .write_as(
+                instance(scope.workflow_id),
+                Isolation::Savepoint,
+                move |c| {
+                    let now = clock.now_ms();
+                    broadcast::write_own(c, s.workflow_id, &s.me, now)?;
+                    f(c, &s, now)
+                },
+            )
             .await
     }
 

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
 use store::sql::OptionalExtension;
+use store::{Isolation, WriteScope::Instance as instance};
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ChannelMessage {
@@ -57,15 +58,20 @@ impl Messaging {
     ) -> Result<ReadResult> {
         let (since, limit) = checked(since, limit)?;
         let s = scope.clone();
+        // The instance's messages and the member's cursor.
         self.store
-            .write(move |c| {
-                let mut read = select(c, &s, since.as_deref(), limit)?;
-                if let Some(last) = read.messages.last() {
-                    set_cursor(c, s.workflow_id, &s.me, &last.id)?;
-                }
-                read.messages.shrink_to_fit();
-                Ok(read)
-            })
+            .write_as(
+                instance(scope.workflow_id),
+                Isolation::Savepoint,
+                move |c| {
+                    let mut read = select(c, &s, since.as_deref(), limit)?;
+                    if let Some(last) = read.messages.last() {
+                        set_cursor(c, s.workflow_id, &s.me, &last.id)?;
+                    }
+                    read.messages.shrink_to_fit();
+                    Ok(read)
+                },
+            )
             .await
     }
 

@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use store::sql::{Connection, OptionalExtension};
+use store::{Isolation, WriteScope::Instance as instance};
 
 /// The most a result may take as JSON.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
@@ -175,8 +176,9 @@ impl Messaging {
             )));
         }
         let (s, now) = (scope.clone(), self.clock.now_ms());
+        // The instance's asks and their results.
         self.store
-            .write(move |c| {
+            .write_as(instance(scope.workflow_id), Isolation::Savepoint, move |c| {
                 let asked = which(c, &s, ask.as_deref(), step.as_deref())?;
                 if asked.result.is_some() {
                     return Err(Error::conflict(format!(

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
 use store::sql::{Connection, OptionalExtension};
+use store::{Isolation, WriteScope::Instance as instance};
 
 pub const STATUS_STATES: &[&str] = &["idle", "busy", "blocked"];
 const MAX_STATUS_TEXT: usize = 500;
@@ -94,8 +95,9 @@ impl Messaging {
             return Err(Error::invalid("nothing to set: give task, state or note"));
         }
         let (s, now) = (scope.clone(), self.clock.now_ms());
+        // The member's status row of its instance.
         self.store
-            .write(move |c| {
+            .write_as(instance(scope.workflow_id), Isolation::Savepoint, move |c| {
                 let (mut state, mut task, mut note) = read_status(c, s.workflow_id, &s.me)?
                     .map(|old| (old.state, old.task, old.note))
                     .unwrap_or(("idle".into(), None, None));

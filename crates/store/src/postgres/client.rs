@@ -279,6 +279,14 @@ impl Client {
         })
     }
 
+    /// Reads the answers of the deferred statements now: the first failure among them.
+    pub fn settle_deferred(&mut self) -> Result<()> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        self.settle(async { Ok(()) })
+    }
+
     /// Forgets the answers of the deferred statements (their job is rolled back):
     /// the server still runs them, in order, before anything sent later, and the
     /// connection drops answers nobody waits for.

@@ -3,12 +3,16 @@
 //!
 //! The store's threads and jobs are the same as with SQLite (`super`); only these
 //! differ. Several kernels may share one database, so every write transaction
-//! first takes one advisory lock: writes stay serialised across all of them, as
-//! SQLite's single writer serialises them in one process, and the kernel's rules
-//! (an inbox read then marked, a proposal counted then closed) hold unchanged.
-//! Group commit keeps the lock's cost to one round trip per batch.
+//! first takes advisory locks ([`begin_write`]): the global one, then the lock of
+//! each workflow instance it writes, by ascending key. A write of one instance
+//! takes the global lock shared, so the writes of one instance are serialised
+//! across every kernel (as SQLite's single writer serialises them in one process)
+//! while different instances' run at once; any other write takes it exclusive and
+//! runs alone. The kernel's rules (an inbox read then marked, a proposal counted
+//! then closed) hold unchanged. Group commit keeps the locks' cost to one round
+//! trip per batch, and each node has several writer connections (`super::writer`).
 //!
-//! One kernel per node name: the writer's connection holds a session lock on its
+//! One kernel per node name: the first writer's connection holds a session lock on its
 //! node's name ([`NODE_LOCK`]) for as long as it lives, so a second kernel of the
 //! same name on the database is refused at start, as a second kernel on a data dir
 //! is. Kernels of different names share the database (`runtime::nodes`); the bus
@@ -41,16 +45,43 @@ pub fn timeout() -> Duration {
     })
 }
 
-/// The advisory lock every write transaction takes ("agentwrk" in ASCII).
+/// The database's global write lock ("agentwrk" in ASCII): every write transaction
+/// takes it first, exclusive when it may touch any row ([`crate::WriteScope::Global`]),
+/// shared when it touches only its instances' rows.
 const WRITE_LOCK: i64 = 0x6167_656e_7477_726b;
 /// Taken while migrating, so kernels starting together migrate once.
 const MIGRATE_LOCK: i64 = WRITE_LOCK + 1;
 /// The class of the lock each node's writer connection holds, keyed by the node
 /// name's hash ("agwk" in ASCII).
 const NODE_LOCK: i32 = 0x6167_776b;
+/// The class of each workflow instance's write lock, keyed by [`instance_key`]
+/// ("agwi" in ASCII): taken after the global lock, in ascending key order.
+const INSTANCE_LOCK: i32 = 0x6167_7769;
 
-/// How a write transaction begins.
-pub(super) const BEGIN_WRITE: &str = "BEGIN; SELECT pg_advisory_xact_lock(7018690069355000427)";
+/// The second key of an instance's lock: its id folded into 32 bits. Two ids
+/// that fold alike share a lock, which serialises them more than needed and
+/// never less.
+pub(super) fn instance_key(id: i64) -> i32 {
+    (id ^ (id >> 32)) as i32
+}
+
+/// How a write transaction begins: the global lock (exclusive or shared), then
+/// each instance's lock by ascending key. Every transaction takes its locks in
+/// this one order and holds nothing before the global one, so no two wait for
+/// each other in a circle. `keys` are sorted and distinct.
+pub(super) fn begin_write(exclusive: bool, keys: &[i32]) -> String {
+    use std::fmt::Write;
+    let shared = if exclusive { "" } else { "_shared" };
+    let mut sql = format!("BEGIN; SELECT pg_advisory_xact_lock{shared}({WRITE_LOCK})");
+    for key in keys {
+        let _ = write!(
+            sql,
+            "; SELECT pg_advisory_xact_lock({INSTANCE_LOCK}, {key})"
+        );
+    }
+    sql
+}
+
 /// How a read begins: one snapshot for every query of the read, writing nothing.
 pub(super) const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 

@@ -3,7 +3,7 @@
 //! tests say so and pass, unless `AGENT_WORKER_HEAVY=1` (as in CI), where they fail.
 
 use super::super::{Location, Store};
-use super::{BEGIN_WRITE, WRITE_LOCK, redacted};
+use super::{INSTANCE_LOCK, WRITE_LOCK, begin_write, instance_key, redacted};
 use crate::sql::{self, OptionalExtension};
 use crate::testing::fresh_database;
 use domain::error::Error;
@@ -306,9 +306,35 @@ async fn dropped_connections_are_opened_again() {
     }
 }
 
+/// A write begins with the global lock (exclusive or shared), then its instances'
+/// locks in the order given (ascending, by the writer).
 #[test]
-fn the_write_lock_is_the_one_begin_takes() {
-    assert!(BEGIN_WRITE.ends_with(&format!("pg_advisory_xact_lock({WRITE_LOCK})")));
+fn a_write_begins_with_the_global_lock_then_its_instances() {
+    let cases: &[(bool, &[i32], &str)] = &[
+        (true, &[], "pg_advisory_xact_lock($G)"),
+        (
+            false,
+            &[2],
+            "pg_advisory_xact_lock_shared($G); SELECT pg_advisory_xact_lock($I, 2)",
+        ),
+        (
+            true,
+            &[1, 7],
+            "pg_advisory_xact_lock($G); SELECT pg_advisory_xact_lock($I, 1); SELECT pg_advisory_xact_lock($I, 7)",
+        ),
+    ];
+    for (exclusive, keys, want) in cases {
+        let want = format!("BEGIN; SELECT {want}")
+            .replace("$G", &WRITE_LOCK.to_string())
+            .replace("$I", &INSTANCE_LOCK.to_string());
+        assert_eq!(begin_write(*exclusive, keys), want);
+    }
+    assert_eq!(instance_key(5), 5);
+    assert_ne!(
+        instance_key(1 << 32),
+        instance_key(1 << 33),
+        "high bits count"
+    );
 }
 
 #[test]

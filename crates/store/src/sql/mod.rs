@@ -167,6 +167,51 @@ impl Connection {
         }
     }
 
+    /// Says that the job wrote, where the store cannot tell: a SELECT that calls a
+    /// function which changes rows. A job of [`crate::Isolation::ChecksFirst`] that
+    /// fails after it then fails its whole transaction, as after any other write.
+    pub fn note_write(&self) {
+        if let Engine::Postgres(c) = &self.engine {
+            c.note_write();
+        }
+    }
+
+    /// A job starts on this connection (for [`Connection::job_wrote`]).
+    pub(crate) fn begin_job(&self) {
+        if let Engine::Postgres(c) = &self.engine {
+            c.begin_job();
+        }
+    }
+
+    /// Whether the job begun last sent a statement that may write: `execute`,
+    /// `execute_later`, `execute_batch`, or a query not beginning with SELECT or
+    /// VALUES (PostgreSQL; SQLite's jobs always have their savepoint).
+    pub(crate) fn job_wrote(&self) -> bool {
+        match &self.engine {
+            Engine::Sqlite(_) => false,
+            Engine::Postgres(c) => c.job_wrote(),
+        }
+    }
+
+    /// Whether a statement failed since the transaction began or last rolled back
+    /// to a savepoint: PostgreSQL then refuses everything but a rollback, and turns
+    /// a COMMIT into one.
+    pub(crate) fn tx_aborted(&self) -> bool {
+        match &self.engine {
+            Engine::Sqlite(_) => false,
+            Engine::Postgres(c) => c.tx_aborted(),
+        }
+    }
+
+    /// Reads the answers of the statements sent without waiting for them
+    /// ([`Connection::execute_later`], [`Statement::query_later`]).
+    pub(crate) fn settle_deferred(&self) -> Result<()> {
+        match &self.engine {
+            Engine::Sqlite(_) => Ok(()),
+            Engine::Postgres(c) => c.settle_deferred(),
+        }
+    }
+
     /// Runs several statements without parameters (schema changes, savepoints).
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.engine {

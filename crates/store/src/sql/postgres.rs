@@ -28,6 +28,11 @@ pub(super) struct Conn {
     prepared: RefCell<HashMap<String, postgres::Statement>>,
     /// Inside a transaction (the store begins and ends them through [`Conn::batch`]).
     in_tx: Cell<bool>,
+    /// A statement that may write was sent since [`Conn::begin_job`].
+    wrote: Cell<bool>,
+    /// A statement failed on the server and no savepoint was rolled back to since:
+    /// the transaction is aborted, and its commit would be a rollback.
+    aborted: Cell<bool>,
 }
 
 impl Conn {
@@ -36,7 +41,40 @@ impl Conn {
             client: RefCell::new(client),
             prepared: RefCell::new(HashMap::new()),
             in_tx: Cell::new(false),
+            wrote: Cell::new(false),
+            aborted: Cell::new(false),
         }
+    }
+
+    /// A job starts: nothing written by it yet.
+    pub(super) fn begin_job(&self) {
+        self.wrote.set(false);
+    }
+
+    pub(super) fn job_wrote(&self) -> bool {
+        self.wrote.get()
+    }
+
+    pub(super) fn note_write(&self) {
+        self.wrote.set(true);
+    }
+
+    pub(super) fn tx_aborted(&self) -> bool {
+        self.aborted.get()
+    }
+
+    /// Reads the answers of the statements sent and not yet read.
+    pub(super) fn settle_deferred(&self) -> Result<()> {
+        let out = self.client.borrow_mut().settle_deferred();
+        self.track(out.map_err(|e| error(e, None)))
+    }
+
+    /// `out` of a statement sent to the server: a failure aborts the transaction.
+    fn track<T>(&self, out: Result<T>) -> Result<T> {
+        if out.is_err() {
+            self.aborted.set(true);
+        }
+        out
     }
 
     pub(super) fn set_bound(&self, bound: std::time::Duration) {
@@ -56,12 +94,23 @@ impl Conn {
         let head = sql.trim_start().to_ascii_uppercase();
         if head.starts_with("BEGIN") {
             self.in_tx.set(out.is_ok());
+            self.aborted.set(out.is_err());
         } else if head.starts_with("COMMIT")
             || (head.starts_with("ROLLBACK") && !head.starts_with("ROLLBACK TO"))
         {
             self.in_tx.set(false);
+            self.aborted.set(false);
+        } else if head.starts_with("ROLLBACK TO") && out.is_ok() {
+            // Back to a savepoint taken while the transaction was sound.
+            self.aborted.set(false);
+            return out;
+        } else if !["SAVEPOINT", "RELEASE", "SET "]
+            .iter()
+            .any(|w| head.starts_with(w))
+        {
+            self.wrote.set(true);
         }
-        out
+        self.track(out)
     }
 
     /// The statement for `sql` (with SQLite's `?N` placeholders), prepared once.
@@ -120,8 +169,9 @@ impl Conn {
         let values = bind(params)?;
         let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
             values.iter().map(|v| v as _).collect();
+        self.wrote.set(true);
         let n = self.client.borrow_mut().execute(st, &refs);
-        Ok(n.map_err(|e| error(e, Some(sql)))? as usize)
+        Ok(self.track(n.map_err(|e| error(e, Some(sql))))? as usize)
     }
 
     /// [`Conn::execute`] whose answer is read with the next statement's (see
@@ -134,6 +184,7 @@ impl Conn {
     ) -> Result<()> {
         let values = bind(params)?;
         let text = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        self.wrote.set(true);
         self.client.borrow_mut().defer(st.clone(), values, text);
         Ok(())
     }
@@ -148,6 +199,7 @@ impl Conn {
     ) -> Result<crate::postgres::client::Slot> {
         let values = bind(params)?;
         let text = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        self.note_if_writes(sql);
         Ok(self
             .client
             .borrow_mut()
@@ -160,10 +212,17 @@ impl Conn {
         slot: &crate::postgres::client::Slot,
         sql: &str,
     ) -> Result<Vec<postgres::Row>> {
-        self.client
-            .borrow_mut()
-            .rows_of(slot)
-            .map_err(|e| error(e, Some(sql)))
+        let rows = self.client.borrow_mut().rows_of(slot);
+        self.track(rows.map_err(|e| error(e, Some(sql))))
+    }
+
+    /// A query that does not begin with SELECT (or VALUES) may write: an INSERT
+    /// with RETURNING, a WITH that changes rows.
+    fn note_if_writes(&self, sql: &str) {
+        let head = sql.trim_start().get(..6).unwrap_or_default();
+        if !head.eq_ignore_ascii_case("SELECT") && !head.eq_ignore_ascii_case("VALUES") {
+            self.wrote.set(true);
+        }
     }
 
     pub(super) fn discard_deferred(&self) {
@@ -184,10 +243,9 @@ impl Conn {
         let values = bind(params)?;
         let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
             values.iter().map(|v| v as _).collect();
-        self.client
-            .borrow_mut()
-            .query(st, &refs)
-            .map_err(|e| error(e, Some(sql)))
+        self.note_if_writes(sql);
+        let rows = self.client.borrow_mut().query(st, &refs);
+        self.track(rows.map_err(|e| error(e, Some(sql))))
     }
 }
 

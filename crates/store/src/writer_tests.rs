@@ -1,0 +1,343 @@
+//! The writers on both engines: jobs without a savepoint ([`Isolation::ChecksFirst`])
+//! and the instance locks (PostgreSQL, on the cluster `AGENT_WORKER_TEST_PG` names;
+//! without one those parts say so and pass).
+
+use super::{Isolation, Location, Store, WriteScope};
+use crate::sql::Connection;
+use crate::testing::fresh_database;
+use domain::error::{Error, Result};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// What a job of a case does, on a table `t (k TEXT PRIMARY KEY)` that holds `old`.
+#[derive(Clone, Copy, Debug)]
+enum Does {
+    /// Inserts its key.
+    Write,
+    /// Reads, then refuses before writing anything.
+    Refuse,
+    /// Inserts its key, then refuses.
+    WriteThenRefuse,
+    /// Inserts `old` again: the database refuses the statement.
+    Duplicate,
+    /// Sends an insert of `old` without waiting for its answer, and succeeds.
+    DuplicateLater,
+    /// Inserts `old`, ignores the refusal, and succeeds.
+    Swallow,
+}
+
+use Does::*;
+use Isolation::{ChecksFirst as CF, Savepoint as SP};
+
+fn job(does: Does, key: String) -> impl FnOnce(&Connection) -> Result<()> + Send + 'static {
+    move |c: &Connection| {
+        let refused = || Err(Error::invalid(format!("{key} refused")));
+        match does {
+            Write => c.execute("INSERT INTO t VALUES (?1)", [&key]).map(drop)?,
+            Refuse => {
+                let _: i64 = c.query_row("SELECT count(*) FROM t", (), |r| r.get(0))?;
+                return refused();
+            }
+            WriteThenRefuse => {
+                c.execute("INSERT INTO t VALUES (?1)", [&key])?;
+                return refused();
+            }
+            Duplicate => c.execute("INSERT INTO t VALUES ('old')", ()).map(drop)?,
+            DuplicateLater => c.execute_later("INSERT INTO t VALUES ('old')", ())?,
+            Swallow => {
+                let _ = c.execute("INSERT INTO t VALUES ('old')", ());
+                c.execute("INSERT INTO t VALUES (?1)", [&key])
+                    .map(drop)
+                    .ok();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a job was answered.
+fn answer(r: &Result<()>) -> &'static str {
+    match r {
+        Ok(()) => "ok",
+        Err(e) if e.to_string().contains("the write was not made") => "not made",
+        Err(e) if e.to_string().contains("commit failed") => "commit failed",
+        Err(_) => "own error",
+    }
+}
+
+type Case = (
+    &'static [(Isolation, Does)],
+    // SQLite (every job in a savepoint): the answers and the keys written.
+    (&'static [&'static str], &'static str),
+    // PostgreSQL.
+    (&'static [&'static str], &'static str),
+);
+
+/// Jobs of one transaction and how each engine answers them. A ChecksFirst job
+/// that refuses before it writes leaves the others' writes; one that fails after a
+/// write, or after a statement the database refused, costs the whole transaction
+/// on PostgreSQL, and every job is told the write was not made. SQLite keeps a
+/// savepoint per job, so there each job fails alone.
+const CASES: &[Case] = &[
+    (
+        &[(CF, Write), (CF, Refuse), (CF, Write)],
+        (&["ok", "own error", "ok"], "j0 j2"),
+        (&["ok", "own error", "ok"], "j0 j2"),
+    ),
+    (
+        &[(CF, Write), (CF, WriteThenRefuse), (CF, Write)],
+        (&["ok", "own error", "ok"], "j0 j2"),
+        (&["not made", "own error", "not made"], ""),
+    ),
+    (
+        &[(SP, Write), (CF, Duplicate), (SP, Write)],
+        (&["ok", "own error", "ok"], "j0 j2"),
+        (&["not made", "own error", "not made"], ""),
+    ),
+    (
+        &[(CF, Write), (CF, Swallow), (CF, Write)],
+        (&["ok", "ok", "ok"], "j0 j1 j2"),
+        (&["not made", "not made", "not made"], ""),
+    ),
+    (
+        // Its failure is read with the next job's first statement.
+        &[(CF, Write), (CF, DuplicateLater), (CF, Write)],
+        (&["ok", "own error", "ok"], "j0 j2"),
+        (&["not made", "not made", "own error"], ""),
+    ),
+    (
+        // ... or with the commit.
+        &[(CF, Write), (CF, DuplicateLater)],
+        (&["ok", "own error"], "j0"),
+        (&["commit failed", "commit failed"], ""),
+    ),
+    (
+        &[
+            (SP, Write),
+            (SP, WriteThenRefuse),
+            (SP, Duplicate),
+            (SP, Swallow),
+            (CF, Write),
+        ],
+        (&["ok", "own error", "own error", "ok", "ok"], "j0 j3 j4"),
+        (
+            &["ok", "own error", "own error", "own error", "ok"],
+            "j0 j4",
+        ),
+    ),
+];
+
+/// Runs `jobs` in one transaction of instance 1's writer: a first job holds the
+/// writer until every one of them is queued behind it.
+async fn in_one_transaction(store: &Store, jobs: &[(Isolation, Does)]) -> Vec<Result<()>> {
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let mut blocker = Box::pin(store.write_as(WriteScope::Instance(1), SP, move |_| {
+        let _ = started_tx.send(());
+        let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        Ok(())
+    }));
+    assert!(futures::poll!(blocker.as_mut()).is_pending());
+    started_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the first job runs");
+    let mut queued: Vec<Pin<Box<dyn Future<Output = Result<()>> + Send>>> = Vec::new();
+    for (i, (isolation, does)) in jobs.iter().enumerate() {
+        let mut f = Box::pin(store.write_as(
+            WriteScope::Instance(1),
+            *isolation,
+            job(*does, format!("j{i}")),
+        ));
+        assert!(futures::poll!(f.as_mut()).is_pending(), "queued");
+        queued.push(f);
+    }
+    go_tx.send(()).unwrap();
+    blocker.await.unwrap();
+    futures::future::join_all(queued).await
+}
+
+async fn keys(store: &Store) -> String {
+    store
+        .read(|c| {
+            let keys: Vec<String> = c
+                .prepare("SELECT k FROM t WHERE k <> 'old' ORDER BY k")?
+                .query_map((), |r| r.get(0))?
+                .collect::<crate::sql::Result<_>>()?;
+            Ok(keys.join(" "))
+        })
+        .await
+        .unwrap()
+}
+
+async fn check_cases(store: &Store, postgres: bool) {
+    for (jobs, on_sqlite, on_postgres) in CASES {
+        let (want, written) = if postgres { on_postgres } else { on_sqlite };
+        store
+            .write(|c| {
+                c.execute_batch("DELETE FROM t")?;
+                Ok(c.execute("INSERT INTO t VALUES ('old')", ()).map(drop)?)
+            })
+            .await
+            .unwrap();
+        let got: Vec<&str> = in_one_transaction(store, jobs)
+            .await
+            .iter()
+            .map(answer)
+            .collect();
+        let engine = if postgres { "PostgreSQL" } else { "SQLite" };
+        assert_eq!(&got, want, "{engine}, answers to {jobs:?}");
+        assert_eq!(keys(store).await, *written, "{engine}, written by {jobs:?}");
+        // The writer goes on: the next transaction commits.
+        store
+            .write_as(WriteScope::Instance(1), CF, job(Write, "after".into()))
+            .await
+            .unwrap_or_else(|e| panic!("{engine}, after {jobs:?}: {e}"));
+        store
+            .write(|c| Ok(c.execute("DELETE FROM t WHERE k = 'after'", ()).map(drop)?))
+            .await
+            .unwrap();
+    }
+}
+
+const TABLE: &str = "CREATE TABLE t (k TEXT PRIMARY KEY)";
+
+#[tokio::test]
+async fn jobs_without_a_savepoint_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("w.db")).unwrap();
+    store.write(|c| Ok(c.execute_batch(TABLE)?)).await.unwrap();
+    check_cases(&store, false).await;
+    assert!(
+        store.take_instance_holds().is_empty(),
+        "no instance locks on SQLite"
+    );
+}
+
+#[tokio::test]
+async fn jobs_without_a_savepoint_on_postgres() {
+    let Some(url) = fresh_database() else { return };
+    let store = Store::open_at(&Location::Postgres(url)).unwrap();
+    store.write(|c| Ok(c.execute_batch(TABLE)?)).await.unwrap();
+    check_cases(&store, true).await;
+}
+
+/// How many advisory locks the database's sessions wait for.
+async fn waiting(store: &Store) -> i64 {
+    store
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                (),
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap()
+}
+
+/// While a transaction of instance 1 is open, one of instance 2 commits (from
+/// another node too), and a global write waits for it to end.
+#[tokio::test]
+async fn instances_write_at_once_and_a_global_write_alone() {
+    let Some(url) = fresh_database() else { return };
+    let location = Location::Postgres(url);
+    let (one, two) = (
+        Store::open_as(&location, "one").unwrap(),
+        Store::open_as(&location, "two").unwrap(),
+    );
+    one.take_instance_holds();
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let mut held = Box::pin(one.write_as(WriteScope::Instance(1), SP, move |_| {
+        let _ = started_tx.send(());
+        let _ = go_rx.recv_timeout(Duration::from_secs(30));
+        Ok(())
+    }));
+    assert!(futures::poll!(held.as_mut()).is_pending());
+    started_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    for store in [&one, &two] {
+        let other = store.write_as(WriteScope::Instance(2), SP, |_| Ok(()));
+        tokio::time::timeout(Duration::from_secs(20), other)
+            .await
+            .expect("instance 2 writes while instance 1's transaction is open")
+            .unwrap();
+    }
+    let mut global = Box::pin(two.write(|_| Ok(())));
+    assert!(futures::poll!(global.as_mut()).is_pending());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while waiting(&one).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the global write waits"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        futures::poll!(global.as_mut()).is_pending(),
+        "still waiting"
+    );
+    go_tx.send(()).unwrap();
+    held.await.unwrap();
+    global.await.unwrap();
+    let holds = one.take_instance_holds();
+    let ids: Vec<i64> = holds.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, vec![1, 2], "{holds:?}");
+    assert!(holds[0].1.max_us >= holds[1].1.max_us, "{holds:?}");
+}
+
+/// Two nodes each read and write instances' counters (read, then write what was
+/// read plus one) and a global total: with the instance locks and the global one
+/// taken as they are, no update is lost and no transaction waits in a circle.
+#[tokio::test]
+async fn two_nodes_lose_no_update_across_instances() {
+    let Some(url) = fresh_database() else { return };
+    let location = Location::Postgres(url);
+    let nodes = [
+        Store::open_as(&location, "one").unwrap(),
+        Store::open_as(&location, "two").unwrap(),
+    ];
+    nodes[0]
+        .write(|c| {
+            c.execute_batch("CREATE TABLE n (inst BIGINT PRIMARY KEY, v BIGINT NOT NULL)")?;
+            Ok(c.execute_batch("INSERT INTO n VALUES (0, 0), (1, 0), (2, 0), (3, 0), (4, 0)")?)
+        })
+        .await
+        .unwrap();
+    let bump = |inst: i64| {
+        move |c: &Connection| {
+            let v: i64 = c.query_row("SELECT v FROM n WHERE inst = ?1", [inst], |r| r.get(0))?;
+            Ok(
+                c.execute("UPDATE n SET v = ?1 WHERE inst = ?2", [v + 1, inst])
+                    .map(drop)?,
+            )
+        }
+    };
+    let mut writes = Vec::new();
+    for round in 0..60i64 {
+        for (i, node) in nodes.iter().enumerate() {
+            let inst = 1 + (round + i as i64) % 4;
+            let iso = if round % 2 == 0 { SP } else { CF };
+            writes.push(
+                Box::pin(node.write_as(WriteScope::Instance(inst), iso, bump(inst)))
+                    as Pin<Box<dyn Future<Output = Result<()>> + Send>>,
+            );
+            if round % 10 == 0 {
+                writes.push(Box::pin(node.write(bump(0))));
+            }
+        }
+    }
+    let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(writes))
+        .await
+        .expect("no transaction waits in a circle");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let counts: Vec<i64> = nodes[1]
+        .read(|c| {
+            Ok(c.prepare("SELECT v FROM n ORDER BY inst")?
+                .query_map((), |r| r.get(0))?
+                .collect::<crate::sql::Result<_>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(counts, vec![12, 30, 30, 30, 30]);
+}
