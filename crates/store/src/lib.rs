@@ -224,38 +224,55 @@ impl Store {
         // Every connection of this store says which kernel it serves, so the writer
         // can tell its own stale session from another kernel's.
         let application = format!("agent-worker/{}", uuid::Uuid::now_v7().simple());
-        let (writer_conn, checkpointer, reopen, reconnect, read): (_, _, Open, Open, _) =
-            match location {
-                Location::Sqlite(path) => {
-                    let (conn, checkpointer) = sqlite::open_writer(path)?;
-                    let path = path.clone();
-                    let open: Open = Arc::new(move || Ok(sqlite::open_reader(&path)?));
-                    // A SQLite connection never breaks, so the writer never reopens it.
-                    let never: Open =
-                        Arc::new(|| Err(Error::internal("the SQLite writer is never reopened")));
-                    let read = sqlite::BEGIN_READ;
-                    (Some(conn), Some(checkpointer), open, never, read)
-                }
-                Location::Postgres(url) => {
-                    let (u, w, a, b) = (
-                        url.clone(),
-                        url.clone(),
-                        application.clone(),
-                        application.clone(),
-                    );
-                    let n = node.to_owned();
-                    let open: Open = Arc::new(move || postgres::connect(&u, &a));
-                    let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b, &n));
-                    (None, None, open, writer, postgres::BEGIN_READ)
-                }
-            };
+        let (writer_conn, checkpointer, reopen, reconnect, instance_writer, read): (
+            _,
+            _,
+            Open,
+            Open,
+            Open,
+            _,
+        ) = match location {
+            Location::Sqlite(path) => {
+                let (conn, checkpointer) = sqlite::open_writer(path)?;
+                let path = path.clone();
+                let open: Open = Arc::new(move || Ok(sqlite::open_reader(&path)?));
+                // A SQLite connection never breaks, so the writer never reopens it.
+                let never: Open =
+                    Arc::new(|| Err(Error::internal("the SQLite writer is never reopened")));
+                let read = sqlite::BEGIN_READ;
+                (
+                    Some(conn),
+                    Some(checkpointer),
+                    open,
+                    never.clone(),
+                    never,
+                    read,
+                )
+            }
+            Location::Postgres(url) => {
+                let (u, w, a, b) = (
+                    url.clone(),
+                    url.clone(),
+                    application.clone(),
+                    application.clone(),
+                );
+                let n = node.to_owned();
+                let open: Open = Arc::new(move || postgres::connect(&u, &a));
+                let writer: Open = Arc::new(move || postgres::connect_writer(&w, &b, &n));
+                let (u, a, n) = (url.clone(), application.clone(), node.to_owned());
+                let instances: Open =
+                    Arc::new(move || postgres::connect_instance_writer(&u, &a, &n));
+                (None, None, open, writer, instances, postgres::BEGIN_READ)
+            }
+        };
         let shared = writer::Shared {
             postgres: matches!(location, Location::Postgres(_)),
             holds: Arc::default(),
             instances: Arc::default(),
         };
-        // The first writer's connection holds the node's lock; the others are plain.
-        let writers = writer::start(writer_conn, reconnect, reopen.clone(), &shared)?;
+        // The first writer's connection holds the node's lock; the others write
+        // while it does.
+        let writers = writer::start(writer_conn, reconnect, instance_writer, &shared)?;
         let readers = Arc::new(Queue::new());
         for i in 0..READERS {
             let (rx, open) = (readers.clone(), reopen.clone());

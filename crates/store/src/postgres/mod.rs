@@ -225,6 +225,7 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
             sql::OptionalExtension::optional(c.query_row(
                 "SELECT a.pid, a.application_name, a.client_addr::text FROM pg_stat_activity a
                   WHERE a.pid = (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+                                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                                   AND classid = CAST(CAST(?1 AS INTEGER) AS OID)
                                   AND objid = CAST(hashtext(?2) AS OID) AND objsubid = 2 LIMIT 1)",
                 (NODE_LOCK, node),
@@ -258,6 +259,41 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
     Err(Error::conflict(format!(
         "could not take node {node} on the PostgreSQL database at {} from this kernel's own stale session",
         redacted(url)
+    )))
+}
+
+/// An instance writer's connection: [`connect`], once this kernel's first writer
+/// holds the node's lock. The instance writers hold no lock of their own; were
+/// one to reconnect after another kernel of this name took the node over (this
+/// one cut off, say), it would write beside that kernel. So it writes only while
+/// a session of this kernel (its application name) holds the node's lock.
+pub(super) fn connect_instance_writer(
+    url: &str,
+    application: &str,
+    node: &str,
+) -> Result<Connection> {
+    let c = connect(url, application)?;
+    let holder: Option<String> = sql::OptionalExtension::optional(c.query_row(
+        "SELECT a.application_name FROM pg_stat_activity a
+          WHERE a.pid = (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+                          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                          AND classid = CAST(CAST(?1 AS INTEGER) AS OID)
+                          AND objid = CAST(hashtext(?2) AS OID) AND objsubid = 2 LIMIT 1)",
+        (NODE_LOCK, node),
+        |r| r.get(0),
+    ))?;
+    if holder.as_deref() == Some(application) {
+        return Ok(c);
+    }
+    Err(Error::unavailable(format!(
+        "node {node}'s lock on the PostgreSQL database at {} is not held by this kernel{}: its \
+         writes wait until this kernel's first writer takes it again",
+        redacted(url),
+        if holder.is_some() {
+            " but by another"
+        } else {
+            ""
+        },
     )))
 }
 

@@ -306,6 +306,73 @@ async fn dropped_connections_are_opened_again() {
     }
 }
 
+/// An instance writer that reconnects writes only while this kernel holds its
+/// node's lock: cut off and taken over by another kernel of its name, it must not
+/// write beside that kernel.
+#[tokio::test]
+async fn an_instance_writer_writes_only_while_its_kernel_holds_the_node() {
+    let Some((url, store)) = store_with("CREATE TABLE r (v BIGINT)").await else {
+        return;
+    };
+    let insert = |v: i64| {
+        store.write_as(
+            crate::WriteScope::Instance(7),
+            crate::Isolation::Savepoint,
+            move |c| Ok(c.execute("INSERT INTO r VALUES (?1)", [v])?),
+        )
+    };
+    insert(1).await.expect("an instance write");
+    let db = url.rsplit_once('/').unwrap().1.to_owned();
+    let admin = std::env::var("AGENT_WORKER_TEST_PG").unwrap();
+    let other = admin.rsplit_once('/').unwrap().0.to_owned() + "/" + &db;
+    // Every session of the store ends; another holds the node's lock meanwhile.
+    let (took, holder) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let thief = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&other, postgres::NoTls).unwrap();
+        c.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.query(
+            "SELECT pg_advisory_lock(CAST($1 AS INTEGER), hashtext('local'))",
+            &[&super::NODE_LOCK],
+        )
+        .unwrap();
+        took.send(()).unwrap();
+        released.recv().ok();
+    });
+    holder.recv().unwrap();
+    let refused = insert(2)
+        .await
+        .expect_err("an instance write beside another kernel");
+    assert!(
+        refused.to_string().contains("is not held by this kernel"),
+        "{refused}"
+    );
+    release.send(()).unwrap();
+    thief.join().unwrap();
+    // The first writer takes the node's lock again, and the instance writes follow.
+    store
+        .write(|c| Ok(c.execute("INSERT INTO r VALUES (3)", ())?))
+        .await
+        .expect("the first writer took its node back");
+    insert(4)
+        .await
+        .expect("an instance write once the node is back");
+    let seen: Vec<i64> = store
+        .read(|c| {
+            let mut st = c.prepare("SELECT v FROM r ORDER BY v")?;
+            let rows = st.query_map((), |r| r.get(0))?;
+            Ok(rows.collect::<sql::Result<Vec<i64>>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen, vec![1, 3, 4]);
+}
+
 /// A write begins with the global lock (exclusive or shared), then its instances'
 /// locks in the order given (ascending, by the writer).
 #[test]
