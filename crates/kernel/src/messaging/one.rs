@@ -164,7 +164,7 @@ fn write(
     };
     let params: [&dyn ToSql; 17] = [
         &scope.workflow_id,
-        &json(agents)?,
+        &agents.join(","),
         &row.id,
         &row.sender,
         &row.content,
@@ -187,8 +187,10 @@ fn write(
     while let Some(r) = rows.next()? {
         match r.get_str(0)? {
             "sent" => id = Some(r.get::<String>(1)?),
-            "stale" => stale = Some(Vec::new()),
-            "agent" => stale.get_or_insert_default().push(r.get(1)?),
+            "stale" => {
+                let names = r.get_str(3)?.split(',').filter(|n| !n.is_empty());
+                stale = Some(names.map(str::to_owned).collect());
+            }
             "missed" if missed.count_one() => {
                 let text = r.get_ref(3)?.as_str().map_err(sql::Error::from)?;
                 missed.list(r.get(1)?, r.get(2)?, text);
