@@ -48,6 +48,14 @@ pub(super) fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// The instance's greatest message id.
+pub(super) fn greatest_id(c: &Connection, workflow_id: i64) -> Result<Option<String>> {
+    Ok(
+        c.prepare_cached("SELECT max(id) FROM messages WHERE workflow_id = ?1")?
+            .query_row([workflow_id], |r| r.get(0))?,
+    )
+}
+
 /// The send guard's scan of a job's first send, sent before the instance's agents
 /// are read so that on PostgreSQL both are one round trip. Its answer is the one
 /// the send would read later: the scan never reads the message it guards (nor its

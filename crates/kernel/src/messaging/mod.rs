@@ -191,6 +191,9 @@ fn post_system_as(
         run_id: None,
     };
     let mut rows = rows::Rows::new(workflow_id, now);
+    if c.server_functions() {
+        rows.above(guard::greatest_id(c, workflow_id)?);
+    }
     let mut posted = post(
         c,
         &scope,
@@ -265,7 +268,7 @@ fn post(
     };
     let (id, scan) = match ahead {
         Some(a) => (a.id, Some(a.scan)),
-        None => (guard::new_id(), None),
+        None => (rows.new_id(), None),
     };
     if let Some((rid, full)) = &resource {
         store_resource(c, rid, ("markdown", full), (me, rules.now()))?;

@@ -133,11 +133,12 @@ async fn sends_written_by_post_give_the_same_outcomes() {
     assert_eq!(r.messaging.known.counts(), (0, 0));
 }
 
-/// Where a send in one statement is written, a message another node wrote with
-/// a greater id (its clock ahead, or the same millisecond with greater random
-/// bits) does not make the next one sort before it: the id is allocated above
-/// the instance's greatest. (SQLite has one kernel per database, whose ids are in
-/// order: the UUIDv7s of one process are.)
+/// Where several nodes may write an instance (a database that runs functions), a
+/// message another node wrote with a greater id (its clock ahead, or the same
+/// millisecond with greater random bits) does not make the next ones sort before
+/// it, whichever way they are written: in one statement, by `post` (urgent), in a
+/// batch, or the kernel's own. (SQLite has one kernel per database, whose ids are
+/// in order: the UUIDv7s of one process are.)
 #[tokio::test]
 async fn a_new_id_is_above_the_instance_s_greatest_whoever_wrote_it() {
     let r = Rooms::new().await;
@@ -145,23 +146,44 @@ async fn a_new_id_is_above_the_instance_s_greatest_whoever_wrote_it() {
     if !r.store.read(|c| Ok(c.server_functions())).await.unwrap() {
         return;
     }
-    for (top, want) in [
-        (
-            "fff00000-0000-7000-8000-00000000ffff",
-            "fff00000-0000-7000-8000-000000010000",
-        ),
-        (
-            "ffffffff-ffff-7fff-bfff-fffffffffffe",
-            "ffffffff-ffff-7fff-bfff-ffffffffffff",
-        ),
-    ] {
+    let future = |k: u32| format!("fff00000-0000-7000-8000-{k:08x}ffff");
+    let after = |k: u32| format!("fff00000-0000-7000-8000-{:08x}0000", k + 1);
+    let lead = r.scope_in("@global:main", LEAD).await;
+    for k in 0..4 {
         r.execute(
             "INSERT INTO messages (workflow_id, id, sender, content, created_at) VALUES (1, ?1, 'bob', 'x', 0)",
-            top,
+            &future(k),
         )
         .await;
-        let sent = r.send("alice", "@bob after").await;
-        assert_eq!(sent.id, want, "after {top}");
+        let urgent = Outgoing {
+            message: "stop".into(),
+            to: Some("bob".into()),
+            urgent: true,
+            ..Default::default()
+        };
+        let ids: Vec<String> = match k {
+            0 => vec![r.send("alice", "@bob after").await.id],
+            1 => vec![r.messaging.channel_send(&lead, urgent).await.unwrap().id],
+            2 => {
+                let two = ["@bob one", "@bob two"].map(|m| Outgoing {
+                    message: m.into(),
+                    ..Default::default()
+                });
+                let sent = r.messaging.channel_send_many(&lead, two.to_vec()).await;
+                sent.unwrap().into_iter().map(|s| s.id).collect()
+            }
+            _ => {
+                let wf = domain::names::WorkflowRef::global();
+                let posted = r
+                    .store
+                    .write(move |c| super::post_system(c, 1, &wf, "@bob note".into(), 0))
+                    .await
+                    .unwrap();
+                vec![posted.result.id]
+            }
+        };
+        assert_eq!(ids[0], after(k), "send {k} after {}", future(k));
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     }
 }
 
