@@ -164,8 +164,10 @@
 //!                  as rows (votes, deadline, lost with their run; a vote of the
 //!                  members refused only once it cannot pass); rates.rs what
 //!                  contracts with a rate counted, in the event's transaction
-//!   messaging/     Messaging: channel_send and the send guard (mod.rs), read.rs
-//!                  channel_read and the reader's cursor,
+//!   messaging/     Messaging: channel_send and the send guard (mod.rs), decide.rs
+//!                  what a send decides from its text and the agents (pure), one.rs
+//!                  a send in one statement where the database runs functions
+//!                  (PostgreSQL), read.rs channel_read and the reader's cursor,
 //!                  governed.rs message contracts inside the send's transaction,
 //!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
 //!                  pending -> seen -> acked | deferred (open ones in `deliveries`,

@@ -2,7 +2,8 @@
 //! and dropped from the kernel's own posts (which quote workers' output), so that no
 //! post of the kernel fails on PostgreSQL, whose text cannot hold one.
 
-use super::{SYSTEM, prepare_content};
+use super::SYSTEM;
+use super::decide::prepare_content;
 use crate::Scope;
 use domain::names::WorkflowRef;
 

@@ -291,12 +291,21 @@ pub(super) fn post_all(
     rules: &Rules,
     post: Post,
 ) -> Result<Result<Vec<Posted>>> {
+    // Where several nodes may write the instance, its greatest id comes first (the
+    // ids are kept above it), so the first send's scan is not sent ahead.
+    let several = c.server_functions();
     let mut ahead = match sends.first() {
-        Some(first) => super::guard::scan_ahead(c, scope, first)?,
-        None => None,
+        Some(first) if !several => super::guard::scan_ahead(c, scope, first)?,
+        _ => None,
     };
+    let top = several
+        .then(|| super::guard::greatest_id(c, scope.workflow_id))
+        .transpose()?;
     let agents = crate::registry::agent_names(c, scope.workflow_id)?;
     let mut rows = Rows::new(scope.workflow_id, rules.now);
+    if let Some(top) = top {
+        rows.above(top);
+    }
     if rules.contracts.is_empty() {
         let posted = sends
             .iter()

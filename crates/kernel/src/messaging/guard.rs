@@ -11,7 +11,7 @@ use store::sql::{self, Connection};
 const MISSED_LISTED: i64 = 10;
 /// The characters of a text the send guard reads: one more than a preview shows, so
 /// [`preview`] still knows whether to add its ellipsis.
-const PREVIEW_READ: usize = PREVIEW_CHARS + 1;
+pub(super) const PREVIEW_READ: usize = PREVIEW_CHARS + 1;
 
 /// The guard's scan: messages in instance `?1` before `?2` from others than `?3`,
 /// visible to `?3` (a hook's direct messages are the lead's too), past its cursor, that it has not seen through its inbox; newest
@@ -46,6 +46,14 @@ pub(crate) fn missed_sql() -> String {
 /// A new message's id: time-ordered, so the guard's scan reads what came before it.
 pub(super) fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
+}
+
+/// The instance's greatest message id.
+pub(super) fn greatest_id(c: &Connection, workflow_id: i64) -> Result<Option<String>> {
+    Ok(
+        c.prepare_cached("SELECT max(id) FROM messages WHERE workflow_id = ?1")?
+            .query_row([workflow_id], |r| r.get(0))?,
+    )
 }
 
 /// The send guard's scan of a job's first send, sent before the instance's agents
@@ -96,18 +104,42 @@ pub(super) fn missed_since_last_read(
 
 /// The guard's answer from its scan's rows.
 fn missed_of(mut rows: sql::Rows<'_>) -> Result<(Vec<MissedMessage>, i64)> {
-    let mut listed = Vec::new();
-    let mut count = 0;
+    let mut missed = Missed::default();
     while let Some(r) = rows.next()? {
-        count += 1;
-        if count <= MISSED_LISTED {
-            listed.push(MissedMessage {
-                id: r.get(0)?,
-                from: r.get(1)?,
-                preview: preview(r.get_ref(2)?.as_str().map_err(sql::Error::from)?),
-            });
+        if missed.count_one() {
+            let text = r.get_ref(2)?.as_str().map_err(sql::Error::from)?;
+            missed.list(r.get(0)?, r.get(1)?, text);
         }
     }
-    listed.reverse();
-    Ok((listed, count))
+    Ok(missed.answer())
+}
+
+/// The guard's answer gathered from its scan's rows, newest first.
+#[derive(Default)]
+pub(super) struct Missed {
+    listed: Vec<MissedMessage>,
+    count: i64,
+}
+
+impl Missed {
+    /// Counts one more missed message: whether it is one of those listed.
+    pub(super) fn count_one(&mut self) -> bool {
+        self.count += 1;
+        self.count <= MISSED_LISTED
+    }
+
+    /// Lists the message counted last: its id, sender and the start of its text.
+    pub(super) fn list(&mut self, id: String, from: String, text: &str) {
+        self.listed.push(MissedMessage {
+            id,
+            from,
+            preview: preview(text),
+        });
+    }
+
+    /// The messages listed, oldest first, and the count.
+    pub(super) fn answer(mut self) -> (Vec<MissedMessage>, i64) {
+        self.listed.reverse();
+        (self.listed, self.count)
+    }
 }

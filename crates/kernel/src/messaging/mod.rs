@@ -19,6 +19,7 @@ pub(crate) mod broadcast;
 mod clock_tests;
 #[cfg(test)]
 mod content_tests;
+mod decide;
 mod governed;
 #[cfg(test)]
 mod governed_tests;
@@ -28,6 +29,7 @@ pub mod inbox;
 mod inbox_tests;
 pub mod mentions;
 pub mod news;
+mod one;
 #[cfg(test)]
 mod plan_tests;
 pub mod read;
@@ -39,6 +41,8 @@ pub mod results;
 mod results_tests;
 mod rows;
 pub(crate) mod runs;
+#[cfg(test)]
+mod send_cases;
 pub(crate) mod senders;
 pub mod team;
 #[cfg(test)]
@@ -53,9 +57,10 @@ use crate::Scope;
 use crate::events::Event;
 use crate::events::Events;
 use crate::governance::contracts::Contracts;
-use crate::messaging::resources::{resource_id, store_resource};
+use crate::messaging::resources::store_resource;
 use crate::registry::agent_names;
 use crate::timing::Clock;
+use decide::{Decided, decide, send_notes};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
 use guard::Ahead;
@@ -64,8 +69,8 @@ pub use senders::URGENT;
 use senders::{count_hop, outside, urgent_to};
 use serde::Serialize;
 use std::sync::Arc;
-use store::Store;
 use store::sql::Connection;
+use store::{Isolation, Store, WriteScope};
 
 pub const MAX_MESSAGE_CHARS: usize = 4_000;
 /// The lead's messages may be longer; past [`MAX_MESSAGE_CHARS`] they become a resource.
@@ -121,56 +126,6 @@ pub(crate) fn preview(s: &str) -> String {
         p.push('…');
     }
     p
-}
-
-/// Checks the text and, for the lead, turns an over-long message into a resource
-/// pointer. Returns (content to post, resource id).
-fn prepare_content(scope: &Scope, text: &str) -> Result<(String, Option<(String, String)>)> {
-    if text.trim().is_empty() {
-        return Err(Error::invalid(
-            "message is empty: write something, or do not send",
-        ));
-    }
-    // PostgreSQL's text cannot hold a NUL, and SQLite's functions stop at it. A
-    // sender is told; the kernel's own posts (which quote a worker's output) lose it.
-    let cleaned;
-    let text = match (text.contains('\0'), scope.me == SYSTEM) {
-        (false, _) => text,
-        (true, true) => {
-            cleaned = text.replace('\0', " ");
-            &cleaned
-        }
-        (true, false) => {
-            return Err(Error::invalid(
-                "message contains a NUL character (\\0), which text cannot hold: remove it",
-            ));
-        }
-    };
-    let chars = text.chars().count();
-    if chars <= MAX_MESSAGE_CHARS {
-        return Ok((text.to_owned(), None));
-    }
-    if !scope.lead {
-        return Err(Error::invalid(format!(
-            "message too long ({chars} characters, the limit is {MAX_MESSAGE_CHARS}): store the full text with \
-             resource_create and send a short message with its id"
-        )));
-    }
-    if text.len() > MAX_LEAD_MESSAGE_BYTES {
-        return Err(Error::invalid(format!(
-            "message too long ({} bytes; even the lead's limit is {MAX_LEAD_MESSAGE_BYTES}): split it or put it in a document",
-            text.len()
-        )));
-    }
-    let id = resource_id(text);
-    // Keep the addressing so the same people are reached, then point to the resource.
-    let (leading, rest) = mentions::leading_run(text);
-    let lead: String = leading.iter().map(|n| format!("@{n} ")).collect();
-    let pointer = format!(
-        "{lead}[long message ({chars} characters) stored as resource {id}]\n{}\n\nRead the full text with resource_read(\"{id}\").",
-        preview(rest)
-    );
-    Ok((pointer, Some((id, text.to_owned()))))
 }
 
 /// A message written inside a store job; announce it with [`Kernel::announce`] once
@@ -236,6 +191,9 @@ fn post_system_as(
         run_id: None,
     };
     let mut rows = rows::Rows::new(workflow_id, now);
+    if c.server_functions() {
+        rows.above(guard::greatest_id(c, workflow_id)?);
+    }
     let mut posted = post(
         c,
         &scope,
@@ -279,18 +237,16 @@ fn post(
     rules: &governed::Rules,
     (agents, rows, ahead): (&[String], &mut rows::Rows, Option<Ahead>),
 ) -> Result<Posted> {
-    let (content, resource) = prepare_content(scope, &send.message)?;
-    let mut members = agents.to_vec();
-    members.push(LEAD.to_owned());
+    let Decided {
+        content,
+        resource,
+        members,
+        mut to,
+        parsed,
+        mut recipients,
+        unknown,
+    } = decide(scope, send, agents)?;
     let me = &scope.me;
-
-    let mut to = addressee(scope, send, &members)?;
-    let parsed = mentions::parse(&send.message);
-    let (mut recipients, unknown) = mentions::recipients(&parsed, &members, agents, me);
-    if let Some(t) = &to {
-        // A DM reaches only its addressee, whatever it mentions.
-        recipients = vec![t.clone()];
-    }
     // Contracts on messages: refuse, re-route, tell (see `governed`).
     let governed = rules.apply(
         c,
@@ -312,7 +268,7 @@ fn post(
     };
     let (id, scan) = match ahead {
         Some(a) => (a.id, Some(a.scan)),
-        None => (guard::new_id(), None),
+        None => (rows.new_id(), None),
     };
     if let Some((rid, full)) = &resource {
         store_resource(c, rid, ("markdown", full), (me, rules.now()))?;
@@ -420,6 +376,8 @@ pub struct Messaging {
     clock: Clock,
     /// This kernel's node: recovery leaves other nodes' deliveries alone.
     node: String,
+    /// What a send in one statement decides against (see `one`).
+    known: Arc<one::KnownAgents>,
 }
 
 impl Messaging {
@@ -434,6 +392,7 @@ impl Messaging {
             contracts,
             clock,
             node,
+            known: Arc::default(),
         }
     }
 
@@ -452,9 +411,33 @@ impl Messaging {
         let s = scope.clone();
         let urgent: Vec<bool> = sends.iter().map(|o| o.urgent).collect();
         let rules = governed::Rules::of(&self.contracts, scope, self.clock.now_ms());
+        // A send without contracts checks everything before it writes and touches
+        // its instance's rows alone. A batch's later send may be refused after the
+        // earlier ones wrote, and a contract's checks (a rate counted, urgent
+        // allowed) come after its savepoint's first writes: those keep a savepoint
+        // of their own, and the global lock (a contract's decision and counts).
+        let (lock, isolation) = match (sends.len(), rules.any()) {
+            (_, true) => (WriteScope::Global, Isolation::Savepoint),
+            (1, false) => (
+                WriteScope::Instance(scope.workflow_id),
+                Isolation::ChecksFirst,
+            ),
+            _ => (
+                WriteScope::Instance(scope.workflow_id),
+                Isolation::Savepoint,
+            ),
+        };
+        let known = self.known.clone();
         let posted = self
             .store
-            .write(move |c| governed::post_all(c, &s, &sends, &rules, post))
+            .write_as(lock, isolation, move |c| {
+                if let [one] = &sends[..]
+                    && let Some(p) = one::send(c, &s, one, &rules, &known)?
+                {
+                    return Ok(Ok(vec![p]));
+                }
+                governed::post_all(c, &s, &sends, &rules, post)
+            })
             .await??;
         for (p, urgent) in posted.iter().zip(urgent) {
             self.announce(scope.workflow_id, p);
@@ -494,30 +477,6 @@ impl Messaging {
     }
 }
 
-/// The member a direct message (`to`) is for, by any case; refused when it is no
-/// member or the sender.
-fn addressee(scope: &Scope, send: &Outgoing, members: &[String]) -> Result<Option<String>> {
-    Ok(
-        match send.to.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-            None => None,
-            Some(t) => {
-                let t = t.trim_start_matches('@');
-                let Some(name) = members.iter().find(|m| m.eq_ignore_ascii_case(t)) else {
-                    return Err(Error::not_found(format!(
-                        "cannot send a direct message to {t:?}: not a member of {}; members: {}",
-                        scope.workflow,
-                        members.join(", ")
-                    )));
-                };
-                if name.eq_ignore_ascii_case(&scope.me) {
-                    return Err(Error::invalid("cannot send a direct message to yourself"));
-                }
-                Some(name.clone())
-            }
-        },
-    )
-}
-
 /// The message's deliveries: one broadcast row when it goes to every agent but the
 /// sender (`undirected`, no DM), and a pending row for each recipient it leaves.
 fn deliver(
@@ -540,45 +499,4 @@ fn deliver(
         rows.delivery(r, id);
     }
     Ok(())
-}
-
-/// What the sender is told besides the message's id: messages it missed, mentions
-/// of no member, what a contract did, that nobody was addressed.
-fn send_notes(
-    scope: &Scope,
-    missed_count: i64,
-    unknown: &[String],
-    members: &[String],
-    governed_note: Option<&str>,
-    nobody: bool,
-) -> Vec<String> {
-    let mut notes = Vec::new();
-    if missed_count > 0 {
-        notes.push(format!(
-            "{missed_count} message(s) were posted since you last read the channel; your message was sent anyway. \
-             Read them with channel_read before you continue (force: true skips this check)."
-        ));
-    }
-    if !unknown.is_empty() {
-        notes.push(format!(
-            "not members of {}: {} (nobody got those mentions); members: {}",
-            scope.workflow,
-            unknown
-                .iter()
-                .map(|u| format!("@{u}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            members.join(", ")
-        ));
-    }
-    if let Some(n) = governed_note {
-        notes.push(n.to_owned());
-    }
-    if nobody {
-        notes.push(
-            "nobody was mentioned, so no inbox got this; start with @name to address someone"
-                .into(),
-        );
-    }
-    notes
 }

@@ -41,6 +41,9 @@ pub(super) struct Rows {
     hops_added: i64,
     /// The newest message of the sender, whose cursor moves past it.
     cursor: Option<(String, String)>,
+    /// The instance's greatest message id, where several nodes may write it (see
+    /// [`Rows::above`]).
+    floor: Option<String>,
 }
 
 impl Rows {
@@ -53,7 +56,30 @@ impl Rows {
             hops_reset: false,
             hops_added: 0,
             cursor: None,
+            floor: None,
         }
+    }
+
+    /// Where several nodes may write the instance (a database that runs
+    /// functions, PostgreSQL), the ids of this job's messages are kept above
+    /// `top`, the instance's greatest, read under the instance's lock: a UUIDv7
+    /// of another process in the same millisecond may sort after this one's.
+    pub(super) fn above(&mut self, top: Option<String>) {
+        self.floor = Some(top.unwrap_or_default());
+    }
+
+    /// A new message's id: time-ordered, and above the floor if there is one.
+    pub(super) fn new_id(&mut self) -> String {
+        let id = super::guard::new_id();
+        let Some(floor) = &self.floor else {
+            return id;
+        };
+        let id = match id > *floor {
+            true => id,
+            false => after(floor),
+        };
+        self.floor = Some(id.clone());
+        id
     }
 
     pub(super) fn message(&mut self, m: MessageRow) {
@@ -137,6 +163,15 @@ impl Rows {
     }
 }
 
+/// The smallest UUID above `id` (as PostgreSQL's `message_id_after`); an id that
+/// is no UUID gets a character more.
+fn after(id: &str) -> String {
+    match uuid::Uuid::parse_str(id) {
+        Ok(u) => uuid::Uuid::from_u128(u.as_u128().wrapping_add(1)).to_string(),
+        Err(_) => format!("{id}0"),
+    }
+}
+
 const MESSAGES: &str = "INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at) VALUES ";
 const DELIVERIES: &str =
     "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at) VALUES ";
@@ -182,6 +217,30 @@ fn statement(head: &str, width: usize, rows: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_above_a_floor_is_its_successor_when_the_clock_is_behind() {
+        for (top, want) in [
+            (
+                "fff00000-0000-7000-8000-00000000ffff",
+                "fff00000-0000-7000-8000-000000010000",
+            ),
+            (
+                "ffffffff-ffff-7fff-bfff-fffffffffffe",
+                "ffffffff-ffff-7fff-bfff-ffffffffffff",
+            ),
+            ("zz", "zz0"),
+        ] {
+            let mut rows = Rows::new(1, 0);
+            rows.above(Some(top.into()));
+            assert_eq!(rows.new_id(), want);
+            assert!(rows.new_id().as_str() > want, "each next one above");
+        }
+        let mut rows = Rows::new(1, 0);
+        rows.above(None);
+        let (a, b) = (rows.new_id(), rows.new_id());
+        assert!(a < b && a.len() == 36, "{a} {b}");
+    }
 
     #[test]
     fn statements_number_their_placeholders_row_by_row() {

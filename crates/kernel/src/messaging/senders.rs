@@ -81,12 +81,33 @@ pub(super) fn urgent_to(
     }
 }
 
-/// The hop guard's count (see guards.rs): the lead's message resets it; an agent's
-/// message that reaches another agent adds one.
-pub(super) fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
+/// What a message does to the hop guard's count (see guards.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Hop {
+    Keep,
+    /// The lead spoke: the count starts over.
+    Reset,
+    /// An agent's message reached another agent.
+    Add,
+}
+
+/// The hop guard's count: the lead's message resets it; an agent's message that
+/// reaches another agent adds one.
+pub(super) fn hop(scope: &Scope, recipients: &[String]) -> Hop {
     if scope.me == LEAD {
-        rows.reset_hops();
+        Hop::Reset
     } else if !outside(&scope.me) && recipients.iter().any(|r| r != LEAD) {
-        rows.add_hop();
+        Hop::Add
+    } else {
+        Hop::Keep
+    }
+}
+
+/// [`hop`] gathered in `rows`.
+pub(super) fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
+    match hop(scope, recipients) {
+        Hop::Reset => rows.reset_hops(),
+        Hop::Add => rows.add_hop(),
+        Hop::Keep => {}
     }
 }

@@ -492,4 +492,106 @@ CREATE TABLE hook_macs (
     "ALTER TABLE hooks ADD COLUMN owner BIGINT;",
     // 18: SQLite's migration 30, the node acting on a delivery.
     "ALTER TABLE hook_deliveries ADD COLUMN node TEXT;",
+    // 19: PostgreSQL's alone, a send in one statement (no table changes, so no
+    // SQLite migration goes with it).
+    SEND,
 ];
+
+/// A send in one statement: `channel_send` writes, in the caller's transaction, a
+/// message whose recipients, deliveries, hop count and cursor move the kernel
+/// decided (`crates/kernel/src/messaging/one.rs`, where the rules live), given the
+/// instance's agents it decided them against. It reads the agents, and when they
+/// are not those (`p_agents`, the names in order joined by commas, which no name
+/// holds; an agent came or went since the kernel last read them) it writes nothing
+/// and returns them the same way in a `stale` row, so the kernel decides again. Otherwise it allocates the message's id above the instance's
+/// greatest (under the instance's write lock, so ids stay in order with several
+/// nodes writing to it; the kernel's UUIDv7 is kept when it is already above),
+/// runs the send guard's scan (the kernel's `missed_sql`, with `p_guard`), writes
+/// the message, its deliveries (`p_deliver`, a JSON list of names), its broadcast
+/// row, the hop count (`p_hops`: 0 leaves it, 1 adds one, -1 resets it) and the
+/// sender's cursor (`p_cursor`), and returns a `sent` row with the id then the
+/// scan's rows (`missed`: id, sender, the text's start), newest first. Before it
+/// `message_id_after`, the smallest UUID above one (a successor in byte order).
+/// Inside, three statements: the agents and the greatest id, the id and the scan,
+/// the writes as one statement.
+const SEND: &str = r#"
+CREATE FUNCTION message_id_after(top TEXT) RETURNS TEXT
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    digits CONSTANT TEXT := '0123456789abcdef';
+    hex TEXT := replace(top, '-', '');
+    i INT := 32;
+    d INT;
+BEGIN
+    IF top !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        RETURN top || '0';
+    END IF;
+    WHILE i > 0 LOOP
+        d := position(substr(hex, i, 1) IN digits);
+        IF d < 16 THEN
+            hex := overlay(hex PLACING substr(digits, d + 1, 1) FROM i FOR 1);
+            EXIT;
+        END IF;
+        hex := overlay(hex PLACING '0' FROM i FOR 1);
+        i := i - 1;
+    END LOOP;
+    RETURN substr(hex, 1, 8) || '-' || substr(hex, 9, 4) || '-' || substr(hex, 13, 4) || '-'
+        || substr(hex, 17, 4) || '-' || substr(hex, 21, 12);
+END $$;
+
+CREATE FUNCTION channel_send(
+    p_wid BIGINT, p_agents TEXT, p_candidate TEXT, p_sender TEXT, p_content TEXT, p_kind TEXT,
+    p_to TEXT, p_mentions TEXT, p_priority TEXT, p_now BIGINT, p_deliver TEXT,
+    p_broadcast BOOLEAN, p_hops BIGINT, p_cursor BOOLEAN, p_guard BOOLEAN,
+    p_preview BIGINT, p_cap BIGINT)
+    RETURNS TABLE (o_tag TEXT, o_id TEXT, o_from TEXT, o_text TEXT)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_agents TEXT;
+    v_top TEXT;
+    v_id TEXT;
+BEGIN
+    SELECT COALESCE((SELECT string_agg(a.name::text, ',' ORDER BY a.name) FROM agents a
+                      WHERE a.workflow_id = p_wid), ''),
+           (SELECT max(m.id) FROM messages m WHERE m.workflow_id = p_wid)
+      INTO v_agents, v_top;
+    IF v_agents IS DISTINCT FROM p_agents THEN
+        RETURN QUERY SELECT 'stale', NULL::text, NULL::text, v_agents;
+        RETURN;
+    END IF;
+    v_id := CASE WHEN v_top IS NULL OR p_candidate COLLATE "C" > v_top COLLATE "C"
+                 THEN p_candidate ELSE message_id_after(v_top) END;
+    RETURN QUERY
+    SELECT 'sent', v_id, NULL::text, NULL::text
+    UNION ALL
+    (SELECT 'missed', m.id::text, m.sender, substr(m.content, 1, p_preview::int) FROM messages m
+      WHERE p_guard AND m.workflow_id = p_wid AND m.id < v_id AND m.sender <> p_sender
+        AND m.id > COALESCE((SELECT r.last_read FROM read_cursors r
+                              WHERE r.workflow_id = p_wid AND r.reader = p_sender), '')
+        AND (m.to_member IS NULL OR (m.to_member = p_sender AND m.created_at >= COALESCE(
+            (SELECT a.created_at FROM agents a WHERE a.workflow_id = p_wid AND a.name = p_sender), 0))
+            OR (p_sender = 'user' AND m.sender LIKE 'hook:%'))
+        AND (instr(m.mentions, '"' || p_sender || '"') = 0 OR (
+            NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.workflow_id = m.workflow_id AND d.recipient = p_sender
+                        AND d.message_id = m.id AND d.state <> 'pending' LIMIT 1 OFFSET 0)
+            AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id
+                        AND d.recipient = p_sender AND d.message_id = m.id LIMIT 1 OFFSET 0)))
+      ORDER BY m.id DESC LIMIT p_cap);
+    WITH message AS (
+        INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at)
+        VALUES (p_wid, v_id, p_sender, p_content, p_kind, p_to, p_mentions, p_priority, p_now)
+    ), delivered AS (
+        INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at)
+        SELECT p_wid, r, v_id, 'pending', p_now FROM json_array_elements_text(p_deliver::json) r
+    ), broadcast AS (
+        INSERT INTO broadcasts (workflow_id, message_id, sender) SELECT p_wid, v_id, p_sender WHERE p_broadcast
+    ), hop AS (
+        UPDATE workflows SET hops = CASE WHEN p_hops < 0 THEN 0 ELSE hops + p_hops END
+         WHERE id = p_wid AND CASE WHEN p_hops < 0 THEN hops <> 0 ELSE p_hops > 0 END
+    )
+    INSERT INTO read_cursors (workflow_id, reader, last_read) SELECT p_wid, p_sender, v_id WHERE p_cursor
+    ON CONFLICT (workflow_id, reader) DO UPDATE SET last_read =
+        CASE WHEN excluded.last_read > read_cursors.last_read THEN excluded.last_read
+             ELSE read_cursors.last_read END;
+END $$;
+"#;

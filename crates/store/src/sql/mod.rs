@@ -124,6 +124,13 @@ impl Connection {
         }
     }
 
+    /// Whether the database runs the functions its migrations made (PostgreSQL's
+    /// `channel_send`, migration 19): a caller may then do in one statement what it
+    /// otherwise does in several. SQLite has none.
+    pub fn server_functions(&self) -> bool {
+        matches!(self.engine, Engine::Postgres(_))
+    }
+
     /// The time now in milliseconds since the epoch, by the database's clock on
     /// PostgreSQL (one clock for every kernel on it, whatever their machines' clocks
     /// say), by this machine's on SQLite (one kernel).
