@@ -184,20 +184,36 @@ fn write(
     let mut st = c.prepare_cached(SEND)?;
     let mut rows = st.query(&params[..])?;
     let (mut id, mut stale, mut missed) = (None, None::<Vec<String>>, Missed::default());
-    while let Some(r) = rows.next()? {
-        match r.get_str(0)? {
-            "sent" => id = Some(r.get::<String>(1)?),
-            "stale" => {
-                let names = r.get_str(3)?.split(',').filter(|n| !n.is_empty());
-                stale = Some(names.map(str::to_owned).collect());
+    // The statement wrote unless it answered that the agents had changed, and the
+    // store cannot tell that from a SELECT: a failure after it wrote (an answer not
+    // understood) must fail its whole transaction, not leave the send written
+    // behind an error.
+    let read = (|| -> Result<()> {
+        while let Some(r) = rows.next()? {
+            match r.get_str(0)? {
+                "sent" => {
+                    c.note_write();
+                    id = Some(r.get::<String>(1)?);
+                }
+                "stale" => {
+                    let names = r.get_str(3)?.split(',').filter(|n| !n.is_empty());
+                    stale = Some(names.map(str::to_owned).collect());
+                }
+                "missed" if missed.count_one() => {
+                    let text = r.get_ref(3)?.as_str().map_err(sql::Error::from)?;
+                    missed.list(r.get(1)?, r.get(2)?, text);
+                }
+                "missed" => {}
+                other => {
+                    return Err(Error::internal(format!("channel_send answered {other:?}")));
+                }
             }
-            "missed" if missed.count_one() => {
-                let text = r.get_ref(3)?.as_str().map_err(sql::Error::from)?;
-                missed.list(r.get(1)?, r.get(2)?, text);
-            }
-            "missed" => {}
-            other => return Err(Error::internal(format!("channel_send answered {other:?}"))),
         }
+        Ok(())
+    })();
+    if let Err(e) = read {
+        c.note_write();
+        return Err(e);
     }
     if let Some(agents) = stale {
         return Ok(Written::Stale(agents));
