@@ -66,6 +66,9 @@ impl Holds {
     }
 }
 
+/// The most instances whose holds are kept between two takes.
+const MAX_INSTANCES: usize = 1024;
+
 /// The same figures per workflow instance: a transaction counts for each
 /// instance whose lock it took (PostgreSQL).
 #[derive(Default)]
@@ -80,6 +83,11 @@ impl InstanceHolds {
         }
         let mut map = self.by_instance.lock().unwrap_or_else(|p| p.into_inner());
         for id in instances {
+            // Bounded: past this many instances since the last take, new ones
+            // go uncounted (only the benchmarks take them).
+            if map.len() >= MAX_INSTANCES && !map.contains_key(id) {
+                continue;
+            }
             map.entry(*id).or_default().record(held);
         }
     }

@@ -45,7 +45,7 @@ pub(crate) enum Failed {
 impl Failed {
     fn error(&self) -> Error {
         match self {
-            Self::Begin(e) => Error::internal(format!("the store could not begin a write: {e}")),
+            Self::Begin(e) => Error::unavailable(format!("the store could not begin a write: {e}")),
             Self::Commit(e) => Error::internal(format!("commit failed: {e}")),
             Self::RolledBack => Error::unavailable(
                 "the write was not made: another write of the same database transaction failed \
@@ -118,7 +118,12 @@ fn run_job<T>(
     conn.begin_job();
     let out = guarded(conn, f);
     if out.is_ok() {
-        return (out, conn.tx_aborted());
+        // Its deferred writes are read now, so that one of them failing fails this
+        // job (and its transaction), not the next job that reads the connection.
+        return match conn.settle_deferred() {
+            Ok(()) => (out, conn.tx_aborted()),
+            Err(e) => (Err(e.into()), true),
+        };
     }
     // What it sent and did not read may have failed (and aborted the transaction).
     let _ = conn.settle_deferred();

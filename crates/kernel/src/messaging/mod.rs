@@ -415,8 +415,11 @@ impl Messaging {
         // its instance's rows alone. A batch's later send may be refused after the
         // earlier ones wrote, and a contract's checks (a rate counted, urgent
         // allowed) come after its savepoint's first writes: those keep a savepoint
-        // of their own, and the global lock (a contract's decision and counts).
-        let (lock, isolation) = match (sends.len(), rules.any()) {
+        // of their own, and the global lock (a contract's decision and counts), as
+        // does the lead's long text, which becomes a resource (a table of every
+        // instance's).
+        let resource = scope.lead && sends.iter().any(|o| o.message.len() > MAX_MESSAGE_CHARS);
+        let (lock, isolation) = match (sends.len(), rules.any() || resource) {
             (_, true) => (WriteScope::Global, Isolation::Savepoint),
             (1, false) => (
                 WriteScope::Instance(scope.workflow_id),

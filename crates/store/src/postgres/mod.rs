@@ -53,6 +53,10 @@ const WRITE_LOCK: i64 = 0x6167_656e_7477_726b;
 const MIGRATE_LOCK: i64 = WRITE_LOCK + 1;
 /// The class of the lock each node's writer connection holds, keyed by the node
 /// name's hash ("agwk" in ASCII).
+/// The lock every instance writer of a node holds, shared, for as long as its
+/// connection lives ("awwr"): a kernel that takes the node's lock waits for the
+/// instance writers of any other kernel of that name to be gone.
+const NODE_WRITERS_LOCK: i32 = 0x6177_7772;
 const NODE_LOCK: i32 = 0x6167_776b;
 /// The class of each workflow instance's write lock, keyed by [`instance_key`]
 /// ("agwi" in ASCII): taken after the global lock, in ascending key order.
@@ -219,7 +223,7 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
             |r| r.get(0),
         )?;
         if mine {
-            return Ok(c);
+            return no_other_writers(&c, url, application, node).map(|()| c);
         }
         let holder: Option<(i64, String, Option<String>)> =
             sql::OptionalExtension::optional(c.query_row(
@@ -241,7 +245,9 @@ pub(super) fn connect_writer(url: &str, application: &str, node: &str) -> Result
             }
             // A kernel of this name killed a moment ago holds it until the server
             // notices its connection closed: wait for that, a little.
-            _ if wait_for_node_lock(&c, node) => return Ok(c),
+            _ if wait_for_node_lock(&c, node) => {
+                return no_other_writers(&c, url, application, node).map(|()| c);
+            }
             // Another kernel of this name holds it: this one must not write.
             other => {
                 let by = other.map_or_else(
@@ -283,7 +289,14 @@ pub(super) fn connect_instance_writer(
         |r| r.get(0),
     ))?;
     if holder.as_deref() == Some(application) {
-        return Ok(c);
+        let shared: bool = c.query_row(
+            "SELECT pg_try_advisory_lock_shared(CAST(?1 AS INTEGER), hashtext(?2))",
+            (NODE_WRITERS_LOCK, node),
+            |r| r.get(0),
+        )?;
+        if shared {
+            return Ok(c);
+        }
     }
     Err(Error::unavailable(format!(
         "node {node}'s lock on the PostgreSQL database at {} is not held by this kernel{}: its \
@@ -295,6 +308,47 @@ pub(super) fn connect_instance_writer(
             ""
         },
     )))
+}
+
+/// Called with the node's lock just taken: waits (up to [`NODE_LOCK_WAIT`]) for the
+/// instance writers of any other kernel of this name to be gone, and refuses the
+/// node (letting its lock go) while they write. They check the node's lock only
+/// when they connect, so a kernel whose first writer lost its session alone would
+/// otherwise write beside the kernel that took the node.
+fn no_other_writers(c: &Connection, url: &str, application: &str, node: &str) -> Result<()> {
+    let others = || -> Result<i64> {
+        Ok(c.query_row(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'advisory' AND l.granted
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND l.classid = CAST(CAST(?1 AS INTEGER) AS OID)
+                AND l.objid = CAST(hashtext(?2) AS OID) AND l.objsubid = 2
+                AND a.application_name <> ?3",
+            (NODE_WRITERS_LOCK, node, application),
+            |r| r.get(0),
+        )?)
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let n = others()?;
+        if n == 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            c.query_row(
+                "SELECT pg_advisory_unlock(CAST(?1 AS INTEGER), hashtext(?2))",
+                (NODE_LOCK, node),
+                |_| Ok(()),
+            )?;
+            return Err(Error::conflict(format!(
+                "node {node} is already running on the PostgreSQL database at {}: {n} of its \
+                 writer connections are alive: connect to that kernel, stop it, or give this one \
+                 another name with --node",
+                redacted(url),
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// How long a starting kernel waits for its node's lock held by another session.

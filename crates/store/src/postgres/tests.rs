@@ -373,6 +373,54 @@ async fn an_instance_writer_writes_only_while_its_kernel_holds_the_node() {
     assert_eq!(seen, vec![1, 3, 4]);
 }
 
+/// A kernel whose first writer alone lost its session keeps its instance writers:
+/// another kernel of its name is refused while they live, and the first kernel
+/// takes its node back.
+#[tokio::test]
+async fn a_node_whose_instance_writers_live_is_not_taken() {
+    let Some((url, first)) = store_with("CREATE TABLE r (v BIGINT)").await else {
+        return;
+    };
+    let insert = |v: i64| {
+        first.write_as(
+            crate::WriteScope::Instance(3),
+            crate::Isolation::Savepoint,
+            move |c| Ok(c.execute("INSERT INTO r VALUES (?1)", [v])?),
+        )
+    };
+    insert(1).await.expect("an instance write");
+    let db = url.rsplit_once('/').unwrap().1.to_owned();
+    let admin = std::env::var("AGENT_WORKER_TEST_PG").unwrap();
+    let ended = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        c.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks
+              WHERE locktype = 'advisory' AND granted AND classid = CAST($1 AS OID)
+                AND database = (SELECT oid FROM pg_database WHERE datname = $2)",
+            &[&(super::NODE_LOCK as u32), &db],
+        )
+        .unwrap()
+        .len()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(ended, 1, "the first writer's session alone");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let Err(refused) = Store::open_at(&Location::Postgres(url.clone())) else {
+        panic!("a second kernel took the node while the first one's instance writers live")
+    };
+    assert!(matches!(refused, Error::Conflict(_)), "{refused}");
+    assert!(
+        refused.to_string().contains("writer connections are alive"),
+        "{refused}"
+    );
+    first
+        .write(|c| Ok(c.execute("INSERT INTO r VALUES (2)", ())?))
+        .await
+        .expect("the first kernel took its node back");
+    insert(3).await.expect("and its instance writers write on");
+}
+
 /// A write begins with the global lock (exclusive or shared), then its instances'
 /// locks in the order given (ascending, by the writer).
 #[test]

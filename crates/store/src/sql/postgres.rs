@@ -231,6 +231,8 @@ impl Conn {
 
     /// A savepoint (or its release) sent with the next statement.
     pub(super) fn batch_later(&self, sql: &'static str) {
+        // Counted as a write: what it sends is not read here.
+        self.wrote.set(true);
         self.client.borrow_mut().defer_batch(sql);
     }
 
