@@ -287,3 +287,38 @@ mod facts {
         out
     }
 }
+
+/// The guard's scan inside PostgreSQL's `channel_send` is `missed_sql`'s, word for
+/// word but for its parameters' names and the guard's switch: a change to one
+/// that misses the other fails here.
+#[tokio::test]
+async fn the_statement_s_guard_scan_is_the_send_guard_s() {
+    let r = Rooms::new().await;
+    let def: Option<String> = r
+        .store
+        .read(|c| {
+            if !c.server_functions() {
+                return Ok(None);
+            }
+            let sql = "SELECT pg_get_functiondef(CAST('channel_send' AS regproc))";
+            Ok(Some(c.query_row(sql, (), |row| row.get(0))?))
+        })
+        .await
+        .unwrap();
+    let Some(def) = def else { return };
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let scan = |s: &str, end: &str| {
+        let s = words(s);
+        let from = s.find("m.sender, substr(").expect("the scan's columns");
+        let to = from + s[from..].find(end).expect("the scan's end") + end.len();
+        s[from..to].to_owned()
+    };
+    let rust = super::guard::missed_sql()
+        .replace("?1", "p_wid")
+        .replace("?2", "v_id")
+        .replace("?3", "p_sender");
+    let rust = scan(&rust, &format!("LIMIT {}", super::MISSED_COUNT_CAP));
+    let function = scan(&def, &format!("LIMIT {}", super::MISSED_COUNT_CAP))
+        .replace("WHERE p_guard AND ", "WHERE ");
+    assert_eq!(function, rust);
+}

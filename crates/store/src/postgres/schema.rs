@@ -542,8 +542,7 @@ END $$;
 CREATE FUNCTION channel_send(
     p_wid BIGINT, p_agents TEXT, p_candidate TEXT, p_sender TEXT, p_content TEXT, p_kind TEXT,
     p_to TEXT, p_mentions TEXT, p_priority TEXT, p_now BIGINT, p_deliver TEXT,
-    p_broadcast BOOLEAN, p_hops BIGINT, p_cursor BOOLEAN, p_guard BOOLEAN,
-    p_preview BIGINT, p_cap BIGINT)
+    p_broadcast BOOLEAN, p_hops BIGINT, p_cursor BOOLEAN, p_guard BOOLEAN)
     RETURNS TABLE (o_tag TEXT, o_id TEXT, o_from TEXT, o_text TEXT)
     LANGUAGE plpgsql AS $$
 DECLARE
@@ -564,7 +563,7 @@ BEGIN
     RETURN QUERY
     SELECT 'sent', v_id, NULL::text, NULL::text
     UNION ALL
-    (SELECT 'missed', m.id::text, m.sender, substr(m.content, 1, p_preview::int) FROM messages m
+    (SELECT 'missed', m.id::text, m.sender, substr(m.content, 1, 161) FROM messages m
       WHERE p_guard AND m.workflow_id = p_wid AND m.id < v_id AND m.sender <> p_sender
         AND m.id > COALESCE((SELECT r.last_read FROM read_cursors r
                               WHERE r.workflow_id = p_wid AND r.reader = p_sender), '')
@@ -576,7 +575,7 @@ BEGIN
                         AND d.message_id = m.id AND d.state <> 'pending' LIMIT 1 OFFSET 0)
             AND NOT EXISTS (SELECT 1 FROM deliveries_done d WHERE d.workflow_id = m.workflow_id
                         AND d.recipient = p_sender AND d.message_id = m.id LIMIT 1 OFFSET 0)))
-      ORDER BY m.id DESC LIMIT p_cap);
+      ORDER BY m.id DESC LIMIT 100);
     WITH message AS (
         INSERT INTO messages (workflow_id, id, sender, content, kind, to_member, mentions, priority, created_at)
         VALUES (p_wid, v_id, p_sender, p_content, p_kind, p_to, p_mentions, p_priority, p_now)
