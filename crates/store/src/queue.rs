@@ -96,6 +96,15 @@ impl<T> Queue<T> {
 
     /// Takes at once, without waiting, up to `max` items from the front for as long
     /// as each `fits` (the first that does not stays first, so order is kept).
+    /// Puts `items` (taken last) back at the front, in their order: what a taker
+    /// took but cannot carry this time goes first next time.
+    pub(super) fn put_back(&self, items: Vec<T>) {
+        let mut s = self.lock();
+        for item in items.into_iter().rev() {
+            s.items.push_front(item);
+        }
+    }
+
     pub(super) fn take_ready(&self, max: usize, fits: impl Fn(&T) -> bool) -> Vec<T> {
         let mut s = self.lock();
         let n = s.items.iter().take(max).take_while(|i| fits(i)).count();
@@ -107,6 +116,23 @@ impl<T> Queue<T> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn what_is_put_back_goes_first_in_its_order() {
+        let q = Queue::new();
+        for i in 0..5 {
+            q.push(i).unwrap();
+        }
+        let Taken::Items(mut took) = q.take(4, None) else {
+            panic!("expected items")
+        };
+        q.put_back(took.split_off(2));
+        q.push(5).unwrap();
+        let Taken::Items(rest) = q.take(10, None) else {
+            panic!("expected items")
+        };
+        assert_eq!((took, rest), (vec![0, 1], vec![2, 3, 4, 5]));
+    }
 
     #[test]
     fn hands_out_in_order_in_batches_and_drains_after_close() {

@@ -238,6 +238,30 @@ fn spawn(i: usize, f: impl FnOnce() + Send + 'static) -> Result<()> {
         .map_err(|e| Error::internal(format!("cannot start a writer thread: {e}")))
 }
 
+/// The most instances whose locks one transaction takes: more would hold up each
+/// of them behind the busiest, and fill PostgreSQL's shared lock table (64 locks
+/// per connection by default) when several nodes write many instances at once.
+const MAX_INSTANCES: usize = 16;
+
+/// How many of the leading jobs of `scopes` touch at most `max` instances (at
+/// least one job, whatever it touches).
+pub(crate) fn within_instances(scopes: impl Iterator<Item = WriteScope>, max: usize) -> usize {
+    let mut seen: Vec<i64> = Vec::new();
+    let mut n = 0;
+    for scope in scopes {
+        if let WriteScope::Instance(id) = scope
+            && !seen.contains(&id)
+        {
+            if seen.len() == max && n > 0 {
+                break;
+            }
+            seen.push(id);
+        }
+        n += 1;
+    }
+    n
+}
+
 /// The locks a transaction takes: which jobs may join it once it has begun.
 struct Locks {
     postgres: bool,
@@ -310,6 +334,11 @@ fn writer_loop(
             Taken::Items(batch) => batch,
         };
         give_back.worked();
+        // SQLite's one writer locks no instance: its batches stay whole.
+        let carried = within_instances(batch.iter().map(|j| j.scope), MAX_INSTANCES);
+        if shared.postgres && carried < batch.len() {
+            rx.put_back(batch.split_off(carried));
+        }
         let locks = Locks::of(&batch, shared.postgres);
         let begun = match conn.as_mut() {
             Some(c) => begin_on(c, &locks.begin(), reopen),

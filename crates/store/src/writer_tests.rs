@@ -343,3 +343,22 @@ async fn two_nodes_lose_no_update_across_instances() {
         .unwrap();
     assert_eq!(counts, vec![12, 30, 30, 30, 30]);
 }
+
+/// How many leading jobs one transaction carries when it may lock at most two
+/// instances: global jobs lock none, a repeated instance no more.
+#[test]
+fn a_transaction_carries_jobs_of_at_most_so_many_instances() {
+    use WriteScope::{Global as G, Instance as I};
+    let check = |scopes: &[WriteScope], expect: usize| {
+        let got = crate::writer::within_instances(scopes.iter().copied(), 2);
+        assert_eq!(got, expect, "{scopes:?}");
+    };
+    check(&[], 0);
+    check(&[G, G], 2);
+    check(&[I(1), I(2), I(1), G], 4);
+    check(&[I(1), I(2), I(3), I(1)], 2);
+    check(&[G, I(5), I(5), I(6), I(7)], 4);
+    // One job always goes, whatever it touches.
+    let one = crate::writer::within_instances([I(9)].into_iter(), 0);
+    assert_eq!(one, 1);
+}
