@@ -120,7 +120,8 @@
 //!                  engine (a WAL file in the data dir), checkpoint.rs its WAL
 //!                  checkpoints on their own thread, schema.rs its numbered
 //!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
-//!                  the write, instance and node locks, client.rs its client whose every wait
+//!                  the write, instance and node locks, fence_tests.rs the node's
+//!                  lock over its writers, client.rs its client whose every wait
 //!                  is bounded, schema.rs its migrations, bus.rs LISTEN/NOTIFY
 //!                  between the kernels of a database); allocator.rs SQLite on the
 //!                  process's allocator

@@ -197,38 +197,7 @@ fn write(
     ];
     let mut st = c.prepare_cached(SEND)?;
     let mut rows = st.query(&params[..])?;
-    let (mut id, mut stale, mut missed) = (None, None::<Vec<String>>, Missed::default());
-    // The statement wrote unless it answered that the agents had changed, and the
-    // store cannot tell that from a SELECT: a failure after it wrote (an answer not
-    // understood) must fail its whole transaction, not leave the send written
-    // behind an error.
-    let read = (|| -> Result<()> {
-        while let Some(r) = rows.next()? {
-            match r.get_str(0)? {
-                "sent" => {
-                    c.note_write();
-                    id = Some(r.get::<String>(1)?);
-                }
-                "stale" => {
-                    let names = r.get_str(3)?.split(',').filter(|n| !n.is_empty());
-                    stale = Some(names.map(str::to_owned).collect());
-                }
-                "missed" if missed.count_one() => {
-                    let text = r.get_ref(3)?.as_str().map_err(sql::Error::from)?;
-                    missed.list(r.get(1)?, r.get(2)?, text);
-                }
-                "missed" => {}
-                other => {
-                    return Err(Error::internal(format!("channel_send answered {other:?}")));
-                }
-            }
-        }
-        Ok(())
-    })();
-    if let Err(e) = read {
-        c.note_write();
-        return Err(e);
-    }
+    let Answer { id, stale, missed } = answer(c, &mut rows)?;
     if let Some(agents) = stale {
         return Ok(Written::Stale(agents));
     }
@@ -250,6 +219,54 @@ fn write(
         },
         notice: None,
     }))
+}
+
+/// What the statement answered: the new message's id, or the agents as they are
+/// (nothing written), and the messages the guard found missed.
+struct Answer {
+    id: Option<String>,
+    stale: Option<Vec<String>>,
+    missed: Missed,
+}
+
+/// Reads the statement's answer. The statement wrote unless it answered that the
+/// agents had changed, and the store cannot tell that from a SELECT: a failure
+/// after it wrote (an answer not understood) must fail its whole transaction, not
+/// leave the send written behind an error.
+fn answer(c: &Connection, rows: &mut sql::Rows<'_>) -> Result<Answer> {
+    let mut a = Answer {
+        id: None,
+        stale: None,
+        missed: Missed::default(),
+    };
+    let read = (|| -> Result<()> {
+        while let Some(r) = rows.next()? {
+            match r.get_str(0)? {
+                "sent" => {
+                    c.note_write();
+                    a.id = Some(r.get::<String>(1)?);
+                }
+                "stale" => {
+                    let names = r.get_str(3)?.split(',').filter(|n| !n.is_empty());
+                    a.stale = Some(names.map(str::to_owned).collect());
+                }
+                "missed" if a.missed.count_one() => {
+                    let text = r.get_ref(3)?.as_str().map_err(sql::Error::from)?;
+                    a.missed.list(r.get(1)?, r.get(2)?, text);
+                }
+                "missed" => {}
+                other => {
+                    return Err(Error::internal(format!("channel_send answered {other:?}")));
+                }
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = read {
+        c.note_write();
+        return Err(e);
+    }
+    Ok(a)
 }
 
 /// A list as the JSON text the function reads.

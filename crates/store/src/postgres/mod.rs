@@ -445,6 +445,8 @@ fn migrate_now(c: &Connection) -> Result<()> {
 }
 
 #[cfg(test)]
+mod fence_tests;
+#[cfg(test)]
 mod same_schema;
 #[cfg(test)]
 mod tests;
