@@ -415,35 +415,12 @@ mod tests {
         remove(&home).unwrap();
     }
 
-    fn spec(env: &[(&str, &str)]) -> Spec {
-        Spec {
-            agent_id: 7,
-            name: "a".into(),
-            workflow: domain::names::WorkflowRef::parse("@w").unwrap(),
-            workflow_id: 1,
-            backend: Backend::Claude,
-            model: None,
-            system: None,
-            cwd: None,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            config: Default::default(),
-            state: domain::states::AgentState::Idle,
-            session_id: None,
-            session_usage: None,
-            workflow_state: domain::states::WorkflowState::Active,
-            node: None,
-            held: Default::default(),
-            denials: Default::default(),
-            trace: None,
-        }
-    }
-
     #[test]
     fn a_run_writes_its_clis_state_in_its_home_and_none_of_the_users() {
-        let s = spec(&[("HOME", "/home/u"), ("CODEX_HOME", "/home/u/cx")]);
+        let s = Spec::for_tests(
+            Backend::Claude,
+            &[("HOME", "/home/u"), ("CODEX_HOME", "/home/u/cx")],
+        );
         let home = Path::new("/d/homes/agent-7");
         let at = Places {
             cwd: Path::new("/srv/a"),

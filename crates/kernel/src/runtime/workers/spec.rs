@@ -43,6 +43,35 @@ pub(crate) struct Spec {
 }
 
 impl Spec {
+    /// Agent 7, `a`, of instance 1 `@w`, idle, on `backend` with `env`: for tests
+    /// of what a run's start makes of its spec.
+    #[cfg(test)]
+    pub(crate) fn for_tests(backend: Backend, env: &[(&str, &str)]) -> Spec {
+        Spec {
+            agent_id: 7,
+            name: "a".into(),
+            workflow: WorkflowRef::parse("@w").expect("a workflow reference"),
+            workflow_id: 1,
+            backend,
+            model: None,
+            system: None,
+            cwd: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            config: Default::default(),
+            state: AgentState::Idle,
+            session_id: None,
+            session_usage: None,
+            workflow_state: WorkflowState::Active,
+            node: None,
+            held: Default::default(),
+            denials: Default::default(),
+            trace: None,
+        }
+    }
+
     /// Starts the run's span, under `parent` (the call that sent the message
     /// that woke it), else the current context (the lead's call that started it,
     /// e.g. agent_ask), else as a trace's root (a schedule's run). A run an

@@ -1,26 +1,7 @@
 use super::*;
 
 fn spec(backend: Backend, home: &str) -> Spec {
-    Spec {
-        agent_id: 7,
-        name: "a".into(),
-        workflow: domain::names::WorkflowRef::parse("@w").unwrap(),
-        workflow_id: 1,
-        backend,
-        model: None,
-        system: None,
-        cwd: None,
-        env: [("HOME".to_owned(), home.to_owned())].into(),
-        config: Default::default(),
-        state: domain::states::AgentState::Idle,
-        session_id: None,
-        session_usage: None,
-        workflow_state: domain::states::WorkflowState::Active,
-        node: None,
-        held: Default::default(),
-        denials: Default::default(),
-        trace: None,
-    }
+    Spec::for_tests(backend, &[("HOME", home)])
 }
 
 /// The user's real home (from the user database), for `~` in a case.
