@@ -51,6 +51,12 @@ pub(super) fn decide(scope: &Scope, send: &Outgoing, agents: &[String]) -> Resul
     })
 }
 
+/// Whether `text` sent in `scope` is stored as a resource and sent as a pointer
+/// to it: the lead's text past [`MAX_MESSAGE_CHARS`] (an agent's is refused).
+pub(super) fn becomes_resource(scope: &Scope, text: &str) -> bool {
+    scope.lead && text.chars().count() > MAX_MESSAGE_CHARS
+}
+
 /// Checks the text and, for the lead, turns an over-long message into a resource
 /// pointer. Returns (content to post, resource id).
 pub(super) fn prepare_content(
@@ -81,7 +87,7 @@ pub(super) fn prepare_content(
     if chars <= MAX_MESSAGE_CHARS {
         return Ok((text.to_owned(), None));
     }
-    if !scope.lead {
+    if !becomes_resource(scope, text) {
         return Err(Error::invalid(format!(
             "message too long ({chars} characters, the limit is {MAX_MESSAGE_CHARS}): store the full text with \
              resource_create and send a short message with its id"

@@ -418,7 +418,9 @@ impl Messaging {
         // of their own, and the global lock (a contract's decision and counts), as
         // does the lead's long text, which becomes a resource (a table of every
         // instance's).
-        let resource = scope.lead && sends.iter().any(|o| o.message.len() > MAX_MESSAGE_CHARS);
+        let resource = sends
+            .iter()
+            .any(|o| decide::becomes_resource(scope, &o.message));
         let (lock, isolation) = match (sends.len(), rules.any() || resource) {
             (_, true) => (WriteScope::Global, Isolation::Savepoint),
             (1, false) => (
