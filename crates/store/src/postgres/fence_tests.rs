@@ -18,6 +18,15 @@ async fn store_with_table() -> Option<(String, Store)> {
     Some((url, store))
 }
 
+/// Writes `v` into the test's table under `instance`'s lock.
+async fn insert_in(store: &Store, instance: i64, v: i64) -> domain::error::Result<usize> {
+    let write = move |c: &sql::Connection| Ok(c.execute("INSERT INTO r VALUES (?1)", [v])?);
+    let scope = crate::WriteScope::Instance(instance);
+    store
+        .write_as(scope, crate::Isolation::Savepoint, write)
+        .await
+}
+
 /// An instance writer that reconnects writes only while this kernel holds its
 /// node's lock: cut off and taken over by another kernel of its name, it must not
 /// write beside that kernel.
@@ -26,13 +35,7 @@ async fn an_instance_writer_writes_only_while_its_kernel_holds_the_node() {
     let Some((url, store)) = store_with_table().await else {
         return;
     };
-    let insert = |v: i64| {
-        store.write_as(
-            crate::WriteScope::Instance(7),
-            crate::Isolation::Savepoint,
-            move |c| Ok(c.execute("INSERT INTO r VALUES (?1)", [v])?),
-        )
-    };
+    let insert = |v: i64| insert_in(&store, 7, v);
     insert(1).await.expect("an instance write");
     let db = url.rsplit_once('/').unwrap().1.to_owned();
     let admin = std::env::var("AGENT_WORKER_TEST_PG").unwrap();
@@ -47,7 +50,7 @@ async fn an_instance_writer_writes_only_while_its_kernel_holds_the_node() {
             &[&db],
         )
         .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Waits for the terminated first writer to let the lock go.
         c.query(
             "SELECT pg_advisory_lock(CAST($1 AS INTEGER), hashtext('local'))",
             &[&super::NODE_LOCK],
@@ -93,13 +96,7 @@ async fn a_node_whose_instance_writers_live_is_not_taken() {
     let Some((url, first)) = store_with_table().await else {
         return;
     };
-    let insert = |v: i64| {
-        first.write_as(
-            crate::WriteScope::Instance(3),
-            crate::Isolation::Savepoint,
-            move |c| Ok(c.execute("INSERT INTO r VALUES (?1)", [v])?),
-        )
-    };
+    let insert = |v: i64| insert_in(&first, 3, v);
     insert(1).await.expect("an instance write");
     let db = url.rsplit_once('/').unwrap().1.to_owned();
     let admin = std::env::var("AGENT_WORKER_TEST_PG").unwrap();
@@ -117,7 +114,8 @@ async fn a_node_whose_instance_writers_live_is_not_taken() {
     .join()
     .unwrap();
     assert_eq!(ended, 1, "the first writer's session alone");
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Whether or not the ended session has let the node's lock go yet, the second
+    // kernel waits for it and then finds the first one's instance writers.
     let Err(refused) = Store::open_at(&Location::Postgres(url.clone())) else {
         panic!("a second kernel took the node while the first one's instance writers live")
     };
