@@ -411,27 +411,11 @@ impl Messaging {
         let s = scope.clone();
         let urgent: Vec<bool> = sends.iter().map(|o| o.urgent).collect();
         let rules = governed::Rules::of(&self.contracts, scope, self.clock.now_ms());
-        // A send without contracts checks everything before it writes and touches
-        // its instance's rows alone. A batch's later send may be refused after the
-        // earlier ones wrote, and a contract's checks (a rate counted, urgent
-        // allowed) come after its savepoint's first writes: those keep a savepoint
-        // of their own, and the global lock (a contract's decision and counts), as
-        // does the lead's long text, which becomes a resource (a table of every
-        // instance's).
-        let resource = sends
-            .iter()
-            .any(|o| decide::becomes_resource(scope, &o.message));
-        let (lock, isolation) = match (sends.len(), rules.any() || resource) {
-            (_, true) => (WriteScope::Global, Isolation::Savepoint),
-            (1, false) => (
-                WriteScope::Instance(scope.workflow_id),
-                Isolation::ChecksFirst,
-            ),
-            _ => (
-                WriteScope::Instance(scope.workflow_id),
-                Isolation::Savepoint,
-            ),
-        };
+        let wide = rules.any()
+            || sends
+                .iter()
+                .any(|o| decide::becomes_resource(scope, &o.message));
+        let (lock, isolation) = send_lock(scope.workflow_id, sends.len(), wide);
         let known = self.known.clone();
         let posted = self
             .store
@@ -504,4 +488,19 @@ fn deliver(
         rows.delivery(r, id);
     }
     Ok(())
+}
+
+/// The lock and isolation of a job writing `n` sends in instance `wid`, `wide`
+/// when a contract on messages is in force or a text becomes a resource. A send
+/// alone checks everything before it writes and touches its instance's rows
+/// alone. A batch's later send may be refused after the earlier ones wrote, and a
+/// contract's checks (a rate counted, urgent allowed) come after its first writes:
+/// those keep a savepoint each; a contract's decision and counts, and resources,
+/// are every instance's, so those take the global lock.
+fn send_lock(wid: i64, n: usize, wide: bool) -> (WriteScope, Isolation) {
+    match (n, wide) {
+        (_, true) => (WriteScope::Global, Isolation::Savepoint),
+        (1, false) => (WriteScope::Instance(wid), Isolation::ChecksFirst),
+        _ => (WriteScope::Instance(wid), Isolation::Savepoint),
+    }
 }

@@ -322,3 +322,21 @@ async fn the_statement_s_guard_scan_is_the_send_guard_s() {
         .replace("WHERE p_guard AND ", "WHERE ");
     assert_eq!(function, rust);
 }
+
+/// The lock and isolation of a send job, by how many sends and whether a
+/// contract or a resource makes it every instance's business.
+#[test]
+fn a_send_job_locks_what_it_touches() {
+    use store::{Isolation::*, WriteScope::*};
+    let check = |n: usize, wide: bool, expect| {
+        assert_eq!(
+            super::send_lock(4, n, wide),
+            expect,
+            "{n} sends, wide {wide}"
+        );
+    };
+    check(1, false, (Instance(4), ChecksFirst));
+    check(3, false, (Instance(4), Savepoint));
+    check(1, true, (Global, Savepoint));
+    check(3, true, (Global, Savepoint));
+}
