@@ -47,6 +47,9 @@ pub(crate) mod senders;
 pub mod team;
 #[cfg(test)]
 mod tests;
+mod together;
+#[cfg(test)]
+mod together_tests;
 mod wait;
 
 pub(crate) use asked::{reset_hops_tx, withdraw_tx};
@@ -376,8 +379,10 @@ pub struct Messaging {
     clock: Clock,
     /// This kernel's node: recovery leaves other nodes' deliveries alone.
     node: String,
-    /// What a send in one statement decides against (see `one`).
+    /// What the sends written by a function decide against (see `one`).
     known: Arc<one::KnownAgents>,
+    /// Single sends queued per instance, to be written together (see `together`).
+    together: Arc<together::Together>,
 }
 
 impl Messaging {
@@ -393,12 +398,39 @@ impl Messaging {
             clock,
             node,
             known: Arc::default(),
+            together: Arc::default(),
         }
     }
 
     pub async fn channel_send(&self, scope: &Scope, send: Outgoing) -> Result<SendResult> {
+        let rules = governed::Rules::of(&self.contracts, scope, self.clock.now_ms());
+        if self.goes_together(scope, &send, &rules) {
+            let writer = together::Writer {
+                store: self.store.clone(),
+                events: self.events.clone(),
+                known: self.known.clone(),
+                together: self.together.clone(),
+            };
+            let s = one::Sending {
+                scope: scope.clone(),
+                send,
+                rules,
+            };
+            return Ok(writer.send(s).await?.result);
+        }
         let mut sent = self.channel_send_many(scope, vec![send]).await?;
         Ok(sent.remove(0))
+    }
+
+    /// Whether `send` is written with the others queued on its instance (see
+    /// `together`): where the database runs functions, unless a contract on
+    /// messages is in force, it is urgent, or its text becomes a resource.
+    fn goes_together(&self, scope: &Scope, send: &Outgoing, rules: &governed::Rules) -> bool {
+        matches!(self.store.location(), store::Location::Postgres(_))
+            && self.known.on()
+            && !rules.any()
+            && !send.urgent
+            && !decide::becomes_resource(scope, &send.message)
     }
 
     /// Posts messages in one transaction, each through the same rules as
@@ -416,15 +448,9 @@ impl Messaging {
                 .iter()
                 .any(|o| decide::becomes_resource(scope, &o.message));
         let (lock, isolation) = send_lock(scope.workflow_id, sends.len(), wide);
-        let known = self.known.clone();
         let posted = self
             .store
             .write_as(lock, isolation, move |c| {
-                if let [one] = &sends[..]
-                    && let Some(p) = one::send(c, &s, one, &rules, &known)?
-                {
-                    return Ok(Ok(vec![p]));
-                }
                 governed::post_all(c, &s, &sends, &rules, post)
             })
             .await??;
@@ -442,27 +468,33 @@ impl Messaging {
 
     /// Publishes a committed message's events (the wake source for recipients).
     pub(crate) fn announce(&self, workflow_id: i64, posted: &Posted) {
-        for (w, p) in &posted.extra {
-            self.announce(*w, p);
-        }
-        let message_id = &posted.result.id;
-        self.events.publish(Event::Posted {
+        announce(&self.events, workflow_id, posted);
+    }
+}
+
+/// Publishes a committed message's events on `events` (the wake source for
+/// recipients).
+fn announce(events: &Events, workflow_id: i64, posted: &Posted) {
+    for (w, p) in &posted.extra {
+        announce(events, *w, p);
+    }
+    let message_id = &posted.result.id;
+    events.publish(Event::Posted {
+        workflow_id,
+        message_id: message_id.clone(),
+    });
+    if !posted.recipients.is_empty() {
+        events.publish(Event::Delivered {
             workflow_id,
+            recipients: posted.recipients.as_slice().into(),
             message_id: message_id.clone(),
         });
-        if !posted.recipients.is_empty() {
-            self.events.publish(Event::Delivered {
-                workflow_id,
-                recipients: posted.recipients.as_slice().into(),
-                message_id: message_id.clone(),
-            });
-        }
-        if let Some(text) = &posted.notice {
-            self.events.publish(Event::Notice {
-                workflow_id,
-                text: text.clone(),
-            });
-        }
+    }
+    if let Some(text) = &posted.notice {
+        events.publish(Event::Notice {
+            workflow_id,
+            text: text.clone(),
+        });
     }
 }
 

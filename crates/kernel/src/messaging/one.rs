@@ -1,27 +1,31 @@
-//! A send in one statement, where the database runs server-side functions
-//! (PostgreSQL's `channel_send`, its migration 19).
+//! The sends of a job in one statement, where the database runs server-side
+//! functions (PostgreSQL's `channel_send_many`, its migration 20).
 //!
 //! Why: on PostgreSQL a send was eight statements on the writer's backend (the
 //! agents, the guard's scan, the message, its delivery, the hop count, the cursor,
 //! the job's savepoint and its release), about 33 µs of that backend's CPU each,
-//! and that backend is the ceiling of every node's writes (see the benchmarks'
-//! "Two round trips per send"). Here a send is one statement and one plan.
+//! and one instance's writes are one backend at a time (see the benchmarks'
+//! "Two round trips per send"). Migration 19 made a send one statement; here the
+//! single sends queued for an instance while its writer was busy
+//! ([`super::together`]) are one statement together, one plan and one round trip.
 //!
-//! The rules stay in one place, in Rust: [`decide`] picks the recipients, the
-//! mentions of no member and the addressee from the instance's agents as this
+//! The rules stay in one place, in Rust: [`decide`] picks each send's recipients,
+//! the mentions of no member and the addressee from the instance's agents as this
 //! kernel last read them ([`KnownAgents`]); the function checks those against the
 //! agents it reads and, when they differ (an agent came or went, on any node),
-//! writes nothing and answers with the agents as they are, and the send is decided
-//! again. What it does itself is the writing: the message's id above the
-//! instance's greatest (so ids keep their order with several nodes writing one
-//! instance), the guard's scan (`guard::missed_sql`, the same query), the message,
-//! its deliveries or broadcast row, the hop count and the cursor.
+//! writes nothing and answers with the agents as they are, and the sends are
+//! decided again. What it does itself is the writing, in the sends' order: each
+//! message's id above the one before and the instance's greatest (so ids keep
+//! their order with several nodes writing one instance), the guard's scans
+//! (`guard::missed_sql`, the same query, each as its send would have read it
+//! alone), the messages, their deliveries or broadcast rows, the hop count and the
+//! cursors.
 //!
-//! Which sends take it: one send alone (not a batch), with no contract on messages
-//! in force, not urgent, whose text is posted as it is (a long one of the lead's
-//! becomes a resource). The others, and a send its checks refuse (whose answer the
-//! other path gives from a fresh read of the agents), are written by `post`. Either
-//! way a send checks everything before it writes, so its job needs no savepoint.
+//! Which sends take it: single sends, with no contract on messages in force, not
+//! urgent, whose text is posted as it is (a long one of the lead's becomes a
+//! resource). The others are written by `post`. A send its checks refuse is
+//! answered without a write, the others of its job still written: every send
+//! checks everything before anything is written, so the job needs no savepoint.
 
 use super::broadcast::covers_all;
 use super::decide::{Decided, decide, send_notes};
@@ -35,13 +39,10 @@ use domain::names::LEAD;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use store::sql::{self, Connection, ToSql};
+use store::sql::{self, Connection};
 
-/// The guard's scan inside it is `guard::missed_sql`'s, its preview length and cap
-/// written as numbers (a parameter's LIMIT would let a generic plan guess a tenth
-/// of the rows); `send_cases` checks the two texts agree.
-const SEND: &str = "SELECT o_tag, o_id, o_from, o_text FROM channel_send(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
-                    ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+const SEND: &str =
+    "SELECT o_i, o_tag, o_id, o_from, o_text FROM channel_send_many(?1, ?2, ?3, ?4, ?5)";
 
 /// Instances whose agents this kernel remembers, at most; past it, it forgets them all.
 const KNOWN_INSTANCES: usize = 4096;
@@ -53,9 +54,11 @@ pub(crate) struct KnownAgents {
     by_instance: Mutex<HashMap<i64, Arc<[String]>>>,
     /// Sends take `post` alone (a test compares both ways on one engine).
     off: AtomicBool,
-    /// Sends written in one statement, and answers that the agents had changed.
+    /// Sends written by the function, and answers that the agents had changed.
     written: AtomicU64,
     stale: AtomicU64,
+    /// Calls of the function.
+    calls: AtomicU64,
 }
 
 impl KnownAgents {
@@ -74,12 +77,18 @@ impl KnownAgents {
         agents
     }
 
-    /// How many sends were written in one statement, and how many times the
-    /// statement found the agents changed.
+    /// How many sends the function wrote, and how many times it found the agents
+    /// changed.
     #[cfg(test)]
     pub(crate) fn counts(&self) -> (u64, u64) {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         (n(&self.written), n(&self.stale))
+    }
+
+    /// How many times the function was called.
+    #[cfg(test)]
+    pub(crate) fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
     }
 
     /// Every send is written by `post`, as on an engine without functions.
@@ -87,22 +96,37 @@ impl KnownAgents {
     pub(crate) fn turn_off(&self) {
         self.off.store(true, Ordering::Relaxed);
     }
+
+    /// Whether sends may be written by the function (tests turn it off).
+    pub(super) fn on(&self) -> bool {
+        !self.off.load(Ordering::Relaxed)
+    }
 }
 
-/// Writes `send` in one statement when it can (see the module's doc): the send
-/// as posted, or `None` when `post` must write it. Nothing is written before it
-/// answers `None`.
-pub(super) fn send(
+/// A single send waiting to be written: by whom, what, and its rules (no contract
+/// on messages in force, or it would not wait) with its time.
+pub(super) struct Sending {
+    pub(super) scope: Scope,
+    pub(super) send: Outgoing,
+    pub(super) rules: governed::Rules,
+}
+
+/// One instance's answers to its sends, in order: each refused without a write,
+/// or written.
+pub(super) type Answers = Vec<Result<Posted>>;
+
+/// Writes `sends` (single sends of one instance, in the order they were made)
+/// with the function; `None` when the instance's agents kept changing under it, and
+/// `post` must write them. Nothing is written before it answers `None`.
+pub(super) fn send_all(
     c: &Connection,
-    scope: &Scope,
-    send: &Outgoing,
-    rules: &governed::Rules,
+    sends: &[Sending],
     known: &KnownAgents,
-) -> Result<Option<Posted>> {
-    if !c.server_functions() || known.off.load(Ordering::Relaxed) || rules.any() || send.urgent {
-        return Ok(None);
-    }
-    let wid = scope.workflow_id;
+) -> Result<Option<Answers>> {
+    let Some(first) = sends.first() else {
+        return Ok(Some(Vec::new()));
+    };
+    let wid = first.scope.workflow_id;
     // Whether `agents` were read in this job (else this kernel remembered them).
     let mut fresh = false;
     let mut agents = match known.get(wid) {
@@ -115,23 +139,16 @@ pub(super) fn send(
     // Decided against the agents known, then (at most twice) against those read
     // again or found by the statement.
     for _ in 0..3 {
-        let decided = match decide(scope, send, &agents) {
-            Ok(d) => d,
-            // An agent made since (here or on another node) may be what it lacks.
-            Err(_) if !fresh => {
-                fresh = true;
-                agents = known.set(wid, agent_names(c, wid)?);
-                continue;
-            }
-            Err(_) => return Ok(None),
+        let Some(decided) = decide_all(sends, &agents, fresh) else {
+            fresh = true;
+            agents = known.set(wid, agent_names(c, wid)?);
+            continue;
         };
-        if decided.resource.is_some() {
-            return Ok(None);
-        }
-        match write(c, scope, send, (rules.now(), &agents), decided)? {
-            Written::Sent(posted) => {
-                known.written.fetch_add(1, Ordering::Relaxed);
-                return Ok(Some(posted));
+        match write(c, sends, (&agents, known), decided)? {
+            Written::Sent(answers) => {
+                let n = answers.iter().filter(|a| a.is_ok()).count();
+                known.written.fetch_add(n as u64, Ordering::Relaxed);
+                return Ok(Some(answers));
             }
             Written::Stale(now) => {
                 known.stale.fetch_add(1, Ordering::Relaxed);
@@ -143,69 +160,167 @@ pub(super) fn send(
     Ok(None)
 }
 
+/// Each send decided against `agents`; `None` when one is refused and the agents
+/// were remembered: an agent made since (here or on another node) may be what it
+/// lacks.
+fn decide_all(sends: &[Sending], agents: &[String], fresh: bool) -> Option<Vec<Result<Decided>>> {
+    let mut out = Vec::with_capacity(sends.len());
+    for s in sends {
+        let d = decide(&s.scope, &s.send, agents).and_then(|d| match d.resource {
+            // `together` queues none: `becomes_resource` is the rule `decide` keeps.
+            Some(_) => Err(Error::internal(
+                "a send whose text becomes a resource was queued",
+            )),
+            None => Ok(d),
+        });
+        if d.is_err() && !fresh {
+            return None;
+        }
+        out.push(d);
+    }
+    Some(out)
+}
+
 enum Written {
-    Sent(Posted),
+    Sent(Answers),
     /// Nothing was written: the instance's agents are these.
     Stale(Vec<String>),
 }
 
-/// Calls the function with what `decided` says, decided against `agents`.
+/// A send as the function reads it (see migration 20's doc).
+#[derive(serde::Serialize)]
+struct Row {
+    c: String,
+    s: String,
+    t: String,
+    k: &'static str,
+    o: Option<String>,
+    m: String,
+    p: String,
+    n: i64,
+    d: Vec<String>,
+    b: bool,
+    r: bool,
+    g: bool,
+    i: usize,
+    a: usize,
+}
+
+/// The hop count's moves of a job's sends as one: set after the last reset, or
+/// raised.
+#[derive(Default)]
+struct Hops {
+    reset: bool,
+    add: i64,
+}
+
+impl Hops {
+    fn then(&mut self, h: Hop) {
+        match h {
+            Hop::Keep => {}
+            Hop::Add => self.add += 1,
+            Hop::Reset => {
+                *self = Hops {
+                    reset: true,
+                    add: 0,
+                }
+            }
+        }
+    }
+}
+
+/// Calls the function with the sends `decided` against `agents` (the refused
+/// ones left out).
 fn write(
     c: &Connection,
-    scope: &Scope,
-    send: &Outgoing,
-    (now, agents): (i64, &[String]),
-    d: Decided,
+    sends: &[Sending],
+    (agents, known): (&[String], &KnownAgents),
+    decided: Vec<Result<Decided>>,
 ) -> Result<Written> {
-    let priority = mentions::priority(&d.parsed, &send.message);
-    let row = message_row(
+    let mut rows: Vec<Row> = Vec::new();
+    let mut hops = Hops::default();
+    for (s, d) in sends.iter().zip(&decided) {
+        if let Ok(d) = d {
+            rows.push(row(s, d, agents, &rows)?);
+            hops.then(hop(&s.scope, &d.recipients));
+        }
+    }
+    let mut answer = Answer::new(rows.len());
+    if !rows.is_empty() {
+        let wid = sends[0].scope.workflow_id;
+        let params: [&dyn sql::ToSql; 5] = [
+            &wid,
+            &agents.join(","),
+            &json(&rows)?,
+            &hops.reset,
+            &hops.add,
+        ];
+        known.calls.fetch_add(1, Ordering::Relaxed);
+        let mut st = c.prepare_cached(SEND)?;
+        let mut out = st.query(&params[..])?;
+        answer.read(c, &mut out)?;
+        if let Some(agents) = answer.stale {
+            return Ok(Written::Stale(agents));
+        }
+    }
+    let mut written = answer.ids.into_iter().zip(answer.missed);
+    let answers = sends.iter().zip(decided).map(|(s, d)| {
+        let d = d?;
+        match written.next() {
+            Some((Some(id), missed)) => Ok(posted(s, d, id, missed)),
+            _ => Err(Error::internal(
+                "channel_send_many answered no id for a send",
+            )),
+        }
+    });
+    Ok(Written::Sent(answers.collect()))
+}
+
+/// `s`, decided as `d`, as the function reads it, after `before` in its job.
+fn row(s: &Sending, d: &Decided, agents: &[String], before: &[Row]) -> Result<Row> {
+    let (scope, now) = (&s.scope, s.rules.now());
+    let priority = mentions::priority(&d.parsed, &s.send.message);
+    let m = message_row(
         scope,
         (&new_id(), now),
-        d.content,
+        d.content.clone(),
         &d.to,
         &d.recipients,
         priority,
     )?;
     let broadcast = d.to.is_none() && covers_all(&d.recipients, agents, &scope.me);
-    // The members are the agents and the lead, so the lead is all a broadcast leaves.
-    let deliver: Vec<&String> = d
-        .recipients
-        .iter()
-        .filter(|r| !broadcast || *r == LEAD)
-        .collect();
-    let hops: i64 = match hop(scope, &d.recipients) {
-        Hop::Keep => 0,
-        Hop::Add => 1,
-        Hop::Reset => -1,
-    };
-    let params: [&dyn ToSql; 15] = [
-        &scope.workflow_id,
-        &agents.join(","),
-        &row.id,
-        &row.sender,
-        &row.content,
-        &row.kind,
-        &row.to,
-        &row.mentions,
-        &row.priority,
-        &now,
-        &json(&deliver)?,
-        &broadcast,
-        &hops,
-        &!outside(&scope.me),
-        &!send.force,
-    ];
-    let mut st = c.prepare_cached(SEND)?;
-    let mut rows = st.query(&params[..])?;
-    let Answer { id, stale, missed } = answer(c, &mut rows)?;
-    if let Some(agents) = stale {
-        return Ok(Written::Stale(agents));
-    }
-    let id = id.ok_or_else(|| Error::internal("channel_send answered no id"))?;
+    let cursor = !outside(&scope.me);
+    // The sender's cursor as its send would find it: past its last send here.
+    let after = before.iter().rposition(|r| r.r && r.s == m.sender);
+    Ok(Row {
+        c: m.id,
+        s: m.sender,
+        t: m.content,
+        k: m.kind,
+        o: m.to,
+        m: m.mentions,
+        p: m.priority,
+        n: now,
+        // The members are the agents and the lead, so the lead is all a broadcast leaves.
+        d: d.recipients
+            .iter()
+            .filter(|r| !broadcast || *r == LEAD)
+            .cloned()
+            .collect(),
+        b: broadcast,
+        r: cursor,
+        g: !s.send.force,
+        i: before.len() + 1,
+        a: after.map_or(0, |i| i + 1),
+    })
+}
+
+/// The answer to a send written as `d`, with the id it was given and what it missed.
+fn posted(s: &Sending, d: Decided, id: String, missed: Missed) -> Posted {
     let (missed, missed_count) = missed.answer();
     let nobody = d.recipients.is_empty() && d.to.is_none();
-    let notes = send_notes(scope, missed_count, &d.unknown, &d.members, None, nobody);
-    Ok(Written::Sent(Posted {
+    let notes = send_notes(&s.scope, missed_count, &d.unknown, &d.members, None, nobody);
+    Posted {
         extra: Vec::new(),
         recipients: d.recipients.clone(),
         result: SendResult {
@@ -218,55 +333,69 @@ fn write(
             note: (!notes.is_empty()).then(|| notes.join(" ")),
         },
         notice: None,
-    }))
+    }
 }
 
-/// What the statement answered: the new message's id, or the agents as they are
-/// (nothing written), and the messages the guard found missed.
+/// What the statement answered: each written send's id and the messages its guard
+/// found missed, or the agents as they are (nothing written).
 struct Answer {
-    id: Option<String>,
+    ids: Vec<Option<String>>,
+    missed: Vec<Missed>,
     stale: Option<Vec<String>>,
-    missed: Missed,
 }
 
-/// Reads the statement's answer. The statement wrote unless it answered that the
-/// agents had changed, and the store cannot tell that from a SELECT: a failure
-/// after it wrote (an answer not understood) must fail its whole transaction, not
-/// leave the send written behind an error.
-fn answer(c: &Connection, rows: &mut sql::Rows<'_>) -> Result<Answer> {
-    let mut a = Answer {
-        id: None,
-        stale: None,
-        missed: Missed::default(),
-    };
-    let read = (|| -> Result<()> {
-        while let Some(r) = rows.next()? {
-            match r.get_str(0)? {
-                "sent" => {
-                    c.note_write();
-                    a.id = Some(r.get::<String>(1)?);
+impl Answer {
+    fn new(n: usize) -> Self {
+        Self {
+            ids: vec![None; n],
+            missed: (0..n).map(|_| Missed::default()).collect(),
+            stale: None,
+        }
+    }
+
+    /// Reads the statement's answer. The statement wrote unless it answered that
+    /// the agents had changed, and the store cannot tell that from a SELECT: a
+    /// failure after it wrote (an answer not understood) must fail its whole
+    /// transaction, not leave the sends written behind an error.
+    fn read(&mut self, c: &Connection, rows: &mut sql::Rows<'_>) -> Result<()> {
+        let read = (|| -> Result<()> {
+            while let Some(r) = rows.next()? {
+                let tag = r.get_str(1)?;
+                if tag == "stale" {
+                    let names = r.get_str(4)?.split(',').filter(|n| !n.is_empty());
+                    self.stale = Some(names.map(str::to_owned).collect());
+                    continue;
                 }
-                "stale" => {
-                    let names = r.get_str(3)?.split(',').filter(|n| !n.is_empty());
-                    a.stale = Some(names.map(str::to_owned).collect());
-                }
-                "missed" if a.missed.count_one() => {
-                    let text = r.get_ref(3)?.as_str().map_err(sql::Error::from)?;
-                    a.missed.list(r.get(1)?, r.get(2)?, text);
-                }
-                "missed" => {}
-                other => {
-                    return Err(Error::internal(format!("channel_send answered {other:?}")));
+                let i = usize::try_from(r.get::<i64>(0)? - 1)
+                    .ok()
+                    .filter(|i| *i < self.ids.len())
+                    .ok_or_else(|| {
+                        Error::internal("channel_send_many answered a send it was not given")
+                    })?;
+                match tag {
+                    "sent" => {
+                        c.note_write();
+                        self.ids[i] = Some(r.get::<String>(2)?);
+                    }
+                    "missed" if self.missed[i].count_one() => {
+                        let text = r.get_ref(4)?.as_str().map_err(sql::Error::from)?;
+                        self.missed[i].list(r.get(2)?, r.get(3)?, text);
+                    }
+                    "missed" => {}
+                    other => {
+                        return Err(Error::internal(format!(
+                            "channel_send_many answered {other:?}"
+                        )));
+                    }
                 }
             }
+            Ok(())
+        })();
+        if read.is_err() {
+            c.note_write();
         }
-        Ok(())
-    })();
-    if let Err(e) = read {
-        c.note_write();
-        return Err(e);
+        read
     }
-    Ok(a)
 }
 
 /// A list as the JSON text the function reads.

@@ -188,12 +188,12 @@ async fn a_new_id_is_above_the_instance_s_greatest_whoever_wrote_it() {
 }
 
 /// What the store holds of a send, as the table spells it.
-mod facts {
+pub(super) mod facts {
     use super::super::SendResult;
     use crate::testing::Rooms;
 
     /// The instance's greatest message id.
-    pub(super) async fn top(r: &Rooms) -> Option<String> {
+    pub(in crate::messaging) async fn top(r: &Rooms) -> Option<String> {
         r.store
             .read(|c| {
                 Ok(c.query_row(
@@ -207,7 +207,7 @@ mod facts {
     }
 
     /// The outcome of a send as a row of the table spells it.
-    pub(super) async fn outcome(r: &Rooms, me: &str, s: &SendResult) -> String {
+    pub(in crate::messaging) async fn outcome(r: &Rooms, me: &str, s: &SendResult) -> String {
         let mut out = vec![
             format!("-> {}", s.recipients.join(", "))
                 .trim_end()
@@ -288,9 +288,10 @@ mod facts {
     }
 }
 
-/// The guard's scan inside PostgreSQL's `channel_send` is `missed_sql`'s, word for
-/// word but for its parameters' names and the guard's switch: a change to one
-/// that misses the other fails here.
+/// The guard's scan inside PostgreSQL's `channel_send_many` is `missed_sql`'s,
+/// word for word but for its parameters' names, the guard's switch and the cursor
+/// moved by the job's earlier sends: a change to one that misses the other fails
+/// here.
 #[tokio::test]
 async fn the_statement_s_guard_scan_is_the_send_guard_s() {
     let r = Rooms::new().await;
@@ -300,7 +301,7 @@ async fn the_statement_s_guard_scan_is_the_send_guard_s() {
             if !c.server_functions() {
                 return Ok(None);
             }
-            let sql = "SELECT pg_get_functiondef(CAST('channel_send' AS regproc))";
+            let sql = "SELECT pg_get_functiondef(CAST('channel_send_many' AS regproc))";
             Ok(Some(c.query_row(sql, (), |row| row.get(0))?))
         })
         .await
@@ -315,11 +316,15 @@ async fn the_statement_s_guard_scan_is_the_send_guard_s() {
     };
     let rust = super::guard::missed_sql()
         .replace("?1", "p_wid")
-        .replace("?2", "v_id")
-        .replace("?3", "p_sender");
+        .replace("?2", "v_ids[u.i]")
+        .replace("?3", "u.s");
     let rust = scan(&rust, &format!("LIMIT {}", super::MISSED_COUNT_CAP));
     let function = scan(&def, &format!("LIMIT {}", super::MISSED_COUNT_CAP))
-        .replace("WHERE p_guard AND ", "WHERE ");
+        .replace(" AS text FROM", " FROM")
+        .replace(
+            "WHERE u.g AND m.id > COALESCE(v_ids[u.a], '') AND ",
+            "WHERE ",
+        );
     assert_eq!(function, rust);
 }
 

@@ -20,6 +20,7 @@
 
 pub mod bus;
 pub mod client;
+mod functions;
 pub mod schema;
 pub mod tls;
 
