@@ -150,7 +150,7 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
         conn.execute_batch_later("SAVEPOINT job")?;
     }
     let out = match guarded(conn, f) {
-        Ok(v) => match exec(conn, "RELEASE job") {
+        Ok(v) => match release_job(conn) {
             Ok(()) => return Ok(v),
             Err(e) => Err(e.into()),
         },
@@ -160,6 +160,19 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
     exec(conn, "ROLLBACK TO job")?;
     exec(conn, "RELEASE job")?;
     out
+}
+
+/// Releases a job's savepoint. On PostgreSQL, when every statement the job sent
+/// was answered (its last one waited for its answer, which came after theirs) and
+/// none failed (a job may go on past a refused statement), the release goes out
+/// with the next statement instead of costing a round trip of its own: it cannot
+/// fail then, the transaction being sound and the savepoint there. Otherwise it
+/// reads the answers of the job's deferred writes, and fails if any did.
+fn release_job(conn: &Connection) -> crate::sql::Result<()> {
+    if conn.sqlite().is_none() && !conn.has_deferred() && !conn.tx_aborted() {
+        return conn.execute_batch_later("RELEASE job");
+    }
+    exec(conn, "RELEASE job")
 }
 
 /// The queues of the writers, and where a job goes.

@@ -25,7 +25,7 @@
 use domain::error::Result;
 use std::collections::HashSet;
 use store::sql;
-use store::sql::{Connection, OptionalExtension};
+use store::sql::Connection;
 
 /// Below this many agents a message keeps one delivery row per recipient: nothing
 /// to save, and the rows are what the inbox reads anyway.
@@ -73,17 +73,35 @@ pub(crate) fn record(
 /// a store job, before anything that reads or changes the agent's delivery states;
 /// the writes go out with the job's next statement (one round trip on PostgreSQL).
 pub(crate) fn write_own(c: &Connection, workflow_id: i64, name: &str, now: i64) -> Result<()> {
-    // The mark and the newest broadcast past it, in one statement.
-    let found: Option<(String, Option<String>)> = c
-        .prepare_cached(
-            "SELECT a.broadcast_mark, (SELECT max(b.message_id) FROM broadcasts b
-                                        WHERE b.workflow_id = ?1 AND b.message_id > a.broadcast_mark)
-               FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2",
-        )?
-        .query_row((workflow_id, name), |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let found = own_ahead(c, workflow_id, name)?;
+    write_own_from(c, (workflow_id, name, now), found).map(drop)
+}
+
+/// [`write_own`]'s read, sent now: `name`'s mark and the newest broadcast past it.
+/// On PostgreSQL it shares a round trip with the reads sent after it.
+pub(crate) fn own_ahead(c: &Connection, workflow_id: i64, name: &str) -> Result<sql::Later> {
+    Ok(c.prepare_cached(
+        "SELECT a.broadcast_mark, (SELECT max(b.message_id) FROM broadcasts b
+                                    WHERE b.workflow_id = ?1 AND b.message_id > a.broadcast_mark)
+           FROM agents a WHERE a.workflow_id = ?1 AND a.name = ?2",
+    )?
+    .query_later((workflow_id, name))?)
+}
+
+/// [`write_own`] with its read [`own_ahead`] sent: true when it wrote rows (reads
+/// sent before them do not see them).
+pub(crate) fn write_own_from(
+    c: &Connection,
+    (workflow_id, name, now): (i64, &str, i64),
+    found: sql::Later,
+) -> Result<bool> {
+    let mut rows = found.rows(c)?;
+    let found: Option<(String, Option<String>)> = match rows.next()? {
+        Some(r) => Some((r.get(0)?, r.get(1)?)),
+        None => None,
+    };
     let Some((mark, Some(newest))) = found else {
-        return Ok(());
+        return Ok(false);
     };
     c.prepare_cached(
         "INSERT INTO deliveries (workflow_id, recipient, message_id, state, updated_at)
@@ -94,7 +112,7 @@ pub(crate) fn write_own(c: &Connection, workflow_id: i64, name: &str, now: i64) 
     .execute_later(sql::params![workflow_id, name, mark, now, newest])?;
     c.prepare_cached("UPDATE agents SET broadcast_mark = ?3 WHERE workflow_id = ?1 AND name = ?2")?
         .execute_later((workflow_id, name, &newest))?;
-    Ok(())
+    Ok(true)
 }
 
 /// How many broadcast deliveries `name` has that are not rows yet (all pending).

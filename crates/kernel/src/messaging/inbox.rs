@@ -78,15 +78,27 @@ pub struct DeferResult {
     pub deferred_until: String,
 }
 
-/// The delivery's state, or an error that says whether the id is unknown or just not
-/// addressed to this member.
-fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<DeliveryState> {
-    let state: Option<DeliveryState> = c
+/// The delivery's open state as a query sent now (see [`delivery_state`]).
+fn state_ahead(c: &Connection, scope: &Scope, message_id: &str) -> Result<sql::Later> {
+    Ok(c
         .prepare_cached("SELECT state FROM deliveries WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3")?
-        .query_row((scope.workflow_id, &scope.me, message_id), |r| r.parse(0))
-        .optional()?;
-    if let Some(s) = state {
-        return Ok(s);
+        .query_later((scope.workflow_id, &scope.me, message_id))?)
+}
+
+/// The delivery's state, or an error that says whether the id is unknown or just not
+/// addressed to this member; its open state read from `open` when it was sent.
+fn delivery_state(
+    c: &Connection,
+    scope: &Scope,
+    message_id: &str,
+    open: Option<sql::Later>,
+) -> Result<DeliveryState> {
+    let open = match open {
+        Some(sent) => sent,
+        None => state_ahead(c, scope, message_id)?,
+    };
+    if let Some(r) = open.rows(c)?.next()? {
+        return Ok(r.parse(0)?);
     }
     let done: Option<i64> = c
         .prepare_cached(
@@ -116,11 +128,15 @@ fn delivery_state(c: &Connection, scope: &Scope, message_id: &str) -> Result<Del
 impl Messaging {
     /// Runs `f` in a store write job once the member's broadcasts are rows of its own
     /// (`broadcast::write_own`): the one way into the inbox's state machine, so no
-    /// entry point can forget them. `f` gets the connection, the scope and `now`.
-    async fn in_own_inbox<T: Send + 'static>(
+    /// entry point can forget them. `f` gets the connection, the scope, `now` and
+    /// what `ahead` sent: the job's first reads, sent with the broadcasts' check (one
+    /// round trip on PostgreSQL), or `None` when broadcast rows were written after
+    /// them (which they do not see: `f` reads again).
+    async fn in_own_inbox<A, T: Send + 'static>(
         &self,
         scope: &Scope,
-        f: impl FnOnce(&Connection, &Scope, i64) -> Result<T> + Send + 'static,
+        ahead: impl FnOnce(&Connection, &Scope, i64) -> Result<A> + Send + 'static,
+        f: impl FnOnce(&Connection, &Scope, i64, Option<A>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (s, clock) = (scope.clone(), self.clock.clone());
         // The member's own rows of its instance (deliveries, its broadcast mark).
@@ -130,8 +146,10 @@ impl Messaging {
                 Isolation::Savepoint,
                 move |c| {
                     let now = clock.now_ms();
-                    broadcast::write_own(c, s.workflow_id, &s.me, now)?;
-                    f(c, &s, now)
+                    let own = broadcast::own_ahead(c, s.workflow_id, &s.me)?;
+                    let sent = ahead(c, &s, now)?;
+                    let wrote = broadcast::write_own_from(c, (s.workflow_id, &s.me, now), own)?;
+                    f(c, &s, now, (!wrote).then_some(sent))
                 },
             )
             .await
@@ -145,8 +163,12 @@ impl Messaging {
                 "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
             )));
         }
-        self.in_own_inbox(scope, move |c, s, now| read_inbox(c, s, (limit, now), true))
-            .await
+        self.in_own_inbox(
+            scope,
+            move |c, s, now| send_reads(c, s, (limit, now)),
+            move |c, s, now, sent| read_inbox(c, s, (limit, now), (sent, true)),
+        )
+        .await
     }
 
     /// The inbox as my_inbox shows it, without marking anything seen (what an MCP
@@ -159,15 +181,16 @@ impl Messaging {
                 if broadcast::unwritten(c, s.workflow_id, &s.me)? > 0 {
                     return Ok(None);
                 }
-                read_inbox(c, &s, (limit, now), false).map(Some)
+                read_inbox(c, &s, (limit, now), (None, false)).map(Some)
             })
             .await?;
         if let Some(inbox) = peeked {
             return Ok(inbox);
         }
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
-        self.in_own_inbox(scope, move |c, s, now| {
-            read_inbox(c, s, (limit, now), false)
+        let nothing = |_: &Connection, _: &Scope, _| Ok(());
+        self.in_own_inbox(scope, nothing, move |c, s, now, _| {
+            read_inbox(c, s, (limit, now), (None, false))
         })
         .await
     }
@@ -180,19 +203,24 @@ impl Messaging {
         through: bool,
     ) -> Result<AckResult> {
         let id = message_id.trim().to_owned();
+        let asked = id.clone();
         let r = self
-            .in_own_inbox(scope, move |c, s, now| {
-                delivery_state(c, s, &id)?;
-                let which = if through {
-                    Settle::Through(&id)
-                } else {
-                    Settle::One(&id)
-                };
-                let acked = settle(c, s.workflow_id, &s.me, which, now)?;
-                Ok(AckResult {
-                    acked: acked as i64,
-                })
-            })
+            .in_own_inbox(
+                scope,
+                move |c, s, _| state_ahead(c, s, &asked),
+                move |c, s, now, open| {
+                    delivery_state(c, s, &id, open)?;
+                    let which = if through {
+                        Settle::Through(&id)
+                    } else {
+                        Settle::One(&id)
+                    };
+                    let acked = settle(c, s.workflow_id, &s.me, which, now)?;
+                    Ok(AckResult {
+                        acked: acked as i64,
+                    })
+                },
+            )
             .await?;
         // A worker's run says so when it ends (RunEnded), once its row is final.
         if r.acked > 0 && scope.run_id.is_none() {
@@ -225,8 +253,9 @@ impl Messaging {
             ));
         }
         let id = message_id.trim().to_owned();
-        self.in_own_inbox(scope, move |c, s, now| {
-            if delivery_state(c, s, &id)? == DeliveryState::Acked {
+        let nothing = |_: &Connection, _: &Scope, _| Ok(());
+        self.in_own_inbox(scope, nothing, move |c, s, now, _| {
+            if delivery_state(c, s, &id, None)? == DeliveryState::Acked {
                 return Err(Error::conflict(format!(
                     "message {id} is already acked; acks are final, so it cannot be deferred"
                 )));
@@ -326,52 +355,76 @@ pub(crate) const READ: &str = "
        AND (d.state <> 'deferred' OR d.defer_until <= ?3)
      ORDER BY d.message_id LIMIT ?4";
 
-/// The caller's due deliveries, oldest first, with counts; `mark` records them as
-/// seen by the caller (and its run).
+/// The inbox's reads, sent at once (one round trip on PostgreSQL): the page, the
+/// member's open asks and the counts. Marking the page seen afterwards changes
+/// neither count (seen and pending are both open).
+pub(super) struct Reads {
+    page: sql::Later,
+    asks: sql::Later,
+    counts: sql::Later,
+}
+
+/// Sends the inbox's reads (see [`Reads`]).
+fn send_reads(c: &Connection, s: &Scope, (limit, now): (i64, i64)) -> Result<Reads> {
+    let (wid, me) = (s.workflow_id, &s.me);
+    let page = c
+        .prepare_cached(READ)?
+        .query_later(sql::params![wid, me, now, limit, s.run_id])?;
+    let asks = super::results::open_schemas_ahead(c, wid, me)?;
+    // Both counts in one statement.
+    let counts = c
+        .prepare_cached(
+            "SELECT count(CASE WHEN d.state <> 'deferred' OR d.defer_until <= ?3 THEN 1 END),
+                    count(CASE WHEN d.state = 'deferred' AND d.defer_until > ?3 THEN 1 END)
+               FROM deliveries d WHERE d.workflow_id = ?1 AND d.recipient = ?2",
+        )?
+        .query_later(sql::params![wid, me, now])?;
+    Ok(Reads { page, asks, counts })
+}
+
+/// The caller's due deliveries, oldest first, with counts, from the reads `sent`
+/// (or sent now); `mark` records them as seen by the caller (and its run).
 fn read_inbox(
     c: &sql::Connection,
     s: &Scope,
     (limit, now): (i64, i64),
-    mark: bool,
+    (sent, mark): (Option<Reads>, bool),
 ) -> Result<Inbox> {
-    let mut st = c.prepare_cached(READ)?;
+    let reads = match sent {
+        Some(r) => r,
+        None => send_reads(c, s, (limit, now))?,
+    };
     let mut to_mark = Vec::new();
-    let messages = st
-        .query_map(
-            sql::params![s.workflow_id, s.me, now, limit, s.run_id],
-            |r| {
-                let state: DeliveryState = r.parse(6)?;
-                let read_by_me: bool = r.get(7)?;
-                let m = InboxMessage {
-                    id: r.get(0)?,
-                    from: r.get(1)?,
-                    content: r.get(2)?,
-                    created_at: fmt_ms(r.get(3)?),
-                    priority: r.get(4)?,
-                    dm: r.get(5)?,
-                    result_schema: None,
-                };
-                Ok((m, state, read_by_me))
-            },
-        )?
-        .collect::<sql::Result<Vec<_>>>()?
-        .into_iter()
-        .map(|(m, state, read_by_me)| {
-            if state != DeliveryState::Seen || !read_by_me {
-                to_mark.push(m.id.clone());
-            }
-            m
-        })
-        .collect::<Vec<_>>();
-    let mut messages = messages;
-    if !messages.is_empty() {
-        // What asks for a result says so (few rows: the open asks of one member).
-        for (id, schema) in super::results::open_schemas(c, s.workflow_id, &s.me)? {
-            if let Some(m) = messages.iter_mut().find(|m| m.id == id) {
-                m.result_schema = Some(schema);
-            }
+    let mut messages = Vec::new();
+    let mut page = reads.page.rows(c)?;
+    while let Some(r) = page.next()? {
+        let state: DeliveryState = r.parse(6)?;
+        let read_by_me: bool = r.get(7)?;
+        let m = InboxMessage {
+            id: r.get(0)?,
+            from: r.get(1)?,
+            content: r.get(2)?,
+            created_at: fmt_ms(r.get(3)?),
+            priority: r.get(4)?,
+            dm: r.get(5)?,
+            result_schema: None,
+        };
+        if state != DeliveryState::Seen || !read_by_me {
+            to_mark.push(m.id.clone());
+        }
+        messages.push(m);
+    }
+    // What asks for a result says so (few rows: the open asks of one member).
+    for (id, schema) in super::results::open_schemas_of(reads.asks.rows(c)?)? {
+        if let Some(m) = messages.iter_mut().find(|m| m.id == id) {
+            m.result_schema = Some(schema);
         }
     }
+    let mut counts = reads.counts.rows(c)?;
+    let (open, deferred): (i64, i64) = match counts.next()? {
+        Some(r) => (r.get(0)?, r.get(1)?),
+        None => (0, 0),
+    };
     if mark {
         let mut st = c.prepare_cached(
             "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
@@ -381,16 +434,6 @@ fn read_inbox(
             st.execute_later(sql::params![s.workflow_id, s.me, id, now, s.run_id])?;
         }
     }
-    // Both counts in one statement (each is a round trip on PostgreSQL).
-    let (open, deferred): (i64, i64) = c
-        .prepare_cached(
-            "SELECT count(CASE WHEN d.state <> 'deferred' OR d.defer_until <= ?3 THEN 1 END),
-                    count(CASE WHEN d.state = 'deferred' AND d.defer_until > ?3 THEN 1 END)
-               FROM deliveries d WHERE d.workflow_id = ?1 AND d.recipient = ?2",
-        )?
-        .query_row(sql::params![s.workflow_id, s.me, now], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
     Ok(Inbox {
         remaining: open - messages.len() as i64,
         messages,

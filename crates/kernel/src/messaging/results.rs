@@ -15,7 +15,7 @@ use domain::result_schema::{self, ResultSchema};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use store::sql::{Connection, OptionalExtension};
+use store::sql::{self, Connection, OptionalExtension};
 use store::{Isolation, WriteScope::Instance as instance};
 
 /// The most a result may take as JSON.
@@ -87,21 +87,26 @@ pub(crate) fn forget_agent_tx(c: &Connection, wid: i64, agent: &str) -> Result<(
     Ok(())
 }
 
-/// The schemas still awaiting a result from `agent`, by the message that asks.
-pub(crate) fn open_schemas(c: &Connection, wid: i64, agent: &str) -> Result<Vec<(String, Value)>> {
-    let mut st = c.prepare_cached(
+/// The schemas still awaiting a result from `agent`, by the message that asks, as
+/// a query sent now (read with [`open_schemas_of`]).
+pub(crate) fn open_schemas_ahead(c: &Connection, wid: i64, agent: &str) -> Result<sql::Later> {
+    Ok(c.prepare_cached(
         "SELECT message_id, schema FROM results
-          WHERE workflow_id = ?1 AND agent = ?2 AND result IS NULL ORDER BY message_id",
-    )?;
-    let rows = st
-        .query_map((wid, agent), |r| {
-            Ok((r.get::<String>(0)?, r.get::<String>(1)?))
-        })?
-        .collect::<store::sql::Result<Vec<_>>>()?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(id, s)| Some((id, serde_json::from_str(&s).ok()?)))
-        .collect())
+              WHERE workflow_id = ?1 AND agent = ?2 AND result IS NULL ORDER BY message_id",
+    )?
+    .query_later((wid, agent))?)
+}
+
+/// The open asks' schemas from [`open_schemas_ahead`]'s rows.
+pub(crate) fn open_schemas_of(mut rows: sql::Rows<'_>) -> Result<Vec<(String, Value)>> {
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let (id, schema): (String, String) = (r.get(0)?, r.get(1)?);
+        if let Ok(schema) = serde_json::from_str(&schema) {
+            out.push((id, schema));
+        }
+    }
+    Ok(out)
 }
 
 /// The result kept for the ask `message_id`, if one was submitted.

@@ -279,6 +279,11 @@ impl Client {
         })
     }
 
+    /// Whether statements were sent whose answers were not read yet.
+    pub fn has_deferred(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
     /// Reads the answers of the deferred statements now: the first failure among them.
     pub fn settle_deferred(&mut self) -> Result<()> {
         if self.deferred.is_empty() {

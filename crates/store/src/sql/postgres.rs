@@ -63,6 +63,11 @@ impl Conn {
         self.aborted.get()
     }
 
+    /// Whether statements were sent whose answers were not read yet.
+    pub(super) fn has_deferred(&self) -> bool {
+        self.client.borrow().has_deferred()
+    }
+
     /// Reads the answers of the statements sent and not yet read.
     pub(super) fn settle_deferred(&self) -> Result<()> {
         let out = self.client.borrow_mut().settle_deferred();
