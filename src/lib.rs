@@ -122,7 +122,8 @@
 //!                  migrations (PRAGMA user_version); postgres/ the other (connecting,
 //!                  the write, instance and node locks, fence_tests.rs the node's
 //!                  lock over its writers, client.rs its client whose every wait
-//!                  is bounded, schema.rs its migrations, bus.rs LISTEN/NOTIFY
+//!                  is bounded, schema.rs its migrations, functions.rs the
+//!                  server-side functions they make, bus.rs LISTEN/NOTIFY
 //!                  between the kernels of a database); allocator.rs SQLite on the
 //!                  process's allocator
 //!   pragmas.rs     the settings of every SQLite connection the store opens
@@ -167,8 +168,10 @@
 //!                  contracts with a rate counted, in the event's transaction
 //!   messaging/     Messaging: channel_send and the send guard (mod.rs), decide.rs
 //!                  what a send decides from its text and the agents (pure), one.rs
-//!                  a send in one statement where the database runs functions
-//!                  (PostgreSQL), read.rs channel_read and the reader's cursor,
+//!                  a job's sends in one statement where the database runs functions
+//!                  (PostgreSQL), together.rs single sends queued per instance and
+//!                  written by one job (together_tests.rs against one by one),
+//!                  read.rs channel_read and the reader's cursor,
 //!                  governed.rs message contracts inside the send's transaction,
 //!                  mentions.rs the addressed rule (pure), inbox.rs deliveries
 //!                  pending -> seen -> acked | deferred (open ones in `deliveries`,

@@ -312,6 +312,12 @@ impl Store {
         matches!(self.inner.location, Location::Sqlite(_))
     }
 
+    /// Whether the database runs the functions its migrations made (what
+    /// [`sql::Connection::server_functions`] says of each of its connections).
+    pub fn server_functions(&self) -> bool {
+        matches!(self.inner.location, Location::Postgres(_))
+    }
+
     /// Starts this store's end of the bus between the kernels that share it: on
     /// PostgreSQL, LISTEN/NOTIFY on connections of its own; on SQLite, which one
     /// kernel has to itself, nothing (None).

@@ -426,7 +426,7 @@ impl Messaging {
     /// `together`): where the database runs functions, unless a contract on
     /// messages is in force, it is urgent, or its text becomes a resource.
     fn goes_together(&self, scope: &Scope, send: &Outgoing, rules: &governed::Rules) -> bool {
-        matches!(self.store.location(), store::Location::Postgres(_))
+        self.store.server_functions()
             && self.known.on()
             && !rules.any()
             && !send.urgent
