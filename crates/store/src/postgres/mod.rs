@@ -175,9 +175,13 @@ pub(super) fn client(url: &str, application: &str) -> Result<client::Client> {
         // for. The server ends such a session after 5 s idle in its transaction (a
         // job's statements follow each other within milliseconds), and notices a
         // silent peer by its own keepalives.
+        // No JIT: the kernel's statements are lookups and writes of a few rows, and
+        // the planner may overestimate one past the JIT's threshold (the sends'
+        // function scans per send of a JSON list it guesses at 100): compiling took
+        // 300 ms for a statement that runs in one, a stall of every send behind it.
         .options(
             "-c idle_in_transaction_session_timeout=5000 -c tcp_keepalives_idle=10 \
-             -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
+             -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3 -c jit=off",
         );
     let statements = client::statement_bound(bound);
     let client = client::Client::connect(&config, &asked, bound, statements).map_err(|e| match e {

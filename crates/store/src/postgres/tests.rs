@@ -94,6 +94,24 @@ async fn parameters_no_clause_types_are_text() {
     assert_eq!((n, kept), (1, 1));
 }
 
+/// Every session of the store, writer or reader, runs without JIT and ends a
+/// transaction left idle for 5 s (the settings its connections ask for).
+#[tokio::test]
+async fn sessions_run_without_jit_and_end_idle_transactions() {
+    let Some(url) = fresh_database() else { return };
+    let store = open(&url);
+    let settings = "SELECT current_setting('jit') || ' ' || current_setting('idle_in_transaction_session_timeout')";
+    let wrote: String = store
+        .write(move |c| Ok(c.query_row(settings, (), |r| r.get(0))?))
+        .await
+        .unwrap();
+    let read: String = store
+        .read(move |c| Ok(c.query_row(settings, (), |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!((wrote.as_str(), read.as_str()), ("off 5s", "off 5s"));
+}
+
 /// No row is `NoRow`, which `optional` turns into `None`; an integer too large for
 /// an INTEGER column is refused by name, not wrapped.
 #[tokio::test]
