@@ -129,14 +129,14 @@ impl Messaging {
     /// Runs `f` in a store write job once the member's broadcasts are rows of its own
     /// (`broadcast::write_own`): the one way into the inbox's state machine, so no
     /// entry point can forget them. `f` gets the connection, the scope, `now` and
-    /// what `ahead` sent: the job's first reads, sent with the broadcasts' check (one
-    /// round trip on PostgreSQL), or `None` when broadcast rows were written after
-    /// them (which they do not see: `f` reads again).
+    /// what `ahead` sent: the job's first statements, sent with the broadcasts'
+    /// check (one round trip on PostgreSQL), and whether they are current: false
+    /// when broadcast rows were written after them (which they did not see).
     async fn in_own_inbox<A, T: Send + 'static>(
         &self,
         scope: &Scope,
         ahead: impl FnOnce(&Connection, &Scope, i64) -> Result<A> + Send + 'static,
-        f: impl FnOnce(&Connection, &Scope, i64, Option<A>) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&Connection, &Scope, i64, (A, bool)) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (s, clock) = (scope.clone(), self.clock.clone());
         // The member's own rows of its instance (deliveries, its broadcast mark).
@@ -149,7 +149,7 @@ impl Messaging {
                     let own = broadcast::own_ahead(c, s.workflow_id, &s.me)?;
                     let sent = ahead(c, &s, now)?;
                     let wrote = broadcast::write_own_from(c, (s.workflow_id, &s.me, now), own)?;
-                    f(c, &s, now, (!wrote).then_some(sent))
+                    f(c, &s, now, (sent, !wrote))
                 },
             )
             .await
@@ -166,7 +166,9 @@ impl Messaging {
         self.in_own_inbox(
             scope,
             move |c, s, now| send_reads(c, s, (limit, now)),
-            move |c, s, now, sent| read_inbox(c, s, (limit, now), (sent, true)),
+            move |c, s, now, (sent, current)| {
+                read_inbox(c, s, (limit, now), (current.then_some(sent), true))
+            },
         )
         .await
     }
@@ -204,18 +206,26 @@ impl Messaging {
     ) -> Result<AckResult> {
         let id = message_id.trim().to_owned();
         let asked = id.clone();
+        // The lookup and the ack itself are sent with the broadcasts' check: an ack
+        // the lookup refuses is rolled back with its job's savepoint.
         let r = self
             .in_own_inbox(
                 scope,
-                move |c, s, _| state_ahead(c, s, &asked),
-                move |c, s, now, open| {
-                    delivery_state(c, s, &id, open)?;
-                    let which = if through {
-                        Settle::Through(&id)
+                move |c, s, now| {
+                    let state = state_ahead(c, s, &asked)?;
+                    let which = Settle::acking(&asked, through);
+                    Ok((state, settle_later(c, (s.workflow_id, &s.me), which, now)?))
+                },
+                move |c, s, now, ((state, sent), current)| {
+                    let mut acked = count(c, sent)?;
+                    if current {
+                        delivery_state(c, s, &id, Some(state))?;
                     } else {
-                        Settle::One(&id)
-                    };
-                    let acked = settle(c, s.workflow_id, &s.me, which, now)?;
+                        // Broadcast rows were written after: they are acked too.
+                        delivery_state(c, s, &id, None)?;
+                        acked +=
+                            settle(c, s.workflow_id, &s.me, Settle::acking(&id, through), now)?;
+                    }
                     Ok(AckResult {
                         acked: acked as i64,
                     })
@@ -300,6 +310,17 @@ pub(crate) enum Settle<'a> {
     Seen,
 }
 
+impl<'a> Settle<'a> {
+    /// An ack of `id`: that delivery, or (`through`) every one up to it.
+    fn acking(id: &'a str, through: bool) -> Self {
+        if through {
+            Self::Through(id)
+        } else {
+            Self::One(id)
+        }
+    }
+}
+
 /// Acks open deliveries of `recipient`: they move to `deliveries_done` (acks are
 /// final, and the open table stays small). Returns how many.
 pub(crate) fn settle(
@@ -309,6 +330,18 @@ pub(crate) fn settle(
     which: Settle,
     now: i64,
 ) -> Result<usize> {
+    count(c, settle_later(c, (workflow_id, recipient), which, now)?)
+}
+
+/// [`settle`] sent now: the copy and the delete go out together, and the deleted
+/// rows (the count) are read with [`count`] (on PostgreSQL with the answer of a
+/// statement sent later).
+fn settle_later(
+    c: &Connection,
+    (workflow_id, recipient): (i64, &str),
+    which: Settle,
+    now: i64,
+) -> Result<sql::Later> {
     let (cond, id) = match which {
         Settle::One(id) => ("message_id = ?3", id),
         Settle::Through(id) => (
@@ -321,7 +354,6 @@ pub(crate) fn settle(
     // Parameters are numbered in this order; a statement binds as many as it names
     // (the delete of `Seen` names two, the copy that stamps `?4` four).
     let params: [&dyn sql::ToSql; 4] = [&workflow_id, &recipient, &id, &now];
-    // The copy goes out with the delete, whose count is the answer.
     let mut copy = c.prepare_cached(&format!(
         "INSERT INTO deliveries_done (workflow_id, recipient, message_id, read_by, updated_at)
          SELECT workflow_id, recipient, message_id, read_by, ?4 FROM deliveries WHERE {which}
@@ -330,9 +362,20 @@ pub(crate) fn settle(
     ))?;
     let n = copy.parameter_count();
     copy.execute_later(&params[..n])?;
-    let mut delete = c.prepare_cached(&format!("DELETE FROM deliveries WHERE {which}"))?;
+    let mut delete =
+        c.prepare_cached(&format!("DELETE FROM deliveries WHERE {which} RETURNING 1"))?;
     let n = delete.parameter_count();
-    Ok(delete.execute(&params[..n])?)
+    Ok(delete.query_later(&params[..n])?)
+}
+
+/// How many rows a statement sent with RETURNING gave back.
+fn count(c: &Connection, sent: sql::Later) -> Result<usize> {
+    let mut rows = sent.rows(c)?;
+    let mut n = 0;
+    while rows.next()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// The deliveries due to `?2` in instance `?1` at `?3`, oldest first, at most `?4`,

@@ -140,6 +140,32 @@ async fn an_ack_through_an_id_spares_later_and_deferred_ones() {
     assert_eq!((inbox.messages.len(), inbox.deferred), (1, 1));
 }
 
+/// An ack settles broadcasts whose deliveries are not rows yet (the member never
+/// read), and one refused changes nothing, those rows included.
+#[tokio::test]
+async fn an_ack_settles_unread_broadcasts_and_a_refused_one_nothing() {
+    let r = rooms().await;
+    r.send("alice", "@bob direct").await;
+    let all = r.send("alice", "@all standup").await;
+    r.send("alice", "@bob later").await;
+    let (bob, carol) = (r.scope("bob").await, r.scope("carol").await);
+    let rows =
+        |who: &'static str| r.count("SELECT count(*) FROM deliveries WHERE recipient = ?1", who);
+    let got = said(&r.messaging.my_inbox_ack(&carol, "nope", false).await);
+    expect(&got, "not found: unknown message id", &[]);
+    assert_eq!(rows("carol").await, 0, "the refused ack wrote no row");
+    let acked = r
+        .messaging
+        .my_inbox_ack(&carol, &all.id, false)
+        .await
+        .unwrap();
+    assert_eq!(acked.acked, 1, "carol's broadcast, never read");
+    let acked = r.messaging.my_inbox_ack(&bob, &all.id, true).await.unwrap();
+    assert_eq!(acked.acked, 2, "bob's direct message and the broadcast");
+    let inbox = r.messaging.my_inbox(&bob, None).await.unwrap();
+    assert_eq!(contents(&inbox), ["@bob later"]);
+}
+
 #[tokio::test]
 async fn a_deferral_is_ahead_within_thirty_days_and_never_of_an_acked_one() {
     let r = rooms().await;
