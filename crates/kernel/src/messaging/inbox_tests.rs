@@ -166,6 +166,29 @@ async fn an_ack_settles_unread_broadcasts_and_a_refused_one_nothing() {
     assert_eq!(contents(&inbox), ["@bob later"]);
 }
 
+/// A through-ack of an id delivered to another member changes nothing: the copy
+/// and the delete sent with its lookup are rolled back with it.
+#[tokio::test]
+async fn a_refused_ack_through_keeps_every_open_delivery() {
+    let r = rooms().await;
+    r.send("alice", "@bob one").await;
+    r.send("alice", "@bob two").await;
+    let carols = r.send("alice", "@carol yours").await;
+    let bob = r.scope("bob").await;
+    let got = said(&r.messaging.my_inbox_ack(&bob, &carols.id, true).await);
+    expect(&got, "forbidden: message", &["was not delivered to bob"]);
+    let open = r.count(
+        "SELECT count(*) FROM deliveries WHERE recipient = ?1",
+        "bob",
+    );
+    assert_eq!(open.await, 2);
+    let done = r.count(
+        "SELECT count(*) FROM deliveries_done WHERE recipient = ?1",
+        "bob",
+    );
+    assert_eq!(done.await, 0);
+}
+
 #[tokio::test]
 async fn a_deferral_is_ahead_within_thirty_days_and_never_of_an_acked_one() {
     let r = rooms().await;

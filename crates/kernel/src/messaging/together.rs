@@ -11,7 +11,10 @@
 //!
 //! The job runs in a task of its own, so a caller that gives up does not strand
 //! the sends that wait on the job it started. When the job fails, every send it
-//! took (or, if it never ran, every send queued) is told so and was not written.
+//! took is told so and was not written; a job that never ran (another job of its
+//! transaction failed, or the database could not begin) is tried again, and after
+//! [`TRIES`] the sends queued are told. Each send's events are published under the
+//! trace of the call that made it.
 
 use super::one::{self, Answers, KnownAgents, Sending};
 use super::{Posted, announce, governed};
@@ -26,28 +29,35 @@ use tokio::sync::oneshot;
 /// The most sends one job writes; a burst beyond it takes more jobs.
 const MOST: usize = 256;
 
-type Reply = oneshot::Sender<Result<Posted>>;
+/// How many times a job that never ran is tried before its sends are failed.
+const TRIES: usize = 3;
+
+/// Who waits on a queued send: its answer's channel, and the trace of its call.
+struct Waiter {
+    reply: oneshot::Sender<Result<Posted>>,
+    trace: Option<telemetry::Context>,
+}
 
 /// The sends queued per instance. An instance is here while a job of it is under
 /// way (its queue possibly empty), and only then.
 #[derive(Default)]
 pub(crate) struct Together {
-    queued: Mutex<HashMap<i64, Vec<(Sending, Reply)>>>,
+    queued: Mutex<HashMap<i64, Vec<(Sending, Waiter)>>>,
 }
 
 impl Together {
     /// Queues `s`; true when no job of its instance is under way (the caller then
     /// starts one).
-    fn queue(&self, s: Sending, reply: Reply) -> bool {
+    fn queue(&self, s: Sending, w: Waiter) -> bool {
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
         let wid = s.scope.workflow_id;
         let first = !q.contains_key(&wid);
-        q.entry(wid).or_default().push((s, reply));
+        q.entry(wid).or_default().push((s, w));
         first
     }
 
     /// The instance's sends queued, the oldest first, at most [`MOST`].
-    fn take(&self, wid: i64) -> Vec<(Sending, Reply)> {
+    fn take(&self, wid: i64) -> Vec<(Sending, Waiter)> {
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
         let Some(list) = q.get_mut(&wid) else {
             return Vec::new();
@@ -66,6 +76,32 @@ impl Together {
         }
         empty
     }
+
+    /// Forgets the instance and its queued sends, whose callers are then told their
+    /// job ended without an answer (the task writing them ended unexpectedly).
+    fn abandon(&self, wid: i64) {
+        let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        q.remove(&wid);
+    }
+}
+
+/// Forgets the instance's queue if its task ends other than by finding it empty
+/// (cancelled with its runtime, or a panic): else every later send of the instance
+/// would wait on a task that is gone.
+/// Made before the task is spawned, so that a task dropped before it ever ran
+/// drops it too.
+struct Running {
+    together: Arc<Together>,
+    wid: i64,
+    done: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.done {
+            self.together.abandon(self.wid);
+        }
+    }
 }
 
 /// What the task writing an instance's queued sends needs.
@@ -81,10 +117,16 @@ impl Writer {
     /// Queues `s` and waits for its answer, starting its instance's job if none is
     /// under way.
     pub(super) async fn send(&self, s: Sending) -> Result<Posted> {
-        let (tx, rx) = oneshot::channel();
+        let (reply, rx) = oneshot::channel();
         let wid = s.scope.workflow_id;
-        if self.together.queue(s, tx) {
-            tokio::spawn(self.clone().run(wid));
+        let trace = telemetry::current_parent();
+        if self.together.queue(s, Waiter { reply, trace }) {
+            let running = Running {
+                together: self.together.clone(),
+                wid,
+                done: false,
+            };
+            tokio::spawn(self.clone().run(running));
         }
         rx.await.unwrap_or_else(|_| {
             Err(Error::internal(
@@ -93,55 +135,65 @@ impl Writer {
         })
     }
 
-    /// Jobs of instance `wid` until none of its sends is queued.
-    async fn run(self, wid: i64) {
+    /// Jobs of the instance `running` names until none of its sends is queued.
+    async fn run(self, mut running: Running) {
+        let wid = running.wid;
+        let mut unrun = 0;
         loop {
-            let replies: Arc<Mutex<Vec<Reply>>> = Arc::default();
-            let (together, known, taken) =
-                (self.together.clone(), self.known.clone(), replies.clone());
-            let written = self
-                .store
-                .write_as(
-                    WriteScope::Instance(wid),
-                    Isolation::ChecksFirst,
-                    move |c| {
-                        let (sends, r): (Vec<Sending>, Vec<Reply>) =
-                            together.take(wid).into_iter().unzip();
-                        *taken.lock().unwrap_or_else(|e| e.into_inner()) = r;
-                        write(c, &sends, &known)
-                    },
-                )
-                .await;
-            let mut replies =
-                std::mem::take(&mut *replies.lock().unwrap_or_else(|e| e.into_inner()));
+            let (waiters, written) = self.job(wid).await;
             match written {
                 Ok(answers) => {
-                    for (reply, answer) in replies.into_iter().zip(answers) {
+                    for (w, answer) in waiters.into_iter().zip(answers) {
                         if let Ok(p) = &answer {
+                            let _in_trace = w.trace.map(telemetry::Context::attach);
                             announce(&self.events, wid, p);
                         }
-                        let _ = reply.send(answer);
+                        let _ = w.reply.send(answer);
+                    }
+                }
+                Err(e) if waiters.is_empty() => {
+                    // The job never ran: try again, then give up on the sends queued.
+                    unrun += 1;
+                    if unrun == TRIES {
+                        unrun = 0;
+                        for (_, w) in self.together.take(wid) {
+                            let _ = w.reply.send(Err(same(&e)));
+                        }
                     }
                 }
                 Err(e) => {
-                    if replies.is_empty() {
-                        // The job never ran: the sends still queued wait on it.
-                        replies = self
-                            .together
-                            .take(wid)
-                            .into_iter()
-                            .map(|(_, r)| r)
-                            .collect();
-                    }
-                    for reply in replies {
-                        let _ = reply.send(Err(same(&e)));
+                    for w in waiters {
+                        let _ = w.reply.send(Err(same(&e)));
                     }
                 }
             }
             if self.together.done(wid) {
+                running.done = true;
                 return;
             }
         }
+    }
+
+    /// One job of instance `wid`: those it took, and what it wrote (an error if it
+    /// never ran, with none taken).
+    async fn job(&self, wid: i64) -> (Vec<Waiter>, Result<Answers>) {
+        let taken: Arc<Mutex<Vec<Waiter>>> = Arc::default();
+        let (together, known, into) = (self.together.clone(), self.known.clone(), taken.clone());
+        let written = self
+            .store
+            .write_as(
+                WriteScope::Instance(wid),
+                Isolation::ChecksFirst,
+                move |c| {
+                    let (sends, waiters): (Vec<Sending>, Vec<Waiter>) =
+                        together.take(wid).into_iter().unzip();
+                    *into.lock().unwrap_or_else(|e| e.into_inner()) = waiters;
+                    write(c, &sends, &known)
+                },
+            )
+            .await;
+        let waiters = std::mem::take(&mut *taken.lock().unwrap_or_else(|e| e.into_inner()));
+        (waiters, written)
     }
 }
 

@@ -24,6 +24,14 @@ const SENDS: &[(&str, &str, bool, &str)] = &[
     ("bob", "", false, "@user done"),
 ];
 
+/// `f`'s output, or a failure when it takes 30 s (a send nobody answers).
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    let limit = std::time::Duration::from_secs(30);
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("answered within 30 s")
+}
+
 async fn scope(r: &Rooms, from: &str) -> crate::Scope {
     match from {
         LEAD => r.scope_in("@global:main", LEAD).await,
@@ -77,7 +85,7 @@ async fn sends_written_together_give_what_they_give_one_by_one() {
             .messaging
             .channel_send(s, outgoing(to, force, text))
     });
-    let sent = futures::future::join_all(queued).await;
+    let sent = within(futures::future::join_all(queued)).await;
     let mut one_by_one = Vec::new();
     for &(from, to, force, text) in SENDS {
         let s = scope(&alone, from).await;
@@ -133,10 +141,46 @@ async fn a_caller_that_gives_up_strands_no_other_send() {
         .messaging
         .channel_send(&bob, outgoing("", true, "@alice two"));
     drop(first);
-    let two = second.await.expect("the send behind the one given up");
+    let two = within(second)
+        .await
+        .expect("the send behind the one given up");
     assert_eq!(two.recipients, ["alice"]);
     let n = r
         .count("SELECT count(*) FROM messages WHERE sender = ?1", "alice")
         .await;
     assert_eq!(n, 1, "the send given up was written");
+}
+
+/// The task writing an instance's sends ends with its runtime (an embedder that
+/// drops one, a test): the next send of the instance starts a task of its own
+/// instead of queueing behind the one that is gone.
+#[test]
+fn a_send_after_its_instance_s_task_was_dropped_is_written() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let main = runtime();
+    let r = main.block_on(async {
+        let r = Rooms::new().await;
+        r.agents(&["alice", "bob"]).await;
+        r
+    });
+    let alice = main.block_on(r.scope("alice"));
+    let other = runtime();
+    other.block_on(async {
+        let mut first = Box::pin(
+            r.messaging
+                .channel_send(&alice, outgoing("", true, "@bob one")),
+        );
+        let _ = futures::poll!(&mut first);
+    });
+    drop(other);
+    let two = main.block_on(within(
+        r.messaging
+            .channel_send(&alice, outgoing("", true, "@bob two")),
+    ));
+    assert_eq!(two.expect("the send after").recipients, ["bob"]);
 }

@@ -101,7 +101,8 @@ END $$;
 "#;
 
 /// Migration 20: the sends of one instance that a job carries, in one statement,
-/// in place of 19's one send per statement (dropped here).
+/// in place of 19's one send per statement (kept: a node of the version before
+/// may still be running while the others upgrade, and calls it).
 ///
 /// `channel_send_many(p_wid, p_agents, p_sends, p_hops_reset, p_hops_add)`:
 /// `p_agents` as in 19 (when they are not the instance's, nothing is written and a
@@ -121,9 +122,6 @@ END $$;
 /// the hop count. Answers: a `sent` row per send (its position `o_i`, its id),
 /// then its scan's `missed` rows, newest first.
 pub(super) const SEND_MANY: &str = r#"
-DROP FUNCTION channel_send(BIGINT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, BIGINT, TEXT,
-    BOOLEAN, BIGINT, BOOLEAN, BOOLEAN);
-
 CREATE FUNCTION channel_send_many(
     p_wid BIGINT, p_agents TEXT, p_sends TEXT, p_hops_reset BOOLEAN, p_hops_add BIGINT)
     RETURNS TABLE (o_i BIGINT, o_tag TEXT, o_id TEXT, o_from TEXT, o_text TEXT)
@@ -142,7 +140,8 @@ BEGIN
         RETURN QUERY SELECT 0::bigint, 'stale', NULL::text, NULL::text, v_agents;
         RETURN;
     END IF;
-    FOR v_c IN SELECT e->>'c' FROM json_array_elements(p_sends::json) e LOOP
+    FOR v_c IN SELECT e->>'c' FROM json_array_elements(p_sends::json) WITH ORDINALITY AS x(e, n)
+                ORDER BY n LOOP
         v_top := CASE WHEN v_top IS NULL OR v_c COLLATE "C" > v_top COLLATE "C"
                       THEN v_c ELSE message_id_after(v_top) END;
         v_ids := v_ids || v_top;

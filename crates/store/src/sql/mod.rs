@@ -210,8 +210,6 @@ impl Connection {
         }
     }
 
-    /// Reads the answers of the statements sent without waiting for them
-    /// ([`Connection::execute_later`], [`Statement::query_later`]).
     /// Whether statements were sent whose answers were not read yet (PostgreSQL's
     /// deferred writes; SQLite has none).
     pub(crate) fn has_deferred(&self) -> bool {
@@ -221,6 +219,8 @@ impl Connection {
         }
     }
 
+    /// Reads the answers of the statements sent without waiting for them
+    /// ([`Connection::execute_later`], [`Statement::query_later`]).
     pub(crate) fn settle_deferred(&self) -> Result<()> {
         match &self.engine {
             Engine::Sqlite(_) => Ok(()),
