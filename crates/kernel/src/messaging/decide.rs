@@ -6,7 +6,10 @@
 //! one statement).
 
 use super::resources::resource_id;
-use super::{MAX_LEAD_MESSAGE_BYTES, MAX_MESSAGE_CHARS, Outgoing, mentions, preview};
+use super::{
+    MAX_LEAD_MESSAGE_BYTES, MAX_MESSAGE_CHARS, MissedMessage, Outgoing, SendResult, mentions,
+    preview,
+};
 use crate::Scope;
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM};
@@ -134,9 +137,40 @@ fn addressee(scope: &Scope, send: &Outgoing, members: &[String]) -> Result<Optio
     )
 }
 
+/// What the sender of a send decided as `d` and written as `id` is told: whom it
+/// reached, the mentions of no member, what its guard found `missed` (listed and
+/// counted), where a long text went, and the notes in words (`governed_note` a
+/// contract's).
+pub(super) fn send_result(
+    scope: &Scope,
+    d: Decided,
+    id: String,
+    (missed, missed_count): (Vec<MissedMessage>, i64),
+    governed_note: Option<&str>,
+) -> SendResult {
+    let nobody = d.recipients.is_empty() && d.to.is_none() && governed_note.is_none();
+    let notes = send_notes(
+        scope,
+        missed_count,
+        &d.unknown,
+        &d.members,
+        governed_note,
+        nobody,
+    );
+    SendResult {
+        id,
+        recipients: d.recipients,
+        missed,
+        missed_count,
+        unknown_mentions: d.unknown,
+        resource: d.resource.map(|(rid, _)| rid),
+        note: (!notes.is_empty()).then(|| notes.join(" ")),
+    }
+}
+
 /// What the sender is told besides the message's id: messages it missed, mentions
 /// of no member, what a contract did, that nobody was addressed.
-pub(super) fn send_notes(
+fn send_notes(
     scope: &Scope,
     missed_count: i64,
     unknown: &[String],

@@ -190,8 +190,7 @@ impl Messaging {
             return Ok(inbox);
         }
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
-        let nothing = |_: &Connection, _: &Scope, _| Ok(());
-        self.in_own_inbox(scope, nothing, move |c, s, now, _| {
+        self.in_own_inbox(scope, sends_nothing, move |c, s, now, _| {
             read_inbox(c, s, (limit, now), (None, false))
         })
         .await
@@ -263,8 +262,7 @@ impl Messaging {
             ));
         }
         let id = message_id.trim().to_owned();
-        let nothing = |_: &Connection, _: &Scope, _| Ok(());
-        self.in_own_inbox(scope, nothing, move |c, s, now, _| {
+        self.in_own_inbox(scope, sends_nothing, move |c, s, now, _| {
             if delivery_state(c, s, &id, None)? == DeliveryState::Acked {
                 return Err(Error::conflict(format!(
                     "message {id} is already acked; acks are final, so it cannot be deferred"
@@ -298,6 +296,12 @@ impl Messaging {
             })
             .await
     }
+}
+
+/// An inbox job's first statements when it has none to send with the broadcasts'
+/// check.
+fn sends_nothing(_: &Connection, _: &Scope, _: i64) -> Result<()> {
+    Ok(())
 }
 
 /// Which open deliveries of a member an ack settles.

@@ -63,7 +63,7 @@ use crate::governance::contracts::Contracts;
 use crate::messaging::resources::store_resource;
 use crate::registry::agent_names;
 use crate::timing::Clock;
-use decide::{Decided, decide, send_notes};
+use decide::{decide, send_result};
 use domain::error::{Error, Result};
 use domain::names::{LEAD, SYSTEM, WorkflowRef};
 use guard::Ahead;
@@ -240,53 +240,46 @@ fn post(
     rules: &governed::Rules,
     (agents, rows, ahead): (&[String], &mut rows::Rows, Option<Ahead>),
 ) -> Result<Posted> {
-    let Decided {
-        content,
-        resource,
-        members,
-        mut to,
-        parsed,
-        mut recipients,
-        unknown,
-    } = decide(scope, send, agents)?;
+    let mut d = decide(scope, send, agents)?;
     let me = &scope.me;
     // Contracts on messages: refuse, re-route, tell (see `governed`).
     let governed = rules.apply(
         c,
         scope,
         (&send.message, send.urgent),
-        &members,
-        &mut recipients,
-        &mut to,
+        &d.members,
+        &mut d.recipients,
+        &mut d.to,
     )?;
     let priority = if send.urgent {
         let allowed = governed.urgent_by.is_some();
         if allowed && !scope.lead && crate::registry::is_sub_agent_tx(c, scope.workflow_id, me)? {
             return Err(senders::sub_agent_urgent(me));
         }
-        urgent_to(scope, to.as_deref(), agents, allowed)?;
+        urgent_to(scope, d.to.as_deref(), agents, allowed)?;
         URGENT
     } else {
-        mentions::priority(&parsed, &send.message)
+        mentions::priority(&d.parsed, &send.message)
     };
     let (id, scan) = match ahead {
         Some(a) => (a.id, Some(a.scan)),
         None => (rows.new_id(), None),
     };
-    if let Some((rid, full)) = &resource {
+    if let Some((rid, full)) = &d.resource {
         store_resource(c, rid, ("markdown", full), (me, rules.now()))?;
     }
+    let content = std::mem::take(&mut d.content);
     rows.message(message_row(
         scope,
         (&id, rules.now()),
         content,
-        &to,
-        &recipients,
+        &d.to,
+        &d.recipients,
         priority,
     )?);
-    deliver(c, scope, &id, &recipients, agents, to.is_none(), rows)?;
-    count_hop(scope, &recipients, rows);
-    let (missed, missed_count) = if send.force {
+    deliver(c, scope, &id, &d.recipients, agents, d.to.is_none(), rows)?;
+    count_hop(scope, &d.recipients, rows);
+    let missed = if send.force {
         (Vec::new(), 0)
     } else {
         // The send guard reads the channel: what is gathered is written first.
@@ -300,16 +293,6 @@ fn post(
         // A contract's notes are messages of their own, after this one.
         rows.write(c)?;
     }
-
-    let nobody = recipients.is_empty() && to.is_none() && governed.note.is_none();
-    let notes = send_notes(
-        scope,
-        missed_count,
-        &unknown,
-        &members,
-        governed.note.as_deref(),
-        nobody,
-    );
     let extra = governed
         .after(c, scope, (&id, &send.message), rules.now())?
         .into_iter()
@@ -317,16 +300,8 @@ fn post(
         .collect();
     Ok(Posted {
         extra,
-        recipients: recipients.clone(),
-        result: SendResult {
-            id,
-            recipients,
-            missed,
-            missed_count,
-            unknown_mentions: unknown,
-            resource: resource.map(|(rid, _)| rid),
-            note: (!notes.is_empty()).then(|| notes.join(" ")),
-        },
+        recipients: d.recipients.clone(),
+        result: send_result(scope, d, id, missed, governed.note.as_deref()),
         notice: None,
     })
 }

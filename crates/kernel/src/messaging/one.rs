@@ -28,10 +28,10 @@
 //! checks everything before anything is written, so the job needs no savepoint.
 
 use super::broadcast::covers_all;
-use super::decide::{Decided, decide, send_notes};
+use super::decide::{Decided, decide, send_result};
 use super::guard::{Missed, new_id};
 use super::senders::{Hop, hop, outside};
-use super::{Outgoing, Posted, SendResult, governed, mentions, message_row};
+use super::{Outgoing, Posted, governed, mentions, message_row};
 use crate::Scope;
 use crate::registry::agent_names;
 use domain::error::{Error, Result};
@@ -317,21 +317,10 @@ fn row(s: &Sending, d: &Decided, agents: &[String], before: &[Row]) -> Result<Ro
 
 /// The answer to a send written as `d`, with the id it was given and what it missed.
 fn posted(s: &Sending, d: Decided, id: String, missed: Missed) -> Posted {
-    let (missed, missed_count) = missed.answer();
-    let nobody = d.recipients.is_empty() && d.to.is_none();
-    let notes = send_notes(&s.scope, missed_count, &d.unknown, &d.members, None, nobody);
     Posted {
         extra: Vec::new(),
         recipients: d.recipients.clone(),
-        result: SendResult {
-            id,
-            recipients: d.recipients,
-            missed,
-            missed_count,
-            unknown_mentions: d.unknown,
-            resource: None,
-            note: (!notes.is_empty()).then(|| notes.join(" ")),
-        },
+        result: send_result(&s.scope, d, id, missed.answer(), None),
         notice: None,
     }
 }
@@ -401,4 +390,29 @@ impl Answer {
 /// A list as the JSON text the function reads.
 fn json<T: serde::Serialize + ?Sized>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Hop, Hops};
+
+    /// A job's hop moves, folded in order, as the function applies them: set to
+    /// the adds after the last reset, or raised by them.
+    #[test]
+    fn a_job_s_hop_moves_fold_into_one() {
+        let check = |moves: &[Hop], expect: (bool, i64)| {
+            let mut h = Hops::default();
+            for m in moves {
+                h.then(*m);
+            }
+            assert_eq!((h.reset, h.add), expect, "{moves:?}");
+        };
+        use Hop::*;
+        check(&[], (false, 0));
+        check(&[Keep, Keep], (false, 0));
+        check(&[Add, Keep, Add], (false, 2));
+        check(&[Add, Reset], (true, 0));
+        check(&[Add, Reset, Add, Keep, Add], (true, 2));
+        check(&[Reset, Add, Reset], (true, 0));
+    }
 }
