@@ -226,3 +226,86 @@ fn same(e: &Error) -> Error {
         Error::Internal(m) => Error::Internal(m.clone()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{MOST, Together, Waiter};
+    use crate::Scope;
+    use crate::messaging::{Outgoing, governed::Rules, one::Sending};
+    use tokio::sync::oneshot;
+
+    fn queue(
+        t: &Together,
+        wid: i64,
+        text: &str,
+    ) -> (
+        bool,
+        oneshot::Receiver<domain::error::Result<super::Posted>>,
+    ) {
+        let scope = Scope {
+            workflow: domain::names::WorkflowRef::global(),
+            workflow_id: wid,
+            me: "alice".into(),
+            lead: false,
+            run_id: None,
+        };
+        let send = Outgoing {
+            message: text.into(),
+            ..Default::default()
+        };
+        let (reply, rx) = oneshot::channel();
+        let s = Sending {
+            scope,
+            send,
+            rules: Rules::none(0),
+        };
+        (t.queue(s, Waiter { reply, trace: None }), rx)
+    }
+
+    /// Who starts an instance's task, what a job takes (the oldest first, at most
+    /// MOST), when the instance is forgotten, and that abandoning it answers its
+    /// waiters.
+    #[test]
+    fn an_instance_s_queue_starts_one_task_and_gives_sends_in_order() {
+        let t = Together::default();
+        let mut waiting = Vec::new();
+        for i in 0..MOST + 2 {
+            let (first, rx) = queue(&t, 1, &format!("m{i}"));
+            assert_eq!(
+                first,
+                i == 0,
+                "only the first send of an instance starts its task"
+            );
+            waiting.push(rx);
+        }
+        assert!(
+            queue(&t, 2, "other").0,
+            "another instance has a task of its own"
+        );
+        let taken: Vec<String> = t.take(1).into_iter().map(|(s, _)| s.send.message).collect();
+        assert_eq!(taken.len(), MOST);
+        assert_eq!(
+            (taken[0].as_str(), taken[MOST - 1].as_str()),
+            ("m0", "m255")
+        );
+        assert!(!t.done(1), "two still queued");
+        assert!(!queue(&t, 1, "later").0, "its task is still under way");
+        let rest: Vec<String> = t.take(1).into_iter().map(|(s, _)| s.send.message).collect();
+        assert_eq!(rest, ["m256", "m257", "later"]);
+        assert!(t.done(1));
+        let (first, mut anew) = queue(&t, 1, "anew");
+        assert!(first, "a done instance's next send starts a task");
+        assert!(matches!(
+            anew.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        ));
+        t.abandon(1);
+        let closed = matches!(anew.try_recv(), Err(oneshot::error::TryRecvError::Closed));
+        assert!(closed, "an abandoned send is answered: its job ended");
+        assert!(
+            queue(&t, 1, "after").0,
+            "an abandoned instance's next send starts a task"
+        );
+        drop(waiting);
+    }
+}
