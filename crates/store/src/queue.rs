@@ -94,8 +94,6 @@ impl<T> Queue<T> {
         Taken::Items(items)
     }
 
-    /// Takes at once, without waiting, up to `max` items from the front for as long
-    /// as each `fits` (the first that does not stays first, so order is kept).
     /// Puts `items` (taken last) back at the front, in their order: what a taker
     /// took but cannot carry this time goes first next time.
     pub(super) fn put_back(&self, items: Vec<T>) {
@@ -105,6 +103,8 @@ impl<T> Queue<T> {
         }
     }
 
+    /// Takes at once, without waiting, up to `max` items from the front for as long
+    /// as each `fits` (the first that does not stays first, so order is kept).
     pub(super) fn take_ready(&self, max: usize, fits: impl Fn(&T) -> bool) -> Vec<T> {
         let mut s = self.lock();
         let n = s.items.iter().take(max).take_while(|i| fits(i)).count();
