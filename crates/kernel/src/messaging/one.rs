@@ -30,7 +30,7 @@
 use super::broadcast::covers_all;
 use super::decide::{Decided, decide, send_result};
 use super::guard::{Missed, new_id};
-use super::senders::{Hop, hop, outside};
+use super::senders::{Hops, hop, outside};
 use super::{Outgoing, Posted, governed, mentions, message_row};
 use crate::Scope;
 use crate::registry::agent_names;
@@ -206,29 +206,6 @@ struct Row {
     a: usize,
 }
 
-/// The hop count's moves of a job's sends as one: set after the last reset, or
-/// raised.
-#[derive(Default)]
-struct Hops {
-    reset: bool,
-    add: i64,
-}
-
-impl Hops {
-    fn then(&mut self, h: Hop) {
-        match h {
-            Hop::Keep => {}
-            Hop::Add => self.add += 1,
-            Hop::Reset => {
-                *self = Hops {
-                    reset: true,
-                    add: 0,
-                }
-            }
-        }
-    }
-}
-
 /// Calls the function with the sends `decided` against `agents` (the refused
 /// ones left out).
 fn write(
@@ -390,29 +367,4 @@ impl Answer {
 /// A list as the JSON text the function reads.
 fn json<T: serde::Serialize + ?Sized>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(e.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Hop, Hops};
-
-    /// A job's hop moves, folded in order, as the function applies them: set to
-    /// the adds after the last reset, or raised by them.
-    #[test]
-    fn a_job_s_hop_moves_fold_into_one() {
-        let check = |moves: &[Hop], expect: (bool, i64)| {
-            let mut h = Hops::default();
-            for m in moves {
-                h.then(*m);
-            }
-            assert_eq!((h.reset, h.add), expect, "{moves:?}");
-        };
-        use Hop::*;
-        check(&[], (false, 0));
-        check(&[Keep, Keep], (false, 0));
-        check(&[Add, Keep, Add], (false, 2));
-        check(&[Add, Reset], (true, 0));
-        check(&[Add, Reset, Add, Keep, Add], (true, 2));
-        check(&[Reset, Add, Reset], (true, 0));
-    }
 }

@@ -8,6 +8,7 @@
 //! before. Whatever reads the channel inside the send (the send guard) has the
 //! rows written first ([`Rows::write`]).
 
+use super::senders::{Hop, Hops};
 use crate::Scope;
 use domain::error::Result;
 use store::sql::{Connection, ToSql};
@@ -37,8 +38,7 @@ pub(super) struct Rows {
     /// (recipient, message id, at)
     deliveries: Vec<(String, String, i64)>,
     /// The hop count: reset (the lead spoke) and then raised by this much.
-    hops_reset: bool,
-    hops_added: i64,
+    hops: Hops,
     /// The newest message of the sender, whose cursor moves past it.
     cursor: Option<(String, String)>,
     /// The instance's greatest message id, where several nodes may write it (see
@@ -53,8 +53,7 @@ impl Rows {
             now,
             messages: Vec::new(),
             deliveries: Vec::new(),
-            hops_reset: false,
-            hops_added: 0,
+            hops: Hops::default(),
             cursor: None,
             floor: None,
         }
@@ -93,13 +92,9 @@ impl Rows {
             .push((recipient.to_owned(), message_id.to_owned(), at));
     }
 
-    /// The lead's message starts the count of agent-to-agent hops over.
-    pub(super) fn reset_hops(&mut self) {
-        (self.hops_reset, self.hops_added) = (true, 0);
-    }
-
-    pub(super) fn add_hop(&mut self) {
-        self.hops_added += 1;
+    /// A message's move of the count of agent-to-agent hops.
+    pub(super) fn hop(&mut self, h: Hop) {
+        self.hops.then(h);
     }
 
     /// The sender's cursor moves past `id` (never back).
@@ -145,9 +140,8 @@ impl Rows {
     }
 
     fn write_hops(&mut self, c: &Connection) -> Result<()> {
-        let (reset, added) = (self.hops_reset, self.hops_added);
-        (self.hops_reset, self.hops_added) = (false, 0);
-        match (reset, added) {
+        let Hops { reset, add } = std::mem::take(&mut self.hops);
+        match (reset, add) {
             (true, 0) => c
                 .prepare_cached("UPDATE workflows SET hops = 0 WHERE id = ?1 AND hops <> 0")?
                 .execute_later([self.workflow_id])?,

@@ -105,9 +105,54 @@ pub(super) fn hop(scope: &Scope, recipients: &[String]) -> Hop {
 
 /// [`hop`] gathered in `rows`.
 pub(super) fn count_hop(scope: &Scope, recipients: &[String], rows: &mut rows::Rows) {
-    match hop(scope, recipients) {
-        Hop::Reset => rows.reset_hops(),
-        Hop::Add => rows.add_hop(),
-        Hop::Keep => {}
+    rows.hop(hop(scope, recipients));
+}
+
+/// The hop moves of a job's messages as one: set to `add` after the last reset
+/// (`reset`), or raised by `add`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Hops {
+    pub(super) reset: bool,
+    pub(super) add: i64,
+}
+
+impl Hops {
+    /// The moves so far, then `h`.
+    pub(super) fn then(&mut self, h: Hop) {
+        match h {
+            Hop::Keep => {}
+            Hop::Add => self.add += 1,
+            Hop::Reset => {
+                *self = Hops {
+                    reset: true,
+                    add: 0,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Hop, Hops};
+
+    /// A job's hop moves, folded in order as `Rows` and the sends' function apply
+    /// them: set to the adds after the last reset, or raised by them.
+    #[test]
+    fn a_job_s_hop_moves_fold_into_one() {
+        let check = |moves: &[Hop], expect: (bool, i64)| {
+            let mut h = Hops::default();
+            for m in moves {
+                h.then(*m);
+            }
+            assert_eq!((h.reset, h.add), expect, "{moves:?}");
+        };
+        use Hop::*;
+        check(&[], (false, 0));
+        check(&[Keep, Keep], (false, 0));
+        check(&[Add, Keep, Add], (false, 2));
+        check(&[Add, Reset], (true, 0));
+        check(&[Add, Reset, Add, Keep, Add], (true, 2));
+        check(&[Reset, Add, Reset], (true, 0));
     }
 }
