@@ -441,7 +441,7 @@ fn read_inbox(
         Some(r) => r,
         None => send_reads(c, s, (limit, now))?,
     };
-    let mut to_mark = Vec::new();
+    let mut unmarked = false;
     let mut messages = Vec::new();
     let mut page = reads.page.rows(c)?;
     while let Some(r) = page.next()? {
@@ -456,9 +456,7 @@ fn read_inbox(
             dm: r.get(5)?,
             result_schema: None,
         };
-        if state != DeliveryState::Seen || !read_by_me {
-            to_mark.push(m.id.clone());
-        }
+        unmarked |= state != DeliveryState::Seen || !read_by_me;
         messages.push(m);
     }
     // What asks for a result says so (few rows: the open asks of one member).
@@ -472,18 +470,27 @@ fn read_inbox(
         Some(r) => (r.get(0)?, r.get(1)?),
         None => (0, 0),
     };
-    if mark {
-        let mut st = c.prepare_cached(
-            "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
-             WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
-        )?;
-        for id in &to_mark {
-            st.execute_later(sql::params![s.workflow_id, s.me, id, now, s.run_id])?;
-        }
+    if let (true, true, Some(last)) = (mark, unmarked, messages.last()) {
+        mark_seen(c, s, &last.id, now)?;
     }
     Ok(Inbox {
         remaining: open - messages.len() as i64,
         messages,
         deferred,
     })
+}
+
+/// Marks the page that ends at `last` seen by the caller (and its run), in one
+/// statement sent now: the page is every due delivery up to `last` (READ's order and
+/// condition, in the same job, under the instance's write), so the range is the page;
+/// those the caller's run already saw are left as they are.
+fn mark_seen(c: &Connection, s: &Scope, last: &str, now: i64) -> Result<()> {
+    c.prepare_cached(
+        "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
+          WHERE workflow_id = ?1 AND recipient = ?2 AND message_id <= ?3
+            AND (state <> 'deferred' OR defer_until <= ?4)
+            AND NOT (state = 'seen' AND read_by IS NOT DISTINCT FROM ?5)",
+    )?
+    .execute_later(sql::params![s.workflow_id, s.me, last, now, s.run_id])?;
+    Ok(())
 }

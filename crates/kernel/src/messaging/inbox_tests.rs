@@ -121,6 +121,39 @@ async fn a_member_acks_only_its_own_deliveries_and_only_once() {
     );
 }
 
+/// Reading marks exactly its page seen: not the deliveries beyond it, nor one
+/// deferred to later that lies between the page's ids.
+#[tokio::test]
+async fn reading_marks_its_page_seen_and_nothing_else() {
+    let r = rooms().await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(r.send("alice", &format!("@bob m{i}")).await.id);
+    }
+    let bob = r.scope("bob").await;
+    r.messaging
+        .my_inbox_defer(&bob, &ids[1], Some("1h"))
+        .await
+        .unwrap();
+    let states = async || {
+        let mut n = Vec::new();
+        for sql in [
+            "SELECT count(*) FROM deliveries WHERE recipient = ?1 AND state = 'pending'",
+            "SELECT count(*) FROM deliveries WHERE recipient = ?1 AND state = 'seen'",
+            "SELECT count(*) FROM deliveries WHERE recipient = ?1 AND state = 'deferred'",
+        ] {
+            n.push(r.count(sql, "bob").await);
+        }
+        n
+    };
+    let page = r.messaging.my_inbox(&bob, Some(2)).await.unwrap();
+    assert_eq!(contents(&page), ["@bob m0", "@bob m2"]);
+    assert_eq!(states().await, [2, 2, 1], "pending, seen, deferred");
+    let all = r.messaging.my_inbox(&bob, None).await.unwrap();
+    assert_eq!(all.messages.len(), 4);
+    assert_eq!(states().await, [0, 4, 1], "pending, seen, deferred");
+}
+
 /// `through` acks every open delivery up to the id, except those deferred to later.
 #[tokio::test]
 async fn an_ack_through_an_id_spares_later_and_deferred_ones() {
