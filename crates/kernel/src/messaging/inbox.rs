@@ -165,9 +165,11 @@ impl Messaging {
         }
         self.in_own_inbox(
             scope,
-            move |c, s, now| send_reads(c, s, (limit, now)),
+            // Its marks go out with its reads: unless broadcasts must be written
+            // first, the job is one round trip.
+            move |c, s, now| send_reads(c, s, (limit, now), Mark::UnlessBroadcasts),
             move |c, s, now, (sent, current)| {
-                read_inbox(c, s, (limit, now), (current.then_some(sent), true))
+                read_inbox(c, s, (limit, now), (current.then_some(sent), Mark::Yes))
             },
         )
         .await
@@ -183,7 +185,7 @@ impl Messaging {
                 if broadcast::unwritten(c, s.workflow_id, &s.me)? > 0 {
                     return Ok(None);
                 }
-                read_inbox(c, &s, (limit, now), (None, false)).map(Some)
+                read_inbox(c, &s, (limit, now), (None, Mark::No)).map(Some)
             })
             .await?;
         if let Some(inbox) = peeked {
@@ -191,7 +193,7 @@ impl Messaging {
         }
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
         self.in_own_inbox(scope, sends_nothing, move |c, s, now, _| {
-            read_inbox(c, s, (limit, now), (None, false))
+            read_inbox(c, s, (limit, now), (None, Mark::No))
         })
         .await
     }
@@ -383,7 +385,7 @@ fn count(c: &Connection, sent: sql::Later) -> Result<usize> {
 }
 
 /// The deliveries due to `?2` in instance `?1` at `?3`, oldest first, at most `?4`,
-/// with their messages, and whether run `?5` read each.
+/// with their messages.
 ///
 /// `+ 0` keeps the instance out of the planner's reach on the messages side: each
 /// message is then found by its instance and id together, one probe per delivery,
@@ -393,8 +395,7 @@ fn count(c: &Connection, sent: sql::Later) -> Result<usize> {
 /// filter: 3 s for one read of 50 with 400,000 messages, the fall of the bench's
 /// phases 1b to 3 (see `plan_tests`).
 pub(crate) const READ: &str = "
-    SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL, d.state,
-           d.read_by IS NOT DISTINCT FROM ?5
+    SELECT d.message_id, m.sender, m.content, m.created_at, m.priority, m.to_member IS NOT NULL
       FROM deliveries d
      CROSS JOIN messages m
      WHERE m.workflow_id = d.workflow_id + 0 AND m.id = d.message_id
@@ -402,21 +403,58 @@ pub(crate) const READ: &str = "
        AND (d.state <> 'deferred' OR d.defer_until <= ?3)
      ORDER BY d.message_id LIMIT ?4";
 
+/// Marks READ's page (the same parameters) seen by run `?5`, or by the member when
+/// `?5` is null; what that reader saw already is left as it is. Every delivery has
+/// its message (messages are never deleted), so the page is the deliveries alone.
+const MARK: &str = "
+    UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?3, read_by = ?5
+     WHERE workflow_id = ?1 AND recipient = ?2
+       AND message_id IN (SELECT d.message_id FROM deliveries d
+                           WHERE d.workflow_id = ?1 AND d.recipient = ?2
+                             AND (d.state <> 'deferred' OR d.defer_until <= ?3)
+                           ORDER BY d.message_id LIMIT ?4)
+       AND NOT (state = 'seen' AND read_by IS NOT DISTINCT FROM ?5)";
+
+/// Whether an inbox read marks its page seen.
+#[derive(Clone, Copy)]
+enum Mark {
+    /// Looking is not reading.
+    No,
+    Yes,
+    /// Unless broadcasts are not the member's rows yet (the condition on which
+    /// `broadcast::write_own_from` writes them): the page would then change, and is
+    /// read and marked again after them.
+    UnlessBroadcasts,
+}
+
+impl Mark {
+    fn sql(self) -> Option<String> {
+        let unless = " AND NOT EXISTS (SELECT 1 FROM agents a JOIN broadcasts b
+                         ON b.workflow_id = a.workflow_id AND b.message_id > a.broadcast_mark
+                      WHERE a.workflow_id = ?1 AND a.name = ?2)";
+        match self {
+            Self::No => None,
+            Self::Yes => Some(MARK.to_owned()),
+            Self::UnlessBroadcasts => Some(format!("{MARK}{unless}")),
+        }
+    }
+}
+
 /// The inbox's reads, sent at once (one round trip on PostgreSQL): the page, the
-/// member's open asks and the counts. Marking the page seen afterwards changes
-/// neither count (seen and pending are both open).
+/// member's open asks and the counts, then the page's marks. Marking it seen
+/// changes neither the page nor the counts (seen and pending are both open).
 pub(super) struct Reads {
     page: sql::Later,
     asks: sql::Later,
     counts: sql::Later,
 }
 
-/// Sends the inbox's reads (see [`Reads`]).
-fn send_reads(c: &Connection, s: &Scope, (limit, now): (i64, i64)) -> Result<Reads> {
+/// Sends the inbox's reads and `mark`s (see [`Reads`]).
+fn send_reads(c: &Connection, s: &Scope, (limit, now): (i64, i64), mark: Mark) -> Result<Reads> {
     let (wid, me) = (s.workflow_id, &s.me);
     let page = c
         .prepare_cached(READ)?
-        .query_later(sql::params![wid, me, now, limit, s.run_id])?;
+        .query_later(sql::params![wid, me, now, limit])?;
     let asks = super::results::open_schemas_ahead(c, wid, me)?;
     // Both counts in one statement.
     let counts = c
@@ -426,28 +464,29 @@ fn send_reads(c: &Connection, s: &Scope, (limit, now): (i64, i64)) -> Result<Rea
                FROM deliveries d WHERE d.workflow_id = ?1 AND d.recipient = ?2",
         )?
         .query_later(sql::params![wid, me, now])?;
+    if let Some(marks) = mark.sql() {
+        c.prepare_cached(&marks)?
+            .execute_later(sql::params![wid, me, now, limit, s.run_id])?;
+    }
     Ok(Reads { page, asks, counts })
 }
 
 /// The caller's due deliveries, oldest first, with counts, from the reads `sent`
-/// (or sent now); `mark` records them as seen by the caller (and its run).
+/// (or sent now, with `mark`).
 fn read_inbox(
     c: &sql::Connection,
     s: &Scope,
     (limit, now): (i64, i64),
-    (sent, mark): (Option<Reads>, bool),
+    (sent, mark): (Option<Reads>, Mark),
 ) -> Result<Inbox> {
     let reads = match sent {
         Some(r) => r,
-        None => send_reads(c, s, (limit, now))?,
+        None => send_reads(c, s, (limit, now), mark)?,
     };
-    let mut unmarked = false;
     let mut messages = Vec::new();
     let mut page = reads.page.rows(c)?;
     while let Some(r) = page.next()? {
-        let state: DeliveryState = r.parse(6)?;
-        let read_by_me: bool = r.get(7)?;
-        let m = InboxMessage {
+        messages.push(InboxMessage {
             id: r.get(0)?,
             from: r.get(1)?,
             content: r.get(2)?,
@@ -455,9 +494,7 @@ fn read_inbox(
             priority: r.get(4)?,
             dm: r.get(5)?,
             result_schema: None,
-        };
-        unmarked |= state != DeliveryState::Seen || !read_by_me;
-        messages.push(m);
+        });
     }
     // What asks for a result says so (few rows: the open asks of one member).
     for (id, schema) in super::results::open_schemas_of(reads.asks.rows(c)?)? {
@@ -470,27 +507,9 @@ fn read_inbox(
         Some(r) => (r.get(0)?, r.get(1)?),
         None => (0, 0),
     };
-    if let (true, true, Some(last)) = (mark, unmarked, messages.last()) {
-        mark_seen(c, s, &last.id, now)?;
-    }
     Ok(Inbox {
         remaining: open - messages.len() as i64,
         messages,
         deferred,
     })
-}
-
-/// Marks the page that ends at `last` seen by the caller (and its run), in one
-/// statement sent now: the page is every due delivery up to `last` (READ's order and
-/// condition, in the same job, under the instance's write), so the range is the page;
-/// those the caller's run already saw are left as they are.
-fn mark_seen(c: &Connection, s: &Scope, last: &str, now: i64) -> Result<()> {
-    c.prepare_cached(
-        "UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?4, read_by = ?5
-          WHERE workflow_id = ?1 AND recipient = ?2 AND message_id <= ?3
-            AND (state <> 'deferred' OR defer_until <= ?4)
-            AND NOT (state = 'seen' AND read_by IS NOT DISTINCT FROM ?5)",
-    )?
-    .execute_later(sql::params![s.workflow_id, s.me, last, now, s.run_id])?;
-    Ok(())
 }

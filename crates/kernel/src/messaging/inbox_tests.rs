@@ -154,6 +154,23 @@ async fn reading_marks_its_page_seen_and_nothing_else() {
     assert_eq!(states().await, [0, 4, 1], "pending, seen, deferred");
 }
 
+/// A read that first makes broadcasts the member's rows marks the page they make:
+/// an older broadcast moves a later message off a full page, and that one stays
+/// pending.
+#[tokio::test]
+async fn reading_after_broadcasts_marks_the_page_they_make() {
+    let r = rooms().await;
+    r.send("alice", "@all standup").await;
+    for i in 1..3 {
+        r.send("alice", &format!("@bob m{i}")).await;
+    }
+    let bob = r.scope("bob").await;
+    let page = r.messaging.my_inbox(&bob, Some(2)).await.unwrap();
+    assert_eq!(contents(&page), ["@all standup", "@bob m1"]);
+    let pending = "SELECT count(*) FROM deliveries WHERE recipient = ?1 AND state = 'pending'";
+    assert_eq!(r.count(pending, "bob").await, 1, "m2 is not on the page");
+}
+
 /// `through` acks every open delivery up to the id, except those deferred to later.
 #[tokio::test]
 async fn an_ack_through_an_id_spares_later_and_deferred_ones() {
