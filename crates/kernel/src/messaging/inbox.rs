@@ -131,27 +131,24 @@ impl Messaging {
     /// entry point can forget them. `f` gets the connection, the scope, `now` and
     /// what `ahead` sent: the job's first statements, sent with the broadcasts'
     /// check (one round trip on PostgreSQL), and whether they are current: false
-    /// when broadcast rows were written after them (which they did not see).
+    /// when broadcast rows were written after them (which they did not see). A job
+    /// that may refuse after it wrote (an ack, a deferral) runs in a savepoint.
     async fn in_own_inbox<A, T: Send + 'static>(
         &self,
-        scope: &Scope,
+        (scope, isolation): (&Scope, Isolation),
         ahead: impl FnOnce(&Connection, &Scope, i64) -> Result<A> + Send + 'static,
         f: impl FnOnce(&Connection, &Scope, i64, (A, bool)) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (s, clock) = (scope.clone(), self.clock.clone());
         // The member's own rows of its instance (deliveries, its broadcast mark).
         self.store
-            .write_as(
-                instance(scope.workflow_id),
-                Isolation::Savepoint,
-                move |c| {
-                    let now = clock.now_ms();
-                    let own = broadcast::own_ahead(c, s.workflow_id, &s.me)?;
-                    let sent = ahead(c, &s, now)?;
-                    let wrote = broadcast::write_own_from(c, (s.workflow_id, &s.me, now), own)?;
-                    f(c, &s, now, (sent, !wrote))
-                },
-            )
+            .write_as(instance(scope.workflow_id), isolation, move |c| {
+                let now = clock.now_ms();
+                let own = broadcast::own_ahead(c, s.workflow_id, &s.me)?;
+                let sent = ahead(c, &s, now)?;
+                let wrote = broadcast::write_own_from(c, (s.workflow_id, &s.me, now), own)?;
+                f(c, &s, now, (sent, !wrote))
+            })
             .await
     }
 
@@ -163,8 +160,9 @@ impl Messaging {
                 "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
             )));
         }
+        // It refuses nothing once it wrote: no savepoint of its own.
         self.in_own_inbox(
-            scope,
+            (scope, Isolation::ChecksFirst),
             // Its marks go out with its reads: unless broadcasts must be written
             // first, the job is one round trip.
             move |c, s, now| send_reads(c, s, (limit, now), Mark::UnlessBroadcasts),
@@ -192,9 +190,11 @@ impl Messaging {
             return Ok(inbox);
         }
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
-        self.in_own_inbox(scope, sends_nothing, move |c, s, now, _| {
-            read_inbox(c, s, (limit, now), (None, Mark::No))
-        })
+        self.in_own_inbox(
+            (scope, Isolation::ChecksFirst),
+            sends_nothing,
+            move |c, s, now, _| read_inbox(c, s, (limit, now), (None, Mark::No)),
+        )
         .await
     }
 
@@ -211,7 +211,7 @@ impl Messaging {
         // the lookup refuses is rolled back with its job's savepoint.
         let r = self
             .in_own_inbox(
-                scope,
+                (scope, Isolation::Savepoint),
                 move |c, s, now| {
                     let state = state_ahead(c, s, &asked)?;
                     let which = Settle::acking(&asked, through);
@@ -264,22 +264,26 @@ impl Messaging {
             ));
         }
         let id = message_id.trim().to_owned();
-        self.in_own_inbox(scope, sends_nothing, move |c, s, now, _| {
-            if delivery_state(c, s, &id, None)? == DeliveryState::Acked {
-                return Err(Error::conflict(format!(
-                    "message {id} is already acked; acks are final, so it cannot be deferred"
-                )));
-            }
-            c.prepare_cached(
-                "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
+        self.in_own_inbox(
+            (scope, Isolation::Savepoint),
+            sends_nothing,
+            move |c, s, now, _| {
+                if delivery_state(c, s, &id, None)? == DeliveryState::Acked {
+                    return Err(Error::conflict(format!(
+                        "message {id} is already acked; acks are final, so it cannot be deferred"
+                    )));
+                }
+                c.prepare_cached(
+                    "UPDATE deliveries SET state = 'deferred', defer_until = ?4, updated_at = ?5
                      WHERE workflow_id = ?1 AND recipient = ?2 AND message_id = ?3",
-            )?
-            .execute(sql::params![s.workflow_id, s.me, id, until_ms, now])?;
-            Ok(DeferResult {
-                message_id: id,
-                deferred_until: fmt_ms(until_ms),
-            })
-        })
+                )?
+                .execute(sql::params![s.workflow_id, s.me, id, until_ms, now])?;
+                Ok(DeferResult {
+                    message_id: id,
+                    deferred_until: fmt_ms(until_ms),
+                })
+            },
+        )
         .await
     }
 
