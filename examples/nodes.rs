@@ -20,7 +20,9 @@
 //! node's write transactions held the database's write lock, and how long each
 //! instance's lock was held (the store's per-instance figures; "none recorded" when
 //! the store keeps none). `--nodes 3 --instances 3` is the shape the design aims at:
-//! three nodes on three instances against one node on one.
+//! three nodes on three instances against one node on one. With them, the machine's
+//! CPU per send (`/proc/stat`, every process, the database's too) and the sends per
+//! second all its cores would take at that cost.
 
 mod common;
 
@@ -186,8 +188,36 @@ async fn sends(kernels: &[Arc<Kernel>], instances: usize, tasks: usize, secs: u6
 struct Measured {
     label: String,
     per_s: f64,
+    /// Cores of this machine busy during it, all processes (the database's too).
+    busy_cores: f64,
     writes: Vec<HoldStats>,
     instances: Vec<Vec<(i64, HoldStats)>>,
+}
+
+/// The machine's CPU time so far from `/proc/stat` (its first line, read bounded):
+/// busy and total ticks of all cores, and how many cores.
+fn machine_cpu() -> (u64, u64, usize) {
+    use std::io::Read;
+    let mut text = String::new();
+    let read =
+        std::fs::File::open("/proc/stat").and_then(|f| f.take(64 * 1024).read_to_string(&mut text));
+    let Ok(_) = read else { return (0, 0, 1) };
+    let cores = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .count();
+    let ticks: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let total: u64 = ticks.iter().sum();
+    // idle and iowait are the 4th and 5th fields.
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    (total - idle, total, cores.max(1))
 }
 
 /// [`sends`] through `kernels`, with the hold figures taken from them after it
@@ -202,13 +232,36 @@ async fn measure(
     for k in kernels {
         k.take_write_holds();
     }
+    let before = machine_cpu();
     let per_s = sends(kernels, instances, tasks, secs).await;
+    let after = machine_cpu();
+    let busy = (after.0 - before.0) as f64 / (after.1 - before.1).max(1) as f64;
     let (writes, instances) = kernels.iter().map(|k| k.take_write_holds()).unzip();
     Measured {
         label,
         per_s,
+        busy_cores: busy * after.2 as f64,
         writes,
         instances,
+    }
+}
+
+/// The machine's CPU per send in each measurement, and what every core of it would
+/// send at that cost: where sends stop adding up on this machine.
+fn print_cpu(m: &[Measured; 2]) {
+    let cores = machine_cpu().2;
+    println!(
+        "\nthe machine's CPU (every process on it) per send, and the sends/s all {cores} cores would take at that cost:"
+    );
+    for x in m {
+        let us = x.busy_cores * 1e6 / x.per_s.max(1.0);
+        println!(
+            "  {:<30} {:>8.0} µs, {:.2} cores busy; at most {:.0}/s",
+            x.label,
+            us,
+            x.busy_cores,
+            cores as f64 * 1e6 / us.max(1.0)
+        );
     }
 }
 
@@ -242,6 +295,7 @@ fn print_sends(m: &[Measured; 2], names: &HashMap<i64, String>, a: &Args) {
         m[0].label,
         m[1].label
     );
+    print_cpu(m);
     println!("\nwrite transactions (the database's write lock held, begin to commit), µs:");
     hold_header();
     for x in m {
