@@ -3,10 +3,11 @@
 //! workflow instance meets until autovacuum analyzes again. Each message must be
 //! found by a probe of its instance and id, never by a walk of the instance's
 //! history with the id as a filter; the send guard's lookups of a delivery must be
-//! probes, never a hash of everything the reader acked.
+//! probes, never a hash of everything the reader acked; an inbox read's marks find
+//! its page once.
 
 use crate::messaging::guard::missed_sql;
-use crate::messaging::inbox::READ;
+use crate::messaging::inbox::{MARK, READ};
 use crate::runtime::runs::SUMMARY;
 use store::sql;
 
@@ -96,4 +97,33 @@ async fn the_send_guard_probes_deliveries_whatever_the_statistics() {
             "with {when} statistics the guard hashes the reader's deliveries:\n{plan}"
         );
     }
+}
+
+/// An inbox read's marks find the page once, as its generic plan (the one a cached
+/// statement settles on) too: `IN (page)` was a semi join that ran the page again
+/// for every open delivery of the member.
+#[tokio::test]
+async fn the_marks_find_the_page_once() {
+    let Some(store) = store::testing::fresh_postgres_store() else {
+        return;
+    };
+    let mark = MARK.replace('?', "$");
+    let plan = store
+        .write(move |c| {
+            c.execute_batch(STALE)?;
+            c.execute_batch("SET LOCAL plan_cache_mode = force_generic_plan")?;
+            c.execute_batch(&format!("PREPARE mark AS {mark}"))?;
+            let mut st = c.prepare("EXPLAIN EXECUTE mark(2, 'coder', 0, 50, 'run')")?;
+            let lines = st
+                .query_map([] as [&dyn sql::ToSql; 0], |r| r.get::<String>(0))?
+                .collect::<sql::Result<Vec<_>>>()?;
+            c.execute_batch("DEALLOCATE mark")?;
+            Ok(lines.join("\n"))
+        })
+        .await
+        .expect("explain the marks");
+    assert!(
+        !plan.contains("Semi Join") && plan.contains("InitPlan"),
+        "the marks run the page for each delivery:\n{plan}"
+    );
 }
