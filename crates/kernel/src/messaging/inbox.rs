@@ -160,7 +160,9 @@ impl Messaging {
                 "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
             )));
         }
-        // It refuses nothing once it wrote: no savepoint of its own.
+        // It refuses nothing once it wrote: no savepoint of its own. (Its marks go
+        // out with its reads, so a read the server fails, which only a cancel or a
+        // lack of resources makes, rolls back its whole transaction.)
         self.in_own_inbox(
             (scope, Isolation::ChecksFirst),
             // Its marks go out with its reads: unless broadcasts must be written
@@ -412,7 +414,7 @@ pub(crate) const READ: &str = "
 /// its message (messages are never deleted), so the page is the due deliveries up
 /// to its last id, found once: with `IN (page)` PostgreSQL ran the page again for
 /// each of the member's open deliveries, 9 ms a read with 600 open (`plan_tests`).
-pub(crate) const MARK: &str = "
+const MARK: &str = "
     UPDATE deliveries SET state = 'seen', defer_until = NULL, updated_at = ?3, read_by = ?5
      WHERE workflow_id = ?1 AND recipient = ?2
        AND message_id <= (SELECT max(p.message_id) FROM (
@@ -425,7 +427,7 @@ pub(crate) const MARK: &str = "
 
 /// Whether an inbox read marks its page seen.
 #[derive(Clone, Copy)]
-enum Mark {
+pub(super) enum Mark {
     /// Looking is not reading.
     No,
     Yes,
@@ -436,7 +438,7 @@ enum Mark {
 }
 
 impl Mark {
-    fn sql(self) -> Option<String> {
+    pub(super) fn sql(self) -> Option<String> {
         let unless = " AND NOT EXISTS (SELECT 1 FROM agents a JOIN broadcasts b
                          ON b.workflow_id = a.workflow_id AND b.message_id > a.broadcast_mark
                       WHERE a.workflow_id = ?1 AND a.name = ?2)";
