@@ -276,7 +276,7 @@ pub(crate) fn within_instances(scopes: impl Iterator<Item = WriteScope>, max: us
 }
 
 /// The locks a transaction takes: which jobs may join it once it has begun.
-struct Locks {
+pub(crate) struct Locks {
     postgres: bool,
     exclusive: bool,
     /// The instances whose jobs it carries, by ascending lock key.
@@ -284,12 +284,13 @@ struct Locks {
 }
 
 impl Locks {
-    fn of(batch: &[Job], postgres: bool) -> Self {
+    /// The locks of a batch whose jobs have these scopes.
+    pub(crate) fn of(scopes: &[WriteScope], postgres: bool) -> Self {
         // SQLite's one writer holds the whole database: no instance locks.
-        let mut instances: Vec<i64> = batch
+        let mut instances: Vec<i64> = scopes
             .iter()
-            .filter_map(|j| match j.scope {
-                WriteScope::Instance(id) if postgres => Some(id),
+            .filter_map(|scope| match scope {
+                WriteScope::Instance(id) if postgres => Some(*id),
                 _ => None,
             })
             .collect();
@@ -297,13 +298,13 @@ impl Locks {
         instances.dedup();
         Self {
             postgres,
-            exclusive: batch.iter().any(|j| j.scope == WriteScope::Global),
+            exclusive: scopes.contains(&WriteScope::Global),
             instances,
         }
     }
 
     /// Whether a job of `scope` is covered by the locks taken.
-    fn covers(&self, scope: WriteScope) -> bool {
+    pub(crate) fn covers(&self, scope: WriteScope) -> bool {
         match scope {
             _ if !self.postgres || self.exclusive => true,
             WriteScope::Global => false,
@@ -311,7 +312,7 @@ impl Locks {
         }
     }
 
-    fn begin(&self) -> String {
+    pub(crate) fn begin(&self) -> String {
         if !self.postgres {
             return sqlite::BEGIN_WRITE.to_owned();
         }
@@ -352,7 +353,8 @@ fn writer_loop(
         if shared.postgres && carried < batch.len() {
             rx.put_back(batch.split_off(carried));
         }
-        let locks = Locks::of(&batch, shared.postgres);
+        let scopes: Vec<WriteScope> = batch.iter().map(|j| j.scope).collect();
+        let locks = Locks::of(&scopes, shared.postgres);
         let begun = match conn.as_mut() {
             Some(c) => begin_on(c, &locks.begin(), reopen),
             None => reopen().and_then(|mut c| {

@@ -362,3 +362,48 @@ fn a_transaction_carries_jobs_of_at_most_so_many_instances() {
     let one = crate::writer::within_instances([I(9)].into_iter(), 0);
     assert_eq!(one, 1);
 }
+
+/// Which jobs may join a transaction once its locks are taken: on PostgreSQL those
+/// of the instances it locked, every one when it holds the whole database (a
+/// global job), a global one never otherwise; on SQLite every one. Its BEGIN
+/// takes the database's lock shared (exclusive with a global job), then each
+/// instance's once, by ascending key.
+#[test]
+fn a_transaction_takes_jobs_its_locks_cover() {
+    use WriteScope::{Global as G, Instance as I};
+    let check = |postgres: bool, batch: &[WriteScope], joins: &[(WriteScope, bool)]| {
+        let locks = crate::writer::Locks::of(batch, postgres);
+        for (scope, expect) in joins {
+            assert_eq!(locks.covers(*scope), *expect, "{batch:?} then {scope:?}");
+        }
+    };
+    check(false, &[I(1)], &[(I(2), true), (G, true)]);
+    check(true, &[I(1)], &[(I(1), true), (I(2), false), (G, false)]);
+    check(true, &[I(1), I(2), I(1)], &[(I(2), true), (I(3), false)]);
+    check(true, &[I(4), G], &[(I(9), true), (G, true)]);
+    check(true, &[], &[(I(1), false), (G, false)]);
+
+    let (a, b) = (
+        crate::postgres::instance_key(1),
+        crate::postgres::instance_key(2),
+    );
+    let begin = crate::writer::Locks::of(&[I(2), I(1), I(2)], true).begin();
+    let locked: Vec<&str> = begin.split("; ").collect();
+    assert!(
+        locked[1].contains("pg_advisory_xact_lock_shared("),
+        "{begin}"
+    );
+    let keys: Vec<String> = [a.min(b), a.max(b)]
+        .iter()
+        .map(|k| format!(", {k})"))
+        .collect();
+    assert!(
+        locked.len() == 4 && locked[2].ends_with(&keys[0]) && locked[3].ends_with(&keys[1]),
+        "{begin}"
+    );
+    let global = crate::writer::Locks::of(&[G, I(1)], true).begin();
+    assert!(
+        !global.contains("_shared") && global.contains("pg_advisory_xact_lock("),
+        "{global}"
+    );
+}
