@@ -88,6 +88,14 @@ pub(crate) fn own_ahead(c: &Connection, workflow_id: i64, name: &str) -> Result<
     .query_later((workflow_id, name))?)
 }
 
+/// An SQL condition on member `?2` of instance `?1`: no broadcast past its mark, so
+/// [`write_own_from`] will write nothing (what [`own_ahead`] reads). For a statement
+/// sent with that read, before its answer.
+pub(crate) const NONE_UNWRITTEN: &str = "NOT EXISTS (
+    SELECT 1 FROM agents a JOIN broadcasts b
+        ON b.workflow_id = a.workflow_id AND b.message_id > a.broadcast_mark
+     WHERE a.workflow_id = ?1 AND a.name = ?2)";
+
 /// [`write_own`] with its read [`own_ahead`] sent: true when it wrote rows (reads
 /// sent before them do not see them).
 pub(crate) fn write_own_from(

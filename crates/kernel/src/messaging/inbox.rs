@@ -437,21 +437,19 @@ pub(super) enum Mark {
     /// Looking is not reading.
     No,
     Yes,
-    /// Unless broadcasts are not the member's rows yet (the condition on which
-    /// `broadcast::write_own_from` writes them): the page would then change, and is
-    /// read and marked again after them.
+    /// Unless broadcasts are not the member's rows yet
+    /// ([`broadcast::NONE_UNWRITTEN`]): the page would then change, and is read and
+    /// marked again after them.
     UnlessBroadcasts,
 }
 
 impl Mark {
+    /// Its statement (READ's parameters and the reader), if it marks.
     pub(super) fn sql(self) -> Option<String> {
-        let unless = " AND NOT EXISTS (SELECT 1 FROM agents a JOIN broadcasts b
-                         ON b.workflow_id = a.workflow_id AND b.message_id > a.broadcast_mark
-                      WHERE a.workflow_id = ?1 AND a.name = ?2)";
         match self {
             Self::No => None,
             Self::Yes => Some(MARK.to_owned()),
-            Self::UnlessBroadcasts => Some(format!("{MARK}{unless}")),
+            Self::UnlessBroadcasts => Some(format!("{MARK} AND {}", broadcast::NONE_UNWRITTEN)),
         }
     }
 }
