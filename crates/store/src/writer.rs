@@ -285,20 +285,21 @@ pub(crate) struct Locks {
 
 impl Locks {
     /// The locks of a batch whose jobs have these scopes.
-    pub(crate) fn of(scopes: &[WriteScope], postgres: bool) -> Self {
-        // SQLite's one writer holds the whole database: no instance locks.
-        let mut instances: Vec<i64> = scopes
-            .iter()
-            .filter_map(|scope| match scope {
-                WriteScope::Instance(id) if postgres => Some(*id),
-                _ => None,
-            })
-            .collect();
+    pub(crate) fn of(scopes: impl IntoIterator<Item = WriteScope>, postgres: bool) -> Self {
+        let (mut instances, mut exclusive) = (Vec::new(), false);
+        for scope in scopes {
+            match scope {
+                WriteScope::Global => exclusive = true,
+                // SQLite's one writer holds the whole database: no instance locks.
+                WriteScope::Instance(id) if postgres => instances.push(id),
+                WriteScope::Instance(_) => {}
+            }
+        }
         instances.sort_by_key(|id| (postgres::instance_key(*id), *id));
         instances.dedup();
         Self {
             postgres,
-            exclusive: scopes.contains(&WriteScope::Global),
+            exclusive,
             instances,
         }
     }
@@ -353,8 +354,7 @@ fn writer_loop(
         if shared.postgres && carried < batch.len() {
             rx.put_back(batch.split_off(carried));
         }
-        let scopes: Vec<WriteScope> = batch.iter().map(|j| j.scope).collect();
-        let locks = Locks::of(&scopes, shared.postgres);
+        let locks = Locks::of(batch.iter().map(|j| j.scope), shared.postgres);
         let begun = match conn.as_mut() {
             Some(c) => begin_on(c, &locks.begin(), reopen),
             None => reopen().and_then(|mut c| {

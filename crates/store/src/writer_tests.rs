@@ -372,7 +372,7 @@ fn a_transaction_carries_jobs_of_at_most_so_many_instances() {
 fn a_transaction_takes_jobs_its_locks_cover() {
     use WriteScope::{Global as G, Instance as I};
     let check = |postgres: bool, batch: &[WriteScope], joins: &[(WriteScope, bool)]| {
-        let locks = crate::writer::Locks::of(batch, postgres);
+        let locks = crate::writer::Locks::of(batch.iter().copied(), postgres);
         for (scope, expect) in joins {
             assert_eq!(locks.covers(*scope), *expect, "{batch:?} then {scope:?}");
         }
@@ -387,7 +387,7 @@ fn a_transaction_takes_jobs_its_locks_cover() {
         crate::postgres::instance_key(1),
         crate::postgres::instance_key(2),
     );
-    let begin = crate::writer::Locks::of(&[I(2), I(1), I(2)], true).begin();
+    let begin = crate::writer::Locks::of([I(2), I(1), I(2)], true).begin();
     let locked: Vec<&str> = begin.split("; ").collect();
     assert!(
         locked[1].contains("pg_advisory_xact_lock_shared("),
@@ -401,7 +401,7 @@ fn a_transaction_takes_jobs_its_locks_cover() {
         locked.len() == 4 && locked[2].ends_with(&keys[0]) && locked[3].ends_with(&keys[1]),
         "{begin}"
     );
-    let global = crate::writer::Locks::of(&[G, I(1)], true).begin();
+    let global = crate::writer::Locks::of([G, I(1)], true).begin();
     assert!(
         !global.contains("_shared") && global.contains("pg_advisory_xact_lock("),
         "{global}"
