@@ -7,6 +7,7 @@
 use super::inbox::Inbox;
 use super::team::StatusUpdate;
 use super::{Outgoing, SendResult};
+use crate::Scope;
 use crate::events::Event;
 use crate::testing::{Rooms, expect, said};
 
@@ -18,6 +19,21 @@ async fn rooms() -> Rooms {
     let r = Rooms::new().await;
     r.agents(&["alice", "bob", "carol"]).await;
     r
+}
+
+/// `n` messages from alice to bob (`@bob m0`…), the second (m1) deferred for an
+/// hour: their ids, and bob's scope.
+async fn bob_with_m1_deferred(r: &Rooms, n: usize) -> (Vec<String>, Scope) {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(r.send("alice", &format!("@bob m{i}")).await.id);
+    }
+    let bob = r.scope("bob").await;
+    r.messaging
+        .my_inbox_defer(&bob, &ids[1], Some("1h"))
+        .await
+        .unwrap();
+    (ids, bob)
 }
 
 #[tokio::test]
@@ -126,15 +142,7 @@ async fn a_member_acks_only_its_own_deliveries_and_only_once() {
 #[tokio::test]
 async fn reading_marks_its_page_seen_and_nothing_else() {
     let r = rooms().await;
-    let mut ids = Vec::new();
-    for i in 0..5 {
-        ids.push(r.send("alice", &format!("@bob m{i}")).await.id);
-    }
-    let bob = r.scope("bob").await;
-    r.messaging
-        .my_inbox_defer(&bob, &ids[1], Some("1h"))
-        .await
-        .unwrap();
+    let (_, bob) = bob_with_m1_deferred(&r, 5).await;
     let states = async || {
         let mut n = Vec::new();
         for sql in [
@@ -176,15 +184,7 @@ async fn reading_after_broadcasts_marks_the_page_they_make() {
 #[tokio::test]
 async fn an_ack_through_an_id_spares_later_and_deferred_ones() {
     let r = rooms().await;
-    let mut ids = Vec::new();
-    for i in 0..4 {
-        ids.push(r.send("alice", &format!("@bob m{i}")).await.id);
-    }
-    let bob = r.scope("bob").await;
-    r.messaging
-        .my_inbox_defer(&bob, &ids[1], Some("1h"))
-        .await
-        .unwrap();
+    let (ids, bob) = bob_with_m1_deferred(&r, 4).await;
     let acked = r.messaging.my_inbox_ack(&bob, &ids[2], true).await.unwrap();
     assert_eq!(acked.acked, 2, "m0 and m2; m1 is deferred, m3 is later");
     let inbox = r.messaging.my_inbox(&bob, None).await.unwrap();
