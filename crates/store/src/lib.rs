@@ -82,6 +82,23 @@ pub enum Isolation {
     ChecksFirst,
 }
 
+/// What the second half of a piped job ([`Store::write_piped`]) found.
+pub enum Then<T> {
+    /// The job's work, done by what its first half sent.
+    Done(T),
+    /// Its first half wrote nothing and cannot finish from what it read (a
+    /// broadcast to write first, agents that changed): run this, with that
+    /// isolation, as a job of its own now. It runs after the statements of the
+    /// piped jobs that followed, and sees their writes.
+    Again(Isolation, Whole<T>),
+}
+
+/// A job run whole, at once ([`Then::Again`]).
+pub type Whole<T> = Box<dyn FnOnce(&Connection) -> Result<T> + Send>;
+
+/// A piped job's second half: reads the answers of what its first half sent.
+pub type Rest<T> = Box<dyn FnOnce(&Connection) -> Result<Then<T>> + Send>;
+
 /// The environment variable that names the store when `--store` does not. The
 /// better place for a URL with a password: a command line is visible to every user
 /// of the machine.
@@ -351,13 +368,38 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        self.queue_job(|tx| writer::job(scope, isolation, f, tx))
+            .await
+    }
+
+    /// A job in two halves, piped with the jobs around it on PostgreSQL: `first`
+    /// sends its statements (it may also read, which waits for their answers) and
+    /// gives the [`Rest`], which reads their answers after the next piped jobs of
+    /// the transaction sent theirs: one round trip for them all, where a job
+    /// alone waits for each. So the rest sends nothing: what needs another
+    /// statement asks for [`Then::Again`].
+    ///
+    /// The contract: what `first` writes takes effect only where the rest gives
+    /// [`Then::Done`]. A refusal (an error from the rest) or an `Again` means it
+    /// wrote nothing; its writes carry their checks in SQL. There is no savepoint
+    /// to undo them: the jobs after it have run since. A statement the server
+    /// refuses fails the whole transaction. On SQLite both halves run at once, in
+    /// a savepoint, as one job.
+    pub async fn write_piped<T, F>(&self, scope: WriteScope, first: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<Rest<T>> + Send + 'static,
+    {
+        self.queue_job(|tx| writer::piped(scope, first, tx)).await
+    }
+
+    /// Queues the job `make` gives on its writer and waits for its answer.
+    async fn queue_job<T>(
+        &self,
+        make: impl FnOnce(tokio::sync::oneshot::Sender<Result<T>>) -> writer::Job,
+    ) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel::<Result<T>>();
-        if self
-            .inner
-            .writers
-            .push(writer::job(scope, isolation, f, tx))
-            .is_err()
-        {
+        if self.inner.writers.push(make(tx)).is_err() {
             return Err(Error::internal("the store writer has stopped"));
         }
         rx.await

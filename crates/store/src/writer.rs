@@ -16,11 +16,19 @@
 //! one that fails after a write, or after a statement the server refused (which
 //! aborts a PostgreSQL transaction), has the writer roll back the whole
 //! transaction and tell every job of it that the write was not made.
+//!
+//! A piped job ([`crate::Store::write_piped`]) comes in two halves. On
+//! PostgreSQL the writer runs the first halves of the piped jobs that follow one
+//! another in a batch, whose statements go out without waiting, then reads all
+//! their answers in one round trip and runs the second halves in order: where
+//! each job alone waited a round trip for the one before it, a run of them waits
+//! for one. A job that is not piped, and the commit, come after the answers
+//! were read.
 
 use crate::holds::{Holds, InstanceHolds};
 use crate::queue::{Queue, Taken};
 use crate::sql::Connection;
-use crate::{Isolation, MAX_BATCH, Open, WriteScope, begin_on, exec, postgres, sqlite};
+use crate::{Isolation, MAX_BATCH, Open, Rest, Then, WriteScope, begin_on, exec, postgres, sqlite};
 use domain::error::{Error, Result};
 use os::memory;
 use std::sync::Arc;
@@ -64,11 +72,43 @@ pub(crate) struct Ran {
 }
 /// A job's work on the writer's connection, or `None` when the transaction failed
 /// before the job ran.
-type Run = Box<dyn FnOnce(Option<&Connection>) -> Ran + Send>;
+type Run = Box<dyn FnOnce(Option<&Connection>) -> Begun + Send>;
+/// A piped job's second half, as [`Run`].
+type Reads = Box<dyn FnOnce(Option<&Connection>) -> Ran + Send>;
+
+/// How far a job got when it was run.
+enum Begun {
+    /// All of it ran.
+    Ran(Ran),
+    /// A piped job sent its statements: this reads their answers.
+    Sent(Reads),
+}
 
 pub(crate) struct Job {
     scope: WriteScope,
+    /// Piped: its statements go out without waiting for answers (PostgreSQL).
+    piped: bool,
     run: Run,
+}
+
+/// How a job whose work ended as `out` (`None`: never run) is answered once its
+/// transaction ends.
+fn answer<T: Send + 'static>(
+    out: Option<Result<T>>,
+    spoiled: bool,
+    tx: tokio::sync::oneshot::Sender<Result<T>>,
+) -> Ran {
+    let finish: Finish = Box::new(move |ended: Result<(), Failed>| {
+        let answer = match (ended, out) {
+            (Ok(()), Some(out)) => out,
+            // Its own failure: nothing of it was written either way.
+            (Err(Failed::RolledBack), Some(Err(e))) => Err(e),
+            (Err(why), _) => Err(why.error()),
+            (Ok(()), None) => Err(Error::internal("a store job was committed unrun")),
+        };
+        let _ = tx.send(answer);
+    });
+    Ran { finish, spoiled }
 }
 
 /// `f` as a job in `scope` with `isolation`, answering on `tx` after the commit.
@@ -83,26 +123,83 @@ where
     F: FnOnce(&Connection) -> Result<T> + Send + 'static,
 {
     let run: Run = Box::new(move |conn: Option<&Connection>| {
-        let (out, spoiled) = match conn {
-            None => (None, false),
+        Begun::Ran(match conn {
+            None => answer(None, false, tx),
             Some(c) => {
                 let (out, spoiled) = run_job(c, isolation, f);
-                (Some(out), spoiled)
+                answer(Some(out), spoiled, tx)
             }
-        };
-        let finish: Finish = Box::new(move |ended: Result<(), Failed>| {
-            let answer = match (ended, out) {
-                (Ok(()), Some(out)) => out,
-                // Its own failure: nothing of it was written either way.
-                (Err(Failed::RolledBack), Some(Err(e))) => Err(e),
-                (Err(why), _) => Err(why.error()),
-                (Ok(()), None) => Err(Error::internal("a store job was committed unrun")),
-            };
-            let _ = tx.send(answer);
-        });
-        Ran { finish, spoiled }
+        })
     });
-    Job { scope, run }
+    Job {
+        scope,
+        piped: false,
+        run,
+    }
+}
+
+/// A piped job ([`crate::Store::write_piped`]): on PostgreSQL `first` runs and its
+/// statements go out; the [`Rest`] it gives reads their answers once the piped
+/// jobs after it sent theirs. On SQLite, whose statements are answered at once,
+/// both halves (and the job again, if asked) run in one savepoint.
+pub(crate) fn piped<T, F>(
+    scope: WriteScope,
+    first: F,
+    tx: tokio::sync::oneshot::Sender<Result<T>>,
+) -> Job
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<Rest<T>> + Send + 'static,
+{
+    let run: Run = Box::new(move |conn: Option<&Connection>| {
+        let Some(c) = conn else {
+            return Begun::Ran(answer(None, false, tx));
+        };
+        if c.sqlite().is_some() {
+            let (out, spoiled) = run_job(c, Isolation::Savepoint, |c| whole(c, first));
+            return Begun::Ran(answer(Some(out), spoiled, tx));
+        }
+        c.begin_job();
+        match guarded(c, first) {
+            Err(e) => {
+                let spoiled = c.job_wrote() || c.tx_aborted();
+                Begun::Ran(answer(Some(Err(e)), spoiled, tx))
+            }
+            Ok(rest) => Begun::Sent(Box::new(move |conn: Option<&Connection>| match conn {
+                None => answer(None, false, tx),
+                Some(c) => {
+                    let (out, spoiled) = read_piped(c, rest);
+                    answer(Some(out), spoiled, tx)
+                }
+            })),
+        }
+    });
+    Job {
+        scope,
+        piped: true,
+        run,
+    }
+}
+
+/// A piped job's both halves, one after the other.
+fn whole<T>(c: &Connection, first: impl FnOnce(&Connection) -> Result<Rest<T>>) -> Result<T> {
+    match first(c)?(c)? {
+        Then::Done(t) => Ok(t),
+        Then::Again(_, f) => f(c),
+    }
+}
+
+/// A piped job's second half; true when the transaction can no longer commit. Its
+/// first half's writes take effect only when it is done (the contract of
+/// [`crate::Store::write_piped`]), so a refusal spoils nothing unless the second
+/// half wrote itself.
+fn read_piped<T>(c: &Connection, rest: Rest<T>) -> (Result<T>, bool) {
+    c.begin_job();
+    match guarded(c, rest) {
+        Ok(Then::Done(t)) => (Ok(t), c.tx_aborted()),
+        Ok(Then::Again(isolation, f)) => run_job(c, isolation, f),
+        Err(e) => (Err(e), c.job_wrote() || c.tx_aborted()),
+    }
 }
 
 /// Runs `f` as `isolation` says; true when the transaction can no longer commit.
@@ -396,22 +493,75 @@ fn writer_loop(
 }
 
 /// Runs the jobs in order until one spoils the transaction; the rest are not run.
+/// Consecutive piped jobs send their statements one after another, and their
+/// answers are read together, before the next job that is not piped and before
+/// the commit.
 fn run_batch(conn: &Connection, batch: Vec<Job>) -> (Vec<Finish>, Vec<Job>, bool) {
     let mut finishers = Vec::with_capacity(batch.len());
-    let mut jobs = batch.into_iter();
-    for job in jobs.by_ref() {
-        let ran = (job.run)(Some(conn));
-        finishers.push(ran.finish);
-        if ran.spoiled {
+    let mut sent: Vec<Reads> = Vec::new();
+    let mut jobs = batch.into_iter().peekable();
+    while let Some(job) = jobs.next() {
+        let spoiled = match (job.run)(Some(conn)) {
+            Begun::Ran(ran) => {
+                finishers.push(ran.finish);
+                ran.spoiled
+            }
+            Begun::Sent(reads) => {
+                sent.push(reads);
+                false
+            }
+        };
+        if spoiled {
+            finish_unread(sent, &mut finishers);
+            return (finishers, jobs.collect(), true);
+        }
+        if jobs.peek().is_none_or(|j| !j.piped) && read_sent(conn, sent.drain(..), &mut finishers) {
             return (finishers, jobs.collect(), true);
         }
     }
     (finishers, Vec::new(), false)
 }
 
+/// Reads the answers of the piped jobs `sent`, in order; true when the transaction
+/// can no longer commit. A statement of theirs that the server refused fails them
+/// all (the job it was is not known by then: piped jobs guard their writes in
+/// SQL, so only a cancel or a lack of resources makes one fail).
+fn read_sent(
+    conn: &Connection,
+    sent: impl Iterator<Item = Reads>,
+    finishers: &mut Vec<Finish>,
+) -> bool {
+    let mut sent = sent.peekable();
+    if sent.peek().is_none() {
+        return false;
+    }
+    if let Err(e) = conn.settle_deferred() {
+        tracing::warn!("a statement of piped store jobs failed: {e}");
+        finish_unread(sent.collect(), finishers);
+        return true;
+    }
+    for reads in sent.by_ref() {
+        let ran = reads(Some(conn));
+        finishers.push(ran.finish);
+        if ran.spoiled {
+            finish_unread(sent.collect(), finishers);
+            return true;
+        }
+    }
+    false
+}
+
+/// Piped jobs whose answers will not be read: they are told how the transaction ended.
+fn finish_unread(sent: Vec<Reads>, finishers: &mut Vec<Finish>) {
+    finishers.extend(sent.into_iter().map(|reads| reads(None).finish));
+}
+
 /// Answers every job of a transaction that ended as `ended`.
 fn end(unrun: Vec<Job>, finishers: Vec<Finish>, ended: &Result<(), Failed>) {
-    let unrun = unrun.into_iter().map(|j| (j.run)(None).finish);
+    let unrun = unrun.into_iter().map(|j| match (j.run)(None) {
+        Begun::Ran(ran) => ran.finish,
+        Begun::Sent(reads) => reads(None).finish,
+    });
     for finish in finishers.into_iter().chain(unrun) {
         finish(ended.clone());
     }

@@ -2,7 +2,7 @@
 //! and the instance locks (PostgreSQL, on the cluster `AGENT_WORKER_TEST_PG` names;
 //! without one those parts say so and pass).
 
-use super::{Isolation, Location, Store, WriteScope};
+use super::{Isolation, Location, Rest, Store, Then, WriteScope};
 use crate::sql::Connection;
 use crate::testing::fresh_database;
 use domain::error::{Error, Result};
@@ -25,6 +25,16 @@ enum Does {
     DuplicateLater,
     /// Inserts `old`, ignores the refusal, and succeeds.
     Swallow,
+    /// Piped ([`Store::write_piped`]; its isolation unused): sends its insert.
+    PipedWrite,
+    /// Piped: sends its insert guarded by the check it sends with it (that `old`
+    /// is not there), which fails: it refuses, having written nothing.
+    PipedRefuse,
+    /// Piped: sends a read, then asks to run again, where it inserts its key with
+    /// how many rows it sees then.
+    PipedAgain,
+    /// Piped: sends an insert of `old`, which the server refuses.
+    PipedDuplicate,
 }
 
 use Does::*;
@@ -51,8 +61,57 @@ fn job(does: Does, key: String) -> impl FnOnce(&Connection) -> Result<()> + Send
                     .map(drop)
                     .ok();
             }
+            PipedWrite | PipedRefuse | PipedAgain | PipedDuplicate => {
+                unreachable!("{does:?} is piped")
+            }
         }
         Ok(())
+    }
+}
+
+/// The first half of a piped job that `does` (one of the `Piped` kinds).
+fn piped(does: Does, key: String) -> impl FnOnce(&Connection) -> Result<Rest<()>> + Send {
+    move |c: &Connection| {
+        let count = |c: &Connection, sql: &str| c.prepare(sql)?.query_later(());
+        let rest: Rest<()> = match does {
+            PipedWrite => {
+                c.execute_later("INSERT INTO t VALUES (?1)", [&key])?;
+                Box::new(|_| Ok(Then::Done(())))
+            }
+            PipedRefuse => {
+                let old = count(c, "SELECT count(*) FROM t WHERE k = 'old'")?;
+                c.execute_later(
+                    "INSERT INTO t SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM t WHERE k = 'old')",
+                    [&key],
+                )?;
+                Box::new(
+                    move |c| match old.rows(c)?.next()?.map(|r| r.get::<i64>(0)) {
+                        Some(Ok(0)) => Ok(Then::Done(())),
+                        _ => Err(Error::invalid(format!("{key} refused"))),
+                    },
+                )
+            }
+            PipedAgain => {
+                let sent = count(c, "SELECT count(*) FROM t")?;
+                Box::new(move |c| {
+                    sent.rows(c)?;
+                    Ok(Then::Again(
+                        CF,
+                        Box::new(move |c| {
+                            let n: i64 = c.query_row("SELECT count(*) FROM t", (), |r| r.get(0))?;
+                            c.execute("INSERT INTO t VALUES (?1)", [format!("{key}@{n}")])?;
+                            Ok(())
+                        }),
+                    ))
+                })
+            }
+            PipedDuplicate => {
+                c.execute_later("INSERT INTO t VALUES ('old')", ())?;
+                Box::new(|_| Ok(Then::Done(())))
+            }
+            _ => unreachable!("{does:?} is not piped"),
+        };
+        Ok(rest)
     }
 }
 
@@ -127,6 +186,46 @@ const CASES: &[Case] = &[
             "j0 j4",
         ),
     ),
+    (
+        // Piped jobs: a refusal writes nothing and leaves the others. A job run
+        // again runs after the piped jobs that followed it (on PostgreSQL: it
+        // sees three rows, old, j0 and j3); on SQLite each job is whole.
+        &[
+            (CF, PipedWrite),
+            (CF, PipedAgain),
+            (CF, PipedRefuse),
+            (CF, PipedWrite),
+            (SP, Write),
+            (CF, PipedWrite),
+        ],
+        (
+            &["ok", "ok", "own error", "ok", "ok", "ok"],
+            "j0 j1@2 j3 j4 j5",
+        ),
+        (
+            &["ok", "ok", "own error", "ok", "ok", "ok"],
+            "j0 j1@3 j3 j4 j5",
+        ),
+    ),
+    (
+        // A refused statement of a piped job fails the whole transaction (on
+        // PostgreSQL, whichever job it was: they are read together).
+        &[
+            (CF, PipedWrite),
+            (CF, PipedDuplicate),
+            (CF, PipedWrite),
+            (SP, Write),
+        ],
+        (&["ok", "own error", "ok", "ok"], "j0 j2 j3"),
+        (&["not made", "not made", "not made", "not made"], ""),
+    ),
+    (
+        // A job that is not piped reads the piped ones' answers first: its
+        // savepoint's rollback undoes its own writes only.
+        &[(CF, PipedWrite), (SP, WriteThenRefuse), (CF, PipedWrite)],
+        (&["ok", "own error", "ok"], "j0 j2"),
+        (&["ok", "own error", "ok"], "j0 j2"),
+    ),
 ];
 
 /// Runs `jobs` in one transaction of instance 1's writer: a first job holds the
@@ -145,11 +244,13 @@ async fn in_one_transaction(store: &Store, jobs: &[(Isolation, Does)]) -> Vec<Re
         .expect("the first job runs");
     let mut queued: Vec<Pin<Box<dyn Future<Output = Result<()>> + Send>>> = Vec::new();
     for (i, (isolation, does)) in jobs.iter().enumerate() {
-        let mut f = Box::pin(store.write_as(
-            WriteScope::Instance(1),
-            *isolation,
-            job(*does, format!("j{i}")),
-        ));
+        let (scope, key) = (WriteScope::Instance(1), format!("j{i}"));
+        let mut f: Pin<Box<dyn Future<Output = Result<()>> + Send>> = match does {
+            PipedWrite | PipedRefuse | PipedAgain | PipedDuplicate => {
+                Box::pin(store.write_piped(scope, piped(*does, key)))
+            }
+            _ => Box::pin(store.write_as(scope, *isolation, job(*does, key))),
+        };
         assert!(futures::poll!(f.as_mut()).is_pending(), "queued");
         queued.push(f);
     }

@@ -103,12 +103,7 @@ pub(crate) fn write_own_from(
     (workflow_id, name, now): (i64, &str, i64),
     found: sql::Later,
 ) -> Result<bool> {
-    let mut rows = found.rows(c)?;
-    let found: Option<(String, Option<String>)> = match rows.next()? {
-        Some(r) => Some((r.get(0)?, r.get(1)?)),
-        None => None,
-    };
-    let Some((mark, Some(newest))) = found else {
+    let Some((mark, newest)) = past_mark(c, found)? else {
         return Ok(false);
     };
     c.prepare_cached(
@@ -121,6 +116,25 @@ pub(crate) fn write_own_from(
     c.prepare_cached("UPDATE agents SET broadcast_mark = ?3 WHERE workflow_id = ?1 AND name = ?2")?
         .execute_later((workflow_id, name, &newest))?;
     Ok(true)
+}
+
+/// What [`own_ahead`] read: the member's mark and the newest broadcast past it,
+/// if there is one (its rows are to be written).
+fn past_mark(c: &Connection, found: sql::Later) -> Result<Option<(String, String)>> {
+    let mut rows = found.rows(c)?;
+    Ok(match rows.next()? {
+        Some(r) => r
+            .get::<Option<String>>(1)?
+            .map(|n| r.get(0).map(|m| (m, n)))
+            .transpose()?,
+        None => None,
+    })
+}
+
+/// Whether [`own_ahead`] found broadcasts that are not the member's rows yet
+/// (statements sent with it under [`NONE_UNWRITTEN`] then did nothing).
+pub(crate) fn any_unwritten(c: &Connection, found: sql::Later) -> Result<bool> {
+    Ok(past_mark(c, found)?.is_some())
 }
 
 /// How many broadcast deliveries `name` has that are not rows yet (all pending).

@@ -25,6 +25,7 @@ use crate::Scope;
 use crate::events::Event;
 use crate::messaging::Messaging;
 use crate::messaging::broadcast;
+use crate::timing::Clock;
 use domain::clock::{fmt_ms, parse_when};
 use domain::error::{Error, Result};
 use domain::states::DeliveryState;
@@ -32,7 +33,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use store::sql;
 use store::sql::{Connection, OptionalExtension};
-use store::{Isolation, WriteScope::Instance as instance};
+use store::{Isolation, Rest, Then, WriteScope::Instance as instance};
 
 pub const DEFAULT_INBOX_LIMIT: i64 = 50;
 pub const MAX_INBOX_LIMIT: i64 = 200;
@@ -125,29 +126,84 @@ fn delivery_state(
     })
 }
 
+/// An inbox job's statements, sent with the broadcasts' check.
+type Ahead<A> = Box<dyn FnOnce(&Connection, &Scope, i64) -> Result<A> + Send>;
+/// An inbox job: its statements (`ahead`), and what it does with their answers
+/// (`f`, which also gets whether they are current).
+type Halves<A, T> = (
+    Ahead<A>,
+    Box<dyn FnOnce(&Connection, &Scope, i64, (A, bool)) -> Result<T> + Send>,
+);
+/// A piped inbox job: its statements, and what it reads from their answers (None:
+/// it must run whole, its statements having written nothing).
+type Piped<A, T> = (
+    Ahead<A>,
+    Box<dyn FnOnce(&Connection, &Scope, i64, A) -> Result<Option<T>> + Send>,
+);
+
+/// The store job that runs `f` once the member's broadcasts are rows of its own
+/// (`broadcast::write_own`): the one way into the inbox's state machine, so no
+/// entry point can forget them. `f` gets the connection, the scope, `now` and
+/// what `ahead` sent: the job's first statements, sent with the broadcasts'
+/// check (one round trip on PostgreSQL), and whether they are current: false
+/// when broadcast rows were written after them (which they did not see).
+fn own_inbox_job<A: 'static, T: 'static>(
+    s: Scope,
+    clock: Clock,
+    (ahead, f): Halves<A, T>,
+) -> impl FnOnce(&Connection) -> Result<T> + Send + 'static {
+    move |c| {
+        let now = clock.now_ms();
+        let own = broadcast::own_ahead(c, s.workflow_id, &s.me)?;
+        let sent = ahead(c, &s, now)?;
+        let wrote = broadcast::write_own_from(c, (s.workflow_id, &s.me, now), own)?;
+        f(c, &s, now, (sent, !wrote))
+    }
+}
+
 impl Messaging {
-    /// Runs `f` in a store write job once the member's broadcasts are rows of its own
-    /// (`broadcast::write_own`): the one way into the inbox's state machine, so no
-    /// entry point can forget them. `f` gets the connection, the scope, `now` and
-    /// what `ahead` sent: the job's first statements, sent with the broadcasts'
-    /// check (one round trip on PostgreSQL), and whether they are current: false
-    /// when broadcast rows were written after them (which they did not see). A job
-    /// that may refuse after it wrote (an ack, a deferral) runs in a savepoint.
-    async fn in_own_inbox<A, T: Send + 'static>(
+    /// Runs [`own_inbox_job`] in a store write job of the member's instance. A
+    /// job that may refuse after it wrote (a deferral) runs in a savepoint.
+    async fn in_own_inbox<A: 'static, T: Send + 'static>(
         &self,
         (scope, isolation): (&Scope, Isolation),
-        ahead: impl FnOnce(&Connection, &Scope, i64) -> Result<A> + Send + 'static,
-        f: impl FnOnce(&Connection, &Scope, i64, (A, bool)) -> Result<T> + Send + 'static,
+        halves: Halves<A, T>,
     ) -> Result<T> {
-        let (s, clock) = (scope.clone(), self.clock.clone());
+        let job = own_inbox_job(scope.clone(), self.clock.clone(), halves);
         // The member's own rows of its instance (deliveries, its broadcast mark).
         self.store
-            .write_as(instance(scope.workflow_id), isolation, move |c| {
+            .write_as(instance(scope.workflow_id), isolation, job)
+            .await
+    }
+
+    /// An inbox job piped with the other jobs of its transaction
+    /// (`Store::write_piped`): `piped`'s statements go out with the broadcasts'
+    /// check, and write only when there is no broadcast to write first (under
+    /// [`broadcast::NONE_UNWRITTEN`]); then `piped`'s second half reads their
+    /// answers. When there was one, or when that half gives None (its statements
+    /// wrote nothing), `whole` runs as [`Messaging::in_own_inbox`] would.
+    async fn piped_own_inbox<A: Send + 'static, T: Send + 'static>(
+        &self,
+        scope: &Scope,
+        (ahead, done): Piped<A, T>,
+        (isolation, whole): (Isolation, Halves<A, T>),
+    ) -> Result<T> {
+        let (s, clock) = (scope.clone(), self.clock.clone());
+        let whole = own_inbox_job(scope.clone(), self.clock.clone(), whole);
+        self.store
+            .write_piped(instance(scope.workflow_id), move |c| {
                 let now = clock.now_ms();
                 let own = broadcast::own_ahead(c, s.workflow_id, &s.me)?;
                 let sent = ahead(c, &s, now)?;
-                let wrote = broadcast::write_own_from(c, (s.workflow_id, &s.me, now), own)?;
-                f(c, &s, now, (sent, !wrote))
+                let rest: Rest<T> = Box::new(move |c| {
+                    if !broadcast::any_unwritten(c, own)?
+                        && let Some(t) = done(c, &s, now, sent)?
+                    {
+                        return Ok(Then::Done(t));
+                    }
+                    Ok(Then::Again(isolation, Box::new(whole)))
+                });
+                Ok(rest)
             })
             .await
     }
@@ -160,17 +216,29 @@ impl Messaging {
                 "limit must be between 1 and {MAX_INBOX_LIMIT} (default {DEFAULT_INBOX_LIMIT})"
             )));
         }
-        // It refuses nothing once it wrote: no savepoint of its own. (Its marks go
-        // out with its reads, so a read the server fails, which only a cancel or a
-        // lack of resources makes, rolls back its whole transaction.)
-        self.in_own_inbox(
-            (scope, Isolation::ChecksFirst),
-            // Its marks go out with its reads: unless broadcasts must be written
-            // first, the job is one round trip.
-            move |c, s, now| send_reads(c, s, (limit, now), Mark::UnlessBroadcasts),
-            move |c, s, now, (sent, current)| {
-                read_inbox(c, s, (limit, now), (current.then_some(sent), Mark::Yes))
-            },
+        // Its marks go out with its reads, unless broadcasts must be written first
+        // (then the page is read and marked after them): one round trip, piped.
+        // It refuses nothing once it wrote, so alone it needs no savepoint either.
+        let ahead = move |c: &Connection, s: &Scope, now| {
+            send_reads(c, s, (limit, now), Mark::UnlessBroadcasts)
+        };
+        self.piped_own_inbox(
+            scope,
+            (
+                Box::new(ahead),
+                Box::new(move |c, s, now, sent| {
+                    read_inbox(c, s, (limit, now), (Some(sent), Mark::Yes)).map(Some)
+                }),
+            ),
+            (
+                Isolation::ChecksFirst,
+                (
+                    Box::new(ahead),
+                    Box::new(move |c, s, now, (sent, current)| {
+                        read_inbox(c, s, (limit, now), (current.then_some(sent), Mark::Yes))
+                    }),
+                ),
+            ),
         )
         .await
     }
@@ -194,8 +262,10 @@ impl Messaging {
         // Broadcasts that are not its rows yet: write them (they stay pending), then look.
         self.in_own_inbox(
             (scope, Isolation::ChecksFirst),
-            sends_nothing,
-            move |c, s, now, _| read_inbox(c, s, (limit, now), (None, Mark::No)),
+            (
+                Box::new(sends_nothing),
+                Box::new(move |c, s, now, _| read_inbox(c, s, (limit, now), (None, Mark::No))),
+            ),
         )
         .await
     }
@@ -208,31 +278,43 @@ impl Messaging {
         through: bool,
     ) -> Result<AckResult> {
         let id = message_id.trim().to_owned();
-        let asked = id.clone();
-        // The lookup and the ack itself are sent with the broadcasts' check: an ack
-        // the lookup refuses is rolled back with its job's savepoint.
+        // Piped, the lookup and the ack go out with the broadcasts' check, and the
+        // ack acks only when the delivery is open and no broadcast is to be written
+        // first. Else it runs whole, in a savepoint (an ack the lookup refuses is
+        // rolled back with it).
         let r = self
-            .in_own_inbox(
-                (scope, Isolation::Savepoint),
-                move |c, s, now| {
-                    let state = state_ahead(c, s, &asked)?;
-                    let which = Settle::acking(&asked, through);
-                    Ok((state, settle_later(c, (s.workflow_id, &s.me), which, now)?))
-                },
-                move |c, s, now, ((state, sent), current)| {
-                    let mut acked = count(c, sent)?;
-                    if current {
-                        delivery_state(c, s, &id, Some(state))?;
-                    } else {
-                        // Broadcast rows were written after: they are acked too.
-                        delivery_state(c, s, &id, None)?;
-                        acked +=
-                            settle(c, s.workflow_id, &s.me, Settle::acking(&id, through), now)?;
-                    }
-                    Ok(AckResult {
-                        acked: acked as i64,
-                    })
-                },
+            .piped_own_inbox(
+                scope,
+                (
+                    acks_ahead(id.clone(), through, Guard::Piped),
+                    Box::new(|c, _, _, (state, sent)| {
+                        if state.rows(c)?.next()?.is_none() {
+                            return Ok(None);
+                        }
+                        let acked = count(c, sent)? as i64;
+                        Ok(Some(AckResult { acked }))
+                    }),
+                ),
+                (
+                    Isolation::Savepoint,
+                    (
+                        acks_ahead(id.clone(), through, Guard::None),
+                        Box::new(move |c, s, now, ((state, sent), current)| {
+                            let mut acked = count(c, sent)?;
+                            if current {
+                                delivery_state(c, s, &id, Some(state))?;
+                            } else {
+                                // Broadcast rows were written after: they are acked too.
+                                delivery_state(c, s, &id, None)?;
+                                let which = Settle::acking(&id, through);
+                                acked += settle(c, s.workflow_id, &s.me, which, now)?;
+                            }
+                            Ok(AckResult {
+                                acked: acked as i64,
+                            })
+                        }),
+                    ),
+                ),
             )
             .await?;
         // A worker's run says so when it ends (RunEnded), once its row is final.
@@ -268,8 +350,7 @@ impl Messaging {
         let id = message_id.trim().to_owned();
         self.in_own_inbox(
             (scope, Isolation::Savepoint),
-            sends_nothing,
-            move |c, s, now, _| {
+            (Box::new(sends_nothing), Box::new(move |c, s, now, _| {
                 if delivery_state(c, s, &id, None)? == DeliveryState::Acked {
                     return Err(Error::conflict(format!(
                         "message {id} is already acked; acks are final, so it cannot be deferred"
@@ -284,7 +365,7 @@ impl Messaging {
                     message_id: id,
                     deferred_until: fmt_ms(until_ms),
                 })
-            },
+            })),
         )
         .await
     }
@@ -310,6 +391,26 @@ impl Messaging {
 /// check.
 fn sends_nothing(_: &Connection, _: &Scope, _: i64) -> Result<()> {
     Ok(())
+}
+
+/// Whether an ack's statements carry the checks of a piped job.
+#[derive(Clone, Copy)]
+enum Guard {
+    None,
+    /// They write only when the delivery acked is open and no broadcast is to be
+    /// written first: else they do nothing (the job then runs whole).
+    Piped,
+}
+
+/// An ack's statements: the delivery's open state, and the ack itself (see
+/// [`settle_later`]).
+fn acks_ahead(id: String, through: bool, guard: Guard) -> Ahead<(sql::Later, sql::Later)> {
+    Box::new(move |c, s, now| {
+        let state = state_ahead(c, s, &id)?;
+        let which = Settle::acking(&id, through);
+        let sent = settle_later(c, (s.workflow_id, &s.me), (which, guard), now)?;
+        Ok((state, sent))
+    })
 }
 
 /// Which open deliveries of a member an ack settles.
@@ -342,7 +443,10 @@ pub(crate) fn settle(
     which: Settle,
     now: i64,
 ) -> Result<usize> {
-    count(c, settle_later(c, (workflow_id, recipient), which, now)?)
+    count(
+        c,
+        settle_later(c, (workflow_id, recipient), (which, Guard::None), now)?,
+    )
 }
 
 /// [`settle`] sent now: the copy and the delete go out together, and the deleted
@@ -351,7 +455,7 @@ pub(crate) fn settle(
 fn settle_later(
     c: &Connection,
     (workflow_id, recipient): (i64, &str),
-    which: Settle,
+    (which, guard): (Settle, Guard),
     now: i64,
 ) -> Result<sql::Later> {
     let (cond, id) = match which {
@@ -362,7 +466,15 @@ fn settle_later(
         ),
         Settle::Seen => ("state = 'seen'", ""),
     };
-    let which = format!("workflow_id = ?1 AND recipient = ?2 AND {cond}");
+    let guard = match guard {
+        Guard::None => String::new(),
+        Guard::Piped => format!(
+            " AND {} AND EXISTS (SELECT 1 FROM deliveries o WHERE o.workflow_id = ?1
+                  AND o.recipient = ?2 AND o.message_id = ?3)",
+            broadcast::NONE_UNWRITTEN
+        ),
+    };
+    let which = format!("workflow_id = ?1 AND recipient = ?2 AND {cond}{guard}");
     // Parameters are numbered in this order; a statement binds as many as it names
     // (the delete of `Seen` names two, the copy that stamps `?4` four).
     let params: [&dyn sql::ToSql; 4] = [&workflow_id, &recipient, &id, &now];

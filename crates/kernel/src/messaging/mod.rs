@@ -31,6 +31,8 @@ pub mod mentions;
 pub mod news;
 mod one;
 #[cfg(test)]
+mod piped_tests;
+#[cfg(test)]
 mod plan_tests;
 pub mod read;
 pub mod resources;

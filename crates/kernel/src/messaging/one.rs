@@ -123,41 +123,54 @@ pub(super) fn send_all(
     sends: &[Sending],
     known: &KnownAgents,
 ) -> Result<Option<Answers>> {
-    let Some(first) = sends.first() else {
-        return Ok(Some(Vec::new()));
-    };
-    let wid = first.scope.workflow_id;
-    // Whether `agents` were read in this job (else this kernel remembered them).
-    let mut fresh = false;
-    let mut agents = match known.get(wid) {
-        Some(a) => a,
-        None => {
-            fresh = true;
-            known.set(wid, agent_names(c, wid)?)
-        }
-    };
-    // Decided against the agents known, then (at most twice) against those read
-    // again or found by the statement.
+    // Decided against the agents known or read, then (at most twice) against
+    // those the statement found.
+    let mut found = None;
     for _ in 0..3 {
-        let Some(decided) = decide_all(sends, &agents, fresh) else {
-            fresh = true;
-            agents = known.set(wid, agent_names(c, wid)?);
-            continue;
-        };
-        match write(c, sends, (&agents, known), decided)? {
-            Written::Sent(answers) => {
-                let n = answers.iter().filter(|a| a.is_ok()).count();
-                known.written.fetch_add(n as u64, Ordering::Relaxed);
-                return Ok(Some(answers));
-            }
-            Written::Stale(now) => {
-                known.stale.fetch_add(1, Ordering::Relaxed);
-                fresh = true;
-                agents = known.set(wid, now);
-            }
+        let call = send_call(c, sends, known, found.take())?;
+        match read_call(c, sends, call, known)? {
+            Written::Sent(answers) => return Ok(Some(answers)),
+            Written::Stale(now) => found = Some(now),
         }
     }
     Ok(None)
+}
+
+/// The sends decided and the function's call sent (its answer read by [`read_call`]).
+pub(super) struct Call {
+    decided: Vec<Result<Decided>>,
+    sent: Option<sql::Later>,
+}
+
+/// Decides `sends` against `agents` as the statement found them (`Some`), or else
+/// as this kernel knows them (read again when one is refused: an agent made since
+/// may be what it lacks), and sends the call for those decided to go.
+pub(super) fn send_call(
+    c: &Connection,
+    sends: &[Sending],
+    known: &KnownAgents,
+    found: Option<Arc<[String]>>,
+) -> Result<Call> {
+    let Some(first) = sends.first() else {
+        return Ok(Call {
+            decided: Vec::new(),
+            sent: None,
+        });
+    };
+    let wid = first.scope.workflow_id;
+    let (mut agents, mut fresh) = match (found, known.get(wid)) {
+        (Some(now), _) => (now, true),
+        (None, Some(a)) => (a, false),
+        (None, None) => (known.set(wid, agent_names(c, wid)?), true),
+    };
+    let decided = loop {
+        match decide_all(sends, &agents, fresh) {
+            Some(d) => break d,
+            None => (agents, fresh) = (known.set(wid, agent_names(c, wid)?), true),
+        }
+    };
+    let sent = write(c, sends, (&agents, known), &decided)?;
+    Ok(Call { decided, sent })
 }
 
 /// Each send decided against `agents`; `None` when one is refused and the agents
@@ -181,10 +194,10 @@ fn decide_all(sends: &[Sending], agents: &[String], fresh: bool) -> Option<Vec<R
     Some(out)
 }
 
-enum Written {
+pub(super) enum Written {
     Sent(Answers),
     /// Nothing was written: the instance's agents are these.
-    Stale(Vec<String>),
+    Stale(Arc<[String]>),
 }
 
 /// A send as the function reads it (see migration 20's doc).
@@ -206,42 +219,56 @@ struct Row {
     a: usize,
 }
 
-/// Calls the function with the sends `decided` against `agents` (the refused
-/// ones left out).
+/// Sends the function's call with the sends `decided` against `agents` (the
+/// refused ones left out); None when every one was refused.
 fn write(
     c: &Connection,
     sends: &[Sending],
     (agents, known): (&[String], &KnownAgents),
-    decided: Vec<Result<Decided>>,
-) -> Result<Written> {
+    decided: &[Result<Decided>],
+) -> Result<Option<sql::Later>> {
     let mut rows: Vec<Row> = Vec::new();
     let mut hops = Hops::default();
-    for (s, d) in sends.iter().zip(&decided) {
+    for (s, d) in sends.iter().zip(decided) {
         if let Ok(d) = d {
             rows.push(row(s, d, agents, &rows)?);
             hops.then(hop(&s.scope, &d.recipients));
         }
     }
-    let mut answer = Answer::new(rows.len());
-    if !rows.is_empty() {
-        let wid = sends[0].scope.workflow_id;
-        let params: [&dyn sql::ToSql; 5] = [
-            &wid,
-            &agents.join(","),
-            &json(&rows)?,
-            &hops.reset,
-            &hops.add,
-        ];
-        known.calls.fetch_add(1, Ordering::Relaxed);
-        let mut st = c.prepare_cached(SEND)?;
-        let mut out = st.query(&params[..])?;
-        answer.read(c, &mut out)?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let wid = sends[0].scope.workflow_id;
+    let params: [&dyn sql::ToSql; 5] = [
+        &wid,
+        &agents.join(","),
+        &json(&rows)?,
+        &hops.reset,
+        &hops.add,
+    ];
+    known.calls.fetch_add(1, Ordering::Relaxed);
+    Ok(Some(c.prepare_cached(SEND)?.query_later(&params[..])?))
+}
+
+/// The answer to the call `call` sent: each send's, or that the agents had
+/// changed (nothing written).
+pub(super) fn read_call(
+    c: &Connection,
+    sends: &[Sending],
+    call: Call,
+    known: &KnownAgents,
+) -> Result<Written> {
+    let mut answer = Answer::new(call.decided.iter().filter(|d| d.is_ok()).count());
+    if let Some(sent) = call.sent {
+        answer.read(c, &mut sent.rows(c)?)?;
         if let Some(agents) = answer.stale {
-            return Ok(Written::Stale(agents));
+            known.stale.fetch_add(1, Ordering::Relaxed);
+            let wid = sends[0].scope.workflow_id;
+            return Ok(Written::Stale(known.set(wid, agents)));
         }
     }
     let mut written = answer.ids.into_iter().zip(answer.missed);
-    let answers = sends.iter().zip(decided).map(|(s, d)| {
+    let answers = sends.iter().zip(call.decided).map(|(s, d)| {
         let d = d?;
         match written.next() {
             Some((Some(id), missed)) => Ok(posted(s, d, id, missed)),
@@ -250,7 +277,10 @@ fn write(
             )),
         }
     });
-    Ok(Written::Sent(answers.collect()))
+    let answers: Answers = answers.collect();
+    let n = answers.iter().filter(|a| a.is_ok()).count();
+    known.written.fetch_add(n as u64, Ordering::Relaxed);
+    Ok(Written::Sent(answers))
 }
 
 /// `s`, decided as `d`, as the function reads it, after `before` in its job.

@@ -16,14 +16,14 @@
 //! [`TRIES`] the sends queued are told. Each send's events are published under the
 //! trace of the call that made it.
 
-use super::one::{self, Answers, KnownAgents, Sending};
+use super::one::{self, Answers, KnownAgents, Sending, Written};
 use super::{Posted, announce, governed};
 use crate::events::Events;
 use domain::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use store::sql::Connection;
-use store::{Isolation, Store, WriteScope};
+use store::{Isolation, Rest, Store, Then, WriteScope};
 use tokio::sync::oneshot;
 
 /// The most sends one job writes; a burst beyond it takes more jobs.
@@ -179,18 +179,27 @@ impl Writer {
     async fn job(&self, wid: i64) -> (Vec<Waiter>, Result<Answers>) {
         let taken: Arc<Mutex<Vec<Waiter>>> = Arc::default();
         let (together, known, into) = (self.together.clone(), self.known.clone(), taken.clone());
+        // Piped: its call goes out with the other piped jobs of its transaction
+        // (inbox reads, acks), and its answer is read with theirs.
         let written = self
             .store
-            .write_as(
-                WriteScope::Instance(wid),
-                Isolation::ChecksFirst,
-                move |c| {
-                    let (sends, waiters): (Vec<Sending>, Vec<Waiter>) =
-                        together.take(wid).into_iter().unzip();
-                    *into.lock().unwrap_or_else(|e| e.into_inner()) = waiters;
-                    write(c, &sends, &known)
-                },
-            )
+            .write_piped(WriteScope::Instance(wid), move |c| {
+                let (sends, waiters): (Vec<Sending>, Vec<Waiter>) =
+                    together.take(wid).into_iter().unzip();
+                *into.lock().unwrap_or_else(|e| e.into_inner()) = waiters;
+                let call = one::send_call(c, &sends, &known, None)?;
+                let rest: Rest<Answers> = Box::new(move |c| {
+                    Ok(match one::read_call(c, &sends, call, &known)? {
+                        Written::Sent(answers) => Then::Done(answers),
+                        // Nothing was written (the agents had changed): as a job alone.
+                        Written::Stale(_) => Then::Again(
+                            Isolation::ChecksFirst,
+                            Box::new(move |c| write(c, &sends, &known)),
+                        ),
+                    })
+                });
+                Ok(rest)
+            })
             .await;
         let waiters = std::mem::take(&mut *taken.lock().unwrap_or_else(|e| e.into_inner()));
         (waiters, written)
