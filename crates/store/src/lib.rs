@@ -380,11 +380,13 @@ impl Store {
     /// statement asks for [`Then::Again`].
     ///
     /// The contract: what `first` writes takes effect only where the rest gives
-    /// [`Then::Done`]. A refusal (an error from the rest) or an `Again` means it
-    /// wrote nothing; its writes carry their checks in SQL. There is no savepoint
-    /// to undo them: the jobs after it have run since. A statement the server
-    /// refuses fails the whole transaction. On SQLite both halves run at once, in
-    /// a savepoint, as one job.
+    /// [`Then::Done`]; where it gives `Again`, those writes did nothing (they
+    /// carry their checks in SQL). There is no savepoint to undo them: the jobs
+    /// after it have run since. So an error from the rest after `first` wrote,
+    /// or a statement the server refuses, fails the whole transaction (every job
+    /// of it is told the write was not made); a job that may refuse reads before
+    /// it writes, or asks for `Again`. On SQLite both halves run at once, in a
+    /// savepoint, as one job.
     pub async fn write_piped<T, F>(&self, scope: WriteScope, first: F) -> Result<T>
     where
         T: Send + 'static,

@@ -165,13 +165,16 @@ where
                 let spoiled = c.job_wrote() || c.tx_aborted();
                 Begun::Ran(answer(Some(Err(e)), spoiled, tx))
             }
-            Ok(rest) => Begun::Sent(Box::new(move |conn: Option<&Connection>| match conn {
-                None => answer(None, false, tx),
-                Some(c) => {
-                    let (out, spoiled) = read_piped(c, rest);
-                    answer(Some(out), spoiled, tx)
-                }
-            })),
+            Ok(rest) => {
+                let wrote = c.job_wrote();
+                Begun::Sent(Box::new(move |conn: Option<&Connection>| match conn {
+                    None => answer(None, false, tx),
+                    Some(c) => {
+                        let (out, spoiled) = read_piped(c, rest, wrote);
+                        answer(Some(out), spoiled, tx)
+                    }
+                }))
+            }
         }
     });
     Job {
@@ -189,16 +192,15 @@ fn whole<T>(c: &Connection, first: impl FnOnce(&Connection) -> Result<Rest<T>>) 
     }
 }
 
-/// A piped job's second half; true when the transaction can no longer commit. Its
-/// first half's writes take effect only when it is done (the contract of
-/// [`crate::Store::write_piped`]), so a refusal spoils nothing unless the second
-/// half wrote itself.
-fn read_piped<T>(c: &Connection, rest: Rest<T>) -> (Result<T>, bool) {
+/// A piped job's second half, after a first half that `wrote` (or not); true when
+/// the transaction can no longer commit. A refusal after a write spoils it: the
+/// jobs after it have run since, so no savepoint can undo that write alone.
+fn read_piped<T>(c: &Connection, rest: Rest<T>, wrote: bool) -> (Result<T>, bool) {
     c.begin_job();
     match guarded(c, rest) {
         Ok(Then::Done(t)) => (Ok(t), c.tx_aborted()),
         Ok(Then::Again(isolation, f)) => run_job(c, isolation, f),
-        Err(e) => (Err(e), c.job_wrote() || c.tx_aborted()),
+        Err(e) => (Err(e), wrote || c.job_wrote() || c.tx_aborted()),
     }
 }
 

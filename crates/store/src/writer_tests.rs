@@ -27,9 +27,10 @@ enum Does {
     Swallow,
     /// Piped ([`Store::write_piped`]; its isolation unused): sends its insert.
     PipedWrite,
-    /// Piped: sends its insert guarded by the check it sends with it (that `old`
-    /// is not there), which fails: it refuses, having written nothing.
+    /// Piped: sends a read, and refuses from its answer (having written nothing).
     PipedRefuse,
+    /// Piped: sends its insert, then refuses.
+    PipedWriteThenRefuse,
     /// Piped: sends a read, then asks to run again, where it inserts its key with
     /// how many rows it sees then.
     PipedAgain,
@@ -61,7 +62,7 @@ fn job(does: Does, key: String) -> impl FnOnce(&Connection) -> Result<()> + Send
                     .map(drop)
                     .ok();
             }
-            PipedWrite | PipedRefuse | PipedAgain | PipedDuplicate => {
+            PipedWrite | PipedRefuse | PipedWriteThenRefuse | PipedAgain | PipedDuplicate => {
                 unreachable!("{does:?} is piped")
             }
         }
@@ -80,16 +81,16 @@ fn piped(does: Does, key: String) -> impl FnOnce(&Connection) -> Result<Rest<()>
             }
             PipedRefuse => {
                 let old = count(c, "SELECT count(*) FROM t WHERE k = 'old'")?;
-                c.execute_later(
-                    "INSERT INTO t SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM t WHERE k = 'old')",
-                    [&key],
-                )?;
                 Box::new(
                     move |c| match old.rows(c)?.next()?.map(|r| r.get::<i64>(0)) {
                         Some(Ok(0)) => Ok(Then::Done(())),
                         _ => Err(Error::invalid(format!("{key} refused"))),
                     },
                 )
+            }
+            PipedWriteThenRefuse => {
+                c.execute_later("INSERT INTO t VALUES (?1)", [&key])?;
+                Box::new(move |_| Err(Error::invalid(format!("{key} refused"))))
             }
             PipedAgain => {
                 let sent = count(c, "SELECT count(*) FROM t")?;
@@ -220,6 +221,16 @@ const CASES: &[Case] = &[
         (&["not made", "not made", "not made", "not made"], ""),
     ),
     (
+        // A piped job that refuses after it wrote fails the whole transaction.
+        &[
+            (CF, PipedWrite),
+            (CF, PipedWriteThenRefuse),
+            (CF, PipedWrite),
+        ],
+        (&["ok", "own error", "ok"], "j0 j2"),
+        (&["not made", "own error", "not made"], ""),
+    ),
+    (
         // A job that is not piped reads the piped ones' answers first: its
         // savepoint's rollback undoes its own writes only.
         &[(CF, PipedWrite), (SP, WriteThenRefuse), (CF, PipedWrite)],
@@ -246,7 +257,7 @@ async fn in_one_transaction(store: &Store, jobs: &[(Isolation, Does)]) -> Vec<Re
     for (i, (isolation, does)) in jobs.iter().enumerate() {
         let (scope, key) = (WriteScope::Instance(1), format!("j{i}"));
         let mut f: Pin<Box<dyn Future<Output = Result<()>> + Send>> = match does {
-            PipedWrite | PipedRefuse | PipedAgain | PipedDuplicate => {
+            PipedWrite | PipedRefuse | PipedWriteThenRefuse | PipedAgain | PipedDuplicate => {
                 Box::pin(store.write_piped(scope, piped(*does, key)))
             }
             _ => Box::pin(store.write_as(scope, *isolation, job(*does, key))),
