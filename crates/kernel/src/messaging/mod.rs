@@ -30,6 +30,7 @@ mod inbox_tests;
 pub mod mentions;
 pub mod news;
 mod one;
+mod own_inbox;
 #[cfg(test)]
 mod piped_tests;
 #[cfg(test)]
