@@ -111,6 +111,22 @@ fn answer<T: Send + 'static>(
     Ran { finish, spoiled }
 }
 
+/// How a job is answered whose work is `run` on `conn` (giving its outcome and
+/// whether it spoiled the transaction), or that never ran (`conn` is None).
+fn answered<T: Send + 'static>(
+    conn: Option<&Connection>,
+    tx: tokio::sync::oneshot::Sender<Result<T>>,
+    run: impl FnOnce(&Connection) -> (Result<T>, bool),
+) -> Ran {
+    match conn {
+        None => answer(None, false, tx),
+        Some(c) => {
+            let (out, spoiled) = run(c);
+            answer(Some(out), spoiled, tx)
+        }
+    }
+}
+
 /// `f` as a job in `scope` with `isolation`, answering on `tx` after the commit.
 pub(crate) fn job<T, F>(
     scope: WriteScope,
@@ -123,13 +139,7 @@ where
     F: FnOnce(&Connection) -> Result<T> + Send + 'static,
 {
     let run: Run = Box::new(move |conn: Option<&Connection>| {
-        Begun::Ran(match conn {
-            None => answer(None, false, tx),
-            Some(c) => {
-                let (out, spoiled) = run_job(c, isolation, f);
-                answer(Some(out), spoiled, tx)
-            }
-        })
+        Begun::Ran(answered(conn, tx, |c| run_job(c, isolation, f)))
     });
     Job {
         scope,
@@ -167,12 +177,8 @@ where
             }
             Ok(rest) => {
                 let wrote = c.job_wrote();
-                Begun::Sent(Box::new(move |conn: Option<&Connection>| match conn {
-                    None => answer(None, false, tx),
-                    Some(c) => {
-                        let (out, spoiled) = read_piped(c, rest, wrote);
-                        answer(Some(out), spoiled, tx)
-                    }
+                Begun::Sent(Box::new(move |conn: Option<&Connection>| {
+                    answered(conn, tx, |c| read_piped(c, rest, wrote))
                 }))
             }
         }
