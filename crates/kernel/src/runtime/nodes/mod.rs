@@ -28,6 +28,7 @@
 //! with `--labels`) and moves agents by hand.
 
 mod bus;
+mod fence;
 pub(crate) mod placing;
 
 pub(crate) use placing::{labels_of_tx, place_tx, require_live_tx};
@@ -299,51 +300,73 @@ impl Nodes {
     /// from the first request), then five times per lease while the kernel lives,
     /// each time taking over from nodes that are gone (see the module docs).
     ///
-    /// Fencing (a shared store only): a heartbeat that fails or hangs counts as not
-    /// renewed; after half the lease without one, this node stops its workers, since
-    /// others may take its agents once the lease is out. The first heartbeat that
-    /// gets through again serves what the stopped runs left pending.
+    /// Fencing (a shared store only, `fence.rs`): a heartbeat that fails or hangs
+    /// counts as not renewed; after half the lease without one, this node stops its
+    /// workers, since others may take its agents once the lease is out. The first
+    /// heartbeat that gets through again serves what the stopped runs left pending.
     pub(crate) async fn start_heartbeat(self: &Arc<Self>) -> Result<()> {
+        let began = tokio::time::Instant::now();
         self.beat().await?;
-        let weak: Weak<Self> = Arc::downgrade(self);
         let every = heartbeat();
-        let exclusive = self.base.store.is_exclusive();
+        let fence = Arc::new(fence::Fence::new(lease(), every, began));
+        // One kernel on its store (SQLite): nobody else could take its agents.
+        if !self.base.store.is_exclusive() {
+            tokio::spawn(self.clone().fence(fence.clone()));
+        }
+        let weak: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut renewed = tokio::time::Instant::now();
-            let mut fenced = false;
             loop {
                 tick.tick().await;
                 let Some(k) = weak.upgrade() else { return };
                 if k.leaving.load(std::sync::atomic::Ordering::Relaxed) {
                     return;
                 }
+                let began = tokio::time::Instant::now();
                 match tokio::time::timeout(every, k.beat()).await {
                     Ok(Ok(())) => {
-                        renewed = tokio::time::Instant::now();
-                        if std::mem::take(&mut fenced) {
+                        if fence.renewed(began) {
                             k.scheduler.request_rescan();
                         }
                         if let Err(e) = k.take_over_gone().await {
                             tracing::warn!("takeover of gone nodes failed: {e}");
                         }
-                        continue;
                     }
                     Ok(Err(e)) => tracing::warn!("node heartbeat not written: {e}"),
                     Err(_) => tracing::warn!("node heartbeat not written within {every:?}"),
                 }
-                // One kernel on its store (SQLite): nobody else could take its agents.
-                if !exclusive && !fenced && renewed.elapsed() > lease() / 2 {
-                    fenced = true;
-                    tracing::error!(
-                        "the lease could not be renewed for half its time: stopping this node's workers"
-                    );
-                    k.workers.stop_all_runs().await;
-                }
             }
         });
         Ok(())
+    }
+
+    /// Stops this node's workers whenever its lease went half its time unrenewed,
+    /// until the node is gone or leaves.
+    async fn fence(self: Arc<Self>, fence: Arc<fence::Fence>) {
+        let weak: Weak<Self> = Arc::downgrade(&self);
+        drop(self);
+        loop {
+            let first = match fence.next(tokio::time::Instant::now()) {
+                fence::Next::Sleep(until) => {
+                    tokio::time::sleep_until(until).await;
+                    continue;
+                }
+                fence::Next::Stop { first } => first,
+            };
+            let Some(k) = weak.upgrade() else { return };
+            if k.leaving.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            if first {
+                tracing::error!(
+                    "the lease could not be renewed for half its time: stopping this node's workers"
+                );
+            }
+            k.workers.stop_all_runs().await;
+            drop(k);
+            tokio::time::sleep(fence.again()).await;
+        }
     }
 
     /// Renews this node's lease. A node that finds its row gone was taken over:
