@@ -251,6 +251,9 @@ async fn pauses_a_run_on_another_node(la: &Client, lc: &Client) {
     .ok();
     let r = ask(la, "slow", "take your time", 1).await;
     assert_eq!(r["status"], "running", "{r}");
+    // a shows the run in progress on c as its run in progress.
+    let seen = info(la, "slow").await;
+    assert_eq!(seen["running"], r["run_id"], "{seen}");
     // Not moved while it runs.
     let e = call(la, "agent_update", json!({"target": "slow", "node": "a"}))
         .await

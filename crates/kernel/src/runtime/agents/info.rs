@@ -29,7 +29,7 @@ pub struct AgentInfo {
     pub inbox: InboxCounts,
     /// Tokens that currently let something act as this agent (agent_join, runs).
     pub active_tokens: i64,
-    /// The run in progress, if any.
+    /// The run in progress, if any (on this node or another).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
     /// The most recent runs, newest first (at most 10).
@@ -51,7 +51,7 @@ impl Agents {
         let (id, wid, name) = (rec.id, rec.workflow_id, rec.view.name.clone());
         // Before the database: a run leaves the active map only after its end is
         // committed, so "not running" here means the read below sees that end.
-        let running = self.workers.active_run(id).map(|h| h.run_id);
+        let mine = self.workers.active_run(id).map(|h| h.run_id);
         let now = self.base.clock.now_ms();
         let (status, inbox, active_tokens, runs, usage, schedule) = self
             .base.store
@@ -87,6 +87,12 @@ impl Agents {
                 Ok((status, inbox, tokens, runs, usage, schedule))
             })
             .await?;
+        // A run that began since (or runs on another node) is in progress too:
+        // `running` never says less than the newest run does.
+        let newest = runs
+            .first()
+            .filter(|r| r.status == domain::states::RunStatus::Running);
+        let running = mine.or_else(|| newest.map(|r| r.id.clone()));
         let target = rec.view.target.clone();
         let worktree = match (&rec.view.workspace, WorkflowRef::parse(&rec.view.workflow)) {
             (Some(domain::workspace::Workspace::Worktree(w)), Ok(wf)) => {
