@@ -367,7 +367,7 @@ async fn cli_commands_held(backend: &str) {
         args["model"] = json!(m);
     }
     call(&lead, "agent_new", args).await.ok();
-    let r = ask(&lead, "builder", "go", 50).await;
+    let r = ask_long(&lead, "builder", "go", 180).await;
     assert_eq!(r["status"], "succeeded", "{backend}: {r}");
     let calls = llm.model_calls().len();
     assert!(

@@ -234,7 +234,7 @@ async fn cli_keeps_to_its_home(backend: &str) {
         std::fs::read_to_string(home.join("mine.txt")).unwrap_or_default()
     };
     for prompt in ["please say hello", "and once more?"] {
-        let r = ask(&lead, "worker", prompt, 50).await;
+        let r = ask_long(&lead, "worker", prompt, 180).await;
         assert_eq!(r["status"], "succeeded", "{backend}: {r}");
         users_unchanged(&uh, backend);
         // Its commands' HOME is its own, and what they wrote there stays

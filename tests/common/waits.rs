@@ -91,3 +91,32 @@ pub async fn finished(lead: &Client, workflow: &str) -> Value {
     }
     panic!("{workflow} still running after 90 s");
 }
+
+/// agent_ask for a run longer than one call may wait (a real CLI's many steps on
+/// a loaded machine): asks, waiting what a call may (50 s), then polls agent_info
+/// until the run it started has ended, `secs` in all at most. The answer carries
+/// the run's end: its `status`, and its `final_text` or `error`.
+pub async fn ask_long(lead: &Client, target: &str, message: &str, secs: u64) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut r = ask(lead, target, message, secs.min(50)).await;
+    let Some(id) = r["run_id"].as_str().filter(|_| r["status"] == "running") else {
+        return r;
+    };
+    let id = id.to_owned();
+    loop {
+        let i = info(lead, target).await;
+        let runs = i["runs"].as_array().cloned().unwrap_or_default();
+        let run = runs.into_iter().find(|run| run["id"] == id.as_str());
+        if let Some(run) = run.filter(|run| run["status"] != "running") {
+            for key in ["status", "final_text", "error", "error_class"] {
+                r[key] = run[key].clone();
+            }
+            return r;
+        }
+        assert!(
+            Instant::now() < end,
+            "{target}: run {id} is not over in {secs} s: {i}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
