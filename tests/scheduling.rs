@@ -43,12 +43,13 @@ async fn wait_past(at: i64) {
 
 #[tokio::test]
 async fn a_mention_wakes_its_agent_at_once() {
+    const PINGS: usize = 5;
     let dir = tempfile::tempdir().unwrap();
     let s = HttpServer::start(dir.path()).await;
     let lead = s.lead(Proto::Legacy).await;
     new_mock(&lead, "bob", json!([{"send": "@user pong"}])).await;
     let mut latencies = Vec::new();
-    for n in 0..3 {
+    for n in 0..PINGS {
         let sent = send(&lead, &format!("@bob ping {n}")).await;
         let i = wait_info(&lead, "bob", 20, |i| {
             runs(i).len() > n && runs(i)[0]["status"] == "succeeded"
@@ -61,24 +62,28 @@ async fn a_mention_wakes_its_agent_at_once() {
             .unwrap();
         let latency = ms(&runs(&i)[0]["started_at"]) - ms(&msg["created_at"]);
         assert_eq!(runs(&i)[0]["trigger"], "message");
+        assert!(
+            latency >= 0,
+            "a run started before its message: {latency} ms"
+        );
         latencies.push(latency);
     }
     eprintln!("wake latency (message written -> run started), ms: {latencies:?}");
     // Event-driven: a polling loop would show its interval here (the original polled
-    // every 5 s). Generous for a loaded CI machine, far below any poll interval.
-    assert!(
-        latencies.iter().all(|l| (0..1000).contains(l)),
-        "{latencies:?}"
-    );
+    // every 5 s, so its median wake would be 2.5 s). The median, not every wake: one
+    // wake on a loaded machine may take a second, a poll's would most of the time.
+    latencies.sort();
+    let median = latencies[PINGS / 2];
+    assert!(median < 1000, "median {median} ms of {latencies:?}");
     let replies = channel(&lead)
         .await
         .into_iter()
         .filter(|m| m["from"] == "bob")
         .count();
-    assert_eq!(replies, 3, "one run per message, no extra runs");
+    assert_eq!(replies, PINGS, "one run per message, no extra runs");
     let i = info(&lead, "bob").await;
-    assert_eq!(i["inbox"]["acked"], 3, "{i}");
-    assert_eq!(runs(&i).len(), 3, "{i}");
+    assert_eq!(i["inbox"]["acked"], PINGS, "{i}");
+    assert_eq!(runs(&i).len(), PINGS, "{i}");
     s.stop().await;
 }
 
