@@ -254,6 +254,8 @@ pub struct Nodes {
     bus: OnceLock<Arc<store::bus::Bus>>,
     /// Set when the node leaves the store (a clean stop): no more heartbeats.
     leaving: AtomicBool,
+    /// A takeover of gone nodes is in progress (see `take_over_aside`).
+    taking: AtomicBool,
 }
 
 impl Nodes {
@@ -270,6 +272,7 @@ impl Nodes {
             approvals,
             bus: OnceLock::new(),
             leaving: AtomicBool::new(false),
+            taking: AtomicBool::new(false),
         }
     }
 
@@ -329,9 +332,7 @@ impl Nodes {
                         if fence.renewed(began) {
                             k.scheduler.request_rescan();
                         }
-                        if let Err(e) = k.take_over_gone().await {
-                            tracing::warn!("takeover of gone nodes failed: {e}");
-                        }
+                        k.take_over_aside();
                     }
                     Ok(Err(e)) => tracing::warn!("node heartbeat not written: {e}"),
                     Err(_) => tracing::warn!("node heartbeat not written within {every:?}"),
@@ -339,6 +340,22 @@ impl Nodes {
             }
         });
         Ok(())
+    }
+
+    /// Takes over from gone nodes on a task of its own, one takeover at a time: a
+    /// beat never waits for one (a slow takeover, or one hanging on a database
+    /// that stopped answering, would hold the next beat and so fence this node).
+    fn take_over_aside(self: &Arc<Self>) {
+        if self.taking.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let k = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = k.take_over_gone().await {
+                tracing::warn!("takeover of gone nodes failed: {e}");
+            }
+            k.taking.store(false, std::sync::atomic::Ordering::SeqCst);
+        });
     }
 
     /// Stops this node's workers whenever its lease went half its time unrenewed,
