@@ -29,7 +29,8 @@ pub struct AgentInfo {
     pub inbox: InboxCounts,
     /// Tokens that currently let something act as this agent (agent_join, runs).
     pub active_tokens: i64,
-    /// The run in progress, if any (on this node or another).
+    /// The run in progress, if any, as the database records it (on this node or
+    /// another).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
     /// The most recent runs, newest first (at most 10).
@@ -87,12 +88,13 @@ impl Agents {
                 Ok((status, inbox, tokens, runs, usage, schedule))
             })
             .await?;
-        // A run that began since (or runs on another node) is in progress too:
-        // `running` never says less than the newest run does.
+        // The database's run in progress first (one per agent: one that began
+        // since, or runs on another node); else this node's, whose row is not
+        // written yet. `running` never says less than the newest run does.
         let newest = runs
             .first()
             .filter(|r| r.status == domain::states::RunStatus::Running);
-        let running = mine.or_else(|| newest.map(|r| r.id.clone()));
+        let running = newest.map(|r| r.id.clone()).or(mine);
         let target = rec.view.target.clone();
         let worktree = match (&rec.view.workspace, WorkflowRef::parse(&rec.view.workflow)) {
             (Some(domain::workspace::Workspace::Worktree(w)), Ok(wf)) => {
