@@ -70,8 +70,8 @@ async fn a_mention_wakes_its_agent_at_once() {
     }
     eprintln!("wake latency (message written -> run started), ms: {latencies:?}");
     // Event-driven: a polling loop would show its interval here (the original polled
-    // every 5 s, so its median wake would be 2.5 s). The median, not every wake: one
-    // wake on a loaded machine may take a second, a poll's would most of the time.
+    // every 5 s; each ping is sent as the run before ends, so in step with the poll).
+    // The median, not every wake: one wake on a loaded machine may take a second.
     latencies.sort();
     let median = latencies[PINGS / 2];
     assert!(median < 1000, "median {median} ms of {latencies:?}");

@@ -94,8 +94,10 @@ pub async fn finished(lead: &Client, workflow: &str) -> Value {
 
 /// agent_ask for a run longer than one call may wait (a real CLI's many steps on
 /// a loaded machine): asks, waiting what a call may (50 s), then polls agent_info
-/// until the run it started has ended, `secs` in all at most. The answer carries
-/// the run's end: its `status`, and its `final_text` or `error`.
+/// until the run it started has ended, `secs` in all at most. The answer's
+/// `status` is the run's end; when the ask had to be waited out, the run's
+/// `final_text`, `error` and `error_class` are added at its top level (agent_ask
+/// itself gives its text under `reply`).
 pub async fn ask_long(lead: &Client, target: &str, message: &str, secs: u64) -> Value {
     let end = Instant::now() + Duration::from_secs(secs);
     let mut r = ask(lead, target, message, secs.min(50)).await;
