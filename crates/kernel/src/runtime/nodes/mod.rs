@@ -349,12 +349,21 @@ impl Nodes {
         if self.taking.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
-        let k = self.clone();
+        /// Clears `taking` however the takeover ends (a panic too), so that one
+        /// bad takeover does not end every later one.
+        struct Taking(Arc<Nodes>);
+        impl Drop for Taking {
+            fn drop(&mut self) {
+                self.0
+                    .taking
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let k = Taking(self.clone());
         tokio::spawn(async move {
-            if let Err(e) = k.take_over_gone().await {
+            if let Err(e) = k.0.take_over_gone().await {
                 tracing::warn!("takeover of gone nodes failed: {e}");
             }
-            k.taking.store(false, std::sync::atomic::Ordering::SeqCst);
         });
     }
 
