@@ -99,26 +99,24 @@ pub async fn finished(lead: &Client, workflow: &str) -> Value {
 /// `final_text`, `error` and `error_class` are added at its top level (agent_ask
 /// itself gives its text under `reply`).
 pub async fn ask_long(lead: &Client, target: &str, message: &str, secs: u64) -> Value {
-    let end = Instant::now() + Duration::from_secs(secs);
+    let asked = Instant::now();
     let mut r = ask(lead, target, message, secs.min(50)).await;
     let Some(id) = r["run_id"].as_str().filter(|_| r["status"] == "running") else {
         return r;
     };
     let id = id.to_owned();
-    loop {
-        let i = info(lead, target).await;
-        let runs = i["runs"].as_array().cloned().unwrap_or_default();
-        let run = runs.into_iter().find(|run| run["id"] == id.as_str());
-        if let Some(run) = run.filter(|run| run["status"] != "running") {
-            for key in ["status", "final_text", "error", "error_class"] {
-                r[key] = run[key].clone();
-            }
-            return r;
-        }
-        assert!(
-            Instant::now() < end,
-            "{target}: run {id} is not over in {secs} s: {i}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let run = |i: &Value| -> Option<Value> {
+        let runs = i["runs"].as_array()?;
+        runs.iter().find(|run| run["id"] == id.as_str()).cloned()
+    };
+    let left = secs.saturating_sub(asked.elapsed().as_secs());
+    let i = wait_info(lead, target, left, |i| {
+        run(i).is_some_and(|run| run["status"] != "running")
+    })
+    .await;
+    let run = run(&i).expect("the run, found by the wait");
+    for key in ["status", "final_text", "error", "error_class"] {
+        r[key] = run[key].clone();
     }
+    r
 }
